@@ -1,0 +1,325 @@
+// Tern's verbs-like device interface: what the engine sees of an RDMA device,
+// whichever driver (pmd/shm, pmd/verbs, pmd/mlx5) provides it.
+//
+// Control objects (Device, Pd, Mr, FastMr, Cq, Qp) are created through result
+// types and owned by std::unique_ptr; destroy QPs before their CQs and PD, and
+// everything before its Device. The datapath is three calls, each one indirect
+// call per burst, never per work request:
+//   Qp::post_send(chain)  a chain of send-queue WRs, posted together (one doorbell)
+//   Qp::post_recv(chain)  a chain of receive WRs
+//   Cq::poll(wc, max)     up to max completions
+// A device and all objects made from it belong to one thread at a time (the
+// engine's lcore): no call takes a lock, and none is safe to make concurrently.
+//
+// Semantics are the verbs' (IB spec, RC service), because the engine's
+// correctness depends on them:
+//  - the owner of memory validates every remote access against its MR table;
+//    a bad rkey, range or access right is a remote access error for the
+//    initiator and nothing is written;
+//  - REG_MR and LOCAL_INV take effect in send-queue order; SEND_WITH_INV
+//    invalidates its rkey at the receiver before the receive completes;
+//  - unsignaled WRs produce no completion, but a completion means every earlier
+//    WR on that send queue has completed;
+//  - a WR that fails always produces a completion; after it the QP is in error
+//    and every outstanding send and receive WR completes with kWrFlushErr, in
+//    order; WRs posted to a QP in error are flushed the same way.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "base/stats.h"
+
+namespace tern::rdma {
+
+// ---------------------------------------------------------------- capabilities
+
+struct DeviceCaps {
+  std::string driver;             // "shm", "verbs", "mlx5"
+  std::string name;               // device name, e.g. "shm0", "rxe0"
+  uint32_t max_qp_wr = 0;         // send or receive queue depth limit
+  uint32_t max_send_sge = 0;
+  uint32_t max_recv_sge = 0;
+  uint32_t max_cqe = 0;
+  uint32_t max_fast_reg_depth = 0;  // pages one REG_MR can map (0: no fast registration)
+  uint32_t fast_reg_page_size = 4096;
+  uint64_t max_mr_size = 0;
+  uint32_t max_private_data = 0;  // bytes of connection private data
+  bool fast_reg = false;            // REG_MR / LOCAL_INV work requests
+  bool remote_invalidation = false; // SEND_WITH_INV accepted and honoured
+  bool memory_windows = false;      // fast registration is done with type-2 windows
+};
+
+// ---------------------------------------------------------------- memory
+
+enum Access : uint32_t {
+  kAccessLocalWrite = 1u << 0,
+  kAccessRemoteWrite = 1u << 1,
+  kAccessRemoteRead = 1u << 2,
+};
+
+// The key byte is the low 8 bits of an rkey; the rest names the MR.
+inline constexpr uint32_t rkey_index(uint32_t rkey) { return rkey >> 8; }
+inline constexpr uint8_t rkey_key(uint32_t rkey) { return static_cast<uint8_t>(rkey & 0xff); }
+inline constexpr uint32_t make_rkey(uint32_t index, uint8_t key) { return (index << 8) | key; }
+
+// A long-lived registration: lkey for local SGEs; rkey when remote access was asked.
+class Mr {
+ public:
+  virtual ~Mr() = default;
+  uint64_t addr() const { return addr_; }
+  uint64_t length() const { return length_; }
+  uint32_t lkey() const { return lkey_; }
+  uint32_t rkey() const { return rkey_; }
+  uint32_t access() const { return access_; }
+
+ protected:
+  uint64_t addr_ = 0, length_ = 0;
+  uint32_t lkey_ = 0, rkey_ = 0, access_ = 0;
+};
+
+// A fast-registration MR (FRWR; a type-2 window on verbs; an indirect mkey on
+// mlx5). Registered by a kRegMr WR and invalidated by kLocalInv or by the
+// peer's SEND_WITH_INV. Each registration must use a fresh rkey from
+// bump_rkey(): the key byte changes so that a stale rkey can never reach the
+// new registration.
+class FastMr {
+ public:
+  virtual ~FastMr() = default;
+  uint32_t max_depth() const { return max_depth_; }
+  // The rkey of the current (or last) registration.
+  uint32_t rkey() const { return rkey_; }
+  // Advances the key byte and returns the rkey the next kRegMr must carry.
+  uint32_t bump_rkey() {
+    rkey_ = make_rkey(rkey_index(rkey_), static_cast<uint8_t>(rkey_key(rkey_) + 1));
+    return rkey_;
+  }
+
+ protected:
+  uint32_t max_depth_ = 0;
+  uint32_t rkey_ = 0;
+};
+
+class Pd {
+ public:
+  virtual ~Pd() = default;
+  // Registers [addr, addr+length) for the lifetime of the returned Mr.
+  virtual Result<std::unique_ptr<Mr>> reg_mr(void* addr, uint64_t length, uint32_t access) = 0;
+  // A fast-registration MR able to map up to max_depth pages per registration.
+  virtual Result<std::unique_ptr<FastMr>> alloc_fast_mr(uint32_t max_depth) = 0;
+};
+
+// ---------------------------------------------------------------- work requests
+
+struct Sge {
+  uint64_t addr;
+  uint32_t length;
+  uint32_t lkey;
+};
+
+enum class WrOpcode : uint8_t {
+  kSend,
+  kSendWithInv,  // SEND that invalidates `invalidate_rkey` at the receiver (RFC 8797)
+  kRdmaWrite,
+  kRdmaRead,
+  kRegMr,        // fast registration of reg.mr over [reg.addr, reg.addr+reg.length)
+  kLocalInv,     // invalidate `invalidate_rkey` (an MR of this PD)
+};
+
+enum WrFlags : uint8_t {
+  kWrSignaled = 1u << 0,  // produce a completion on success
+};
+
+struct SendWr {
+  uint64_t wr_id = 0;
+  const Sge* sg_list = nullptr;  // kSend*, kRdmaWrite: source; kRdmaRead: sink
+  uint32_t num_sge = 0;
+  WrOpcode opcode = WrOpcode::kSend;
+  uint8_t flags = 0;
+  // kRdmaWrite / kRdmaRead: the peer's memory.
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  // kSendWithInv / kLocalInv.
+  uint32_t invalidate_rkey = 0;
+  // kRegMr: map [addr, addr+length) of the long-lived registration `lkey`, at
+  // iova = addr, with `access`, under `rkey` (from mr->bump_rkey()).
+  struct {
+    FastMr* mr = nullptr;
+    uint64_t addr = 0;
+    uint64_t length = 0;
+    uint32_t lkey = 0;
+    uint32_t access = 0;
+    uint32_t rkey = 0;
+  } reg;
+};
+
+struct RecvWr {
+  uint64_t wr_id = 0;
+  const Sge* sg_list = nullptr;
+  uint32_t num_sge = 0;
+};
+
+// ---------------------------------------------------------------- completions
+
+enum class WcStatus : uint8_t {
+  kSuccess = 0,
+  kLocLenErr,       // receive buffer too small, or a length over the limit
+  kLocQpOpErr,      // malformed WR for this QP
+  kLocProtErr,      // bad lkey / local range / local access right
+  kWrFlushErr,      // the QP was in error when this WR's turn came
+  kMwBindErr,       // REG_MR or LOCAL_INV on an MR in the wrong state or key
+  kRemInvReqErr,    // the peer found the request invalid (e.g. its buffer too small)
+  kRemAccessErr,    // the peer rejected an rkey, range or access right
+  kRemOpErr,        // the peer could not execute the request
+  kRetryExcErr,     // transport gone: peer vanished
+  kGeneralErr,
+};
+const char* wc_status_name(WcStatus s);
+
+enum class WcOpcode : uint8_t { kSend, kRdmaWrite, kRdmaRead, kRegMr, kLocalInv, kRecv };
+const char* wc_opcode_name(WcOpcode op);
+
+enum WcFlags : uint8_t {
+  kWcWithInv = 1u << 0,  // a receive whose SEND_WITH_INV invalidated `invalidated_rkey`
+};
+
+struct Wc {
+  uint64_t wr_id;
+  uint32_t byte_len;          // receives: bytes received
+  uint32_t invalidated_rkey;  // with kWcWithInv
+  uint32_t qp_num;
+  WcStatus status;
+  WcOpcode opcode;            // valid for kSuccess; flushed WRs carry their own opcode
+  uint8_t flags;
+  uint8_t reserved;
+};
+static_assert(sizeof(Wc) == 24, "Wc is copied in bursts; keep it small");
+
+class Cq {
+ public:
+  virtual ~Cq() = default;
+  // Up to max completions into wc; returns how many. Drives the driver's progress.
+  virtual int poll(Wc* wc, int max) = 0;
+  virtual uint32_t capacity() const = 0;
+};
+
+// ---------------------------------------------------------------- queue pairs
+
+enum class QpState : uint8_t {
+  kInit,        // created; receives may be posted
+  kConnecting,  // connect() or accept() in progress
+  kRts,         // connected: sends may be posted
+  kError,       // everything outstanding is flushed; destroy and make a new QP
+};
+const char* qp_state_name(QpState s);
+
+struct QpInit {
+  Pd* pd = nullptr;
+  Cq* send_cq = nullptr;
+  Cq* recv_cq = nullptr;
+  uint32_t sq_depth = 128;
+  uint32_t rq_depth = 128;
+  uint32_t max_send_sge = 4;
+  uint32_t max_recv_sge = 1;
+};
+
+// Faults a driver can inject for tests (pmd/shm implements all of them).
+struct Fault {
+  enum class Kind : uint8_t {
+    kFailAfterWrs,      // the QP goes to error after `count` more send WRs executed
+    kDelayCompletions,  // hold send completions back for `delay_ns`
+    kDropConnection,    // vanish as a dead peer would: no goodbye
+    kCorruptNextDesc,   // the next descriptor this side sends is garbage
+  };
+  Kind kind;
+  uint64_t count = 0;
+  uint64_t delay_ns = 0;
+};
+
+// Datapath error codes returned through post_*'s `err` out-parameter.
+//   EAGAIN queue full; EINVAL malformed WR; ENOTCONN not connected.
+class Qp {
+ public:
+  virtual ~Qp() = default;
+  // Posts wrs[0..n) as one chain. Returns how many were accepted from the front;
+  // on a short count *err says why (errno value) and nothing after it was posted.
+  virtual int post_send(const SendWr* wrs, int n, int* err) = 0;
+  virtual int post_recv(const RecvWr* wrs, int n, int* err) = 0;
+
+  virtual QpState state() const = 0;
+  virtual uint32_t qp_num() const = 0;
+  virtual const QpInit& init() const = 0;
+  // Driver counters for this QP (descriptors, bytes, doorbells, rnr waits...).
+  virtual StatsView stats() const = 0;
+  virtual Status inject_fault(const Fault& f) {
+    (void)f;
+    return make_error(Errc::kUnsupported, "this driver has no fault injection");
+  }
+};
+
+// ---------------------------------------------------------------- connections
+
+// An incoming connection waiting for accept() or reject(); owned by the device.
+class ConnRequest {
+ public:
+  virtual ~ConnRequest() = default;
+  const std::vector<uint8_t>& private_data() const { return private_data_; }
+
+ protected:
+  std::vector<uint8_t> private_data_;
+};
+
+enum class CmEventType : uint8_t {
+  kConnectRequest,  // server: `request` wants a connection
+  kEstablished,     // `qp` is connected; private_data is the peer's
+  kRejected,        // client: the server refused; private_data is its reason
+  kUnreachable,     // client: nobody listens there, or the handshake failed
+  kDisconnected,    // `qp` lost its peer (goodbye, death or error); it is in error now
+};
+const char* cm_event_name(CmEventType t);
+
+struct CmEvent {
+  CmEventType type;
+  Qp* qp = nullptr;
+  ConnRequest* request = nullptr;
+  std::vector<uint8_t> private_data;
+  Status status;  // why, for kUnreachable / kDisconnected
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const DeviceCaps& caps() const = 0;
+
+  virtual Result<std::unique_ptr<Pd>> alloc_pd() = 0;
+  virtual Result<std::unique_ptr<Cq>> create_cq(uint32_t capacity) = 0;
+  virtual Result<std::unique_ptr<Qp>> create_qp(const QpInit& init) = 0;
+
+  // Server side: accept connections at the device's address.
+  virtual Status listen() = 0;
+  // Client side: start connecting `qp` to the device's address. Completion
+  // arrives as kEstablished / kRejected / kUnreachable from poll_cm().
+  virtual Status connect(Qp* qp, std::span<const uint8_t> private_data) = 0;
+  virtual Status accept(ConnRequest* req, Qp* qp, std::span<const uint8_t> private_data) = 0;
+  virtual Status reject(ConnRequest* req, std::span<const uint8_t> private_data) = 0;
+  // Graceful close: the peer sees kDisconnected; `qp` goes to error and flushes.
+  virtual Status disconnect(Qp* qp) = 0;
+  // Non-blocking: the next connection event, if any. Call it from the poll
+  // loop; it is the control path (it may make system calls).
+  virtual bool poll_cm(CmEvent* ev) = 0;
+};
+
+// ---------------------------------------------------------------- opening
+
+// Opens a device by spec, e.g. "shm:path=/run/tern.sock", "verbs:dev=rxe0".
+Result<std::unique_ptr<Device>> open_device(std::string_view spec);
+// Names of the drivers linked into this program.
+std::vector<std::string> driver_names();
+
+}  // namespace tern::rdma

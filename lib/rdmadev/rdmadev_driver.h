@@ -1,0 +1,34 @@
+// For drivers only: how a driver plugs into open_device(). Include this from
+// pmd/<name>/ and register with TERN_REGISTER_DRIVER; the engine never does.
+#pragma once
+
+#include <memory>
+
+#include "base/devargs.h"
+#include "rdmadev/rdmadev.h"
+
+namespace tern::rdma {
+
+class Driver {
+ public:
+  virtual ~Driver() = default;
+  virtual const char* name() const = 0;
+  // One line for `--help` listings: arguments and what they mean.
+  virtual const char* usage() const = 0;
+  virtual Result<std::unique_ptr<Device>> open(const DevArgs& args) = 0;
+};
+
+// Called from static constructors; the registry lives for the whole program.
+void register_driver(Driver* driver);
+
+}  // namespace tern::rdma
+
+// Registers a driver at program start. Driver objects sit in a static archive
+// linked whole (see meson.build), so the constructor is never dropped.
+#define TERN_REGISTER_DRIVER(cls)                                  \
+  namespace {                                                      \
+  __attribute__((constructor)) void tern_register_##cls() {        \
+    static cls instance;                                           \
+    ::tern::rdma::register_driver(&instance);                      \
+  }                                                                \
+  }
