@@ -1,0 +1,400 @@
+// pmd/shm control path: device, queue creation, and connection management over
+// an AF_UNIX SOCK_SEQPACKET socket (memif-style). The client creates the
+// connection area memfd and passes it in its hello; the server maps it on
+// accept. Every message and the area header are peer input and are checked.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/log.h"
+#include "rdmadev/rdmadev_driver.h"
+#include "shm/shm_internal.h"
+
+namespace tern::shm {
+
+namespace {
+
+bool fill_addr(const std::string& path, sockaddr_un* sa) {
+  std::memset(sa, 0, sizeof *sa);
+  sa->sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof sa->sun_path) return false;
+  std::memcpy(sa->sun_path, path.data(), path.size());
+  return true;
+}
+
+std::vector<uint8_t> pdata_of(const ShmMsg& m) { return {m.pdata, m.pdata + m.pdata_len}; }
+
+void set_pdata(ShmMsg* m, std::span<const uint8_t> p) {
+  m->pdata_len = static_cast<uint32_t>(p.size());
+  if (!p.empty()) std::memcpy(m->pdata, p.data(), p.size());
+}
+
+}  // namespace
+
+ShmConnRequest::~ShmConnRequest() {
+  if (sock >= 0) close(sock);
+  if (area_fd >= 0) close(area_fd);
+}
+
+ShmDevice::ShmDevice(const ShmDeviceConfig& cfg) : cfg_(cfg) {
+  caps_.driver = "shm";
+  caps_.name = "shm:" + cfg.path;
+  caps_.max_qp_wr = cfg.max_qp_wr;
+  caps_.max_send_sge = kMaxSge;
+  caps_.max_recv_sge = kMaxSge;
+  caps_.max_cqe = cfg.max_cqe;
+  caps_.max_fast_reg_depth = cfg.fast_reg_depth;
+  caps_.fast_reg_page_size = 4096;
+  caps_.max_mr_size = 1ull << 40;
+  caps_.max_private_data = kMaxPrivateData;
+  caps_.fast_reg = true;
+  caps_.remote_invalidation = true;
+  caps_.memory_windows = false;
+}
+
+ShmDevice::~ShmDevice() {
+  TERN_ASSERT(qps_.empty(), "device destroyed with %zu QPs alive", qps_.size());
+  if (listen_fd_ >= 0) {
+    close(listen_fd_);
+    unlink(cfg_.path.c_str());
+  }
+  for (int fd : handshaking_) close(fd);
+}
+
+Result<std::unique_ptr<Pd>> ShmDevice::alloc_pd() { return std::unique_ptr<Pd>(new ShmPd(this)); }
+
+Result<std::unique_ptr<Cq>> ShmDevice::create_cq(uint32_t capacity) {
+  if (capacity == 0 || capacity > caps_.max_cqe)
+    return make_error(Errc::kInvalidArgument, "create_cq: capacity %u not in [1, %u]", capacity, caps_.max_cqe);
+  return std::unique_ptr<Cq>(new ShmCq(capacity));
+}
+
+Result<std::unique_ptr<Qp>> ShmDevice::create_qp(const QpInit& init) {
+  auto* pd = dynamic_cast<ShmPd*>(init.pd);
+  auto* scq = dynamic_cast<ShmCq*>(init.send_cq);
+  auto* rcq = dynamic_cast<ShmCq*>(init.recv_cq);
+  if (pd == nullptr || scq == nullptr || rcq == nullptr)
+    return make_error(Errc::kInvalidArgument, "create_qp: pd, send_cq and recv_cq must come from an shm device");
+  if (init.sq_depth == 0 || init.sq_depth > caps_.max_qp_wr || init.rq_depth == 0 ||
+      init.rq_depth > caps_.max_qp_wr)
+    return make_error(Errc::kInvalidArgument, "create_qp: queue depths %u/%u not in [1, %u]", init.sq_depth,
+                      init.rq_depth, caps_.max_qp_wr);
+  if (init.max_send_sge > kMaxSge || init.max_recv_sge > kMaxSge)
+    return make_error(Errc::kInvalidArgument, "create_qp: at most %u SGEs per WR", kMaxSge);
+  auto* qp = new ShmQp(this, pd, init, next_qpn_++);
+  qps_.push_back(qp);
+  return std::unique_ptr<Qp>(qp);
+}
+
+void ShmDevice::forget_qp(ShmQp* qp) {
+  qps_.erase(std::remove(qps_.begin(), qps_.end(), qp), qps_.end());
+  // Events already queued for it must not hand out a dangling pointer.
+  for (auto it = events_.begin(); it != events_.end();) {
+    if (it->qp == qp) it = events_.erase(it);
+    else ++it;
+  }
+}
+
+ShmQp* ShmDevice::own_qp(Qp* qp) {
+  for (ShmQp* q : qps_)
+    if (q == qp) return q;
+  return nullptr;
+}
+
+Status ShmDevice::listen() {
+  if (listen_fd_ >= 0) return make_error(Errc::kBadState, "shm: already listening on %s", cfg_.path.c_str());
+  sockaddr_un sa;
+  if (!fill_addr(cfg_.path, &sa))
+    return make_error(Errc::kInvalidArgument, "shm: socket path '%s' is empty or too long", cfg_.path.c_str());
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return make_sys_error(Errc::kNoResources, errno, "shm: socket");
+  struct stat sb;
+  if (lstat(cfg_.path.c_str(), &sb) == 0) {
+    if (!S_ISSOCK(sb.st_mode)) {
+      close(fd);
+      return make_error(Errc::kInvalidArgument, "shm: %s exists and is not a socket", cfg_.path.c_str());
+    }
+    // A socket file left by a dead server is removed; a live server keeps it.
+    int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    bool alive = probe >= 0 && ::connect(probe, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+    if (probe >= 0) close(probe);
+    if (alive) {
+      close(fd);
+      return make_error(Errc::kBadState, "shm: another server is listening on %s", cfg_.path.c_str());
+    }
+    unlink(cfg_.path.c_str());
+  }
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd, 128) != 0) {
+    int e = errno;
+    close(fd);
+    return make_sys_error(Errc::kInvalidArgument, e, "shm: cannot listen on %s", cfg_.path.c_str());
+  }
+  listen_fd_ = fd;
+  TERN_LOG(kInfo, "shm", "listening on %s", cfg_.path.c_str());
+  return Status::ok();
+}
+
+Status ShmDevice::connect(Qp* qpi, std::span<const uint8_t> pdata) {
+  ShmQp* qp = own_qp(qpi);
+  if (qp == nullptr) return make_error(Errc::kInvalidArgument, "shm connect: QP is not from this device");
+  if (qp->state() != QpState::kInit)
+    return make_error(Errc::kBadState, "shm connect: QP %u is %s, not init", qp->qp_num(), qp_state_name(qp->state()));
+  if (pdata.size() > kMaxPrivateData)
+    return make_error(Errc::kInvalidArgument, "shm connect: %zu bytes of private data, at most %u", pdata.size(),
+                      kMaxPrivateData);
+  sockaddr_un sa;
+  if (!fill_addr(cfg_.path, &sa))
+    return make_error(Errc::kInvalidArgument, "shm: socket path '%s' is empty or too long", cfg_.path.c_str());
+
+  size_t len = area_size(cfg_.ring_slots);
+  int afd = memfd_create("tern-shm-conn", MFD_CLOEXEC);
+  if (afd < 0) return make_sys_error(Errc::kNoResources, errno, "shm connect: memfd_create");
+  if (ftruncate(afd, static_cast<off_t>(len)) != 0) {
+    int e = errno;
+    close(afd);
+    return make_sys_error(Errc::kNoResources, e, "shm connect: ftruncate");
+  }
+  Status st = qp->attach_area(afd, true, cfg_.ring_slots, len);
+  if (!st) {
+    close(afd);
+    return st;
+  }
+  qp->set_state(QpState::kConnecting);
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    close(afd);
+    return make_sys_error(Errc::kNoResources, errno, "shm connect: socket");
+  }
+  // AF_UNIX connect completes at once (or fails at once): no listener is the
+  // rdma_cm "unreachable" case and is reported as that event.
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    int e = errno;
+    close(fd);
+    close(afd);
+    qp->set_state(QpState::kError);
+    CmEvent ev{CmEventType::kUnreachable};
+    ev.qp = qp;
+    ev.status = make_sys_error(Errc::kDisconnected, e, "shm: nobody listens on %s", cfg_.path.c_str());
+    queue_event(std::move(ev));
+    return Status::ok();
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  ShmMsg m = make_msg(kMsgHello);
+  m.qp_num = qp->qp_num();
+  m.ring_slots = cfg_.ring_slots;
+  m.area_size = len;
+  set_pdata(&m, pdata);
+  int e = send_msg(fd, m, afd);
+  close(afd);  // mapped already; the server got its own copy with the message
+  if (e != 0) {
+    close(fd);
+    qp->set_state(QpState::kError);
+    CmEvent ev{CmEventType::kUnreachable};
+    ev.qp = qp;
+    ev.status = make_sys_error(Errc::kDisconnected, e, "shm: hello to %s failed", cfg_.path.c_str());
+    queue_event(std::move(ev));
+    return Status::ok();
+  }
+  qp->set_socket(fd);
+  return Status::ok();
+}
+
+Status ShmDevice::accept(ConnRequest* reqi, Qp* qpi, std::span<const uint8_t> pdata) {
+  auto it = std::find_if(requests_.begin(), requests_.end(), [&](const auto& r) { return r.get() == reqi; });
+  if (it == requests_.end()) return make_error(Errc::kInvalidArgument, "shm accept: unknown connection request");
+  ShmQp* qp = own_qp(qpi);
+  if (qp == nullptr) return make_error(Errc::kInvalidArgument, "shm accept: QP is not from this device");
+  if (qp->state() != QpState::kInit)
+    return make_error(Errc::kBadState, "shm accept: QP %u is %s, not init", qp->qp_num(), qp_state_name(qp->state()));
+  if (pdata.size() > kMaxPrivateData)
+    return make_error(Errc::kInvalidArgument, "shm accept: %zu bytes of private data, at most %u", pdata.size(),
+                      kMaxPrivateData);
+  std::unique_ptr<ShmConnRequest> req = std::move(*it);
+  requests_.erase(it);
+  Status st = qp->attach_area(req->area_fd, false, req->ring_slots, req->area_size);
+  if (!st) return st;  // req's destructor closes the socket: the client sees unreachable
+  ShmMsg m = make_msg(kMsgAccept);
+  m.qp_num = qp->qp_num();
+  set_pdata(&m, pdata);
+  if (int e = send_msg(req->sock, m); e != 0)
+    return make_sys_error(Errc::kDisconnected, e, "shm accept: the client went away");
+  qp->set_socket(req->sock);
+  req->sock = -1;
+  qp->set_state(QpState::kRts);
+  CmEvent ev{CmEventType::kEstablished};
+  ev.qp = qp;
+  ev.private_data = req->private_data();
+  queue_event(std::move(ev));
+  return Status::ok();
+}
+
+Status ShmDevice::reject(ConnRequest* reqi, std::span<const uint8_t> pdata) {
+  auto it = std::find_if(requests_.begin(), requests_.end(), [&](const auto& r) { return r.get() == reqi; });
+  if (it == requests_.end()) return make_error(Errc::kInvalidArgument, "shm reject: unknown connection request");
+  if (pdata.size() > kMaxPrivateData)
+    return make_error(Errc::kInvalidArgument, "shm reject: %zu bytes of private data, at most %u", pdata.size(),
+                      kMaxPrivateData);
+  ShmMsg m = make_msg(kMsgReject);
+  set_pdata(&m, pdata);
+  send_msg((*it)->sock, m);  // best effort: a client already gone needs no answer
+  requests_.erase(it);
+  return Status::ok();
+}
+
+Status ShmDevice::disconnect(Qp* qpi) {
+  ShmQp* qp = own_qp(qpi);
+  if (qp == nullptr) return make_error(Errc::kInvalidArgument, "shm disconnect: QP is not from this device");
+  if (qp->state() == QpState::kRts) {
+    qp->disconnect_gracefully();
+  } else if (qp->state() == QpState::kConnecting) {
+    qp->enter_error(make_error(Errc::kDisconnected, "connect abandoned"));
+  }
+  return Status::ok();
+}
+
+void ShmDevice::accept_new() {
+  if (listen_fd_ < 0) return;
+  for (;;) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    handshaking_.push_back(fd);
+  }
+}
+
+void ShmDevice::read_hellos() {
+  for (size_t i = 0; i < handshaking_.size();) {
+    int fd = handshaking_[i];
+    ShmMsg m;
+    int afd = -1;
+    int r = recv_msg(fd, &m, &afd);
+    if (r == 0) {
+      ++i;
+      continue;
+    }
+    handshaking_.erase(handshaking_.begin() + static_cast<std::ptrdiff_t>(i));
+    struct stat sb;
+    bool ok = r == 1 && m.type == kMsgHello && afd >= 0 && m.ring_slots >= 16 && m.ring_slots <= 65536 &&
+              (m.ring_slots & (m.ring_slots - 1)) == 0 && m.area_size == area_size(m.ring_slots) &&
+              fstat(afd, &sb) == 0 && static_cast<uint64_t>(sb.st_size) >= m.area_size;
+    if (!ok) {
+      TERN_LOG(kWarn, "shm", "dropping a connection with a bad hello on %s", cfg_.path.c_str());
+      if (afd >= 0) close(afd);
+      close(fd);
+      continue;
+    }
+    requests_.push_back(std::make_unique<ShmConnRequest>(fd, afd, m.ring_slots, m.area_size, pdata_of(m)));
+    CmEvent ev{CmEventType::kConnectRequest};
+    ev.request = requests_.back().get();
+    ev.private_data = requests_.back()->private_data();
+    queue_event(std::move(ev));
+  }
+}
+
+void ShmDevice::read_connecting() {
+  for (ShmQp* qp : qps_) {
+    if (qp->state() != QpState::kConnecting) continue;
+    ShmMsg m;
+    int fd = -1;
+    int r = recv_msg(qp->socket_fd(), &m, &fd);
+    if (fd >= 0) close(fd);
+    if (r == 0) continue;
+    CmEvent ev{CmEventType::kUnreachable};
+    ev.qp = qp;
+    if (r == 1 && m.type == kMsgAccept) {
+      qp->set_state(QpState::kRts);
+      ev.type = CmEventType::kEstablished;
+      ev.private_data = pdata_of(m);
+    } else if (r == 1 && m.type == kMsgReject) {
+      qp->set_state(QpState::kError);
+      ev.type = CmEventType::kRejected;
+      ev.private_data = pdata_of(m);
+      ev.status = make_error(Errc::kRemoteError, "shm: the server rejected the connection");
+    } else {
+      qp->set_state(QpState::kError);
+      ev.status = make_error(Errc::kDisconnected, "shm: the server closed the connection during the handshake");
+    }
+    queue_event(std::move(ev));
+  }
+}
+
+void ShmDevice::watch_established() {
+  // One poll() for every connected socket: control messages (segments, bye)
+  // and hang-ups, which is how a dead peer is noticed.
+  std::vector<pollfd> pfds;
+  std::vector<ShmQp*> owners;
+  for (ShmQp* qp : qps_) {
+    if (qp->state() == QpState::kRts && qp->socket_fd() >= 0) {
+      pfds.push_back(pollfd{qp->socket_fd(), POLLIN, 0});
+      owners.push_back(qp);
+    }
+  }
+  if (pfds.empty() || ::poll(pfds.data(), pfds.size(), 0) <= 0) return;
+  for (size_t i = 0; i < pfds.size(); ++i) {
+    if (pfds[i].revents == 0) continue;
+    if (!owners[i]->drain_ctl())
+      owners[i]->peer_vanished(make_error(Errc::kDisconnected, "shm: the peer closed the connection or died"));
+  }
+}
+
+bool ShmDevice::poll_cm(CmEvent* ev) {
+  if (events_.empty()) {
+    accept_new();
+    read_hellos();
+    read_connecting();
+    watch_established();
+  }
+  if (events_.empty()) return false;
+  *ev = std::move(events_.front());
+  events_.pop_front();
+  return true;
+}
+
+// ---------------------------------------------------------------- driver
+
+class ShmDriver final : public Driver {
+ public:
+  const char* name() const override { return "shm"; }
+  const char* usage() const override {
+    return "shm:path=<unix socket>[,ring=<slots, power of 2>][,depth=<fast-reg pages>][,max_wr=<n>]";
+  }
+  Result<std::unique_ptr<Device>> open(const DevArgs& a) override {
+    TERN_TRY(a.check_keys({"path", "ring", "depth", "max_wr"}));
+    ShmDeviceConfig cfg;
+    cfg.path = a.get("path");
+    sockaddr_un sa;
+    if (!fill_addr(cfg.path, &sa))
+      return make_error(Errc::kInvalidArgument, "shm: give a socket path (path=/run/tern.sock), under %zu bytes",
+                        sizeof sa.sun_path);
+    auto ring = a.get_u64("ring", cfg.ring_slots);
+    auto depth = a.get_u64("depth", cfg.fast_reg_depth);
+    auto max_wr = a.get_u64("max_wr", cfg.max_qp_wr);
+    TERN_TRY(ring);
+    TERN_TRY(depth);
+    TERN_TRY(max_wr);
+    if (*ring < 16 || *ring > 65536 || (*ring & (*ring - 1)) != 0)
+      return make_error(Errc::kInvalidArgument, "shm: ring=%llu must be a power of two in [16, 65536]",
+                        static_cast<unsigned long long>(*ring));
+    if (*depth < 1 || *depth > 4096)
+      return make_error(Errc::kInvalidArgument, "shm: depth=%llu must be in [1, 4096]",
+                        static_cast<unsigned long long>(*depth));
+    if (*max_wr < 1 || *max_wr > 65536)
+      return make_error(Errc::kInvalidArgument, "shm: max_wr=%llu must be in [1, 65536]",
+                        static_cast<unsigned long long>(*max_wr));
+    cfg.ring_slots = static_cast<uint32_t>(*ring);
+    cfg.fast_reg_depth = static_cast<uint32_t>(*depth);
+    cfg.max_qp_wr = static_cast<uint32_t>(*max_wr);
+    return std::unique_ptr<Device>(new ShmDevice(cfg));
+  }
+};
+
+}  // namespace tern::shm
+
+using tern::shm::ShmDriver;
+TERN_REGISTER_DRIVER(ShmDriver)

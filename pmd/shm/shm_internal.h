@@ -1,0 +1,322 @@
+// pmd/shm private classes. Control path: shm_device.cc (device, connection
+// management), shm_ctl.cc (socket messages), shm_mem.cc (PD, MR table).
+// Datapath: shm_qp.cc (post, execute, complete), shm_cq.cc.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/stats.h"
+#include "mem/segment.h"
+#include "rdmadev/rdmadev.h"
+#include "shm/shm_layout.h"
+
+namespace tern::shm {
+
+using namespace tern::rdma;
+
+class ShmDevice;
+class ShmQp;
+
+// ---------------------------------------------------------------- memory
+
+// One entry of a PD's MR table. The table is private to the owning process:
+// a peer can name entries only through rkeys, which the owner checks here.
+struct MrEntry {
+  bool in_use = false;
+  bool fast = false;    // a FastMr (registered by REG_MR), else a long-lived Mr
+  bool valid = false;   // fast MRs: registered and not yet invalidated
+  uint8_t key = 0;
+  uint32_t access = 0;
+  uint32_t max_depth = 0;  // fast MRs
+  uint64_t iova = 0;
+  uint64_t length = 0;
+  uint8_t* host = nullptr;
+  uint32_t seg = 0;        // index into ShmPd::segs_
+  uint8_t* seg_base = nullptr;
+};
+
+class ShmPd final : public Pd {
+ public:
+  explicit ShmPd(ShmDevice* dev) : dev_(dev) { mrs_.emplace_back(); /* index 0: never valid */ }
+  ~ShmPd() override;
+  Result<std::unique_ptr<Mr>> reg_mr(void* addr, uint64_t length, uint32_t access) override;
+  Result<std::unique_ptr<FastMr>> alloc_fast_mr(uint32_t max_depth) override;
+
+  // Local SGE/lkey check: a valid entry with key, access and range; the host
+  // pointer for addr, or nullptr.
+  const MrEntry* lookup_local(uint32_t lkey, uint64_t addr, uint64_t len, uint32_t need) const;
+  // Remote access check by the memory owner.
+  const MrEntry* lookup_remote(uint32_t rkey, uint64_t addr, uint64_t len, uint32_t need) const;
+  MrEntry* entry(uint32_t index) { return index < mrs_.size() ? &mrs_[index] : nullptr; }
+  const mem::Segment& segment(uint32_t i) const { return segs_[i]; }
+  uint32_t alloc_index();
+  void free_index(uint32_t index);
+
+ private:
+  ShmDevice* dev_;
+  std::vector<MrEntry> mrs_;
+  std::vector<uint32_t> free_;
+  std::vector<mem::Segment> segs_;  // segments MRs live in; index = exported id
+  friend class ShmMr;
+  friend class ShmFastMr;
+};
+
+class ShmMr final : public Mr {
+ public:
+  ShmMr(ShmPd* pd, uint32_t index, uint8_t key, uint64_t addr, uint64_t len, uint32_t access);
+  ~ShmMr() override;
+
+ private:
+  ShmPd* pd_;
+  uint32_t index_;
+};
+
+class ShmFastMr final : public FastMr {
+ public:
+  ShmFastMr(ShmPd* pd, uint32_t index, uint32_t max_depth);
+  ~ShmFastMr() override;
+  uint32_t index() const { return rkey_index(rkey_); }
+
+ private:
+  ShmPd* pd_;
+};
+
+// ---------------------------------------------------------------- completion queue
+
+class ShmCq final : public Cq {
+ public:
+  explicit ShmCq(uint32_t capacity) : ring_(capacity), cap_(capacity) {}
+  ~ShmCq() override;
+  int poll(Wc* wc, int max) override;
+  uint32_t capacity() const override { return cap_; }
+
+  bool full() const { return count_ == cap_; }
+  void push(const Wc& wc) {
+    TERN_ASSERT(!full());
+    ring_[(head_ + count_) % cap_] = wc;
+    ++count_;
+  }
+  void attach(ShmQp* qp) { qps_.push_back(qp); }
+  void detach(ShmQp* qp);
+
+ private:
+  std::vector<Wc> ring_;
+  uint32_t cap_;
+  uint32_t head_ = 0, count_ = 0;
+  std::vector<ShmQp*> qps_;  // progressed by poll()
+};
+
+// ---------------------------------------------------------------- queue pair
+
+struct ShmQpStats {
+  Counter post_calls, doorbells, descs_out, descs_in, bytes_out, bytes_in;
+  Counter reg_mr, local_inv, remote_inv, rnr_waits, ring_full, cq_full, flushed;
+  Counter protection_errors, corrupt_descs;
+};
+
+class ShmQp final : public Qp {
+ public:
+  ShmQp(ShmDevice* dev, ShmPd* pd, const QpInit& init, uint32_t qpn);
+  ~ShmQp() override;
+
+  int post_send(const SendWr* wrs, int n, int* err) override;
+  int post_recv(const RecvWr* wrs, int n, int* err) override;
+  QpState state() const override { return state_; }
+  uint32_t qp_num() const override { return qpn_; }
+  const QpInit& init() const override { return init_; }
+  StatsView stats() const override;
+  Status inject_fault(const Fault& f) override;
+
+  // Datapath progress, driven by the CQs' poll(): execute what the peer sent,
+  // issue our pending WRs, retire completions (and flushes, in error).
+  void progress();
+
+  // Control path (shm_device.cc).
+  Status attach_area(int area_fd, bool is_client, uint32_t ring_slots, size_t area_len);
+  void set_socket(int fd) { sock_ = fd; }
+  int socket_fd() const { return sock_; }
+  void set_state(QpState s) { state_ = s; }
+  ShmDevice* device() const { return dev_; }
+  bool drain_ctl();  // reads queued control messages; false when the peer is gone
+  void enter_error(Status why);
+  void disconnect_gracefully();
+  void peer_vanished(Status why);
+
+ private:
+  struct SqEntry {
+    uint64_t wr_id;
+    WcOpcode opcode;
+    bool signaled;
+    bool remote;      // occupies a ring descriptor
+    bool issued;      // executed (local) or published (remote)
+    WcStatus status;  // kSuccess, or the error found at post/issue time
+    uint32_t byte_len;
+    uint32_t ring_index;
+    uint64_t issue_tick;
+    uint32_t inv_rkey;  // kLocalInv
+    struct {
+      uint32_t index, rkey, lkey, access;
+      uint64_t addr, length;
+    } reg;               // kRegMr
+    uint32_t num_local;  // kRdmaRead: sink SGEs in `local`
+    struct Local {
+      uint8_t* p;
+      uint32_t len;
+    } local[kMaxSge];
+    ShmDesc desc;       // remote ops: what goes into the ring
+  };
+  struct RqEntry {
+    uint64_t wr_id;
+    WcStatus status;
+    uint32_t num_sge;
+    uint64_t capacity;
+    std::vector<SqEntry::Local> sge;
+  };
+  struct PeerSeg {
+    const uint8_t* base = nullptr;
+    uint64_t length = 0;
+  };
+
+  WcStatus build_send_entry(const SendWr& wr, SqEntry* e);
+  void issue();
+  bool issue_local(SqEntry* e);
+  void complete_sends();
+  void execute_inbound();
+  enum class Exec { kDone, kWait, kFailed };
+  Exec execute_one(const ShmDesc& d, uint32_t index);
+  bool copy_read_response(SqEntry& e);
+  void reject_inbound(uint32_t index, WcStatus status, const char* why);
+  void flush_recvs();
+  bool export_segment(uint32_t seg);
+  const PeerSeg* peer_segment(uint32_t seg, uint64_t off, uint64_t len);
+  void write_own_state(uint32_t st);
+  bool push_wc(ShmCq* cq, const Wc& wc);
+
+  ShmDevice* dev_;
+  ShmPd* pd_;
+  ShmCq* scq_;
+  ShmCq* rcq_;
+  QpInit init_;
+  uint32_t qpn_;
+  QpState state_ = QpState::kInit;
+  int sock_ = -1;
+  bool is_client_ = false;
+  bool error_event_sent_ = false;
+  bool peer_gone_ = false;     // no more shared-memory writes of ours are read
+  bool vanished_ = false;      // kDropConnection: we stop writing shared state
+
+  // Connection area (shared).
+  uint8_t* area_ = nullptr;
+  size_t area_len_ = 0;
+  ShmEndpoint* my_ep_ = nullptr;
+  ShmEndpoint* peer_ep_ = nullptr;
+  ShmRing* out_ = nullptr;
+  ShmRing* in_ = nullptr;
+  ShmDesc* out_slots_ = nullptr;
+  ShmDesc* in_slots_ = nullptr;
+  uint32_t slots_ = 0, slot_mask_ = 0;
+
+  // Outbound ring, local copies.
+  uint32_t out_prod_ = 0;   // next index we publish
+  uint32_t out_done_ = 0;   // below: retired by complete_sends(); slots reusable
+  uint32_t final_cons_ = 0; // peer's cons frozen when we entered error
+  bool peer_err_valid_ = false;
+  uint32_t peer_err_index_ = 0;
+  WcStatus peer_err_status_ = WcStatus::kSuccess;
+  // Inbound ring.
+  uint32_t in_cons_ = 0;
+
+  // Send queue: [sq_head_, sq_next_) issued, [sq_next_, sq_tail_) waiting.
+  std::vector<SqEntry> sq_;
+  uint32_t sq_mask_ = 0, sq_head_ = 0, sq_next_ = 0, sq_tail_ = 0;
+  // Receive queue.
+  std::vector<RqEntry> rq_;
+  uint32_t rq_size_ = 0, rq_head_ = 0, rq_tail_ = 0;
+
+  std::vector<PeerSeg> peer_segs_;
+  std::vector<uint8_t> exported_;  // per PD segment: sent to the peer
+
+  // Faults.
+  int64_t fail_after_ = -1;
+  uint64_t delay_ticks_ = 0;
+  bool corrupt_next_ = false;
+
+  ShmQpStats st_;
+};
+
+// ---------------------------------------------------------------- connections
+
+class ShmConnRequest final : public ConnRequest {
+ public:
+  ShmConnRequest(int sock, int area_fd, uint32_t ring_slots, uint64_t area_size, std::vector<uint8_t> pdata)
+      : sock(sock), area_fd(area_fd), ring_slots(ring_slots), area_size(area_size) {
+    private_data_ = std::move(pdata);
+  }
+  ~ShmConnRequest() override;
+  int sock;
+  int area_fd;
+  uint32_t ring_slots;
+  uint64_t area_size;
+};
+
+struct ShmDeviceConfig {
+  std::string path;
+  uint32_t ring_slots = 512;
+  uint32_t fast_reg_depth = 256;
+  uint32_t max_qp_wr = 4096;
+  uint32_t max_cqe = 65536;
+};
+
+class ShmDevice final : public Device {
+ public:
+  explicit ShmDevice(const ShmDeviceConfig& cfg);
+  ~ShmDevice() override;
+  const DeviceCaps& caps() const override { return caps_; }
+  Result<std::unique_ptr<Pd>> alloc_pd() override;
+  Result<std::unique_ptr<Cq>> create_cq(uint32_t capacity) override;
+  Result<std::unique_ptr<Qp>> create_qp(const QpInit& init) override;
+  Status listen() override;
+  Status connect(Qp* qp, std::span<const uint8_t> private_data) override;
+  Status accept(ConnRequest* req, Qp* qp, std::span<const uint8_t> private_data) override;
+  Status reject(ConnRequest* req, std::span<const uint8_t> private_data) override;
+  Status disconnect(Qp* qp) override;
+  bool poll_cm(CmEvent* ev) override;
+
+  void queue_event(CmEvent ev) { events_.push_back(std::move(ev)); }
+  void forget_qp(ShmQp* qp);
+  const ShmDeviceConfig& config() const { return cfg_; }
+
+ private:
+  void accept_new();
+  void read_hellos();
+  void read_connecting();
+  void watch_established();
+  ShmQp* own_qp(Qp* qp);
+
+  ShmDeviceConfig cfg_;
+  DeviceCaps caps_;
+  int listen_fd_ = -1;
+  uint32_t next_qpn_ = 1;
+  std::vector<ShmQp*> qps_;
+  std::vector<int> handshaking_;  // accepted sockets waiting for their hello
+  std::vector<std::unique_ptr<ShmConnRequest>> requests_;
+  std::deque<CmEvent> events_;
+};
+
+// ---------------------------------------------------------------- control messages (shm_ctl.cc)
+
+ShmMsg make_msg(ShmMsgType type);
+// Sends one message with an optional fd. Returns 0 or an errno value.
+int send_msg(int sock, const ShmMsg& m, int fd = -1);
+// Non-blocking receive of one message (and fd, or -1). Returns 1 on a message,
+// 0 when none is queued, -errno on error, -ECONNRESET when the peer is gone.
+int recv_msg(int sock, ShmMsg* m, int* fd);
+// A message read off the socket is peer input: magic, version, type and sizes.
+bool msg_valid(const ShmMsg& m, ssize_t got);
+
+}  // namespace tern::shm

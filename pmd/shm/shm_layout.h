@@ -1,0 +1,154 @@
+// pmd/shm's shared-memory layout: the only structures two processes share.
+// Everything here holds offsets and indices, never pointers, and every field a
+// peer writes is validated by the reader before use (a peer may be buggy, dead
+// or hostile; it must never crash or corrupt us).
+//
+// One connection = one "connection area" memfd, created by the connecting side
+// and mapped by both:
+//
+//   +-------------------+ 0
+//   | ShmAreaHeader     |  written once by the creator, validated by the acceptor
+//   +-------------------+ kEndpointOffset
+//   | ShmEndpoint[2]    |  [0] written only by the client side, [1] by the server
+//   +-------------------+ kRingOffset
+//   | ShmRing[2]        |  ring d carries descriptors from side d to side 1-d
+//   +-------------------+ kSlotsOffset
+//   | slots of ring 0   |  ring_slots x ShmDesc
+//   | slots of ring 1   |
+//   +-------------------+ area size
+//
+// A ring's producer index is written only by its producer; its consumer index
+// only by its consumer. The consumer index is also the acknowledgement: the
+// consumer advances it after it has *executed* the descriptor (data copied,
+// rkeys checked), so RC's in-order completion is just "every descriptor below
+// cons has completed". Bulk data never goes through the ring: descriptors name
+// (segment, offset, length) inside memfds each side passed to the other.
+//
+// Each process writes only its own memory; it maps the peer's segments
+// read-only. SEND and RDMA_WRITE are executed by the receiver/owner copying out
+// of the initiator's memory; RDMA_READ by the owner granting a validated range
+// that the initiator copies. So a QP in error can never have its memory
+// written by a peer that has not noticed yet.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace tern::shm {
+
+inline constexpr uint32_t kAreaMagic = 0x5445524e;  // "TERN"
+inline constexpr uint16_t kLayoutVersion = 1;
+inline constexpr size_t kCacheLine = 64;
+
+inline constexpr uint32_t kMaxSge = 13;        // SGEs per descriptor (fits a 256-byte slot)
+inline constexpr uint32_t kMaxSegments = 4096; // segments one side may export per connection
+inline constexpr uint32_t kMaxMessage = 1u << 30;  // bytes per SEND/READ/WRITE (1 GiB)
+
+// Endpoint state, written by its owner side.
+enum ShmEpState : uint32_t {
+  kEpActive = 1,
+  kEpClosed = 2,  // graceful disconnect
+  kEpError = 3,   // the owner's QP went to error; see err_*
+};
+
+struct alignas(kCacheLine) ShmEndpoint {
+  std::atomic<uint32_t> state;
+  // When state == kEpError because the owner rejected the peer's descriptor:
+  // its ring index and the WcStatus the peer's WR must complete with. Written
+  // before `state` (release) and read after it (acquire).
+  uint32_t err_valid;
+  uint32_t err_index;
+  uint32_t err_status;
+};
+static_assert(sizeof(ShmEndpoint) == kCacheLine);
+
+struct ShmRing {
+  alignas(kCacheLine) std::atomic<uint32_t> prod;  // free-running; producer-written
+  alignas(kCacheLine) std::atomic<uint32_t> cons;  // free-running; consumer-written (= executed)
+};
+static_assert(sizeof(ShmRing) == 2 * kCacheLine);
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared atomics must be address-free");
+
+enum ShmOp : uint8_t {
+  kOpSend = 1,
+  kOpSendInv = 2,
+  kOpWrite = 3,
+  kOpRead = 4,
+  kOpMax = kOpRead,
+};
+
+// A (segment, offset, length) inside memory the *producer* exported.
+struct ShmSge {
+  uint32_t seg;
+  uint32_t length;
+  uint64_t offset;
+};
+static_assert(sizeof(ShmSge) == 16);
+
+struct ShmDesc {
+  uint32_t index;      // must equal the ring index it sits at (catches torn/stale slots)
+  uint8_t op;          // ShmOp
+  uint8_t num_sge;
+  uint16_t reserved0;
+  uint32_t key;        // kOpWrite/kOpRead: the consumer's rkey; kOpSendInv: rkey to invalidate
+  uint32_t length;     // sum of sge lengths
+  uint64_t raddr;      // kOpWrite/kOpRead: address in the consumer's MR
+  // kOpRead response, written by the consumer before it advances `cons`: where in
+  // the consumer's exported segment the granted bytes lie. The initiator copies
+  // them itself, so that no process ever writes another's memory.
+  uint32_t read_seg;
+  uint32_t reserved1;
+  uint64_t read_offset;
+  uint64_t reserved2;
+  ShmSge sge[kMaxSge];
+};
+static_assert(sizeof(ShmDesc) == 256, "one descriptor per four cache lines");
+
+struct ShmAreaHeader {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t header_size;
+  uint32_t ring_slots;  // power of two
+  uint32_t slot_size;
+  uint64_t area_size;
+};
+
+inline constexpr size_t kEndpointOffset = 256;
+inline constexpr size_t kRingOffset = kEndpointOffset + 2 * sizeof(ShmEndpoint);
+inline constexpr size_t kSlotsOffset = kRingOffset + 2 * sizeof(ShmRing);
+static_assert(sizeof(ShmAreaHeader) <= kEndpointOffset);
+static_assert(kSlotsOffset % kCacheLine == 0);
+
+inline constexpr size_t area_size(uint32_t ring_slots) {
+  return kSlotsOffset + 2 * static_cast<size_t>(ring_slots) * sizeof(ShmDesc);
+}
+
+// ---------------------------------------------------------------- control messages
+// Sent over the AF_UNIX SOCK_SEQPACKET socket (atomic messages, fds by SCM_RIGHTS).
+
+enum ShmMsgType : uint16_t {
+  kMsgHello = 1,   // client -> server: area memfd attached, private data
+  kMsgAccept = 2,  // server -> client: private data
+  kMsgReject = 3,  // server -> client: private data
+  kMsgSegment = 4, // either way: a memfd the sender's descriptors may name as `seg_index`
+  kMsgBye = 5,     // either way: graceful disconnect
+};
+
+inline constexpr uint32_t kMaxPrivateData = 56;  // what rdma_cm allows on RC connect
+
+struct ShmMsg {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t type;
+  uint32_t qp_num;
+  uint32_t ring_slots;
+  uint64_t area_size;
+  uint32_t seg_index;
+  uint32_t pdata_len;
+  uint64_t seg_length;
+  uint8_t pdata[kMaxPrivateData];
+};
+static_assert(sizeof(ShmMsg) == 96);
+
+}  // namespace tern::shm

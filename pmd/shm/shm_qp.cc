@@ -1,0 +1,732 @@
+// pmd/shm datapath: posting, executing the peer's descriptors, retiring
+// completions, and flushing in error. Everything here runs on the thread that
+// owns the device; the only cross-process state is the connection area.
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/log.h"
+#include "shm/shm_internal.h"
+
+namespace tern::shm {
+
+namespace {
+
+uint32_t next_pow2(uint32_t v) {
+  uint32_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+// a < b in free-running ring-index order.
+bool idx_before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
+
+WcOpcode wc_opcode(WrOpcode op) {
+  switch (op) {
+    case WrOpcode::kSend:
+    case WrOpcode::kSendWithInv: return WcOpcode::kSend;
+    case WrOpcode::kRdmaWrite: return WcOpcode::kRdmaWrite;
+    case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
+    case WrOpcode::kRegMr: return WcOpcode::kRegMr;
+    case WrOpcode::kLocalInv: return WcOpcode::kLocalInv;
+  }
+  return WcOpcode::kSend;
+}
+
+constexpr size_t kDescHeader = offsetof(ShmDesc, sge);
+constexpr uint32_t kExecBurst = 32;
+
+}  // namespace
+
+ShmQp::ShmQp(ShmDevice* dev, ShmPd* pd, const QpInit& init, uint32_t qpn)
+    : dev_(dev),
+      pd_(pd),
+      scq_(static_cast<ShmCq*>(init.send_cq)),
+      rcq_(static_cast<ShmCq*>(init.recv_cq)),
+      init_(init),
+      qpn_(qpn) {
+  uint32_t sq = next_pow2(init.sq_depth);
+  sq_.resize(sq);
+  sq_mask_ = sq - 1;
+  rq_size_ = init.rq_depth;
+  rq_.resize(rq_size_);
+  for (auto& r : rq_) r.sge.resize(init.max_recv_sge);
+  scq_->attach(this);
+  if (rcq_ != scq_) rcq_->attach(this);
+}
+
+ShmQp::~ShmQp() {
+  if (state_ == QpState::kRts) disconnect_gracefully();
+  scq_->detach(this);
+  if (rcq_ != scq_) rcq_->detach(this);
+  dev_->forget_qp(this);
+  for (auto& ps : peer_segs_)
+    if (ps.base != nullptr) munmap(const_cast<uint8_t*>(ps.base), ps.length);
+  if (area_ != nullptr) munmap(area_, area_len_);
+  if (sock_ >= 0) close(sock_);
+}
+
+StatsView ShmQp::stats() const {
+  return {{"post_calls", &st_.post_calls},   {"doorbells", &st_.doorbells},
+          {"descs_out", &st_.descs_out},     {"descs_in", &st_.descs_in},
+          {"bytes_out", &st_.bytes_out},     {"bytes_in", &st_.bytes_in},
+          {"reg_mr", &st_.reg_mr},           {"local_inv", &st_.local_inv},
+          {"remote_inv", &st_.remote_inv},   {"rnr_waits", &st_.rnr_waits},
+          {"ring_full", &st_.ring_full},     {"cq_full", &st_.cq_full},
+          {"flushed", &st_.flushed},         {"protection_errors", &st_.protection_errors},
+          {"corrupt_descs", &st_.corrupt_descs}};
+}
+
+Status ShmQp::inject_fault(const Fault& f) {
+  switch (f.kind) {
+    case Fault::Kind::kFailAfterWrs:
+      fail_after_ = static_cast<int64_t>(f.count);
+      return Status::ok();
+    case Fault::Kind::kDelayCompletions:
+      delay_ticks_ = f.delay_ns == 0 ? 0 : std::max<uint64_t>(1, ticks_from_ns(f.delay_ns));
+      return Status::ok();
+    case Fault::Kind::kDropConnection:
+      if (state_ != QpState::kRts) return make_error(Errc::kBadState, "drop: QP %u is not connected", qpn_);
+      // Vanish as a killed process would: no goodbye, no state word; the peer
+      // learns from the socket closing, like a transport timeout.
+      vanished_ = true;
+      if (sock_ >= 0) shutdown(sock_, SHUT_RDWR);
+      enter_error(make_error(Errc::kDisconnected, "connection dropped (fault injection)"));
+      return Status::ok();
+    case Fault::Kind::kCorruptNextDesc:
+      corrupt_next_ = true;
+      return Status::ok();
+  }
+  return make_error(Errc::kInvalidArgument, "unknown fault");
+}
+
+// ---------------------------------------------------------------- posting
+
+WcStatus ShmQp::build_send_entry(const SendWr& wr, SqEntry* e) {
+  e->wr_id = wr.wr_id;
+  e->opcode = wc_opcode(wr.opcode);
+  e->signaled = (wr.flags & kWrSignaled) != 0;
+  e->issued = false;
+  e->remote = false;
+  e->byte_len = 0;
+  e->num_local = 0;
+  switch (wr.opcode) {
+    case WrOpcode::kRegMr: {
+      if (wr.reg.mr == nullptr) return WcStatus::kLocQpOpErr;
+      e->reg.index = rkey_index(wr.reg.mr->rkey());
+      e->reg.rkey = wr.reg.rkey;
+      e->reg.lkey = wr.reg.lkey;
+      e->reg.access = wr.reg.access;
+      e->reg.addr = wr.reg.addr;
+      e->reg.length = wr.reg.length;
+      return WcStatus::kSuccess;
+    }
+    case WrOpcode::kLocalInv:
+      e->inv_rkey = wr.invalidate_rkey;
+      return WcStatus::kSuccess;
+    default:
+      break;
+  }
+  e->remote = true;
+  ShmDesc& d = e->desc;
+  uint64_t total = 0;
+  bool is_read = wr.opcode == WrOpcode::kRdmaRead;
+  for (uint32_t i = 0; i < wr.num_sge; ++i) {
+    const Sge& s = wr.sg_list[i];
+    const MrEntry* m = pd_->lookup_local(s.lkey, s.addr, s.length, is_read ? static_cast<uint32_t>(kAccessLocalWrite) : 0u);
+    if (m == nullptr) return WcStatus::kLocProtErr;
+    uint8_t* p = m->host + (s.addr - m->iova);
+    if (is_read) {
+      e->local[i] = {p, s.length};
+    } else {
+      d.sge[i] = ShmSge{m->seg, s.length, static_cast<uint64_t>(p - m->seg_base)};
+    }
+    total += s.length;
+  }
+  if (total > kMaxMessage) return WcStatus::kLocLenErr;
+  e->byte_len = static_cast<uint32_t>(total);
+  d.length = static_cast<uint32_t>(total);
+  d.raddr = wr.remote_addr;
+  d.read_seg = 0;
+  d.read_offset = 0;
+  switch (wr.opcode) {
+    case WrOpcode::kSend: d.op = kOpSend, d.key = 0; break;
+    case WrOpcode::kSendWithInv: d.op = kOpSendInv, d.key = wr.invalidate_rkey; break;
+    case WrOpcode::kRdmaWrite: d.op = kOpWrite, d.key = wr.rkey; break;
+    default: d.op = kOpRead, d.key = wr.rkey; break;
+  }
+  // A READ's SGEs are our sink and stay local; the owner needs none of them.
+  d.num_sge = static_cast<uint8_t>(is_read ? 0 : wr.num_sge);
+  e->num_local = is_read ? wr.num_sge : 0;
+  return WcStatus::kSuccess;
+}
+
+int ShmQp::post_send(const SendWr* wrs, int n, int* err) {
+  st_.post_calls.add();
+  *err = 0;
+  if (state_ == QpState::kInit || state_ == QpState::kConnecting) {
+    *err = ENOTCONN;
+    return 0;
+  }
+  int i = 0;
+  for (; i < n; ++i) {
+    const SendWr& wr = wrs[i];
+    if (sq_tail_ - sq_head_ >= init_.sq_depth) {
+      *err = EAGAIN;
+      break;
+    }
+    if (wr.num_sge > init_.max_send_sge || (wr.num_sge != 0 && wr.sg_list == nullptr) ||
+        static_cast<uint8_t>(wr.opcode) > static_cast<uint8_t>(WrOpcode::kLocalInv)) {
+      *err = EINVAL;
+      break;
+    }
+    SqEntry& e = sq_[sq_tail_ & sq_mask_];
+    e.status = build_send_entry(wr, &e);
+    ++sq_tail_;
+  }
+  if (state_ == QpState::kRts) issue();
+  return i;
+}
+
+int ShmQp::post_recv(const RecvWr* wrs, int n, int* err) {
+  *err = 0;
+  int i = 0;
+  for (; i < n; ++i) {
+    const RecvWr& wr = wrs[i];
+    if (rq_tail_ - rq_head_ >= init_.rq_depth) {
+      *err = EAGAIN;
+      break;
+    }
+    if (wr.num_sge > init_.max_recv_sge || (wr.num_sge != 0 && wr.sg_list == nullptr)) {
+      *err = EINVAL;
+      break;
+    }
+    RqEntry& r = rq_[rq_tail_ % rq_size_];
+    r.wr_id = wr.wr_id;
+    r.status = WcStatus::kSuccess;
+    r.num_sge = wr.num_sge;
+    r.capacity = 0;
+    for (uint32_t k = 0; k < wr.num_sge; ++k) {
+      const Sge& s = wr.sg_list[k];
+      const MrEntry* m = pd_->lookup_local(s.lkey, s.addr, s.length, kAccessLocalWrite);
+      if (m == nullptr) {
+        r.status = WcStatus::kLocProtErr;  // reported when a message lands in it, as verbs do
+        r.sge[k] = {nullptr, 0};
+        continue;
+      }
+      r.sge[k] = {m->host + (s.addr - m->iova), s.length};
+      r.capacity += s.length;
+    }
+    ++rq_tail_;
+  }
+  return i;
+}
+
+// ---------------------------------------------------------------- issuing
+
+bool ShmQp::issue_local(SqEntry* e) {
+  if (e->opcode == WcOpcode::kLocalInv) {
+    MrEntry* m = pd_->entry(rkey_index(e->inv_rkey));
+    if (m == nullptr || !m->in_use || !m->fast || m->key != rkey_key(e->inv_rkey)) {
+      e->status = WcStatus::kMwBindErr;
+      return false;
+    }
+    m->valid = false;
+    st_.local_inv.add();
+    return true;
+  }
+  // kRegMr: the MR must be free (invalidated), the rkey must name it, the range
+  // must lie in a long-lived registration and fit the MR's depth.
+  MrEntry* m = pd_->entry(e->reg.index);
+  const auto& r = e->reg;
+  const MrEntry* base = pd_->lookup_local(r.lkey, r.addr, r.length, 0);
+  uint64_t pages = r.length == 0 ? 0 : ((r.addr & 4095) + r.length + 4095) / 4096;
+  if (m == nullptr || !m->in_use || !m->fast || m->valid || rkey_index(r.rkey) != e->reg.index ||
+      base == nullptr || base->fast || r.length == 0 || pages > m->max_depth ||
+      (r.access & ~(kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead)) != 0 ||
+      ((r.access & kAccessRemoteWrite) && !(r.access & kAccessLocalWrite))) {
+    e->status = WcStatus::kMwBindErr;
+    return false;
+  }
+  m->valid = true;
+  m->key = rkey_key(r.rkey);
+  m->access = r.access;
+  m->iova = r.addr;
+  m->length = r.length;
+  m->host = base->host + (r.addr - base->iova);
+  m->seg = base->seg;
+  m->seg_base = base->seg_base;
+  st_.reg_mr.add();
+  return true;
+}
+
+bool ShmQp::export_segment(uint32_t seg) {
+  if (seg < exported_.size() && exported_[seg]) return true;
+  const mem::Segment& s = pd_->segment(seg);
+  ShmMsg m = make_msg(kMsgSegment);
+  m.qp_num = qpn_;
+  m.seg_index = seg;
+  m.seg_length = s.length;
+  // Sent before the descriptor that names it is published: the peer finds the
+  // message queued on the socket when it meets the unknown segment.
+  if (send_msg(sock_, m, s.fd) != 0) return false;
+  if (exported_.size() <= seg) exported_.resize(seg + 1, 0);
+  exported_[seg] = 1;
+  return true;
+}
+
+void ShmQp::issue() {
+  bool published = false;
+  while (sq_next_ != sq_tail_) {
+    SqEntry& e = sq_[sq_next_ & sq_mask_];
+    if (e.status != WcStatus::kSuccess) break;  // an error waits for its turn to complete
+    if (fail_after_ == 0) {
+      e.status = WcStatus::kRetryExcErr;  // injected: as if the transport died here
+      break;
+    }
+    if (e.remote) {
+      if (out_prod_ - out_done_ >= slots_) {
+        st_.ring_full.add();
+        break;
+      }
+      bool ok = true;
+      for (uint32_t k = 0; k < e.desc.num_sge && ok; ++k) ok = export_segment(e.desc.sge[k].seg);
+      if (!ok) {
+        e.status = WcStatus::kRetryExcErr;
+        break;
+      }
+      e.ring_index = out_prod_;
+      e.desc.index = out_prod_;
+      ShmDesc* slot = &out_slots_[out_prod_ & slot_mask_];
+      std::memcpy(slot, &e.desc, kDescHeader + e.desc.num_sge * sizeof(ShmSge));
+      if (TERN_UNLIKELY(corrupt_next_)) {
+        corrupt_next_ = false;
+        slot->op = 0xee;
+        slot->num_sge = 0xff;
+        slot->index = out_prod_ + 12345;
+      }
+      ++out_prod_;
+      published = true;
+      st_.descs_out.add();
+      st_.bytes_out.add(e.byte_len);
+    } else if (!issue_local(&e)) {
+      break;
+    }
+    e.issued = true;
+    if (delay_ticks_ != 0) e.issue_tick = now_ticks();
+    if (fail_after_ > 0) --fail_after_;
+    ++sq_next_;
+  }
+  if (published) {
+    // The doorbell: one release store publishes the whole chain.
+    out_->prod.store(out_prod_, std::memory_order_release);
+    st_.doorbells.add();
+  }
+}
+
+// ---------------------------------------------------------------- completing
+
+bool ShmQp::push_wc(ShmCq* cq, const Wc& wc) {
+  if (cq->full()) {
+    st_.cq_full.add();
+    return false;
+  }
+  cq->push(wc);
+  return true;
+}
+
+bool ShmQp::copy_read_response(SqEntry& e) {
+  const ShmDesc& slot = out_slots_[e.ring_index & slot_mask_];
+  // Peer-written: validate before use.
+  uint32_t seg = slot.read_seg;
+  uint64_t off = slot.read_offset;
+  if (e.byte_len == 0) return true;
+  const PeerSeg* ps = peer_segment(seg, off, e.byte_len);
+  if (ps == nullptr) return false;
+  const uint8_t* src = ps->base + off;
+  for (uint32_t k = 0; k < e.num_local; ++k) {
+    std::memcpy(e.local[k].p, src, e.local[k].len);
+    src += e.local[k].len;
+  }
+  return true;
+}
+
+void ShmQp::complete_sends() {
+  uint32_t cons = final_cons_;
+  if (state_ != QpState::kError && out_ != nullptr) {
+    cons = out_->cons.load(std::memory_order_acquire);
+    if (static_cast<uint32_t>(cons - out_done_) > static_cast<uint32_t>(out_prod_ - out_done_)) {
+      st_.corrupt_descs.add();
+      enter_error(make_error(Errc::kRemoteError, "peer's consumer index %u is outside [%u, %u]", cons,
+                             out_done_, out_prod_));
+      cons = final_cons_;
+    }
+  }
+  uint64_t now = delay_ticks_ != 0 ? now_ticks() : 0;
+  while (sq_head_ != sq_tail_) {
+    SqEntry& e = sq_[sq_head_ & sq_mask_];
+    WcStatus st;
+    bool in_error = state_ == QpState::kError;
+    if (!in_error) {
+      if (!e.issued) {
+        if (e.status == WcStatus::kSuccess) break;  // not issued yet
+        st = e.status;                              // a local failure, reached in order
+      } else if (e.remote && !idx_before(e.ring_index, cons)) {
+        break;  // the peer has not executed it yet
+      } else if (delay_ticks_ != 0 && now - e.issue_tick < delay_ticks_) {
+        break;
+      } else {
+        st = WcStatus::kSuccess;
+      }
+    } else if (e.issued && (!e.remote || idx_before(e.ring_index, final_cons_))) {
+      st = WcStatus::kSuccess;  // it did complete before the error
+    } else if (e.issued && e.remote && peer_err_valid_ && e.ring_index == peer_err_index_) {
+      st = peer_err_status_;
+    } else {
+      st = WcStatus::kWrFlushErr;
+    }
+    if (st == WcStatus::kSuccess && e.opcode == WcOpcode::kRdmaRead && !copy_read_response(e))
+      st = WcStatus::kRemOpErr;
+    bool need_wc = st != WcStatus::kSuccess || e.signaled;
+    if (need_wc && !push_wc(scq_, Wc{e.wr_id, e.byte_len, 0, qpn_, st, e.opcode, 0, 0})) break;
+    if (e.issued && e.remote) out_done_ = e.ring_index + 1;
+    if (st == WcStatus::kWrFlushErr) st_.flushed.add();
+    ++sq_head_;
+    if (st != WcStatus::kSuccess && !in_error)
+      enter_error(make_error(Errc::kRemoteError, "send WR %llu failed: %s",
+                             static_cast<unsigned long long>(e.wr_id), wc_status_name(st)));
+  }
+}
+
+void ShmQp::flush_recvs() {
+  while (rq_head_ != rq_tail_) {
+    RqEntry& r = rq_[rq_head_ % rq_size_];
+    if (!push_wc(rcq_, Wc{r.wr_id, 0, 0, qpn_, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0})) return;
+    st_.flushed.add();
+    ++rq_head_;
+  }
+}
+
+// ---------------------------------------------------------------- executing the peer's requests
+
+const ShmQp::PeerSeg* ShmQp::peer_segment(uint32_t seg, uint64_t off, uint64_t len) {
+  if (seg >= kMaxSegments) return nullptr;
+  if (seg >= peer_segs_.size() || peer_segs_[seg].base == nullptr) {
+    drain_ctl();  // the segment's memfd is queued on the socket ahead of its first use
+    if (seg >= peer_segs_.size() || peer_segs_[seg].base == nullptr) return nullptr;
+  }
+  const PeerSeg& ps = peer_segs_[seg];
+  if (len > ps.length || off > ps.length - len) return nullptr;
+  return &ps;
+}
+
+void ShmQp::reject_inbound(uint32_t index, WcStatus status, const char* why) {
+  // Acknowledge what we did execute, then name the descriptor we refuse. The
+  // record is written before the state word (release), so the peer that sees
+  // kEpError reads a complete record.
+  in_->cons.store(in_cons_, std::memory_order_release);
+  if (!vanished_) {
+    my_ep_->err_index = index;
+    my_ep_->err_status = static_cast<uint32_t>(status);
+    my_ep_->err_valid = 1;
+    write_own_state(kEpError);
+  }
+  enter_error(make_error(Errc::kRemoteError, "refused the peer's request %u: %s", index, why));
+}
+
+ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
+  if (d.index != index || d.op == 0 || d.op > kOpMax || d.num_sge > kMaxSge || d.length > kMaxMessage) {
+    st_.corrupt_descs.add();
+    reject_inbound(index, WcStatus::kRemInvReqErr, "malformed descriptor");
+    return Exec::kFailed;
+  }
+  uint64_t sum = 0;
+  const uint8_t* src[kMaxSge];
+  for (uint32_t k = 0; k < d.num_sge; ++k) {
+    const ShmSge& s = d.sge[k];
+    const PeerSeg* ps = peer_segment(s.seg, s.offset, s.length);
+    if (ps == nullptr) {
+      st_.corrupt_descs.add();
+      reject_inbound(index, WcStatus::kRemInvReqErr, "descriptor names memory the peer never exported");
+      return Exec::kFailed;
+    }
+    src[k] = ps->base + s.offset;
+    sum += s.length;
+  }
+  if ((d.op != kOpRead && sum != d.length) || (d.op == kOpRead && d.num_sge != 0)) {
+    st_.corrupt_descs.add();
+    reject_inbound(index, WcStatus::kRemInvReqErr, "descriptor length does not match its SGEs");
+    return Exec::kFailed;
+  }
+
+  switch (d.op) {
+    case kOpSend:
+    case kOpSendInv: {
+      if (rq_head_ == rq_tail_) {
+        st_.rnr_waits.add();  // receiver not ready: RC with infinite RNR retry waits
+        return Exec::kWait;
+      }
+      if (rcq_->full()) {
+        st_.cq_full.add();
+        return Exec::kWait;
+      }
+      RqEntry& r = rq_[rq_head_ % rq_size_];
+      if (r.status != WcStatus::kSuccess || d.length > r.capacity) {
+        WcStatus mine = r.status != WcStatus::kSuccess ? r.status : WcStatus::kLocLenErr;
+        rcq_->push(Wc{r.wr_id, 0, 0, qpn_, mine, WcOpcode::kRecv, 0, 0});
+        ++rq_head_;
+        reject_inbound(index, mine == WcStatus::kLocLenErr ? WcStatus::kRemInvReqErr : WcStatus::kRemOpErr,
+                       mine == WcStatus::kLocLenErr ? "message larger than the receive buffer"
+                                                    : "receive buffer has a bad lkey");
+        return Exec::kFailed;
+      }
+      uint8_t flags = 0;
+      uint32_t inv = 0;
+      if (d.op == kOpSendInv) {
+        MrEntry* m = pd_->entry(rkey_index(d.key));
+        if (m == nullptr || !m->in_use || !m->fast || !m->valid || m->key != rkey_key(d.key)) {
+          rcq_->push(Wc{r.wr_id, 0, 0, qpn_, WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0});
+          ++rq_head_;
+          st_.protection_errors.add();
+          reject_inbound(index, WcStatus::kRemInvReqErr, "SEND_WITH_INV names no valid fast MR");
+          return Exec::kFailed;
+        }
+        // Invalidated before the receive completes: the receiver may reuse the
+        // memory as soon as it sees the completion.
+        m->valid = false;
+        flags = kWcWithInv;
+        inv = d.key;
+        st_.remote_inv.add();
+      }
+      // Scatter the peer's gather list into our receive buffer.
+      uint32_t sk = 0;
+      uint64_t soff = 0;
+      for (uint32_t k = 0; k < d.num_sge; ++k) {
+        const uint8_t* p = src[k];
+        uint64_t left = d.sge[k].length;
+        while (left > 0) {
+          while (soff == r.sge[sk].len) ++sk, soff = 0;
+          uint64_t n = std::min<uint64_t>(left, r.sge[sk].len - soff);
+          std::memcpy(r.sge[sk].p + soff, p, n);
+          p += n, left -= n, soff += n;
+        }
+      }
+      rcq_->push(Wc{r.wr_id, d.length, inv, qpn_, WcStatus::kSuccess, WcOpcode::kRecv, flags, 0});
+      ++rq_head_;
+      break;
+    }
+    case kOpWrite: {
+      if (d.length == 0) break;
+      const MrEntry* m = pd_->lookup_remote(d.key, d.raddr, d.length, kAccessRemoteWrite);
+      if (m == nullptr) {
+        st_.protection_errors.add();
+        reject_inbound(index, WcStatus::kRemAccessErr, "RDMA WRITE: rkey, range or access refused");
+        return Exec::kFailed;
+      }
+      uint8_t* dst = m->host + (d.raddr - m->iova);
+      for (uint32_t k = 0; k < d.num_sge; ++k) {
+        std::memcpy(dst, src[k], d.sge[k].length);
+        dst += d.sge[k].length;
+      }
+      break;
+    }
+    case kOpRead: {
+      if (d.length == 0) break;
+      const MrEntry* m = pd_->lookup_remote(d.key, d.raddr, d.length, kAccessRemoteRead);
+      if (m == nullptr) {
+        st_.protection_errors.add();
+        reject_inbound(index, WcStatus::kRemAccessErr, "RDMA READ: rkey, range or access refused");
+        return Exec::kFailed;
+      }
+      if (!export_segment(m->seg)) {
+        reject_inbound(index, WcStatus::kRemOpErr, "could not export memory for RDMA READ");
+        return Exec::kFailed;
+      }
+      // Grant the range; the initiator copies it when it retires the READ.
+      ShmDesc& slot = in_slots_[index & slot_mask_];
+      slot.read_seg = m->seg;
+      slot.read_offset = static_cast<uint64_t>(m->host + (d.raddr - m->iova) - m->seg_base);
+      break;
+    }
+  }
+  st_.descs_in.add();
+  st_.bytes_in.add(d.length);
+  return Exec::kDone;
+}
+
+void ShmQp::execute_inbound() {
+  uint32_t prod = in_->prod.load(std::memory_order_acquire);
+  uint32_t avail = prod - in_cons_;
+  if (avail > slots_) {
+    st_.corrupt_descs.add();
+    reject_inbound(in_cons_, WcStatus::kRemInvReqErr, "producer index out of range");
+    return;
+  }
+  uint32_t start = in_cons_;
+  for (uint32_t budget = std::min(avail, kExecBurst); budget > 0; --budget) {
+    // Copy the descriptor out of shared memory before checking it, so the
+    // peer cannot change it between the check and the use.
+    ShmDesc d;
+    const ShmDesc* slot = &in_slots_[in_cons_ & slot_mask_];
+    std::memcpy(&d, slot, kDescHeader);
+    if (d.num_sge <= kMaxSge) std::memcpy(d.sge, slot->sge, d.num_sge * sizeof(ShmSge));
+    Exec r = execute_one(d, in_cons_);
+    if (r != Exec::kDone) {
+      if (r == Exec::kFailed) return;
+      break;
+    }
+    ++in_cons_;
+  }
+  if (in_cons_ != start) in_->cons.store(in_cons_, std::memory_order_release);
+}
+
+// ---------------------------------------------------------------- progress and errors
+
+void ShmQp::progress() {
+  if (state_ == QpState::kRts) {
+    uint32_t ps = peer_ep_->state.load(std::memory_order_acquire);
+    if (TERN_UNLIKELY(ps != kEpActive)) {
+      if (ps == kEpError && peer_ep_->err_valid != 0) {
+        uint32_t idx = peer_ep_->err_index;
+        uint32_t code = peer_ep_->err_status;
+        // Peer-written: the index must name one of our published descriptors.
+        if (!idx_before(idx, out_done_) && idx_before(idx, out_prod_) &&
+            code <= static_cast<uint32_t>(WcStatus::kGeneralErr) && code != 0) {
+          peer_err_valid_ = true;
+          peer_err_index_ = idx;
+          peer_err_status_ = static_cast<WcStatus>(code);
+        }
+      }
+      enter_error(ps == kEpClosed ? make_error(Errc::kDisconnected, "peer disconnected")
+                  : ps == kEpError ? make_error(Errc::kRemoteError, "peer's QP went to error")
+                                   : make_error(Errc::kRemoteError, "peer wrote state %u", ps));
+    }
+  }
+  if (state_ == QpState::kRts) {
+    execute_inbound();
+    if (state_ == QpState::kRts) issue();
+  }
+  complete_sends();
+  if (state_ == QpState::kError) flush_recvs();
+}
+
+void ShmQp::write_own_state(uint32_t st) {
+  if (my_ep_ == nullptr || vanished_) return;
+  if (my_ep_->state.load(std::memory_order_relaxed) != kEpActive) return;
+  my_ep_->state.store(st, std::memory_order_release);
+}
+
+void ShmQp::enter_error(Status why) {
+  if (state_ == QpState::kError) return;
+  bool was_connected = state_ == QpState::kRts;
+  state_ = QpState::kError;
+  if (out_ != nullptr) {
+    uint32_t c = out_->cons.load(std::memory_order_acquire);
+    // Only descriptors the peer provably executed complete successfully.
+    final_cons_ = static_cast<uint32_t>(c - out_done_) <= static_cast<uint32_t>(out_prod_ - out_done_) ? c
+                                                                                                      : out_done_;
+  }
+  write_own_state(kEpError);
+  if (was_connected && !error_event_sent_) {
+    error_event_sent_ = true;
+    TERN_LOG(kInfo, "shm", "QP %u: %s", qpn_, why.message().c_str());
+    CmEvent ev{CmEventType::kDisconnected};
+    ev.qp = this;
+    ev.status = std::move(why);
+    dev_->queue_event(std::move(ev));
+  }
+}
+
+void ShmQp::disconnect_gracefully() {
+  if (state_ != QpState::kRts) return;
+  write_own_state(kEpClosed);
+  if (sock_ >= 0) {
+    ShmMsg m = make_msg(kMsgBye);
+    m.qp_num = qpn_;
+    send_msg(sock_, m);
+  }
+  enter_error(make_error(Errc::kDisconnected, "disconnected locally"));
+}
+
+void ShmQp::peer_vanished(Status why) {
+  peer_gone_ = true;
+  enter_error(std::move(why));
+}
+
+bool ShmQp::drain_ctl() {
+  if (sock_ < 0 || peer_gone_) return false;
+  for (;;) {
+    ShmMsg m;
+    int fd = -1;
+    int r = recv_msg(sock_, &m, &fd);
+    if (r == 0) return true;
+    if (r < 0) {
+      peer_gone_ = true;
+      return false;
+    }
+    if (m.type == kMsgSegment && fd >= 0 && m.seg_index < kMaxSegments) {
+      struct stat sb;
+      if (fstat(fd, &sb) == 0 && m.seg_length > 0 && static_cast<uint64_t>(sb.st_size) >= m.seg_length) {
+        void* p = mmap(nullptr, m.seg_length, PROT_READ, MAP_SHARED, fd, 0);
+        if (p != MAP_FAILED) {
+          if (peer_segs_.size() <= m.seg_index) peer_segs_.resize(m.seg_index + 1);
+          PeerSeg& ps = peer_segs_[m.seg_index];
+          if (ps.base != nullptr) munmap(const_cast<uint8_t*>(ps.base), ps.length);
+          ps.base = static_cast<const uint8_t*>(p);
+          ps.length = m.seg_length;
+        }
+      }
+    } else if (m.type == kMsgBye) {
+      peer_gone_ = true;  // the state word says the same; this covers a peer that never mapped it
+    }
+    if (fd >= 0) close(fd);
+    if (peer_gone_) return false;
+  }
+}
+
+Status ShmQp::attach_area(int area_fd, bool is_client, uint32_t ring_slots, size_t area_len) {
+  void* p = mmap(nullptr, area_len, PROT_READ | PROT_WRITE, MAP_SHARED, area_fd, 0);
+  if (p == MAP_FAILED) return make_sys_error(Errc::kNoResources, errno, "shm: mapping the connection area");
+  area_ = static_cast<uint8_t*>(p);
+  area_len_ = area_len;
+  auto* hdr = reinterpret_cast<ShmAreaHeader*>(area_);
+  auto* eps = reinterpret_cast<ShmEndpoint*>(area_ + kEndpointOffset);
+  auto* rings = reinterpret_cast<ShmRing*>(area_ + kRingOffset);
+  auto* slots = reinterpret_cast<ShmDesc*>(area_ + kSlotsOffset);
+  if (is_client) {
+    hdr->magic = kAreaMagic;
+    hdr->version = kLayoutVersion;
+    hdr->header_size = sizeof(ShmAreaHeader);
+    hdr->ring_slots = ring_slots;
+    hdr->slot_size = sizeof(ShmDesc);
+    hdr->area_size = area_len;
+    for (int i = 0; i < 2; ++i) {
+      new (&eps[i].state) std::atomic<uint32_t>(0);
+      new (&rings[i].prod) std::atomic<uint32_t>(0);
+      new (&rings[i].cons) std::atomic<uint32_t>(0);
+    }
+  } else if (hdr->magic != kAreaMagic || hdr->version != kLayoutVersion || hdr->ring_slots != ring_slots ||
+             hdr->slot_size != sizeof(ShmDesc) || hdr->area_size != area_len ||
+             rings[0].prod.load() != 0 || rings[0].cons.load() != 0 || rings[1].prod.load() != 0 ||
+             rings[1].cons.load() != 0) {
+    return make_error(Errc::kRemoteError, "shm: the client's connection area has a bad header");
+  }
+  int me = is_client ? 0 : 1;
+  is_client_ = is_client;
+  my_ep_ = &eps[me];
+  peer_ep_ = &eps[1 - me];
+  out_ = &rings[me];
+  in_ = &rings[1 - me];
+  out_slots_ = slots + static_cast<size_t>(me) * ring_slots;
+  in_slots_ = slots + static_cast<size_t>(1 - me) * ring_slots;
+  slots_ = ring_slots;
+  slot_mask_ = ring_slots - 1;
+  my_ep_->state.store(kEpActive, std::memory_order_release);
+  return Status::ok();
+}
+
+}  // namespace tern::shm
