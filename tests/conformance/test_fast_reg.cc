@@ -1,0 +1,288 @@
+// Fast registration (REG_MR / LOCAL_INV) and remote invalidation
+// (SEND_WITH_INV). The server owns the fast MR over its long-lived "backing"
+// buffer and announces it to the client with a SEND chained behind the REG_MR,
+// as an RPC-over-RDMA requester does; the client reads and writes through it.
+#include <cerrno>
+#include <cstring>
+
+#include "conformance_fixture.h"
+
+namespace tern::conformance {
+namespace {
+
+constexpr uint8_t kUntouched = 0x5A;
+
+class FastRegTest : public ConnectedTest {
+ protected:
+  void SetUp() override {
+    ConnectedTest::SetUp();
+    if (HasFatalFailure() || IsSkipped()) return;
+    TERN_SKIP_UNLESS_CAP(fast_reg);
+    pg = caps().fast_reg_page_size;
+    // Local write only: any remote access must come through a fast MR.
+    ASSERT_TRUE(server.alloc(kBackingPages * pg, kAccessLocalWrite, &backing, pg));
+    std::memset(backing.p, kUntouched, backing.len);
+    ASSERT_TRUE(server.alloc(4096, kAccessLocalWrite, &msg));
+    ASSERT_TRUE(server.alloc(4096, kAccessLocalWrite, &srecv));
+    ASSERT_TRUE(client.alloc(kBackingPages * pg, kAccessLocalWrite, &src));
+    ASSERT_TRUE(client.alloc(kBackingPages * pg, kAccessLocalWrite, &sink));
+    ASSERT_TRUE(client.alloc(4096, kAccessLocalWrite, &crecv));
+    ASSERT_TRUE(server.alloc_fast_mr(std::min<uint32_t>(4, caps().max_fast_reg_depth), &fmr));
+    // Two pages where the device allows, so that registrations span a page boundary.
+    span = std::min<uint32_t>(2, fmr->max_depth()) * pg;
+  }
+
+  // The server posts prefix + [REG_MR of backing[off, off+len) under a fresh
+  // rkey (unsignaled), SEND (signaled) carrying it]; the client receives it.
+  // The SEND's completion is the only one the server may see.
+  AssertionResult announce(size_t off, size_t len, uint32_t access, RemoteBuf* out,
+                           std::vector<SendWr> prefix = {}) {
+    Sge rs = crecv.sge(0, sizeof(RemoteBuf));
+    if (auto r = client.post_recv({wr_recv(700 + seq, &rs, 1)}); !r) return r;
+    uint32_t rkey = fmr->bump_rkey();
+    RemoteBuf rb{backing.addr(off), rkey, static_cast<uint32_t>(len)};
+    std::memcpy(msg.p, &rb, sizeof rb);
+    announce_sge = msg.sge(0, sizeof rb);
+    prefix.push_back(wr_reg(600 + seq, fmr, backing, off, len, access, rkey));
+    prefix.push_back(wr_send(800 + seq, &announce_sge, 1));
+    if (auto r = server.post_send(prefix); !r) return r;
+    Wc s, c;
+    if (auto r = poller.wait_send1(server, &s); !r) return r;
+    if (auto r = wc_is(s, 800 + seq, WcStatus::kSuccess, WcOpcode::kSend); !r)
+      return r << " (the announcing SEND; any earlier completion would be an unsignaled WR's)";
+    if (auto r = poller.wait_recv1(client, &c); !r) return r;
+    if (auto r = wc_is(c, 700 + seq, WcStatus::kSuccess, WcOpcode::kRecv); !r) return r;
+    std::memcpy(out, crecv.p, sizeof *out);
+    ++seq;
+    return AssertionSuccess();
+  }
+
+  // The client WRITEs (or READs) `len` bytes at rb.addr + off through rb.rkey.
+  AssertionResult client_access(bool is_write, const RemoteBuf& rb, int64_t off, uint32_t len, uint32_t seed,
+                                Wc* wc) {
+    if (is_write) fill_pattern(src.p, len, seed);
+    io_sge = is_write ? src.sge(0, len) : sink.sge(0, len);
+    uint64_t raddr = rb.addr + off;
+    SendWr w = is_write ? wr_write(900 + seq, &io_sge, 1, raddr, rb.rkey) : wr_read(900 + seq, &io_sge, 1, raddr, rb.rkey);
+    ++seq;
+    if (auto r = client.post_send({w}); !r) return r;
+    return poller.wait_send1(client, wc);
+  }
+
+  // Access through rb must work (and the data must land / be read back).
+  void expect_access_ok(bool is_write, const RemoteBuf& rb, uint32_t len, uint32_t seed) {
+    Wc wc;
+    ASSERT_TRUE(client_access(is_write, rb, 0, len, seed, &wc));
+    ASSERT_EQ(wc.status, WcStatus::kSuccess) << to_string(wc);
+    const uint8_t* at = reinterpret_cast<const uint8_t*>(rb.addr);
+    if (is_write)
+      EXPECT_TRUE(check_pattern(at, len, seed, "data written through the fast MR"));
+    else
+      EXPECT_EQ(std::memcmp(sink.p, at, len), 0) << "data read through the fast MR";
+  }
+
+  // Access through rb must be refused, with nothing written on the server.
+  void expect_access_refused(bool is_write, const RemoteBuf& rb, int64_t off, uint32_t len) {
+    std::vector<uint8_t> before(backing.p, backing.p + backing.len);
+    Wc wc;
+    ASSERT_TRUE(client_access(is_write, rb, off, len, 4242, &wc));
+    EXPECT_EQ(wc.status, WcStatus::kRemAccessErr) << to_string(wc);
+    EXPECT_EQ(client.qp->state(), QpState::kError);
+    EXPECT_TRUE(poller.wait_disconnected(client)) << "a QP that went to error is reported once";
+    EXPECT_EQ(std::memcmp(before.data(), backing.p, backing.len), 0) << "a refused access changed server memory";
+  }
+
+  static constexpr uint32_t kBackingPages = 8;
+  uint32_t pg = 4096;
+  uint32_t span = 4096;  // bytes one registration covers in most tests
+  uint32_t seq = 0;
+  Buf backing, msg, srecv, src, sink, crecv;
+  Sge announce_sge, io_sge;
+  FastMr* fmr = nullptr;
+};
+TERN_CONFORMANCE_SUITE(FastRegTest);
+
+constexpr uint32_t kRemoteRw = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
+
+TEST_P(FastRegTest, RegisteredMrIsUsableByThePeer) {
+  RemoteBuf rb;
+  ASSERT_TRUE(announce(pg, span, kRemoteRw, &rb));
+  EXPECT_EQ(rb.rkey, fmr->rkey());
+  ASSERT_NO_FATAL_FAILURE(expect_access_ok(true, rb, span, 1));
+  ASSERT_NO_FATAL_FAILURE(expect_access_ok(false, rb, span, 0));
+  EXPECT_TRUE(check_filled(backing.p, pg, kUntouched, "page before the registration"));
+  EXPECT_TRUE(check_filled(backing.p + pg + span, backing.len - pg - span, kUntouched, "pages after it"));
+  poller.settle();
+  EXPECT_TRUE(server.send_wcs.empty()) << "the unsignaled REG_MR completed: " << server.describe();
+}
+
+TEST_P(FastRegTest, LocalInvalidateRevokesAccess) {
+  RemoteBuf rb;
+  ASSERT_TRUE(announce(0, pg, kRemoteRw, &rb));
+  ASSERT_NO_FATAL_FAILURE(expect_access_ok(true, rb, pg, 2));
+  ASSERT_TRUE(server.post_send({wr_local_inv(5, rb.rkey)}));
+  Wc wc;
+  ASSERT_TRUE(poller.wait_send1(server, &wc));
+  ASSERT_TRUE(wc_is(wc, 5, WcStatus::kSuccess, WcOpcode::kLocalInv));
+  ASSERT_NO_FATAL_FAILURE(expect_access_refused(true, rb, 0, 64));
+}
+
+TEST_P(FastRegTest, ReRegistrationRejectsTheOldKey) {
+  RemoteBuf old_rb, new_rb;
+  ASSERT_TRUE(announce(0, pg, kRemoteRw, &old_rb));
+  ASSERT_TRUE(server.post_send({wr_local_inv(5, old_rb.rkey)}));
+  Wc wc;
+  ASSERT_TRUE(poller.wait_send1(server, &wc));
+  ASSERT_TRUE(wc_is(wc, 5, WcStatus::kSuccess, WcOpcode::kLocalInv));
+  ASSERT_TRUE(announce(0, pg, kRemoteRw, &new_rb));  // same memory, bumped key
+  ASSERT_EQ(rkey_index(new_rb.rkey), rkey_index(old_rb.rkey));
+  ASSERT_NE(rkey_key(new_rb.rkey), rkey_key(old_rb.rkey));
+  ASSERT_NO_FATAL_FAILURE(expect_access_ok(true, new_rb, pg, 3));
+  ASSERT_NO_FATAL_FAILURE(expect_access_refused(true, old_rb, 0, 64));
+}
+
+TEST_P(FastRegTest, InvalidateAndRegisterInOneChain) {
+  // [LOCAL_INV, REG_MR, SEND] posted together, unsignaled but the SEND: SQ
+  // order makes each registration valid by the time its SEND arrives.
+  RemoteBuf rb;
+  ASSERT_TRUE(announce(0, span, kRemoteRw, &rb));
+  for (uint32_t round = 0; round < 10; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    RemoteBuf next;
+    ASSERT_TRUE(announce((round % 4) * pg, span, kRemoteRw, &next, {wr_local_inv(5, rb.rkey, false)}));
+    ASSERT_NO_FATAL_FAILURE(expect_access_ok(true, next, span, 10 + round));
+    ASSERT_NO_FATAL_FAILURE(expect_access_ok(false, next, span, 0));
+    rb = next;
+  }
+  poller.settle();
+  EXPECT_TRUE(server.send_wcs.empty()) << "unsignaled LOCAL_INV/REG_MR completed: " << server.describe();
+}
+
+TEST_P(FastRegTest, AccessRightsOfTheRegistrationAreEnforced) {
+  RemoteBuf rb;
+  ASSERT_TRUE(announce(0, pg, kAccessLocalWrite | kAccessRemoteRead, &rb));
+  ASSERT_NO_FATAL_FAILURE(expect_access_ok(false, rb, pg, 0));
+  ASSERT_NO_FATAL_FAILURE(expect_access_refused(true, rb, 0, 64));
+}
+
+TEST_P(FastRegTest, RangeOfTheRegistrationIsEnforced) {
+  RemoteBuf rb;
+  ASSERT_TRUE(announce(pg, pg, kRemoteRw, &rb));  // backing is registered all round it
+  ASSERT_NO_FATAL_FAILURE(expect_access_refused(true, rb, pg - 8, 16));
+}
+
+TEST_P(FastRegTest, RangeBeforeTheRegistrationIsEnforced) {
+  RemoteBuf rb;
+  ASSERT_TRUE(announce(pg, pg, kRemoteRw, &rb));
+  ASSERT_NO_FATAL_FAILURE(expect_access_refused(true, rb, -8, 16));
+}
+
+// A REG_MR that fails must produce a completion even though it is unsignaled
+// (or be refused by post_send as malformed); the SEND behind it flushes.
+void expect_reg_failure(Side& server, Poller& poller, std::vector<SendWr> chain, uint64_t reg_id,
+                        uint64_t send_id) {
+  int err = 0;
+  int n = server.qp->post_send(chain.data(), static_cast<int>(chain.size()), &err);
+  if (n == 0) {
+    EXPECT_EQ(err, EINVAL) << "a refused REG_MR must be refused as malformed: " << std::strerror(err);
+    return;
+  }
+  ASSERT_EQ(n, static_cast<int>(chain.size())) << "err " << err;
+  std::vector<Wc> s;
+  ASSERT_TRUE(poller.wait_send(server, 2, &s));
+  EXPECT_TRUE(is_real_error(s[0], reg_id)) << "the failing REG_MR (unsignaled) must complete with an error";
+  EXPECT_TRUE(s[0].status == WcStatus::kMwBindErr || s[0].status == WcStatus::kLocProtErr ||
+              s[0].status == WcStatus::kLocLenErr)
+      << "unexpected status for a bad registration: " << to_string(s[0]);
+  EXPECT_TRUE(all_flushed({s[1]}, {send_id}));
+  EXPECT_TRUE(poller.wait_disconnected(server)) << "a QP that went to error is reported once";
+}
+
+TEST_P(FastRegTest, RegistrationBeyondMaxDepthFails) {
+  FastMr* small = nullptr;
+  ASSERT_TRUE(server.alloc_fast_mr(1, &small));
+  const uint32_t pages = small->max_depth() + 1;
+  if (pages > kBackingPages) GTEST_SKIP() << "alloc_fast_mr(1) gave depth " << small->max_depth();
+  Sge s = msg.sge(0, 8);
+  ASSERT_NO_FATAL_FAILURE(expect_reg_failure(
+      server, poller,
+      {wr_reg(1, small, backing, 0, size_t(pages) * pg, kRemoteRw, small->bump_rkey()), wr_send(2, &s, 1)}, 1, 2));
+}
+
+TEST_P(FastRegTest, RegistrationOfAValidMrFails) {
+  RemoteBuf rb;
+  ASSERT_TRUE(announce(0, pg, kRemoteRw, &rb));
+  Sge s = msg.sge(0, 8);
+  ASSERT_NO_FATAL_FAILURE(expect_reg_failure(
+      server, poller, {wr_reg(1, fmr, backing, pg, pg, kRemoteRw, fmr->bump_rkey()), wr_send(2, &s, 1)}, 1,
+      2));
+}
+
+TEST_P(FastRegTest, RegistrationOutsideTheBackingMrFails) {
+  Sge s = msg.sge(0, 8);
+  // Starts inside `backing`, ends one page past it.
+  ASSERT_NO_FATAL_FAILURE(expect_reg_failure(
+      server, poller,
+      {wr_reg(1, fmr, backing, backing.len - pg, 2 * pg, kRemoteRw, fmr->bump_rkey()), wr_send(2, &s, 1)}, 1, 2));
+}
+
+TEST_P(FastRegTest, LocalInvalidateWithAStaleKeyFails) {
+  RemoteBuf rb;
+  ASSERT_TRUE(announce(0, pg, kRemoteRw, &rb));
+  uint32_t stale = make_rkey(rkey_index(rb.rkey), static_cast<uint8_t>(rkey_key(rb.rkey) - 1));
+  ASSERT_TRUE(server.post_send({wr_local_inv(5, stale, false)}));
+  Wc wc;
+  ASSERT_TRUE(poller.wait_send1(server, &wc));
+  EXPECT_TRUE(is_real_error(wc, 5)) << "LOCAL_INV of a stale rkey must fail, unsignaled or not";
+  EXPECT_EQ(wc.status, WcStatus::kMwBindErr) << to_string(wc);
+  EXPECT_TRUE(poller.wait_disconnected(server)) << "a QP that went to error is reported once";
+}
+
+// ---- remote invalidation
+
+TEST_P(FastRegTest, SendWithInvalidateInvalidatesAtTheReceiver) {
+  TERN_SKIP_UNLESS_CAP(remote_invalidation);
+  RemoteBuf rb;
+  ASSERT_TRUE(announce(0, span, kRemoteRw, &rb));
+  ASSERT_NO_FATAL_FAILURE(expect_access_ok(true, rb, span, 20));
+  Sge rs = srecv.sge(0, 256);
+  ASSERT_TRUE(server.post_recv({wr_recv(30, &rs, 1)}));
+  Sge ss = src.sge(0, 32);
+  SendWr inv = wr_send(31, &ss, 1);
+  inv.opcode = WrOpcode::kSendWithInv;
+  inv.invalidate_rkey = rb.rkey;
+  ASSERT_TRUE(client.post_send({inv}));
+  Wc r, s;
+  ASSERT_TRUE(poller.wait_recv1(server, &r));
+  EXPECT_TRUE(wc_is(r, 30, WcStatus::kSuccess, WcOpcode::kRecv));
+  EXPECT_EQ(r.byte_len, 32u);
+  EXPECT_TRUE(r.flags & kWcWithInv) << "a SEND_WITH_INV receive must say so: " << to_string(r);
+  EXPECT_EQ(r.invalidated_rkey, rb.rkey);
+  ASSERT_TRUE(poller.wait_send1(client, &s));
+  EXPECT_TRUE(wc_is(s, 31, WcStatus::kSuccess, WcOpcode::kSend));
+  // Invalidated before the receive completed: the rkey is dead now.
+  ASSERT_NO_FATAL_FAILURE(expect_access_refused(true, rb, 0, 64));
+}
+
+TEST_P(FastRegTest, RemotelyInvalidatedMrCanBeRegisteredAgain) {
+  TERN_SKIP_UNLESS_CAP(remote_invalidation);
+  RemoteBuf rb, again;
+  ASSERT_TRUE(announce(0, pg, kRemoteRw, &rb));
+  Sge rs = srecv.sge(0, 256);
+  ASSERT_TRUE(server.post_recv({wr_recv(30, &rs, 1)}));
+  Sge ss = src.sge(0, 8);
+  SendWr inv = wr_send(31, &ss, 1);
+  inv.opcode = WrOpcode::kSendWithInv;
+  inv.invalidate_rkey = rb.rkey;
+  ASSERT_TRUE(client.post_send({inv}));
+  Wc r, s;
+  ASSERT_TRUE(poller.wait_recv1(server, &r));
+  ASSERT_TRUE(wc_is(r, 30, WcStatus::kSuccess, WcOpcode::kRecv));
+  ASSERT_TRUE(poller.wait_send1(client, &s));
+  // No LOCAL_INV needed: the MR is free, so a REG_MR (bumped key) succeeds.
+  ASSERT_TRUE(announce(0, pg, kRemoteRw, &again));
+  ASSERT_NO_FATAL_FAILURE(expect_access_ok(true, again, pg, 21));
+}
+
+}  // namespace
+}  // namespace tern::conformance
