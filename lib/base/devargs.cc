@@ -54,8 +54,10 @@ Result<uint64_t> DevArgs::get_u64(std::string_view key, uint64_t def) const {
   std::string v = get(key);
   char* end = nullptr;
   errno = 0;
+  // strtoull accepts a sign and wraps "-1" to 2^64-1: a negative count or size
+  // must be an error, not a huge value.
   unsigned long long n = std::strtoull(v.c_str(), &end, 0);
-  if (end == v.c_str() || errno != 0)
+  if (end == v.c_str() || errno != 0 || v.find('-') != std::string::npos || v.find('+') != std::string::npos)
     return make_error(Errc::kInvalidArgument, "device spec '%s': %.*s=%s is not a number", spec_.c_str(),
                       static_cast<int>(key.size()), key.data(), v.c_str());
   uint64_t mul = 1;
@@ -65,6 +67,9 @@ Result<uint64_t> DevArgs::get_u64(std::string_view key, uint64_t def) const {
   if (*end != '\0')
     return make_error(Errc::kInvalidArgument, "device spec '%s': %.*s=%s has trailing characters",
                       spec_.c_str(), static_cast<int>(key.size()), key.data(), v.c_str());
+  if (n > UINT64_MAX / mul)
+    return make_error(Errc::kInvalidArgument, "device spec '%s': %.*s=%s is too large", spec_.c_str(),
+                      static_cast<int>(key.size()), key.data(), v.c_str());
   return static_cast<uint64_t>(n) * mul;
 }
 
