@@ -469,8 +469,11 @@ int main(int argc, char** argv) {
   }
   // EAL: the main lcore waits, the engine runs pinned on a worker lcore.
   unsigned lc = o.lcore >= 0 ? static_cast<unsigned>(o.lcore) : 1;
+  unsigned main_lc = lc == 0 ? 1 : 0;
   runtime::EalOptions eo;
-  eo.lcores = std::to_string(lc == 0 ? 1 : 0) + "," + std::to_string(lc);
+  eo.lcores = std::to_string(main_lc) + "," + std::to_string(lc);
+  // EAL would make the lowest lcore the main one; the engine wants `lc`.
+  eo.extra_args = {"--main-lcore", std::to_string(main_lc)};
   auto rt = runtime::Runtime::start(eo);
   if (!rt) {
     std::fprintf(stderr, "tern-perf: %s\n", rt.status().to_string().c_str());
