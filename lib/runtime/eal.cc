@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -22,32 +23,38 @@ namespace tern::runtime {
 struct Runtime::Launched {
   unsigned lcore;
   std::function<int()> fn;
-  // Written by the lcore before EAL marks it idle (a release store that
-  // rte_eal_wait_lcore acquires). Kept here rather than taken from
-  // rte_eal_wait_lcore because a later launch onto the same idle lcore would
-  // overwrite EAL's single per-lcore result.
+  // Our own record of the function's result, rather than EAL's: a later
+  // launch onto the same idle lcore would overwrite EAL's single per-lcore
+  // result. `done` is stored with release after `result`, and the waiter
+  // acquires it, so the result is ordered by Tern's own code and not by EAL's
+  // (uninstrumented) lcore state.
   int result = 0;
+  std::atomic<bool> done{false};
 
   static int run(void* arg) {
     auto* l = static_cast<Launched*>(arg);
-    l->result = l->fn();
-    return l->result;
+    int r = l->fn();
+    l->result = r;
+    // After this store the waiter may free *l: touch nothing of it past here.
+    l->done.store(true, std::memory_order_release);
+    return r;
+  }
+
+  // rte_eal_wait_lcore spins (rte_pause) until the lcore is idle. The thread
+  // that waits is the main lcore, which on a small machine shares a core with
+  // an engine; spinning there steals the engine's cycles (measured on this
+  // 2-core VM: tern-perf --eal latency mode went from 129k to 307k round
+  // trips/s when the waiting main thread slept instead). Sleep until the
+  // function has returned, then let EAL collect the lcore, which by then no
+  // longer makes it wait.
+  int wait() {
+    while (!done.load(std::memory_order_acquire)) usleep(200);
+    rte_eal_wait_lcore(lcore);
+    return result;
   }
 };
 
 namespace {
-
-// rte_eal_wait_lcore spins (rte_pause) until the lcore is idle. The thread that
-// waits is the main lcore, which on a small machine shares a core with an
-// engine; spinning there steals the engine's cycles (measured on this 2-core
-// VM: tern-perf --eal latency mode went from 129k to 307k round trips/s when
-// the waiting main thread slept instead). Sleep until the function has
-// returned, then let EAL collect the lcore, which no longer waits.
-void wait_lcore_quietly(unsigned lcore) {
-  while (rte_eal_get_lcore_state(lcore) == RUNNING) usleep(200);
-  rte_eal_wait_lcore(lcore);
-}
-
 
 // EAL can be initialised once per process, and a failed attempt cannot be
 // retried (22.11 remembers it already parsed -l and rejects the second one), so
@@ -238,8 +245,7 @@ Result<std::unique_ptr<Runtime>> Runtime::attach() {
 Runtime::~Runtime() {
   request_stop();
   for (const auto& l : launched_) {
-    wait_lcore_quietly(l->lcore);
-    if (l->result != 0)
+    if (l->wait() != 0)
       TERN_LOG(kWarn, "runtime", "function on lcore %u returned %d, never collected by wait_all()", l->lcore,
                l->result);
   }
@@ -299,10 +305,8 @@ Status Runtime::launch(unsigned lcore, std::function<int()> fn) {
 int Runtime::wait_all() {
   int first = 0;
   for (const auto& l : launched_) {
-    // Once the lcore is idle, every function launched onto it before, ours
-    // included, has returned and stored its result.
-    wait_lcore_quietly(l->lcore);
-    if (first == 0) first = l->result;
+    int r = l->wait();
+    if (first == 0) first = r;
   }
   launched_.clear();
   return first;
