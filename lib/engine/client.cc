@@ -1,0 +1,361 @@
+// Client datapath: a call is marshaled into its request's send buffer, its
+// chunks registered (REG_MR chained ahead of the Send), and posted with one
+// doorbell; the reply is matched by xid, MRs are invalidated (remotely by the
+// server's Send With Invalidate, or by a LOCAL_INV chain whose last WR's
+// completion finishes the call), and the callback runs.
+#include <cstring>
+
+#include "base/log.h"
+#include "engine/engine_impl.h"
+#include "engine/wire.h"
+
+namespace tern::rpc {
+
+using namespace tern::rdma;
+
+int Conn::call(const Call& c) {
+  if (server || state != State::kReady) return ENOTCONN;
+  if (c.done == nullptr) return EINVAL;
+  const EngineOptions& o = eng->opt;
+  if (c.bulk_send.size() > o.max_bulk || c.bulk_recv.size() > o.max_bulk || c.max_results > o.max_reply)
+    return EMSGSIZE;
+  if ((!c.bulk_send.empty() && dc->find(c.bulk_send.data(), c.bulk_send.size()) == nullptr) ||
+      (!c.bulk_recv.empty() && dc->find(c.bulk_recv.data(), c.bulk_recv.size()) == nullptr))
+    return EINVAL;  // bulk buffers must be registered memory (zero copy)
+  if (wire::call_rpc_header_len(c) + c.args.size() + 256 > inline_send) return EINVAL;
+  if (free_reqs.empty()) return EAGAIN;
+  Request* r = free_reqs.back();
+  free_reqs.pop_back();
+  r->pooled = false;
+  // I5: a pooled request carries nothing.
+  TERN_ASSERT(r->state == Request::State::kFree && !r->rpc_owner && !r->send_owner && r->reply == nullptr &&
+              r->mrs == nullptr);
+  r->rpc_owner = true;
+  r->call = c;
+  r->args_copy.assign(c.args.begin(), c.args.end());
+  r->call.args = r->args_copy;
+  r->xid = (next_xid++ << 10) | r->slot;  // the slot is recoverable from the xid
+  if (r->xid == 0) r->xid = (next_xid++ << 10) | r->slot;
+  eng->st.calls.add();
+  // Credits: never more calls outstanding than the server granted.
+  if (backlog_head != nullptr || in_flight >= credits || marshal_and_send(r) != 0) {
+    r->state = Request::State::kBacklog;
+    r->next = nullptr;
+    if (backlog_tail) backlog_tail->next = r;
+    else backlog_head = r;
+    backlog_tail = r;
+    ++backlog_len;
+    eng->st.backlogged.add();
+    if (in_flight >= credits) eng->st.credit_waits.add();
+  }
+  return 0;
+}
+
+int Conn::flush_backlog() {
+  int n = 0;
+  while (backlog_head != nullptr && in_flight < credits) {
+    Request* r = backlog_head;
+    if (marshal_and_send(r) != 0) break;  // no MRs or send slots yet: try next poll
+    backlog_head = r->next;
+    if (backlog_head == nullptr) backlog_tail = nullptr;
+    r->next = nullptr;
+    --backlog_len;
+    ++n;
+  }
+  return n;
+}
+
+// Builds and posts [REG_MR..., SEND] for one call. Returns 0, or EAGAIN when
+// resources (MRs, send contexts, send-queue room) are short (nothing posted).
+int Conn::marshal_and_send(Request* r) {
+  const EngineOptions& o = eng->opt;
+  FrwrRegistrar& reg = *dc->reg;
+  if (ring->full()) return EAGAIN;
+  chain.clear();
+  wire::CallChunks ch;
+  const Call& c = r->call;
+  // Read chunk: the bulk argument data, at the XDR position right after the
+  // inline arguments.
+  if (!c.bulk_send.empty()) {
+    const Region* rg = dc->find(c.bulk_send.data(), c.bulk_send.size());
+    RdmaSegment segs[kMaxChunkSegs];
+    int n = reg.map(reinterpret_cast<uint64_t>(c.bulk_send.data()), c.bulk_send.size(), rg->mr->lkey(),
+                    kAccessRemoteRead, chain, segs, kMaxChunkSegs, &r->mrs);
+    if (n < 0) return EAGAIN;
+    uint32_t pos = static_cast<uint32_t>(wire::call_rpc_header_len(c) + c.args.size());
+    for (int i = 0; i < n; ++i) ch.reads[i] = ReadSeg{pos, segs[i]};
+    ch.nread = n;
+    eng->st.read_chunks.add();
+  }
+  // Write chunk: room for bulk results.
+  if (!c.bulk_recv.empty()) {
+    const Region* rg = dc->find(c.bulk_recv.data(), c.bulk_recv.size());
+    int n = reg.map(reinterpret_cast<uint64_t>(c.bulk_recv.data()), c.bulk_recv.size(), rg->mr->lkey(),
+                    kAccessLocalWrite | kAccessRemoteWrite, chain, ch.writes, kMaxChunkSegs, &r->mrs);
+    if (n < 0) {
+      reg.release(&r->mrs);  // nothing posted yet: straight back to the free list
+      return EAGAIN;
+    }
+    ch.nwrite = n;
+    eng->st.write_chunks.add();
+  }
+  // Reply chunk: when the results may not fit inline.
+  if (c.max_results + 128 > inline_recv) {
+    if (r->replybuf == nullptr) {
+      r->replybuf = static_cast<uint8_t*>(eng->arena->carve(o.max_reply + 256, 4096));
+      if (r->replybuf == nullptr) {
+        reg.release(&r->mrs);
+        return EAGAIN;
+      }
+    }
+    const Region* rg = dc->find(r->replybuf, o.max_reply + 256);
+    int n = reg.map(reinterpret_cast<uint64_t>(r->replybuf), c.max_results + 256, rg->mr->lkey(),
+                    kAccessLocalWrite | kAccessRemoteWrite, chain, ch.replies, kMaxChunkSegs, &r->mrs);
+    if (n < 0) {
+      reg.release(&r->mrs);
+      return EAGAIN;
+    }
+    ch.nreply = n;
+    eng->st.reply_chunks.add();
+  }
+  size_t len = wire::encode_call(r->sendbuf, inline_send, r->xid, o.credits, ch, c, c.args);
+  TERN_CHECK(len != 0, "call header does not fit the inline threshold (checked at call())");
+  int nreg = chain.size();
+  SendWr& s = chain.add();
+  Sge* sg = chain.sges(1);
+  sg[0] = Sge{reinterpret_cast<uint64_t>(r->sendbuf), static_cast<uint32_t>(len),
+              dc->find(r->sendbuf, len)->mr->lkey()};
+  s.opcode = WrOpcode::kSend;
+  s.sg_list = sg;
+  s.num_sge = 1;
+  if (!sq->room(static_cast<uint32_t>(chain.size()))) {
+    chain.truncate(nreg);
+    reg.release(&r->mrs);
+    return EAGAIN;
+  }
+  if (!post_chain(chain, chain.size() - 1, r)) {
+    // The QP refused the chain: the connection is failing; the drain will
+    // fail this call. The MRs may be half-registered: destroyed at teardown.
+    r->state = Request::State::kSent;
+    ++in_flight;
+    return 0;
+  }
+  r->state = Request::State::kSent;
+  ++in_flight;
+  return 0;
+}
+
+// Posts a chain whose WR at send_index is a Send owned by send_owner; takes a
+// send context for it (signaled per the ring's batching). False if the QP
+// refused it (connection failing).
+bool Conn::post_chain(WrChain& ch, int send_index, void* send_owner) {
+  bool signal = false;
+  uint32_t idx = ring->acquire(send_owner, &signal);
+  SendWr& s = ch.data()[send_index];
+  s.wr_id = make_wr_id(WrTag::kSend, idx);
+  s.flags = signal ? kWrSignaled : 0;
+  uint64_t seq = sq->post(static_cast<uint32_t>(ch.size()));
+  ring_seq[idx & (ring->size() - 1)] = seq;
+  int err = 0;
+  int n = qp->post_send(ch.data(), ch.size(), &err);
+  eng->st.sends.add();
+  if (signal) eng->st.sends_signaled.add();
+  if (n != ch.size()) {
+    if (n <= send_index) ring->cancel(idx);  // the Send itself was not posted
+    TERN_LOG(kWarn, "engine", "post_send accepted %d of %d WRs (errno %d)", n, ch.size(), err);
+    on_disconnected(make_sys_error(Errc::kDisconnected, err, "post_send refused a chain"));
+    return false;
+  }
+  // The Send owner's reference is taken only once the WRs are posted (the
+  // 2026 patch set's rule: a failed post must not hold the request).
+  if (server) static_cast<SrvCall*>(send_owner)->send_owner = true;
+  else static_cast<Request*>(send_owner)->send_owner = true;
+  return true;
+}
+
+void Conn::on_send_wc(const Wc& wc) {
+  switch (wr_tag(wc.wr_id)) {
+    case WrTag::kSend: {
+      auto idx = static_cast<uint32_t>(wr_val(wc.wr_id));
+      // A signaled completion (or any flush) proves every earlier Send done.
+      sq->retire(ring_seq[idx & (ring->size() - 1)]);
+      ring->complete_through(idx, [&](void* owner) {
+        if (server) {
+          auto* sc = static_cast<SrvCall*>(owner);
+          sc->send_owner = false;
+          maybe_free(sc);
+        } else {
+          auto* r = static_cast<Request*>(owner);
+          r->send_owner = false;
+          maybe_free(r);
+        }
+      });
+      if (wc.status != WcStatus::kSuccess && wc.status != WcStatus::kWrFlushErr)
+        on_disconnected(make_error(Errc::kRemoteError, "send failed: %s", wc_status_name(wc.status)));
+      break;
+    }
+    case WrTag::kInv: {
+      Request* r = &reqs[wr_val(wc.wr_id)];
+      sq->retire(r->inv_seq);
+      if (wc.status != WcStatus::kSuccess) {
+        // Flushed: the MRs' state is unknown. Teardown destroys them and fails the call.
+        if (state == State::kReady) on_disconnected(make_error(Errc::kRemoteError, "LOCAL_INV failed: %s",
+                                                               wc_status_name(wc.status)));
+        break;
+      }
+      dc->reg->release(&r->mrs);
+      complete(r);
+      break;
+    }
+    case WrTag::kRead:
+      server_read_done(wc);
+      break;
+    case WrTag::kDrain:
+      sq_drained = true;
+      break;
+    default:
+      break;
+  }
+}
+
+void Conn::on_recv_wc(const Wc& wc) {
+  if (wr_tag(wc.wr_id) == WrTag::kDrain) {
+    rq_drained = true;
+    return;
+  }
+  ReplyBuf* rep = &reps[wr_val(wc.wr_id)];
+  TERN_ASSERT(rep->posted);
+  rep->posted = false;
+  --recvs_posted;
+  if (wc.status != WcStatus::kSuccess) {
+    // Flushed (or failed): it stays unposted; a live connection reposts it.
+    if (wc.status != WcStatus::kWrFlushErr)
+      on_disconnected(make_error(Errc::kRemoteError, "receive failed: %s", wc_status_name(wc.status)));
+    if (state == State::kReady) to_repost.push_back(rep);
+    return;
+  }
+  rep->len = wc.byte_len;
+  rep->wc_flags = wc.flags;
+  rep->invalidated_rkey = wc.invalidated_rkey;
+  if (server) handle_call(rep);
+  else handle_reply(rep);
+}
+
+void Conn::repost_recvs() {
+  // Receives go back in batches: one post_recv (one doorbell) for many.
+  if (to_repost.empty() || state == State::kDraining || state == State::kDead) return;
+  RecvWr wrs[64];
+  Sge sges[64];
+  size_t done = 0;
+  while (done < to_repost.size()) {
+    int n = 0;
+    for (; n < 64 && done + n < to_repost.size(); ++n) {
+      ReplyBuf* rep = to_repost[done + n];
+      // I1: a buffer on its way back to the device is attached to nothing.
+      TERN_ASSERT(rep->owner == nullptr && !rep->posted);
+      sges[n] = Sge{reinterpret_cast<uint64_t>(rep->buf), rep->cap, dc->find(rep->buf, rep->cap)->mr->lkey()};
+      wrs[n] = RecvWr{make_wr_id(WrTag::kRecv, rep->index), &sges[n], 1};
+      rep->posted = true;
+    }
+    int err = 0;
+    int got = qp->post_recv(wrs, n, &err);
+    for (int i = got; i < n; ++i) to_repost[done + i]->posted = false;
+    recvs_posted += static_cast<uint32_t>(got);
+    eng->st.recvs_posted.add(static_cast<uint64_t>(got));
+    eng->st.recv_batches.add();
+    done += static_cast<size_t>(got);
+    if (got < n) break;
+  }
+  to_repost.erase(to_repost.begin(), to_repost.begin() + static_cast<std::ptrdiff_t>(done));
+}
+
+void Conn::handle_reply(ReplyBuf* rep) {
+  wire::Reply h;
+  auto msg = std::span<const uint8_t>(rep->buf, rep->len);
+  if (!wire::decode_reply_header(msg, &h)) {
+    eng->st.bad_headers.add();
+    to_repost.push_back(rep);
+    return;
+  }
+  // The server's grant: at least one, never more than we asked for.
+  credits = std::max<uint32_t>(1, std::min(h.credits, eng->opt.credits));
+  uint32_t slot = h.xid & 1023u;
+  Request* r = slot < reqs.size() ? &reqs[slot] : nullptr;
+  if (r == nullptr || r->xid != h.xid || r->state != Request::State::kSent || r->reply != nullptr) {
+    // Not a call we are waiting for (late, duplicated or forged): drop it.
+    eng->st.bad_headers.add();
+    to_repost.push_back(rep);
+    return;
+  }
+  --in_flight;
+  // I2: the reply buffer stays attached until the call completes.
+  r->reply = rep;
+  rep->owner = r;
+  CallReply& res = r->result;
+  res = CallReply{CallStatus::kOk, r->xid, {}, 0};
+  if (h.kind == wire::Reply::Kind::kError) {
+    res.status = CallStatus::kRdmaError;
+    eng->st.rdma_errors_received.add();
+  } else {
+    std::span<const uint8_t> body = h.body;
+    if (h.kind == wire::Reply::Kind::kNoMsg) {
+      // The whole reply came through our reply chunk.
+      if (!h.has_reply_chunk || r->replybuf == nullptr || h.reply_chunk_len > r->call.max_results + 256u)
+        res.status = CallStatus::kBadReply;
+      else
+        body = std::span<const uint8_t>(r->replybuf, h.reply_chunk_len);
+    }
+    if (res.status == CallStatus::kOk) res.status = wire::decode_rpc_reply(body, r->xid, &res.results);
+    if (h.write_chunks > 0) {
+      if (h.write_len > r->call.bulk_recv.size()) res.status = CallStatus::kBadReply;
+      else res.bulk_recv_len = static_cast<uint32_t>(h.write_len);
+    }
+  }
+  eng->st.replies.add();
+  // Remote invalidation (RFC 8797): the server invalidated one of our rkeys.
+  if ((rep->wc_flags & kWcWithInv) != 0) {
+    if (remote_inv && dc->reg->remote_invalidated(r->mrs, rep->invalidated_rkey))
+      eng->st.remote_invalidations.add();
+  }
+  chain.clear();
+  int n = dc->reg->invalidate(r->mrs, chain, make_wr_id(WrTag::kInv, r->slot));
+  if (n == 0) {
+    dc->reg->release(&r->mrs);  // nothing left registered: no LOCAL_INV posted
+    complete(r);
+    return;
+  }
+  // The LOCAL_INV chain's completion finishes the call (I3).
+  r->state = Request::State::kInvalidating;
+  r->inv_seq = sq->post(static_cast<uint32_t>(n));
+  eng->st.local_inv_chains.add();
+  int err = 0;
+  if (qp->post_send(chain.data(), n, &err) != n)
+    on_disconnected(make_sys_error(Errc::kDisconnected, err, "post_send refused LOCAL_INV"));
+}
+
+void Conn::complete(Request* r) {
+  // I3: every MR of this call is invalidated before its results are seen.
+  TERN_ASSERT(r->mrs == nullptr, "call completing with registered MRs");
+  r->state = Request::State::kFree;  // no longer in flight; the pool waits for both owners
+  if (r->call.done != nullptr) r->call.done(r->call.ctx, r->result);
+  // I2: detach the reply buffer before it goes back to the device.
+  if (ReplyBuf* rep = r->reply) {
+    r->reply = nullptr;
+    rep->owner = nullptr;
+    if (state == State::kReady) to_repost.push_back(rep);
+  }
+  r->rpc_owner = false;
+  maybe_free(r);
+}
+
+void Conn::maybe_free(Request* r) {
+  // I4: back to the pool only when both the RPC owner and the Send owner let go.
+  if (r->rpc_owner || r->send_owner || r->state != Request::State::kFree) return;
+  TERN_ASSERT(r->reply == nullptr && r->mrs == nullptr);
+  TERN_ASSERT(!r->pooled, "request %u put back twice", r->slot);
+  r->call = Call{};
+  r->pooled = true;
+  free_reqs.push_back(r);
+}
+
+}  // namespace tern::rpc

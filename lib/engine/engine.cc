@@ -1,0 +1,453 @@
+// Engine control path: memory, devices, connections and their CM events, the
+// poll loop, and teardown after a connection loss.
+#include <algorithm>
+#include <cstring>
+
+#include "base/log.h"
+#include "engine/engine_impl.h"
+#include "engine/wire.h"
+
+namespace tern::rpc {
+
+using namespace tern::rdma;
+
+const char* call_status_name(CallStatus s) {
+  switch (s) {
+    case CallStatus::kOk: return "ok";
+    case CallStatus::kDisconnected: return "disconnected";
+    case CallStatus::kProgUnavail: return "program unavailable";
+    case CallStatus::kProgMismatch: return "program version mismatch";
+    case CallStatus::kProcUnavail: return "procedure unavailable";
+    case CallStatus::kGarbageArgs: return "garbage arguments";
+    case CallStatus::kSystemErr: return "system error";
+    case CallStatus::kDenied: return "denied";
+    case CallStatus::kRdmaError: return "RDMA_ERROR";
+    case CallStatus::kBadReply: return "bad reply";
+    case CallStatus::kTooLarge: return "too large";
+  }
+  return "?";
+}
+
+namespace {
+uint32_t pow2_at_least(uint32_t v) {
+  uint32_t p = 2;
+  while (p < v) p <<= 1;
+  return p;
+}
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& o) {
+  if (o.credits == 0 || o.credits > 1024)
+    return make_error(Errc::kInvalidArgument, "engine: credits %u not in [1, 1024]", o.credits);
+  if (o.inline_send < 1024 || o.inline_recv < 1024 || o.inline_send > (256u << 10) || o.inline_recv > (256u << 10))
+    return make_error(Errc::kInvalidArgument, "engine: inline thresholds must be in [1 KiB, 256 KiB]");
+  if (o.send_batch == 0 || o.max_bulk == 0 || o.max_mrs == 0 || o.frwr_depth == 0)
+    return make_error(Errc::kInvalidArgument, "engine: send_batch, max_bulk, max_mrs and frwr_depth must be > 0");
+  auto e = std::make_unique<EngineImpl>(o);
+  auto a = mem::Arena::create({.size = o.arena_bytes, .name = "tern-engine"});
+  if (!a) return a.status();
+  e->arena = std::move(a).value();
+  return std::unique_ptr<Engine>(std::move(e));
+}
+
+EngineImpl::~EngineImpl() {
+  // Connections first (they post nothing more and release their pools), then
+  // the devices' queues and registrations.
+  conns.clear();
+  for (auto& dc : devices) {
+    dc->reg.reset();
+    dc->regions.clear();
+    dc->scq.reset();
+    dc->rcq.reset();
+    dc->pd.reset();
+    dc->dev.reset();
+  }
+}
+
+StatsView EngineImpl::stats_view() const {
+  return {{"calls", &st.calls},
+          {"replies", &st.replies},
+          {"backlogged", &st.backlogged},
+          {"sends", &st.sends},
+          {"sends_signaled", &st.sends_signaled},
+          {"recvs_posted", &st.recvs_posted},
+          {"recv_batches", &st.recv_batches},
+          {"read_chunks", &st.read_chunks},
+          {"write_chunks", &st.write_chunks},
+          {"reply_chunks", &st.reply_chunks},
+          {"rdma_reads", &st.rdma_reads},
+          {"rdma_writes", &st.rdma_writes},
+          {"local_inv_chains", &st.local_inv_chains},
+          {"remote_invalidations", &st.remote_invalidations},
+          {"rdma_errors_sent", &st.rdma_errors_sent},
+          {"rdma_errors_received", &st.rdma_errors_received},
+          {"bad_headers", &st.bad_headers},
+          {"credit_waits", &st.credit_waits},
+          {"disconnects", &st.disconnects}};
+}
+
+void* EngineImpl::alloc(size_t len, size_t align) { return arena->carve(len, align); }
+
+const Region* DeviceCtx::find(const void* p, uint64_t len) const {
+  auto a = reinterpret_cast<uint64_t>(p);
+  for (const Region& r : regions)
+    if (a >= r.addr && len <= r.len && a - r.addr <= r.len - len) return &r;
+  return nullptr;
+}
+
+Status EngineImpl::register_memory(void* addr, size_t len) {
+  if (addr == nullptr || len == 0) return make_error(Errc::kInvalidArgument, "register_memory: empty range");
+  for (auto& dc : devices) {
+    auto mr = dc->pd->reg_mr(addr, len, kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
+    if (!mr) return mr.status();
+    dc->regions.push_back(Region{reinterpret_cast<uint64_t>(addr), len, std::move(mr).value()});
+  }
+  // Remembered for devices opened later.
+  user_regions_.push_back({addr, len});
+  return Status::ok();
+}
+
+Result<DeviceCtx*> EngineImpl::device(std::string_view spec) {
+  for (auto& dc : devices)
+    if (dc->spec == spec) return dc.get();
+  auto dc = std::make_unique<DeviceCtx>();
+  dc->spec = std::string(spec);
+  auto d = open_device(spec);
+  if (!d) return d.status();
+  dc->dev = std::move(d).value();
+  const DeviceCaps& caps = dc->dev->caps();
+  if (!caps.fast_reg)
+    return make_error(Errc::kUnsupported, "engine: device %s has no fast registration", caps.name.c_str());
+  auto pd = dc->dev->alloc_pd();
+  if (!pd) return pd.status();
+  dc->pd = std::move(pd).value();
+  auto reg_region = [&](void* addr, size_t len) -> Status {
+    auto mr = dc->pd->reg_mr(addr, len, kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
+    if (!mr) return mr.status();
+    dc->regions.push_back(Region{reinterpret_cast<uint64_t>(addr), len, std::move(mr).value()});
+    return Status::ok();
+  };
+  TERN_TRY(reg_region(arena->base(), arena->size()));
+  for (auto& [a, l] : user_regions_) TERN_TRY(reg_region(a, l));
+  // Completion queues sized for every connection this engine may hold on
+  // the device; the driver applies back-pressure rather than overrun.
+  uint32_t cqe = std::min<uint32_t>(caps.max_cqe, 16384);
+  auto scq = dc->dev->create_cq(cqe);
+  if (!scq) return scq.status();
+  auto rcq = dc->dev->create_cq(cqe);
+  if (!rcq) return rcq.status();
+  dc->scq = std::move(scq).value();
+  dc->rcq = std::move(rcq).value();
+  // Registration depth from the device, as frwr_query_device does.
+  uint32_t depth = std::min(opt.frwr_depth, caps.max_fast_reg_depth);
+  dc->reg = std::make_unique<FrwrRegistrar>(dc->pd.get(), depth, caps.fast_reg_page_size, opt.max_mrs);
+  devices.push_back(std::move(dc));
+  return devices.back().get();
+}
+
+Result<Connection*> EngineImpl::connect(std::string_view spec) {
+  auto dcr = device(spec);
+  if (!dcr) return dcr.status();
+  auto c = std::make_unique<Conn>(this, *dcr, false);
+  TERN_TRY(c->setup_queues());
+  uint8_t pdata[64];
+  size_t n = wire::encode_pdata(pdata, sizeof pdata, opt.inline_send, opt.inline_recv, opt.remote_invalidation);
+  TERN_TRY((*dcr)->dev->connect(c->qp.get(), std::span<const uint8_t>(pdata, n)));
+  conns.push_back(std::move(c));
+  return static_cast<Connection*>(conns.back().get());
+}
+
+Status EngineImpl::listen(std::string_view spec) {
+  auto dcr = device(spec);
+  if (!dcr) return dcr.status();
+  if ((*dcr)->listening) return make_error(Errc::kBadState, "engine: already listening on %.*s",
+                                           static_cast<int>(spec.size()), spec.data());
+  TERN_TRY((*dcr)->dev->listen());
+  (*dcr)->listening = true;
+  return Status::ok();
+}
+
+void EngineImpl::handle(uint32_t prog, uint32_t vers, uint32_t proc, Handler h, void* ctx) {
+  TERN_REQUIRE(h != nullptr, "handler for %u/%u/%u is null", prog, vers, proc);
+  for (auto& e : handlers) {
+    if (e.prog == prog && e.vers == vers && e.proc == proc) {
+      e.h = h, e.ctx = ctx;
+      return;
+    }
+  }
+  handlers.push_back(HandlerEntry{prog, vers, proc, h, ctx});
+}
+
+const HandlerEntry* EngineImpl::find_handler(uint32_t prog, uint32_t vers, uint32_t proc, AcceptStat* stat,
+                                             uint32_t* low, uint32_t* high) const {
+  bool prog_known = false, vers_known = false;
+  *low = UINT32_MAX, *high = 0;
+  for (const auto& e : handlers) {
+    if (e.prog != prog) continue;
+    prog_known = true;
+    *low = std::min(*low, e.vers), *high = std::max(*high, e.vers);
+    if (e.vers != vers) continue;
+    vers_known = true;
+    if (e.proc == proc) return &e;
+  }
+  *stat = !prog_known ? AcceptStat::kProgUnavail : !vers_known ? AcceptStat::kProgMismatch : AcceptStat::kProcUnavail;
+  return nullptr;
+}
+
+void EngineImpl::poll_cm(DeviceCtx* dc) {
+  CmEvent ev;
+  while (dc->dev->poll_cm(&ev)) {
+    Conn* conn = nullptr;
+    for (auto& c : conns)
+      if (ev.qp != nullptr && c->qp.get() == ev.qp) conn = c.get();
+    switch (ev.type) {
+      case CmEventType::kConnectRequest: {
+        auto c = std::make_unique<Conn>(this, dc, true);
+        Status st = c->setup_queues();
+        uint8_t pdata[64];
+        size_t n = wire::encode_pdata(pdata, sizeof pdata, opt.inline_send, opt.inline_recv, opt.remote_invalidation);
+        if (st) {
+          // Negotiated now from the client's offer; kEstablished confirms.
+          wire::negotiate(ev.private_data, opt.inline_send, opt.inline_recv, opt.remote_invalidation, &c->inline_send,
+                          &c->inline_recv, &c->remote_inv);
+          st = dc->dev->accept(ev.request, c->qp.get(), std::span<const uint8_t>(pdata, n));
+        }
+        if (!st) {
+          TERN_LOG(kWarn, "engine", "refusing a connection: %s", st.to_string().c_str());
+          (void)dc->dev->reject(ev.request, {});
+          break;
+        }
+        conns.push_back(std::move(c));
+        break;
+      }
+      case CmEventType::kEstablished:
+        if (conn != nullptr) conn->on_established(ev.private_data);
+        break;
+      case CmEventType::kRejected:
+      case CmEventType::kUnreachable:
+      case CmEventType::kDisconnected:
+        if (conn != nullptr) conn->on_disconnected(ev.status.is_ok() ? make_error(Errc::kDisconnected, "%s", cm_event_name(ev.type)) : ev.status);
+        break;
+    }
+  }
+}
+
+int EngineImpl::poll() {
+  int work = 0;
+  Wc wc[32];
+  for (auto& dcp : devices) {
+    DeviceCtx* dc = dcp.get();
+    int n = dc->rcq->poll(wc, 32);
+    for (int i = 0; i < n; ++i) {
+      for (auto& c : conns) {
+        if (c->qp && c->qp->qp_num() == wc[i].qp_num) {
+          c->on_recv_wc(wc[i]);
+          break;
+        }
+      }
+    }
+    work += n;
+    n = dc->scq->poll(wc, 32);
+    for (int i = 0; i < n; ++i) {
+      for (auto& c : conns) {
+        if (c->qp && c->qp->qp_num() == wc[i].qp_num) {
+          c->on_send_wc(wc[i]);
+          break;
+        }
+      }
+    }
+    work += n;
+    // Connection events are the control path: a system call, so not every pass.
+    if ((polls & 1023) == 0 || work == 0) poll_cm(dc);
+  }
+  ++polls;
+  for (auto it = conns.begin(); it != conns.end();) {
+    Conn* c = it->get();
+    c->repost_recvs();
+    if (c->state == Conn::State::kReady) work += c->flush_backlog();
+    if (c->state == Conn::State::kDraining && c->drained()) {
+      c->finish_teardown();
+    }
+    // Server-side connections are the engine's to reap; client ones belong to
+    // the caller until the engine goes away.
+    // A handler may still hold a call of a dead connection and reply later:
+    // keep the connection until every call is back.
+    if (c->state == Conn::State::kDead && c->server && c->calls_idle()) {
+      it = conns.erase(it);
+      continue;
+    }
+    ++it;
+  }
+  return work;
+}
+
+// ---------------------------------------------------------------- connection set-up and teardown
+
+Conn::Conn(EngineImpl* e, DeviceCtx* d, bool srv) : eng(e), dc(d), server(srv) {}
+
+Conn::~Conn() {
+  if (state == State::kReady || state == State::kConnecting) (void)dc->dev->disconnect(qp.get());
+  // Whatever the QP still holds is flushed by destroying it; the MRs of calls
+  // that never finished are in an unknown state and are destroyed.
+  for (auto& r : reqs)
+    if (r.mrs != nullptr) dc->reg->destroy(&r.mrs);
+  qp.reset();
+}
+
+ConnectionInfo Conn::info() const {
+  return ConnectionInfo{inline_send, inline_recv, remote_inv, server ? eng->opt.credits : credits};
+}
+
+Status Conn::setup_queues() {
+  const EngineOptions& o = eng->opt;
+  const DeviceCaps& caps = dc->dev->caps();
+  // Send queue: per call at most (read + write + reply chunks) REG_MRs and as
+  // many LOCAL_INVs, plus the Send; the server adds RDMA READs/WRITEs. The
+  // send context ring bounds unsignaled Sends; the SqBudget keeps the total
+  // under the depth whatever the mix.
+  uint32_t per_call = 2 * 3 * 4 + 2;
+  uint32_t sq_depth = std::min<uint32_t>(caps.max_qp_wr, std::max<uint32_t>(64, o.credits * per_call));
+  uint32_t rq_depth = std::min<uint32_t>(caps.max_qp_wr, o.credits + 2);
+  QpInit qi;
+  qi.pd = dc->pd.get();
+  qi.send_cq = dc->scq.get();
+  qi.recv_cq = dc->rcq.get();
+  qi.sq_depth = sq_depth;
+  qi.rq_depth = rq_depth;
+  qi.max_send_sge = std::min<uint32_t>(caps.max_send_sge, 2);
+  qi.max_recv_sge = 1;
+  auto q = dc->dev->create_qp(qi);
+  if (!q) return q.status();
+  qp = std::move(q).value();
+  uint32_t ring_size = pow2_at_least(o.credits * 2 + o.send_batch + 2);
+  ring = std::make_unique<SendCtxRing>(ring_size, std::min(o.send_batch, ring_size / 2));
+  ring_seq.assign(ring_size, 0);
+  sq = std::make_unique<SqBudget>(sq_depth);
+
+  reps.resize(rq_depth);
+  for (uint32_t i = 0; i < rq_depth; ++i) {
+    reps[i].index = i;
+    reps[i].cap = o.inline_recv;
+    reps[i].buf = static_cast<uint8_t*>(eng->arena->carve(o.inline_recv, 64));
+    if (reps[i].buf == nullptr) return make_error(Errc::kNoResources, "engine arena full (receive buffers)");
+    to_repost.push_back(&reps[i]);
+  }
+  if (server) {
+    calls.resize(o.credits + 2);
+    ring_seq_reads_.assign(calls.size(), 0);
+    for (uint32_t i = 0; i < calls.size(); ++i) {
+      SrvCall& sc = calls[i];
+      sc.conn = this;
+      sc.index = i;
+      sc.sendbuf = static_cast<uint8_t*>(eng->arena->carve(o.inline_send, 64));
+      sc.bulk_buf_ = static_cast<uint8_t*>(eng->arena->carve(o.max_bulk, 4096));
+      sc.reply_area = static_cast<uint8_t*>(eng->arena->carve(o.max_reply + 256, 4096));
+      if (sc.sendbuf == nullptr || sc.bulk_buf_ == nullptr || sc.reply_area == nullptr)
+        return make_error(Errc::kNoResources, "engine arena full (server call buffers; lower credits or max_bulk)");
+      free_calls.push_back(&sc);
+    }
+  } else {
+    uint32_t n = o.credits + o.backlog;
+    reqs.resize(n);
+    for (uint32_t i = 0; i < n; ++i) reqs[i].slot = i;
+    for (uint32_t i = 0; i < n; ++i) free_reqs.push_back(&reqs[n - 1 - i]);
+    // Send and reply-chunk buffers only for calls that can be in flight.
+    for (uint32_t i = 0; i < n; ++i) {
+      reqs[i].sendbuf = static_cast<uint8_t*>(eng->arena->carve(o.inline_send, 64));
+      if (reqs[i].sendbuf == nullptr) return make_error(Errc::kNoResources, "engine arena full (send buffers)");
+    }
+  }
+  repost_recvs();  // receives may be posted before the connection is up
+  return Status::ok();
+}
+
+void Conn::on_established(std::span<const uint8_t> peer_pdata) {
+  if (!server)
+    wire::negotiate(peer_pdata, eng->opt.inline_send, eng->opt.inline_recv, eng->opt.remote_invalidation,
+                    &inline_send, &inline_recv, &remote_inv);
+  state = State::kReady;
+  TERN_LOG(kInfo, "engine", "%s connection up: inline send %u recv %u, remote invalidation %s",
+           server ? "server" : "client", inline_send, inline_recv, remote_inv ? "on" : "off");
+}
+
+void Conn::on_disconnected(Status reason) {
+  if (state == State::kDraining || state == State::kDead) return;
+  why = std::move(reason);
+  eng->st.disconnects.add();
+  bool was_connecting = state == State::kConnecting;
+  state = State::kDraining;
+  // Drain as ib_drain_qp does: a WR posted to a QP in error is flushed after
+  // everything before it, so its flush completion proves the queue is empty.
+  SendWr sw;
+  sw.opcode = WrOpcode::kSend;
+  sw.flags = kWrSignaled;
+  sw.wr_id = make_wr_id(WrTag::kDrain, 0);
+  RecvWr rw;
+  rw.wr_id = make_wr_id(WrTag::kDrain, 0);
+  int err = 0;
+  if (qp->state() != QpState::kError || qp->post_send(&sw, 1, &err) != 1) sq_drained = true;
+  if (qp->state() != QpState::kError || qp->post_recv(&rw, 1, &err) != 1) rq_drained = true;
+  if (was_connecting) sq_drained = rq_drained = true;  // nothing was ever posted to the peer
+  TERN_LOG(kInfo, "engine", "connection lost: %s", why.to_string().c_str());
+}
+
+void Conn::close() {
+  if (state == State::kReady || state == State::kConnecting) {
+    (void)dc->dev->disconnect(qp.get());
+    on_disconnected(make_error(Errc::kDisconnected, "closed locally"));
+  }
+}
+
+void Conn::finish_teardown() {
+  // The QP is drained: no WR of ours is outstanding. Release the Send owners
+  // of the unsignaled tail, then fail every call that did not finish.
+  ring->release_all([&](void* owner) {
+    if (server) {
+      auto* sc = static_cast<SrvCall*>(owner);
+      sc->send_owner = false;
+      maybe_free(sc);
+    } else {
+      auto* r = static_cast<Request*>(owner);
+      r->send_owner = false;
+      maybe_free(r);
+    }
+  });
+  sq->retire_all();
+  if (!server) {
+    for (auto& r : reqs) {
+      if (r.state == Request::State::kFree) continue;
+      // MRs whose REG_MR or LOCAL_INV may have been flushed: never reuse them.
+      if (r.mrs != nullptr) dc->reg->destroy(&r.mrs);
+      if (r.reply != nullptr) {
+        r.reply->owner = nullptr;
+        r.reply = nullptr;
+      }
+      r.send_owner = false;
+      r.result = CallReply{CallStatus::kDisconnected, r.xid, {}, 0};
+      if (r.state == Request::State::kBacklog || r.state == Request::State::kSent ||
+          r.state == Request::State::kInvalidating)
+        complete(&r);
+    }
+    backlog_head = backlog_tail = nullptr;
+    backlog_len = 0;
+    in_flight = 0;
+  } else {
+    for (auto& sc : calls) {
+      if (sc.state == SrvCall::State::kFree) continue;
+      // A handler still holding the call may reply later; that reply is
+      // refused, and the call is freed then.
+      sc.send_owner = false;
+      if (sc.rep != nullptr) {
+        sc.rep->owner = nullptr;
+        sc.rep = nullptr;
+      }
+      if (sc.state != SrvCall::State::kInHandler) {
+        sc.handler_owner = false;
+        maybe_free(&sc);
+      }
+    }
+  }
+  state = State::kDead;
+}
+
+}  // namespace tern::rpc

@@ -1,0 +1,202 @@
+// Tern's RPC engine: ONC RPC over RPC-over-RDMA Version 1 (RFC 8166, RFC 8797),
+// one engine per lcore, driven by the host's poll loop.
+//
+// An Engine owns everything its connections use (devices, queues, memory,
+// request pools, MRs) and shares nothing with other engines. It has no thread
+// of its own and never blocks: the host calls poll() in its loop, and every
+// callback (call completions, server handlers) runs inside poll() on that
+// thread. No call on an engine is safe from another thread, except
+// MrFreeList::put_remote inside the engine.
+//
+// Client:
+//   auto eng = Engine::create(opts);
+//   Connection* c = eng->connect("shm:path=/run/tern.sock").value();
+//   while (!c->ready()) eng->poll();
+//   c->call(Call{...});             // completes through call.done, inside poll()
+// Server:
+//   eng->handle(prog, vers, proc, handler, ctx);
+//   eng->listen("shm:path=/run/tern.sock");
+//   for (;;) eng->poll();           // handlers reply at once or later
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "base/result.h"
+#include "base/stats.h"
+
+namespace tern::rpc {
+
+// ---------------------------------------------------------------- options
+
+struct EngineOptions {
+  // Registered memory for send/receive buffers and engine-allocated bulk buffers.
+  size_t arena_bytes = 64u << 20;
+  // Inline thresholds this end offers (RFC 8797 private data); the effective
+  // ones are negotiated per connection (1024 when the peer says nothing).
+  uint32_t inline_send = 4096;
+  uint32_t inline_recv = 4096;
+  // Server: credits granted (= receive buffers per connection).
+  // Client: most calls this end keeps outstanding per connection.
+  uint32_t credits = 32;
+  // Client: calls that may wait for a credit on each connection.
+  uint32_t backlog = 1024;
+  // Largest bulk transfer in one chunk and largest reply via reply chunk.
+  uint32_t max_bulk = 1u << 20;
+  uint32_t max_reply = 64u << 10;
+  // FRWR: pages per MR (capped by the device), MRs per engine.
+  uint32_t frwr_depth = 256;
+  uint32_t max_mrs = 1024;
+  // Offer remote invalidation (RFC 8797); both ends must.
+  bool remote_invalidation = true;
+  // One signaled Send per this many.
+  uint32_t send_batch = 16;
+};
+
+// ---------------------------------------------------------------- client calls
+
+enum class CallStatus : uint8_t {
+  kOk = 0,
+  kDisconnected,  // connection lost before the reply: the call may or may not have run
+  kProgUnavail,   // server's accept_stat values (RFC 5531)
+  kProgMismatch,
+  kProcUnavail,
+  kGarbageArgs,
+  kSystemErr,
+  kDenied,        // MSG_DENIED: RPC version mismatch or authentication error
+  kRdmaError,     // the server answered RDMA_ERROR (ERR_VERS or ERR_CHUNK)
+  kBadReply,      // the reply could not be decoded
+  kTooLarge,      // the results did not fit where the call said they would
+};
+const char* call_status_name(CallStatus s);
+
+struct CallReply {
+  CallStatus status;
+  uint32_t xid;
+  // XDR-encoded results (after the RPC reply header); valid only during the callback.
+  std::span<const uint8_t> results;
+  // Bytes the server placed into Call::bulk_recv.
+  uint32_t bulk_recv_len;
+};
+
+using CallDone = void (*)(void* ctx, const CallReply& reply);
+
+// AUTH_SYS credentials (RFC 5531); an empty machine name means AUTH_NONE.
+struct AuthSys {
+  uint32_t stamp = 0;
+  std::string machine;
+  uint32_t uid = 0, gid = 0;
+  uint32_t gids[16] = {};
+  uint32_t ngids = 0;
+};
+
+struct Call {
+  uint32_t prog = 0, vers = 0, proc = 0;
+  // XDR-encoded arguments, sent inline (copied at call()).
+  std::span<const uint8_t> args;
+  // Bulk argument data (zero copy): sent as a read chunk, which the server
+  // pulls with RDMA READ. Must lie in memory the engine registered
+  // (Engine::alloc or Engine::register_memory) and stay untouched until done.
+  std::span<const uint8_t> bulk_send;
+  // Space for bulk results (zero copy): offered as a write chunk, which the
+  // server fills with RDMA WRITE. Same memory rules.
+  std::span<uint8_t> bulk_recv;
+  // Largest results expected; when more than fits inline the engine offers a
+  // reply chunk (up to EngineOptions::max_reply).
+  uint32_t max_results = 0;
+  const AuthSys* auth = nullptr;
+  CallDone done = nullptr;
+  void* ctx = nullptr;
+};
+
+// ---------------------------------------------------------------- server calls
+
+enum class AcceptStat : uint8_t { kSuccess = 0, kProgUnavail, kProgMismatch, kProcUnavail, kGarbageArgs, kSystemErr };
+
+// One incoming call, valid from the handler until reply() (which may come
+// later, from any poll() of the same engine).
+class ServerCall {
+ public:
+  virtual ~ServerCall() = default;
+  virtual uint32_t xid() const = 0;
+  virtual uint32_t prog() const = 0;
+  virtual uint32_t vers() const = 0;
+  virtual uint32_t proc() const = 0;
+  virtual std::span<const uint8_t> args() const = 0;
+  // The read chunk's data, already pulled by the engine (empty if none).
+  virtual std::span<const uint8_t> bulk() const = 0;
+  // Room the client offered for bulk results (its write chunk), in bytes.
+  virtual uint32_t bulk_capacity() const = 0;
+  // A registered buffer for bulk results, valid until the reply's Send completes.
+  virtual std::span<uint8_t> bulk_buffer(uint32_t len) = 0;
+  // Sends XDR results (inline, or through the client's reply chunk when
+  // large) and pushes `bulk` (registered memory) into the client's write chunk.
+  virtual Status reply(std::span<const uint8_t> results, std::span<const uint8_t> bulk = {}) = 0;
+  virtual Status reply_error(AcceptStat stat) = 0;
+};
+
+using Handler = void (*)(void* ctx, ServerCall* call);
+
+// ---------------------------------------------------------------- connections
+
+struct ConnectionInfo {
+  uint32_t inline_send, inline_recv;  // negotiated
+  bool remote_invalidation;           // negotiated
+  uint32_t credits;                   // client: last grant; server: what it grants
+};
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  virtual bool ready() const = 0;      // connected and usable
+  virtual bool failed() const = 0;     // disconnected, refused or lost: make a new one
+  virtual Status error() const = 0;    // why, when failed()
+  virtual ConnectionInfo info() const = 0;
+  // Client: issues a call. 0, or EAGAIN (backlog full), ENOTCONN (not ready or
+  // failed), EINVAL (malformed: too large inline, unregistered bulk memory),
+  // EMSGSIZE (bulk over max_bulk). Completion always arrives through
+  // call.done once call() returned 0, even if the connection is lost.
+  virtual int call(const Call& call) = 0;
+  virtual uint32_t outstanding() const = 0;
+  // Graceful close; outstanding calls complete with kDisconnected.
+  virtual void close() = 0;
+};
+
+// ---------------------------------------------------------------- the engine
+
+struct EngineStats {
+  Counter calls, replies, backlogged, sends, sends_signaled, recvs_posted, recv_batches;
+  Counter read_chunks, write_chunks, reply_chunks, rdma_reads, rdma_writes;
+  Counter local_inv_chains, remote_invalidations, rdma_errors_sent, rdma_errors_received;
+  Counter bad_headers, credit_waits, disconnects;
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> create(const EngineOptions& opt);
+  virtual ~Engine() = default;
+
+  // One pass over every queue and connection. Returns how much work it did
+  // (0: idle), so a host reactor can tell busy from idle.
+  virtual int poll() = 0;
+
+  // Registered memory for bulk buffers (zero copy), from the engine's arena.
+  virtual void* alloc(size_t len, size_t align = 4096) = 0;
+  // Registers the host's own memory for bulk buffers. pmd/shm needs memory it
+  // can share (a tern::mem::Arena); other drivers take any memory.
+  virtual Status register_memory(void* addr, size_t len) = 0;
+
+  // Client: starts connecting to a server; poll() until ready() or failed().
+  virtual Result<Connection*> connect(std::string_view device_spec) = 0;
+  // Server: serve calls at this address with the registered handlers.
+  virtual Status listen(std::string_view device_spec) = 0;
+  virtual void handle(uint32_t prog, uint32_t vers, uint32_t proc, Handler h, void* ctx) = 0;
+
+  virtual const EngineStats& stats() const = 0;
+  virtual StatsView stats_view() const = 0;
+};
+
+}  // namespace tern::rpc

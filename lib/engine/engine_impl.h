@@ -1,0 +1,262 @@
+// The engine's private classes. Control path: engine.cc (create, connect,
+// listen, CM events, teardown). Datapath: client.cc (marshal, send, reply
+// handling), server.cc (receive, pull read chunks, dispatch, reply),
+// wire.cc (header encoding/decoding through lib/rpcrdma and lib/oncrpc).
+//
+// Ownership rules (the 2026 xprtrdma patch set's invariants, as Tern keeps them):
+//  I1 A ReplyBuf is owned by the device from post_recv to its completion, then
+//     by the CPU until it is reposted; a ReplyBuf waiting to be reposted is
+//     attached to no request.
+//  I2 While req->reply == rep, rep is not reposted: the request detaches it
+//     (reply = nullptr) before handing it back.
+//  I3 A call completes only after every MR it registered is invalidated
+//     (LOCAL_INV chain completed, or the peer's Send With Invalidate).
+//  I4 A request returns to its pool only when both owners let go: the RPC
+//     owner (until the completion callback has run) and the Send owner (until
+//     a signaled Send completion walked past its send context, or teardown).
+//  I5 A request in the pool has no owner, no reply, no MRs, no send context.
+// Each is asserted where it is locally checkable (TERN_ASSERT, on in tests).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/frwr_registrar.h"
+#include "engine/send_ctx_ring.h"
+#include "engine/wr_chain.h"
+#include "mem/arena.h"
+#include "rdmadev/rdmadev.h"
+
+namespace tern::rpc {
+
+class EngineImpl;
+class Conn;
+
+// wr_id tags: what a completion is about.
+enum class WrTag : uint64_t { kSend = 1, kInv = 2, kRead = 3, kRecv = 4, kDrain = 5 };
+inline uint64_t make_wr_id(WrTag t, uint64_t v) { return (static_cast<uint64_t>(t) << 56) | (v & ((1ull << 56) - 1)); }
+inline WrTag wr_tag(uint64_t id) { return static_cast<WrTag>(id >> 56); }
+inline uint64_t wr_val(uint64_t id) { return id & ((1ull << 56) - 1); }
+
+// A posted receive buffer.
+struct ReplyBuf {
+  uint8_t* buf = nullptr;
+  uint32_t cap = 0;
+  uint32_t len = 0;        // bytes received
+  uint32_t index = 0;
+  bool posted = false;     // owned by the device
+  void* owner = nullptr;   // the request/server call it is attached to (I1, I2)
+  uint8_t wc_flags = 0;
+  uint32_t invalidated_rkey = 0;
+};
+
+// Registered memory the engine knows, for lkey lookup of user buffers.
+struct Region {
+  uint64_t addr, len;
+  std::unique_ptr<rdma::Mr> mr;
+};
+
+// A decoded RPC-over-RDMA chunk list, in segments.
+struct ReadSeg {
+  uint32_t position;
+  RdmaSegment seg;
+};
+inline constexpr int kMaxChunkSegs = 16;
+
+// ---------------------------------------------------------------- client request
+
+struct Request {
+  enum class State : uint8_t { kFree, kBacklog, kSent, kInvalidating };
+  State state = State::kFree;
+  bool rpc_owner = false;   // I4
+  bool send_owner = false;  // I4
+  uint32_t slot = 0;
+  uint32_t xid = 0;
+  Call call{};
+  std::vector<uint8_t> args_copy;  // the inline arguments, owned until marshaled
+  uint8_t* sendbuf = nullptr;      // registered, inline_send bytes
+  uint8_t* replybuf = nullptr;     // registered, max_reply bytes (reply chunk)
+  EngineMr* mrs = nullptr;         // registered for this call (I3)
+  ReplyBuf* reply = nullptr;       // attached receive (I2)
+  uint64_t inv_seq = 0;            // SqBudget sequence of the LOCAL_INV chain
+  CallReply result{};
+  Request* next = nullptr;         // backlog link
+  bool pooled = true;              // on free_reqs (guards against a double put)
+};
+
+// ---------------------------------------------------------------- server call
+
+class SrvCall final : public ServerCall {
+ public:
+  uint32_t xid() const override { return xid_; }
+  uint32_t prog() const override { return prog_; }
+  uint32_t vers() const override { return vers_; }
+  uint32_t proc() const override { return proc_; }
+  std::span<const uint8_t> args() const override { return args_; }
+  std::span<const uint8_t> bulk() const override { return {bulk_buf_, bulk_len_}; }
+  uint32_t bulk_capacity() const override;
+  std::span<uint8_t> bulk_buffer(uint32_t len) override;
+  Status reply(std::span<const uint8_t> results, std::span<const uint8_t> bulk) override;
+  Status reply_error(AcceptStat stat) override;
+
+  enum class State : uint8_t { kFree, kReading, kInHandler, kReplied };
+  State state = State::kFree;
+  Conn* conn = nullptr;
+  uint32_t index = 0;
+  bool handler_owner = false;  // until reply()
+  bool send_owner = false;     // until the reply's Send completes
+  uint32_t xid_ = 0, prog_ = 0, vers_ = 0, proc_ = 0;
+  uint32_t client_credits = 0;
+  std::span<const uint8_t> args_;
+  ReplyBuf* rep = nullptr;     // holds the call's bytes until reply
+  uint8_t* bulk_buf_ = nullptr;  // registered, max_bulk (read chunk data / bulk results)
+  uint8_t* reply_area = nullptr; // registered, max_reply: a reply too large to send inline
+  uint32_t bulk_len_ = 0;
+  uint8_t* sendbuf = nullptr;    // registered, inline_send
+  int nread = 0;
+  ReadSeg reads[kMaxChunkSegs];
+  int nwrite = 0;                // segments of the client's first write chunk
+  RdmaSegment writes[kMaxChunkSegs];
+  int nreply = 0;                // segments of the client's reply chunk
+  RdmaSegment replies[kMaxChunkSegs];
+  uint32_t inv_rkey = 0;         // for Send With Invalidate, 0: none
+  Handler handler = nullptr;
+  void* handler_ctx = nullptr;
+};
+
+// ---------------------------------------------------------------- device context
+
+struct DeviceCtx {
+  std::string spec;
+  std::unique_ptr<rdma::Device> dev;
+  std::unique_ptr<rdma::Pd> pd;
+  std::vector<Region> regions;
+  std::unique_ptr<rdma::Cq> scq, rcq;
+  std::unique_ptr<FrwrRegistrar> reg;
+  bool listening = false;
+  const Region* find(const void* p, uint64_t len) const;
+};
+
+// ---------------------------------------------------------------- connection
+
+class Conn final : public Connection {
+ public:
+  Conn(EngineImpl* eng, DeviceCtx* dc, bool server);
+  ~Conn() override;
+
+  bool ready() const override { return state == State::kReady; }
+  bool failed() const override { return state == State::kDraining || state == State::kDead; }
+  Status error() const override { return why; }
+  ConnectionInfo info() const override;
+  int call(const Call& c) override;
+  uint32_t outstanding() const override { return in_flight; }
+  void close() override;
+
+  Status setup_queues();
+  void on_established(std::span<const uint8_t> peer_pdata);
+  void on_disconnected(Status reason);
+  // Datapath, from EngineImpl::poll.
+  void on_send_wc(const rdma::Wc& wc);
+  void on_recv_wc(const rdma::Wc& wc);
+  int flush_backlog();
+  void repost_recvs();
+  bool drained() const { return sq_drained && rq_drained; }
+  void finish_teardown();
+
+  // client.cc
+  int marshal_and_send(Request* req);
+  void handle_reply(ReplyBuf* rep);
+  void complete(Request* req);
+  void maybe_free(Request* req);
+  // server.cc
+  void handle_call(ReplyBuf* rep);
+  void dispatch(SrvCall* sc);
+  Status send_reply(SrvCall* sc, std::span<const uint8_t> results, std::span<const uint8_t> bulk, int accept);
+  void send_rdma_error(ReplyBuf* rep, uint32_t xid, bool vers);
+  void server_read_done(const rdma::Wc& wc);
+  bool calls_idle() const { return free_calls.size() == calls.size(); }
+  void maybe_free(SrvCall* sc);
+  // both
+  bool post_chain(WrChain& chain, int send_index, void* send_owner);
+
+  enum class State : uint8_t { kConnecting, kReady, kDraining, kDead };
+  State state = State::kConnecting;
+  Status why;
+  EngineImpl* eng;
+  DeviceCtx* dc;
+  bool server;
+  std::unique_ptr<rdma::Qp> qp;
+
+  // Negotiated (RFC 8797).
+  uint32_t inline_send = 1024, inline_recv = 1024;
+  bool remote_inv = false;
+
+  std::unique_ptr<SendCtxRing> ring;
+  std::vector<uint64_t> ring_seq;  // SqBudget sequence per send context
+  std::unique_ptr<SqBudget> sq;
+  WrChain chain;
+  std::vector<ReplyBuf> reps;
+  std::vector<ReplyBuf*> to_repost;
+  uint32_t recvs_posted = 0;
+  bool sq_drained = false, rq_drained = false;
+
+  // Client.
+  std::vector<Request> reqs;
+  std::vector<Request*> free_reqs;
+  Request* backlog_head = nullptr;
+  Request* backlog_tail = nullptr;
+  uint32_t backlog_len = 0;
+  uint32_t credits = 1;      // granted by the server; RFC 8166 starts at one
+  uint32_t in_flight = 0;    // sent, awaiting reply (bounded by credits)
+  uint32_t next_xid = 1;
+
+  // Server.
+  std::vector<SrvCall> calls;
+  std::vector<SrvCall*> free_calls;
+  std::vector<uint64_t> ring_seq_reads_;  // SqBudget sequence of each call's READ chain
+};
+
+// ---------------------------------------------------------------- engine
+
+struct HandlerEntry {
+  uint32_t prog, vers, proc;
+  Handler h;
+  void* ctx;
+};
+
+
+class EngineImpl final : public Engine {
+ public:
+  explicit EngineImpl(const EngineOptions& o) : opt(o) {}
+  ~EngineImpl() override;
+  int poll() override;
+  void* alloc(size_t len, size_t align) override;
+  Status register_memory(void* addr, size_t len) override;
+  Result<Connection*> connect(std::string_view spec) override;
+  Status listen(std::string_view spec) override;
+  void handle(uint32_t prog, uint32_t vers, uint32_t proc, Handler h, void* ctx) override;
+  const EngineStats& stats() const override { return st; }
+  StatsView stats_view() const override;
+
+  Result<DeviceCtx*> device(std::string_view spec);
+  void poll_cm(DeviceCtx* dc);
+  // The handler, or nullptr with *stat saying what to answer (PROG_UNAVAIL,
+  // PROG_MISMATCH with the versions served in *low..*high, PROC_UNAVAIL).
+  const HandlerEntry* find_handler(uint32_t prog, uint32_t vers, uint32_t proc, AcceptStat* stat, uint32_t* low,
+                                   uint32_t* high) const;
+
+  EngineOptions opt;
+  EngineStats st;
+  std::unique_ptr<mem::Arena> arena;
+  std::vector<std::unique_ptr<DeviceCtx>> devices;
+  std::vector<std::unique_ptr<Conn>> conns;
+  std::vector<HandlerEntry> handlers;
+  std::vector<std::pair<void*, size_t>> user_regions_;  // registered on devices opened later too
+  uint64_t polls = 0;
+};
+
+}  // namespace tern::rpc

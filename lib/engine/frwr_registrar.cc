@@ -1,0 +1,136 @@
+#include "engine/frwr_registrar.h"
+
+#include <algorithm>
+
+#include "base/log.h"
+
+namespace tern::rpc {
+
+using namespace tern::rdma;
+
+FrwrRegistrar::FrwrRegistrar(Pd* pd, uint32_t depth, uint32_t page_size, uint32_t max_mrs)
+    : pd_(pd), depth_(depth), page_size_(page_size), max_mrs_(max_mrs) {
+  TERN_REQUIRE(depth >= 1 && page_size >= 512 && (page_size & (page_size - 1)) == 0, "bad FRWR geometry");
+  free_.reserve(max_mrs);
+  all_.reserve(max_mrs);
+}
+
+FrwrRegistrar::~FrwrRegistrar() {
+  for (EngineMr* m : all_) delete m;
+}
+
+uint32_t FrwrRegistrar::segments_for(uint64_t addr, uint64_t len) const {
+  if (len == 0) return 0;
+  uint64_t first = addr / page_size_, last = (addr + len - 1) / page_size_;
+  uint64_t pages = last - first + 1;
+  return static_cast<uint32_t>((pages + depth_ - 1) / depth_);
+}
+
+EngineMr* FrwrRegistrar::take() {
+  if (EngineMr* m = free_.get()) return m;
+  if (live_ >= max_mrs_) return nullptr;
+  // Created on demand, so a connection loss (which destroys MRs) costs only
+  // what is used again.
+  auto r = pd_->alloc_fast_mr(depth_);
+  if (!r) {
+    TERN_LOG(kWarn, "engine", "alloc_fast_mr(%u) failed: %s", depth_, r.status().to_string().c_str());
+    return nullptr;
+  }
+  auto* m = new EngineMr();
+  m->mr = std::move(r).value();
+  all_.push_back(m);
+  ++live_;
+  st_.mrs_created.add();
+  return m;
+}
+
+int FrwrRegistrar::map(uint64_t addr, uint64_t len, uint32_t lkey, uint32_t access, WrChain& chain,
+                       RdmaSegment* segs, int max_segs, EngineMr** list) {
+  int need = static_cast<int>(segments_for(addr, len));
+  if (need > max_segs || !chain.room(need)) return -1;
+  EngineMr* taken[WrChain::kMaxWrs];
+  for (int i = 0; i < need; ++i) {
+    taken[i] = take();
+    if (taken[i] == nullptr) {
+      for (int j = 0; j < i; ++j) free_.put(taken[j]);
+      st_.out_of_mrs.add();
+      return -1;
+    }
+  }
+  // Split at `depth`-page boundaries: every piece but the first starts on a page.
+  uint64_t pos = addr, end = addr + len;
+  for (int i = 0; i < need; ++i) {
+    uint64_t limit = (pos / page_size_ + depth_) * page_size_;
+    uint64_t piece_end = std::min(end, limit);
+    EngineMr* m = taken[i];
+    m->rkey = m->mr->bump_rkey();
+    m->iova = pos;
+    m->length = static_cast<uint32_t>(piece_end - pos);
+    m->registered = true;
+    SendWr& w = chain.add();
+    w.opcode = WrOpcode::kRegMr;
+    w.wr_id = 0;
+    w.reg.mr = m->mr.get();
+    w.reg.addr = pos;
+    w.reg.length = m->length;
+    w.reg.lkey = lkey;
+    w.reg.access = access;
+    w.reg.rkey = m->rkey;
+    segs[i] = RdmaSegment{m->rkey, m->length, pos};
+    m->next = *list;
+    *list = m;
+    pos = piece_end;
+    st_.reg_wrs.add();
+  }
+  return need;
+}
+
+bool FrwrRegistrar::remote_invalidated(EngineMr* list, uint32_t rkey) {
+  for (EngineMr* m = list; m != nullptr; m = m->next) {
+    if (m->registered && m->rkey == rkey) {
+      m->registered = false;
+      st_.remote_invalidated.add();
+      return true;
+    }
+  }
+  return false;
+}
+
+int FrwrRegistrar::invalidate(EngineMr* list, WrChain& chain, uint64_t wr_id) {
+  int n = 0;
+  for (EngineMr* m = list; m != nullptr; m = m->next) {
+    if (!m->registered) continue;
+    SendWr& w = chain.add();
+    w.opcode = WrOpcode::kLocalInv;
+    w.invalidate_rkey = m->rkey;
+    w.wr_id = 0;
+    ++n;
+    st_.local_inv_wrs.add();
+  }
+  if (n > 0) {
+    // Only the last is signaled: its completion proves the whole chain ran.
+    chain.back().flags = kWrSignaled;
+    chain.back().wr_id = wr_id;
+  }
+  return n;
+}
+
+void FrwrRegistrar::release(EngineMr** list) {
+  while (EngineMr* m = *list) {
+    *list = m->next;
+    m->registered = false;  // the LOCAL_INV chain (or the peer) invalidated it
+    free_.put(m);
+  }
+}
+
+void FrwrRegistrar::destroy(EngineMr** list) {
+  while (EngineMr* m = *list) {
+    *list = m->next;
+    all_.erase(std::find(all_.begin(), all_.end(), m));
+    delete m;
+    --live_;
+    st_.mrs_destroyed.add();
+  }
+}
+
+}  // namespace tern::rpc

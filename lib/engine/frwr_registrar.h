@@ -1,0 +1,88 @@
+// FrwrRegistrar: per-RPC fast memory registration, the FRWR way (the kernel's
+// frwr_ops.c, in Tern's terms).
+//
+//  - A chunk (a contiguous buffer the user handed in) is mapped into as few
+//    fast-registration MRs as the device's depth allows: one MR covers up to
+//    `depth` pages, and only a chunk larger than that is split.
+//  - MRs come off the engine's MrFreeList one at a time, as chunks are mapped;
+//    an MR is created on demand while fewer than `max_mrs` exist.
+//  - Each registration takes a fresh rkey (the key byte moves on), so a peer
+//    holding an old rkey can never reach the new mapping.
+//  - The REG_MR WRs are appended to the caller's chain ahead of the Send that
+//    advertises the rkeys; they are unsignaled (the Send's ordering covers them).
+//  - Invalidation is a LOCAL_INV chain of which only the last WR is signaled:
+//    strong send-queue ordering makes its completion cover the whole chain, and
+//    that completion is what finishes the RPC. An MR the peer invalidated with
+//    Send With Invalidate needs no LOCAL_INV.
+//  - After a connection loss an MR's state is unknown (its REG_MR or LOCAL_INV
+//    may have been flushed), so it is destroyed, never reused; new ones are
+//    made on demand (xprtrdma's recovery rule).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/stats.h"
+#include "engine/mr_free_list.h"
+#include "engine/wr_chain.h"
+#include "rdmadev/rdmadev.h"
+
+namespace tern::rpc {
+
+// One RDMA segment as RPC-over-RDMA carries it (handle, length, offset).
+struct RdmaSegment {
+  uint32_t handle;
+  uint32_t length;
+  uint64_t offset;
+};
+
+struct RegistrarStats {
+  Counter mrs_created, mrs_destroyed, reg_wrs, local_inv_wrs, remote_invalidated, out_of_mrs;
+};
+
+class FrwrRegistrar {
+ public:
+  // depth: pages per MR (already capped by the device); max_mrs: MRs to create at most.
+  FrwrRegistrar(rdma::Pd* pd, uint32_t depth, uint32_t page_size, uint32_t max_mrs);
+  ~FrwrRegistrar();
+
+  uint32_t depth() const { return depth_; }
+  // Segments a chunk of `len` bytes at `addr` needs.
+  uint32_t segments_for(uint64_t addr, uint64_t len) const;
+
+  // Maps [addr, addr+len) (inside the long-lived registration `lkey`) with
+  // `access`: appends REG_MR WRs to `chain`, writes the segments to segs, and
+  // links the MRs onto *list. Returns the number of segments, or -1 when
+  // there are not enough MRs or room (then nothing was appended or taken).
+  int map(uint64_t addr, uint64_t len, uint32_t lkey, uint32_t access, WrChain& chain, RdmaSegment* segs,
+          int max_segs, EngineMr** list);
+
+  // The peer invalidated `rkey` (Send With Invalidate): marks that MR
+  // invalid. Returns false if no MR on the list has it.
+  bool remote_invalidated(EngineMr* list, uint32_t rkey);
+  // Appends LOCAL_INV for every MR on the list still registered; the last is
+  // signaled with wr_id. Returns how many WRs were appended (0: none needed).
+  int invalidate(EngineMr* list, WrChain& chain, uint64_t wr_id);
+  // The invalidation finished (LOCAL_INV chain completed, or the peer did
+  // it): every MR on the list goes back to the free list.
+  void release(EngineMr** list);
+  // Connection lost: the MRs' state is unknown; destroy them.
+  void destroy(EngineMr** list);
+
+  MrFreeList& free_list() { return free_; }
+  const RegistrarStats& stats() const { return st_; }
+  uint32_t mrs_live() const { return live_; }
+
+ private:
+  EngineMr* take();
+
+  rdma::Pd* pd_;
+  uint32_t depth_, page_size_, max_mrs_;
+  uint32_t live_ = 0;
+  MrFreeList free_;
+  std::vector<EngineMr*> all_;  // every MR ever created and not destroyed, for teardown
+  RegistrarStats st_;
+};
+
+}  // namespace tern::rpc

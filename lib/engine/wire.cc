@@ -1,0 +1,296 @@
+// The engine's wire adapter over lib/rpcrdma (RFC 8166/8797) and lib/oncrpc
+// (RFC 5531). Limits that are Tern's rather than the RFCs' are stated where
+// they are applied.
+#include "engine/wire.h"
+
+#include <cstring>
+
+#include "oncrpc/oncrpc.h"
+#include "rpcrdma/cm_private.h"
+#include "rpcrdma/rpcrdma_wire.h"
+
+namespace tern::rpc::wire {
+
+namespace rr = tern::rpcrdma;
+namespace oc = tern::oncrpc;
+
+size_t encode_pdata(uint8_t* out, size_t cap, uint32_t inline_send, uint32_t inline_recv, bool remote_inv) {
+  rr::CmPrivateData d;
+  d.remote_invalidation = remote_inv;
+  d.inline_send_size = inline_send;
+  d.inline_recv_size = inline_recv;
+  return rr::encode_cm_private(d, std::span<uint8_t>(out, cap));
+}
+
+void negotiate(std::span<const uint8_t> peer, uint32_t my_send, uint32_t my_recv, bool my_inv, uint32_t* send,
+               uint32_t* recv, bool* inv) {
+  rr::CmPrivateData local;
+  local.remote_invalidation = my_inv;
+  local.inline_send_size = my_send;
+  local.inline_recv_size = my_recv;
+  rr::InlineLimits l = rr::negotiate_inline(local, peer);
+  *send = l.max_send;
+  *recv = l.max_recv;
+  *inv = l.remote_invalidation;
+}
+
+namespace {
+
+// The ONC RPC call header for c; auth bytes (AUTH_SYS) live in `scratch`.
+oc::CallHeader rpc_call_header(const Call& c, uint32_t xid, uint8_t* scratch, size_t scratch_cap) {
+  oc::CallHeader h;
+  h.xid = xid;
+  h.prog = c.prog;
+  h.vers = c.vers;
+  h.proc = c.proc;
+  h.cred.flavor = oc::AuthFlavor::kNone;
+  h.verf.flavor = oc::AuthFlavor::kNone;
+  if (c.auth != nullptr && !c.auth->machine.empty()) {
+    oc::AuthSysParams p;
+    p.stamp = c.auth->stamp;
+    p.machinename = std::string_view(c.auth->machine).substr(0, oc::kMaxMachineNameSize);
+    p.uid = c.auth->uid;
+    p.gid = c.auth->gid;
+    p.ngids = std::min<uint32_t>(c.auth->ngids, oc::kMaxAuthSysGids);
+    for (uint32_t i = 0; i < p.ngids; ++i) p.gids[i] = c.auth->gids[i];
+    size_t n = oc::encode_auth_sys(p, std::span<uint8_t>(scratch, scratch_cap));
+    h.cred.flavor = oc::AuthFlavor::kSys;
+    h.cred.body = std::span<const uint8_t>(scratch, n);
+  }
+  return h;
+}
+
+void put_segment(rr::Segment* s, const RdmaSegment& r) {
+  s->handle = r.handle;
+  s->length = r.length;
+  s->offset = r.offset;
+}
+
+}  // namespace
+
+size_t call_rpc_header_len(const Call& c) {
+  uint8_t scratch[oc::kMaxAuthBodySize];
+  return oc::call_size(rpc_call_header(c, 0, scratch, sizeof scratch));
+}
+
+size_t encode_call(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, const CallChunks& ch, const Call& c,
+                   std::span<const uint8_t> args) {
+  rr::Header h;
+  h.xid = xid;
+  h.credit = credits;
+  h.proc = rr::Proc::kMsg;
+  h.chunks.clear();
+  h.chunks.nreads = static_cast<uint32_t>(ch.nread);
+  for (int i = 0; i < ch.nread; ++i) {
+    h.chunks.reads[i].position = ch.reads[i].position;
+    put_segment(&h.chunks.reads[i].target, ch.reads[i].seg);
+  }
+  if (ch.nwrite > 0) {
+    h.chunks.nwrites = 1;
+    h.chunks.writes[0].nsegments = static_cast<uint32_t>(ch.nwrite);
+    for (int i = 0; i < ch.nwrite; ++i) put_segment(&h.chunks.writes[0].segments[i], ch.writes[i]);
+  }
+  if (ch.nreply > 0) {
+    h.chunks.has_reply = true;
+    h.chunks.reply.nsegments = static_cast<uint32_t>(ch.nreply);
+    for (int i = 0; i < ch.nreply; ++i) put_segment(&h.chunks.reply.segments[i], ch.replies[i]);
+  }
+  size_t n1 = rr::encode_header(h, std::span<uint8_t>(buf, cap));
+  if (n1 == 0) return 0;
+  uint8_t scratch[oc::kMaxAuthBodySize];
+  oc::CallHeader rh = rpc_call_header(c, xid, scratch, sizeof scratch);
+  size_t n2 = oc::encode_call(rh, std::span<uint8_t>(buf + n1, cap - n1));
+  if (n2 == 0 || n1 + n2 + args.size() > cap) return 0;
+  if (!args.empty()) std::memcpy(buf + n1 + n2, args.data(), args.size());
+  return n1 + n2 + args.size();
+}
+
+bool decode_reply_header(std::span<const uint8_t> msg, Reply* r) {
+  rr::Header h;
+  rr::DecodeResult d = rr::decode_header(msg, &h);
+  // A requester never answers a bad header (RFC 8166 §4.5.2): it drops it.
+  if (d.status != rr::DecodeStatus::kOk) return false;
+  r->xid = h.xid;
+  r->credits = h.credit;
+  switch (h.proc) {
+    case rr::Proc::kError:
+      r->kind = Reply::Kind::kError;
+      return true;
+    case rr::Proc::kMsg:
+      r->kind = Reply::Kind::kMsg;
+      r->body = msg.subspan(d.header_len);
+      if (!rr::rpc_xid_matches(h, r->body)) return false;
+      break;
+    case rr::Proc::kNoMsg:
+      r->kind = Reply::Kind::kNoMsg;
+      break;
+    default:
+      return false;
+  }
+  r->write_chunks = static_cast<int>(h.chunks.nwrites);
+  r->write_len = h.chunks.nwrites > 0 ? h.chunks.writes[0].total_length() : 0;
+  r->has_reply_chunk = h.chunks.has_reply;
+  r->reply_chunk_len = h.chunks.has_reply ? h.chunks.reply.total_length() : 0;
+  return true;
+}
+
+CallStatus decode_rpc_reply(std::span<const uint8_t> body, uint32_t xid, std::span<const uint8_t>* results) {
+  oc::ReplyHeader rh;
+  oc::ReplyDecodeResult d = oc::decode_reply(body, &rh);
+  if (d.status != oc::ReplyDecodeStatus::kOk || rh.xid != xid) return CallStatus::kBadReply;
+  if (rh.stat == oc::ReplyStat::kDenied) return CallStatus::kDenied;
+  switch (rh.accept) {
+    case oc::AcceptStat::kSuccess:
+      *results = body.subspan(d.header_len);
+      return CallStatus::kOk;
+    case oc::AcceptStat::kProgUnavail: return CallStatus::kProgUnavail;
+    case oc::AcceptStat::kProgMismatch: return CallStatus::kProgMismatch;
+    case oc::AcceptStat::kProcUnavail: return CallStatus::kProcUnavail;
+    case oc::AcceptStat::kGarbageArgs: return CallStatus::kGarbageArgs;
+    default: return CallStatus::kSystemErr;
+  }
+}
+
+void decode_call_header(std::span<const uint8_t> msg, Incoming* in) {
+  rr::Header h;
+  rr::DecodeResult d = rr::decode_header(msg, &h);
+  in->xid = h.xid;
+  in->credits = h.credit;
+  switch (d.status) {
+    case rr::DecodeStatus::kOk: break;
+    case rr::DecodeStatus::kVersionMismatch: in->verdict = Incoming::Verdict::kErrVers; return;
+    case rr::DecodeStatus::kBadChunk: in->verdict = Incoming::Verdict::kErrChunk; return;
+    default: in->verdict = Incoming::Verdict::kDrop; return;
+  }
+  if (h.proc != rr::Proc::kMsg) {
+    // An RDMA_ERROR sent to a server is dropped (errors are never answered).
+    // RDMA_NOMSG (the whole call in a position-zero read chunk) is valid RFC
+    // 8166 that this engine does not take yet: it answers ERR_CHUNK, so the
+    // client learns at once rather than timing out.
+    in->verdict = h.proc == rr::Proc::kNoMsg ? Incoming::Verdict::kErrChunk : Incoming::Verdict::kDrop;
+    return;
+  }
+  // Tern's limits: one read chunk (one position) and one write chunk. The
+  // Linux client sends no more; more is answered ERR_CHUNK.
+  if (h.chunks.nwrites > 1 || h.chunks.nreads > static_cast<uint32_t>(kMaxChunkSegs)) {
+    in->verdict = Incoming::Verdict::kErrChunk;
+    return;
+  }
+  for (uint32_t i = 0; i < h.chunks.nreads; ++i) {
+    const rr::ReadSegment& s = h.chunks.reads[i];
+    if (s.position != h.chunks.reads[0].position || s.position == 0) {
+      in->verdict = Incoming::Verdict::kErrChunk;
+      return;
+    }
+    in->reads[i] = ReadSeg{s.position, RdmaSegment{s.target.handle, s.target.length, s.target.offset}};
+  }
+  in->nread = static_cast<int>(h.chunks.nreads);
+  if (h.chunks.nwrites == 1) {
+    const rr::WriteChunk& w = h.chunks.writes[0];
+    for (uint32_t i = 0; i < w.nsegments; ++i)
+      in->writes[i] = RdmaSegment{w.segments[i].handle, w.segments[i].length, w.segments[i].offset};
+    in->nwrite = static_cast<int>(w.nsegments);
+  }
+  if (h.chunks.has_reply) {
+    const rr::WriteChunk& w = h.chunks.reply;
+    for (uint32_t i = 0; i < w.nsegments; ++i)
+      in->replies[i] = RdmaSegment{w.segments[i].handle, w.segments[i].length, w.segments[i].offset};
+    in->nreply = static_cast<int>(w.nsegments);
+  }
+  in->body = msg.subspan(d.header_len);
+  // The transport and RPC xids must agree (RFC 8166 §4.5.2: ERR_CHUNK).
+  if (!rr::rpc_xid_matches(h, in->body)) {
+    in->verdict = Incoming::Verdict::kErrChunk;
+    return;
+  }
+  // The read chunk's position must fall inside the inline message it extends.
+  if (in->nread > 0 && in->reads[0].position > in->body.size()) {
+    in->verdict = Incoming::Verdict::kErrChunk;
+    return;
+  }
+  in->verdict = Incoming::Verdict::kOk;
+}
+
+bool decode_rpc_call(std::span<const uint8_t> body, uint32_t xid, RpcCall* c) {
+  oc::CallHeader h;
+  oc::CallDecodeResult d = oc::decode_call(body, &h);
+  switch (d.status) {
+    case oc::CallDecodeStatus::kOk: break;
+    case oc::CallDecodeStatus::kRpcMismatch: c->rpc_mismatch = true; return false;
+    case oc::CallDecodeStatus::kBadCred:
+    case oc::CallDecodeStatus::kBadVerf: c->bad_auth = true; return false;
+    default: return false;
+  }
+  if (h.xid != xid) return false;
+  c->prog = h.prog;
+  c->vers = h.vers;
+  c->proc = h.proc;
+  c->args = body.subspan(d.header_len);
+  return true;
+}
+
+size_t encode_reply_header(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, const RdmaSegment* writes,
+                           int nwrite, uint64_t written, const RdmaSegment* replies, int nreply, uint64_t reply_len,
+                           bool nomsg) {
+  (void)written;  // the segments carry the lengths actually written
+  rr::Header h;
+  h.xid = xid;
+  h.credit = credits;
+  h.proc = nomsg ? rr::Proc::kNoMsg : rr::Proc::kMsg;
+  h.chunks.clear();
+  if (nwrite > 0) {
+    // The write chunk goes back with each segment's length set to what was
+    // written (RFC 8166 §3.5.4), zero for unused segments.
+    h.chunks.nwrites = 1;
+    h.chunks.writes[0].nsegments = static_cast<uint32_t>(nwrite);
+    for (int i = 0; i < nwrite; ++i) put_segment(&h.chunks.writes[0].segments[i], writes[i]);
+  }
+  if (nreply > 0) {
+    h.chunks.has_reply = true;
+    h.chunks.reply.nsegments = static_cast<uint32_t>(nreply);
+    uint64_t left = reply_len;
+    for (int i = 0; i < nreply; ++i) {
+      RdmaSegment s = replies[i];
+      s.length = static_cast<uint32_t>(std::min<uint64_t>(s.length, left));
+      left -= s.length;
+      put_segment(&h.chunks.reply.segments[i], s);
+    }
+  }
+  if (buf == nullptr) return rr::encoded_size(h);
+  return rr::encode_header(h, std::span<uint8_t>(buf, cap));
+}
+
+size_t encode_rpc_reply(uint8_t* buf, size_t cap, uint32_t xid, int accept_stat, uint32_t low, uint32_t high,
+                        std::span<const uint8_t> results) {
+  oc::ReplyHeader rh;
+  rh.xid = xid;
+  if (accept_stat == 100) {  // RPC version mismatch: MSG_DENIED, versions 2..2
+    rh.stat = oc::ReplyStat::kDenied;
+    rh.reject = oc::RejectStat::kRpcMismatch;
+    rh.mismatch_low = rh.mismatch_high = oc::kRpcVersion;
+  } else if (accept_stat == 101) {  // bad credential
+    rh.stat = oc::ReplyStat::kDenied;
+    rh.reject = oc::RejectStat::kAuthError;
+    rh.auth = oc::AuthStat::kBadCred;
+  } else {
+    rh.stat = oc::ReplyStat::kAccepted;
+    rh.accept = static_cast<oc::AcceptStat>(accept_stat);  // Tern's AcceptStat uses RFC 5531's values
+    rh.mismatch_low = low;
+    rh.mismatch_high = high;
+  }
+  size_t n = oc::encode_reply(rh, std::span<uint8_t>(buf, cap));
+  if (n == 0) return 0;
+  if (rh.stat == oc::ReplyStat::kAccepted && rh.accept == oc::AcceptStat::kSuccess) {
+    if (n + results.size() > cap) return 0;
+    if (!results.empty()) std::memcpy(buf + n, results.data(), results.size());
+    n += results.size();
+  }
+  return n;
+}
+
+size_t encode_rdma_error(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, bool vers) {
+  return vers ? rr::encode_err_vers(xid, credits, std::span<uint8_t>(buf, cap))
+              : rr::encode_err_chunk(xid, credits, std::span<uint8_t>(buf, cap));
+}
+
+}  // namespace tern::rpc::wire
