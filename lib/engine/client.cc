@@ -34,8 +34,8 @@ int Conn::call(const Call& c) {
   r->call = c;
   r->args_copy.assign(c.args.begin(), c.args.end());
   r->call.args = r->args_copy;
-  r->xid = (next_xid++ << 10) | r->slot;  // the slot is recoverable from the xid
-  if (r->xid == 0) r->xid = (next_xid++ << 10) | r->slot;
+  r->xid = (next_xid++ << slot_bits) | r->slot;
+  if (r->xid == 0) r->xid = (next_xid++ << slot_bits) | r->slot;
   eng->st.calls.add();
   // Credits: never more calls outstanding than the server granted.
   if (backlog_head != nullptr || in_flight >= credits || marshal_and_send(r) != 0) {
@@ -279,7 +279,7 @@ void Conn::handle_reply(ReplyBuf* rep) {
   }
   // The server's grant: at least one, never more than we asked for.
   credits = std::max<uint32_t>(1, std::min(h.credits, eng->opt.credits));
-  uint32_t slot = h.xid & 1023u;
+  uint32_t slot = h.xid & ((1u << slot_bits) - 1);
   Request* r = slot < reqs.size() ? &reqs[slot] : nullptr;
   if (r == nullptr || r->xid != h.xid || r->state != Request::State::kSent || r->reply != nullptr) {
     // Not a call we are waiting for (late, duplicated or forged): drop it.

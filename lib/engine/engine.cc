@@ -83,7 +83,8 @@ StatsView EngineImpl::stats_view() const {
           {"rdma_errors_received", &st.rdma_errors_received},
           {"bad_headers", &st.bad_headers},
           {"credit_waits", &st.credit_waits},
-          {"disconnects", &st.disconnects}};
+          {"disconnects", &st.disconnects},
+          {"calls_deferred", &st.calls_deferred}};
 }
 
 void* EngineImpl::alloc(size_t len, size_t align) { return arena->carve(len, align); }
@@ -213,7 +214,8 @@ void EngineImpl::poll_cm(DeviceCtx* dc) {
           st = dc->dev->accept(ev.request, c->qp.get(), std::span<const uint8_t>(pdata, n));
         }
         if (!st) {
-          TERN_LOG(kWarn, "engine", "refusing a connection: %s", st.to_string().c_str());
+          // The client sees kRejected; the reason is ours to log.
+          TERN_LOG(kError, "engine", "refusing a connection: %s", st.to_string().c_str());
           (void)dc->dev->reject(ev.request, {});
           break;
         }
@@ -237,21 +239,23 @@ int EngineImpl::poll() {
   Wc wc[32];
   for (auto& dcp : devices) {
     DeviceCtx* dc = dcp.get();
-    int n = dc->rcq->poll(wc, 32);
+    // Send completions first: they free the calls and requests that new
+    // receives will need.
+    int n = dc->scq->poll(wc, 32);
     for (int i = 0; i < n; ++i) {
       for (auto& c : conns) {
         if (c->qp && c->qp->qp_num() == wc[i].qp_num) {
-          c->on_recv_wc(wc[i]);
+          c->on_send_wc(wc[i]);
           break;
         }
       }
     }
     work += n;
-    n = dc->scq->poll(wc, 32);
+    n = dc->rcq->poll(wc, 32);
     for (int i = 0; i < n; ++i) {
       for (auto& c : conns) {
         if (c->qp && c->qp->qp_num() == wc[i].qp_num) {
-          c->on_send_wc(wc[i]);
+          c->on_recv_wc(wc[i]);
           break;
         }
       }
@@ -263,8 +267,8 @@ int EngineImpl::poll() {
   ++polls;
   for (auto it = conns.begin(); it != conns.end();) {
     Conn* c = it->get();
+    if (c->state == Conn::State::kReady) work += c->server ? c->serve_deferred() : c->flush_backlog();
     c->repost_recvs();
-    if (c->state == Conn::State::kReady) work += c->flush_backlog();
     if (c->state == Conn::State::kDraining && c->drained()) {
       c->finish_teardown();
     }
@@ -332,8 +336,14 @@ Status Conn::setup_queues() {
     if (reps[i].buf == nullptr) return make_error(Errc::kNoResources, "engine arena full (receive buffers)");
     to_repost.push_back(&reps[i]);
   }
+  // Slack for delayed recycling (the 2026 xprtrdma patch set's lesson): a
+  // call or request whose Send was unsignaled stays held by its Send owner
+  // until a later signaled completion walks past it, so up to one signal
+  // batch of them is held beyond what is in flight. Without that slack the
+  // pool runs dry while the connection idles between batches.
+  const uint32_t slack = o.send_batch + 1;
   if (server) {
-    calls.resize(o.credits + 2);
+    calls.resize(o.credits + slack);
     ring_seq_reads_.assign(calls.size(), 0);
     for (uint32_t i = 0; i < calls.size(); ++i) {
       SrvCall& sc = calls[i];
@@ -347,8 +357,13 @@ Status Conn::setup_queues() {
       free_calls.push_back(&sc);
     }
   } else {
-    uint32_t n = o.credits + o.backlog;
+    uint32_t n = o.credits + o.backlog + slack;
     reqs.resize(n);
+    // An xid carries its request's slot in its low bits, so a reply finds its
+    // request without a lookup table; the rest is a sequence number, so a
+    // late reply to an earlier use of the slot does not match.
+    slot_bits = 1;
+    while ((1u << slot_bits) < n) ++slot_bits;
     for (uint32_t i = 0; i < n; ++i) reqs[i].slot = i;
     for (uint32_t i = 0; i < n; ++i) free_reqs.push_back(&reqs[n - 1 - i]);
     // Send and reply-chunk buffers only for calls that can be in flight.
@@ -432,6 +447,7 @@ void Conn::finish_teardown() {
     backlog_len = 0;
     in_flight = 0;
   } else {
+    deferred.clear();  // calls never started: the client fails them itself
     for (auto& sc : calls) {
       if (sc.state == SrvCall::State::kFree) continue;
       // A handler still holding the call may reply later; that reply is

@@ -34,7 +34,8 @@ namespace tern::rpc {
 
 struct EngineOptions {
   // Registered memory for send/receive buffers and engine-allocated bulk buffers.
-  size_t arena_bytes = 64u << 20;
+  // The server needs (credits + send_batch + 1) x (max_bulk + max_reply) of it.
+  size_t arena_bytes = 128u << 20;
   // Inline thresholds this end offers (RFC 8797 private data); the effective
   // ones are negotiated per connection (1024 when the peer says nothing).
   uint32_t inline_send = 4096;
@@ -171,7 +172,7 @@ struct EngineStats {
   Counter calls, replies, backlogged, sends, sends_signaled, recvs_posted, recv_batches;
   Counter read_chunks, write_chunks, reply_chunks, rdma_reads, rdma_writes;
   Counter local_inv_chains, remote_invalidations, rdma_errors_sent, rdma_errors_received;
-  Counter bad_headers, credit_waits, disconnects;
+  Counter bad_headers, credit_waits, disconnects, calls_deferred;
 };
 
 class Engine {

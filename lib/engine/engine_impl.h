@@ -213,11 +213,17 @@ class Conn final : public Connection {
   uint32_t credits = 1;      // granted by the server; RFC 8166 starts at one
   uint32_t in_flight = 0;    // sent, awaiting reply (bounded by credits)
   uint32_t next_xid = 1;
+  uint32_t slot_bits = 10;   // low bits of an xid name the request slot
 
   // Server.
   std::vector<SrvCall> calls;
   std::vector<SrvCall*> free_calls;
   std::vector<uint64_t> ring_seq_reads_;  // SqBudget sequence of each call's READ chain
+  // Calls received while every SrvCall was still held (by a handler or an
+  // unsignaled reply Send): served as calls free up, never dropped. Bounded
+  // by the receive queue, since their buffers are not reposted meanwhile.
+  std::deque<ReplyBuf*> deferred;
+  int serve_deferred();
 };
 
 // ---------------------------------------------------------------- engine

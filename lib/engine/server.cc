@@ -81,6 +81,17 @@ void Conn::send_rdma_error(ReplyBuf* rep, uint32_t xid, bool vers) {
   maybe_free(sc);
 }
 
+int Conn::serve_deferred() {
+  int n = 0;
+  while (!deferred.empty() && !free_calls.empty() && state == State::kReady) {
+    ReplyBuf* rep = deferred.front();
+    deferred.pop_front();
+    handle_call(rep);
+    ++n;
+  }
+  return n;
+}
+
 void Conn::handle_call(ReplyBuf* rep) {
   wire::Incoming in;
   wire::decode_call_header(std::span<const uint8_t>(rep->buf, rep->len), &in);
@@ -98,10 +109,8 @@ void Conn::handle_call(ReplyBuf* rep) {
       break;
   }
   if (free_calls.empty()) {
-    // More calls than the credits we granted: the client broke RFC 8166's
-    // flow control. Drop the call (it times out at the client).
-    eng->st.bad_headers.add();
-    to_repost.push_back(rep);
+    eng->st.calls_deferred.add();
+    deferred.push_back(rep);
     return;
   }
   SrvCall* sc = free_calls.back();

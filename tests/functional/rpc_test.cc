@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -50,7 +51,7 @@ struct Fixture {
   std::string path;
 
   explicit Fixture(EngineOptions so = {}, EngineOptions co = {}) {
-    so.arena_bytes = co.arena_bytes = 48u << 20;
+    so.arena_bytes = co.arena_bytes = 128u << 20;
     srv = Engine::create(so).value();
     cli = Engine::create(co).value();
     path = "shm:path=" + sock_path();
@@ -67,6 +68,16 @@ struct Fixture {
     EXPECT_TRUE(conn->ready()) << conn->error().to_string();
   }
   ~Fixture() { unlink(path.substr(9).c_str()); }
+
+  // Polls only the client (the server may be gone).
+  bool wait_client(const std::function<bool()>& pred, int ms = 5000) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < end) {
+      cli->poll();
+      if (pred()) return true;
+    }
+    return false;
+  }
 
   bool wait(const std::function<bool()>& pred, int ms = 5000) {
     auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
@@ -179,6 +190,231 @@ TEST(Rpc, ReplyChunkCarriesLargeResults) {
   ASSERT_EQ(p.results.size(), n);
   for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(p.results[i], pat(7, i)) << i;
   EXPECT_EQ(f.cli->stats().reply_chunks.get(), 1u);
+}
+
+
+// One registered chunk per call: with remote invalidation the server's Send
+// With Invalidate retires the MR and the client posts no LOCAL_INV.
+TEST(Rpc, RemoteInvalidationSkipsLocalInv) {
+  Fixture f;
+  ASSERT_TRUE(f.conn->info().remote_invalidation);
+  auto* bulk = static_cast<uint8_t*>(f.cli->alloc(8192));
+  for (int k = 0; k < 20; ++k) {
+    uint32_t n = 8192;
+    uint8_t args[5];
+    std::memcpy(args, &n, 4);
+    args[4] = static_cast<uint8_t>(k);
+    Call c;
+    c.proc = kFill;
+    c.args = args;
+    c.bulk_recv = std::span<uint8_t>(bulk, n);
+    Pending p = f.call(c);
+    ASSERT_EQ(p.reply.status, CallStatus::kOk);
+    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(bulk[i], pat(k, i));
+  }
+  EXPECT_EQ(f.cli->stats().remote_invalidations.get(), 20u);
+  EXPECT_EQ(f.cli->stats().local_inv_chains.get(), 0u);
+}
+
+TEST(Rpc, WithoutRemoteInvalidationTheClientInvalidatesLocally) {
+  EngineOptions so, co;
+  co.remote_invalidation = false;  // the client does not offer it: not negotiated
+  Fixture f(so, co);
+  ASSERT_FALSE(f.conn->info().remote_invalidation);
+  auto* bulk = static_cast<uint8_t*>(f.cli->alloc(8192));
+  for (int k = 0; k < 20; ++k) {
+    uint32_t n = 8192;
+    uint8_t args[5];
+    std::memcpy(args, &n, 4);
+    args[4] = static_cast<uint8_t>(k);
+    Call c;
+    c.proc = kFill;
+    c.args = args;
+    c.bulk_recv = std::span<uint8_t>(bulk, n);
+    Pending p = f.call(c);
+    ASSERT_EQ(p.reply.status, CallStatus::kOk);
+    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(bulk[i], pat(k, i));
+  }
+  EXPECT_EQ(f.cli->stats().remote_invalidations.get(), 0u);
+  EXPECT_EQ(f.cli->stats().local_inv_chains.get(), 20u);
+  EXPECT_EQ(f.srv->stats().remote_invalidations.get(), 0u);
+}
+
+// Two chunks (read + write) carry two rkeys: the server cannot invalidate
+// both, so it sends a plain Send and the client invalidates both locally.
+TEST(Rpc, TwoChunksAreInvalidatedLocally) {
+  Fixture f;
+  auto* in = static_cast<uint8_t*>(f.cli->alloc(4096));
+  auto* out = static_cast<uint8_t*>(f.cli->alloc(4096));
+  for (int i = 0; i < 4096; ++i) in[i] = pat(3, i);
+  Call c;
+  c.proc = kEcho;
+  c.bulk_send = std::span<const uint8_t>(in, 4096);
+  c.bulk_recv = std::span<uint8_t>(out, 4096);
+  Pending p = f.call(c);
+  ASSERT_EQ(p.reply.status, CallStatus::kOk);
+  ASSERT_EQ(p.reply.bulk_recv_len, 4096u);
+  EXPECT_EQ(std::memcmp(in, out, 4096), 0);
+  EXPECT_EQ(f.cli->stats().local_inv_chains.get(), 1u);
+  EXPECT_EQ(f.cli->stats().remote_invalidations.get(), 0u);
+}
+
+TEST(Rpc, UnknownProgramVersionAndProcedureGetTheirAnswers) {
+  Fixture f;
+  Call c;
+  c.proc = 77;
+  Pending p = f.call(c);
+  EXPECT_EQ(p.reply.status, CallStatus::kProcUnavail);
+
+  Pending q;
+  Call d;
+  d.prog = kProg, d.vers = 9, d.proc = kEcho, d.done = on_done, d.ctx = &q;
+  ASSERT_EQ(f.conn->call(d), 0);
+  ASSERT_TRUE(f.wait([&] { return q.done; }));
+  EXPECT_EQ(q.reply.status, CallStatus::kProgMismatch);
+
+  Pending r;
+  Call e;
+  e.prog = 12345, e.vers = 1, e.proc = 1, e.done = on_done, e.ctx = &r;
+  ASSERT_EQ(f.conn->call(e), 0);
+  ASSERT_TRUE(f.wait([&] { return r.done; }));
+  EXPECT_EQ(r.reply.status, CallStatus::kProgUnavail);
+}
+
+TEST(Rpc, HandlerMayReplyLater) {
+  Fixture f;
+  Pending p;
+  Call c;
+  c.prog = kProg, c.vers = kVers, c.proc = kLater, c.done = on_done, c.ctx = &p;
+  uint8_t a[4] = {1, 2, 3, 4};
+  c.args = a;
+  ASSERT_EQ(f.conn->call(c), 0);
+  ASSERT_TRUE(f.wait([&] { return !f.later.empty(); }));
+  f.wait([] { return false; }, 20);
+  EXPECT_FALSE(p.done) << "completed before the handler replied";
+  ServerCall* sc = f.later.front();
+  ASSERT_TRUE(sc->reply(sc->args()).is_ok());
+  ASSERT_TRUE(f.wait([&] { return p.done; }));
+  EXPECT_EQ(p.reply.status, CallStatus::kOk);
+  EXPECT_EQ(p.results, std::vector<uint8_t>(a, a + 4));
+}
+
+// More calls than credits: the client holds the rest back (never more
+// outstanding than granted) and sends them as replies return credits.
+TEST(Rpc, CreditExhaustionAndRecovery) {
+  EngineOptions so, co;
+  so.credits = 4;   // the server grants 4
+  co.credits = 64;  // the client would like more
+  Fixture f(so, co);
+  // Warm up: the first reply carries the grant (RFC 8166 starts at one credit).
+  Call w;
+  w.proc = kEcho;
+  ASSERT_EQ(f.call(w).reply.status, CallStatus::kOk);
+  ASSERT_EQ(f.conn->info().credits, 4u);
+
+  constexpr int kCalls = 40;
+  std::vector<Pending> ps(kCalls);
+  for (int i = 0; i < kCalls; ++i) {
+    Call c;
+    c.prog = kProg, c.vers = kVers, c.proc = kLater, c.done = on_done, c.ctx = &ps[i];
+    ASSERT_EQ(f.conn->call(c), 0);
+  }
+  f.wait([] { return false; }, 30);
+  EXPECT_EQ(f.later.size(), 4u) << "the server saw more calls than it granted credits for";
+  EXPECT_LE(f.conn->outstanding(), 4u);
+  EXPECT_GT(f.cli->stats().credit_waits.get(), 0u);
+  int replied = 0;
+  while (replied < kCalls) {
+    ASSERT_TRUE(f.wait([&] { return !f.later.empty(); })) << "stuck after " << replied << " replies";
+    EXPECT_LE(f.later.size(), 4u);
+    std::vector<ServerCall*> batch;
+    batch.swap(f.later);
+    for (ServerCall* sc : batch) {
+      ASSERT_TRUE(sc->reply({}).is_ok());
+      ++replied;
+    }
+  }
+  ASSERT_TRUE(f.wait([&] {
+    for (auto& p : ps)
+      if (!p.done) return false;
+    return true;
+  }));
+  for (auto& p : ps) EXPECT_EQ(p.reply.status, CallStatus::kOk);
+}
+
+TEST(Rpc, ManyCallsInFlightAllComplete) {
+  EngineOptions so, co;
+  so.credits = 32;
+  co.credits = 32;
+  Fixture f(so, co);
+  constexpr int kCalls = 2000;
+  std::vector<Pending> ps(kCalls);
+  std::vector<std::array<uint8_t, 16>> args(kCalls);
+  int issued = 0;
+  auto done_count = [&] {
+    int n = 0;
+    for (auto& p : ps) n += p.done;
+    return n;
+  };
+  while (issued < kCalls) {
+    for (int k = 0; k < 64 && issued < kCalls; ++k, ++issued) {
+      for (int i = 0; i < 16; ++i) args[issued][i] = pat(issued, i);
+      Call c;
+      c.prog = kProg, c.vers = kVers, c.proc = kEcho, c.done = on_done, c.ctx = &ps[issued];
+      c.args = args[issued];
+      int rc = f.conn->call(c);
+      if (rc == EAGAIN) break;  // backlog full: poll and retry
+      ASSERT_EQ(rc, 0);
+    }
+    f.srv->poll();
+    f.cli->poll();
+  }
+  ASSERT_TRUE(f.wait([&] { return done_count() == kCalls; }, 20000))
+      << done_count() << " of " << kCalls << "; outstanding " << f.conn->outstanding() << "\nclient: "
+      << format_stats(f.cli->stats_view()) << "\nserver: " << format_stats(f.srv->stats_view());
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_EQ(ps[i].reply.status, CallStatus::kOk) << i;
+    ASSERT_EQ(ps[i].results, std::vector<uint8_t>(args[i].begin(), args[i].end())) << i;
+  }
+  EXPECT_LT(f.cli->stats().sends_signaled.get(), f.cli->stats().sends.get()) << "Sends are signaled in batches";
+}
+
+// Connection loss with calls in flight (some holding MRs): every call
+// completes exactly once with kDisconnected, and nothing leaks.
+TEST(Rpc, ConnectionLossFailsOutstandingCallsOnce) {
+  Fixture f;
+  constexpr int kCalls = 8;
+  std::vector<Pending> ps(kCalls);
+  std::vector<int> completions(kCalls, 0);
+  auto* bulk = static_cast<uint8_t*>(f.cli->alloc(kCalls * 4096));
+  for (int i = 0; i < kCalls; ++i) {
+    Call c;
+    c.prog = kProg, c.vers = kVers, c.proc = kLater, c.ctx = &ps[i];
+    c.done = on_done;
+    if (i % 2 == 0) c.bulk_recv = std::span<uint8_t>(bulk + i * 4096, 4096);  // an MR per even call
+    ASSERT_EQ(f.conn->call(c), 0);
+  }
+  ASSERT_TRUE(f.wait([&] { return !f.later.empty(); }));
+  // The server replies to one call, then its engine goes away (as if killed).
+  ASSERT_TRUE(f.later.front()->reply({}).is_ok());
+  f.later.clear();
+  f.wait([] { return false; }, 20);
+  f.srv.reset();
+  ASSERT_TRUE(f.wait_client([&] {
+    for (auto& p : ps)
+      if (!p.done) return false;
+    return true;
+  })) << "calls did not all complete after the connection was lost";
+  int ok = 0, lost = 0;
+  for (auto& p : ps) {
+    if (p.reply.status == CallStatus::kOk) ++ok;
+    else if (p.reply.status == CallStatus::kDisconnected) ++lost;
+  }
+  EXPECT_EQ(ok + lost, kCalls);
+  EXPECT_LE(ok, 1);
+  EXPECT_TRUE(f.conn->failed());
+  EXPECT_EQ(f.conn->outstanding(), 0u);
+  EXPECT_EQ(f.conn->call(Call{kProg, kVers, kEcho}), ENOTCONN);
 }
 
 }  // namespace
