@@ -133,7 +133,6 @@ inline constexpr size_t kMaxHeaderSize =
     (kMaxWriteChunks * (4 + 4 + kMaxSegmentsPerChunk * kSegmentWireSize) + 4) +  // write list
     (4 + 4 + kMaxSegmentsPerChunk * kSegmentWireSize);                     // reply chunk
 static_assert(kMaxHeaderSize == 1728, "header capacity changed: check receive buffer sizing");
-static_assert(kMaxHeaderSize < kDefaultInlineThreshold * 2);
 
 // What the receiver of a message must do, per RFC 8166 §4.5 and §4.6. A
 // Requester (client) never answers a Responder: for every status but kOk it

@@ -96,8 +96,9 @@ class XdrWriter {
     // n is checked alone first so that padded_size(n) cannot wrap.
     if (!reserve(n)) return;
     size_t total = padded_size(n);
-    if (!reserve(total)) return;
-    if (n != 0) std::memcpy(pos_, data, n);
+    // Nothing to write; also keeps a null data or buffer away from memcpy.
+    if (total == 0 || !reserve(total)) return;
+    std::memcpy(pos_, data, n);
     std::memset(pos_ + n, 0, total - n);
     pos_ += total;
   }
