@@ -22,7 +22,18 @@ int Conn::call(const Call& c) {
   if ((!c.bulk_send.empty() && dc->find(c.bulk_send.data(), c.bulk_send.size()) == nullptr) ||
       (!c.bulk_recv.empty() && dc->find(c.bulk_recv.data(), c.bulk_recv.size()) == nullptr))
     return EINVAL;  // bulk buffers must be registered memory (zero copy)
-  if (wire::call_rpc_header_len(c) + c.args.size() + 256 > inline_send) return EINVAL;
+  // The whole call message must fit the negotiated inline threshold, chunk
+  // lists included (a full transport header alone is 1728 bytes, more than
+  // RFC 8166's default threshold), so count the segments each chunk will need.
+  const FrwrRegistrar& reg = *dc->reg;
+  int nread = static_cast<int>(reg.segments_for(reinterpret_cast<uint64_t>(c.bulk_send.data()), c.bulk_send.size()));
+  int nwrite = static_cast<int>(reg.segments_for(reinterpret_cast<uint64_t>(c.bulk_recv.data()), c.bulk_recv.size()));
+  // The reply buffer's address is not known yet: assume the worst alignment.
+  int nreply = c.max_results + 128 > inline_recv ? static_cast<int>((c.max_results + 256 + 4095) / 4096 / reg.depth() + 2) : 0;
+  if (nread > kMaxChunkSegs || nwrite > kMaxChunkSegs || nreply > kMaxChunkSegs) return EMSGSIZE;
+  if (wire::call_transport_header_len(nread, nwrite, nreply) + wire::call_rpc_header_len(c) + c.args.size() >
+      inline_send)
+    return EINVAL;
   if (free_reqs.empty()) return EAGAIN;
   Request* r = free_reqs.back();
   free_reqs.pop_back();

@@ -73,6 +73,24 @@ size_t call_rpc_header_len(const Call& c) {
   return oc::call_size(rpc_call_header(c, 0, scratch, sizeof scratch));
 }
 
+size_t call_transport_header_len(int nread, int nwrite, int nreply) {
+  // Built and measured by the encoder itself, so the two cannot disagree.
+  rr::Header h;
+  h.proc = rr::Proc::kMsg;
+  h.chunks.clear();
+  h.chunks.nreads = static_cast<uint32_t>(nread);
+  for (int i = 0; i < nread; ++i) h.chunks.reads[i] = rr::ReadSegment{1, rr::Segment{1, 1, 1}};
+  if (nwrite > 0) {
+    h.chunks.nwrites = 1;
+    h.chunks.writes[0].nsegments = static_cast<uint32_t>(nwrite);
+  }
+  if (nreply > 0) {
+    h.chunks.has_reply = true;
+    h.chunks.reply.nsegments = static_cast<uint32_t>(nreply);
+  }
+  return rr::encoded_size(h);
+}
+
 size_t encode_call(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, const CallChunks& ch, const Call& c,
                    std::span<const uint8_t> args) {
   rr::Header h;

@@ -34,8 +34,10 @@ struct CallChunks {
 // followed by args, into buf. Returns the bytes written, 0 when it does not fit.
 size_t encode_call(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, const CallChunks& ch, const Call& c,
                    std::span<const uint8_t> args);
-// Bytes the transport header of a call will take (to place read chunk positions).
+// Bytes the ONC RPC call header will take (read chunk positions follow it).
 size_t call_rpc_header_len(const Call& c);
+// Bytes the RPC-over-RDMA header of a call with these segment counts takes.
+size_t call_transport_header_len(int nread, int nwrite, int nreply);
 
 // Client: a decoded reply.
 struct Reply {

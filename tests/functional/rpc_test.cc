@@ -417,5 +417,39 @@ TEST(Rpc, ConnectionLossFailsOutstandingCallsOnce) {
   EXPECT_EQ(f.conn->call(Call{kProg, kVers, kEcho}), ENOTCONN);
 }
 
+// Bad calls are refused at call() with a reason, never half-sent.
+TEST(Rpc, BadCallsAreRefusedUpFront) {
+  EngineOptions so, co;
+  co.frwr_depth = 1;  // one page per MR: a large chunk needs many segments
+  Fixture f(so, co);
+  Call c;
+  c.prog = kProg, c.vers = kVers, c.proc = kEcho, c.done = on_done;
+  Pending p;
+  c.ctx = &p;
+
+  std::vector<uint8_t> huge(8192);
+  c.args = huge;
+  EXPECT_EQ(f.conn->call(c), EINVAL) << "inline arguments over the inline threshold";
+  c.args = {};
+
+  std::vector<uint8_t> heap(4096);  // not registered with the engine
+  c.bulk_send = heap;
+  EXPECT_EQ(f.conn->call(c), EINVAL) << "bulk memory the engine did not register";
+
+  auto* big = static_cast<uint8_t*>(f.cli->alloc(128 * 1024));
+  c.bulk_send = std::span<const uint8_t>(big, 128 * 1024);  // 32 pages = 32 segments at depth 1
+  EXPECT_EQ(f.conn->call(c), EMSGSIZE) << "more segments than a chunk list holds";
+
+  // Within limits the same engine still works: 8 pages, 8 segments.
+  c.bulk_send = std::span<const uint8_t>(big, 8 * 4096);
+  c.proc = kSum;
+  EXPECT_EQ(f.conn->call(c), 0);
+  ASSERT_TRUE(f.wait([&] { return p.done; }));
+  EXPECT_EQ(p.reply.status, CallStatus::kOk);
+  EXPECT_FALSE(f.conn->failed());
+  Call none;
+  EXPECT_EQ(f.conn->call(none), EINVAL) << "no completion callback";
+}
+
 }  // namespace
 }  // namespace tern::rpc
