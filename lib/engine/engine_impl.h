@@ -124,6 +124,7 @@ class SrvCall final : public ServerCall {
   int nreply = 0;                // segments of the client's reply chunk
   RdmaSegment replies[kMaxChunkSegs];
   uint32_t inv_rkey = 0;         // for Send With Invalidate, 0: none
+  bool nomsg = false;            // the call itself came in the read chunk
   Handler handler = nullptr;
   void* handler_ctx = nullptr;
 };

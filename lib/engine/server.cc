@@ -54,6 +54,7 @@ void Conn::maybe_free(SrvCall* sc) {
   sc->nread = sc->nwrite = sc->nreply = 0;
   sc->bulk_len_ = 0;
   sc->inv_rkey = 0;
+  sc->nomsg = false;
   free_calls.push_back(sc);
 }
 
@@ -129,6 +130,7 @@ void Conn::handle_call(ReplyBuf* rep) {
   std::copy(in.replies, in.replies + in.nreply, sc->replies);
   sc->args_ = in.body;
   sc->bulk_len_ = 0;
+  sc->nomsg = in.nomsg;
   // Send With Invalidate is possible when the call carries exactly one rkey.
   sc->inv_rkey = 0;
   if (remote_inv) {
@@ -215,6 +217,11 @@ void Conn::server_read_done(const Wc& wc) {
 }
 
 void Conn::dispatch(SrvCall* sc) {
+  if (sc->nomsg) {
+    // The pulled read chunk is the whole call message; there is no bulk.
+    sc->args_ = std::span<const uint8_t>(sc->bulk_buf_, sc->bulk_len_);
+    sc->bulk_len_ = 0;
+  }
   wire::RpcCall rc;
   bool ok = wire::decode_rpc_call(sc->args_, sc->xid_, &rc);
   sc->state = SrvCall::State::kInHandler;

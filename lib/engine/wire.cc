@@ -180,14 +180,14 @@ void decode_call_header(std::span<const uint8_t> msg, Incoming* in) {
     case rr::DecodeStatus::kBadChunk: in->verdict = Incoming::Verdict::kErrChunk; return;
     default: in->verdict = Incoming::Verdict::kDrop; return;
   }
-  if (h.proc != rr::Proc::kMsg) {
-    // An RDMA_ERROR sent to a server is dropped (errors are never answered).
-    // RDMA_NOMSG (the whole call in a position-zero read chunk) is valid RFC
-    // 8166 that this engine does not take yet: it answers ERR_CHUNK, so the
-    // client learns at once rather than timing out.
-    in->verdict = h.proc == rr::Proc::kNoMsg ? Incoming::Verdict::kErrChunk : Incoming::Verdict::kDrop;
+  // An RDMA_ERROR sent to a server is dropped (errors are never answered).
+  if (h.proc != rr::Proc::kMsg && h.proc != rr::Proc::kNoMsg) {
+    in->verdict = Incoming::Verdict::kDrop;
     return;
   }
+  // RDMA_NOMSG: the whole call is in a position-zero read chunk (a client
+  // sends that when its call is larger than the inline threshold).
+  in->nomsg = h.proc == rr::Proc::kNoMsg;
   // Tern's limits: one read chunk (one position) and one write chunk. The
   // Linux client sends no more; more is answered ERR_CHUNK.
   if (h.chunks.nwrites > 1 || h.chunks.nreads > static_cast<uint32_t>(kMaxChunkSegs)) {
@@ -196,7 +196,9 @@ void decode_call_header(std::span<const uint8_t> msg, Incoming* in) {
   }
   for (uint32_t i = 0; i < h.chunks.nreads; ++i) {
     const rr::ReadSegment& s = h.chunks.reads[i];
-    if (s.position != h.chunks.reads[0].position || s.position == 0) {
+    // One read chunk: every segment at one position; position zero only
+    // (and always) for RDMA_NOMSG.
+    if (s.position != h.chunks.reads[0].position || (s.position == 0) != in->nomsg) {
       in->verdict = Incoming::Verdict::kErrChunk;
       return;
     }
@@ -214,6 +216,15 @@ void decode_call_header(std::span<const uint8_t> msg, Incoming* in) {
     for (uint32_t i = 0; i < w.nsegments; ++i)
       in->replies[i] = RdmaSegment{w.segments[i].handle, w.segments[i].length, w.segments[i].offset};
     in->nreply = static_cast<int>(w.nsegments);
+  }
+  if (in->nomsg) {
+    // The call arrives with the read chunk; the server checks its xid then.
+    if (in->nread == 0) {
+      in->verdict = Incoming::Verdict::kErrChunk;
+      return;
+    }
+    in->verdict = Incoming::Verdict::kOk;
+    return;
   }
   in->body = msg.subspan(d.header_len);
   // The transport and RPC xids must agree (RFC 8166 §4.5.2: ERR_CHUNK).

@@ -53,7 +53,7 @@ struct Raw {
     rx = static_cast<uint8_t*>(arena->carve(16 * 4096));
     dev = open_device("shm:path=" + path).value();
     pd = dev->alloc_pd().value();
-    mr = pd->reg_mr(arena->base(), arena->size(), kAccessLocalWrite).value();
+    mr = pd->reg_mr(arena->base(), arena->size(), kAccessLocalWrite | kAccessRemoteRead).value();
     scq = dev->create_cq(256).value();
     rcq = dev->create_cq(256).value();
     QpInit qi;
@@ -232,6 +232,57 @@ TEST(RpcHostile, MalformedHeadersGetTheRfcAnswers) {
   EXPECT_EQ(t.srv->stats().rdma_errors_sent.get(), 4u);
   EXPECT_GE(t.srv->stats().bad_headers.get(), 6u);
   EXPECT_EQ(t.srv->stats().disconnects.get(), 0u) << "bad headers are answered, not fatal";
+}
+
+// RDMA_NOMSG: the whole call travels in a position-zero read chunk (what a
+// client sends when its call exceeds the inline threshold). The server pulls
+// it and answers as for any call.
+TEST(RpcHostile, NoMsgCallInAPositionZeroReadChunkIsServed) {
+  Raw t;
+  t.SetUp();
+  if (HasFatalFailure()) return;
+  std::vector<uint8_t> full = valid_call(21);
+  std::vector<uint8_t> rpc(full.begin() + 28, full.end());  // drop the 28-byte RDMA_MSG header
+  auto* call_mem = static_cast<uint8_t*>(t.arena->carve(4096));
+  std::memcpy(call_mem, rpc.data(), rpc.size());
+  std::vector<uint8_t> m = header(21, 1, 1);  // RDMA_NOMSG
+  put32(m, 1);                                // read list: one segment
+  put32(m, 0);                                // position zero
+  put32(m, t.mr->rkey());
+  put32(m, static_cast<uint32_t>(rpc.size()));
+  uint64_t addr = reinterpret_cast<uint64_t>(call_mem);
+  put32(m, static_cast<uint32_t>(addr >> 32));
+  put32(m, static_cast<uint32_t>(addr));
+  put32(m, 0);  // end of read list
+  put32(m, 0);  // no write list
+  put32(m, 0);  // no reply chunk
+  t.send(m);
+  auto r = t.reply();
+  ASSERT_FALSE(r.empty()) << "no reply to an RDMA_NOMSG call";
+  rpcrdma::DecodeResult dr;
+  auto h = decode(r, &dr);
+  ASSERT_EQ(dr.status, rpcrdma::DecodeStatus::kOk);
+  ASSERT_EQ(h.proc, rpcrdma::Proc::kMsg);
+  EXPECT_EQ(h.xid, 21u);
+  oncrpc::ReplyHeader rh;
+  auto rr = oncrpc::decode_reply(std::span<const uint8_t>(r).subspan(dr.header_len), &rh);
+  ASSERT_EQ(rr.status, oncrpc::ReplyDecodeStatus::kOk);
+  EXPECT_EQ(rh.accept, oncrpc::AcceptStat::kSuccess);
+  ASSERT_EQ(r.size(), dr.header_len + rr.header_len + 4);
+  EXPECT_EQ(r[r.size() - 4], 0xab);
+  EXPECT_EQ(t.srv->stats().rdma_reads.get(), 1u);
+
+  // RDMA_NOMSG whose read chunk is not at position zero: ERR_CHUNK.
+  m = header(22, 1, 1);
+  put32(m, 1), put32(m, 8), put32(m, t.mr->rkey()), put32(m, 16), put32(m, 0), put32(m, 0);
+  put32(m, 0), put32(m, 0), put32(m, 0);
+  t.send(m);
+  r = t.reply();
+  ASSERT_FALSE(r.empty());
+  h = decode(r, &dr);
+  EXPECT_EQ(h.xid, 22u);
+  EXPECT_EQ(h.proc, rpcrdma::Proc::kError);
+  EXPECT_EQ(h.error.code, rpcrdma::ErrCode::kChunk);
 }
 
 }  // namespace
