@@ -113,7 +113,7 @@ int Conn::marshal_and_send(Request* r) {
   // Reply chunk: when the results may not fit inline.
   if (c.max_results + 128 > inline_recv) {
     if (r->replybuf == nullptr) {
-      r->replybuf = static_cast<uint8_t*>(eng->arena->carve(o.max_reply + 256, 4096));
+      r->replybuf = block(o.max_reply + 256, 4096);
       if (r->replybuf == nullptr) {
         reg.release(&r->mrs);
         return EAGAIN;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "engine/engine_impl.h"
 #include "engine/wire.h"
@@ -44,6 +45,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& o) {
   if (o.send_batch == 0 || o.max_bulk == 0 || o.max_mrs == 0 || o.frwr_depth == 0)
     return make_error(Errc::kInvalidArgument, "engine: send_batch, max_bulk, max_mrs and frwr_depth must be > 0");
   auto e = std::make_unique<EngineImpl>(o);
+  e->cm_interval_ticks = ticks_from_ns(1'000'000);
   auto a = mem::Arena::create({.size = o.arena_bytes, .name = "tern-engine"});
   if (!a) return a.status();
   e->arena = std::move(a).value();
@@ -88,6 +90,26 @@ StatsView EngineImpl::stats_view() const {
 }
 
 void* EngineImpl::alloc(size_t len, size_t align) { return arena->carve(len, align); }
+
+uint8_t* EngineImpl::take_block(size_t size, size_t align) {
+  for (size_t i = 0; i < spare.size(); ++i) {
+    if (spare[i].first == size && reinterpret_cast<uintptr_t>(spare[i].second) % align == 0) {
+      uint8_t* p = spare[i].second;
+      spare[i] = spare.back();
+      spare.pop_back();
+      return p;
+    }
+  }
+  return static_cast<uint8_t*>(arena->carve(size, align));
+}
+
+void EngineImpl::give_back(uint8_t* p, size_t size) { spare.emplace_back(size, p); }
+
+uint8_t* Conn::block(size_t size, size_t align) {
+  uint8_t* p = eng->take_block(size, align);
+  if (p != nullptr) blocks.emplace_back(p, size);
+  return p;
+}
 
 const Region* DeviceCtx::find(const void* p, uint64_t len) const {
   auto a = reinterpret_cast<uint64_t>(p);
@@ -261,8 +283,15 @@ int EngineImpl::poll() {
       }
     }
     work += n;
-    // Connection events are the control path: a system call, so not every pass.
-    if ((polls & 1023) == 0 || work == 0) poll_cm(dc);
+  }
+  // Connection events are the control path and cost system calls (pmd/shm
+  // polls its sockets), so they are checked by time, not per pass: once a
+  // millisecond is prompt for connects and disconnects and free for the
+  // datapath. (Checking on every idle pass cost ~20 system calls per RPC.)
+  uint64_t now = now_ticks();
+  if (now - last_cm_tick >= cm_interval_ticks) {
+    last_cm_tick = now;
+    for (auto& dcp : devices) poll_cm(dcp.get());
   }
   ++polls;
   for (auto it = conns.begin(); it != conns.end();) {
@@ -276,7 +305,7 @@ int EngineImpl::poll() {
     // the caller until the engine goes away.
     // A handler may still hold a call of a dead connection and reply later:
     // keep the connection until every call is back.
-    if (c->state == Conn::State::kDead && c->server && c->calls_idle()) {
+    if (c->state == Conn::State::kDead && ((c->server && c->calls_idle()) || (!c->server && c->user_closed))) {
       it = conns.erase(it);
       continue;
     }
@@ -295,7 +324,9 @@ Conn::~Conn() {
   // that never finished are in an unknown state and are destroyed.
   for (auto& r : reqs)
     if (r.mrs != nullptr) dc->reg->destroy(&r.mrs);
+  // The QP is destroyed first: nothing can DMA into these blocks after it.
   qp.reset();
+  for (auto& [p, size] : blocks) eng->give_back(p, size);
 }
 
 ConnectionInfo Conn::info() const {
@@ -332,7 +363,7 @@ Status Conn::setup_queues() {
   for (uint32_t i = 0; i < rq_depth; ++i) {
     reps[i].index = i;
     reps[i].cap = o.inline_recv;
-    reps[i].buf = static_cast<uint8_t*>(eng->arena->carve(o.inline_recv, 64));
+    reps[i].buf = block(o.inline_recv, 64);
     if (reps[i].buf == nullptr) return make_error(Errc::kNoResources, "engine arena full (receive buffers)");
     to_repost.push_back(&reps[i]);
   }
@@ -349,9 +380,9 @@ Status Conn::setup_queues() {
       SrvCall& sc = calls[i];
       sc.conn = this;
       sc.index = i;
-      sc.sendbuf = static_cast<uint8_t*>(eng->arena->carve(o.inline_send, 64));
-      sc.bulk_buf_ = static_cast<uint8_t*>(eng->arena->carve(o.max_bulk, 4096));
-      sc.reply_area = static_cast<uint8_t*>(eng->arena->carve(o.max_reply + 256, 4096));
+      sc.sendbuf = block(o.inline_send, 64);
+      sc.bulk_buf_ = block(o.max_bulk, 4096);
+      sc.reply_area = block(o.max_reply + 256, 4096);
       if (sc.sendbuf == nullptr || sc.bulk_buf_ == nullptr || sc.reply_area == nullptr)
         return make_error(Errc::kNoResources, "engine arena full (server call buffers; lower credits or max_bulk)");
       free_calls.push_back(&sc);
@@ -368,7 +399,7 @@ Status Conn::setup_queues() {
     for (uint32_t i = 0; i < n; ++i) free_reqs.push_back(&reqs[n - 1 - i]);
     // Send and reply-chunk buffers only for calls that can be in flight.
     for (uint32_t i = 0; i < n; ++i) {
-      reqs[i].sendbuf = static_cast<uint8_t*>(eng->arena->carve(o.inline_send, 64));
+      reqs[i].sendbuf = block(o.inline_send, 64);
       if (reqs[i].sendbuf == nullptr) return make_error(Errc::kNoResources, "engine arena full (send buffers)");
     }
   }
@@ -407,6 +438,7 @@ void Conn::on_disconnected(Status reason) {
 }
 
 void Conn::close() {
+  user_closed = true;
   if (state == State::kReady || state == State::kConnecting) {
     (void)dc->dev->disconnect(qp.get());
     on_disconnected(make_error(Errc::kDisconnected, "closed locally"));

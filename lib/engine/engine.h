@@ -162,7 +162,10 @@ class Connection {
   // call.done once call() returned 0, even if the connection is lost.
   virtual int call(const Call& call) = 0;
   virtual uint32_t outstanding() const = 0;
-  // Graceful close; outstanding calls complete with kDisconnected.
+  // Done with this connection: a graceful close if it is up; outstanding
+  // calls complete with kDisconnected. The engine then reclaims the
+  // connection and its memory from a later poll(), so the pointer must not
+  // be used after close(). Call it on failed connections too.
   virtual void close() = 0;
 };
 

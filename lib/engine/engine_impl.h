@@ -158,6 +158,12 @@ class Conn final : public Connection {
   void close() override;
 
   Status setup_queues();
+  // Registered memory for this connection, from the engine; given back when
+  // the connection is destroyed, so connections come and go without the
+  // arena running dry.
+  uint8_t* block(size_t size, size_t align);
+  std::vector<std::pair<uint8_t*, size_t>> blocks;
+  bool user_closed = false;  // client: close() called; reclaimed once dead
   void on_established(std::span<const uint8_t> peer_pdata);
   void on_disconnected(Status reason);
   // Datapath, from EngineImpl::poll.
@@ -264,6 +270,12 @@ class EngineImpl final : public Engine {
   std::vector<HandlerEntry> handlers;
   std::vector<std::pair<void*, size_t>> user_regions_;  // registered on devices opened later too
   uint64_t polls = 0;
+  // Blocks given back by destroyed connections, reused by size before the
+  // arena is carved further.
+  uint8_t* take_block(size_t size, size_t align);
+  void give_back(uint8_t* p, size_t size);
+  std::vector<std::pair<size_t, uint8_t*>> spare;
+  uint64_t last_cm_tick = 0, cm_interval_ticks = 0;
 };
 
 }  // namespace tern::rpc

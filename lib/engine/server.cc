@@ -279,7 +279,6 @@ Status Conn::send_reply(SrvCall* sc, std::span<const uint8_t> results, std::span
     w.remote_addr = sc->writes[i].offset;
     w.rkey = sc->writes[i].handle;
     done += n;
-    eng->st.rdma_writes.add();
   }
   // The RPC reply message: inline if it fits the client's receive threshold,
   // else RDMA-written into the client's reply chunk with an RDMA_NOMSG header.
@@ -320,9 +319,7 @@ Status Conn::send_reply(SrvCall* sc, std::span<const uint8_t> results, std::span
         w.remote_addr = sc->replies[i].offset;
         w.rkey = sc->replies[i].handle;
         off += n;
-        eng->st.rdma_writes.add();
       }
-      eng->st.reply_chunks.add();
     }
   }
   // The transport header goes first; with RDMA_MSG the RPC message follows it
@@ -345,6 +342,9 @@ Status Conn::send_reply(SrvCall* sc, std::span<const uint8_t> results, std::span
   s.num_sge = 1;
   if (!sq->room(static_cast<uint32_t>(chain.size())))
     return make_error(Errc::kNoResources, "reply: send queue full; poll and retry");
+  // Counted only now: a reply refused above is retried and must not count twice.
+  eng->st.rdma_writes.add(static_cast<uint64_t>(chain.size() - 1));
+  if (nomsg) eng->st.reply_chunks.add();
   if (sc->inv_rkey != 0) eng->st.remote_invalidations.add();
   sc->state = SrvCall::State::kReplied;
   sc->handler_owner = false;
