@@ -33,4 +33,38 @@ inline Percentiles percentiles(std::vector<double> s) {
   return p;
 }
 
+// Latency samples with bounded memory: every sample is kept until `cap`, then
+// every other one is dropped and from then on only every 2nd (4th, ...) is
+// recorded, so that a long run still yields an even sample over its whole
+// length (not just its first seconds) in at most cap x 4 bytes.
+class SampleSet {
+ public:
+  explicit SampleSet(size_t cap = 4u << 20) : cap_(std::max<size_t>(cap, 2)) {
+    v_.reserve(std::min<size_t>(cap_, 1u << 20));
+  }
+
+  void add(double ns) {
+    if (++seen_ % stride_ != 0) return;
+    if (v_.size() == cap_) {
+      size_t j = 0;
+      for (size_t i = 1; i < v_.size(); i += 2) v_[j++] = v_[i];
+      v_.resize(j);
+      stride_ *= 2;
+    }
+    v_.push_back(ns < 4e9 ? static_cast<uint32_t>(ns) : UINT32_MAX);  // saturate at ~4 s
+  }
+  uint64_t seen() const { return seen_; }
+  size_t kept() const { return v_.size(); }
+  // Appends the kept samples (ns) to `out`.
+  void append_to(std::vector<double>* out) const {
+    out->reserve(out->size() + v_.size());
+    for (uint32_t x : v_) out->push_back(static_cast<double>(x));
+  }
+
+ private:
+  size_t cap_;
+  uint64_t stride_ = 1, seen_ = 0;
+  std::vector<uint32_t> v_;
+};
+
 }  // namespace tern::apps

@@ -43,16 +43,6 @@ struct CallScope {
   ~CallScope() { disarm_watchdog(); }
 };
 
-// Dies with `what`, both sides' state and the peer thread's error, if any.
-[[noreturn]] void wait_failed(const Waiter& w, const Pair& pair) {
-  die("timed out (or the peer failed) waiting for %s; %s", w.what(), pair.describe().c_str());
-}
-
-void check_wc(const Wc& wc, const char* side, const Pair& pair) {
-  if (wc.status != WcStatus::kSuccess)
-    die("%s: completion with an error: %s; %s", side, wc_string(wc).c_str(), pair.describe().c_str());
-}
-
 // ================================================================ 1. raw cache line
 
 void BM_CacheLineRoundTrip(benchmark::State& state) {
@@ -77,166 +67,22 @@ void BM_CacheLineRoundTrip(benchmark::State& state) {
 
 // ================================================================ 2. SEND ping-pong
 
-constexpr uint64_t kSignalEvery = 16;  // selective signaling on every send queue
-constexpr uint32_t kPpRecvBufs = 64;   // receives posted per side
-constexpr uint32_t kPpRepostBatch = 8;
-constexpr uint64_t kPpSendBufs = 32;   // client send buffers, reused once known complete
-
-// Echo server: every received message is sent back from the buffer it landed
-// in; the buffer is reposted (in batches) right after the echo is posted. In
-// ping-pong that is safe: the client's next message proves the echo executed.
-void echo_server(Side& s, const Buf& rbuf, size_t slot, const std::atomic<bool>& stop) {
-  Wc wc[32];
-  RecvWr reposts[kPpRecvBufs];
-  Sge repost_sge[kPpRecvBufs];
-  uint32_t npend = 0;
-  uint64_t sent = 0, completed = 0;
-  const uint32_t sq_depth = s.qp->init().sq_depth;
-  while (!stop.load(std::memory_order_relaxed)) {
-    int n = s.cq->poll(wc, 32);
-    for (int i = 0; i < n; ++i) {
-      if (wc[i].status != WcStatus::kSuccess) return peer_fail("echo server: %s", wc_string(wc[i]).c_str());
-      if (wc[i].opcode == WcOpcode::kSend) {
-        completed = wc[i].wr_id;
-        continue;
-      }
-      if (wc[i].opcode != WcOpcode::kRecv || wc[i].wr_id >= kPpRecvBufs)
-        return peer_fail("echo server: unexpected completion %s", wc_string(wc[i]).c_str());
-      if (sent - completed >= sq_depth)
-        return peer_fail("echo server: send queue full (%" PRIu64 " sent, %" PRIu64 " completed)", sent, completed);
-      uint64_t idx = wc[i].wr_id;
-      Sge sg = rbuf.sge(idx * slot, wc[i].byte_len);
-      SendWr w;
-      w.wr_id = ++sent;
-      w.sg_list = &sg;
-      w.num_sge = 1;
-      w.opcode = WrOpcode::kSend;
-      w.flags = sent % kSignalEvery == 0 ? kWrSignaled : 0;
-      int err = 0;
-      if (s.qp->post_send(&w, 1, &err) != 1) return peer_fail("echo server: post_send failed, err %d", err);
-      repost_sge[npend] = rbuf.sge(idx * slot, slot);
-      reposts[npend] = RecvWr{idx, &repost_sge[npend], 1};
-      if (++npend == kPpRepostBatch) {
-        if (s.qp->post_recv(reposts, static_cast<int>(npend), &err) != static_cast<int>(npend))
-          return peer_fail("echo server: post_recv failed, err %d", err);
-        npend = 0;
-      }
-    }
-  }
-}
-
-// The client's half of a ping-pong: posts reposts in batches, tracks send completion.
-struct PingClient {
-  Pair& pair;
-  Side& c;
-  Buf sbuf, rbuf;
-  size_t slot, size;
-  uint64_t seq = 0, completed = 0;
-  RecvWr reposts[kPpRecvBufs];
-  Sge repost_sge[kPpRecvBufs];
-  uint32_t npend = 0;
-
-  // One round trip; returns the buffer index the echo landed in.
-  uint64_t round_trip(bool full_check) {
-    // Send buffer seq % kPpSendBufs was last used by seq - kPpSendBufs: wait until that is known complete.
-    if (seq + 1 - completed > kPpSendBufs) {
-      Waiter w("a send completion (send buffer reuse)");
-      while (seq + 1 - completed > kPpSendBufs) {
-        Wc wc[16];
-        int n = c.cq->poll(wc, 16);
-        for (int i = 0; i < n; ++i) {
-          check_wc(wc[i], "client", pair);
-          if (wc[i].opcode != WcOpcode::kSend) die("client: unexpected %s", wc_string(wc[i]).c_str());
-          completed = wc[i].wr_id;
-        }
-        if (n == 0 && w.expired()) wait_failed(w, pair);
-      }
-    }
-    ++seq;
-    size_t boff = (seq % kPpSendBufs) * slot;
-    std::memcpy(sbuf.p + boff, &seq, sizeof seq);
-    Sge sg = sbuf.sge(boff, size);
-    SendWr sw;
-    sw.wr_id = seq;
-    sw.sg_list = &sg;
-    sw.num_sge = 1;
-    sw.opcode = WrOpcode::kSend;
-    sw.flags = seq % kSignalEvery == 0 ? kWrSignaled : 0;
-    c.post_send(&sw, 1);
-
-    Waiter w("the echo");
-    for (;;) {
-      Wc wc[16];
-      int n = c.cq->poll(wc, 16);
-      uint64_t got = ~uint64_t{0};
-      for (int i = 0; i < n; ++i) {
-        check_wc(wc[i], "client", pair);
-        if (wc[i].opcode == WcOpcode::kSend) {
-          completed = wc[i].wr_id;
-          continue;
-        }
-        if (wc[i].opcode != WcOpcode::kRecv || wc[i].wr_id >= kPpRecvBufs || got != ~uint64_t{0})
-          die("client: unexpected %s", wc_string(wc[i]).c_str());
-        got = wc[i].wr_id;
-        const uint8_t* echo = rbuf.p + got * slot;
-        uint64_t echoed_seq;
-        std::memcpy(&echoed_seq, echo, sizeof echoed_seq);
-        if (wc[i].byte_len != size || echoed_seq != seq)
-          die("client: echo of message %" PRIu64 " has byte_len %u (want %zu) and sequence %" PRIu64, seq,
-              wc[i].byte_len, size, echoed_seq);
-        if (full_check && std::memcmp(echo, sbuf.p + boff, size) != 0)
-          die("client: echo of message %" PRIu64 " (%zu bytes) differs from what was sent", seq, size);
-        std::memset(const_cast<uint8_t*>(echo), 0, sizeof echoed_seq);  // a stale echo cannot pass next time
-        repost_sge[npend] = rbuf.sge(got * slot, slot);
-        reposts[npend] = RecvWr{got, &repost_sge[npend], 1};
-        if (++npend == kPpRepostBatch) {
-          c.post_recv(reposts, static_cast<int>(npend));
-          npend = 0;
-        }
-      }
-      if (got != ~uint64_t{0}) return got;
-      if (n == 0 && w.expired()) wait_failed(w, pair);
-    }
-  }
-};
+// The echo server, PingClient and PingPongRig are in bench_util.h (shared with
+// tern-bench-engine, which measures the same ping-pong next to RPC round trips).
 
 void BM_SendPingPong(benchmark::State& state) {
   CallScope scope;
-  const size_t size = static_cast<size_t>(state.range(0));
-  const size_t slot = std::max<size_t>(size, 64);
-  Pair pair(4u << 20, 4u << 20);
-  Side& c = pair.client;
-  Side& s = pair.server;
-  Buf srbuf = s.alloc(kPpRecvBufs * slot, kAccessLocalWrite);
-  Buf crbuf = c.alloc(kPpRecvBufs * slot, kAccessLocalWrite);
-  Buf csbuf = c.alloc(kPpSendBufs * slot, kAccessLocalWrite);
-  for (uint64_t b = 0; b < kPpSendBufs; ++b) fill_pattern(csbuf.p + b * slot, slot, static_cast<uint32_t>(b + 1));
-  for (Side* side : {&s, &c}) {
-    const Buf& rb = side == &s ? srbuf : crbuf;
-    std::vector<Sge> sg(kPpRecvBufs);
-    std::vector<RecvWr> rw(kPpRecvBufs);
-    for (uint32_t i = 0; i < kPpRecvBufs; ++i) {
-      sg[i] = rb.sge(i * slot, slot);
-      rw[i] = RecvWr{i, &sg[i], 1};
-    }
-    side->post_recv(rw.data(), static_cast<int>(kPpRecvBufs));
-  }
-  pair.connect();
+  PingPongRig rig(static_cast<size_t>(state.range(0)));
   // The raw cache-line round trip right next to this measurement, for x_cl_adj.
   double cl_adj = measure_line_rtt_ns(kServerCpu, 3, std::chrono::milliseconds(10));
+  rig.start(kServerCpu);  // and 2000 checked round trips of warm-up
 
-  PeerThread server;
-  server.start(kServerCpu, [&](const std::atomic<bool>& stop) { echo_server(s, srbuf, slot, stop); });
-  PingClient pc{pair, c, csbuf, crbuf, slot, size};
-  for (int i = 0; i < 2000; ++i) pc.round_trip(/*full_check=*/true);  // warm-up and data check
-
+  PingClient& pc = *rig.pc;
   uint64_t first = pc.seq;
   uint64_t t0 = now_ns();
   for (auto _ : state) pc.round_trip(false);
   uint64_t t1 = now_ns();
-  pc.round_trip(true);  // the pair still moves correct data after the timed loop
-  server.stop();
-  if (peer_failed()) die("the echo server failed");
+  rig.finish();  // one more checked round trip, then the echo server stops
   if (pc.seq - first != static_cast<uint64_t>(state.iterations()) + 1) die("client: round-trip count is off");
 
   double rtt = static_cast<double>(t1 - t0) / static_cast<double>(state.iterations());
@@ -636,6 +482,7 @@ BENCHMARK(BM_RegMrLocalInv)->ArgName("batch")->Arg(1)->Arg(16)->UseRealTime();
 
 int main(int argc, char** argv) {
   using namespace tern::bench;
+  detail::g_prog = "tern-bench-shm";
   // Our default min time first: a --benchmark_min_time given by the user comes
   // later and wins.
   std::vector<char*> args(argv, argv + argc);

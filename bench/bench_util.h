@@ -46,6 +46,7 @@ inline constexpr unsigned kWatchdogSeconds = 60;
 // ---------------------------------------------------------------- failing loudly
 
 namespace detail {
+inline const char* g_prog = "tern-bench";        // set by each program's main()
 inline std::mutex g_paths_mu;
 inline std::vector<std::string> g_socket_paths;  // unlinked on die()
 inline char g_peer_error[512];                   // set by a peer thread before it stops
@@ -60,14 +61,14 @@ inline void unlink_socket_paths() {
 [[noreturn]] inline void die(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 inline void die(const char* fmt, ...) {
   std::fflush(stdout);
-  std::fprintf(stderr, "\ntern-bench-shm: FATAL: ");
+  std::fprintf(stderr, "\n%s: FATAL: ", detail::g_prog);
   va_list ap;
   va_start(ap, fmt);
   std::vfprintf(stderr, fmt, ap);
   va_end(ap);
   std::fprintf(stderr, "\n");
   if (detail::g_peer_failed.load(std::memory_order_acquire))
-    std::fprintf(stderr, "tern-bench-shm: the peer thread had failed first: %s\n", detail::g_peer_error);
+    std::fprintf(stderr, "%s: the peer thread had failed first: %s\n", detail::g_prog, detail::g_peer_error);
   unlink_socket_paths();
   std::fflush(stderr);
   std::abort();
@@ -88,9 +89,11 @@ inline bool peer_failed() { return detail::g_peer_failed.load(std::memory_order_
 
 // SIGALRM watchdog: arm at the start of each benchmark call, disarm at its end.
 inline void watchdog_handler(int) {
-  static const char msg[] =
-      "\ntern-bench-shm: FATAL: watchdog: a benchmark call ran for over 60 s (hung driver?)\n";
-  ssize_t r = ::write(2, msg, sizeof msg - 1);
+  // write() and strlen() only: async-signal-safe.
+  static const char msg[] = ": FATAL: watchdog: a benchmark call ran for over 60 s (hung driver or engine?)\n";
+  ssize_t r = ::write(2, "\n", 1);
+  r = ::write(2, detail::g_prog, std::strlen(detail::g_prog));
+  r = ::write(2, msg, sizeof msg - 1);
   (void)r;
   std::abort();
 }
@@ -118,7 +121,7 @@ inline bool pin_self(int cpu) {
   if (rc != 0) {
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true))
-      std::fprintf(stderr, "tern-bench-shm: warning: cannot pin to CPU %d (%s); running unpinned\n", cpu,
+      std::fprintf(stderr, "%s: warning: cannot pin to CPU %d (%s); running unpinned\n", detail::g_prog, cpu,
                    std::strerror(rc));
     return false;
   }
@@ -482,5 +485,185 @@ inline double measure_line_rtt_ns(int peer_cpu, int samples, std::chrono::nanose
   std::sort(r.begin(), r.end());
   return r[r.size() / 2];
 }
+
+
+// ---------------------------------------------------------------- SEND ping-pong
+
+// Dies with `what`, both sides' state and the peer thread's error, if any.
+[[noreturn]] inline void wait_failed(const Waiter& w, const Pair& pair) {
+  die("timed out (or the peer failed) waiting for %s; %s", w.what(), pair.describe().c_str());
+}
+
+inline void check_wc(const Wc& wc, const char* side, const Pair& pair) {
+  if (wc.status != WcStatus::kSuccess)
+    die("%s: completion with an error: %s; %s", side, wc_string(wc).c_str(), pair.describe().c_str());
+}
+
+inline constexpr uint64_t kSignalEvery = 16;  // selective signaling on every send queue
+inline constexpr uint32_t kPpRecvBufs = 64;   // receives posted per side
+inline constexpr uint32_t kPpRepostBatch = 8;
+inline constexpr uint64_t kPpSendBufs = 32;   // client send buffers, reused once known complete
+
+// Echo server: every received message is sent back from the buffer it landed
+// in; the buffer is reposted (in batches) right after the echo is posted. In
+// ping-pong that is safe: the client's next message proves the echo executed.
+inline void echo_server(Side& s, const Buf& rbuf, size_t slot, const std::atomic<bool>& stop) {
+  Wc wc[32];
+  RecvWr reposts[kPpRecvBufs];
+  Sge repost_sge[kPpRecvBufs];
+  uint32_t npend = 0;
+  uint64_t sent = 0, completed = 0;
+  const uint32_t sq_depth = s.qp->init().sq_depth;
+  while (!stop.load(std::memory_order_relaxed)) {
+    int n = s.cq->poll(wc, 32);
+    for (int i = 0; i < n; ++i) {
+      if (wc[i].status != WcStatus::kSuccess) return peer_fail("echo server: %s", wc_string(wc[i]).c_str());
+      if (wc[i].opcode == WcOpcode::kSend) {
+        completed = wc[i].wr_id;
+        continue;
+      }
+      if (wc[i].opcode != WcOpcode::kRecv || wc[i].wr_id >= kPpRecvBufs)
+        return peer_fail("echo server: unexpected completion %s", wc_string(wc[i]).c_str());
+      if (sent - completed >= sq_depth)
+        return peer_fail("echo server: send queue full (%" PRIu64 " sent, %" PRIu64 " completed)", sent, completed);
+      uint64_t idx = wc[i].wr_id;
+      Sge sg = rbuf.sge(idx * slot, wc[i].byte_len);
+      SendWr w;
+      w.wr_id = ++sent;
+      w.sg_list = &sg;
+      w.num_sge = 1;
+      w.opcode = WrOpcode::kSend;
+      w.flags = sent % kSignalEvery == 0 ? kWrSignaled : 0;
+      int err = 0;
+      if (s.qp->post_send(&w, 1, &err) != 1) return peer_fail("echo server: post_send failed, err %d", err);
+      repost_sge[npend] = rbuf.sge(idx * slot, slot);
+      reposts[npend] = RecvWr{idx, &repost_sge[npend], 1};
+      if (++npend == kPpRepostBatch) {
+        if (s.qp->post_recv(reposts, static_cast<int>(npend), &err) != static_cast<int>(npend))
+          return peer_fail("echo server: post_recv failed, err %d", err);
+        npend = 0;
+      }
+    }
+  }
+}
+
+// The client's half of a ping-pong: posts reposts in batches, tracks send completion.
+struct PingClient {
+  Pair& pair;
+  Side& c;
+  Buf sbuf, rbuf;
+  size_t slot, size;
+  uint64_t seq = 0, completed = 0;
+  RecvWr reposts[kPpRecvBufs];
+  Sge repost_sge[kPpRecvBufs];
+  uint32_t npend = 0;
+
+  // One round trip; returns the buffer index the echo landed in.
+  uint64_t round_trip(bool full_check) {
+    // Send buffer seq % kPpSendBufs was last used by seq - kPpSendBufs: wait until that is known complete.
+    if (seq + 1 - completed > kPpSendBufs) {
+      Waiter w("a send completion (send buffer reuse)");
+      while (seq + 1 - completed > kPpSendBufs) {
+        Wc wc[16];
+        int n = c.cq->poll(wc, 16);
+        for (int i = 0; i < n; ++i) {
+          check_wc(wc[i], "client", pair);
+          if (wc[i].opcode != WcOpcode::kSend) die("client: unexpected %s", wc_string(wc[i]).c_str());
+          completed = wc[i].wr_id;
+        }
+        if (n == 0 && w.expired()) wait_failed(w, pair);
+      }
+    }
+    ++seq;
+    size_t boff = (seq % kPpSendBufs) * slot;
+    std::memcpy(sbuf.p + boff, &seq, sizeof seq);
+    Sge sg = sbuf.sge(boff, size);
+    SendWr sw;
+    sw.wr_id = seq;
+    sw.sg_list = &sg;
+    sw.num_sge = 1;
+    sw.opcode = WrOpcode::kSend;
+    sw.flags = seq % kSignalEvery == 0 ? kWrSignaled : 0;
+    c.post_send(&sw, 1);
+
+    Waiter w("the echo");
+    for (;;) {
+      Wc wc[16];
+      int n = c.cq->poll(wc, 16);
+      uint64_t got = ~uint64_t{0};
+      for (int i = 0; i < n; ++i) {
+        check_wc(wc[i], "client", pair);
+        if (wc[i].opcode == WcOpcode::kSend) {
+          completed = wc[i].wr_id;
+          continue;
+        }
+        if (wc[i].opcode != WcOpcode::kRecv || wc[i].wr_id >= kPpRecvBufs || got != ~uint64_t{0})
+          die("client: unexpected %s", wc_string(wc[i]).c_str());
+        got = wc[i].wr_id;
+        const uint8_t* echo = rbuf.p + got * slot;
+        uint64_t echoed_seq;
+        std::memcpy(&echoed_seq, echo, sizeof echoed_seq);
+        if (wc[i].byte_len != size || echoed_seq != seq)
+          die("client: echo of message %" PRIu64 " has byte_len %u (want %zu) and sequence %" PRIu64, seq,
+              wc[i].byte_len, size, echoed_seq);
+        if (full_check && std::memcmp(echo, sbuf.p + boff, size) != 0)
+          die("client: echo of message %" PRIu64 " (%zu bytes) differs from what was sent", seq, size);
+        std::memset(const_cast<uint8_t*>(echo), 0, sizeof echoed_seq);  // a stale echo cannot pass next time
+        repost_sge[npend] = rbuf.sge(got * slot, slot);
+        reposts[npend] = RecvWr{got, &repost_sge[npend], 1};
+        if (++npend == kPpRepostBatch) {
+          c.post_recv(reposts, static_cast<int>(npend));
+          npend = 0;
+        }
+      }
+      if (got != ~uint64_t{0}) return got;
+      if (n == 0 && w.expired()) wait_failed(w, pair);
+    }
+  }
+};
+
+// A connected pair ready for a ping-pong of `size`-byte messages: receives
+// posted on both sides, the client's send buffers filled with patterns.
+// start() runs the echo server on a pinned peer thread and 2000 checked round
+// trips of warm-up; finish() checks one more round trip and stops the server.
+struct PingPongRig {
+  size_t size, slot;
+  Pair pair;
+  Buf srbuf, crbuf, csbuf;
+  PeerThread server;
+  std::unique_ptr<PingClient> pc;
+
+  explicit PingPongRig(size_t sz) : size(sz), slot(std::max<size_t>(sz, 64)), pair(4u << 20, 4u << 20) {
+    Side& c = pair.client;
+    Side& s = pair.server;
+    srbuf = s.alloc(kPpRecvBufs * slot, kAccessLocalWrite);
+    crbuf = c.alloc(kPpRecvBufs * slot, kAccessLocalWrite);
+    csbuf = c.alloc(kPpSendBufs * slot, kAccessLocalWrite);
+    for (uint64_t b = 0; b < kPpSendBufs; ++b) fill_pattern(csbuf.p + b * slot, slot, static_cast<uint32_t>(b + 1));
+    for (Side* side : {&s, &c}) {
+      const Buf& rb = side == &s ? srbuf : crbuf;
+      std::vector<Sge> sg(kPpRecvBufs);
+      std::vector<RecvWr> rw(kPpRecvBufs);
+      for (uint32_t i = 0; i < kPpRecvBufs; ++i) {
+        sg[i] = rb.sge(i * slot, slot);
+        rw[i] = RecvWr{i, &sg[i], 1};
+      }
+      side->post_recv(rw.data(), static_cast<int>(kPpRecvBufs));
+    }
+    pair.connect();
+  }
+  ~PingPongRig() { server.stop(); }
+
+  void start(int server_cpu) {
+    server.start(server_cpu, [this](const std::atomic<bool>& stop) { echo_server(pair.server, srbuf, slot, stop); });
+    pc = std::make_unique<PingClient>(PingClient{pair, pair.client, csbuf, crbuf, slot, size});
+    for (int i = 0; i < 2000; ++i) pc->round_trip(/*full_check=*/true);  // warm-up and data check
+  }
+  void finish() {
+    pc->round_trip(true);  // the pair still moves correct data after the timed loop
+    server.stop();
+    if (peer_failed()) die("the echo server failed");
+  }
+};
 
 }  // namespace tern::bench

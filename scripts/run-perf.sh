@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds Tern (release), then runs a
 # tern-perf server and client over the shm driver, pinned to two cores, and
-# prints latency and throughput reports.
+# prints latency and throughput reports: raw driver SENDs first (the
+# baseline), then RPC calls through the engine (--rpc), inline and with 64 KiB
+# through read and write chunks.
 #   scripts/run-perf.sh [--seconds S] [--size N]
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,6 +27,7 @@ out=$(mktemp -d /tmp/tern-perf-XXXXXX)
 server_pid=
 cleanup() {
   [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null || true
+  [[ -n "$server_pid" ]] && wait "$server_pid" 2>/dev/null || true
   rm -f "$sock"
 }
 trap cleanup EXIT
@@ -43,5 +46,19 @@ run() {
 run --mode lat --size "$size" --json "$out/lat.json"
 run --mode bw --size "$size" --qd 32 --json "$out/bw-small.json"
 run --mode bw --size 65536 --qd 16 --json "$out/bw-64k.json"
+
+# The same server path, now served by the RPC engine (four clients: its
+# default --clients).
+kill "$server_pid"
+wait "$server_pid" 2>/dev/null || true
+rm -f "$sock"
+"$perf" server --rpc --dev "shm:path=$sock" --lcore "$server_cpu" --quiet &
+server_pid=$!
+for _ in $(seq 50); do [[ -S "$sock" ]] && break; sleep 0.05; done
+rpc_size=$(( (size < 16 ? 16 : size) + 3 & ~3 ))  # RPC arguments: at least 16 bytes, XDR-aligned
+run --rpc --mode lat --size "$rpc_size" --json "$out/rpc-lat.json"
+run --rpc --mode bw --size "$rpc_size" --qd 32 --json "$out/rpc-bw-small.json"
+run --rpc --mode bw --bulk 64K --bulk-dir read --qd 8 --json "$out/rpc-bw-64k-read.json"
+run --rpc --mode bw --bulk 64K --bulk-dir write --qd 8 --json "$out/rpc-bw-64k-write.json"
 echo >&2
 echo "JSON results in $out/" >&2

@@ -25,7 +25,9 @@ TEST(SendCtxRing, SignalsOncePerBatch) {
     bool sig;
     ring.acquire(&owner_tag[i], &sig);
     signaled += sig;
-    if (sig) EXPECT_EQ((i + 1) % 8, 0) << "send " << i;
+    if (sig) {
+      EXPECT_EQ((i + 1) % 8, 0) << "send " << i;
+    }
   }
   EXPECT_EQ(signaled, 4);
 }
@@ -188,7 +190,9 @@ TEST_F(Registrar, ChunkBeyondDepthSplitsAtPageBoundaries) {
   uint64_t pos = addr(100), total = 0;
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(segs[i].offset, pos) << "segments are contiguous";
-    if (i > 0) EXPECT_EQ(segs[i].offset % 4096, 0u) << "later pieces start on a page";
+    if (i > 0) {
+      EXPECT_EQ(segs[i].offset % 4096, 0u) << "later pieces start on a page";
+    }
     EXPECT_LE(((segs[i].offset & 4095) + segs[i].length + 4095) / 4096, 16u) << "within depth";
     pos += segs[i].length;
     total += segs[i].length;

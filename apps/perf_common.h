@@ -1,0 +1,74 @@
+// What tern-perf's modes share: the parsed command line, device specs for
+// several engines, JSON text, and running one function per engine on its own
+// pinned thread (or EAL lcore) while the main thread reports progress.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+
+namespace tern::apps {
+
+enum class BulkDir : uint8_t {
+  kRead,   // client -> server: the call offers a read chunk, the server pulls it (RDMA READ)
+  kWrite,  // server -> client: the call offers a write chunk, the server fills it (RDMA WRITE)
+};
+
+struct Options {
+  bool server = false;
+  bool rpc = false;  // the RPC engine instead of raw driver SENDs
+  std::string dev = "shm:path=/tmp/tern-perf.sock";
+  std::string mode = "lat";  // lat | bw
+  uint32_t size = 32;
+  uint32_t qd = 1;
+  double seconds = 2.0;
+  uint64_t iters = 0;  // 0: run for `seconds`
+  uint32_t warmup = 1000;
+  std::vector<unsigned> lcores;  // empty: do not pin
+  bool use_eal = false;
+  bool once = false;
+  std::string json;
+  bool quiet = false;
+  // RPC mode.
+  uint32_t bulk = 0;  // bytes per call through a chunk; 0: inline echo
+  BulkDir bulk_dir = BulkDir::kRead;
+  uint32_t engines = 1;
+  uint32_t check_every = 64;  // every Nth call (and every warm-up call) is checked byte for byte
+  double timeout = 5.0;       // seconds without any completion before giving up
+  uint32_t credits = 32;      // server: credits granted per connection
+  uint32_t max_bulk = 1u << 20;  // server: largest chunk accepted or filled
+  uint32_t clients = 4;          // server: connections per engine over its life
+};
+
+// tern-perf's RPC modes (perf_rpc.cc).
+int run_rpc_server(const Options& o);
+int run_rpc_client(const Options& o);
+
+// The device spec engine i uses: engine 0 the given one, engine i > 0 the same
+// with ".i" appended to its path= value (shm:path=/tmp/p.sock -> /tmp/p.sock.1).
+Result<std::string> engine_spec(const std::string& spec, uint32_t i);
+
+// The CPU engine i is pinned to, or -1 (unpinned): --lcore lists one CPU per
+// engine, or a first CPU from which the others follow (wrapping around the
+// CPUs online).
+int engine_cpu(const Options& o, uint32_t i);
+
+// Set to make every engine loop and the monitor wind down: a signal, a failed
+// engine, an engine that could not be launched.
+extern std::atomic<bool> g_stop;
+
+// Runs bodies[i] for every engine, each pinned to engine_cpu(i) on its own
+// thread (or launched on that EAL lcore with --eal), and monitor() on the
+// calling thread meanwhile. Returns the first non-zero result of the bodies in
+// engine order, else monitor()'s.
+int run_engines(const Options& o, std::vector<std::function<int()>> bodies, const std::function<int()>& monitor);
+
+// `s` as the inside of a JSON string literal.
+std::string json_escape(std::string_view s);
+
+}  // namespace tern::apps
