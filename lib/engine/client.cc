@@ -132,13 +132,7 @@ int Conn::marshal_and_send(Request* r) {
   size_t len = wire::encode_call(r->sendbuf, inline_send, r->xid, o.credits, ch, c, c.args);
   TERN_CHECK(len != 0, "call header does not fit the inline threshold (checked at call())");
   int nreg = chain.size();
-  SendWr& s = chain.add();
-  Sge* sg = chain.sges(1);
-  sg[0] = Sge{reinterpret_cast<uint64_t>(r->sendbuf), static_cast<uint32_t>(len),
-              dc->find(r->sendbuf, len)->mr->lkey()};
-  s.opcode = WrOpcode::kSend;
-  s.sg_list = sg;
-  s.num_sge = 1;
+  add_send(r->sendbuf, len);
   if (!sq->room(static_cast<uint32_t>(chain.size()))) {
     chain.truncate(nreg);
     reg.release(&r->mrs);
@@ -154,6 +148,28 @@ int Conn::marshal_and_send(Request* r) {
   r->state = Request::State::kSent;
   ++in_flight;
   return 0;
+}
+
+SendWr& Conn::add_send(const uint8_t* buf, size_t len) {
+  SendWr& s = chain.add();
+  Sge* sg = chain.sges(1);
+  sg[0] = Sge{reinterpret_cast<uint64_t>(buf), static_cast<uint32_t>(len), dc->find(buf, len)->mr->lkey()};
+  s.opcode = WrOpcode::kSend;
+  s.sg_list = sg;
+  s.num_sge = 1;
+  return s;
+}
+
+void Conn::release_send_owner(void* owner) {
+  if (server) {
+    auto* sc = static_cast<SrvCall*>(owner);
+    sc->send_owner = false;
+    maybe_free(sc);
+  } else {
+    auto* r = static_cast<Request*>(owner);
+    r->send_owner = false;
+    maybe_free(r);
+  }
 }
 
 // Posts a chain whose WR at send_index is a Send owned by send_owner; takes a
@@ -190,17 +206,7 @@ void Conn::on_send_wc(const Wc& wc) {
       auto idx = static_cast<uint32_t>(wr_val(wc.wr_id));
       // A signaled completion (or any flush) proves every earlier Send done.
       sq->retire(ring_seq[idx & (ring->size() - 1)]);
-      ring->complete_through(idx, [&](void* owner) {
-        if (server) {
-          auto* sc = static_cast<SrvCall*>(owner);
-          sc->send_owner = false;
-          maybe_free(sc);
-        } else {
-          auto* r = static_cast<Request*>(owner);
-          r->send_owner = false;
-          maybe_free(r);
-        }
-      });
+      ring->complete_through(idx, [&](void* owner) { release_send_owner(owner); });
       if (wc.status != WcStatus::kSuccess && wc.status != WcStatus::kWrFlushErr)
         on_disconnected(make_error(Errc::kRemoteError, "send failed: %s", wc_status_name(wc.status)));
       break;

@@ -448,17 +448,7 @@ void Conn::close() {
 void Conn::finish_teardown() {
   // The QP is drained: no WR of ours is outstanding. Release the Send owners
   // of the unsignaled tail, then fail every call that did not finish.
-  ring->release_all([&](void* owner) {
-    if (server) {
-      auto* sc = static_cast<SrvCall*>(owner);
-      sc->send_owner = false;
-      maybe_free(sc);
-    } else {
-      auto* r = static_cast<Request*>(owner);
-      r->send_owner = false;
-      maybe_free(r);
-    }
-  });
+  ring->release_all([&](void* owner) { release_send_owner(owner); });
   sq->retire_all();
   if (!server) {
     for (auto& r : reqs) {

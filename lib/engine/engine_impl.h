@@ -189,6 +189,12 @@ class Conn final : public Connection {
   void maybe_free(SrvCall* sc);
   // both
   bool post_chain(WrChain& chain, int send_index, void* send_owner);
+  // Appends a Send of [buf, buf+len) (registered memory) to `chain`.
+  rdma::SendWr& add_send(const uint8_t* buf, size_t len);
+  // A signaled Send completed (or teardown): the Send owner of `owner` lets go.
+  void release_send_owner(void* owner);
+  // Server: gives `sc` back unserved and answers its call with ERR_CHUNK.
+  void refuse_call(SrvCall* sc, ReplyBuf* rep, uint32_t xid);
 
   enum class State : uint8_t { kConnecting, kReady, kDraining, kDead };
   State state = State::kConnecting;

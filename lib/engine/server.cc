@@ -58,6 +58,14 @@ void Conn::maybe_free(SrvCall* sc) {
   free_calls.push_back(sc);
 }
 
+void Conn::refuse_call(SrvCall* sc, ReplyBuf* rep, uint32_t xid) {
+  sc->state = SrvCall::State::kReplied;
+  sc->rep = nullptr;
+  rep->owner = nullptr;
+  maybe_free(sc);
+  send_rdma_error(rep, xid, false);
+}
+
 void Conn::send_rdma_error(ReplyBuf* rep, uint32_t xid, bool vers) {
   if (free_calls.empty() || ring->full() || !sq->room(1)) {
     to_repost.push_back(rep);  // no room to answer: drop, as for garbage
@@ -69,13 +77,7 @@ void Conn::send_rdma_error(ReplyBuf* rep, uint32_t xid, bool vers) {
   sc->handler_owner = false;
   size_t len = wire::encode_rdma_error(sc->sendbuf, inline_send, xid, eng->opt.credits, vers);
   chain.clear();
-  SendWr& s = chain.add();
-  Sge* sg = chain.sges(1);
-  sg[0] = Sge{reinterpret_cast<uint64_t>(sc->sendbuf), static_cast<uint32_t>(len),
-              dc->find(sc->sendbuf, len)->mr->lkey()};
-  s.opcode = WrOpcode::kSend;
-  s.sg_list = sg;
-  s.num_sge = 1;
+  add_send(sc->sendbuf, len);
   eng->st.rdma_errors_sent.add();
   to_repost.push_back(rep);
   post_chain(chain, 0, sc);
@@ -149,11 +151,7 @@ void Conn::handle_call(ReplyBuf* rep) {
   for (int i = 0; i < in.nread; ++i) total += in.reads[i].seg.length;
   if (total > eng->opt.max_bulk) {
     // A read chunk larger than this server accepts: RFC 8166's ERR_CHUNK.
-    sc->state = SrvCall::State::kReplied;
-    sc->rep = nullptr;
-    rep->owner = nullptr;
-    maybe_free(sc);
-    send_rdma_error(rep, in.xid, false);
+    refuse_call(sc, rep, in.xid);
     return;
   }
   if (in.nread == 0) {
@@ -165,11 +163,7 @@ void Conn::handle_call(ReplyBuf* rep) {
   if (!sq->room(static_cast<uint32_t>(in.nread))) {
     // The send queue is sized for credits x chunks, so this means a client
     // sent more than it was granted.
-    sc->state = SrvCall::State::kReplied;
-    sc->rep = nullptr;
-    rep->owner = nullptr;
-    maybe_free(sc);
-    send_rdma_error(rep, in.xid, false);
+    refuse_call(sc, rep, in.xid);
     return;
   }
   chain.clear();
@@ -333,13 +327,11 @@ Status Conn::send_reply(SrvCall* sc, std::span<const uint8_t> results, std::span
     if (hdr != hdr_max) std::memmove(sb + hdr, sb + hdr_max, body_len);
     len = hdr + body_len;
   }
-  SendWr& s = chain.add();
-  Sge* sg = chain.sges(1);
-  sg[0] = Sge{reinterpret_cast<uint64_t>(sb), static_cast<uint32_t>(len), dc->find(sb, len)->mr->lkey()};
-  s.opcode = sc->inv_rkey != 0 ? WrOpcode::kSendWithInv : WrOpcode::kSend;
-  s.invalidate_rkey = sc->inv_rkey;
-  s.sg_list = sg;
-  s.num_sge = 1;
+  SendWr& s = add_send(sb, len);
+  if (sc->inv_rkey != 0) {
+    s.opcode = WrOpcode::kSendWithInv;
+    s.invalidate_rkey = sc->inv_rkey;
+  }
   if (!sq->room(static_cast<uint32_t>(chain.size())))
     return make_error(Errc::kNoResources, "reply: send queue full; poll and retry");
   // Counted only now: a reply refused above is retried and must not count twice.
