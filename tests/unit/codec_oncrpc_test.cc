@@ -15,23 +15,14 @@
 #include "oncrpc/oncrpc.h"
 #include "xdr/xdr.h"
 
+#include "exact_buf.h"
+
 namespace tern::oncrpc {
 namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-// A heap buffer of exactly n bytes, so that ASan flags any read past its end.
-class ExactBuf {
- public:
-  explicit ExactBuf(std::span<const uint8_t> src) : n_(src.size()), p_(new uint8_t[src.size()]) {
-    if (n_ != 0) std::memcpy(p_.get(), src.data(), n_);
-  }
-  std::span<const uint8_t> span() const { return {p_.get(), n_}; }
-
- private:
-  size_t n_;
-  std::unique_ptr<uint8_t[]> p_;
-};
+using tern::testing::ExactBuf;
 
 // ------------------------------------------------------------ helpers
 
