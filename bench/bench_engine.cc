@@ -20,6 +20,7 @@
 // The engine's bookkeeping, one thread unless said otherwise:
 //   BM_SendCtxRing/batch         SendCtxRing acquire per Send, complete_through
 //                                per signaled one (the Send owner's release)
+//   BM_RequestPool/n             ObjectPool get/put of n requests (calls in flight)
 //   BM_MrFreeListLocal/n         MrFreeList get/put of n MRs (a call's chunks)
 //   BM_MrFreeListRemote/n        put_remote of n MRs, then get (take_remote)
 //   BM_MrFreeListCrossThread     the owner gets MRs and hands them to a thread
@@ -38,7 +39,9 @@
 
 #include "bench_util.h"
 #include "engine/engine.h"
+#include "engine/engine_impl.h"
 #include "engine/mr_free_list.h"
+#include "engine/object_pool.h"
 #include "engine/send_ctx_ring.h"
 
 namespace tern::bench {
@@ -398,6 +401,21 @@ void BM_SendCtxRing(benchmark::State& state) {
 
 std::vector<EngineMr> make_mrs(size_t n) { return std::vector<EngineMr>(n); }
 
+// The pool a connection takes its requests from (and a server its calls).
+void BM_RequestPool(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  ObjectPool<Request> pool;
+  pool.create(1024);
+  std::vector<Request*> got(n);
+  for (auto _ : state) {
+    for (size_t k = 0; k < n; ++k) got[k] = pool.get();
+    benchmark::DoNotOptimize(got.data());
+    for (size_t k = 0; k < n; ++k) pool.put(got[k]);
+  }
+  if (!pool.all_free()) die("ObjectPool lost requests: %u of %u free", pool.free_count(), pool.size());
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
+}
+
 void BM_MrFreeListLocal(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0));
   auto mrs = make_mrs(1024);
@@ -496,6 +514,7 @@ BENCHMARK(BM_RpcRoundTrip)
     ->ArgsProduct({{4 << 10, 64 << 10, 1 << 20}, {0, 1}})
     ->UseRealTime();
 BENCHMARK(BM_SendCtxRing)->ArgName("batch")->Arg(1)->Arg(16);
+BENCHMARK(BM_RequestPool)->ArgName("n")->Arg(1)->Arg(32);
 BENCHMARK(BM_MrFreeListLocal)->ArgName("n")->Arg(1)->Arg(16);
 BENCHMARK(BM_MrFreeListRemote)->ArgName("n")->Arg(1)->Arg(16);
 BENCHMARK(BM_MrFreeListCrossThread)->UseRealTime();

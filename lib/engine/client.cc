@@ -34,10 +34,8 @@ int Conn::call(const Call& c) {
   if (wire::call_transport_header_len(nread, nwrite, nreply) + wire::call_rpc_header_len(c) + c.args.size() >
       inline_send)
     return EINVAL;
-  if (free_reqs.empty()) return EAGAIN;
-  Request* r = free_reqs.back();
-  free_reqs.pop_back();
-  r->pooled = false;
+  Request* r = reqs.get();
+  if (r == nullptr) return EAGAIN;
   // I5: a pooled request carries nothing.
   TERN_ASSERT(r->state == Request::State::kFree && !r->rpc_owner && !r->send_owner && r->reply == nullptr &&
               r->mrs == nullptr);
@@ -212,7 +210,8 @@ void Conn::on_send_wc(const Wc& wc) {
       break;
     }
     case WrTag::kInv: {
-      Request* r = &reqs[wr_val(wc.wr_id)];
+      Request* r = reqs.find(static_cast<uint32_t>(wr_val(wc.wr_id)));
+      if (r == nullptr) break;  // not a wr_id of ours: ignore it
       sq->retire(r->inv_seq);
       if (wc.status != WcStatus::kSuccess) {
         // Flushed: the MRs' state is unknown. Teardown destroys them and fails the call.
@@ -297,7 +296,7 @@ void Conn::handle_reply(ReplyBuf* rep) {
   // The server's grant: at least one, never more than we asked for.
   credits = std::max<uint32_t>(1, std::min(h.credits, eng->opt.credits));
   uint32_t slot = h.xid & ((1u << slot_bits) - 1);
-  Request* r = slot < reqs.size() ? &reqs[slot] : nullptr;
+  Request* r = reqs.find(slot);
   if (r == nullptr || r->xid != h.xid || r->state != Request::State::kSent || r->reply != nullptr) {
     // Not a call we are waiting for (late, duplicated or forged): drop it.
     eng->st.bad_headers.add();
@@ -369,10 +368,8 @@ void Conn::maybe_free(Request* r) {
   // I4: back to the pool only when both the RPC owner and the Send owner let go.
   if (r->rpc_owner || r->send_owner || r->state != Request::State::kFree) return;
   TERN_ASSERT(r->reply == nullptr && r->mrs == nullptr);
-  TERN_ASSERT(!r->pooled, "request %u put back twice", r->slot);
   r->call = Call{};
-  r->pooled = true;
-  free_reqs.push_back(r);
+  reqs.put(r);
 }
 
 }  // namespace tern::rpc

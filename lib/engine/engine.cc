@@ -374,7 +374,7 @@ Status Conn::setup_queues() {
   // pool runs dry while the connection idles between batches.
   const uint32_t slack = o.send_batch + 1;
   if (server) {
-    calls.resize(o.credits + slack);
+    calls.create(o.credits + slack);
     ring_seq_reads_.assign(calls.size(), 0);
     for (uint32_t i = 0; i < calls.size(); ++i) {
       SrvCall& sc = calls[i];
@@ -385,18 +385,16 @@ Status Conn::setup_queues() {
       sc.reply_area = block(o.max_reply + 256, 4096);
       if (sc.sendbuf == nullptr || sc.bulk_buf_ == nullptr || sc.reply_area == nullptr)
         return make_error(Errc::kNoResources, "engine arena full (server call buffers; lower credits or max_bulk)");
-      free_calls.push_back(&sc);
     }
   } else {
     uint32_t n = o.credits + o.backlog + slack;
-    reqs.resize(n);
+    reqs.create(n);
     // An xid carries its request's slot in its low bits, so a reply finds its
     // request without a lookup table; the rest is a sequence number, so a
     // late reply to an earlier use of the slot does not match.
     slot_bits = 1;
     while ((1u << slot_bits) < n) ++slot_bits;
     for (uint32_t i = 0; i < n; ++i) reqs[i].slot = i;
-    for (uint32_t i = 0; i < n; ++i) free_reqs.push_back(&reqs[n - 1 - i]);
     // Send and reply-chunk buffers only for calls that can be in flight.
     for (uint32_t i = 0; i < n; ++i) {
       reqs[i].sendbuf = block(o.inline_send, 64);

@@ -26,6 +26,7 @@
 
 #include "engine/engine.h"
 #include "engine/frwr_registrar.h"
+#include "engine/object_pool.h"
 #include "engine/send_ctx_ring.h"
 #include "engine/wr_chain.h"
 #include "mem/arena.h"
@@ -85,7 +86,6 @@ struct Request {
   uint64_t inv_seq = 0;            // SqBudget sequence of the LOCAL_INV chain
   CallReply result{};
   Request* next = nullptr;         // backlog link
-  bool pooled = true;              // on free_reqs (guards against a double put)
 };
 
 // ---------------------------------------------------------------- server call
@@ -185,7 +185,7 @@ class Conn final : public Connection {
   Status send_reply(SrvCall* sc, std::span<const uint8_t> results, std::span<const uint8_t> bulk, int accept);
   void send_rdma_error(ReplyBuf* rep, uint32_t xid, bool vers);
   void server_read_done(const rdma::Wc& wc);
-  bool calls_idle() const { return free_calls.size() == calls.size(); }
+  bool calls_idle() const { return calls.all_free(); }
   void maybe_free(SrvCall* sc);
   // both
   bool post_chain(WrChain& chain, int send_index, void* send_owner);
@@ -218,8 +218,7 @@ class Conn final : public Connection {
   bool sq_drained = false, rq_drained = false;
 
   // Client.
-  std::vector<Request> reqs;
-  std::vector<Request*> free_reqs;
+  ObjectPool<Request> reqs;
   Request* backlog_head = nullptr;
   Request* backlog_tail = nullptr;
   uint32_t backlog_len = 0;
@@ -229,8 +228,7 @@ class Conn final : public Connection {
   uint32_t slot_bits = 10;   // low bits of an xid name the request slot
 
   // Server.
-  std::vector<SrvCall> calls;
-  std::vector<SrvCall*> free_calls;
+  ObjectPool<SrvCall> calls;
   std::vector<uint64_t> ring_seq_reads_;  // SqBudget sequence of each call's READ chain
   // Calls received while every SrvCall was still held (by a handler or an
   // unsignaled reply Send): served as calls free up, never dropped. Bounded

@@ -55,7 +55,7 @@ void Conn::maybe_free(SrvCall* sc) {
   sc->bulk_len_ = 0;
   sc->inv_rkey = 0;
   sc->nomsg = false;
-  free_calls.push_back(sc);
+  calls.put(sc);
 }
 
 void Conn::refuse_call(SrvCall* sc, ReplyBuf* rep, uint32_t xid) {
@@ -67,12 +67,11 @@ void Conn::refuse_call(SrvCall* sc, ReplyBuf* rep, uint32_t xid) {
 }
 
 void Conn::send_rdma_error(ReplyBuf* rep, uint32_t xid, bool vers) {
-  if (free_calls.empty() || ring->full() || !sq->room(1)) {
+  if (calls.empty() || ring->full() || !sq->room(1)) {
     to_repost.push_back(rep);  // no room to answer: drop, as for garbage
     return;
   }
-  SrvCall* sc = free_calls.back();
-  free_calls.pop_back();
+  SrvCall* sc = calls.get();
   sc->state = SrvCall::State::kReplied;
   sc->handler_owner = false;
   size_t len = wire::encode_rdma_error(sc->sendbuf, inline_send, xid, eng->opt.credits, vers);
@@ -86,7 +85,7 @@ void Conn::send_rdma_error(ReplyBuf* rep, uint32_t xid, bool vers) {
 
 int Conn::serve_deferred() {
   int n = 0;
-  while (!deferred.empty() && !free_calls.empty() && state == State::kReady) {
+  while (!deferred.empty() && !calls.empty() && state == State::kReady) {
     ReplyBuf* rep = deferred.front();
     deferred.pop_front();
     handle_call(rep);
@@ -111,13 +110,12 @@ void Conn::handle_call(ReplyBuf* rep) {
     case wire::Incoming::Verdict::kOk:
       break;
   }
-  if (free_calls.empty()) {
+  SrvCall* sc = calls.get();
+  if (sc == nullptr) {
     eng->st.calls_deferred.add();
     deferred.push_back(rep);
     return;
   }
-  SrvCall* sc = free_calls.back();
-  free_calls.pop_back();
   sc->xid_ = in.xid;
   sc->client_credits = in.credits;
   sc->rep = rep;
@@ -194,7 +192,8 @@ void Conn::handle_call(ReplyBuf* rep) {
 }
 
 void Conn::server_read_done(const Wc& wc) {
-  SrvCall* sc = &calls[wr_val(wc.wr_id)];
+  SrvCall* sc = calls.find(static_cast<uint32_t>(wr_val(wc.wr_id)));
+  if (sc == nullptr) return;  // not a wr_id of ours
   sq->retire(ring_seq_reads_[sc->index]);
   if (wc.status != WcStatus::kSuccess) {
     // The pull failed (the client's rkey was refused, or the QP died): the

@@ -3,11 +3,13 @@
 // device).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 #include <vector>
 
 #include "engine/frwr_registrar.h"
 #include "engine/mr_free_list.h"
+#include "engine/object_pool.h"
 #include "engine/send_ctx_ring.h"
 #include "engine/wr_chain.h"
 #include "mem/arena.h"
@@ -266,6 +268,45 @@ TEST_F(Registrar, DestroyAfterConnectionLossNeverReuses) {
   WrChain c2;
   ASSERT_EQ(reg->map(addr(0), 4096, mr->lkey(), rdma::kAccessRemoteRead, c2, segs, 2, &list), 1);
   EXPECT_EQ(reg->stats().mrs_created.get(), 3u);
+}
+
+struct Obj {
+  int value = 0;
+};
+
+TEST(ObjectPool, GetsEveryObjectOnceThenNothing) {
+  ObjectPool<Obj> pool;
+  pool.create(8);
+  std::vector<Obj*> out;
+  while (Obj* o = pool.get()) out.push_back(o);
+  ASSERT_EQ(out.size(), 8u);
+  EXPECT_EQ(pool.index(out[0]), 0u) << "lowest index first";
+  std::sort(out.begin(), out.end());
+  EXPECT_EQ(std::unique(out.begin(), out.end()), out.end()) << "no object handed out twice";
+  EXPECT_TRUE(pool.empty());
+  EXPECT_FALSE(pool.all_free());
+  for (Obj* o : out) pool.put(o);
+  EXPECT_TRUE(pool.all_free());
+}
+
+TEST(ObjectPool, ReusesTheMostRecentlyReturnedFirst) {
+  ObjectPool<Obj> pool;
+  pool.create(4);
+  Obj* a = pool.get();
+  Obj* b = pool.get();
+  pool.put(a);
+  pool.put(b);
+  EXPECT_EQ(pool.get(), b) << "LIFO: the warmest object first";
+  EXPECT_EQ(pool.find(3), &pool[3]);
+  EXPECT_EQ(pool.find(4), nullptr) << "an index from a peer or a stale wr_id is refused";
+}
+
+TEST(ObjectPoolDeath, PuttingBackTwiceIsCaught) {
+  ObjectPool<Obj> pool;
+  pool.create(2);
+  Obj* a = pool.get();
+  pool.put(a);
+  EXPECT_DEATH(pool.put(a), "put back into its pool twice");
 }
 
 }  // namespace
