@@ -298,8 +298,9 @@ int EngineImpl::poll() {
     Conn* c = it->get();
     if (c->state == Conn::State::kReady) work += c->server ? c->serve_deferred() : c->flush_backlog();
     c->repost_recvs();
-    if (c->state == Conn::State::kDraining && c->drained()) {
-      c->finish_teardown();
+    if (c->state == Conn::State::kDraining) {
+      if (!c->drained()) c->post_drain_markers();
+      if (c->drained()) c->finish_teardown();
     }
     // Server-side connections are the engine's to reap; client ones belong to
     // the caller until the engine goes away.
@@ -420,19 +421,35 @@ void Conn::on_disconnected(Status reason) {
   eng->st.disconnects.add();
   bool was_connecting = state == State::kConnecting;
   state = State::kDraining;
+  // The engine may give up on a connection whose QP is still up (a post it
+  // could not make): put the QP in error first, or the drain below would
+  // never complete and MRs with a REG_MR in flight would be destroyed.
+  if (qp->state() == QpState::kRts || qp->state() == QpState::kConnecting) (void)dc->dev->disconnect(qp.get());
+  if (was_connecting || qp->state() != QpState::kError) {
+    sq_drained = rq_drained = true;  // nothing was ever posted to the peer
+  } else {
+    post_drain_markers();
+  }
+  TERN_LOG(kInfo, "engine", "connection lost: %s", why.to_string().c_str());
+}
+
+void Conn::post_drain_markers() {
   // Drain as ib_drain_qp does: a WR posted to a QP in error is flushed after
   // everything before it, so its flush completion proves the queue is empty.
-  SendWr sw;
-  sw.opcode = WrOpcode::kSend;
-  sw.flags = kWrSignaled;
-  sw.wr_id = make_wr_id(WrTag::kDrain, 0);
-  RecvWr rw;
-  rw.wr_id = make_wr_id(WrTag::kDrain, 0);
+  // A full queue refuses the marker until flushes make room: retried from poll().
   int err = 0;
-  if (qp->state() != QpState::kError || qp->post_send(&sw, 1, &err) != 1) sq_drained = true;
-  if (qp->state() != QpState::kError || qp->post_recv(&rw, 1, &err) != 1) rq_drained = true;
-  if (was_connecting) sq_drained = rq_drained = true;  // nothing was ever posted to the peer
-  TERN_LOG(kInfo, "engine", "connection lost: %s", why.to_string().c_str());
+  if (!sq_marker && !sq_drained) {
+    SendWr sw;
+    sw.opcode = WrOpcode::kSend;
+    sw.flags = kWrSignaled;
+    sw.wr_id = make_wr_id(WrTag::kDrain, 0);
+    sq_marker = qp->post_send(&sw, 1, &err) == 1;
+  }
+  if (!rq_marker && !rq_drained) {
+    RecvWr rw;
+    rw.wr_id = make_wr_id(WrTag::kDrain, 0);
+    rq_marker = qp->post_recv(&rw, 1, &err) == 1;
+  }
 }
 
 void Conn::close() {

@@ -216,6 +216,8 @@ class Conn final : public Connection {
   std::vector<ReplyBuf*> to_repost;
   uint32_t recvs_posted = 0;
   bool sq_drained = false, rq_drained = false;
+  bool sq_marker = false, rq_marker = false;  // drain markers posted
+  void post_drain_markers();
 
   // Client.
   ObjectPool<Request> reqs;
