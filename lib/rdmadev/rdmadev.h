@@ -54,6 +54,10 @@ struct DeviceCaps {
   bool fast_reg = false;            // REG_MR / LOCAL_INV work requests
   bool remote_invalidation = false; // SEND_WITH_INV accepted and honoured
   bool memory_windows = false;      // fast registration is done with type-2 windows
+  // False when the device checks a remote access through a fast registration
+  // against the long-lived MR under it, not the registered range (rxe's type-2
+  // windows): accesses outside the registration but inside that MR succeed.
+  bool fast_reg_bounds_enforced = true;
 };
 
 // ---------------------------------------------------------------- memory

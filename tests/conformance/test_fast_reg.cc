@@ -166,12 +166,14 @@ TEST_P(FastRegTest, AccessRightsOfTheRegistrationAreEnforced) {
 }
 
 TEST_P(FastRegTest, RangeOfTheRegistrationIsEnforced) {
+  TERN_SKIP_UNLESS_CAP(fast_reg_bounds_enforced);
   RemoteBuf rb;
   ASSERT_TRUE(announce(pg, pg, kRemoteRw, &rb));  // backing is registered all round it
   ASSERT_NO_FATAL_FAILURE(expect_access_refused(true, rb, pg - 8, 16));
 }
 
 TEST_P(FastRegTest, RangeBeforeTheRegistrationIsEnforced) {
+  TERN_SKIP_UNLESS_CAP(fast_reg_bounds_enforced);
   RemoteBuf rb;
   ASSERT_TRUE(announce(pg, pg, kRemoteRw, &rb));
   ASSERT_NO_FATAL_FAILURE(expect_access_refused(true, rb, -8, 16));

@@ -1,0 +1,346 @@
+// pmd/verbs connection management: rdma_cm with a non-blocking event channel,
+// QPs that belong to tern (created before connecting, moved through RTR/RTS
+// here with the attributes rdma_cm resolves), and RDMA_CM events mapped to
+// tern CmEvents.
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "base/log.h"
+#include "verbs/verbs_internal.h"
+
+namespace tern::verbs {
+
+namespace {
+
+constexpr int kResolveTimeoutMs = 2000;
+// IB CM REJ reason "consumer defined": what rdma_reject() sends. Any other
+// reason (e.g. 8, invalid service id: nobody listens) is not a refusal by
+// the server's application.
+constexpr int kRejConsumerDefined = 28;
+constexpr uint8_t kTrailer0 = 'T', kTrailer1 = 'n', kLenCheck = 0xC3;
+
+}  // namespace
+
+void encode_private_data(std::span<const uint8_t> in, uint8_t* out) {
+  std::memset(out, 0, kCmRawPrivateData);
+  if (!in.empty()) std::memcpy(out, in.data(), in.size());
+  out[52] = kTrailer0;
+  out[53] = kTrailer1;
+  out[54] = static_cast<uint8_t>(in.size());
+  out[55] = static_cast<uint8_t>(in.size() ^ kLenCheck);
+}
+
+std::vector<uint8_t> decode_private_data(const void* p, size_t len) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  if (b == nullptr || len == 0) return {};
+  if (len >= kCmRawPrivateData && b[52] == kTrailer0 && b[53] == kTrailer1 && b[54] <= kMaxPrivateData &&
+      b[55] == (b[54] ^ kLenCheck))
+    return {b, b + b[54]};
+  return {b, b + len};  // not a tern peer (e.g. the kernel's svcrdma): all of it
+}
+
+VerbsConnRequest::~VerbsConnRequest() {
+  if (id != nullptr) {
+    rdma_reject(id, nullptr, 0);
+    rdma_destroy_id(id);
+  }
+}
+
+Status VerbsDevice::listen() {
+  if (listen_id_ != nullptr) return make_error(Errc::kBadState, "verbs: already listening");
+  if (cfg_.addr.empty()) return make_error(Errc::kInvalidArgument, "verbs: listen needs addr=<ip> in the spec");
+  sockaddr_storage sa;
+  TERN_TRY(make_sockaddr(cfg_.port, &sa));
+  rdma_cm_id* id = nullptr;
+  if (rdma_create_id(channel_, &id, nullptr, RDMA_PS_TCP) != 0)
+    return make_sys_error(Errc::kNoResources, errno, "verbs: rdma_create_id");
+  if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&sa)) != 0 || rdma_listen(id, 128) != 0) {
+    int e = errno;
+    rdma_destroy_id(id);
+    return make_sys_error(e == EADDRINUSE ? Errc::kBadState : Errc::kInvalidArgument, e,
+                          "verbs: cannot listen on %s port %u", cfg_.addr.c_str(), cfg_.port);
+  }
+  listen_id_ = id;
+  TERN_LOG(kInfo, "verbs", "listening on %s port %u (%s)", cfg_.addr.c_str(), cfg_.port, caps_.name.c_str());
+  return Status::ok();
+}
+
+Status VerbsDevice::connect(Qp* qpi, std::span<const uint8_t> pdata) {
+  VerbsQp* qp = own_qp(qpi);
+  if (qp == nullptr) return make_error(Errc::kInvalidArgument, "verbs connect: QP is not from this device");
+  if (qp->state() != QpState::kInit)
+    return make_error(Errc::kBadState, "verbs connect: QP %u is %s, not init", qp->qp_num(),
+                      qp_state_name(qp->state()));
+  if (pdata.size() > kMaxPrivateData)
+    return make_error(Errc::kInvalidArgument, "verbs connect: %zu bytes of private data, at most %u", pdata.size(),
+                      kMaxPrivateData);
+  if (cfg_.addr.empty()) return make_error(Errc::kInvalidArgument, "verbs: connect needs addr=<ip> in the spec");
+  sockaddr_storage src, dst;
+  TERN_TRY(make_sockaddr(0, &src));
+  TERN_TRY(make_sockaddr(cfg_.port, &dst));
+  rdma_cm_id* id = nullptr;
+  if (rdma_create_id(channel_, &id, qp, RDMA_PS_TCP) != 0)
+    return make_sys_error(Errc::kNoResources, errno, "verbs: rdma_create_id");
+  qp->set_cm_id(id);
+  qp->active = true;
+  qp->my_private().assign(pdata.begin(), pdata.end());
+  qp->set_state(QpState::kConnecting);
+  if (rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&dst),
+                        kResolveTimeoutMs) != 0)
+    fail_connect(qp, CmEventType::kUnreachable,
+                 make_sys_error(Errc::kDisconnected, errno, "verbs: rdma_resolve_addr(%s)", cfg_.addr.c_str()));
+  return Status::ok();
+}
+
+Status VerbsDevice::accept(ConnRequest* reqi, Qp* qpi, std::span<const uint8_t> pdata) {
+  auto it = std::find_if(requests_.begin(), requests_.end(), [&](const auto& r) { return r.get() == reqi; });
+  if (it == requests_.end()) return make_error(Errc::kInvalidArgument, "verbs accept: unknown connection request");
+  VerbsQp* qp = own_qp(qpi);
+  if (qp == nullptr) return make_error(Errc::kInvalidArgument, "verbs accept: QP is not from this device");
+  if (qp->state() != QpState::kInit)
+    return make_error(Errc::kBadState, "verbs accept: QP %u is %s, not init", qp->qp_num(),
+                      qp_state_name(qp->state()));
+  if (pdata.size() > kMaxPrivateData)
+    return make_error(Errc::kInvalidArgument, "verbs accept: %zu bytes of private data, at most %u", pdata.size(),
+                      kMaxPrivateData);
+  std::unique_ptr<VerbsConnRequest> req = std::move(*it);
+  requests_.erase(it);  // from here on, req's destructor rejects on failure
+  if (req->id->verbs != ctx_)
+    return make_error(Errc::kInvalidArgument, "verbs accept: the request came in on %s, the QP is on %s",
+                      ibv_get_device_name(req->id->verbs->device), caps_.name.c_str());
+  uint8_t resp = std::min(max_rd_atom_, req->initiator_depth);
+  uint8_t init = std::min(max_init_rd_atom_, req->responder_resources);
+  TERN_TRY(qp->to_rtr_rts(req->id, resp, init));
+  uint8_t raw[kCmRawPrivateData];
+  encode_private_data(pdata, raw);
+  rdma_conn_param p;
+  std::memset(&p, 0, sizeof p);
+  p.private_data = raw;
+  p.private_data_len = kCmRawPrivateData;
+  p.responder_resources = resp;
+  p.initiator_depth = init;
+  p.rnr_retry_count = 7;
+  p.qp_num = qp->qp_num();
+  if (rdma_accept(req->id, &p) != 0) {
+    int e = errno;
+    qp->enter_error();
+    return make_sys_error(Errc::kDisconnected, e, "verbs: rdma_accept");
+  }
+  req->id->context = qp;
+  qp->set_cm_id(req->id);
+  req->id = nullptr;
+  qp->peer_private() = req->private_data();
+  qp->set_state(QpState::kConnecting);  // kEstablished when the client's RTU arrives
+  return Status::ok();
+}
+
+Status VerbsDevice::reject(ConnRequest* reqi, std::span<const uint8_t> pdata) {
+  auto it = std::find_if(requests_.begin(), requests_.end(), [&](const auto& r) { return r.get() == reqi; });
+  if (it == requests_.end()) return make_error(Errc::kInvalidArgument, "verbs reject: unknown connection request");
+  if (pdata.size() > kMaxPrivateData)
+    return make_error(Errc::kInvalidArgument, "verbs reject: %zu bytes of private data, at most %u", pdata.size(),
+                      kMaxPrivateData);
+  uint8_t raw[kCmRawPrivateData];
+  encode_private_data(pdata, raw);
+  rdma_reject((*it)->id, raw, kCmRawPrivateData);  // best effort: a client already gone needs no answer
+  rdma_destroy_id((*it)->id);
+  (*it)->id = nullptr;
+  requests_.erase(it);
+  return Status::ok();
+}
+
+Status VerbsDevice::disconnect(Qp* qpi) {
+  VerbsQp* qp = own_qp(qpi);
+  if (qp == nullptr) return make_error(Errc::kInvalidArgument, "verbs disconnect: QP is not from this device");
+  if (qp->state() == QpState::kRts) {
+    // ERR first, so that everything outstanding flushes now; the DREQ tells
+    // the peer; our own kDisconnected comes with rdma_cm's DISCONNECTED.
+    qp->enter_error();
+    rdma_disconnect(qp->cm_id());
+  } else if (qp->state() == QpState::kConnecting) {
+    if (qp->cm_id() != nullptr) {
+      rdma_destroy_id(qp->cm_id());
+      qp->set_cm_id(nullptr);
+    }
+    report_disconnected(qp, make_error(Errc::kDisconnected, "connect abandoned"));
+  }
+  return Status::ok();
+}
+
+void VerbsDevice::fail_connect(VerbsQp* qp, CmEventType type, Status why, std::vector<uint8_t> pdata) {
+  qp->enter_error();  // receives posted before connecting flush
+  qp->disconnect_reported = true;  // never connected: no kDisconnected
+  CmEvent ev{type};
+  ev.qp = qp;
+  ev.status = std::move(why);
+  ev.private_data = std::move(pdata);
+  queue_event(std::move(ev));
+}
+
+void VerbsDevice::report_disconnected(VerbsQp* qp, Status why) {
+  if (qp->disconnect_reported) return;
+  qp->disconnect_reported = true;
+  qp->enter_error();
+  // Tell the peer (or answer its DREQ); harmless if already done.
+  if (qp->cm_id() != nullptr) rdma_disconnect(qp->cm_id());
+  CmEvent ev{CmEventType::kDisconnected};
+  ev.qp = qp;
+  ev.status = std::move(why);
+  queue_event(std::move(ev));
+}
+
+void VerbsDevice::note_qp_error(VerbsQp* qp) {
+  if (std::find(errored_.begin(), errored_.end(), qp) == errored_.end()) errored_.push_back(qp);
+}
+
+void VerbsDevice::handle_qp_errors() {
+  std::vector<VerbsQp*> errs = std::move(errored_);
+  errored_.clear();
+  for (VerbsQp* qp : errs) {
+    qp->error_pending_cm = false;
+    report_disconnected(qp, qp->error_status);
+  }
+}
+
+void VerbsDevice::handle_event(const rdma_cm_event& e, std::vector<uint8_t> pdata) {
+  rdma_cm_id* id = e.id;
+  if (e.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+    if (removed_) {
+      rdma_reject(id, nullptr, 0);
+      rdma_destroy_id(id);
+      return;
+    }
+    id->context = nullptr;
+    requests_.push_back(std::make_unique<VerbsConnRequest>(id, pdata, e.param.conn.responder_resources,
+                                                           e.param.conn.initiator_depth));
+    CmEvent ev{CmEventType::kConnectRequest};
+    ev.request = requests_.back().get();
+    ev.private_data = std::move(pdata);
+    queue_event(std::move(ev));
+    return;
+  }
+  if (e.event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+    removed_ = true;
+    TERN_LOG(kWarn, "verbs", "%s was removed", caps_.name.c_str());
+    for (VerbsQp* q : qps_) {
+      if (q == nullptr) continue;
+      Status why = make_error(Errc::kDisconnected, "verbs: device %s was removed", caps_.name.c_str());
+      if (q->state() == QpState::kConnecting && q->active) fail_connect(q, CmEventType::kUnreachable, why);
+      else if (q->state() == QpState::kRts || q->state() == QpState::kConnecting) report_disconnected(q, why);
+      else q->enter_error();
+    }
+    return;
+  }
+  VerbsQp* qp = id == listen_id_ ? nullptr : own_qp(static_cast<VerbsQp*>(id->context));
+  if (qp == nullptr || qp->cm_id() != id) return;  // a pending request's or a stale id: nothing to tell
+  const bool connecting = qp->state() == QpState::kConnecting;
+  switch (e.event) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED:
+      if (!connecting) return;
+      if (id->verbs != ctx_) {
+        fail_connect(qp, CmEventType::kUnreachable,
+                     make_error(Errc::kDisconnected, "verbs: %s is reached through %s, not %s", cfg_.addr.c_str(),
+                                id->verbs ? ibv_get_device_name(id->verbs->device) : "no RDMA device",
+                                caps_.name.c_str()));
+      } else if (rdma_resolve_route(id, kResolveTimeoutMs) != 0) {
+        fail_connect(qp, CmEventType::kUnreachable, make_sys_error(Errc::kDisconnected, errno, "rdma_resolve_route"));
+      }
+      return;
+    case RDMA_CM_EVENT_ROUTE_RESOLVED: {
+      if (!connecting) return;
+      uint8_t raw[kCmRawPrivateData];
+      encode_private_data(qp->my_private(), raw);
+      rdma_conn_param p;
+      std::memset(&p, 0, sizeof p);
+      p.private_data = raw;
+      p.private_data_len = kCmRawPrivateData;
+      p.responder_resources = max_rd_atom_;
+      p.initiator_depth = max_init_rd_atom_;
+      p.retry_count = 7;
+      p.rnr_retry_count = 7;  // a SEND waits for the peer's receive, as rdmadev.h says
+      p.qp_num = qp->qp_num();
+      if (rdma_connect(id, &p) != 0)
+        fail_connect(qp, CmEventType::kUnreachable, make_sys_error(Errc::kDisconnected, errno, "rdma_connect"));
+      return;
+    }
+    case RDMA_CM_EVENT_CONNECT_RESPONSE: {
+      // rdma_cm does not own the QP, so the REP comes to us: RTR, RTS, RTU.
+      if (!connecting) return;
+      uint8_t resp = std::min(max_rd_atom_, e.param.conn.initiator_depth);
+      uint8_t init = std::min(max_init_rd_atom_, e.param.conn.responder_resources);
+      Status st = qp->to_rtr_rts(id, resp, init);
+      if (st.is_ok() && rdma_establish(id) != 0) st = make_sys_error(Errc::kDisconnected, errno, "rdma_establish");
+      if (!st.is_ok()) {
+        rdma_reject(id, nullptr, 0);
+        fail_connect(qp, CmEventType::kUnreachable, st);
+        return;
+      }
+      qp->set_state(QpState::kRts);
+      CmEvent ev{CmEventType::kEstablished};
+      ev.qp = qp;
+      ev.private_data = std::move(pdata);
+      queue_event(std::move(ev));
+      return;
+    }
+    case RDMA_CM_EVENT_ESTABLISHED: {
+      if (!connecting) return;
+      qp->set_state(QpState::kRts);
+      CmEvent ev{CmEventType::kEstablished};
+      ev.qp = qp;
+      ev.private_data = qp->peer_private();  // the client's, from its REQ
+      queue_event(std::move(ev));
+      return;
+    }
+    case RDMA_CM_EVENT_REJECTED:
+      if (!connecting) return;
+      if (qp->active && e.status == kRejConsumerDefined) {
+        fail_connect(qp, CmEventType::kRejected, make_error(Errc::kRemoteError, "verbs: the server rejected the connection"),
+                     std::move(pdata));
+      } else if (qp->active) {
+        fail_connect(qp, CmEventType::kUnreachable,
+                     make_error(Errc::kDisconnected, "verbs: %s port %u refused the connection (CM reject reason %d: "
+                                "nobody listens there?)", cfg_.addr.c_str(), cfg_.port, e.status));
+      } else {
+        report_disconnected(qp, make_error(Errc::kDisconnected, "verbs: the client gave up (reject reason %d)", e.status));
+      }
+      return;
+    case RDMA_CM_EVENT_ADDR_ERROR:
+    case RDMA_CM_EVENT_ROUTE_ERROR:
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+    case RDMA_CM_EVENT_UNREACHABLE: {
+      Status why = make_sys_error(Errc::kDisconnected, e.status < 0 ? -e.status : 0, "verbs: %s (%s port %u)",
+                                  rdma_event_str(e.event), cfg_.addr.c_str(), cfg_.port);
+      if (connecting && qp->active) fail_connect(qp, CmEventType::kUnreachable, std::move(why));
+      else report_disconnected(qp, std::move(why));
+      return;
+    }
+    case RDMA_CM_EVENT_DISCONNECTED:
+      report_disconnected(qp, make_error(Errc::kDisconnected, "verbs: the connection was closed (QP %u)", qp->qp_num()));
+      return;
+    default:
+      return;  // TIMEWAIT_EXIT, ADDR_CHANGE, ...: nothing for the engine
+  }
+}
+
+bool VerbsDevice::poll_cm(CmEvent* ev) {
+  if (events_.empty()) {
+    handle_qp_errors();
+    rdma_cm_event* e = nullptr;
+    while (rdma_get_cm_event(channel_, &e) == 0) {
+      // Copy what we need, then ack: the private data lives only until then,
+      // and rdma_destroy_id waits for every event of its id to be acked.
+      rdma_cm_event copy = *e;
+      std::vector<uint8_t> pdata = decode_private_data(e->param.conn.private_data, e->param.conn.private_data_len);
+      rdma_ack_cm_event(e);
+      copy.param.conn.private_data = nullptr;
+      handle_event(copy, std::move(pdata));
+    }
+  }
+  if (events_.empty()) return false;
+  *ev = std::move(events_.front());
+  events_.pop_front();
+  return true;
+}
+
+}  // namespace tern::verbs

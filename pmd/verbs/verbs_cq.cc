@@ -1,0 +1,157 @@
+// pmd/verbs completion queue: extended-CQ polling (ibv_start_poll /
+// ibv_next_poll / ibv_end_poll), one burst per call, translated to tern Wc
+// through the QPs' shadow rings (verbs_internal.h).
+#include <algorithm>
+
+#include "verbs/verbs_internal.h"
+
+namespace tern::verbs {
+
+namespace {
+
+// How long a QP in error waits for the hardware to flush a WR it holds
+// before the driver completes it itself. Verbs flushes within microseconds;
+// this only bounds the wait when a provider does not (or when an unsignaled
+// WR completed silently before the error and will never be reported).
+constexpr uint64_t kHwFlushGraceNs = 250'000'000;
+
+WcStatus map_status(ibv_wc_status s) {
+  switch (s) {
+    case IBV_WC_SUCCESS: return WcStatus::kSuccess;
+    case IBV_WC_LOC_LEN_ERR: return WcStatus::kLocLenErr;
+    case IBV_WC_LOC_QP_OP_ERR: return WcStatus::kLocQpOpErr;
+    case IBV_WC_LOC_PROT_ERR:
+    case IBV_WC_LOC_ACCESS_ERR: return WcStatus::kLocProtErr;
+    case IBV_WC_WR_FLUSH_ERR: return WcStatus::kWrFlushErr;
+    case IBV_WC_MW_BIND_ERR: return WcStatus::kMwBindErr;
+    case IBV_WC_REM_INV_REQ_ERR: return WcStatus::kRemInvReqErr;
+    case IBV_WC_REM_ACCESS_ERR: return WcStatus::kRemAccessErr;
+    case IBV_WC_REM_OP_ERR: return WcStatus::kRemOpErr;
+    case IBV_WC_RETRY_EXC_ERR:
+    case IBV_WC_RNR_RETRY_EXC_ERR: return WcStatus::kRetryExcErr;
+    default: return WcStatus::kGeneralErr;
+  }
+}
+
+}  // namespace
+
+VerbsCq::~VerbsCq() {
+  TERN_ASSERT(pending_.empty(), "CQ destroyed while %zu QPs use it", pending_.size());
+  ibv_destroy_cq(ibv());
+}
+
+void VerbsCq::add_pending(VerbsQp* qp) {
+  if (std::find(pending_.begin(), pending_.end(), qp) == pending_.end()) pending_.push_back(qp);
+}
+
+void VerbsCq::remove_pending(VerbsQp* qp) {
+  pending_.erase(std::remove(pending_.begin(), pending_.end(), qp), pending_.end());
+}
+
+int VerbsCq::poll(Wc* wc, int max) {
+  if (max <= 0) return 0;
+  int n = 0;
+  ibv_poll_cq_attr attr = {};
+  if (ibv_start_poll(cq_, &attr) == 0) {
+    const bool inv_quirk = dev_->inv_flag_quirk();
+    for (;;) {
+      const uint64_t id = cq_->wr_id;
+      VerbsQp* qp = dev_->qp_at(wr_id_qp(id), wr_id_gen(id));
+      const bool recv = wr_id_recv(id);
+      const uint32_t seq = wr_id_seq(id);
+      // Completions of a destroyed QP, or of WRs the driver already
+      // completed itself (see poll_pending), are dropped.
+      if (qp != nullptr && (recv ? qp->rq() : qp->sq()).outstanding(seq)) {
+        ShadowRing& r = recv ? qp->rq() : qp->sq();
+        const ShadowRing::Entry& e = r.at(seq);
+        Wc& w = wc[n++];
+        w.wr_id = e.wr_id;
+        w.opcode = e.opcode;
+        w.qp_num = qp->qp_num();
+        w.flags = 0;
+        w.reserved = 0;
+        w.invalidated_rkey = 0;
+        w.byte_len = 0;
+        r.head = seq + 1;  // a completion retires every earlier (unsignaled) WR
+        qp->st().completions.add();
+        WcStatus st = map_status(cq_->status);
+        if (st == WcStatus::kSuccess) {
+          w.byte_len = ibv_wc_read_byte_len(cq_);
+          if (recv) {
+            // rxe reports WITH_INV in bit 2 (IBV_WC_IP_CSUM_OK, meaningless
+            // on an RC receive), not IBV_WC_WITH_INV: rxe-vm.md quirk 2.
+            unsigned f = ibv_wc_read_wc_flags(cq_);
+            if ((f & IBV_WC_WITH_INV) || (inv_quirk && (f & IBV_WC_IP_CSUM_OK))) {
+              w.flags = kWcWithInv;
+              w.invalidated_rkey = ibv_wc_read_invalidated_rkey(cq_);
+              qp->st().remote_inv.add();
+            }
+          }
+        } else {
+          // rxe completes a receive too small for the SEND with the
+          // responder's NAK status (REM_INV_REQ); verbs' is LOC_LEN.
+          if (recv && st == WcStatus::kRemInvReqErr && dev_->recv_len_quirk()) st = WcStatus::kLocLenErr;
+          if (st == WcStatus::kWrFlushErr) qp->st().flushed.add();
+          else qp->st().errors.add();
+          qp->hw_error(st);
+        }
+        w.status = st;
+      }
+      if (n == max) break;
+      if (ibv_next_poll(cq_) != 0) {
+        // rxe's next_poll ends the poll itself when the CQ is empty (stores
+        // the consumer index, drops the lock); ibv_end_poll after it would
+        // skip a CQE that has not arrived yet and unlock twice. Other
+        // providers need end_poll, as the man page says.
+        if (dev_->next_poll_ends()) goto ended;
+        break;
+      }
+    }
+    ibv_end_poll(cq_);
+  ended:;
+  }
+  if (n < max && !pending_.empty()) n += poll_pending(wc + n, max - n);
+  return n;
+}
+
+// QPs in error: WRs posted after the error (marked sw) complete here, in
+// order, once the hardware has flushed everything before them.
+int VerbsCq::poll_pending(Wc* wc, int max) {
+  int n = 0;
+  const uint64_t now = monotonic_ns();
+  for (size_t i = 0; i < pending_.size();) {
+    VerbsQp* qp = pending_[i];
+    const bool grace_over = now - qp->error_since() >= kHwFlushGraceNs;
+    bool done = true;
+    for (int which = 0; which < 2; ++which) {
+      const bool recv = which == 1;
+      if ((recv ? qp->recv_cq() : qp->send_cq()) != this) continue;
+      ShadowRing& r = recv ? qp->rq() : qp->sq();
+      while (r.head != r.tail && n < max) {
+        const ShadowRing::Entry& e = r.at(r.head);
+        if (!e.sw) {
+          if (!grace_over) break;  // the hardware's flush should come
+          if (!recv && !e.signaled) {
+            ++r.head;  // may have succeeded silently: nothing to report
+            continue;
+          }
+        }
+        Wc& w = wc[n++];
+        w = Wc{};
+        w.wr_id = e.wr_id;
+        w.opcode = e.opcode;
+        w.qp_num = qp->qp_num();
+        w.status = WcStatus::kWrFlushErr;
+        ++r.head;
+        qp->st().sw_flushed.add();
+      }
+      if (r.head != r.tail) done = false;
+    }
+    if (done) pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+    else ++i;
+    if (n == max) break;
+  }
+  return n;
+}
+
+}  // namespace tern::verbs

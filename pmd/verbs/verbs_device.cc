@@ -1,0 +1,325 @@
+// pmd/verbs device: opening (by device name and/or by address), the
+// capability query the engine sizes itself from, and object creation.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/log.h"
+#include "rdmadev/rdmadev_driver.h"
+#include "verbs/verbs_internal.h"
+
+namespace tern::verbs {
+
+namespace {
+
+// rxe: vendor 0xFFFFFF, part 0 (RXE_VENDOR_ID); also known by its usual name.
+bool is_rxe(ibv_context* ctx, const ibv_device_attr& a) {
+  return (a.vendor_id == 0xFFFFFF && a.vendor_part_id == 0) ||
+         std::strncmp(ibv_get_device_name(ctx->device), "rxe", 3) == 0;
+}
+
+}  // namespace
+
+Status VerbsDevice::make_sockaddr(uint16_t port, sockaddr_storage* out) const {
+  std::memset(out, 0, sizeof *out);
+  auto* v4 = reinterpret_cast<sockaddr_in*>(out);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(out);
+  if (inet_pton(AF_INET, cfg_.addr.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(port);
+    return Status::ok();
+  }
+  if (inet_pton(AF_INET6, cfg_.addr.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port);
+    return Status::ok();
+  }
+  return make_error(Errc::kInvalidArgument, "verbs: addr=%s is not an IPv4 or IPv6 address", cfg_.addr.c_str());
+}
+
+Result<std::unique_ptr<Device>> VerbsDevice::open(const VerbsConfig& cfg) {
+  std::unique_ptr<VerbsDevice> d(new VerbsDevice(cfg));
+  TERN_TRY(d->init());
+  return std::unique_ptr<Device>(std::move(d));
+}
+
+Status VerbsDevice::init() {
+  // Without any RDMA device libibverbs returns NULL (errno ENOSYS), not an
+  // empty list: say so plainly, before librdmacm adds its own confusion.
+  int ndev = 0;
+  errno = 0;
+  ibv_device** list = ibv_get_device_list(&ndev);
+  if (list == nullptr || ndev == 0) {
+    int e = list == nullptr ? errno : ENODEV;
+    if (list != nullptr) ibv_free_device_list(list);
+    return make_sys_error(Errc::kNotFound, e,
+                          "verbs: no RDMA devices on this machine (ibv_get_device_list found none; is a provider "
+                          "such as rdma_rxe or mlx5_ib loaded and /dev/infiniband/uverbs* present?)");
+  }
+  ibv_free_device_list(list);
+
+  channel_ = rdma_create_event_channel();
+  if (channel_ == nullptr)
+    return make_sys_error(Errc::kNotFound, errno,
+                          "verbs: rdma_cm is unavailable (rdma_create_event_channel failed; is rdma_ucm loaded and "
+                          "/dev/infiniband/rdma_cm present?)");
+  // poll_cm() must never block.
+  int fl = fcntl(channel_->fd, F_GETFL);
+  if (fl < 0 || fcntl(channel_->fd, F_SETFL, fl | O_NONBLOCK) != 0)
+    return make_sys_error(Errc::kInternal, errno, "verbs: cannot make the rdma_cm channel non-blocking");
+
+  // The contexts librdmacm opened: ids it resolves point at these, so PDs,
+  // CQs and QPs must be made on the same ones.
+  int n = 0;
+  ibv_context** ctxs = rdma_get_devices(&n);
+  if (ctxs == nullptr || n == 0) {
+    if (ctxs != nullptr) rdma_free_devices(ctxs);
+    return make_error(Errc::kNotFound, "verbs: rdma_cm sees no RDMA devices");
+  }
+  std::string names;
+  for (int i = 0; i < n; ++i) {
+    const char* nm = ibv_get_device_name(ctxs[i]->device);
+    names += (names.empty() ? "" : ", ") + std::string(nm);
+    if (!cfg_.dev.empty() && cfg_.dev == nm) ctx_ = ctxs[i];
+  }
+  rdma_free_devices(ctxs);  // frees the array; the contexts stay open in librdmacm
+  if (!cfg_.dev.empty() && ctx_ == nullptr)
+    return make_error(Errc::kNotFound, "verbs: no RDMA device '%s' (devices: %s)", cfg_.dev.c_str(), names.c_str());
+
+  if (!cfg_.addr.empty()) {
+    // By address: bind a throw-away id to learn which device and port own it.
+    sockaddr_storage sa;
+    TERN_TRY(make_sockaddr(0, &sa));
+    rdma_cm_id* id = nullptr;
+    if (rdma_create_id(channel_, &id, nullptr, RDMA_PS_TCP) != 0)
+      return make_sys_error(Errc::kNotFound, errno, "verbs: rdma_create_id");
+    int rc = rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&sa));
+    int e = errno;
+    ibv_context* owner = rc == 0 ? id->verbs : nullptr;
+    uint8_t port = rc == 0 ? id->port_num : 0;
+    rdma_destroy_id(id);
+    if (rc != 0)
+      return make_sys_error(Errc::kNotFound, e, "verbs: cannot bind to addr=%s (no RDMA device has it)",
+                            cfg_.addr.c_str());
+    if (owner == nullptr)
+      return make_error(Errc::kNotFound, "verbs: addr=%s is not on an RDMA device (devices: %s)", cfg_.addr.c_str(),
+                        names.c_str());
+    if (ctx_ != nullptr && ctx_ != owner)
+      return make_error(Errc::kInvalidArgument, "verbs: addr=%s belongs to %s, not dev=%s", cfg_.addr.c_str(),
+                        ibv_get_device_name(owner->device), cfg_.dev.c_str());
+    ctx_ = owner;
+    if (port != 0) port_num_ = port;
+  }
+  if (ctx_ == nullptr)
+    return make_error(Errc::kInvalidArgument, "verbs: give dev=<name> or addr=<ip> (devices: %s)", names.c_str());
+
+  ibv_device_attr_ex ax;
+  std::memset(&ax, 0, sizeof ax);
+  if (int rc = ibv_query_device_ex(ctx_, nullptr, &ax); rc != 0)
+    return make_sys_error(Errc::kInternal, rc, "verbs: ibv_query_device_ex(%s)", ibv_get_device_name(ctx_->device));
+  const ibv_device_attr& a = ax.orig_attr;
+  ibv_port_attr pa;
+  if (int rc = ibv_query_port(ctx_, port_num_, &pa); rc != 0)
+    return make_sys_error(Errc::kInternal, rc, "verbs: ibv_query_port(%s, %u)", ibv_get_device_name(ctx_->device),
+                          port_num_);
+  if (pa.state != IBV_PORT_ACTIVE)
+    TERN_LOG(kWarn, "verbs", "%s port %u is not active (state %d)", ibv_get_device_name(ctx_->device), port_num_,
+             pa.state);
+
+  caps_.driver = "verbs";
+  caps_.name = ibv_get_device_name(ctx_->device);
+  caps_.max_qp_wr = static_cast<uint32_t>(a.max_qp_wr);
+  caps_.max_send_sge = static_cast<uint32_t>(a.max_sge);
+  caps_.max_recv_sge = static_cast<uint32_t>(a.max_sge);
+  caps_.max_cqe = static_cast<uint32_t>(a.max_cqe);
+  caps_.max_mr_size = a.max_mr_size;
+  caps_.max_private_data = kMaxPrivateData;
+  max_rd_atom_ = static_cast<uint8_t>(std::min(a.max_qp_rd_atom, 255));
+  max_init_rd_atom_ = static_cast<uint8_t>(std::min(a.max_qp_init_rd_atom, 255));
+
+  // Fast registration without kernel FRWR: type-2 windows (2A or 2B) bound
+  // by a send-queue WR, which also gives LOCAL_INV and SEND_WITH_INV.
+  const uint64_t f = a.device_cap_flags;
+  bool mw2 = (f & IBV_DEVICE_MEM_WINDOW) && (f & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B));
+  bool mgt = (f & IBV_DEVICE_MEM_MGT_EXTENSIONS) != 0;
+  caps_.memory_windows = mw2 && cfg_.use_mw;
+  caps_.fast_reg = caps_.memory_windows;
+  caps_.remote_invalidation = caps_.memory_windows && mgt;
+  caps_.max_fast_reg_depth = caps_.fast_reg ? cfg_.fast_reg_depth : 0;
+  caps_.fast_reg_page_size = 4096;
+  if (!caps_.fast_reg) {
+    // The requester picks a FastMr's next rkey itself (FastMr::bump_rkey);
+    // ibv_reg_mr cannot honour a chosen key, so REG_MR cannot be emulated
+    // with registrations. The engine then uses long-lived MRs (Pd::reg_mr).
+    TERN_LOG(kWarn, "verbs",
+             "%s: %s; fast registration is off: register memory with Pd::reg_mr (one ibv_reg_mr per chunk)",
+             caps_.name.c_str(), mw2 ? "memory windows disabled by mw=off" : "no type-2 memory windows");
+  }
+
+  bool rxe = is_rxe(ctx_, a);
+  inv_flag_quirk_ = rxe;
+  recv_len_quirk_ = rxe;
+  next_poll_ends_ = rxe;
+  // rdma-core 44's rxe wr_set_sge_list miscounts multi-SGE lengths; see verbs_qp.cc.
+  legacy_post_ = rxe || std::getenv("TERN_VERBS_LEGACY_POST") != nullptr;
+  // rxe checks window accesses against the underlying MR, not the window.
+  caps_.fast_reg_bounds_enforced = !(rxe && caps_.memory_windows);
+  TERN_LOG(kInfo, "verbs", "opened %s port %u%s%s: max_qp_wr %u sge %u cqe %u windows %s", caps_.name.c_str(),
+           port_num_, cfg_.addr.empty() ? "" : " addr ", cfg_.addr.c_str(), caps_.max_qp_wr, caps_.max_send_sge,
+           caps_.max_cqe, caps_.memory_windows ? "type 2" : "none");
+  return Status::ok();
+}
+
+VerbsDevice::~VerbsDevice() {
+  TERN_ASSERT(std::all_of(qps_.begin(), qps_.end(), [](VerbsQp* q) { return q == nullptr; }),
+              "verbs device destroyed with QPs alive");
+  requests_.clear();  // rejects and destroys their ids
+  events_.clear();
+  if (listen_id_ != nullptr) rdma_destroy_id(listen_id_);
+  if (channel_ != nullptr) rdma_destroy_event_channel(channel_);
+}
+
+Result<std::unique_ptr<Pd>> VerbsDevice::alloc_pd() {
+  ibv_pd* pd = ibv_alloc_pd(ctx_);
+  if (pd == nullptr) return make_sys_error(Errc::kNoResources, errno, "verbs: ibv_alloc_pd(%s)", caps_.name.c_str());
+  return std::unique_ptr<Pd>(new VerbsPd(this, pd));
+}
+
+Result<std::unique_ptr<Cq>> VerbsDevice::create_cq(uint32_t capacity) {
+  if (capacity == 0 || capacity > caps_.max_cqe)
+    return make_error(Errc::kInvalidArgument, "create_cq: capacity %u not in [1, %u]", capacity, caps_.max_cqe);
+  ibv_cq_init_attr_ex ca;
+  std::memset(&ca, 0, sizeof ca);
+  ca.cqe = capacity;
+  // IMM carries the invalidated rkey of a SEND_WITH_INV receive.
+  ca.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_IMM;
+  ibv_cq_ex* cq = ibv_create_cq_ex(ctx_, &ca);
+  if (cq == nullptr)
+    return make_sys_error(errno == EOPNOTSUPP ? Errc::kUnsupported : Errc::kNoResources, errno,
+                          "verbs: ibv_create_cq_ex(%u) on %s", capacity, caps_.name.c_str());
+  return std::unique_ptr<Cq>(new VerbsCq(this, cq, capacity));
+}
+
+Result<std::unique_ptr<Qp>> VerbsDevice::create_qp(const QpInit& in) {
+  auto* pd = dynamic_cast<VerbsPd*>(in.pd);
+  auto* scq = dynamic_cast<VerbsCq*>(in.send_cq);
+  auto* rcq = dynamic_cast<VerbsCq*>(in.recv_cq);
+  if (pd == nullptr || scq == nullptr || rcq == nullptr || pd->device() != this)
+    return make_error(Errc::kInvalidArgument, "create_qp: pd, send_cq and recv_cq must come from this verbs device");
+  if (in.sq_depth == 0 || in.sq_depth > caps_.max_qp_wr || in.rq_depth == 0 || in.rq_depth > caps_.max_qp_wr)
+    return make_error(Errc::kInvalidArgument, "create_qp: queue depths %u/%u not in [1, %u]", in.sq_depth,
+                      in.rq_depth, caps_.max_qp_wr);
+  if (in.max_send_sge == 0 || in.max_send_sge > caps_.max_send_sge || in.max_recv_sge == 0 ||
+      in.max_recv_sge > caps_.max_recv_sge)
+    return make_error(Errc::kInvalidArgument, "create_qp: SGEs %u/%u not in [1, %u/%u]", in.max_send_sge,
+                      in.max_recv_sge, caps_.max_send_sge, caps_.max_recv_sge);
+  if (removed_) return make_error(Errc::kDisconnected, "verbs: %s was removed", caps_.name.c_str());
+
+  uint32_t index = 0;
+  while (index < qps_.size() && qps_[index] != nullptr) ++index;
+  if (index >= kMaxQpsPerDevice)
+    return make_error(Errc::kNoResources, "verbs: more than %u QPs on one Device", kMaxQpsPerDevice);
+
+  ibv_qp_init_attr_ex qa;
+  std::memset(&qa, 0, sizeof qa);
+  qa.qp_type = IBV_QPT_RC;
+  qa.send_cq = scq->ibv();
+  qa.recv_cq = rcq->ibv();
+  qa.cap.max_send_wr = in.sq_depth;
+  qa.cap.max_recv_wr = in.rq_depth;
+  qa.cap.max_send_sge = in.max_send_sge;
+  qa.cap.max_recv_sge = in.max_recv_sge;
+  qa.sq_sig_all = 0;
+  qa.pd = pd->pd();
+  qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  qa.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ;
+  if (caps_.memory_windows) qa.send_ops_flags |= IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
+  if (caps_.remote_invalidation) qa.send_ops_flags |= IBV_QP_EX_WITH_SEND_WITH_INV;
+  ibv_qp* qp = ibv_create_qp_ex(ctx_, &qa);
+  if (qp == nullptr)
+    return make_sys_error(Errc::kNoResources, errno, "verbs: ibv_create_qp_ex(sq %u, rq %u, sge %u/%u) on %s",
+                          in.sq_depth, in.rq_depth, in.max_send_sge, in.max_recv_sge, caps_.name.c_str());
+  // INIT now, so that receives may be posted before connecting (rdmadev.h).
+  // RoCE and IB both use pkey index 0 for rdma_cm's default pkey.
+  ibv_qp_attr at;
+  std::memset(&at, 0, sizeof at);
+  at.qp_state = IBV_QPS_INIT;
+  at.pkey_index = 0;
+  at.port_num = port_num_;
+  at.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  if (int rc = ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+      rc != 0) {
+    ibv_destroy_qp(qp);
+    return make_sys_error(Errc::kInternal, rc, "verbs: QP to INIT on %s port %u", caps_.name.c_str(), port_num_);
+  }
+  if (index == qps_.size()) {
+    qps_.push_back(nullptr);
+    gens_.push_back(0);
+  }
+  uint16_t gen = ++gens_[index];
+  auto* q = new VerbsQp(this, pd, scq, rcq, in, qp, index, gen);
+  qps_[index] = q;
+  return std::unique_ptr<Qp>(q);
+}
+
+void VerbsDevice::forget_qp(VerbsQp* qp) {
+  if (qp->index() < qps_.size() && qps_[qp->index()] == qp) qps_[qp->index()] = nullptr;
+  errored_.erase(std::remove(errored_.begin(), errored_.end(), qp), errored_.end());
+  // Events already queued for it must not hand out a dangling pointer.
+  for (auto it = events_.begin(); it != events_.end();) {
+    if (it->qp == qp) it = events_.erase(it);
+    else ++it;
+  }
+}
+
+VerbsQp* VerbsDevice::own_qp(Qp* qp) {
+  for (VerbsQp* q : qps_)
+    if (q != nullptr && q == qp) return q;
+  return nullptr;
+}
+
+// ---------------------------------------------------------------- driver
+
+class VerbsDriver final : public Driver {
+ public:
+  const char* name() const override { return "verbs"; }
+  const char* usage() const override {
+    return "verbs:[dev=<rdma device>][,addr=<ip to listen on / connect to>][,port=<n, default 20049>]"
+           "[,depth=<fast-reg pages>][,mw=on|off]";
+  }
+  Result<std::unique_ptr<Device>> open(const DevArgs& a) override {
+    TERN_TRY(a.check_keys({"dev", "addr", "port", "depth", "mw"}));
+    VerbsConfig cfg;
+    cfg.dev = a.get("dev");
+    cfg.addr = a.get("addr");
+    auto port = a.get_u64("port", cfg.port);
+    auto depth = a.get_u64("depth", cfg.fast_reg_depth);
+    TERN_TRY(port);
+    TERN_TRY(depth);
+    if (*port == 0 || *port > 65535)
+      return make_error(Errc::kInvalidArgument, "verbs: port=%llu not in [1, 65535]",
+                        static_cast<unsigned long long>(*port));
+    if (*depth < 1 || *depth > (1u << 20))
+      return make_error(Errc::kInvalidArgument, "verbs: depth=%llu not in [1, 1048576]",
+                        static_cast<unsigned long long>(*depth));
+    std::string mw = a.get("mw", "on");
+    if (mw != "on" && mw != "off")
+      return make_error(Errc::kInvalidArgument, "verbs: mw=%s (want on or off)", mw.c_str());
+    if (cfg.dev.empty() && cfg.addr.empty())
+      return make_error(Errc::kInvalidArgument, "verbs: give dev=<name> and/or addr=<ip>, e.g. verbs:dev=rxe0,addr=169.254.77.1");
+    cfg.port = static_cast<uint16_t>(*port);
+    cfg.fast_reg_depth = static_cast<uint32_t>(*depth);
+    cfg.use_mw = mw == "on";
+    return VerbsDevice::open(cfg);
+  }
+};
+
+}  // namespace tern::verbs
+
+using tern::verbs::VerbsDriver;
+TERN_REGISTER_DRIVER(VerbsDriver)

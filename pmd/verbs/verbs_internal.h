@@ -1,0 +1,321 @@
+// pmd/verbs private classes: rdmadev.h on libibverbs + librdmacm, for any
+// rdma-core device (rxe, mlx5 through its generic verbs, irdma, ...).
+//
+// Files, one concept each:
+//   verbs_device.cc  opening (by device name or by address), caps, object creation
+//   verbs_mem.cc     PD, long-lived MRs, FastMr = type-2 memory window
+//   verbs_qp.cc      QP creation and posting (ibv_wr_* API, one doorbell per chain)
+//   verbs_cq.cc      extended-CQ polling and translation to tern Wc
+//   verbs_cm.cc      rdma_cm: listen/connect/accept/reject/disconnect, events
+//
+// Work-request ids. Verbs hands back only a 64-bit wr_id, and only for
+// signaled or failed WRs; tern needs the user's wr_id and the WR's opcode even
+// for flushed WRs, and a completion must retire every earlier unsignaled WR.
+// So every posted WR takes a slot in a per-QP shadow ring, and the wr_id given
+// to verbs names the slot: [generation:16][qp index:15][recv:1][sequence:32].
+// The CQ maps it back through the device's QP table in O(1), which also makes
+// completions of a destroyed QP (rxe leaves them in the CQ) harmless.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/stats.h"
+#include "rdmadev/rdmadev.h"
+
+namespace tern::verbs {
+
+using namespace tern::rdma;
+
+class VerbsDevice;
+class VerbsQp;
+class VerbsCq;
+
+// ---------------------------------------------------------------- wr_id encoding
+
+inline constexpr uint64_t encode_wr_id(uint16_t gen, uint32_t qp_index, bool recv, uint32_t seq) {
+  return (uint64_t{gen} << 48) | (uint64_t{qp_index & 0x7fff} << 33) | (uint64_t{recv} << 32) | seq;
+}
+inline constexpr uint16_t wr_id_gen(uint64_t id) { return static_cast<uint16_t>(id >> 48); }
+inline constexpr uint32_t wr_id_qp(uint64_t id) { return static_cast<uint32_t>(id >> 33) & 0x7fff; }
+inline constexpr bool wr_id_recv(uint64_t id) { return (id >> 32) & 1; }
+inline constexpr uint32_t wr_id_seq(uint64_t id) { return static_cast<uint32_t>(id); }
+inline constexpr uint32_t kMaxQpsPerDevice = 0x8000;
+
+// ---------------------------------------------------------------- private data
+
+// rdma_cm on IB/RoCE pads private data to the CM message's size (56 bytes in a
+// REQ, 196 in a REP, 148 in a REJ), so the receiver cannot tell how much was
+// sent. Tern's payload goes first (an RFC 8797 peer reads its 8 bytes at
+// offset 0 as usual) and a 4-byte trailer at offset 52 carries the length.
+inline constexpr uint32_t kCmRawPrivateData = 56;
+inline constexpr uint32_t kMaxPrivateData = 52;
+// Encodes into out[kCmRawPrivateData].
+void encode_private_data(std::span<const uint8_t> in, uint8_t* out);
+// Peer bytes: with a valid trailer, the payload it names; else all of them.
+std::vector<uint8_t> decode_private_data(const void* p, size_t len);
+
+// ---------------------------------------------------------------- memory
+
+class VerbsPd final : public Pd {
+ public:
+  VerbsPd(VerbsDevice* dev, ibv_pd* pd) : dev_(dev), pd_(pd) {}
+  ~VerbsPd() override;
+  Result<std::unique_ptr<Mr>> reg_mr(void* addr, uint64_t length, uint32_t access) override;
+  Result<std::unique_ptr<FastMr>> alloc_fast_mr(uint32_t max_depth) override;
+
+  ibv_pd* pd() const { return pd_; }
+  VerbsDevice* device() const { return dev_; }
+  // The long-lived ibv_mr an lkey names (a bind WR needs the ibv_mr itself).
+  ibv_mr* mr_of(uint32_t lkey) const;
+  void add_mr(ibv_mr* mr) { mrs_.push_back(mr); }
+  void remove_mr(ibv_mr* mr);
+
+ private:
+  VerbsDevice* dev_;
+  ibv_pd* pd_;
+  std::vector<ibv_mr*> mrs_;  // few and long-lived: a linear scan is fine
+};
+
+class VerbsMr final : public Mr {
+ public:
+  VerbsMr(VerbsPd* pd, ibv_mr* mr, uint32_t access);
+  ~VerbsMr() override;
+
+ private:
+  VerbsPd* pd_;
+  ibv_mr* mr_;
+};
+
+// A FastMr is a type-2 memory window. Its rkey's index is the window's; the
+// key byte is ours to choose at each bind (FastMr::bump_rkey == ibv_inc_rkey).
+class VerbsFastMr final : public FastMr {
+ public:
+  VerbsFastMr(VerbsPd* pd, ibv_mw* mw, uint32_t max_depth);
+  ~VerbsFastMr() override;
+  ibv_mw* mw() const { return mw_; }
+  VerbsPd* pd() const { return pd_; }
+  // A QP this window was bound through; see VerbsQp::~VerbsQp.
+  void note_bound(VerbsQp* qp);
+  void forget_qp(VerbsQp* qp);
+  // Replaces the window with a fresh one (releases any binding and its QP).
+  void renew_window();
+
+ private:
+  VerbsPd* pd_;
+  ibv_mw* mw_;
+  std::vector<VerbsQp*> bound_qps_;
+};
+
+// ---------------------------------------------------------------- completion queue
+
+class VerbsCq final : public Cq {
+ public:
+  VerbsCq(VerbsDevice* dev, ibv_cq_ex* cq, uint32_t capacity) : dev_(dev), cq_(cq), cap_(capacity) {}
+  ~VerbsCq() override;
+  int poll(Wc* wc, int max) override;
+  uint32_t capacity() const override { return cap_; }
+
+  ibv_cq* ibv() const { return ibv_cq_ex_to_cq(cq_); }
+  // QPs in error with WRs the driver completes itself (see verbs_cq.cc).
+  void add_pending(VerbsQp* qp);
+  void remove_pending(VerbsQp* qp);
+
+ private:
+  int poll_pending(Wc* wc, int max);
+
+  VerbsDevice* dev_;
+  ibv_cq_ex* cq_;
+  uint32_t cap_;
+  std::vector<VerbsQp*> pending_;
+};
+
+// ---------------------------------------------------------------- queue pair
+
+struct VerbsQpStats {
+  Counter post_calls, doorbells, send_wrs, recv_wrs, bytes_out, completions;
+  Counter reg_mr, local_inv, send_inv, remote_inv, errors, flushed, sw_flushed, sq_full, rq_full;
+};
+
+// Shadow of one work queue: user wr_id and opcode per posted WR, retired in order.
+struct ShadowRing {
+  struct Entry {
+    uint64_t wr_id;
+    WcOpcode opcode;
+    bool signaled;
+    bool sw;  // posted while the QP was in error: completed by the driver
+  };
+  std::vector<Entry> e;
+  uint32_t mask = 0, head = 0, tail = 0, depth = 0;
+  void init(uint32_t d);
+  uint32_t used() const { return tail - head; }
+  bool full() const { return used() >= depth; }
+  Entry& at(uint32_t seq) { return e[seq & mask]; }
+  // True if seq is outstanding (posted, not retired).
+  bool outstanding(uint32_t seq) const { return seq - head < tail - head; }
+};
+
+class VerbsQp final : public Qp {
+ public:
+  VerbsQp(VerbsDevice* dev, VerbsPd* pd, VerbsCq* scq, VerbsCq* rcq, const QpInit& init, ibv_qp* qp,
+          uint32_t index, uint16_t gen);
+  ~VerbsQp() override;
+
+  int post_send(const SendWr* wrs, int n, int* err) override;
+  int post_recv(const RecvWr* wrs, int n, int* err) override;
+  QpState state() const override { return state_; }
+  uint32_t qp_num() const override { return qp_->qp_num; }
+  const QpInit& init() const override { return init_; }
+  StatsView stats() const override;
+
+  // Datapath helpers for VerbsCq.
+  ShadowRing& sq() { return sq_; }
+  ShadowRing& rq() { return rq_; }
+  uint16_t gen() const { return gen_; }
+  uint32_t index() const { return index_; }
+  VerbsQpStats& st() { return st_; }
+  // A completion with an error status: the QP is in error now (verbs semantics).
+  void hw_error(WcStatus why);
+  uint64_t error_since() const { return error_since_; }
+
+  // Control path (verbs_cm.cc).
+  ibv_qp* ibv() const { return qp_; }
+  rdma_cm_id* cm_id() const { return cm_id_; }
+  void set_cm_id(rdma_cm_id* id) { cm_id_ = id; }
+  void set_state(QpState s) { state_ = s; }
+  // Moves the QP to error: hardware ERR (flushes), tern kError, flush bookkeeping.
+  void enter_error();
+  Status to_rtr_rts(rdma_cm_id* id, uint8_t resp_res, uint8_t init_depth);
+  std::vector<uint8_t>& peer_private() { return peer_private_; }
+  std::vector<uint8_t>& my_private() { return my_private_; }
+  bool active = false;               // the connecting (client) side
+  bool disconnect_reported = false;  // kDisconnected is reported once per QP
+  bool error_pending_cm = false;     // hw_error seen; poll_cm tells rdma_cm and the engine
+  Status error_status;
+  VerbsDevice* device() const { return dev_; }
+  VerbsCq* send_cq() const { return scq_; }
+  VerbsCq* recv_cq() const { return rcq_; }
+
+ private:
+  int flush_sends(const SendWr* wrs, int n, int* err);
+  int flush_recvs(const RecvWr* wrs, int n, int* err);
+
+  VerbsDevice* dev_;
+  VerbsPd* pd_;
+  VerbsCq* scq_;
+  VerbsCq* rcq_;
+  QpInit init_;
+  ibv_qp* qp_;
+  ibv_qp_ex* qpx_;
+  uint32_t index_;
+  uint16_t gen_;
+  QpState state_ = QpState::kInit;
+  uint64_t error_since_ = 0;
+  rdma_cm_id* cm_id_ = nullptr;
+  std::vector<uint8_t> peer_private_, my_private_;
+  ShadowRing sq_, rq_;
+  std::vector<ibv_recv_wr> rwr_;  // scratch for post_recv chains
+  std::vector<ibv_send_wr> swr_;  // scratch for post_send chains (legacy_post)
+  struct MwUndo {
+    ibv_mw* mw;
+    uint32_t rkey;
+  };
+  std::vector<MwUndo> mw_undo_;    // scratch: window keys to restore if a chain is refused
+  std::vector<VerbsFastMr*> bound_;  // windows bound through this QP
+  VerbsQpStats st_;
+  friend class VerbsFastMr;
+};
+
+// ---------------------------------------------------------------- connections
+
+class VerbsConnRequest final : public ConnRequest {
+ public:
+  VerbsConnRequest(rdma_cm_id* id, std::vector<uint8_t> pdata, uint8_t resp_res, uint8_t init_depth)
+      : id(id), responder_resources(resp_res), initiator_depth(init_depth) {
+    private_data_ = std::move(pdata);
+  }
+  ~VerbsConnRequest() override;
+  rdma_cm_id* id;
+  uint8_t responder_resources, initiator_depth;  // the peer's, from its REQ
+};
+
+struct VerbsConfig {
+  std::string dev;      // device name (optional when addr is given)
+  std::string addr;     // IPv4/IPv6 address to listen on / connect to
+  uint16_t port = 20049;
+  uint32_t fast_reg_depth = 4096;
+  bool use_mw = true;   // mw=off: behave as a device without type-2 windows
+};
+
+class VerbsDevice final : public Device {
+ public:
+  ~VerbsDevice() override;
+  static Result<std::unique_ptr<Device>> open(const VerbsConfig& cfg);
+
+  const DeviceCaps& caps() const override { return caps_; }
+  Result<std::unique_ptr<Pd>> alloc_pd() override;
+  Result<std::unique_ptr<Cq>> create_cq(uint32_t capacity) override;
+  Result<std::unique_ptr<Qp>> create_qp(const QpInit& init) override;
+  Status listen() override;
+  Status connect(Qp* qp, std::span<const uint8_t> private_data) override;
+  Status accept(ConnRequest* req, Qp* qp, std::span<const uint8_t> private_data) override;
+  Status reject(ConnRequest* req, std::span<const uint8_t> private_data) override;
+  Status disconnect(Qp* qp) override;
+  bool poll_cm(CmEvent* ev) override;
+
+  ibv_context* ctx() const { return ctx_; }
+  uint8_t port_num() const { return port_num_; }
+  // rxe reports IBV_WC_WITH_INV as bit 2 (IBV_WC_IP_CSUM_OK); see rxe-vm.md.
+  bool inv_flag_quirk() const { return inv_flag_quirk_; }
+  bool recv_len_quirk() const { return recv_len_quirk_; }
+  // Post sends with ibv_post_send instead of the ibv_wr_* builder (rxe).
+  bool legacy_post() const { return legacy_post_; }
+  // ibv_next_poll returning ENOENT has already ended the poll (rxe).
+  bool next_poll_ends() const { return next_poll_ends_; }
+  VerbsQp* qp_at(uint32_t index, uint16_t gen) const {
+    if (index >= qps_.size()) return nullptr;
+    VerbsQp* q = qps_[index];
+    return q != nullptr && q->gen() == gen ? q : nullptr;
+  }
+  void forget_qp(VerbsQp* qp);
+  void queue_event(CmEvent ev) { events_.push_back(std::move(ev)); }
+  void note_qp_error(VerbsQp* qp);
+
+ private:
+  explicit VerbsDevice(const VerbsConfig& cfg) : cfg_(cfg) {}
+  Status init();
+  VerbsQp* own_qp(Qp* qp);
+  Status make_sockaddr(uint16_t port, sockaddr_storage* out) const;
+  void handle_event(const rdma_cm_event& e, std::vector<uint8_t> pdata);
+  void handle_qp_errors();
+  void fail_connect(VerbsQp* qp, CmEventType type, Status why, std::vector<uint8_t> pdata = {});
+  void report_disconnected(VerbsQp* qp, Status why);
+
+  VerbsConfig cfg_;
+  DeviceCaps caps_;
+  rdma_event_channel* channel_ = nullptr;
+  ibv_context* ctx_ = nullptr;
+  uint8_t port_num_ = 1;
+  uint8_t max_rd_atom_ = 0, max_init_rd_atom_ = 0;
+  bool inv_flag_quirk_ = false;
+  bool recv_len_quirk_ = false;
+  bool legacy_post_ = false;
+  bool next_poll_ends_ = false;
+  bool removed_ = false;
+  rdma_cm_id* listen_id_ = nullptr;
+  std::vector<VerbsQp*> qps_;      // by index; nullptr = free
+  std::vector<uint16_t> gens_;     // per index, bumped on reuse
+  std::vector<VerbsQp*> errored_;  // QPs whose CQ saw an error, for poll_cm
+  std::vector<std::unique_ptr<VerbsConnRequest>> requests_;
+  std::deque<CmEvent> events_;
+};
+
+}  // namespace tern::verbs
