@@ -21,6 +21,19 @@ class Driver {
 // Called from static constructors; the registry lives for the whole program.
 void register_driver(Driver* driver);
 
+// The completion opcode a send-queue WR reports (SEND_WITH_INV completes as a SEND).
+inline WcOpcode wc_opcode_for(WrOpcode op) {
+  switch (op) {
+    case WrOpcode::kSend:
+    case WrOpcode::kSendWithInv: return WcOpcode::kSend;
+    case WrOpcode::kRdmaWrite: return WcOpcode::kRdmaWrite;
+    case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
+    case WrOpcode::kRegMr: return WcOpcode::kRegMr;
+    case WrOpcode::kLocalInv: return WcOpcode::kLocalInv;
+  }
+  return WcOpcode::kSend;
+}
+
 }  // namespace tern::rdma
 
 // Registers a driver at program start. Driver objects sit in a static archive

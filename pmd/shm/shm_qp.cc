@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "rdmadev/rdmadev_driver.h"
 #include "shm/shm_internal.h"
 
 namespace tern::shm {
@@ -24,18 +25,6 @@ uint32_t next_pow2(uint32_t v) {
 
 // a < b in free-running ring-index order.
 bool idx_before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
-
-WcOpcode wc_opcode(WrOpcode op) {
-  switch (op) {
-    case WrOpcode::kSend:
-    case WrOpcode::kSendWithInv: return WcOpcode::kSend;
-    case WrOpcode::kRdmaWrite: return WcOpcode::kRdmaWrite;
-    case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
-    case WrOpcode::kRegMr: return WcOpcode::kRegMr;
-    case WrOpcode::kLocalInv: return WcOpcode::kLocalInv;
-  }
-  return WcOpcode::kSend;
-}
 
 constexpr size_t kDescHeader = offsetof(ShmDesc, sge);
 constexpr uint32_t kExecBurst = 32;
@@ -108,7 +97,7 @@ Status ShmQp::inject_fault(const Fault& f) {
 
 WcStatus ShmQp::build_send_entry(const SendWr& wr, SqEntry* e) {
   e->wr_id = wr.wr_id;
-  e->opcode = wc_opcode(wr.opcode);
+  e->opcode = wc_opcode_for(wr.opcode);
   e->signaled = (wr.flags & kWrSignaled) != 0;
   e->issued = false;
   e->remote = false;

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "rdmadev/rdmadev_driver.h"
 #include "verbs/verbs_internal.h"
 
 namespace tern::verbs {
@@ -17,18 +18,6 @@ static_assert(sizeof(Sge) == sizeof(ibv_sge) && offsetof(Sge, addr) == offsetof(
               "tern::rdma::Sge is passed to verbs as ibv_sge");
 
 namespace {
-
-WcOpcode wc_opcode_of(WrOpcode op) {
-  switch (op) {
-    case WrOpcode::kSend:
-    case WrOpcode::kSendWithInv: return WcOpcode::kSend;
-    case WrOpcode::kRdmaWrite: return WcOpcode::kRdmaWrite;
-    case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
-    case WrOpcode::kRegMr: return WcOpcode::kRegMr;
-    case WrOpcode::kLocalInv: return WcOpcode::kLocalInv;
-  }
-  return WcOpcode::kSend;
-}
 
 unsigned mw_access(uint32_t a) {
   unsigned f = 0;
@@ -206,7 +195,7 @@ int VerbsQp::post_send(const SendWr* wrs, int n, int* err) {
     uint32_t seq = sq_.tail++;
     ShadowRing::Entry& e = sq_.at(seq);
     e.wr_id = w.wr_id;
-    e.opcode = wc_opcode_of(w.opcode);
+    e.opcode = wc_opcode_for(w.opcode);
     e.signaled = (w.flags & kWrSignaled) != 0;
     e.sw = false;
     const auto* sg = reinterpret_cast<const ibv_sge*>(w.sg_list);
@@ -392,7 +381,7 @@ int VerbsQp::flush_sends(const SendWr* wrs, int n, int* err) {
       break;
     }
     ShadowRing::Entry& e = sq_.at(sq_.tail++);
-    e = {wrs[i].wr_id, wc_opcode_of(wrs[i].opcode), true, true};
+    e = {wrs[i].wr_id, wc_opcode_for(wrs[i].opcode), true, true};
   }
   if (i > 0) scq_->add_pending(this);
   return i;
