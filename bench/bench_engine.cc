@@ -49,42 +49,12 @@ namespace {
 
 using namespace tern::rpc;
 
-constexpr int kClientCpu = 0;
-constexpr int kServerCpu = 1;
 constexpr const char* kDefaultMinTime = "--benchmark_min_time=0.3";
 
-// Measured when the process starts (main()), for the ratios.
-double g_cl_rtt_ns = 0;
+// The raw SEND ping-pong measured when the process starts (main()), for x_send.
 double g_send_rtt_ns = 0;
 
-struct CallScope {
-  CallScope() {
-    arm_watchdog();
-    pin_self(kClientCpu);
-  }
-  ~CallScope() { disarm_watchdog(); }
-};
-
 // ================================================================ scale and baseline
-
-void BM_CacheLineRoundTrip(benchmark::State& state) {
-  CallScope scope;
-  auto lines = std::make_unique<PingPongLines>();
-  std::thread peer([&] {
-    pin_self(kServerCpu);
-    line_responder(lines.get());
-  });
-  uint64_t seq = 0;
-  for (int i = 0; i < 10000; ++i) line_round_trip(lines.get(), ++seq);
-  uint64_t t0 = now_ns();
-  for (auto _ : state) line_round_trip(lines.get(), ++seq);
-  uint64_t t1 = now_ns();
-  lines->ping.store(kLineStop, std::memory_order_release);
-  peer.join();
-  state.counters["rtt_ns"] = static_cast<double>(t1 - t0) / static_cast<double>(state.iterations());
-  state.counters["cl_at_start_ns"] = g_cl_rtt_ns;
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
-}
 
 void BM_ShmSendPingPong(benchmark::State& state) {
   CallScope scope;

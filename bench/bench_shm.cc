@@ -25,45 +25,12 @@
 namespace tern::bench {
 namespace {
 
-constexpr int kClientCpu = 0;
-constexpr int kServerCpu = 1;
 // Seconds per benchmark unless --benchmark_min_time says otherwise (main()
 // passes it as a default flag, so that the command line can override it).
 constexpr const char* kDefaultMinTime = "--benchmark_min_time=0.3";
 
-// The raw cache-line round trip measured when the process starts (main()).
-double g_cl_rtt_ns = 0;
-
-// Per benchmark call: pin the benchmark thread, arm the hang watchdog.
-struct CallScope {
-  CallScope() {
-    arm_watchdog();
-    pin_self(kClientCpu);
-  }
-  ~CallScope() { disarm_watchdog(); }
-};
-
 // ================================================================ 1. raw cache line
-
-void BM_CacheLineRoundTrip(benchmark::State& state) {
-  CallScope scope;
-  auto lines = std::make_unique<PingPongLines>();
-  std::thread peer([&] {
-    pin_self(kServerCpu);
-    line_responder(lines.get());
-  });
-  uint64_t seq = 0;
-  for (int i = 0; i < 10000; ++i) line_round_trip(lines.get(), ++seq);
-  uint64_t t0 = now_ns();
-  for (auto _ : state) line_round_trip(lines.get(), ++seq);
-  uint64_t t1 = now_ns();
-  lines->ping.store(kLineStop, std::memory_order_release);
-  peer.join();
-  double rtt = static_cast<double>(t1 - t0) / static_cast<double>(state.iterations());
-  state.counters["rtt_ns"] = rtt;
-  state.counters["cl_at_start_ns"] = g_cl_rtt_ns;
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
-}
+// BM_CacheLineRoundTrip is in bench_util.h (every benchmark program measures it).
 
 // ================================================================ 2. SEND ping-pong
 

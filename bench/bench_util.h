@@ -28,6 +28,8 @@
 #include <thread>
 #include <vector>
 
+#include <benchmark/benchmark.h>
+
 #include "base/stats.h"
 #include "mem/arena.h"
 #include "rdmadev/rdmadev.h"
@@ -665,5 +667,46 @@ struct PingPongRig {
     if (peer_failed()) die("the echo server failed");
   }
 };
+
+// ================================================================ shared by every benchmark program
+
+// The benchmark thread runs on kClientCpu, the peer (server engine, echo
+// server, cache-line responder) on kServerCpu.
+inline constexpr int kClientCpu = 0;
+inline constexpr int kServerCpu = 1;
+
+// The raw cache-line round trip measured when the process starts (main()),
+// the scale every other figure is compared with.
+inline double g_cl_rtt_ns = 0;
+
+// Per benchmark call: pin the benchmark thread, arm the hang watchdog.
+struct CallScope {
+  CallScope() {
+    arm_watchdog();
+    pin_self(kClientCpu);
+  }
+  ~CallScope() { disarm_watchdog(); }
+};
+
+// The raw cache-line round trip between the two CPUs, timed in the same run
+// as the benchmarks it scales.
+inline void BM_CacheLineRoundTrip(benchmark::State& state) {
+  CallScope scope;
+  auto lines = std::make_unique<PingPongLines>();
+  std::thread peer([&] {
+    pin_self(kServerCpu);
+    line_responder(lines.get());
+  });
+  uint64_t seq = 0;
+  for (int i = 0; i < 10000; ++i) line_round_trip(lines.get(), ++seq);
+  uint64_t t0 = now_ns();
+  for (auto _ : state) line_round_trip(lines.get(), ++seq);
+  uint64_t t1 = now_ns();
+  lines->ping.store(kLineStop, std::memory_order_release);
+  peer.join();
+  state.counters["rtt_ns"] = static_cast<double>(t1 - t0) / static_cast<double>(state.iterations());
+  state.counters["cl_at_start_ns"] = g_cl_rtt_ns;
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+}
 
 }  // namespace tern::bench
