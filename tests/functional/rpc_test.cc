@@ -116,6 +116,23 @@ struct Fixture {
     ASSERT_TRUE(c->reply(std::span(reinterpret_cast<const uint8_t*>(out), 8)).is_ok());
   }
 
+  // A kFill call: the server fills `len` bytes of `bulk` (a write chunk) with
+  // pattern `seed`; checks the status, the returned length and every byte.
+  void fill_and_check(uint8_t* bulk, uint32_t len, uint8_t seed) {
+    std::memset(bulk, 0xee, len);
+    uint8_t args[5];
+    std::memcpy(args, &len, 4);
+    args[4] = seed;
+    Call c;
+    c.proc = kFill;
+    c.args = args;
+    c.bulk_recv = std::span<uint8_t>(bulk, len);
+    Pending p = call(c);
+    ASSERT_EQ(p.reply.status, CallStatus::kOk) << call_status_name(p.reply.status);
+    EXPECT_EQ(p.reply.bulk_recv_len, len);
+    for (uint32_t i = 0; i < len; ++i) ASSERT_EQ(bulk[i], pat(seed, i)) << "offset " << i << " of " << len;
+  }
+
   Pending call(Call c) {
     Pending p;
     c.prog = kProg, c.vers = kVers, c.done = on_done, c.ctx = &p;
@@ -163,18 +180,7 @@ TEST(Rpc, WriteChunkIsFilledByTheServer) {
   Fixture f;
   for (uint32_t len : {4096u, 65536u, 1u << 20}) {
     auto* bulk = static_cast<uint8_t*>(f.cli->alloc(len));
-    std::memset(bulk, 0xee, len);
-    uint8_t args[5];
-    std::memcpy(args, &len, 4);
-    args[4] = 9;
-    Call c;
-    c.proc = kFill;
-    c.args = args;
-    c.bulk_recv = std::span<uint8_t>(bulk, len);
-    Pending p = f.call(c);
-    ASSERT_EQ(p.reply.status, CallStatus::kOk) << call_status_name(p.reply.status);
-    EXPECT_EQ(p.reply.bulk_recv_len, len);
-    for (uint32_t i = 0; i < len; ++i) ASSERT_EQ(bulk[i], pat(9, i)) << "offset " << i << " of " << len;
+    ASSERT_NO_FATAL_FAILURE(f.fill_and_check(bulk, len, 9));
   }
 }
 
@@ -199,19 +205,7 @@ TEST(Rpc, RemoteInvalidationSkipsLocalInv) {
   Fixture f;
   ASSERT_TRUE(f.conn->info().remote_invalidation);
   auto* bulk = static_cast<uint8_t*>(f.cli->alloc(8192));
-  for (int k = 0; k < 20; ++k) {
-    uint32_t n = 8192;
-    uint8_t args[5];
-    std::memcpy(args, &n, 4);
-    args[4] = static_cast<uint8_t>(k);
-    Call c;
-    c.proc = kFill;
-    c.args = args;
-    c.bulk_recv = std::span<uint8_t>(bulk, n);
-    Pending p = f.call(c);
-    ASSERT_EQ(p.reply.status, CallStatus::kOk);
-    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(bulk[i], pat(k, i));
-  }
+  for (int k = 0; k < 20; ++k) ASSERT_NO_FATAL_FAILURE(f.fill_and_check(bulk, 8192, static_cast<uint8_t>(k)));
   EXPECT_EQ(f.cli->stats().remote_invalidations.get(), 20u);
   EXPECT_EQ(f.cli->stats().local_inv_chains.get(), 0u);
 }
@@ -222,19 +216,7 @@ TEST(Rpc, WithoutRemoteInvalidationTheClientInvalidatesLocally) {
   Fixture f(so, co);
   ASSERT_FALSE(f.conn->info().remote_invalidation);
   auto* bulk = static_cast<uint8_t*>(f.cli->alloc(8192));
-  for (int k = 0; k < 20; ++k) {
-    uint32_t n = 8192;
-    uint8_t args[5];
-    std::memcpy(args, &n, 4);
-    args[4] = static_cast<uint8_t>(k);
-    Call c;
-    c.proc = kFill;
-    c.args = args;
-    c.bulk_recv = std::span<uint8_t>(bulk, n);
-    Pending p = f.call(c);
-    ASSERT_EQ(p.reply.status, CallStatus::kOk);
-    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(bulk[i], pat(k, i));
-  }
+  for (int k = 0; k < 20; ++k) ASSERT_NO_FATAL_FAILURE(f.fill_and_check(bulk, 8192, static_cast<uint8_t>(k)));
   EXPECT_EQ(f.cli->stats().remote_invalidations.get(), 0u);
   EXPECT_EQ(f.cli->stats().local_inv_chains.get(), 20u);
   EXPECT_EQ(f.srv->stats().remote_invalidations.get(), 0u);
