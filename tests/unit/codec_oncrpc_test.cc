@@ -16,6 +16,7 @@
 #include "xdr/xdr.h"
 
 #include "exact_buf.h"
+#include "xdr_mutate.h"
 
 namespace tern::oncrpc {
 namespace {
@@ -580,25 +581,8 @@ TEST(OncRpc, BadReplyDiscriminants) {
 
 // ------------------------------------------------------------ random input
 
-Bytes mutate(Bytes b, std::mt19937_64& rng) {
-  static const uint32_t kNasty[] = {0, 1, 2, 3, 6, 16, 17, 255, 256, 400, 401, 0x80000000, 0xfffffffc, 0xffffffff};
-  int n = 1 + static_cast<int>(rng() % 3);
-  for (int i = 0; i < n; ++i) {
-    switch (rng() % 4) {
-      case 0:
-        if (!b.empty()) b[rng() % b.size()] = static_cast<uint8_t>(rng());
-        break;
-      case 1:
-        if (b.size() >= 4) xdr::detail::store_be32(b.data() + (rng() % (b.size() / 4)) * 4, kNasty[rng() % std::size(kNasty)]);
-        break;
-      case 2: b.resize(rng() % (b.size() + 1)); break;
-      case 3:
-        for (size_t k = rng() % 16; k > 0; --k) b.push_back(static_cast<uint8_t>(rng()));
-        break;
-    }
-  }
-  return b;
-}
+const uint32_t kNasty[] = {0, 1, 2, 3, 6, 16, 17, 255, 256, 400, 401, 0x80000000, 0xfffffffc, 0xffffffff};
+Bytes mutate(Bytes b, std::mt19937_64& rng) { return tern::testing::mutate_xdr(std::move(b), rng, kNasty); }
 
 TEST(OncRpc, RandomAndMutatedCalls) {
   std::mt19937_64 rng(5531);

@@ -14,6 +14,7 @@
 #include "xdr/xdr.h"
 
 #include "exact_buf.h"
+#include "xdr_mutate.h"
 
 namespace tern::rpcrdma {
 namespace {
@@ -590,28 +591,8 @@ TEST(RpcRdmaWire, BadListDiscriminants) {
 
 // Turns valid headers into hostile ones: random bytes, words set to the values
 // that hurt (0, 1, capacities, all ones), truncation, trailing junk.
-Bytes mutate(Bytes b, std::mt19937_64& rng) {
-  static const uint32_t kNasty[] = {0, 1, 2, 3, 4, 5, 16, 17, 0x7fffffff, 0x80000000, 0xfffffffe, 0xffffffff};
-  int n = 1 + static_cast<int>(rng() % 3);
-  for (int i = 0; i < n; ++i) {
-    switch (rng() % 4) {
-      case 0:
-        if (!b.empty()) b[rng() % b.size()] = static_cast<uint8_t>(rng());
-        break;
-      case 1:
-        if (b.size() >= 4) {
-          size_t word = (rng() % (b.size() / 4)) * 4;
-          xdr::detail::store_be32(b.data() + word, kNasty[rng() % std::size(kNasty)]);
-        }
-        break;
-      case 2: b.resize(rng() % (b.size() + 1)); break;
-      case 3:
-        for (size_t k = rng() % 16; k > 0; --k) b.push_back(static_cast<uint8_t>(rng()));
-        break;
-    }
-  }
-  return b;
-}
+const uint32_t kNasty[] = {0, 1, 2, 3, 4, 5, 16, 17, 0x7fffffff, 0x80000000, 0xfffffffe, 0xffffffff};
+Bytes mutate(Bytes b, std::mt19937_64& rng) { return tern::testing::mutate_xdr(std::move(b), rng, kNasty); }
 
 TEST(RpcRdmaWire, RandomAndMutatedHeaders) {
   std::mt19937_64 rng(0x8166);
