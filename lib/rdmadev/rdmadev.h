@@ -58,6 +58,12 @@ struct DeviceCaps {
   // against the long-lived MR under it, not the registered range (rxe's type-2
   // windows): accesses outside the registration but inside that MR succeed.
   bool fast_reg_bounds_enforced = true;
+  // False when the device reports some errors with a generic completion status
+  // instead of the specific one (rxe: LOC_QP_OP_ERR for a bad lkey, a receive
+  // too small or a LOCAL_INV of a stale key; REM_OP_ERR at the sender of a
+  // SEND the responder could not place). The WR still fails, later WRs flush
+  // and the QP goes to error; only the status value is less telling.
+  bool precise_error_status = true;
 };
 
 // ---------------------------------------------------------------- memory

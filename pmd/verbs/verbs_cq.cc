@@ -88,9 +88,6 @@ int VerbsCq::poll(Wc* wc, int max) {
             }
           }
         } else {
-          // rxe completes a receive too small for the SEND with the
-          // responder's NAK status (REM_INV_REQ); verbs' is LOC_LEN.
-          if (recv && st == WcStatus::kRemInvReqErr && dev_->recv_len_quirk()) st = WcStatus::kLocLenErr;
           if (st == WcStatus::kWrFlushErr) qp->st().flushed.add();
           else qp->st().errors.add();
           qp->hw_error(st);

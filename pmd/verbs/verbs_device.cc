@@ -163,7 +163,8 @@ Status VerbsDevice::init() {
 
   bool rxe = is_rxe(ctx_, a);
   inv_flag_quirk_ = rxe;
-  recv_len_quirk_ = rxe;
+  // rxe's completions say LOC_QP_OP_ERR / REM_OP_ERR for errors other devices name.
+  caps_.precise_error_status = !rxe;
   next_poll_ends_ = rxe;
   // rdma-core 44's rxe wr_set_sge_list miscounts multi-SGE lengths; see verbs_qp.cc.
   legacy_post_ = rxe || std::getenv("TERN_VERBS_LEGACY_POST") != nullptr;

@@ -275,7 +275,6 @@ class VerbsDevice final : public Device {
   uint8_t port_num() const { return port_num_; }
   // rxe reports IBV_WC_WITH_INV as bit 2 (IBV_WC_IP_CSUM_OK); see rxe-vm.md.
   bool inv_flag_quirk() const { return inv_flag_quirk_; }
-  bool recv_len_quirk() const { return recv_len_quirk_; }
   // Post sends with ibv_post_send instead of the ibv_wr_* builder (rxe).
   bool legacy_post() const { return legacy_post_; }
   // ibv_next_poll returning ENOENT has already ended the poll (rxe).
@@ -306,7 +305,6 @@ class VerbsDevice final : public Device {
   uint8_t port_num_ = 1;
   uint8_t max_rd_atom_ = 0, max_init_rd_atom_ = 0;
   bool inv_flag_quirk_ = false;
-  bool recv_len_quirk_ = false;
   bool legacy_post_ = false;
   bool next_poll_ends_ = false;
   bool removed_ = false;

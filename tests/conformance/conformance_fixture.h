@@ -18,6 +18,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -72,6 +73,10 @@ AssertionResult wc_is(const Wc& wc, uint64_t wr_id, WcStatus status, WcOpcode op
 AssertionResult all_flushed(const std::vector<Wc>& wcs, const std::vector<uint64_t>& wr_ids);
 // Any error but a flush: what the WR that failed must report.
 AssertionResult is_real_error(const Wc& wc, uint64_t wr_id);
+// The WR failed with `status`; on a device whose caps say
+// !precise_error_status, with any error but a flush (the rest of a test still
+// checks flushes, QP state and untouched memory).
+AssertionResult failed_with(const DeviceCaps& caps, const Wc& wc, uint64_t wr_id, WcStatus status);
 
 // Deterministic byte patterns, so that a mismatch names its offset.
 void fill_pattern(void* p, size_t len, uint32_t seed);
@@ -210,9 +215,24 @@ struct RemoteBuf {
 // A forked child running `body` (returns its exit code) in a fresh address
 // space copy; it must not use gtest. The destructor SIGKILLs and reaps it if
 // it is still running, so that a failing test never leaves it behind.
+// A peer process: this test binary run again (fork + exec) with the name of a
+// registered child body and the device spec. Not a bare fork(): RDMA
+// libraries do not survive one (librdmacm keeps the parent's device contexts,
+// and the kernel refuses their commands from another process with EACCES),
+// and a peer that is a separate program is what the tests mean anyway.
+using ChildBody = int (*)(const std::string& spec);
+bool register_child_body(const char* name, ChildBody body);
+// For main(): when argv names a child body, runs it and returns its exit code.
+std::optional<int> run_child_body_if_asked(int argc, char** argv);
+
+#define TERN_CONFORMANCE_CHILD(name)                                                      \
+  int name(const std::string& spec);                                                    \
+  [[maybe_unused]] const bool name##_registered = ::tern::conformance::register_child_body(#name, name); \
+  int name(const std::string& spec)
+
 class Child {
  public:
-  explicit Child(const std::function<int()>& body);
+  Child(const char* body_name, const std::string& spec);
   ~Child();
   pid_t pid() const { return pid_; }
   bool started() const { return pid_ > 0; }

@@ -144,24 +144,29 @@ TEST_P(ErrorTest, ReconnectWithNewQpsAfterDisconnect) {
 
 // ---------------------------------------------------------------- two processes
 
+// The children below are peer processes (see Child): each opens its own
+// client Side on `spec` and exits with 0 or the number of the step that failed.
+
+// A fresh client Side on `spec`, connected, with a receive of `recv_len`
+// bytes (id 1) posted first if recv_len > 0.
+AssertionResult child_connect(const std::string& spec, Side& me, Poller& p, Buf* rbuf, Sge* rsge,
+                              size_t recv_len) {
+  if (auto r = me.open(spec); !r) return r;
+  if (recv_len > 0) {
+    if (auto r = me.alloc(recv_len, kAccessLocalWrite, rbuf); !r) return r;
+    *rsge = rbuf->sge();
+    if (auto r = me.post_recv({wr_recv(1, rsge, 1)}); !r) return r;
+  }
+  std::vector<uint8_t> pd = {'c', 'h', 'i', 'l', 'd', 0, 0, 1};
+  Status s = me.dev->connect(me.qp.get(), pd);
+  if (!s.is_ok()) return AssertionFailure() << "connect: " << to_string(s);
+  return p.wait_cm(me, CmEventType::kEstablished);
+}
+
+constexpr size_t kHalf = 32 << 10;
+
 class ForkTest : public ConformanceTest {
  protected:
-  // Runs in the child: a fresh client Side on `spec`, connected with a receive
-  // of `recv_len` bytes (id 1) posted first if recv_len > 0.
-  static AssertionResult child_connect(const std::string& spec, Side& me, Poller& p, Buf* rbuf, Sge* rsge,
-                                       size_t recv_len) {
-    if (auto r = me.open(spec); !r) return r;
-    if (recv_len > 0) {
-      if (auto r = me.alloc(recv_len, kAccessLocalWrite, rbuf); !r) return r;
-      *rsge = rbuf->sge();
-      if (auto r = me.post_recv({wr_recv(1, rsge, 1)}); !r) return r;
-    }
-    std::vector<uint8_t> pd = {'c', 'h', 'i', 'l', 'd', 0, 0, 1};
-    Status s = me.dev->connect(me.qp.get(), pd);
-    if (!s.is_ok()) return AssertionFailure() << "connect: " << to_string(s);
-    return p.wait_cm(me, CmEventType::kEstablished);
-  }
-
   // Parent: accept the child's connection request on server.qp.
   AssertionResult accept_child() {
     CmEvent req;
@@ -180,8 +185,36 @@ class ForkTest : public ConformanceTest {
 };
 TERN_CONFORMANCE_SUITE(ForkTest);
 
+TERN_CONFORMANCE_CHILD(child_moves_data) {
+  Side me("child");
+  Poller p{&me};
+  Buf rb, bulk, small, sink;
+  Sge rsge;
+  TERN_CHILD_CHECK(2, child_connect(spec, me, p, &rb, &rsge, 4096));
+  Wc wc;
+  TERN_CHILD_CHECK(3, p.wait_recv1(me, &wc));
+  TERN_CHILD_CHECK(4, wc_is(wc, 1, WcStatus::kSuccess, WcOpcode::kRecv));
+  RemoteBuf where;
+  std::memcpy(&where, rb.p, sizeof where);
+  TERN_CHILD_CHECK(5, me.alloc(kHalf, kAccessLocalWrite, &bulk));
+  TERN_CHILD_CHECK(5, me.alloc(kHalf, kAccessLocalWrite, &sink));
+  TERN_CHILD_CHECK(5, me.alloc(1024, kAccessLocalWrite, &small));
+  fill_pattern(bulk.p, kHalf, 0xA);
+  fill_pattern(small.p, 1024, 0xB);
+  Sge a = bulk.sge(), b = sink.sge(), c = small.sge();
+  TERN_CHILD_CHECK(6, me.post_send({wr_write(10, &a, 1, where.addr, where.rkey, false),
+                                    wr_read(11, &b, 1, where.addr + kHalf, where.rkey, false),
+                                    wr_send(12, &c, 1)}));
+  TERN_CHILD_CHECK(7, p.wait_send1(me, &wc));
+  TERN_CHILD_CHECK(8, wc_is(wc, 12, WcStatus::kSuccess, WcOpcode::kSend));
+  TERN_CHILD_CHECK(9, check_pattern(sink.p, kHalf, 0xC, "child: data READ from the parent"));
+  Status st = me.dev->disconnect(me.qp.get());
+  if (!st.is_ok()) return 10;
+  p.settle();
+  return 0;
+}
+
 TEST_P(ForkTest, TwoProcessesMoveData) {
-  constexpr size_t kHalf = 32 << 10;
   Buf target, rbuf, msg;
   ASSERT_TRUE(server.alloc(2 * kHalf, kAccessAll, &target));
   fill_pattern(target.p + kHalf, kHalf, 0xC);  // for the child to READ
@@ -191,35 +224,7 @@ TEST_P(ForkTest, TwoProcessesMoveData) {
   ASSERT_TRUE(server.post_recv({wr_recv(1, &rs, 1)}));
   ASSERT_TRUE(server.dev->listen().is_ok());
 
-  const std::string s = spec;
-  Child child([s] {
-    Side me("child");
-    Poller p{&me};
-    Buf rb, bulk, small, sink;
-    Sge rsge;
-    TERN_CHILD_CHECK(2, child_connect(s, me, p, &rb, &rsge, 4096));
-    Wc wc;
-    TERN_CHILD_CHECK(3, p.wait_recv1(me, &wc));
-    TERN_CHILD_CHECK(4, wc_is(wc, 1, WcStatus::kSuccess, WcOpcode::kRecv));
-    RemoteBuf where;
-    std::memcpy(&where, rb.p, sizeof where);
-    TERN_CHILD_CHECK(5, me.alloc(kHalf, kAccessLocalWrite, &bulk));
-    TERN_CHILD_CHECK(5, me.alloc(kHalf, kAccessLocalWrite, &sink));
-    TERN_CHILD_CHECK(5, me.alloc(1024, kAccessLocalWrite, &small));
-    fill_pattern(bulk.p, kHalf, 0xA);
-    fill_pattern(small.p, 1024, 0xB);
-    Sge a = bulk.sge(), b = sink.sge(), c = small.sge();
-    TERN_CHILD_CHECK(6, me.post_send({wr_write(10, &a, 1, where.addr, where.rkey, false),
-                                      wr_read(11, &b, 1, where.addr + kHalf, where.rkey, false),
-                                      wr_send(12, &c, 1)}));
-    TERN_CHILD_CHECK(7, p.wait_send1(me, &wc));
-    TERN_CHILD_CHECK(8, wc_is(wc, 12, WcStatus::kSuccess, WcOpcode::kSend));
-    TERN_CHILD_CHECK(9, check_pattern(sink.p, kHalf, 0xC, "child: data READ from the parent"));
-    Status st = me.dev->disconnect(me.qp.get());
-    if (!st.is_ok()) return 10;
-    p.settle();
-    return 0;
-  });
+  Child child("child_moves_data", spec);
   ASSERT_TRUE(child.started());
 
   ASSERT_TRUE(accept_child());
@@ -240,6 +245,24 @@ TEST_P(ForkTest, TwoProcessesMoveData) {
   ASSERT_NO_FATAL_FAILURE(expect_child_exit(child, 0));
 }
 
+TERN_CONFORMANCE_CHILD(child_exits_mid_stream) {
+  Side me("child");
+  Poller p{&me};
+  Buf unused, src;
+  Sge rsge;
+  TERN_CHILD_CHECK(2, child_connect(spec, me, p, &unused, &rsge, 0));
+  TERN_CHILD_CHECK(3, me.alloc(4096, kAccessLocalWrite, &src));
+  Sge a = src.sge(0, 100);
+  TERN_CHILD_CHECK(4, me.post_send({wr_send(1, &a, 1), wr_send(2, &a, 1), wr_send(3, &a, 1)}));
+  std::vector<Wc> wcs;
+  TERN_CHILD_CHECK(5, p.wait_send(me, 3, &wcs));
+  for (const Wc& w : wcs)
+    if (w.status != WcStatus::kSuccess) return 6;
+  // Two more in flight, then die without a goodbye (no destructors run).
+  TERN_CHILD_CHECK(7, me.post_send({wr_send(4, &a, 1, false), wr_send(5, &a, 1, false)}));
+  _exit(0);
+}
+
 TEST_P(ForkTest, PeerExitMidStreamFlushesAndDisconnects) {
   constexpr int kRecvs = 8;
   Buf rbuf;
@@ -248,24 +271,7 @@ TEST_P(ForkTest, PeerExitMidStreamFlushesAndDisconnects) {
   ASSERT_TRUE(server.post_recv(recvs(rbuf, rs, 0, kRecvs, 256)));
   ASSERT_TRUE(server.dev->listen().is_ok());
 
-  const std::string s = spec;
-  Child child([s] {
-    Side me("child");
-    Poller p{&me};
-    Buf unused, src;
-    Sge rsge;
-    TERN_CHILD_CHECK(2, child_connect(s, me, p, &unused, &rsge, 0));
-    TERN_CHILD_CHECK(3, me.alloc(4096, kAccessLocalWrite, &src));
-    Sge a = src.sge(0, 100);
-    TERN_CHILD_CHECK(4, me.post_send({wr_send(1, &a, 1), wr_send(2, &a, 1), wr_send(3, &a, 1)}));
-    std::vector<Wc> wcs;
-    TERN_CHILD_CHECK(5, p.wait_send(me, 3, &wcs));
-    for (const Wc& w : wcs)
-      if (w.status != WcStatus::kSuccess) return 6;
-    // Two more in flight, then die without a goodbye (no destructors run).
-    TERN_CHILD_CHECK(7, me.post_send({wr_send(4, &a, 1, false), wr_send(5, &a, 1, false)}));
-    _exit(0);
-  });
+  Child child("child_exits_mid_stream", spec);
   ASSERT_TRUE(child.started());
   ASSERT_TRUE(accept_child());
 
@@ -289,6 +295,20 @@ TEST_P(ForkTest, PeerExitMidStreamFlushesAndDisconnects) {
   ASSERT_NO_FATAL_FAILURE(expect_child_exit(child, 0));
 }
 
+TERN_CONFORMANCE_CHILD(child_polls_until_killed) {
+  Side me("child");
+  Poller p{&me};
+  Buf unused, buf;
+  Sge rsge;
+  TERN_CHILD_CHECK(2, child_connect(spec, me, p, &unused, &rsge, 0));
+  TERN_CHILD_CHECK(3, me.alloc(4096, kAccessLocalWrite, &buf));
+  Sge a = buf.sge(0, 10);
+  TERN_CHILD_CHECK(4, me.post_send({wr_send(1, &a, 1)}));
+  // Keep polling (a live peer) until killed; never more than 30 s.
+  p.settle(std::chrono::seconds(30));
+  return 5;
+}
+
 TEST_P(ForkTest, PeerKilledFlushesAndDisconnects) {
   Buf rbuf, src;
   Sge rs[4];
@@ -297,20 +317,7 @@ TEST_P(ForkTest, PeerKilledFlushesAndDisconnects) {
   ASSERT_TRUE(server.post_recv(recvs(rbuf, rs, 0, 4, 256)));
   ASSERT_TRUE(server.dev->listen().is_ok());
 
-  const std::string s = spec;
-  Child child([s] {
-    Side me("child");
-    Poller p{&me};
-    Buf unused, buf;
-    Sge rsge;
-    TERN_CHILD_CHECK(2, child_connect(s, me, p, &unused, &rsge, 0));
-    TERN_CHILD_CHECK(3, me.alloc(4096, kAccessLocalWrite, &buf));
-    Sge a = buf.sge(0, 10);
-    TERN_CHILD_CHECK(4, me.post_send({wr_send(1, &a, 1)}));
-    // Keep polling (a live peer) until killed; never more than 30 s.
-    p.settle(std::chrono::seconds(30));
-    return 5;
-  });
+  Child child("child_polls_until_killed", spec);
   ASSERT_TRUE(child.started());
   ASSERT_TRUE(accept_child());
   Wc wc;

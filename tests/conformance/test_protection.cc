@@ -53,7 +53,7 @@ class ProtectionTest : public ConnectedTest {
                                   wr_send(3, &later[1], 1)}));
     std::vector<Wc> s, r;
     ASSERT_TRUE(poller.wait_send(client, 3, &s));
-    EXPECT_TRUE(wc_is(s[0], 1, status)) << "the bad WR";
+    EXPECT_TRUE(failed_with(caps(), s[0], 1, status)) << "the bad WR";
     EXPECT_TRUE(all_flushed({s[1], s[2]}, {2, 3})) << "WRs after the failed one (the unsignaled included)";
     ASSERT_TRUE(poller.wait_recv(client, 2, &r));
     EXPECT_TRUE(all_flushed(r, {50, 51})) << "the initiator's outstanding receives";
@@ -225,7 +225,7 @@ TEST_P(ProtectionTest, ReceiveWithUnknownLkey) {
   ASSERT_TRUE(client.post_send({wr_send(1, &s, 1)}));
   Wc rw, sw;
   ASSERT_TRUE(poller.wait_recv1(server, &rw));
-  EXPECT_TRUE(wc_is(rw, 9, WcStatus::kLocProtErr)) << "receiver";
+  EXPECT_TRUE(failed_with(caps(), rw, 9, WcStatus::kLocProtErr)) << "receiver";
   ASSERT_TRUE(poller.wait_send1(client, &sw));
   EXPECT_TRUE(is_real_error(sw, 1)) << "the sender must learn that its SEND failed";
   EXPECT_TRUE(check_filled(dst.p, dst.len, 0, "receive buffer"));
