@@ -250,6 +250,10 @@ void Conn::on_recv_wc(const Wc& wc) {
     if (state == State::kReady) to_repost.push_back(rep);
     return;
   }
+  // A message proves the connection is up, even when the device's
+  // ESTABLISHED event is still queued (the engine polls CM events once a
+  // millisecond, and on verbs the client's first SEND can overtake its RTU).
+  if (state == State::kConnecting && server) on_established({});
   rep->len = wc.byte_len;
   rep->wc_flags = wc.flags;
   rep->invalidated_rkey = wc.invalidated_rkey;

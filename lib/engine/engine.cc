@@ -407,6 +407,7 @@ Status Conn::setup_queues() {
 }
 
 void Conn::on_established(std::span<const uint8_t> peer_pdata) {
+  if (state != State::kConnecting) return;  // a server may learn it first from a receive
   if (!server)
     wire::negotiate(peer_pdata, eng->opt.inline_send, eng->opt.inline_recv, eng->opt.remote_invalidation,
                     &inline_send, &inline_recv, &remote_inv);

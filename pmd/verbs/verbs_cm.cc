@@ -40,6 +40,21 @@ std::vector<uint8_t> decode_private_data(const void* p, size_t len) {
   return {b, b + len};  // not a tern peer (e.g. the kernel's svcrdma): all of it
 }
 
+// The client's RTU and its first SEND race, and the SEND may win: a receive
+// completes on an accepted QP whose ESTABLISHED event has not come. The QP
+// has been RTS since accept() and a message proves the client is too, so the
+// connection is up now (as the kernel's rdma_notify(IB_EVENT_COMM_EST) path
+// says); the CM's own ESTABLISHED event then finds the QP connected and is
+// dropped.
+void VerbsDevice::established_by_receive(VerbsQp* qp) {
+  (void)rdma_notify(qp->cm_id(), IBV_EVENT_COMM_EST);  // best effort: the RTU may still come
+  qp->set_state(QpState::kRts);
+  CmEvent ev{CmEventType::kEstablished};
+  ev.qp = qp;
+  ev.private_data = qp->peer_private();
+  queue_event(std::move(ev));
+}
+
 VerbsConnRequest::~VerbsConnRequest() {
   if (id != nullptr) {
     rdma_reject(id, nullptr, 0);

@@ -78,6 +78,7 @@ int VerbsCq::poll(Wc* wc, int max) {
         if (st == WcStatus::kSuccess) {
           w.byte_len = ibv_wc_read_byte_len(cq_);
           if (recv) {
+            if (qp->state() == QpState::kConnecting && !qp->active) dev_->established_by_receive(qp);
             // rxe reports WITH_INV in bit 2 (IBV_WC_IP_CSUM_OK, meaningless
             // on an RC receive), not IBV_WC_WITH_INV: rxe-vm.md quirk 2.
             unsigned f = ibv_wc_read_wc_flags(cq_);

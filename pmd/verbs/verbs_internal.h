@@ -286,6 +286,8 @@ class VerbsDevice final : public Device {
   }
   void forget_qp(VerbsQp* qp);
   void queue_event(CmEvent ev) { events_.push_back(std::move(ev)); }
+  // A receive completed on an accepted QP before its ESTABLISHED event.
+  void established_by_receive(VerbsQp* qp);
   void note_qp_error(VerbsQp* qp);
 
  private:
