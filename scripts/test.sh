@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every Tern test:
 #   1. debug-checked build (TERN_ASSERT on): unit, conformance and app tests;
-#   2. ASan+UBSan build: the same suites;
-#   3. TSan build: the suites that run code on more than one thread.
-# Exits non-zero on the first failing stage. TERN_TEST_QUICK=1 runs stage 1 only.
+#   2. real verbs: the same build's conformance, RPC and NFS interop suites over
+#      Soft-RoCE (rxe0) in a qemu VM (scripts/rxe-vm), when this machine can
+#      run it (x86_64, qemu installable, root to build the image once);
+#      otherwise it says why and the summary says the stage was skipped;
+#   3. ASan+UBSan build: the suites of stage 1;
+#   4. TSan build: the suites that run code on more than one thread.
+# Exits non-zero on the first failing stage. TERN_TEST_QUICK=1 runs stage 1
+# only. TERN_TEST_VM=0 skips stage 2, =1 makes it mandatory (fails if the VM
+# cannot run); the default runs it when it can.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -17,9 +23,24 @@ scripts/build.sh build-test -Dbuildtype=debugoptimized -Dbenchmarks=true
 meson test -C build-test --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite conformance --suite functional --suite apps
 
 if [[ "${TERN_TEST_QUICK:-0}" == 1 ]]; then
-  echo "TERN_TEST_QUICK=1: sanitizer stages not run"
+  echo "TERN_TEST_QUICK=1: VM and sanitizer stages not run"
   exit 0
 fi
+
+stage "real verbs: rxe0 in a qemu VM (build-test/ binaries)"
+vm_note=
+if [[ "${TERN_TEST_VM:-auto}" == 0 ]]; then
+  vm_note="VM stage SKIPPED (TERN_TEST_VM=0)"
+elif why=$(scripts/rxe-vm/rxe-vm check); then
+  echo "$why"
+  scripts/rxe-vm/rxe-vm run --timeout 1800 -- tests/vm/verbs-suites.sh build-test
+elif [[ "${TERN_TEST_VM:-auto}" == 1 ]]; then
+  echo "$why (TERN_TEST_VM=1: the VM stage is required)" >&2
+  exit 1
+else
+  vm_note="VM stage SKIPPED, real-verbs tests NOT run: ${why#rxe-vm: }"
+fi
+[[ -z $vm_note ]] || echo "$vm_note"
 
 stage "ASan+UBSan build (build-asan/)"
 scripts/build.sh build-asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
@@ -34,4 +55,8 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite conformance --suite functional
 
 echo
-echo "all test stages passed"
+if [[ -n $vm_note ]]; then
+  echo "all test stages run passed; $vm_note"
+else
+  echo "all test stages passed"
+fi

@@ -1,0 +1,31 @@
+#!/bin/bash
+# Runs inside the rxe VM (scripts/rxe-vm) for the VM stage of scripts/test.sh:
+# every suite that needs real verbs, over rxe0, one process each, a summary at
+# the end; exit status 0 only if all passed.
+#   tests/vm/verbs-suites.sh BUILDDIR
+set -uo pipefail
+build=${1:?usage: verbs-suites.sh BUILDDIR}
+dev="verbs:dev=rxe0,addr=169.254.77.1"
+declare -a summary=()
+fails=0
+
+suite() {  # suite NAME COMMAND...
+  local name=$1 t0 rc
+  shift
+  echo "--- $name: $*"
+  t0=$(date +%s)
+  "$@"
+  rc=$?
+  if ((rc == 0)); then summary+=("ok      $name ($(($(date +%s) - t0)) s)")
+  else summary+=("FAILED  $name (exit $rc)"); fails=$((fails + 1)); fi
+}
+
+suite conformance env TERN_CONFORMANCE_DEVICES="$dev" "$build/tests/conformance/tern-conformance" --gtest_brief=1
+suite rpc-functional env TERN_RPC_DEVICE="$dev" "$build/tests/functional/tern-rpc-functional" --gtest_brief=1
+if [[ -x $build/tests/interop/tern-nfs-interop ]]; then
+  suite nfs-interop "$build/tests/interop/tern-nfs-interop" --gtest_brief=1
+fi
+
+echo "--- verbs suites on rxe0:"
+printf '    %s\n' "${summary[@]}"
+exit $((fails > 0))
