@@ -58,6 +58,10 @@ struct DeviceCaps {
   // against the long-lived MR under it, not the registered range (rxe's type-2
   // windows): accesses outside the registration but inside that MR succeed.
   bool fast_reg_bounds_enforced = true;
+  // True when a fast registration's addresses start at 0 instead of at
+  // reg.addr: the peer reaches byte k of the registered range at offset k
+  // (mlx5 indirect mkeys are zero-based). Advertise 0 as its offset then.
+  bool fast_reg_zero_based = false;
 };
 
 // ---------------------------------------------------------------- memory
@@ -152,7 +156,8 @@ struct SendWr {
   // kSendWithInv / kLocalInv.
   uint32_t invalidate_rkey = 0;
   // kRegMr: map [addr, addr+length) of the long-lived registration `lkey`, at
-  // iova = addr, with `access`, under `rkey` (from mr->bump_rkey()).
+  // iova = addr (iova = 0 if caps().fast_reg_zero_based), with `access`,
+  // under `rkey` (from mr->bump_rkey()).
   struct {
     FastMr* mr = nullptr;
     uint64_t addr = 0;
