@@ -16,6 +16,7 @@ int post_send_wr_api(const WrApiQueue& q, const SendWr* wrs, int n, int* err) {
   ibv_qp_ex* qpx = q.qpx;
   const uint32_t start = sq.tail;
   int i = 0;
+  *err = 0;
   ibv_wr_start(qpx);
   for (; i < n; ++i) {
     const SendWr& w = wrs[i];
