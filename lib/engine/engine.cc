@@ -163,7 +163,8 @@ Result<DeviceCtx*> EngineImpl::device(std::string_view spec) {
   dc->rcq = std::move(rcq).value();
   // Registration depth from the device, as frwr_query_device does.
   uint32_t depth = std::min(opt.frwr_depth, caps.max_fast_reg_depth);
-  dc->reg = std::make_unique<FrwrRegistrar>(dc->pd.get(), depth, caps.fast_reg_page_size, opt.max_mrs);
+  dc->reg = std::make_unique<FrwrRegistrar>(dc->pd.get(), depth, caps.fast_reg_page_size, opt.max_mrs,
+                                            caps.fast_reg_zero_based);
   devices.push_back(std::move(dc));
   return devices.back().get();
 }

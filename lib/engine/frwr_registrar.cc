@@ -8,8 +8,8 @@ namespace tern::rpc {
 
 using namespace tern::rdma;
 
-FrwrRegistrar::FrwrRegistrar(Pd* pd, uint32_t depth, uint32_t page_size, uint32_t max_mrs)
-    : pd_(pd), depth_(depth), page_size_(page_size), max_mrs_(max_mrs) {
+FrwrRegistrar::FrwrRegistrar(Pd* pd, uint32_t depth, uint32_t page_size, uint32_t max_mrs, bool zero_based)
+    : pd_(pd), depth_(depth), page_size_(page_size), max_mrs_(max_mrs), zero_based_(zero_based) {
   TERN_REQUIRE(depth >= 1 && page_size >= 512 && (page_size & (page_size - 1)) == 0, "bad FRWR geometry");
   free_.reserve(max_mrs);
   all_.reserve(max_mrs);
@@ -64,7 +64,8 @@ int FrwrRegistrar::map(uint64_t addr, uint64_t len, uint32_t lkey, uint32_t acce
     uint64_t piece_end = std::min(end, limit);
     EngineMr* m = taken[i];
     m->rkey = m->mr->bump_rkey();
-    m->iova = pos;
+    // The offset the peer uses: where the registration's first byte is.
+    m->iova = zero_based_ ? 0 : pos;
     m->length = static_cast<uint32_t>(piece_end - pos);
     m->registered = true;
     SendWr& w = chain.add();
@@ -76,7 +77,7 @@ int FrwrRegistrar::map(uint64_t addr, uint64_t len, uint32_t lkey, uint32_t acce
     w.reg.lkey = lkey;
     w.reg.access = access;
     w.reg.rkey = m->rkey;
-    segs[i] = RdmaSegment{m->rkey, m->length, pos};
+    segs[i] = RdmaSegment{m->rkey, m->length, m->iova};
     m->next = *list;
     *list = m;
     pos = piece_end;

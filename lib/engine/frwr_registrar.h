@@ -43,8 +43,9 @@ struct RegistrarStats {
 
 class FrwrRegistrar {
  public:
-  // depth: pages per MR (already capped by the device); max_mrs: MRs to create at most.
-  FrwrRegistrar(rdma::Pd* pd, uint32_t depth, uint32_t page_size, uint32_t max_mrs);
+  // depth: pages per MR (already capped by the device); max_mrs: MRs to create at most;
+  // zero_based: the device's registrations start at offset 0 (DeviceCaps::fast_reg_zero_based).
+  FrwrRegistrar(rdma::Pd* pd, uint32_t depth, uint32_t page_size, uint32_t max_mrs, bool zero_based = false);
   ~FrwrRegistrar();
 
   uint32_t depth() const { return depth_; }
@@ -79,6 +80,7 @@ class FrwrRegistrar {
 
   rdma::Pd* pd_;
   uint32_t depth_, page_size_, max_mrs_;
+  bool zero_based_;
   uint32_t live_ = 0;
   MrFreeList free_;
   std::vector<EngineMr*> all_;  // every MR ever created and not destroyed, for teardown

@@ -64,6 +64,10 @@ struct DeviceCaps {
   // SEND the responder could not place). The WR still fails, later WRs flush
   // and the QP goes to error; only the status value is less telling.
   bool precise_error_status = true;
+  // True when a fast registration's addresses start at 0 instead of at
+  // reg.addr: the peer reaches byte k of the registered range at offset k
+  // (mlx5 indirect mkeys are zero-based). Advertise 0 as its offset then.
+  bool fast_reg_zero_based = false;
 };
 
 // ---------------------------------------------------------------- memory
@@ -158,7 +162,8 @@ struct SendWr {
   // kSendWithInv / kLocalInv.
   uint32_t invalidate_rkey = 0;
   // kRegMr: map [addr, addr+length) of the long-lived registration `lkey`, at
-  // iova = addr, with `access`, under `rkey` (from mr->bump_rkey()).
+  // iova = addr (iova = 0 if caps().fast_reg_zero_based), with `access`,
+  // under `rkey` (from mr->bump_rkey()).
   struct {
     FastMr* mr = nullptr;
     uint64_t addr = 0;

@@ -121,7 +121,7 @@ Status VerbsDevice::accept(ConnRequest* reqi, Qp* qpi, std::span<const uint8_t> 
                       kMaxPrivateData);
   std::unique_ptr<VerbsConnRequest> req = std::move(*it);
   requests_.erase(it);  // from here on, req's destructor rejects on failure
-  if (req->id->verbs != ctx_)
+  if (req->id->verbs != cm_ctx_)
     return make_error(Errc::kInvalidArgument, "verbs accept: the request came in on %s, the QP is on %s",
                       ibv_get_device_name(req->id->verbs->device), caps_.name.c_str());
   uint8_t resp = std::min(max_rd_atom_, req->initiator_depth);
@@ -253,7 +253,7 @@ void VerbsDevice::handle_event(const rdma_cm_event& e, std::vector<uint8_t> pdat
   switch (e.event) {
     case RDMA_CM_EVENT_ADDR_RESOLVED:
       if (!connecting) return;
-      if (id->verbs != ctx_) {
+      if (id->verbs != cm_ctx_) {
         fail_connect(qp, CmEventType::kUnreachable,
                      make_error(Errc::kDisconnected, "verbs: %s is reached through %s, not %s", cfg_.addr.c_str(),
                                 id->verbs ? ibv_get_device_name(id->verbs->device) : "no RDMA device",

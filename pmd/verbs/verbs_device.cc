@@ -42,8 +42,8 @@ Status VerbsDevice::make_sockaddr(uint16_t port, sockaddr_storage* out) const {
   return make_error(Errc::kInvalidArgument, "verbs: addr=%s is not an IPv4 or IPv6 address", cfg_.addr.c_str());
 }
 
-Result<std::unique_ptr<Device>> VerbsDevice::open(const VerbsConfig& cfg) {
-  std::unique_ptr<VerbsDevice> d(new VerbsDevice(cfg));
+Result<std::unique_ptr<Device>> VerbsDevice::open(const VerbsConfig& cfg, std::unique_ptr<FastRegProvider> fr) {
+  std::unique_ptr<VerbsDevice> d(new VerbsDevice(cfg, std::move(fr)));
   TERN_TRY(d->init());
   return std::unique_ptr<Device>(std::move(d));
 }
@@ -170,10 +170,32 @@ Status VerbsDevice::init() {
   legacy_post_ = rxe || std::getenv("TERN_VERBS_LEGACY_POST") != nullptr;
   // rxe checks window accesses against the underlying MR, not the window.
   caps_.fast_reg_bounds_enforced = !(rxe && caps_.memory_windows);
-  TERN_LOG(kInfo, "verbs", "opened %s port %u%s%s: max_qp_wr %u sge %u cqe %u windows %s", caps_.name.c_str(),
+  cm_ctx_ = ctx_;
+  if (fr_ != nullptr) attach_fast_reg();
+  TERN_LOG(kInfo, "verbs", "opened %s port %u%s%s: max_qp_wr %u sge %u cqe %u windows %s%s%s", caps_.name.c_str(),
            port_num_, cfg_.addr.empty() ? "" : " addr ", cfg_.addr.c_str(), caps_.max_qp_wr, caps_.max_send_sge,
-           caps_.max_cqe, caps_.memory_windows ? "type 2" : "none");
+           caps_.max_cqe, caps_.memory_windows ? "type 2" : "none", fr_ != nullptr ? ", fast registration by " : "",
+           fr_ != nullptr ? fr_->name() : "");
   return Status::ok();
+}
+
+void VerbsDevice::attach_fast_reg() {
+  // The provider fills a copy, so that a failure leaves plain verbs intact.
+  DeviceCaps c = caps_;
+  Status s = fr_->attach(ctx_, port_num_, &c);
+  if (!s.is_ok()) {
+    TERN_LOG(kWarn, fr_->name(), "%s: %s; using the verbs driver (%s)", caps_.name.c_str(), s.to_string().c_str(),
+             caps_.memory_windows ? "type-2 memory windows" : "no fast registration");
+    fr_.reset();
+    return;
+  }
+  caps_ = c;
+  ctx_ = fr_->object_context();
+  // The provider's REG_MR needs the wr_* builder; ibv_post_send has no such WR.
+  if (legacy_post_)
+    TERN_LOG(kWarn, fr_->name(), "TERN_VERBS_LEGACY_POST ignored: fast registration by %s needs ibv_wr_*",
+             fr_->name());
+  legacy_post_ = false;
 }
 
 VerbsDevice::~VerbsDevice() {
@@ -239,9 +261,10 @@ Result<std::unique_ptr<Qp>> VerbsDevice::create_qp(const QpInit& in) {
   qa.pd = pd->pd();
   qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
   qa.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ;
-  if (caps_.memory_windows) qa.send_ops_flags |= IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
+  if (caps_.fast_reg) qa.send_ops_flags |= IBV_QP_EX_WITH_LOCAL_INV;
+  if (caps_.memory_windows) qa.send_ops_flags |= IBV_QP_EX_WITH_BIND_MW;
   if (caps_.remote_invalidation) qa.send_ops_flags |= IBV_QP_EX_WITH_SEND_WITH_INV;
-  ibv_qp* qp = ibv_create_qp_ex(ctx_, &qa);
+  ibv_qp* qp = fr_ != nullptr ? fr_->create_qp(&qa) : ibv_create_qp_ex(ctx_, &qa);
   if (qp == nullptr)
     return make_sys_error(Errc::kNoResources, errno, "verbs: ibv_create_qp_ex(sq %u, rq %u, sge %u/%u) on %s",
                           in.sq_depth, in.rq_depth, in.max_send_sge, in.max_recv_sge, caps_.name.c_str());
@@ -286,6 +309,33 @@ VerbsQp* VerbsDevice::own_qp(Qp* qp) {
 
 // ---------------------------------------------------------------- driver
 
+Result<VerbsConfig> parse_verbs_config(const DevArgs& a, const char* driver) {
+  TERN_TRY(a.check_keys({"dev", "addr", "port", "depth", "mw"}));
+  VerbsConfig cfg;
+  cfg.dev = a.get("dev");
+  cfg.addr = a.get("addr");
+  auto port = a.get_u64("port", cfg.port);
+  auto depth = a.get_u64("depth", cfg.fast_reg_depth);
+  TERN_TRY(port);
+  TERN_TRY(depth);
+  if (*port == 0 || *port > 65535)
+    return make_error(Errc::kInvalidArgument, "%s: port=%llu not in [1, 65535]", driver,
+                      static_cast<unsigned long long>(*port));
+  if (*depth < 1 || *depth > (1u << 20))
+    return make_error(Errc::kInvalidArgument, "%s: depth=%llu not in [1, 1048576]", driver,
+                      static_cast<unsigned long long>(*depth));
+  std::string mw = a.get("mw", "on");
+  if (mw != "on" && mw != "off")
+    return make_error(Errc::kInvalidArgument, "%s: mw=%s (want on or off)", driver, mw.c_str());
+  if (cfg.dev.empty() && cfg.addr.empty())
+    return make_error(Errc::kInvalidArgument, "%s: give dev=<name> and/or addr=<ip>, e.g. %s:dev=rxe0,addr=169.254.77.1",
+                      driver, driver);
+  cfg.port = static_cast<uint16_t>(*port);
+  cfg.fast_reg_depth = static_cast<uint32_t>(*depth);
+  cfg.use_mw = mw == "on";
+  return cfg;
+}
+
 class VerbsDriver final : public Driver {
  public:
   const char* name() const override { return "verbs"; }
@@ -294,29 +344,9 @@ class VerbsDriver final : public Driver {
            "[,depth=<fast-reg pages>][,mw=on|off]";
   }
   Result<std::unique_ptr<Device>> open(const DevArgs& a) override {
-    TERN_TRY(a.check_keys({"dev", "addr", "port", "depth", "mw"}));
-    VerbsConfig cfg;
-    cfg.dev = a.get("dev");
-    cfg.addr = a.get("addr");
-    auto port = a.get_u64("port", cfg.port);
-    auto depth = a.get_u64("depth", cfg.fast_reg_depth);
-    TERN_TRY(port);
-    TERN_TRY(depth);
-    if (*port == 0 || *port > 65535)
-      return make_error(Errc::kInvalidArgument, "verbs: port=%llu not in [1, 65535]",
-                        static_cast<unsigned long long>(*port));
-    if (*depth < 1 || *depth > (1u << 20))
-      return make_error(Errc::kInvalidArgument, "verbs: depth=%llu not in [1, 1048576]",
-                        static_cast<unsigned long long>(*depth));
-    std::string mw = a.get("mw", "on");
-    if (mw != "on" && mw != "off")
-      return make_error(Errc::kInvalidArgument, "verbs: mw=%s (want on or off)", mw.c_str());
-    if (cfg.dev.empty() && cfg.addr.empty())
-      return make_error(Errc::kInvalidArgument, "verbs: give dev=<name> and/or addr=<ip>, e.g. verbs:dev=rxe0,addr=169.254.77.1");
-    cfg.port = static_cast<uint16_t>(*port);
-    cfg.fast_reg_depth = static_cast<uint32_t>(*depth);
-    cfg.use_mw = mw == "on";
-    return VerbsDevice::open(cfg);
+    auto cfg = parse_verbs_config(a, "verbs");
+    TERN_TRY(cfg);
+    return VerbsDevice::open(*cfg);
   }
 };
 

@@ -3,8 +3,9 @@
 //
 // Files, one concept each:
 //   verbs_device.cc  opening (by device name or by address), caps, object creation
-//   verbs_mem.cc     PD, long-lived MRs, FastMr = type-2 memory window
-//   verbs_qp.cc      QP creation and posting (ibv_wr_* API, one doorbell per chain)
+//   verbs_mem.cc     PD, long-lived MRs, FastMr = type-2 memory window (and its REG_MR builder)
+//   verbs_qp.cc      QP state and posting: receives, the legacy ibv_post_send path, flushes
+//   verbs_wr_api.cc  posting a chain through the ibv_wr_* builder (one doorbell per chain)
 //   verbs_cq.cc      extended-CQ polling and translation to tern Wc
 //   verbs_cm.cc      rdma_cm: listen/connect/accept/reject/disconnect, events
 //
@@ -15,6 +16,9 @@
 // to verbs names the slot: [generation:16][qp index:15][recv:1][sequence:32].
 // The CQ maps it back through the device's QP table in O(1), which also makes
 // completions of a destroyed QP (rxe leaves them in the CQ) harmless.
+//
+// Drivers built on pmd/verbs (pmd/mlx5) include this header too; what they
+// may replace is in verbs_hooks.h.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -28,8 +32,10 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/devargs.h"
 #include "base/stats.h"
 #include "rdmadev/rdmadev.h"
+#include "verbs/verbs_hooks.h"
 
 namespace tern::verbs {
 
@@ -38,6 +44,7 @@ using namespace tern::rdma;
 class VerbsDevice;
 class VerbsQp;
 class VerbsCq;
+class VerbsMwBuilder;
 
 // ---------------------------------------------------------------- wr_id encoding
 
@@ -75,14 +82,15 @@ class VerbsPd final : public Pd {
   ibv_pd* pd() const { return pd_; }
   VerbsDevice* device() const { return dev_; }
   // The long-lived ibv_mr an lkey names (a bind WR needs the ibv_mr itself).
-  ibv_mr* mr_of(uint32_t lkey) const;
-  void add_mr(ibv_mr* mr) { mrs_.push_back(mr); }
-  void remove_mr(ibv_mr* mr);
+  ibv_mr* mr_of(uint32_t lkey) const { return mrs_.find(lkey); }
+  const MrTable& mrs() const { return mrs_; }
+  void add_mr(ibv_mr* mr) { mrs_.add(mr); }
+  void remove_mr(ibv_mr* mr) { mrs_.remove(mr); }
 
  private:
   VerbsDevice* dev_;
   ibv_pd* pd_;
-  std::vector<ibv_mr*> mrs_;  // few and long-lived: a linear scan is fine
+  MrTable mrs_;
 };
 
 class VerbsMr final : public Mr {
@@ -113,6 +121,33 @@ class VerbsFastMr final : public FastMr {
   VerbsPd* pd_;
   ibv_mw* mw_;
   std::vector<VerbsQp*> bound_qps_;
+};
+
+// REG_MR as a type-2 window bind, for the ibv_wr_* path; plan() also serves
+// the legacy ibv_post_send path.
+class VerbsMwBuilder final : public RegMrBuilder {
+ public:
+  VerbsMwBuilder(VerbsQp* qp, VerbsPd* pd, uint64_t page_size) : qp_(qp), pd_(pd), page_(page_size) {}
+  // The window and bind a kRegMr asks for, if this QP can post it: a window
+  // of this PD, a range inside the MR `reg.lkey`, within the depth, under
+  // the window's index. A window refuses nothing at post time on rxe, so the
+  // driver refuses here what the device would only refuse later.
+  bool plan(const SendWr& w, ibv_mw** mw, ibv_mw_bind_info* bind);
+  int check(const SendWr& w) override;
+  void build(ibv_qp_ex* qpx, const SendWr& w) override;
+  void finish(bool posted) override;
+
+ private:
+  VerbsQp* qp_;
+  VerbsPd* pd_;
+  uint64_t page_;
+  ibv_mw* mw_ = nullptr;  // the last check()'s plan
+  ibv_mw_bind_info bind_{};
+  struct Undo {
+    ibv_mw* mw;
+    uint32_t rkey;
+  };
+  std::vector<Undo> undo_;  // window keys to restore if the chain is not posted
 };
 
 // ---------------------------------------------------------------- completion queue
@@ -163,6 +198,24 @@ struct ShadowRing {
   bool outstanding(uint32_t seq) const { return seq - head < tail - head; }
 };
 
+// What posting a chain through the ibv_wr_* builder needs of its QP. Apart
+// from VerbsQp so that a unit test can run post_send_wr_api() against a fake
+// ibv_qp_ex: ibv_wr_* are inline forwards to its function pointers.
+struct WrApiQueue {
+  ibv_qp_ex* qpx = nullptr;
+  ShadowRing* sq = nullptr;
+  VerbsQpStats* st = nullptr;
+  RegMrBuilder* reg = nullptr;  // nullptr: kRegMr is malformed here
+  uint32_t max_sge = 0;
+  uint32_t qp_index = 0;
+  uint16_t gen = 0;
+  bool local_inv = false;  // LOCAL_INV is accepted
+  bool send_inv = false;   // SEND_WITH_INV is accepted
+};
+// post_send's contract (rdmadev.h) for a QP in RTS: one ibv_wr_start ..
+// ibv_wr_complete, so one doorbell; accepted from the front.
+int post_send_wr_api(const WrApiQueue& q, const SendWr* wrs, int n, int* err);
+
 class VerbsQp final : public Qp {
  public:
   VerbsQp(VerbsDevice* dev, VerbsPd* pd, VerbsCq* scq, VerbsCq* rcq, const QpInit& init, ibv_qp* qp,
@@ -205,6 +258,7 @@ class VerbsQp final : public Qp {
   VerbsCq* recv_cq() const { return rcq_; }
 
  private:
+  int post_send_legacy(const SendWr* wrs, int n, int* err);
   int flush_sends(const SendWr* wrs, int n, int* err);
   int flush_recvs(const RecvWr* wrs, int n, int* err);
 
@@ -224,11 +278,9 @@ class VerbsQp final : public Qp {
   ShadowRing sq_, rq_;
   std::vector<ibv_recv_wr> rwr_;  // scratch for post_recv chains
   std::vector<ibv_send_wr> swr_;  // scratch for post_send chains (legacy_post)
-  struct MwUndo {
-    ibv_mw* mw;
-    uint32_t rkey;
-  };
-  std::vector<MwUndo> mw_undo_;    // scratch: window keys to restore if a chain is refused
+  std::unique_ptr<RegMrBuilder> reg_;  // REG_MR: window bind, or the FastRegProvider's
+  VerbsMwBuilder* mw_ = nullptr;       // reg_ when it binds windows (the legacy path needs it)
+  WrApiQueue wq_;
   std::vector<VerbsFastMr*> bound_;  // windows bound through this QP
   VerbsQpStats st_;
   friend class VerbsFastMr;
@@ -254,11 +306,16 @@ struct VerbsConfig {
   uint32_t fast_reg_depth = 4096;
   bool use_mw = true;   // mw=off: behave as a device without type-2 windows
 };
+// The spec keys of `verbs:` (dev, addr, port, depth, mw), checked; messages
+// name `driver`, so that drivers built on pmd/verbs take the same keys.
+Result<VerbsConfig> parse_verbs_config(const DevArgs& a, const char* driver);
 
 class VerbsDevice final : public Device {
  public:
   ~VerbsDevice() override;
-  static Result<std::unique_ptr<Device>> open(const VerbsConfig& cfg);
+  // `fr`: fast registration other than type-2 windows (pmd/mlx5), used if
+  // its attach() succeeds; plain verbs otherwise.
+  static Result<std::unique_ptr<Device>> open(const VerbsConfig& cfg, std::unique_ptr<FastRegProvider> fr = nullptr);
 
   const DeviceCaps& caps() const override { return caps_; }
   Result<std::unique_ptr<Pd>> alloc_pd() override;
@@ -271,7 +328,11 @@ class VerbsDevice final : public Device {
   Status disconnect(Qp* qp) override;
   bool poll_cm(CmEvent* ev) override;
 
+  // Where PDs, CQs and QPs are made; cm_ctx() is the context rdma_cm ids
+  // resolve to. The same unless a FastRegProvider opened its own.
   ibv_context* ctx() const { return ctx_; }
+  ibv_context* cm_ctx() const { return cm_ctx_; }
+  FastRegProvider* fast_reg_provider() const { return fr_.get(); }
   uint8_t port_num() const { return port_num_; }
   // rxe reports IBV_WC_WITH_INV as bit 2 (IBV_WC_IP_CSUM_OK); see rxe-vm.md.
   bool inv_flag_quirk() const { return inv_flag_quirk_; }
@@ -291,8 +352,9 @@ class VerbsDevice final : public Device {
   void note_qp_error(VerbsQp* qp);
 
  private:
-  explicit VerbsDevice(const VerbsConfig& cfg) : cfg_(cfg) {}
+  VerbsDevice(const VerbsConfig& cfg, std::unique_ptr<FastRegProvider> fr) : cfg_(cfg), fr_(std::move(fr)) {}
   Status init();
+  void attach_fast_reg();
   VerbsQp* own_qp(Qp* qp);
   Status make_sockaddr(uint16_t port, sockaddr_storage* out) const;
   void handle_event(const rdma_cm_event& e, std::vector<uint8_t> pdata);
@@ -301,9 +363,11 @@ class VerbsDevice final : public Device {
   void report_disconnected(VerbsQp* qp, Status why);
 
   VerbsConfig cfg_;
+  std::unique_ptr<FastRegProvider> fr_;  // closes its context after everything made on it
   DeviceCaps caps_;
   rdma_event_channel* channel_ = nullptr;
   ibv_context* ctx_ = nullptr;
+  ibv_context* cm_ctx_ = nullptr;
   uint8_t port_num_ = 1;
   uint8_t max_rd_atom_ = 0, max_init_rd_atom_ = 0;
   bool inv_flag_quirk_ = false;

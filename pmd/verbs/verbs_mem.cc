@@ -1,5 +1,6 @@
 // pmd/verbs memory: PD, long-lived MRs (ibv_reg_mr), and FastMrs, which are
-// type-2 memory windows bound over those MRs by a REG_MR work request.
+// type-2 memory windows bound over those MRs by a REG_MR work request (or,
+// with a FastRegProvider, whatever it makes).
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -10,18 +11,10 @@
 namespace tern::verbs {
 
 VerbsPd::~VerbsPd() {
-  TERN_ASSERT(mrs_.empty(), "PD destroyed with %zu MRs alive", mrs_.size());
+  TERN_ASSERT(mrs_.size() == 0, "PD destroyed with %zu MRs alive", mrs_.size());
   if (int rc = ibv_dealloc_pd(pd_); rc != 0)
     TERN_LOG(kWarn, "verbs", "ibv_dealloc_pd: %s (objects still use it)", std::strerror(rc));
 }
-
-ibv_mr* VerbsPd::mr_of(uint32_t lkey) const {
-  for (ibv_mr* m : mrs_)
-    if (m->lkey == lkey) return m;
-  return nullptr;
-}
-
-void VerbsPd::remove_mr(ibv_mr* mr) { mrs_.erase(std::remove(mrs_.begin(), mrs_.end(), mr), mrs_.end()); }
 
 Result<std::unique_ptr<Mr>> VerbsPd::reg_mr(void* addr, uint64_t length, uint32_t access) {
   if (addr == nullptr || length == 0)
@@ -68,6 +61,7 @@ Result<std::unique_ptr<FastMr>> VerbsPd::alloc_fast_mr(uint32_t max_depth) {
   if (max_depth == 0 || max_depth > c.max_fast_reg_depth)
     return make_error(Errc::kInvalidArgument, "alloc_fast_mr: depth %u not in [1, %u]", max_depth,
                       c.max_fast_reg_depth);
+  if (FastRegProvider* fr = dev_->fast_reg_provider()) return fr->alloc_fast_mr(pd_, max_depth);
   ibv_mw* mw = ibv_alloc_mw(pd_, IBV_MW_TYPE_2);
   if (mw == nullptr) return make_sys_error(Errc::kNoResources, errno, "verbs: ibv_alloc_mw(type 2)");
   return std::unique_ptr<FastMr>(new VerbsFastMr(this, mw, max_depth));
@@ -111,6 +105,53 @@ void VerbsFastMr::renew_window() {
     return;
   }
   rkey_ = mw_->rkey;
+}
+
+// ---------------------------------------------------------------- REG_MR as a bind
+
+namespace {
+
+unsigned mw_access(uint32_t a) {
+  unsigned f = 0;
+  if (a & kAccessRemoteWrite) f |= IBV_ACCESS_REMOTE_WRITE;
+  if (a & kAccessRemoteRead) f |= IBV_ACCESS_REMOTE_READ;
+  return f;
+}
+
+}  // namespace
+
+bool VerbsMwBuilder::plan(const SendWr& w, ibv_mw** mw, ibv_mw_bind_info* bind) {
+  auto* f = static_cast<VerbsFastMr*>(w.reg.mr);
+  ibv_mr* under = pd_->mr_of(w.reg.lkey);
+  bool ok = f != nullptr && f->mw() != nullptr && f->pd() == pd_ && under != nullptr && w.reg.length > 0 &&
+            w.reg.length <= uint64_t{f->max_depth()} * page_ && rkey_index(w.reg.rkey) == rkey_index(f->mw()->rkey) &&
+            w.reg.addr >= reinterpret_cast<uint64_t>(under->addr) && w.reg.length <= under->length &&
+            w.reg.addr - reinterpret_cast<uint64_t>(under->addr) <= under->length - w.reg.length;
+  if (!ok) return false;
+  *mw = f->mw();
+  bind->mr = under;
+  bind->addr = w.reg.addr;
+  bind->length = w.reg.length;
+  bind->mw_access_flags = mw_access(w.reg.access);
+  f->note_bound(qp_);
+  return true;
+}
+
+int VerbsMwBuilder::check(const SendWr& w) { return plan(w, &mw_, &bind_) ? 0 : EINVAL; }
+
+void VerbsMwBuilder::build(ibv_qp_ex* qpx, const SendWr& w) {
+  ibv_wr_bind_mw(qpx, mw_, w.reg.rkey, &bind_);
+  // rxe passes mw->rkey as the window's current key and the kernel checks
+  // it, but nothing updates it (rxe-vm.md quirk 3). Binds run in send-queue
+  // order, so the key to present next is this bind's.
+  undo_.push_back({mw_, mw_->rkey});
+  mw_->rkey = w.reg.rkey;
+}
+
+void VerbsMwBuilder::finish(bool posted) {
+  if (!posted)
+    for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) it->mw->rkey = it->rkey;
+  undo_.clear();
 }
 
 }  // namespace tern::verbs

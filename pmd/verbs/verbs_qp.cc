@@ -1,5 +1,6 @@
-// pmd/verbs queue pair: posting. A post_send chain is one ibv_wr_start ..
-// ibv_wr_complete sequence (one doorbell); a post_recv chain is one
+// pmd/verbs queue pair: state and posting. A post_send chain is one
+// ibv_wr_start .. ibv_wr_complete sequence (one doorbell, verbs_wr_api.cc),
+// or on rxe one ibv_post_send list (here); a post_recv chain is one
 // ibv_post_recv of a linked list. Every WR takes a shadow-ring slot (see
 // verbs_internal.h), which is also how queue-full is known before posting:
 // rdmadev.h wants "accepted from the front", verbs posts all or nothing.
@@ -16,17 +17,6 @@ namespace tern::verbs {
 static_assert(sizeof(Sge) == sizeof(ibv_sge) && offsetof(Sge, addr) == offsetof(ibv_sge, addr) &&
                   offsetof(Sge, length) == offsetof(ibv_sge, length) && offsetof(Sge, lkey) == offsetof(ibv_sge, lkey),
               "tern::rdma::Sge is passed to verbs as ibv_sge");
-
-namespace {
-
-unsigned mw_access(uint32_t a) {
-  unsigned f = 0;
-  if (a & kAccessRemoteWrite) f |= IBV_ACCESS_REMOTE_WRITE;
-  if (a & kAccessRemoteRead) f |= IBV_ACCESS_REMOTE_READ;
-  return f;
-}
-
-}  // namespace
 
 void ShadowRing::init(uint32_t d) {
   uint32_t n = 1;
@@ -45,7 +35,23 @@ VerbsQp::VerbsQp(VerbsDevice* dev, VerbsPd* pd, VerbsCq* scq, VerbsCq* rcq, cons
   rq_.init(init.rq_depth);
   rwr_.resize(init.rq_depth);
   swr_.resize(init.sq_depth);
-  mw_undo_.reserve(init.sq_depth);
+  const DeviceCaps& c = dev->caps();
+  if (FastRegProvider* fr = dev->fast_reg_provider()) {
+    reg_ = fr->make_builder(qp, pd->pd(), &pd->mrs());
+  } else if (c.memory_windows) {
+    auto mw = std::make_unique<VerbsMwBuilder>(this, pd, c.fast_reg_page_size);
+    mw_ = mw.get();
+    reg_ = std::move(mw);
+  }
+  wq_.qpx = qpx_;
+  wq_.sq = &sq_;
+  wq_.st = &st_;
+  wq_.reg = reg_.get();
+  wq_.max_sge = init.max_send_sge;
+  wq_.qp_index = index;
+  wq_.gen = gen;
+  wq_.local_inv = c.fast_reg;
+  wq_.send_inv = c.remote_invalidation;
 }
 
 VerbsQp::~VerbsQp() {
@@ -142,15 +148,17 @@ int VerbsQp::post_send(const SendWr* wrs, int n, int* err) {
     *err = ENOTCONN;
     return 0;
   }
-  const uint32_t start = sq_.tail;
-  const uint32_t max_sge = init_.max_send_sge;
-  mw_undo_.clear();
-  int i = 0;
   // rxe's wr_* builder is broken in rdma-core 44 (wr_set_sge_list sums the
   // first SGE num_sge times, and larger transfers stall): on rxe the same
   // chain goes out as one ibv_post_send list -- still one doorbell.
-  const bool legacy = dev_->legacy_post();
-  if (!legacy) ibv_wr_start(qpx_);
+  if (dev_->legacy_post()) return post_send_legacy(wrs, n, err);
+  return post_send_wr_api(wq_, wrs, n, err);
+}
+
+int VerbsQp::post_send_legacy(const SendWr* wrs, int n, int* err) {
+  const uint32_t start = sq_.tail;
+  const uint32_t max_sge = init_.max_send_sge;
+  int i = 0;
   for (; i < n; ++i) {
     const SendWr& w = wrs[i];
     if (sq_.full()) {
@@ -166,28 +174,13 @@ int VerbsQp::post_send(const SendWr* wrs, int n, int* err) {
     ibv_mw* mw = nullptr;
     ibv_mw_bind_info bind;
     if (w.opcode == WrOpcode::kRegMr) {
-      // A window covers one contiguous range of one MR; refuse what the
-      // device would only refuse later (or, on rxe, not at all).
-      auto* f = static_cast<VerbsFastMr*>(w.reg.mr);
-      ibv_mr* under = pd_->mr_of(w.reg.lkey);
-      uint64_t page = dev_->caps().fast_reg_page_size;
-      bool ok = f != nullptr && f->mw() != nullptr && f->pd() == pd_ && under != nullptr && w.reg.length > 0 &&
-                w.reg.length <= uint64_t{f->max_depth()} * page &&
-                rkey_index(w.reg.rkey) == rkey_index(f->mw()->rkey) &&
-                w.reg.addr >= reinterpret_cast<uint64_t>(under->addr) &&
-                w.reg.length <= under->length &&
-                w.reg.addr - reinterpret_cast<uint64_t>(under->addr) <= under->length - w.reg.length;
-      if (!ok) {
+      // Only windows can be bound by an ibv_send_wr (a FastRegProvider
+      // needs the wr_* builder and turns legacy posting off).
+      if (mw_ == nullptr || !mw_->plan(w, &mw, &bind)) {
         *err = EINVAL;
         break;
       }
-      mw = f->mw();
-      bind.mr = under;
-      bind.addr = w.reg.addr;
-      bind.length = w.reg.length;
-      bind.mw_access_flags = mw_access(w.reg.access);
-      f->note_bound(this);
-    } else if ((w.opcode == WrOpcode::kLocalInv && !dev_->caps().memory_windows) ||
+    } else if ((w.opcode == WrOpcode::kLocalInv && !dev_->caps().fast_reg) ||
                (w.opcode == WrOpcode::kSendWithInv && !dev_->caps().remote_invalidation)) {
       *err = EINVAL;
       break;
@@ -199,123 +192,65 @@ int VerbsQp::post_send(const SendWr* wrs, int n, int* err) {
     e.signaled = (w.flags & kWrSignaled) != 0;
     e.sw = false;
     const auto* sg = reinterpret_cast<const ibv_sge*>(w.sg_list);
-    if (legacy) {
-      ibv_send_wr& x = swr_[static_cast<size_t>(i)];
-      std::memset(&x, 0, sizeof x);
-      x.wr_id = encode_wr_id(gen_, index_, false, seq);
-      x.send_flags = e.signaled ? IBV_SEND_SIGNALED : 0;
-      if (i > 0) swr_[static_cast<size_t>(i - 1)].next = &x;
-      if (has_sge) {
-        x.sg_list = const_cast<ibv_sge*>(sg);
-        x.num_sge = static_cast<int>(w.num_sge);
-      }
-      switch (w.opcode) {
-        case WrOpcode::kSend: x.opcode = IBV_WR_SEND; break;
-        case WrOpcode::kSendWithInv:
-          x.opcode = IBV_WR_SEND_WITH_INV;
-          x.invalidate_rkey = w.invalidate_rkey;
-          st_.send_inv.add();
-          break;
-        case WrOpcode::kRdmaWrite:
-        case WrOpcode::kRdmaRead:
-          x.opcode = w.opcode == WrOpcode::kRdmaWrite ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
-          x.wr.rdma.remote_addr = w.remote_addr;
-          x.wr.rdma.rkey = w.rkey;
-          break;
-        case WrOpcode::kRegMr:
-          x.opcode = IBV_WR_BIND_MW;
-          x.bind_mw.mw = mw;
-          x.bind_mw.rkey = w.reg.rkey;
-          x.bind_mw.bind_info = bind;
-          // ibv_post_send reads mw->rkey as the window's current key when it
-          // builds the WQE, so the new key is stored only after posting.
-          mw_undo_.push_back({mw, w.reg.rkey});
-          st_.reg_mr.add();
-          break;
-        case WrOpcode::kLocalInv:
-          x.opcode = IBV_WR_LOCAL_INV;
-          x.invalidate_rkey = w.invalidate_rkey;
-          st_.local_inv.add();
-          break;
-      }
-      if (has_sge)
-        for (uint32_t k = 0; k < w.num_sge; ++k) st_.bytes_out.add(w.sg_list[k].length);
-      continue;
+    ibv_send_wr& x = swr_[static_cast<size_t>(i)];
+    std::memset(&x, 0, sizeof x);
+    x.wr_id = encode_wr_id(gen_, index_, false, seq);
+    x.send_flags = e.signaled ? IBV_SEND_SIGNALED : 0;
+    if (i > 0) swr_[static_cast<size_t>(i - 1)].next = &x;
+    if (has_sge) {
+      x.sg_list = const_cast<ibv_sge*>(sg);
+      x.num_sge = static_cast<int>(w.num_sge);
     }
-    qpx_->wr_id = encode_wr_id(gen_, index_, false, seq);
-    qpx_->wr_flags = e.signaled ? IBV_SEND_SIGNALED : 0;
     switch (w.opcode) {
-      case WrOpcode::kSend:
-        ibv_wr_send(qpx_);
-        ibv_wr_set_sge_list(qpx_, w.num_sge, sg);
-        break;
+      case WrOpcode::kSend: x.opcode = IBV_WR_SEND; break;
       case WrOpcode::kSendWithInv:
-        ibv_wr_send_inv(qpx_, w.invalidate_rkey);
-        ibv_wr_set_sge_list(qpx_, w.num_sge, sg);
+        x.opcode = IBV_WR_SEND_WITH_INV;
+        x.invalidate_rkey = w.invalidate_rkey;
         st_.send_inv.add();
         break;
       case WrOpcode::kRdmaWrite:
-        ibv_wr_rdma_write(qpx_, w.rkey, w.remote_addr);
-        ibv_wr_set_sge_list(qpx_, w.num_sge, sg);
-        break;
       case WrOpcode::kRdmaRead:
-        ibv_wr_rdma_read(qpx_, w.rkey, w.remote_addr);
-        ibv_wr_set_sge_list(qpx_, w.num_sge, sg);
+        x.opcode = w.opcode == WrOpcode::kRdmaWrite ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+        x.wr.rdma.remote_addr = w.remote_addr;
+        x.wr.rdma.rkey = w.rkey;
         break;
       case WrOpcode::kRegMr:
-        ibv_wr_bind_mw(qpx_, mw, w.reg.rkey, &bind);
-        // rxe passes mw->rkey as the window's current key and the kernel
-        // checks it, but nothing updates it (rxe-vm.md quirk 3). Binds run
-        // in send-queue order, so the key to present next is this bind's.
-        mw_undo_.push_back({mw, mw->rkey});
-        mw->rkey = w.reg.rkey;
+        // ibv_post_send reads mw->rkey as the window's current key when it
+        // builds the WQE, so the new key is stored only after posting.
+        x.opcode = IBV_WR_BIND_MW;
+        x.bind_mw.mw = mw;
+        x.bind_mw.rkey = w.reg.rkey;
+        x.bind_mw.bind_info = bind;
         st_.reg_mr.add();
         break;
       case WrOpcode::kLocalInv:
-        ibv_wr_local_inv(qpx_, w.invalidate_rkey);
+        x.opcode = IBV_WR_LOCAL_INV;
+        x.invalidate_rkey = w.invalidate_rkey;
         st_.local_inv.add();
         break;
     }
     if (has_sge)
       for (uint32_t k = 0; k < w.num_sge; ++k) st_.bytes_out.add(w.sg_list[k].length);
   }
-  if (i == 0) {
-    if (!legacy) ibv_wr_abort(qpx_);
-    return 0;
+  if (i == 0) return 0;
+  ibv_send_wr* bad = nullptr;
+  int rc = ibv_post_send(qp_, &swr_[0], &bad);
+  // WRs before `bad` were posted; the rest were not.
+  int posted = rc == 0 ? i : bad == nullptr ? 0 : static_cast<int>(bad - &swr_[0]);
+  // rxe-vm.md quirk 3: the next bind of a window must present the key of
+  // the last bind posted. (Two binds of one window in one chain would both
+  // present the old key.)
+  for (int k = 0; k < posted; ++k) {
+    const ibv_send_wr& x = swr_[static_cast<size_t>(k)];
+    if (x.opcode == IBV_WR_BIND_MW) x.bind_mw.mw->rkey = x.bind_mw.rkey;
   }
-  if (legacy) {
-    ibv_send_wr* bad = nullptr;
-    if (int rc = ibv_post_send(qp_, &swr_[0], &bad); rc != 0) {
-      // WRs before `bad` were posted; the rest were not.
-      int posted = bad == nullptr ? 0 : static_cast<int>(bad - &swr_[0]);
-      sq_.tail = start + static_cast<uint32_t>(posted);
-      // Binds that were posted carry their keys forward (rxe-vm.md quirk 3).
-      for (int k = 0; k < posted; ++k) {
-        const ibv_send_wr& x = swr_[static_cast<size_t>(k)];
-        if (x.opcode == IBV_WR_BIND_MW) x.bind_mw.mw->rkey = x.bind_mw.rkey;
-      }
-      *err = rc == ENOMEM ? EAGAIN : rc;
-      if (posted > 0) st_.doorbells.add();
-      st_.send_wrs.add(static_cast<uint64_t>(posted));
-      return posted;
-    }
-    // rxe-vm.md quirk 3: the next bind of a window must present this key.
-    // (Two binds of one window in one chain would both present the old key.)
-    for (const MwUndo& m : mw_undo_) m.mw->rkey = m.rkey;
-    st_.doorbells.add();
-    st_.send_wrs.add(static_cast<uint64_t>(i));
-    return i;
-  }
-  if (int rc = ibv_wr_complete(qpx_); rc != 0) {
-    // Nothing of the chain was posted: undo the slots and window keys.
-    sq_.tail = start;
-    for (auto it = mw_undo_.rbegin(); it != mw_undo_.rend(); ++it) it->mw->rkey = it->rkey;
+  if (rc != 0) {
+    sq_.tail = start + static_cast<uint32_t>(posted);
     *err = rc == ENOMEM ? EAGAIN : rc;
-    return 0;
   }
-  st_.doorbells.add();
-  st_.send_wrs.add(static_cast<uint64_t>(i));
-  return i;
+  if (posted > 0) st_.doorbells.add();
+  st_.send_wrs.add(static_cast<uint64_t>(posted));
+  return posted;
 }
 
 int VerbsQp::post_recv(const RecvWr* wrs, int n, int* err) {

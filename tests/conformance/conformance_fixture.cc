@@ -78,9 +78,10 @@ std::string device_param_name(const testing::TestParamInfo<DeviceParam>& info) {
 std::string unique_spec(const DeviceParam& p, std::string* socket_path) {
   socket_path->clear();
   static std::atomic<int> counter{0};
-  // verbs: a fresh rdma_cm port per test, so that no test meets another's
-  // listener or TIME_WAIT; a spec that names its port is used as given.
-  if (p.driver == "verbs" && p.spec.find("port=") == std::string::npos)
+  // verbs (and mlx5, which is verbs underneath): a fresh rdma_cm port per
+  // test, so that no test meets another's listener or TIME_WAIT; a spec that
+  // names its port is used as given.
+  if ((p.driver == "verbs" || p.driver == "mlx5") && p.spec.find("port=") == std::string::npos)
     return p.spec + (p.spec.find(':') == std::string::npos ? ":" : ",") + "port=" + std::to_string(20100 + counter++);
   if (p.driver != "shm") return p.spec;
   const char* tmp = std::getenv("TMPDIR");

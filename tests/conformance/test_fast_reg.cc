@@ -4,6 +4,7 @@
 // as an RPC-over-RDMA requester does; the client reads and writes through it.
 #include <cerrno>
 #include <cstring>
+#include <map>
 
 #include "conformance_fixture.h"
 
@@ -40,7 +41,10 @@ class FastRegTest : public ConnectedTest {
     Sge rs = crecv.sge(0, sizeof(RemoteBuf));
     if (auto r = client.post_recv({wr_recv(700 + seq, &rs, 1)}); !r) return r;
     uint32_t rkey = fmr->bump_rkey();
-    RemoteBuf rb{backing.addr(off), rkey, static_cast<uint32_t>(len)};
+    // The address the peer uses: the memory's own, or 0 on a device whose
+    // registrations are zero-based (DeviceCaps::fast_reg_zero_based).
+    RemoteBuf rb{caps().fast_reg_zero_based ? 0 : backing.addr(off), rkey, static_cast<uint32_t>(len)};
+    local_of[rkey] = backing.p + off;
     std::memcpy(msg.p, &rb, sizeof rb);
     announce_sge = msg.sge(0, sizeof rb);
     prefix.push_back(wr_reg(600 + seq, fmr, backing, off, len, access, rkey));
@@ -74,7 +78,7 @@ class FastRegTest : public ConnectedTest {
     Wc wc;
     ASSERT_TRUE(client_access(is_write, rb, 0, len, seed, &wc));
     ASSERT_EQ(wc.status, WcStatus::kSuccess) << to_string(wc);
-    const uint8_t* at = reinterpret_cast<const uint8_t*>(rb.addr);
+    const uint8_t* at = local_of.at(rb.rkey);
     if (is_write)
       EXPECT_TRUE(check_pattern(at, len, seed, "data written through the fast MR"));
     else
@@ -99,6 +103,7 @@ class FastRegTest : public ConnectedTest {
   Buf backing, msg, srecv, src, sink, crecv;
   Sge announce_sge, io_sge;
   FastMr* fmr = nullptr;
+  std::map<uint32_t, const uint8_t*> local_of;  // announced rkey -> the server memory it maps
 };
 TERN_CONFORMANCE_SUITE(FastRegTest);
 

@@ -202,6 +202,28 @@ TEST_F(Registrar, ChunkBeyondDepthSplitsAtPageBoundaries) {
   EXPECT_EQ(total, 200u * 1024);
 }
 
+TEST_F(Registrar, ZeroBasedDeviceAdvertisesOffsetZero) {
+  // mlx5 indirect mkeys start at address 0: the REG_MR still names the
+  // memory by its address, but the peer must be told offset 0 (per MR).
+  reg = std::make_unique<FrwrRegistrar>(pd.get(), 16, 4096, 8, /*zero_based=*/true);
+  WrChain chain;
+  RdmaSegment segs[8];
+  EngineMr* list = nullptr;
+  ASSERT_EQ(reg->map(addr(100), 100 * 1024, mr->lkey(), rdma::kAccessRemoteWrite | rdma::kAccessLocalWrite, chain,
+                     segs, 8, &list),
+            2);
+  uint64_t pos = addr(100);
+  for (int i = 0; i < 2; ++i) {
+    const rdma::SendWr& w = chain.data()[i];
+    EXPECT_EQ(w.reg.addr, pos) << "REG_MR " << i << " maps the chunk's own bytes";
+    EXPECT_EQ(segs[i].offset, 0u) << "segment " << i << " is addressed from 0 on a zero-based device";
+    EXPECT_EQ(segs[i].length, w.reg.length);
+    EXPECT_EQ(segs[i].handle, w.reg.rkey);
+    pos += w.reg.length;
+  }
+  EXPECT_EQ(pos, addr(100) + 100 * 1024);
+}
+
 TEST_F(Registrar, OutOfMrsTakesNothing) {
   reg = std::make_unique<FrwrRegistrar>(pd.get(), 16, 4096, 2);
   WrChain chain;
