@@ -67,7 +67,7 @@ EngineImpl::~EngineImpl() {
 }
 
 StatsView EngineImpl::stats_view() const {
-  return {{"calls", &st.calls},
+  StatsView v = {{"calls", &st.calls},
           {"replies", &st.replies},
           {"backlogged", &st.backlogged},
           {"sends", &st.sends},
@@ -87,6 +87,15 @@ StatsView EngineImpl::stats_view() const {
           {"credit_waits", &st.credit_waits},
           {"disconnects", &st.disconnects},
           {"calls_deferred", &st.calls_deferred}};
+  for (const auto& dc : devices) {
+    if (const RegCache* c = dc->reg ? dc->reg->cache() : nullptr) {
+      v.push_back({"reg_cache_hits", &c->stats().hits});
+      v.push_back({"reg_cache_misses", &c->stats().misses});
+      v.push_back({"reg_cache_evictions", &c->stats().evictions});
+      break;  // one device's figures: engines use one device in practice
+    }
+  }
+  return v;
 }
 
 void* EngineImpl::alloc(size_t len, size_t align) { return arena->carve(len, align); }
@@ -139,8 +148,6 @@ Result<DeviceCtx*> EngineImpl::device(std::string_view spec) {
   if (!d) return d.status();
   dc->dev = std::move(d).value();
   const DeviceCaps& caps = dc->dev->caps();
-  if (!caps.fast_reg)
-    return make_error(Errc::kUnsupported, "engine: device %s has no fast registration", caps.name.c_str());
   auto pd = dc->dev->alloc_pd();
   if (!pd) return pd.status();
   dc->pd = std::move(pd).value();
@@ -161,10 +168,19 @@ Result<DeviceCtx*> EngineImpl::device(std::string_view spec) {
   if (!rcq) return rcq.status();
   dc->scq = std::move(scq).value();
   dc->rcq = std::move(rcq).value();
-  // Registration depth from the device, as frwr_query_device does.
-  uint32_t depth = std::min(opt.frwr_depth, caps.max_fast_reg_depth);
-  dc->reg = std::make_unique<FrwrRegistrar>(dc->pd.get(), depth, caps.fast_reg_page_size, opt.max_mrs,
-                                            caps.fast_reg_zero_based);
+  if (caps.fast_reg && opt.registration == EngineOptions::Registration::kAuto) {
+    // Registration depth from the device, as frwr_query_device does.
+    uint32_t depth = std::min(opt.frwr_depth, caps.max_fast_reg_depth);
+    dc->reg = std::make_unique<FrwrRegistrar>(dc->pd.get(), depth, caps.fast_reg_page_size, opt.max_mrs,
+                                              caps.fast_reg_zero_based);
+  } else {
+    dc->reg = std::make_unique<FrwrRegistrar>(dc->pd.get(), 4096, opt.max_mrs, FrwrRegistrar::UseRegCache{});
+    TERN_LOG(kWarn, "engine",
+             "%s: chunks are registered with reg_mr and cached (%u entries), %s; registrations stay valid "
+             "between calls and remote invalidation is off",
+             caps.name.c_str(), opt.max_mrs, caps.fast_reg ? "as EngineOptions::registration asks" : "the device has no fast registration");
+  }
+  dc->offer_inv = opt.remote_invalidation && dc->reg->invalidates();
   devices.push_back(std::move(dc));
   return devices.back().get();
 }
@@ -175,7 +191,7 @@ Result<Connection*> EngineImpl::connect(std::string_view spec) {
   auto c = std::make_unique<Conn>(this, *dcr, false);
   TERN_TRY(c->setup_queues());
   uint8_t pdata[64];
-  size_t n = wire::encode_pdata(pdata, sizeof pdata, opt.inline_send, opt.inline_recv, opt.remote_invalidation);
+  size_t n = wire::encode_pdata(pdata, sizeof pdata, opt.inline_send, opt.inline_recv, (*dcr)->offer_inv);
   TERN_TRY((*dcr)->dev->connect(c->qp.get(), std::span<const uint8_t>(pdata, n)));
   conns.push_back(std::move(c));
   return static_cast<Connection*>(conns.back().get());
@@ -229,10 +245,10 @@ void EngineImpl::poll_cm(DeviceCtx* dc) {
         auto c = std::make_unique<Conn>(this, dc, true);
         Status st = c->setup_queues();
         uint8_t pdata[64];
-        size_t n = wire::encode_pdata(pdata, sizeof pdata, opt.inline_send, opt.inline_recv, opt.remote_invalidation);
+        size_t n = wire::encode_pdata(pdata, sizeof pdata, opt.inline_send, opt.inline_recv, dc->offer_inv);
         if (st) {
           // Negotiated now from the client's offer; kEstablished confirms.
-          wire::negotiate(ev.private_data, opt.inline_send, opt.inline_recv, opt.remote_invalidation, &c->inline_send,
+          wire::negotiate(ev.private_data, opt.inline_send, opt.inline_recv, dc->offer_inv, &c->inline_send,
                           &c->inline_recv, &c->remote_inv);
           st = dc->dev->accept(ev.request, c->qp.get(), std::span<const uint8_t>(pdata, n));
         }
@@ -410,7 +426,7 @@ Status Conn::setup_queues() {
 void Conn::on_established(std::span<const uint8_t> peer_pdata) {
   if (state != State::kConnecting) return;  // a server may learn it first from a receive
   if (!server)
-    wire::negotiate(peer_pdata, eng->opt.inline_send, eng->opt.inline_recv, eng->opt.remote_invalidation,
+    wire::negotiate(peer_pdata, eng->opt.inline_send, eng->opt.inline_recv, dc->offer_inv,
                     &inline_send, &inline_recv, &remote_inv);
   state = State::kReady;
   TERN_LOG(kInfo, "engine", "%s connection up: inline send %u recv %u, remote invalidation %s",

@@ -53,6 +53,13 @@ struct EngineOptions {
   uint32_t max_mrs = 1024;
   // Offer remote invalidation (RFC 8797); both ends must.
   bool remote_invalidation = true;
+  // How chunks are registered. kAuto: fast registration (FRWR / memory
+  // windows / UMR) when the device has it, else kRegCache. kRegCache: each
+  // chunk registered with reg_mr and cached (max_mrs entries); registrations
+  // outlive their calls, so the peer keeps access to those pages and remote
+  // invalidation is not offered: a fallback for trusted peers (reg_cache.h).
+  enum class Registration : uint8_t { kAuto, kRegCache };
+  Registration registration = Registration::kAuto;
   // One signaled Send per this many.
   uint32_t send_batch = 16;
 };

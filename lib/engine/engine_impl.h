@@ -139,6 +139,8 @@ struct DeviceCtx {
   std::unique_ptr<rdma::Cq> scq, rcq;
   std::unique_ptr<FrwrRegistrar> reg;
   bool listening = false;
+  // RFC 8797 remote invalidation offered on this device's connections.
+  bool offer_inv = false;
   const Region* find(const void* p, uint64_t len) const;
 };
 

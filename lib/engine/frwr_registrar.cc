@@ -15,12 +15,17 @@ FrwrRegistrar::FrwrRegistrar(Pd* pd, uint32_t depth, uint32_t page_size, uint32_
   all_.reserve(max_mrs);
 }
 
+FrwrRegistrar::FrwrRegistrar(Pd* pd, uint32_t page_size, uint32_t max_mrs, UseRegCache)
+    : pd_(pd), depth_(UINT32_MAX / page_size), page_size_(page_size), max_mrs_(max_mrs), zero_based_(false),
+      cache_(std::make_unique<RegCache>(pd, page_size, max_mrs)) {}
+
 FrwrRegistrar::~FrwrRegistrar() {
   for (EngineMr* m : all_) delete m;
 }
 
 uint32_t FrwrRegistrar::segments_for(uint64_t addr, uint64_t len) const {
   if (len == 0) return 0;
+  if (cache_) return 1;  // one plain registration per chunk
   uint64_t first = addr / page_size_, last = (addr + len - 1) / page_size_;
   uint64_t pages = last - first + 1;
   return static_cast<uint32_t>((pages + depth_ - 1) / depth_);
@@ -47,6 +52,18 @@ EngineMr* FrwrRegistrar::take() {
 int FrwrRegistrar::map(uint64_t addr, uint64_t len, uint32_t lkey, uint32_t access, WrChain& chain,
                        RdmaSegment* segs, int max_segs, EngineMr** list) {
   int need = static_cast<int>(segments_for(addr, len));
+  if (cache_) {
+    if (need > max_segs) return -1;
+    EngineMr* h = cache_->acquire(addr, len, access);
+    if (h == nullptr) {
+      st_.out_of_mrs.add();
+      return -1;
+    }
+    segs[0] = RdmaSegment{h->rkey, h->length, h->iova};
+    h->next = *list;
+    *list = h;
+    return 1;
+  }
   if (need > max_segs || !chain.room(need)) return -1;
   EngineMr* taken[WrChain::kMaxWrs];
   for (int i = 0; i < need; ++i) {
@@ -119,6 +136,10 @@ int FrwrRegistrar::invalidate(EngineMr* list, WrChain& chain, uint64_t wr_id) {
 void FrwrRegistrar::release(EngineMr** list) {
   while (EngineMr* m = *list) {
     *list = m->next;
+    if (m->cached != nullptr) {
+      cache_->release(m);
+      continue;
+    }
     m->registered = false;  // the LOCAL_INV chain (or the peer) invalidated it
     free_.put(m);
   }
@@ -127,6 +148,10 @@ void FrwrRegistrar::release(EngineMr** list) {
 void FrwrRegistrar::destroy(EngineMr** list) {
   while (EngineMr* m = *list) {
     *list = m->next;
+    if (m->cached != nullptr) {
+      cache_->release(m);
+      continue;
+    }
     all_.erase(std::find(all_.begin(), all_.end(), m));
     delete m;
     --live_;

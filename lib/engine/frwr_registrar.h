@@ -17,6 +17,9 @@
 //  - After a connection loss an MR's state is unknown (its REG_MR or LOCAL_INV
 //    may have been flushed), so it is destroyed, never reused; new ones are
 //    made on demand (xprtrdma's recovery rule).
+//  - On a device without fast registration the same calls work through a
+//    RegCache (reg_cache.h): one cached reg_mr per chunk, no WRs, nothing to
+//    invalidate. The engine then offers no remote invalidation.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +28,7 @@
 
 #include "base/stats.h"
 #include "engine/mr_free_list.h"
+#include "engine/reg_cache.h"
 #include "engine/wr_chain.h"
 #include "rdmadev/rdmadev.h"
 
@@ -46,7 +50,14 @@ class FrwrRegistrar {
   // depth: pages per MR (already capped by the device); max_mrs: MRs to create at most;
   // zero_based: the device's registrations start at offset 0 (DeviceCaps::fast_reg_zero_based).
   FrwrRegistrar(rdma::Pd* pd, uint32_t depth, uint32_t page_size, uint32_t max_mrs, bool zero_based = false);
+  // The fallback: chunks registered through a RegCache of max_mrs entries.
+  struct UseRegCache {};
+  FrwrRegistrar(rdma::Pd* pd, uint32_t page_size, uint32_t max_mrs, UseRegCache);
   ~FrwrRegistrar();
+  // False in RegCache mode: registrations outlive their calls, so there is
+  // nothing to invalidate (locally or by the peer).
+  bool invalidates() const { return cache_ == nullptr; }
+  const RegCache* cache() const { return cache_.get(); }
 
   uint32_t depth() const { return depth_; }
   // Segments a chunk of `len` bytes at `addr` needs.
@@ -68,7 +79,8 @@ class FrwrRegistrar {
   // The invalidation finished (LOCAL_INV chain completed, or the peer did
   // it): every MR on the list goes back to the free list.
   void release(EngineMr** list);
-  // Connection lost: the MRs' state is unknown; destroy them.
+  // Connection lost: the MRs' state is unknown; destroy them. (RegCache
+  // holds are only dropped: a plain registration's state is known.)
   void destroy(EngineMr** list);
 
   MrFreeList& free_list() { return free_; }
@@ -84,6 +96,7 @@ class FrwrRegistrar {
   uint32_t live_ = 0;
   MrFreeList free_;
   std::vector<EngineMr*> all_;  // every MR ever created and not destroyed, for teardown
+  std::unique_ptr<RegCache> cache_;
   RegistrarStats st_;
 };
 

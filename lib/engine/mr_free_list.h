@@ -17,9 +17,13 @@
 
 namespace tern::rpc {
 
-// One fast-registration MR and what it currently maps.
+struct RegCacheEntry;
+
+// One fast-registration MR and what it currently maps; or, on a device
+// without fast registration, a call's hold on a RegCache entry (mr is null).
 struct EngineMr {
   std::unique_ptr<rdma::FastMr> mr;
+  RegCacheEntry* cached = nullptr;
   EngineMr* next = nullptr;  // free-list and request-list link
   uint32_t rkey = 0;         // of the current registration
   uint64_t iova = 0;

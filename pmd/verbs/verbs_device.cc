@@ -155,9 +155,11 @@ Status VerbsDevice::init() {
   if (!caps_.fast_reg) {
     // The requester picks a FastMr's next rkey itself (FastMr::bump_rkey);
     // ibv_reg_mr cannot honour a chosen key, so REG_MR cannot be emulated
-    // with registrations. The engine then uses long-lived MRs (Pd::reg_mr).
+    // with registrations. The engine falls back to its registration cache
+    // (lib/engine/reg_cache.h): one ibv_reg_mr per chunk, kept for reuse.
     TERN_LOG(kWarn, "verbs",
-             "%s: %s; fast registration is off: register memory with Pd::reg_mr (one ibv_reg_mr per chunk)",
+             "%s: %s; no fast registration: the RPC engine registers each chunk with ibv_reg_mr "
+             "through its registration cache",
              caps_.name.c_str(), mw2 ? "memory windows disabled by mw=off" : "no type-2 memory windows");
   }
 

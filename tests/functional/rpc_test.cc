@@ -240,6 +240,57 @@ TEST(Rpc, WithoutRemoteInvalidationTheClientInvalidatesLocally) {
   EXPECT_EQ(f.srv->stats().remote_invalidations.get(), 0u);
 }
 
+// Without fast registration (forced here; automatic on a device that lacks
+// it, e.g. verbs with mw=off) chunks go through the registration cache: the
+// data still moves byte for byte through read, write and reply chunks, a
+// reused buffer hits the cache, nothing is invalidated, and remote
+// invalidation is not offered.
+uint64_t stat(const Engine& e, const char* name) {
+  for (const StatEntry& s : e.stats_view())
+    if (s.name == std::string_view(name)) return s.counter->get();
+  return UINT64_MAX;
+}
+
+TEST(Rpc, RegistrationCacheServesEveryChunkKind) {
+  EngineOptions so, co;
+  co.registration = EngineOptions::Registration::kRegCache;
+  Fixture f(so, co);
+  ASSERT_FALSE(f.conn->info().remote_invalidation) << "a cached registration cannot be invalidated by the peer";
+  auto* in = static_cast<uint8_t*>(f.cli->alloc(64 * 1024));
+  auto* out = static_cast<uint8_t*>(f.cli->alloc(64 * 1024));
+  for (int k = 0; k < 10; ++k) {
+    ASSERT_NO_FATAL_FAILURE(f.fill_and_check(out, 64 * 1024, static_cast<uint8_t>(k)));  // write chunk
+    for (int i = 0; i < 64 * 1024; ++i) in[i] = pat(k + 50, i);
+    Call c;  // read chunk: the server sums what it pulled
+    c.proc = kSum;
+    c.bulk_send = std::span<const uint8_t>(in, 64 * 1024);
+    Pending p = f.call(c);
+    ASSERT_EQ(p.reply.status, CallStatus::kOk) << call_status_name(p.reply.status);
+    uint32_t want = 0;
+    for (int i = 0; i < 64 * 1024; ++i) want += in[i];
+    uint32_t got[2];
+    ASSERT_EQ(p.results.size(), 8u);
+    std::memcpy(got, p.results.data(), 8);
+    EXPECT_EQ(got[0], want);
+    EXPECT_EQ(got[1], 64u * 1024);
+  }
+  uint32_t n = 20000;  // reply chunk
+  Call c;
+  c.proc = kBig;
+  c.args = std::span(reinterpret_cast<const uint8_t*>(&n), 4);
+  c.max_results = n;
+  Pending p = f.call(c);
+  ASSERT_EQ(p.reply.status, CallStatus::kOk);
+  ASSERT_EQ(p.results.size(), n);
+  for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(p.results[i], pat(7, i)) << i;
+
+  EXPECT_EQ(stat(*f.cli, "reg_cache_misses"), 3u) << "one registration per buffer (out, in, the reply buffer)";
+  EXPECT_EQ(stat(*f.cli, "reg_cache_hits"), 18u) << "every later use of a buffer hits";
+  EXPECT_EQ(f.cli->stats().local_inv_chains.get(), 0u);
+  EXPECT_EQ(f.cli->stats().remote_invalidations.get(), 0u);
+  EXPECT_EQ(f.srv->stats().remote_invalidations.get(), 0u);
+}
+
 // Two chunks (read + write) carry two rkeys: the server cannot invalidate
 // both, so it sends a plain Send and the client invalidates both locally.
 TEST(Rpc, TwoChunksAreInvalidatedLocally) {

@@ -292,6 +292,98 @@ TEST_F(Registrar, DestroyAfterConnectionLossNeverReuses) {
   EXPECT_EQ(reg->stats().mrs_created.get(), 3u);
 }
 
+// ---- the registration cache (devices without fast registration)
+
+TEST_F(Registrar, RegCacheRegistersAChunkOnceAndPostsNoWrs) {
+  reg = std::make_unique<FrwrRegistrar>(pd.get(), 4096, 8, FrwrRegistrar::UseRegCache{});
+  EXPECT_FALSE(reg->invalidates());
+  EXPECT_EQ(reg->segments_for(addr(100), 3u << 20), 1u) << "one plain registration per chunk, any length";
+  uint32_t rkey = 0;
+  for (int i = 0; i < 3; ++i) {
+    WrChain chain;
+    RdmaSegment seg;
+    EngineMr* list = nullptr;
+    ASSERT_EQ(reg->map(addr(100), 200 * 1024, mr->lkey(), rdma::kAccessRemoteRead, chain, &seg, 1, &list), 1);
+    EXPECT_EQ(chain.size(), 0) << "no REG_MR: the registration was made by reg_mr";
+    EXPECT_EQ(seg.offset, addr(100)) << "a plain MR is addressed by virtual address";
+    EXPECT_EQ(seg.length, 200u * 1024);
+    if (i > 0) {
+      EXPECT_EQ(seg.handle, rkey) << "the same buffer hits the same registration";
+    }
+    rkey = seg.handle;
+    ASSERT_NE(list, nullptr);
+    EXPECT_FALSE(list->registered) << "nothing for LOCAL_INV or the peer to invalidate";
+    EXPECT_FALSE(reg->remote_invalidated(list, seg.handle));
+    WrChain inv;
+    EXPECT_EQ(reg->invalidate(list, inv, 1), 0);
+    reg->release(&list);
+    EXPECT_EQ(list, nullptr);
+  }
+  EXPECT_EQ(reg->cache()->stats().misses.get(), 1u);
+  EXPECT_EQ(reg->cache()->stats().hits.get(), 2u);
+  EXPECT_EQ(reg->cache()->in_use(), 0u);
+}
+
+TEST_F(Registrar, RegCacheKeysOnPagesAndAccess) {
+  reg = std::make_unique<FrwrRegistrar>(pd.get(), 4096, 8, FrwrRegistrar::UseRegCache{});
+  WrChain chain;
+  RdmaSegment a, b, c;
+  EngineMr* list = nullptr;
+  ASSERT_EQ(reg->map(addr(4096), 1000, mr->lkey(), rdma::kAccessRemoteRead, chain, &a, 1, &list), 1);
+  ASSERT_EQ(reg->map(addr(4096 + 8), 2000, mr->lkey(), rdma::kAccessRemoteRead, chain, &b, 1, &list), 1);
+  EXPECT_EQ(a.handle, b.handle) << "same page, same access: one registration";
+  EXPECT_EQ(b.offset, addr(4096 + 8));
+  ASSERT_EQ(reg->map(addr(4096), 1000, mr->lkey(), rdma::kAccessRemoteWrite, chain, &c, 1, &list), 1);
+  EXPECT_NE(c.handle, a.handle) << "other access rights: another registration";
+  EXPECT_EQ(reg->cache()->entries(), 2u);
+  EXPECT_EQ(reg->cache()->in_use(), 2u);
+  reg->release(&list);
+  EXPECT_EQ(reg->cache()->in_use(), 0u);
+}
+
+TEST_F(Registrar, RegCacheEvictsOnlyIdleEntriesLeastRecentlyUsedFirst) {
+  reg = std::make_unique<FrwrRegistrar>(pd.get(), 4096, 2, FrwrRegistrar::UseRegCache{});
+  WrChain chain;
+  RdmaSegment s0, s1, s2;
+  EngineMr *l0 = nullptr, *l1 = nullptr, *l2 = nullptr;
+  ASSERT_EQ(reg->map(addr(0), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &s0, 1, &l0), 1);
+  ASSERT_EQ(reg->map(addr(8192), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &s1, 1, &l1), 1);
+  // Both entries held by calls in flight: a third buffer must wait.
+  EXPECT_EQ(reg->map(addr(16384), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &s2, 1, &l2), -1);
+  EXPECT_EQ(l2, nullptr);
+  EXPECT_EQ(reg->stats().out_of_mrs.get(), 1u);
+  EXPECT_EQ(reg->cache()->stats().evictions.get(), 0u) << "an entry in use is never deregistered";
+  reg->release(&l1);
+  reg->release(&l0);  // idle both; by last use, addr(0) is the older
+  ASSERT_EQ(reg->map(addr(16384), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &s2, 1, &l2), 1);
+  EXPECT_EQ(reg->cache()->stats().evictions.get(), 1u);
+  EXPECT_EQ(reg->cache()->entries(), 2u);
+  // addr(0) was acquired first, so it was the least recently used and went.
+  RdmaSegment again;
+  EngineMr* l3 = nullptr;
+  ASSERT_EQ(reg->map(addr(8192), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &again, 1, &l3), 1);
+  EXPECT_EQ(again.handle, s1.handle) << "the more recently used entry survived";
+  EXPECT_EQ(reg->cache()->stats().hits.get(), 1u);
+  reg->release(&l2);
+  reg->release(&l3);
+}
+
+TEST_F(Registrar, RegCacheHoldsSurviveConnectionLoss) {
+  reg = std::make_unique<FrwrRegistrar>(pd.get(), 4096, 4, FrwrRegistrar::UseRegCache{});
+  WrChain chain;
+  RdmaSegment s;
+  EngineMr* list = nullptr;
+  ASSERT_EQ(reg->map(addr(0), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &s, 1, &list), 1);
+  reg->destroy(&list);  // what the engine does on connection loss
+  EXPECT_EQ(list, nullptr);
+  EXPECT_EQ(reg->cache()->in_use(), 0u);
+  EXPECT_EQ(reg->cache()->entries(), 1u) << "a plain registration's state is known: kept";
+  RdmaSegment again;
+  ASSERT_EQ(reg->map(addr(0), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &again, 1, &list), 1);
+  EXPECT_EQ(again.handle, s.handle);
+  reg->release(&list);
+}
+
 struct Obj {
   int value = 0;
 };

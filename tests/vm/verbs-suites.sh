@@ -22,6 +22,11 @@ suite() {  # suite NAME COMMAND...
 
 suite conformance env TERN_CONFORMANCE_DEVICES="$dev" "$build/tests/conformance/tern-conformance" --gtest_brief=1
 suite rpc-functional env TERN_RPC_DEVICE="$dev" "$build/tests/functional/tern-rpc-functional" --gtest_brief=1
+# mw=off: a device without fast registration, so the engine falls back to its
+# registration cache (ibv_reg_mr per chunk); the tests that do not count
+# FRWR/invalidation work.
+suite rpc-regcache env TERN_RPC_DEVICE="$dev,mw=off" "$build/tests/functional/tern-rpc-functional" --gtest_brief=1 \
+  --gtest_filter='Rpc.InlineEcho:Rpc.ReadChunkIsPulledByTheServer:Rpc.WriteChunkIsFilledByTheServer:Rpc.ReplyChunkCarriesLargeResults:Rpc.RegistrationCacheServesEveryChunkKind:Rpc.ManyCallsInFlightAllComplete:Rpc.ConnectionLossFailsOutstandingCallsOnce:Rpc.HandlerMayReplyLater'
 if [[ -x $build/tests/interop/tern-nfs-interop ]]; then
   suite nfs-interop "$build/tests/interop/tern-nfs-interop" --gtest_brief=1
 fi
