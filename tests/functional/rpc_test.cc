@@ -222,6 +222,21 @@ TEST(Rpc, WithoutRemoteInvalidationTheClientInvalidatesLocally) {
   EXPECT_EQ(f.srv->stats().remote_invalidations.get(), 0u);
 }
 
+// The Linux server's arrangement: it does not offer I (it never receives
+// Send With Invalidate) but sends it to a client that did. The client still
+// counts each as a remote invalidation and posts no LOCAL_INV.
+TEST(Rpc, ServerWithoutTheFlagStillInvalidatesAClientThatOffered) {
+  EngineOptions so, co;
+  so.remote_invalidation = false;
+  Fixture f(so, co);
+  ASSERT_TRUE(f.conn->info().remote_invalidation);
+  auto* bulk = static_cast<uint8_t*>(f.cli->alloc(8192));
+  for (int k = 0; k < 20; ++k) ASSERT_NO_FATAL_FAILURE(f.fill_and_check(bulk, 8192, static_cast<uint8_t>(k)));
+  EXPECT_EQ(f.srv->stats().remote_invalidations.get(), 20u);
+  EXPECT_EQ(f.cli->stats().remote_invalidations.get(), 20u);
+  EXPECT_EQ(f.cli->stats().local_inv_chains.get(), 0u);
+}
+
 // Two chunks (read + write) carry two rkeys: the server cannot invalidate
 // both, so it sends a plain Send and the client invalidates both locally.
 TEST(Rpc, TwoChunksAreInvalidatedLocally) {
