@@ -244,7 +244,11 @@ class VerbsConnRequest final : public ConnRequest {
   }
   ~VerbsConnRequest() override;
   rdma_cm_id* id;
-  uint8_t responder_resources, initiator_depth;  // the peer's, from its REQ
+  // From the REQ as the CM reports it to this end (ib_cm swaps the two):
+  // responder_resources is the peer's initiator depth (RDMA Reads it may
+  // have outstanding toward us), initiator_depth the peer's responder
+  // resources (Reads we may have outstanding toward it).
+  uint8_t responder_resources, initiator_depth;
 };
 
 struct VerbsConfig {
