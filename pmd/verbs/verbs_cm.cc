@@ -86,8 +86,11 @@ Status VerbsDevice::connect(Qp* qpi, std::span<const uint8_t> pdata) {
   qp->active = true;
   qp->my_private().assign(pdata.begin(), pdata.end());
   qp->set_state(QpState::kConnecting);
-  if (rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&dst),
-                        kResolveTimeoutMs) != 0)
+  // A peer elsewhere: rdma_cm picks the source address from the route. A
+  // loopback connect to our own address binds to it (RoCE cannot route
+  // loopback without it).
+  sockaddr* srcp = addr_is_local_ ? reinterpret_cast<sockaddr*>(&src) : nullptr;
+  if (rdma_resolve_addr(id, srcp, reinterpret_cast<sockaddr*>(&dst), kResolveTimeoutMs) != 0)
     fail_connect(qp, CmEventType::kUnreachable,
                  make_sys_error(Errc::kDisconnected, errno, "verbs: rdma_resolve_addr(%s)", cfg_.addr.c_str()));
   return Status::ok();

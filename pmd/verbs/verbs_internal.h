@@ -298,6 +298,8 @@ class VerbsDevice final : public Device {
   Status init();
   VerbsQp* own_qp(Qp* qp);
   Status make_sockaddr(uint16_t port, sockaddr_storage* out) const;
+  // The device and port rdma_cm would use to reach addr (a peer's address).
+  Status resolve_remote(ibv_context** owner, uint8_t* port);
   void handle_event(const rdma_cm_event& e, std::vector<uint8_t> pdata);
   void handle_qp_errors();
   void fail_connect(VerbsQp* qp, CmEventType type, Status why, std::vector<uint8_t> pdata = {});
@@ -308,6 +310,9 @@ class VerbsDevice final : public Device {
   rdma_event_channel* channel_ = nullptr;
   ibv_context* ctx_ = nullptr;
   uint8_t port_num_ = 1;
+  // addr is one of this machine's addresses (listen, or a loopback connect),
+  // not only a peer's: connect then binds to it as the source.
+  bool addr_is_local_ = true;
   uint8_t max_rd_atom_ = 0, max_init_rd_atom_ = 0;
   bool inv_flag_quirk_ = false;
   bool recv_len_quirk_ = false;
