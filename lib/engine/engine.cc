@@ -248,7 +248,7 @@ void EngineImpl::poll_cm(DeviceCtx* dc) {
         size_t n = wire::encode_pdata(pdata, sizeof pdata, opt.inline_send, opt.inline_recv, dc->offer_inv);
         if (st) {
           // Negotiated now from the client's offer; kEstablished confirms.
-          wire::negotiate(ev.private_data, opt.inline_send, opt.inline_recv, dc->offer_inv, &c->inline_send,
+          wire::negotiate(ev.private_data, opt.inline_send, opt.inline_recv, dc->offer_inv, true, &c->inline_send,
                           &c->inline_recv, &c->remote_inv);
           st = dc->dev->accept(ev.request, c->qp.get(), std::span<const uint8_t>(pdata, n));
         }
@@ -426,7 +426,7 @@ Status Conn::setup_queues() {
 void Conn::on_established(std::span<const uint8_t> peer_pdata) {
   if (state != State::kConnecting) return;  // a server may learn it first from a receive
   if (!server)
-    wire::negotiate(peer_pdata, eng->opt.inline_send, eng->opt.inline_recv, dc->offer_inv,
+    wire::negotiate(peer_pdata, eng->opt.inline_send, eng->opt.inline_recv, dc->offer_inv, false,
                     &inline_send, &inline_recv, &remote_inv);
   state = State::kReady;
   TERN_LOG(kInfo, "engine", "%s connection up: inline send %u recv %u, remote invalidation %s",

@@ -51,7 +51,9 @@ struct EngineOptions {
   // FRWR: pages per MR (capped by the device), MRs per engine.
   uint32_t frwr_depth = 256;
   uint32_t max_mrs = 1024;
-  // Offer remote invalidation (RFC 8797); both ends must.
+  // Offer to receive Send With Invalidate (RFC 8797's I flag). A client that
+  // offers it lets the server invalidate a call's rkey with its reply; a
+  // server uses it when the client offered it.
   bool remote_invalidation = true;
   // How chunks are registered. kAuto: fast registration (FRWR / memory
   // windows / UMR) when the device has it, else kRegCache. kRegCache: each
@@ -152,7 +154,9 @@ using Handler = void (*)(void* ctx, ServerCall* call);
 
 struct ConnectionInfo {
   uint32_t inline_send, inline_recv;  // negotiated
-  bool remote_invalidation;           // negotiated
+  // Client: the server may invalidate our rkeys (we offered it to an RFC
+  // 8797 peer). Server: we may (the client offered it).
+  bool remote_invalidation;
   uint32_t credits;                   // client: last grant; server: what it grants
 };
 

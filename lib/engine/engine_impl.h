@@ -208,7 +208,7 @@ class Conn final : public Connection {
 
   // Negotiated (RFC 8797).
   uint32_t inline_send = 1024, inline_recv = 1024;
-  bool remote_inv = false;
+  bool remote_inv = false;  // ConnectionInfo::remote_invalidation
 
   std::unique_ptr<SendCtxRing> ring;
   std::vector<uint64_t> ring_seq;  // SqBudget sequence per send context

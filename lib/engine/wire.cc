@@ -22,8 +22,8 @@ size_t encode_pdata(uint8_t* out, size_t cap, uint32_t inline_send, uint32_t inl
   return rr::encode_cm_private(d, std::span<uint8_t>(out, cap));
 }
 
-void negotiate(std::span<const uint8_t> peer, uint32_t my_send, uint32_t my_recv, bool my_inv, uint32_t* send,
-               uint32_t* recv, bool* inv) {
+void negotiate(std::span<const uint8_t> peer, uint32_t my_send, uint32_t my_recv, bool my_inv, bool server,
+               uint32_t* send, uint32_t* recv, bool* inv) {
   rr::CmPrivateData local;
   local.remote_invalidation = my_inv;
   local.inline_send_size = my_send;
@@ -31,7 +31,7 @@ void negotiate(std::span<const uint8_t> peer, uint32_t my_send, uint32_t my_recv
   rr::InlineLimits l = rr::negotiate_inline(local, peer);
   *send = l.max_send;
   *recv = l.max_recv;
-  *inv = l.remote_invalidation;
+  *inv = server ? l.send_with_invalidate : l.receive_invalidate;
 }
 
 namespace {

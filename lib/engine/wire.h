@@ -16,9 +16,11 @@ namespace tern::rpc::wire {
 // RFC 8797 private data this end sends at connect/accept.
 size_t encode_pdata(uint8_t* out, size_t cap, uint32_t inline_send, uint32_t inline_recv, bool remote_inv);
 // What both ends can use, from our offer and the peer's private data (RFC 8166
-// defaults when it sent none or something unrecognised).
-void negotiate(std::span<const uint8_t> peer, uint32_t my_send, uint32_t my_recv, bool my_inv, uint32_t* send,
-               uint32_t* recv, bool* inv);
+// defaults when it sent none or something unrecognised). *inv: a server may
+// send Send With Invalidate (the client offered it); a client may receive it
+// (it offered it itself, to a peer that speaks RFC 8797).
+void negotiate(std::span<const uint8_t> peer, uint32_t my_send, uint32_t my_recv, bool my_inv, bool server,
+               uint32_t* send, uint32_t* recv, bool* inv);
 
 // Client: the chunk lists of one call.
 struct CallChunks {

@@ -59,12 +59,14 @@ InlineLimits negotiate_inline(const CmPrivateData& local, std::span<const uint8_
     // there is nothing of ours to lower it by.
     lim.max_send = kDefaultInlineThreshold;
     lim.max_recv = kDefaultInlineThreshold;
-    lim.remote_invalidation = false;
+    lim.send_with_invalidate = false;
+    lim.receive_invalidate = false;
     return lim;
   }
   lim.max_send = std::min(advertised_inline_size(local.inline_send_size), peer.inline_recv_size);
   lim.max_recv = std::min(advertised_inline_size(local.inline_recv_size), peer.inline_send_size);
-  lim.remote_invalidation = local.remote_invalidation && peer.remote_invalidation;
+  lim.send_with_invalidate = peer.remote_invalidation;
+  lim.receive_invalidate = local.remote_invalidation;
   return lim;
 }
 

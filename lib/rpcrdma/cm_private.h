@@ -70,10 +70,17 @@ CmPrivateStatus decode_cm_private(std::span<const uint8_t> data, CmPrivateData* 
 struct InlineLimits {
   uint32_t max_send = kDefaultInlineThreshold;  // largest message this end may Send
   uint32_t max_recv = kDefaultInlineThreshold;  // largest message the peer will Send
-  // Both ends advertised the I flag: the Responder may invalidate the
-  // Requester's rkeys with Send With Invalidate, and the Requester then skips
-  // its own LOCAL_INV for them.
-  bool remote_invalidation = false;
+  // The I flag says what its sender can *receive* (RFC 8797), so each
+  // direction has its own answer; the other end's flag says nothing about
+  // what it sends. (The Linux server advertises I = 0 — it never receives
+  // Send With Invalidate — and still sends it to every client that set I.)
+  //
+  // The peer set I: as Responder this end may invalidate the peer's rkeys
+  // with Send With Invalidate.
+  bool send_with_invalidate = false;
+  // This end set I and the peer speaks RFC 8797: as Requester this end may
+  // find its rkeys invalidated by the peer's Send With Invalidate.
+  bool receive_invalidate = false;
   CmPrivateStatus peer_status = CmPrivateStatus::kAbsent;
 };
 

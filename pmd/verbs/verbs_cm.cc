@@ -101,8 +101,11 @@ Status VerbsDevice::connect(Qp* qpi, std::span<const uint8_t> pdata) {
   qp->active = true;
   qp->my_private().assign(pdata.begin(), pdata.end());
   qp->set_state(QpState::kConnecting);
-  if (rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&dst),
-                        kResolveTimeoutMs) != 0)
+  // A peer elsewhere: rdma_cm picks the source address from the route. A
+  // loopback connect to our own address binds to it (RoCE cannot route
+  // loopback without it).
+  sockaddr* srcp = addr_is_local_ ? reinterpret_cast<sockaddr*>(&src) : nullptr;
+  if (rdma_resolve_addr(id, srcp, reinterpret_cast<sockaddr*>(&dst), kResolveTimeoutMs) != 0)
     fail_connect(qp, CmEventType::kUnreachable,
                  make_sys_error(Errc::kDisconnected, errno, "verbs: rdma_resolve_addr(%s)", cfg_.addr.c_str()));
   return Status::ok();
@@ -124,8 +127,8 @@ Status VerbsDevice::accept(ConnRequest* reqi, Qp* qpi, std::span<const uint8_t> 
   if (req->id->verbs != cm_ctx_)
     return make_error(Errc::kInvalidArgument, "verbs accept: the request came in on %s, the QP is on %s",
                       ibv_get_device_name(req->id->verbs->device), caps_.name.c_str());
-  uint8_t resp = std::min(max_rd_atom_, req->initiator_depth);
-  uint8_t init = std::min(max_init_rd_atom_, req->responder_resources);
+  uint8_t resp = std::min(max_rd_atom_, req->responder_resources);
+  uint8_t init = std::min(max_init_rd_atom_, req->initiator_depth);
   TERN_TRY(qp->to_rtr_rts(req->id, resp, init));
   uint8_t raw[kCmRawPrivateData];
   encode_private_data(pdata, raw);
@@ -282,8 +285,11 @@ void VerbsDevice::handle_event(const rdma_cm_event& e, std::vector<uint8_t> pdat
     case RDMA_CM_EVENT_CONNECT_RESPONSE: {
       // rdma_cm does not own the QP, so the REP comes to us: RTR, RTS, RTU.
       if (!connecting) return;
-      uint8_t resp = std::min(max_rd_atom_, e.param.conn.initiator_depth);
-      uint8_t init = std::min(max_init_rd_atom_, e.param.conn.responder_resources);
+      // The REP's values as the CM reports them to this end (already
+      // swapped): responder_resources = the server's initiator depth, the
+      // RDMA Reads it will have outstanding toward us (read chunks).
+      uint8_t resp = std::min(max_rd_atom_, e.param.conn.responder_resources);
+      uint8_t init = std::min(max_init_rd_atom_, e.param.conn.initiator_depth);
       Status st = qp->to_rtr_rts(id, resp, init);
       if (st.is_ok() && rdma_establish(id) != 0) st = make_sys_error(Errc::kDisconnected, errno, "rdma_establish");
       if (!st.is_ok()) {

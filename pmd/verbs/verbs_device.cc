@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -24,6 +25,44 @@ bool is_rxe(ibv_context* ctx, const ibv_device_attr& a) {
 }
 
 }  // namespace
+
+Status VerbsDevice::resolve_remote(ibv_context** owner, uint8_t* port) {
+  constexpr int kTimeoutMs = 2000;
+  sockaddr_storage dst;
+  TERN_TRY(make_sockaddr(cfg_.port, &dst));
+  rdma_cm_id* id = nullptr;
+  if (rdma_create_id(channel_, &id, nullptr, RDMA_PS_TCP) != 0)
+    return make_sys_error(Errc::kNotFound, errno, "verbs: rdma_create_id");
+  Status st = make_error(Errc::kNotFound, "verbs: no route to addr=%s from any RDMA device (timed out)",
+                         cfg_.addr.c_str());
+  if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), kTimeoutMs) != 0) {
+    st = make_sys_error(Errc::kNotFound, errno, "verbs: addr=%s is neither this machine's nor reachable over RDMA",
+                        cfg_.addr.c_str());
+  } else {
+    // The channel is new and non-blocking: the only event coming is this one.
+    pollfd pfd{channel_->fd, POLLIN, 0};
+    while (::poll(&pfd, 1, kTimeoutMs + 500) > 0) {
+      rdma_cm_event* ev = nullptr;
+      if (rdma_get_cm_event(channel_, &ev) != 0) continue;
+      bool mine = ev->id == id;
+      rdma_cm_event_type type = ev->event;
+      int status = ev->status;
+      rdma_ack_cm_event(ev);
+      if (!mine) continue;
+      if (type == RDMA_CM_EVENT_ADDR_RESOLVED && id->verbs != nullptr) {
+        *owner = id->verbs;
+        *port = id->port_num;
+        st = Status::ok();
+      } else {
+        st = make_error(Errc::kNotFound, "verbs: addr=%s is not reachable over RDMA (%s, status %d)",
+                        cfg_.addr.c_str(), rdma_event_str(type), status);
+      }
+      break;
+    }
+  }
+  rdma_destroy_id(id);
+  return st;
+}
 
 Status VerbsDevice::make_sockaddr(uint16_t port, sockaddr_storage* out) const {
   std::memset(out, 0, sizeof *out);
@@ -103,6 +142,13 @@ Status VerbsDevice::init() {
     ibv_context* owner = rc == 0 ? id->verbs : nullptr;
     uint8_t port = rc == 0 ? id->port_num : 0;
     rdma_destroy_id(id);
+    if (rc != 0 && e == EADDRNOTAVAIL) {
+      // Not ours: a server to connect to. The device is the one rdma_cm
+      // routes to it through, as connect() will.
+      addr_is_local_ = false;
+      TERN_TRY(resolve_remote(&owner, &port));
+      rc = 0;
+    }
     if (rc != 0)
       return make_sys_error(Errc::kNotFound, e, "verbs: cannot bind to addr=%s (no RDMA device has it)",
                             cfg_.addr.c_str());

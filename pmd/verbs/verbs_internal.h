@@ -296,7 +296,11 @@ class VerbsConnRequest final : public ConnRequest {
   }
   ~VerbsConnRequest() override;
   rdma_cm_id* id;
-  uint8_t responder_resources, initiator_depth;  // the peer's, from its REQ
+  // From the REQ as the CM reports it to this end (ib_cm swaps the two):
+  // responder_resources is the peer's initiator depth (RDMA Reads it may
+  // have outstanding toward us), initiator_depth the peer's responder
+  // resources (Reads we may have outstanding toward it).
+  uint8_t responder_resources, initiator_depth;
 };
 
 struct VerbsConfig {
@@ -357,6 +361,8 @@ class VerbsDevice final : public Device {
   void attach_fast_reg();
   VerbsQp* own_qp(Qp* qp);
   Status make_sockaddr(uint16_t port, sockaddr_storage* out) const;
+  // The device and port rdma_cm would use to reach addr (a peer's address).
+  Status resolve_remote(ibv_context** owner, uint8_t* port);
   void handle_event(const rdma_cm_event& e, std::vector<uint8_t> pdata);
   void handle_qp_errors();
   void fail_connect(VerbsQp* qp, CmEventType type, Status why, std::vector<uint8_t> pdata = {});
@@ -369,6 +375,9 @@ class VerbsDevice final : public Device {
   ibv_context* ctx_ = nullptr;
   ibv_context* cm_ctx_ = nullptr;
   uint8_t port_num_ = 1;
+  // addr is one of this machine's addresses (listen, or a loopback connect),
+  // not only a peer's: connect then binds to it as the source.
+  bool addr_is_local_ = true;
   uint8_t max_rd_atom_ = 0, max_init_rd_atom_ = 0;
   bool inv_flag_quirk_ = false;
   bool legacy_post_ = false;

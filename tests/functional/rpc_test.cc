@@ -240,6 +240,21 @@ TEST(Rpc, WithoutRemoteInvalidationTheClientInvalidatesLocally) {
   EXPECT_EQ(f.srv->stats().remote_invalidations.get(), 0u);
 }
 
+// The Linux server's arrangement: it does not offer I (it never receives
+// Send With Invalidate) but sends it to a client that did. The client still
+// counts each as a remote invalidation and posts no LOCAL_INV.
+TEST(Rpc, ServerWithoutTheFlagStillInvalidatesAClientThatOffered) {
+  EngineOptions so, co;
+  so.remote_invalidation = false;
+  Fixture f(so, co);
+  ASSERT_TRUE(f.conn->info().remote_invalidation);
+  auto* bulk = static_cast<uint8_t*>(f.cli->alloc(8192));
+  for (int k = 0; k < 20; ++k) ASSERT_NO_FATAL_FAILURE(f.fill_and_check(bulk, 8192, static_cast<uint8_t>(k)));
+  EXPECT_EQ(f.srv->stats().remote_invalidations.get(), 20u);
+  EXPECT_EQ(f.cli->stats().remote_invalidations.get(), 20u);
+  EXPECT_EQ(f.cli->stats().local_inv_chains.get(), 0u);
+}
+
 // Without fast registration (forced here; automatic on a device that lacks
 // it, e.g. verbs with mw=off) chunks go through the registration cache: the
 // data still moves byte for byte through read, write and reply chunks, a

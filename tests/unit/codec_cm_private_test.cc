@@ -146,16 +146,32 @@ TEST(CmPrivate, EachDirectionTakesTheSmallerSize) {
   EXPECT_EQ(l.peer_status, CmPrivateStatus::kOk);
   EXPECT_EQ(l.max_send, 8192u);  // ours 8 KiB, peer receives 16 KiB
   EXPECT_EQ(l.max_recv, 2048u);  // ours 4 KiB, peer sends at most 2 KiB
-  EXPECT_TRUE(l.remote_invalidation);
+  EXPECT_TRUE(l.send_with_invalidate);
+  EXPECT_TRUE(l.receive_invalidate);
 }
 
-TEST(CmPrivate, RemoteInvalidationNeedsBothEnds) {
+// The I flag is what its sender can receive: each direction follows its
+// receiver's flag alone.
+TEST(CmPrivate, RemoteInvalidationFollowsTheReceiversFlag) {
   for (bool mine : {false, true}) {
     for (bool theirs : {false, true}) {
       InlineLimits l = negotiate_inline(offer(mine, 4096, 4096), encode(offer(theirs, 4096, 4096)));
-      EXPECT_EQ(l.remote_invalidation, mine && theirs) << mine << theirs;
+      EXPECT_EQ(l.send_with_invalidate, theirs) << mine << theirs;
+      EXPECT_EQ(l.receive_invalidate, mine) << mine << theirs;
     }
   }
+}
+
+// What the Linux server (svc_rdma_accept) sends: I = 0 and 4 KiB each way.
+// A client that offered I still gets Send With Invalidate from it.
+TEST(CmPrivate, LinuxServerAcceptPrivateData) {
+  const Bytes linux_accept = {0xf6, 0xab, 0x0e, 0x18, 0x01, 0x00, 0x03, 0x03};
+  InlineLimits l = negotiate_inline(offer(true, 4096, 4096), linux_accept);
+  EXPECT_EQ(l.peer_status, CmPrivateStatus::kOk);
+  EXPECT_EQ(l.max_send, 4096u);
+  EXPECT_EQ(l.max_recv, 4096u);
+  EXPECT_TRUE(l.receive_invalidate);
+  EXPECT_FALSE(l.send_with_invalidate);
 }
 
 TEST(CmPrivate, LocalSizesCountAsAdvertised) {
@@ -185,7 +201,8 @@ TEST(CmPrivate, WithoutUsablePeerDataTheRfc8166DefaultsApply) {
     EXPECT_EQ(l.peer_status, c.status);
     EXPECT_EQ(l.max_send, 1024u);
     EXPECT_EQ(l.max_recv, 1024u);
-    EXPECT_FALSE(l.remote_invalidation);
+    EXPECT_FALSE(l.send_with_invalidate);
+    EXPECT_FALSE(l.receive_invalidate);
   }
 }
 
@@ -198,7 +215,9 @@ TEST(CmPrivate, BothEndsAgree) {
     InlineLimits lb = negotiate_inline(b, encode(a));
     ASSERT_EQ(la.max_send, lb.max_recv);
     ASSERT_EQ(la.max_recv, lb.max_send);
-    ASSERT_EQ(la.remote_invalidation, lb.remote_invalidation);
+    // What one end may send is what the other may receive.
+    ASSERT_EQ(la.send_with_invalidate, lb.receive_invalidate);
+    ASSERT_EQ(la.receive_invalidate, lb.send_with_invalidate);
   }
 }
 
@@ -232,10 +251,12 @@ TEST(CmPrivate, RandomPeerData) {
     if (st == CmPrivateStatus::kOk) {
       ++ok;
       ASSERT_EQ(l.max_send, std::min(32768u, d.inline_recv_size));
-      ASSERT_EQ(l.remote_invalidation, d.remote_invalidation);
+      ASSERT_EQ(l.send_with_invalidate, d.remote_invalidation);
+      ASSERT_TRUE(l.receive_invalidate);
     } else {
       ASSERT_EQ(l.max_send, 1024u);
-      ASSERT_FALSE(l.remote_invalidation);
+      ASSERT_FALSE(l.send_with_invalidate);
+      ASSERT_FALSE(l.receive_invalidate);
     }
   }
   EXPECT_GT(ok, 10000);

@@ -1,0 +1,336 @@
+// tern-nfs-read: reads one file from an NFS server over RPC-over-RDMA with
+// Tern's engine, the way a person checks that a server, a fabric and Tern
+// work together: connect, NFSv4 NULL, resolve the path (PUTROOTFH + LOOKUP
+// per component), GETATTR, then READs through write chunks with --qd in
+// flight. Reports bytes, time, MB/s, per-READ latency (p50/p99) and how the
+// chunks' rkeys were invalidated; --verify compares every byte with a local
+// copy. NFSv4.0 without OPEN (READ-bypass stateid, RFC 7530 §9.1.4.3).
+#include <fcntl.h>
+#include <getopt.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "nfs/fattr4.h"
+#include "nfs/nfs_client.h"
+#include "nfs/nfs_program.h"
+
+using namespace tern;
+using namespace tern::nfs;
+
+namespace {
+
+void usage(FILE* f) {
+  std::fprintf(f,
+               "usage: tern-nfs-read --server ADDR[:PORT] --path /dir/file [options]\n"
+               "\n"
+               "Reads a file from an NFS/RDMA server (e.g. Linux nfsd with an rdma listener)\n"
+               "through RDMA write chunks and reports throughput and latency.\n"
+               "\n"
+               "  --server ADDR[:PORT]  server's IPv4 address; port default 20049 (NFS/RDMA)\n"
+               "  --path PATH           file to read, from the server's NFSv4 root (its fsid=0 export)\n"
+               "  --dev NAME            RDMA device (default: the one that reaches ADDR)\n"
+               "  --vers 4              NFS version; only 4 (4.0, no OPEN) reads files\n"
+               "  --chunk SIZE          bytes per READ (default 1M; K/M suffixes), capped by the\n"
+               "                        server's maxread and the engine's 1 MiB chunk limit\n"
+               "  --qd N                READs in flight (default 4)\n"
+               "  --verify FILE         compare every byte with this local file\n"
+               "  --json                print the result as one JSON object on stdout\n"
+               "  --timeout MS          per-call and connect timeout (default 10000)\n"
+               "  --quiet               no progress line\n"
+               "\n"
+               "Exit: 0 read (and verified), 1 error, 2 usage, 3 verify found a difference.\n");
+}
+
+bool parse_size(const char* s, uint64_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(s, &end, 10);
+  if (errno != 0 || end == s) return false;
+  if (*end == 'k' || *end == 'K') v <<= 10, ++end;
+  else if (*end == 'm' || *end == 'M') v <<= 20, ++end;
+  if (*end != '\0' || v == 0) return false;
+  *out = v;
+  return true;
+}
+
+struct Args {
+  std::string server, dev, path, verify;
+  uint16_t port = 20049;
+  uint32_t vers = 4;
+  uint64_t chunk = 1u << 20;
+  uint32_t qd = 4;
+  uint32_t timeout_ms = 10000;
+  bool json = false, quiet = false;
+};
+
+// 0: parsed; 2: usage error (said); -1: --help.
+int parse(int argc, char** argv, Args* a) {
+  static const option longs[] = {
+      {"server", required_argument, nullptr, 's'}, {"path", required_argument, nullptr, 'p'},
+      {"dev", required_argument, nullptr, 'd'},    {"vers", required_argument, nullptr, 'v'},
+      {"chunk", required_argument, nullptr, 'c'},  {"qd", required_argument, nullptr, 'q'},
+      {"verify", required_argument, nullptr, 'V'}, {"json", no_argument, nullptr, 'j'},
+      {"timeout", required_argument, nullptr, 't'}, {"quiet", no_argument, nullptr, 'Q'},
+      {"help", no_argument, nullptr, 'h'},         {nullptr, 0, nullptr, 0}};
+  int c;
+  while ((c = getopt_long(argc, argv, "", longs, nullptr)) != -1) {
+    switch (c) {
+      case 's': {
+        a->server = optarg;
+        size_t colon = a->server.rfind(':');
+        if (colon != std::string::npos) {
+          long p = std::strtol(a->server.c_str() + colon + 1, nullptr, 10);
+          if (p <= 0 || p > 65535) {
+            std::fprintf(stderr, "tern-nfs-read: bad port in --server %s\n", optarg);
+            return 2;
+          }
+          a->port = static_cast<uint16_t>(p);
+          a->server.resize(colon);
+        }
+        break;
+      }
+      case 'p': a->path = optarg; break;
+      case 'd': a->dev = optarg; break;
+      case 'v': a->vers = static_cast<uint32_t>(std::strtoul(optarg, nullptr, 10)); break;
+      case 'c':
+        if (!parse_size(optarg, &a->chunk)) {
+          std::fprintf(stderr, "tern-nfs-read: bad --chunk %s (e.g. 256K, 1M)\n", optarg);
+          return 2;
+        }
+        break;
+      case 'q': a->qd = static_cast<uint32_t>(std::strtoul(optarg, nullptr, 10)); break;
+      case 'V': a->verify = optarg; break;
+      case 'j': a->json = true; break;
+      case 't': a->timeout_ms = static_cast<uint32_t>(std::strtoul(optarg, nullptr, 10)); break;
+      case 'Q': a->quiet = true; break;
+      case 'h': return -1;
+      default: return 2;  // getopt has said what it did not understand
+    }
+  }
+  if (optind != argc) {
+    std::fprintf(stderr, "tern-nfs-read: unexpected argument %s\n", argv[optind]);
+    return 2;
+  }
+  if (a->server.empty() || a->path.empty()) {
+    std::fprintf(stderr, "tern-nfs-read: --server and --path are required\n");
+    return 2;
+  }
+  if (a->vers != 4) {
+    std::fprintf(stderr, "tern-nfs-read: --vers %u: only NFSv4 (4.0) READ is implemented\n", a->vers);
+    return 2;
+  }
+  if (a->qd == 0 || a->qd > 64) {
+    std::fprintf(stderr, "tern-nfs-read: --qd must be 1..64\n");
+    return 2;
+  }
+  return 0;
+}
+
+// One READ in flight: its buffer and what it asked for.
+struct Slot {
+  uint8_t* buf = nullptr;
+  uint64_t offset = 0;
+  uint32_t len = 0;
+  bool busy = false;
+};
+
+struct Run {
+  NfsClient* cli = nullptr;
+  FileHandle fh;
+  uint64_t size = 0;
+  uint32_t chunk = 0;
+  std::vector<Slot> slots;
+  std::deque<std::pair<uint64_t, uint32_t>> todo;  // (offset, len) not yet read
+  uint64_t bytes = 0;
+  uint32_t reads = 0;
+  std::vector<uint64_t> lat_ns;
+  Status error;
+  int verify_fd = -1;
+  std::vector<uint8_t> local;  // verify scratch
+  int64_t mismatch_at = -1;
+};
+
+struct Ctx {
+  Run* run;
+  Slot* slot;
+};
+
+void on_read(void* p, const ReadDone& d) {
+  auto* c = static_cast<Ctx*>(p);
+  Run& r = *c->run;
+  Slot& s = *c->slot;
+  s.busy = false;
+  if (!d.status.is_ok()) {
+    if (r.error.is_ok()) r.error = d.status;
+    return;
+  }
+  ++r.reads;
+  r.lat_ns.push_back(d.latency_ns);
+  r.bytes += d.count;
+  if (d.count < s.len && !d.eof) r.todo.emplace_back(s.offset + d.count, s.len - d.count);  // short READ: ask again
+  else if (d.count < s.len && s.offset + d.count < r.size && r.error.is_ok())
+    r.error = make_error(Errc::kRemoteError, "READ at %" PRIu64 ": end of file after %u bytes, but the file has %" PRIu64,
+                         s.offset, d.count, r.size);
+  if (r.verify_fd >= 0 && d.count > 0 && r.mismatch_at < 0) {
+    r.local.resize(d.count);
+    ssize_t got = pread(r.verify_fd, r.local.data(), d.count, static_cast<off_t>(s.offset));
+    if (got != static_cast<ssize_t>(d.count)) {
+      r.mismatch_at = static_cast<int64_t>(s.offset + std::max<ssize_t>(got, 0));
+    } else if (std::memcmp(r.local.data(), s.buf, d.count) != 0) {
+      uint32_t i = 0;
+      while (r.local[i] == s.buf[i]) ++i;
+      r.mismatch_at = static_cast<int64_t>(s.offset + i);
+    }
+  }
+}
+
+double percentile(std::vector<uint64_t> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return static_cast<double>(v[std::min(i, v.size() - 1)]) / 1000.0;
+}
+
+int fail(const char* what, const Status& s) {
+  std::fprintf(stderr, "tern-nfs-read: %s: %s\n", what, s.to_string().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  int pr = parse(argc, argv, &a);
+  if (pr != 0) {
+    usage(pr < 0 ? stdout : stderr);
+    return pr < 0 ? 0 : 2;
+  }
+
+  NfsClientOptions o;
+  o.spec = "verbs:" + (a.dev.empty() ? std::string() : "dev=" + a.dev + ",") + "addr=" + a.server +
+           ",port=" + std::to_string(a.port);
+  o.timeout_ms = a.timeout_ms;
+  // Room for qd buffers of the largest chunk, plus the engine's own buffers.
+  o.engine.arena_bytes = std::max<size_t>(64u << 20, size_t{a.qd} * (1u << 20) + (32u << 20));
+  auto cr = NfsClient::connect(o);
+  if (!cr.is_ok()) {
+    std::fprintf(stderr, "tern-nfs-read: cannot connect to %s:%u (%s): %s\n", a.server.c_str(), a.port,
+                 o.spec.c_str(), cr.status().to_string().c_str());
+    return 1;
+  }
+  std::unique_ptr<NfsClient> cli = std::move(cr.value());
+  if (Status s = cli->null(kNfsV4); !s.is_ok()) return fail("NFSv4 NULL (is this an NFSv4 server?)", s);
+
+  auto root = cli->lookup("/", {Attr::kMaxread});
+  if (!root.is_ok()) return fail("GETATTR of the server's root", root.status());
+  auto file = cli->lookup(a.path, {Attr::kType, Attr::kSize, Attr::kFileid});
+  if (!file.is_ok()) return fail(a.path.c_str(), file.status());
+  if (file->attrs.type != FileType::kReg) {
+    std::fprintf(stderr, "tern-nfs-read: %s: is a %s, not a regular file\n", a.path.c_str(),
+                 file_type_name(file->attrs.type));
+    return 1;
+  }
+
+  Run run;
+  run.cli = cli.get();
+  run.fh = file->fh;
+  run.size = file->attrs.size;
+  uint64_t maxread = root->attrs.maxread != 0 ? root->attrs.maxread : (1u << 20);
+  run.chunk = static_cast<uint32_t>(std::min<uint64_t>({a.chunk, maxread, o.engine.max_bulk}));
+  if (run.chunk < a.chunk && !a.json)
+    std::fprintf(stderr, "tern-nfs-read: --chunk %" PRIu64 " capped to %u (server maxread %" PRIu64 ", engine max %u)\n",
+                 a.chunk, run.chunk, maxread, o.engine.max_bulk);
+  if (!a.verify.empty()) {
+    run.verify_fd = open(a.verify.c_str(), O_RDONLY);
+    if (run.verify_fd < 0) {
+      std::fprintf(stderr, "tern-nfs-read: --verify %s: %s\n", a.verify.c_str(), std::strerror(errno));
+      return 1;
+    }
+  }
+  for (uint64_t off = 0; off < run.size; off += run.chunk)
+    run.todo.emplace_back(off, static_cast<uint32_t>(std::min<uint64_t>(run.chunk, run.size - off)));
+  run.slots.resize(a.qd);
+  std::vector<Ctx> ctxs(a.qd);
+  for (uint32_t i = 0; i < a.qd; ++i) {
+    run.slots[i].buf = cli->alloc(run.chunk);
+    if (run.slots[i].buf == nullptr) return fail("buffers", make_error(Errc::kNoResources, "engine arena full"));
+    ctxs[i] = Ctx{&run, &run.slots[i]};
+  }
+  const rpc::EngineStats& st = cli->engine().stats();
+  uint64_t inv0 = st.remote_invalidations.get(), local0 = st.local_inv_chains.get();
+  bool tty = !a.quiet && !a.json && isatty(STDERR_FILENO);
+
+  uint64_t t0 = monotonic_ns(), last_progress = t0;
+  for (;;) {
+    bool busy = false;
+    for (uint32_t i = 0; i < a.qd && run.error.is_ok(); ++i) {
+      Slot& s = run.slots[i];
+      if (!s.busy && !run.todo.empty()) {
+        auto [off, len] = run.todo.front();
+        int err = cli->read_async(run.fh, off, {s.buf, len}, &on_read, &ctxs[i]);
+        if (err == EAGAIN) break;  // the engine's backlog is full: poll first
+        if (err != 0) {
+          run.error = make_sys_error(Errc::kDisconnected, err, "READ at %" PRIu64 " not sent", off);
+          break;
+        }
+        run.todo.pop_front();
+        s.offset = off;
+        s.len = len;
+        s.busy = true;
+      }
+      busy |= s.busy;
+    }
+    if (!busy && (run.todo.empty() || !run.error.is_ok())) break;
+    cli->poll();
+    if (tty && monotonic_ns() - last_progress > 200'000'000) {
+      last_progress = monotonic_ns();
+      double secs = static_cast<double>(last_progress - t0) / 1e9;
+      std::fprintf(stderr, "\r  %.1f / %.1f MiB  %.1f MB/s   ", static_cast<double>(run.bytes) / (1 << 20),
+                   static_cast<double>(run.size) / (1 << 20), static_cast<double>(run.bytes) / 1e6 / secs);
+    }
+  }
+  double secs = static_cast<double>(monotonic_ns() - t0) / 1e9;
+  if (tty) std::fprintf(stderr, "\r%60s\r", "");
+  if (!run.error.is_ok()) return fail(a.path.c_str(), run.error);
+
+  if (run.verify_fd >= 0 && run.mismatch_at < 0) {
+    off_t local_size = lseek(run.verify_fd, 0, SEEK_END);
+    if (local_size != static_cast<off_t>(run.size))  // the shorter one ends where they differ
+      run.mismatch_at = std::min<int64_t>(local_size, static_cast<int64_t>(run.size));
+  }
+  double mbps = secs > 0 ? static_cast<double>(run.bytes) / 1e6 / secs : 0;
+  uint64_t rinv = st.remote_invalidations.get() - inv0, linv = st.local_inv_chains.get() - local0;
+  rpc::ConnectionInfo ci = cli->connection().info();
+  if (a.json) {
+    std::printf("{\"path\":\"%s\",\"bytes\":%" PRIu64 ",\"seconds\":%.6f,\"mb_per_s\":%.2f,\"reads\":%u,"
+                "\"chunk\":%u,\"qd\":%u,\"lat_us_p50\":%.1f,\"lat_us_p99\":%.1f,\"remote_invalidations\":%" PRIu64
+                ",\"local_inv_chains\":%" PRIu64 ",\"inline_send\":%u,\"inline_recv\":%u,\"credits\":%u,\"verified\":%s}\n",
+                a.path.c_str(), run.bytes, secs, mbps, run.reads, run.chunk, a.qd, percentile(run.lat_ns, 0.5),
+                percentile(run.lat_ns, 0.99), rinv, linv, ci.inline_send, ci.inline_recv, ci.credits,
+                a.verify.empty() ? "null" : (run.mismatch_at < 0 ? "true" : "false"));
+  } else {
+    std::printf("%s: %" PRIu64 " bytes in %.3f s, %.1f MB/s\n", a.path.c_str(), run.bytes, secs, mbps);
+    std::printf("  %u READs of up to %u bytes, %u in flight; latency p50 %.1f us, p99 %.1f us\n", run.reads, run.chunk,
+                a.qd, percentile(run.lat_ns, 0.5), percentile(run.lat_ns, 0.99));
+    std::printf("  rkeys invalidated by the server (Send With Invalidate): %" PRIu64 ", LOCAL_INV chains: %" PRIu64 "\n",
+                rinv, linv);
+    std::printf("  connection: inline %u/%u bytes, %u credits\n", ci.inline_send, ci.inline_recv, ci.credits);
+    if (!a.verify.empty())
+      std::printf("  verify against %s: %s\n", a.verify.c_str(), run.mismatch_at < 0 ? "identical" : "DIFFERENT");
+  }
+  if (run.mismatch_at >= 0) {
+    std::fprintf(stderr, "tern-nfs-read: %s differs from %s at byte %" PRId64 "\n", a.path.c_str(), a.verify.c_str(),
+                 run.mismatch_at);
+    return 3;
+  }
+  return 0;
+}
