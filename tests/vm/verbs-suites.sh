@@ -21,6 +21,9 @@ suite() {  # suite NAME COMMAND...
 }
 
 suite conformance env TERN_CONFORMANCE_DEVICES="$dev" "$build/tests/conformance/tern-conformance" --gtest_brief=1
+# mlx5: on rxe (no mlx5dv) must fall back to the verbs path and pass the same suite.
+suite conformance-mlx5-fallback env TERN_CONFORMANCE_DEVICES="mlx5:${dev#verbs:}" \
+  "$build/tests/conformance/tern-conformance" --gtest_brief=1
 suite rpc-functional env TERN_RPC_DEVICE="$dev" "$build/tests/functional/tern-rpc-functional" --gtest_brief=1
 # mw=off: a device without fast registration, so the engine falls back to its
 # registration cache (ibv_reg_mr per chunk); the tests that do not count
