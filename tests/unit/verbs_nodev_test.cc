@@ -7,17 +7,13 @@
 
 #include <algorithm>
 
+#include "rdma_presence.h"
 #include "rdmadev/rdmadev.h"
 
 namespace tern::rdma {
 namespace {
 
-bool machine_has_rdma() {
-  int n = 0;
-  ibv_device** l = ibv_get_device_list(&n);
-  if (l != nullptr) ibv_free_device_list(l);
-  return l != nullptr && n > 0;
-}
+using test::machine_has_rdma;
 
 TEST(VerbsNoDev, DriverIsLinked) {
   auto names = driver_names();
