@@ -8,6 +8,7 @@
 //   verbs_wr_api.cc  posting a chain through the ibv_wr_* builder (one doorbell per chain)
 //   verbs_cq.cc      extended-CQ polling and translation to tern Wc
 //   verbs_cm.cc      rdma_cm: listen/connect/accept/reject/disconnect, events
+//   verbs_events.cc  the device's asynchronous events (port, device and QP errors)
 //
 // Work-request ids. Verbs hands back only a 64-bit wr_id, and only for
 // signaled or failed WRs; tern needs the user's wr_id and the WR's opcode even
@@ -286,6 +287,34 @@ class VerbsQp final : public Qp {
   friend class VerbsFastMr;
 };
 
+// ---------------------------------------------------------------- asynchronous events
+
+// What a device needs of one ibv_async_event, copied before it is acked
+// (the QP it names may be destroyed right after the ack).
+struct AsyncEvent {
+  ibv_context* from = nullptr;
+  ibv_event_type type = IBV_EVENT_DEVICE_FATAL;
+  uint32_t qp_num = 0;  // QP events
+  uint8_t port = 0;     // port events
+};
+
+// librdmacm opens one ibv_context per RDMA device for the whole process, and
+// a context has one async_fd: every VerbsDevice on rxe0 in a process (a
+// client and a server engine, or one per lcore) shares it, and an event read
+// by one is gone for the others. So a device subscribes to the contexts it
+// uses; whichever device drains a context (under one process-wide lock, the
+// control path only) acks each event and copies it into every subscriber's
+// inbox, and each device acts on its inbox from its own poll_cm.
+void async_subscribe(ibv_context* ctx, VerbsDevice* dev);
+void async_unsubscribe(ibv_context* ctx, VerbsDevice* dev);
+// Drains ctx (non-blocking) and moves dev's inbox into *out.
+void async_drain(ibv_context* ctx, VerbsDevice* dev, std::vector<AsyncEvent>* out);
+
+struct VerbsDeviceStats {
+  Counter async_events, port_err, port_active, device_fatal, qp_fatal, qp_req_err, qp_access_err, comm_est,
+      addr_change, other_events;
+};
+
 // ---------------------------------------------------------------- connections
 
 class VerbsConnRequest final : public ConnRequest {
@@ -305,8 +334,11 @@ struct VerbsConfig {
   uint16_t port = 20049;
   uint32_t fast_reg_depth = 4096;
   bool use_mw = true;   // mw=off: behave as a device without type-2 windows
+  // RC local ACK timeout exponent (4.096 us << n) for this device's
+  // connections, through RDMA_OPTION_ID_ACK_TIMEOUT; -1: rdma_cm's own.
+  int ack_timeout = -1;
 };
-// The spec keys of `verbs:` (dev, addr, port, depth, mw), checked; messages
+// The spec keys of `verbs:` (dev, addr, port, depth, mw, ack_timeout), checked; messages
 // name `driver`, so that drivers built on pmd/verbs take the same keys.
 Result<VerbsConfig> parse_verbs_config(const DevArgs& a, const char* driver);
 
@@ -327,6 +359,8 @@ class VerbsDevice final : public Device {
   Status reject(ConnRequest* req, std::span<const uint8_t> private_data) override;
   Status disconnect(Qp* qp) override;
   bool poll_cm(CmEvent* ev) override;
+  bool port_up() const override { return port_up_; }
+  StatsView stats() const override;
 
   // Where PDs, CQs and QPs are made; cm_ctx() is the context rdma_cm ids
   // resolve to. The same unless a FastRegProvider opened its own.
@@ -361,6 +395,17 @@ class VerbsDevice final : public Device {
   void handle_qp_errors();
   void fail_connect(VerbsQp* qp, CmEventType type, Status why, std::vector<uint8_t> pdata = {});
   void report_disconnected(VerbsQp* qp, Status why);
+  // Every QP fails with `why`: the device is gone (removal, fatal error).
+  void fail_all_qps(const Status& why);
+  // verbs_events.cc: read and act on the device's asynchronous events.
+  void poll_async();
+  void handle_async(const AsyncEvent& e);
+  void qp_async_error(VerbsQp* qp, ibv_event_type t);
+  VerbsQp* qp_by_num(uint32_t qp_num) const;
+  // kDisconnected when the port is down or the device gone (connect, listen).
+  Status check_port(const char* what);
+  // ack_timeout=N: applied to an id before its QP goes to RTS.
+  void apply_ack_timeout(rdma_cm_id* id);
 
   VerbsConfig cfg_;
   std::unique_ptr<FastRegProvider> fr_;  // closes its context after everything made on it
@@ -374,6 +419,8 @@ class VerbsDevice final : public Device {
   bool legacy_post_ = false;
   bool next_poll_ends_ = false;
   bool removed_ = false;
+  bool port_up_ = true;
+  VerbsDeviceStats dst_;
   rdma_cm_id* listen_id_ = nullptr;
   std::vector<VerbsQp*> qps_;      // by index; nullptr = free
   std::vector<uint16_t> gens_;     // per index, bumped on reuse
