@@ -176,7 +176,13 @@ Status VerbsDevice::disconnect(Qp* qpi) {
     // ERR first, so that everything outstanding flushes now; the DREQ tells
     // the peer; our own kDisconnected comes with rdma_cm's DISCONNECTED.
     qp->enter_error();
-    rdma_disconnect(qp->cm_id());
+    if (port_up_) {
+      rdma_disconnect(qp->cm_id());
+    } else {
+      // rdma_cm's DISCONNECTED would only come after the port is back.
+      report_disconnected(qp, make_error(Errc::kDisconnected, "verbs: closed locally while %s port %u is down",
+                                         caps_.name.c_str(), port_num_));
+    }
   } else if (qp->state() == QpState::kConnecting) {
     if (qp->cm_id() != nullptr) {
       rdma_destroy_id(qp->cm_id());
@@ -202,11 +208,39 @@ void VerbsDevice::report_disconnected(VerbsQp* qp, Status why) {
   qp->disconnect_reported = true;
   qp->enter_error();
   // Tell the peer (or answer its DREQ); harmless if already done.
-  if (qp->cm_id() != nullptr) rdma_disconnect(qp->cm_id());
+  send_dreq(qp);
   CmEvent ev{CmEventType::kDisconnected};
   ev.qp = qp;
   ev.status = std::move(why);
   queue_event(std::move(ev));
+}
+
+// While the port is down a DREQ can only fail, and on rxe (kernel 6.1) a
+// failed send on the CM's own QP1 stops that QP for good: no connection on
+// the device works again until it is re-created. So a DREQ (from
+// rdma_disconnect or from destroying a connected id) waits for the port:
+// the local side is already reported and flushed, and the peer learns when
+// the port is back (or from its own failing WRs).
+void VerbsDevice::send_dreq(VerbsQp* qp) {
+  if (qp->cm_id() == nullptr) return;
+  if (port_up_ || removed_) {
+    rdma_disconnect(qp->cm_id());
+    qp->dreq_deferred = false;
+  } else {
+    qp->dreq_deferred = true;
+  }
+}
+
+void VerbsDevice::park_cm_id(rdma_cm_id* id) {
+  id->context = nullptr;  // its QP is gone: its late events are dropped (handle_event)
+  parked_ids_.push_back(id);
+}
+
+void VerbsDevice::flush_deferred_cm() {
+  for (VerbsQp* q : qps_)
+    if (q != nullptr && q->dreq_deferred) send_dreq(q);
+  for (rdma_cm_id* id : parked_ids_) rdma_destroy_id(id);
+  parked_ids_.clear();
 }
 
 void VerbsDevice::apply_ack_timeout(rdma_cm_id* id) {

@@ -208,6 +208,8 @@ VerbsDevice::~VerbsDevice() {
               "verbs device destroyed with QPs alive");
   if (cm_ctx_ != nullptr) async_unsubscribe(cm_ctx_, this);
   if (ctx_ != nullptr && ctx_ != cm_ctx_) async_unsubscribe(ctx_, this);
+  for (rdma_cm_id* id : parked_ids_) rdma_destroy_id(id);
+  parked_ids_.clear();
   requests_.clear();  // rejects and destroys their ids
   events_.clear();
   if (listen_id_ != nullptr) rdma_destroy_id(listen_id_);

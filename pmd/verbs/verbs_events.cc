@@ -173,6 +173,7 @@ void VerbsDevice::handle_async(const AsyncEvent& e) {
       dst_.port_active.add();
       if (!port_up_ && !removed_) TERN_LOG(kInfo, "verbs", "%s port %u is active again", caps_.name.c_str(), port_num_);
       port_up_ = !removed_;
+      if (port_up_) flush_deferred_cm();  // the DREQs held back while it was down
       return;
     case IBV_EVENT_DEVICE_FATAL:
       // (Both contexts of a FastRegProvider report it; failing twice is a no-op.)

@@ -253,6 +253,7 @@ class VerbsQp final : public Qp {
   bool active = false;               // the connecting (client) side
   bool disconnect_reported = false;  // kDisconnected is reported once per QP
   bool error_pending_cm = false;     // hw_error seen; poll_cm tells rdma_cm and the engine
+  bool dreq_deferred = false;        // disconnected while the port was down; DREQ when it is up
   Status error_status;
   VerbsDevice* device() const { return dev_; }
   VerbsCq* send_cq() const { return scq_; }
@@ -384,6 +385,12 @@ class VerbsDevice final : public Device {
   // A receive completed on an accepted QP before its ESTABLISHED event.
   void established_by_receive(VerbsQp* qp);
   void note_qp_error(VerbsQp* qp);
+  // A CM message (DREQ) cannot leave through a down port; see send_dreq.
+  void send_dreq(VerbsQp* qp);
+  // The id of a QP destroyed while the port is down: destroying it would
+  // send a DREQ, so it waits for the port (or the device's end).
+  void park_cm_id(rdma_cm_id* id);
+  void flush_deferred_cm();
 
  private:
   VerbsDevice(const VerbsConfig& cfg, std::unique_ptr<FastRegProvider> fr) : cfg_(cfg), fr_(std::move(fr)) {}
@@ -426,6 +433,7 @@ class VerbsDevice final : public Device {
   std::vector<uint16_t> gens_;     // per index, bumped on reuse
   std::vector<VerbsQp*> errored_;  // QPs whose CQ saw an error, for poll_cm
   std::vector<std::unique_ptr<VerbsConnRequest>> requests_;
+  std::vector<rdma_cm_id*> parked_ids_;
   std::deque<CmEvent> events_;
 };
 
