@@ -326,8 +326,22 @@ class Device {
   // Graceful close: the peer sees kDisconnected; `qp` goes to error and flushes.
   virtual Status disconnect(Qp* qp) = 0;
   // Non-blocking: the next connection event, if any. Call it from the poll
-  // loop; it is the control path (it may make system calls).
+  // loop; it is the control path (it may make system calls). It is also where
+  // a driver reads the device's own asynchronous events (port up/down, device
+  // and QP fatal errors), so port_up() and stats() change only through it.
   virtual bool poll_cm(CmEvent* ev) = 0;
+
+  // Whether the device's port can carry traffic, as the device last said:
+  // false from a port-down event (verbs: IBV_EVENT_PORT_ERR, or a port not
+  // ACTIVE at open) until a port-up event, and for good once the device is
+  // gone. Connections already up are not torn down by a port going down:
+  // their WRs fail (retry exceeded, or whatever error the device gives) and
+  // kDisconnected follows; connect() and listen() on a down port fail with
+  // Errc::kDisconnected. A driver without a physical port (shm) says true.
+  virtual bool port_up() const { return true; }
+  // Driver counters of the device itself (asynchronous events, port changes,
+  // QPs failed by the device), for tools and tests; empty if it has none.
+  virtual StatsView stats() const { return {}; }
 };
 
 // ---------------------------------------------------------------- opening

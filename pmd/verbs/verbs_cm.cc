@@ -65,6 +65,7 @@ VerbsConnRequest::~VerbsConnRequest() {
 Status VerbsDevice::listen() {
   if (listen_id_ != nullptr) return make_error(Errc::kBadState, "verbs: already listening");
   if (cfg_.addr.empty()) return make_error(Errc::kInvalidArgument, "verbs: listen needs addr=<ip> in the spec");
+  TERN_TRY(check_port("listen"));
   sockaddr_storage sa;
   TERN_TRY(make_sockaddr(cfg_.port, &sa));
   rdma_cm_id* id = nullptr;
@@ -91,6 +92,7 @@ Status VerbsDevice::connect(Qp* qpi, std::span<const uint8_t> pdata) {
     return make_error(Errc::kInvalidArgument, "verbs connect: %zu bytes of private data, at most %u", pdata.size(),
                       kMaxPrivateData);
   if (cfg_.addr.empty()) return make_error(Errc::kInvalidArgument, "verbs: connect needs addr=<ip> in the spec");
+  TERN_TRY(check_port("connect"));
   sockaddr_storage src, dst;
   TERN_TRY(make_sockaddr(0, &src));
   TERN_TRY(make_sockaddr(cfg_.port, &dst));
@@ -98,6 +100,7 @@ Status VerbsDevice::connect(Qp* qpi, std::span<const uint8_t> pdata) {
   if (rdma_create_id(channel_, &id, qp, RDMA_PS_TCP) != 0)
     return make_sys_error(Errc::kNoResources, errno, "verbs: rdma_create_id");
   qp->set_cm_id(id);
+  apply_ack_timeout(id);
   qp->active = true;
   qp->my_private().assign(pdata.begin(), pdata.end());
   qp->set_state(QpState::kConnecting);
@@ -129,6 +132,7 @@ Status VerbsDevice::accept(ConnRequest* reqi, Qp* qpi, std::span<const uint8_t> 
                       ibv_get_device_name(req->id->verbs->device), caps_.name.c_str());
   uint8_t resp = std::min(max_rd_atom_, req->responder_resources);
   uint8_t init = std::min(max_init_rd_atom_, req->initiator_depth);
+  apply_ack_timeout(req->id);
   TERN_TRY(qp->to_rtr_rts(req->id, resp, init));
   uint8_t raw[kCmRawPrivateData];
   encode_private_data(pdata, raw);
@@ -175,7 +179,13 @@ Status VerbsDevice::disconnect(Qp* qpi) {
     // ERR first, so that everything outstanding flushes now; the DREQ tells
     // the peer; our own kDisconnected comes with rdma_cm's DISCONNECTED.
     qp->enter_error();
-    rdma_disconnect(qp->cm_id());
+    if (port_up_) {
+      rdma_disconnect(qp->cm_id());
+    } else {
+      // rdma_cm's DISCONNECTED would only come after the port is back.
+      report_disconnected(qp, make_error(Errc::kDisconnected, "verbs: closed locally while %s port %u is down",
+                                         caps_.name.c_str(), port_num_));
+    }
   } else if (qp->state() == QpState::kConnecting) {
     if (qp->cm_id() != nullptr) {
       rdma_destroy_id(qp->cm_id());
@@ -201,11 +211,61 @@ void VerbsDevice::report_disconnected(VerbsQp* qp, Status why) {
   qp->disconnect_reported = true;
   qp->enter_error();
   // Tell the peer (or answer its DREQ); harmless if already done.
-  if (qp->cm_id() != nullptr) rdma_disconnect(qp->cm_id());
+  send_dreq(qp);
   CmEvent ev{CmEventType::kDisconnected};
   ev.qp = qp;
   ev.status = std::move(why);
   queue_event(std::move(ev));
+}
+
+// While the port is down a DREQ can only fail, and on rxe (kernel 6.1) a
+// failed send on the CM's own QP1 stops that QP for good: no connection on
+// the device works again until it is re-created. So a DREQ (from
+// rdma_disconnect or from destroying a connected id) waits for the port:
+// the local side is already reported and flushed, and the peer learns when
+// the port is back (or from its own failing WRs).
+void VerbsDevice::send_dreq(VerbsQp* qp) {
+  if (qp->cm_id() == nullptr) return;
+  if (port_up_ || removed_) {
+    rdma_disconnect(qp->cm_id());
+    qp->dreq_deferred = false;
+  } else {
+    qp->dreq_deferred = true;
+  }
+}
+
+void VerbsDevice::park_cm_id(rdma_cm_id* id) {
+  id->context = nullptr;  // its QP is gone: its late events are dropped (handle_event)
+  parked_ids_.push_back(id);
+}
+
+void VerbsDevice::flush_deferred_cm() {
+  for (VerbsQp* q : qps_)
+    if (q != nullptr && q->dreq_deferred) send_dreq(q);
+  for (rdma_cm_id* id : parked_ids_) rdma_destroy_id(id);
+  parked_ids_.clear();
+}
+
+void VerbsDevice::apply_ack_timeout(rdma_cm_id* id) {
+  if (cfg_.ack_timeout < 0) return;
+  // rdma_init_qp_attr(RTS) then carries it into the QP (to_rtr_rts).
+  uint8_t t = static_cast<uint8_t>(cfg_.ack_timeout);
+  if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof t) != 0)
+    TERN_LOG(kWarn, "verbs", "ack_timeout=%d not applied (rdma_set_option: errno %d); rdma_cm's default is used",
+             cfg_.ack_timeout, errno);
+}
+
+// The device is gone or dead: every QP is reported once, as the kind of
+// event it was waiting for (a client still connecting: kUnreachable), and
+// its WRs flush (enter_error; the driver completes what the device won't).
+void VerbsDevice::fail_all_qps(const Status& why) {
+  for (VerbsQp* q : qps_) {
+    if (q == nullptr) continue;
+    if (q->state() == QpState::kConnecting && q->active) fail_connect(q, CmEventType::kUnreachable, why);
+    else if (q->state() == QpState::kRts || q->state() == QpState::kConnecting || q->error_pending_cm)
+      report_disconnected(q, why);
+    else q->enter_error();
+  }
 }
 
 void VerbsDevice::note_qp_error(VerbsQp* qp) {
@@ -239,15 +299,29 @@ void VerbsDevice::handle_event(const rdma_cm_event& e, std::vector<uint8_t> pdat
     return;
   }
   if (e.event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+    // One event per id on the device; the first one fails everything.
+    if (removed_) return;
     removed_ = true;
-    TERN_LOG(kWarn, "verbs", "%s was removed", caps_.name.c_str());
-    for (VerbsQp* q : qps_) {
-      if (q == nullptr) continue;
-      Status why = make_error(Errc::kDisconnected, "verbs: device %s was removed", caps_.name.c_str());
-      if (q->state() == QpState::kConnecting && q->active) fail_connect(q, CmEventType::kUnreachable, why);
-      else if (q->state() == QpState::kRts || q->state() == QpState::kConnecting) report_disconnected(q, why);
-      else q->enter_error();
-    }
+    port_up_ = false;
+    TERN_LOG(kWarn, "verbs", "%s was removed (RDMA_CM_EVENT_DEVICE_REMOVAL): every connection fails",
+             caps_.name.c_str());
+    fail_all_qps(make_error(Errc::kDisconnected, "verbs: device %s was removed", caps_.name.c_str()));
+    return;
+  }
+  if (e.event == RDMA_CM_EVENT_ADDR_CHANGE) {
+    // The address the connection uses moved (bonding failover, address
+    // removed): like xprtrdma, give the connection up; the engine
+    // reconnects through whatever now owns the address.
+    dst_.addr_change.add();
+    VerbsQp* q = id == listen_id_ ? nullptr : own_qp(static_cast<VerbsQp*>(id->context));
+    TERN_LOG(kWarn, "verbs", "%s: RDMA_CM_EVENT_ADDR_CHANGE on %s", caps_.name.c_str(),
+             id == listen_id_ ? "the listener (it keeps listening)" : q != nullptr ? "a connection" : "a stale id");
+    if (q == nullptr || q->cm_id() != id) return;
+    Status why = make_error(Errc::kDisconnected, "verbs: the address of QP %u's connection changed (%s)",
+                            q->qp_num(), rdma_event_str(e.event));
+    if (q->state() == QpState::kConnecting && q->active) fail_connect(q, CmEventType::kUnreachable, std::move(why));
+    else if (q->state() == QpState::kRts || q->state() == QpState::kConnecting || q->error_pending_cm)
+      report_disconnected(q, std::move(why));
     return;
   }
   VerbsQp* qp = id == listen_id_ ? nullptr : own_qp(static_cast<VerbsQp*>(id->context));
@@ -340,12 +414,15 @@ void VerbsDevice::handle_event(const rdma_cm_event& e, std::vector<uint8_t> pdat
       report_disconnected(qp, make_error(Errc::kDisconnected, "verbs: the connection was closed (QP %u)", qp->qp_num()));
       return;
     default:
-      return;  // TIMEWAIT_EXIT, ADDR_CHANGE, ...: nothing for the engine
+      return;  // TIMEWAIT_EXIT, ...: nothing for the engine
   }
 }
 
 bool VerbsDevice::poll_cm(CmEvent* ev) {
   if (events_.empty()) {
+    // Asynchronous events first: a QP's fatal event names the cause better
+    // than the failed completion handle_qp_errors would report.
+    poll_async();
     handle_qp_errors();
     rdma_cm_event* e = nullptr;
     while (rdma_get_cm_event(channel_, &e) == 0) {

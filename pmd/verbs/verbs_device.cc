@@ -173,9 +173,11 @@ Status VerbsDevice::init() {
   if (int rc = ibv_query_port(ctx_, port_num_, &pa); rc != 0)
     return make_sys_error(Errc::kInternal, rc, "verbs: ibv_query_port(%s, %u)", ibv_get_device_name(ctx_->device),
                           port_num_);
-  if (pa.state != IBV_PORT_ACTIVE)
-    TERN_LOG(kWarn, "verbs", "%s port %u is not active (state %d)", ibv_get_device_name(ctx_->device), port_num_,
-             pa.state);
+  // Down at open: connect/listen refuse until IBV_EVENT_PORT_ACTIVE says otherwise.
+  port_up_ = pa.state == IBV_PORT_ACTIVE;
+  if (!port_up_)
+    TERN_LOG(kWarn, "verbs", "%s port %u is not active (%s): connections wait for it to come up",
+             ibv_get_device_name(ctx_->device), port_num_, ibv_port_state_str(pa.state));
 
   caps_.driver = "verbs";
   caps_.name = ibv_get_device_name(ctx_->device);
@@ -220,6 +222,9 @@ Status VerbsDevice::init() {
   caps_.fast_reg_bounds_enforced = !(rxe && caps_.memory_windows);
   cm_ctx_ = ctx_;
   if (fr_ != nullptr) attach_fast_reg();
+  // From now on port, device and QP events reach poll_cm (verbs_events.cc).
+  async_subscribe(cm_ctx_, this);
+  if (ctx_ != cm_ctx_) async_subscribe(ctx_, this);
   TERN_LOG(kInfo, "verbs", "opened %s port %u%s%s: max_qp_wr %u sge %u cqe %u windows %s%s%s", caps_.name.c_str(),
            port_num_, cfg_.addr.empty() ? "" : " addr ", cfg_.addr.c_str(), caps_.max_qp_wr, caps_.max_send_sge,
            caps_.max_cqe, caps_.memory_windows ? "type 2" : "none", fr_ != nullptr ? ", fast registration by " : "",
@@ -249,6 +254,10 @@ void VerbsDevice::attach_fast_reg() {
 VerbsDevice::~VerbsDevice() {
   TERN_ASSERT(std::all_of(qps_.begin(), qps_.end(), [](VerbsQp* q) { return q == nullptr; }),
               "verbs device destroyed with QPs alive");
+  if (cm_ctx_ != nullptr) async_unsubscribe(cm_ctx_, this);
+  if (ctx_ != nullptr && ctx_ != cm_ctx_) async_unsubscribe(ctx_, this);
+  for (rdma_cm_id* id : parked_ids_) rdma_destroy_id(id);
+  parked_ids_.clear();
   requests_.clear();  // rejects and destroys their ids
   events_.clear();
   if (listen_id_ != nullptr) rdma_destroy_id(listen_id_);
@@ -358,7 +367,7 @@ VerbsQp* VerbsDevice::own_qp(Qp* qp) {
 // ---------------------------------------------------------------- driver
 
 Result<VerbsConfig> parse_verbs_config(const DevArgs& a, const char* driver) {
-  TERN_TRY(a.check_keys({"dev", "addr", "port", "depth", "mw"}));
+  TERN_TRY(a.check_keys({"dev", "addr", "port", "depth", "mw", "ack_timeout"}));
   VerbsConfig cfg;
   cfg.dev = a.get("dev");
   cfg.addr = a.get("addr");
@@ -381,6 +390,15 @@ Result<VerbsConfig> parse_verbs_config(const DevArgs& a, const char* driver) {
   cfg.port = static_cast<uint16_t>(*port);
   cfg.fast_reg_depth = static_cast<uint32_t>(*depth);
   cfg.use_mw = mw == "on";
+  if (a.has("ack_timeout")) {
+    auto t = a.get_u64("ack_timeout", 0);
+    TERN_TRY(t);
+    // 5 bits in the QP context (IB spec 9.7.6.1.3); 0 would mean "wait for ever".
+    if (*t < 1 || *t > 31)
+      return make_error(Errc::kInvalidArgument, "%s: ack_timeout=%llu not in [1, 31] (4.096 us << n)", driver,
+                        static_cast<unsigned long long>(*t));
+    cfg.ack_timeout = static_cast<int>(*t);
+  }
   return cfg;
 }
 
@@ -389,7 +407,7 @@ class VerbsDriver final : public Driver {
   const char* name() const override { return "verbs"; }
   const char* usage() const override {
     return "verbs:[dev=<rdma device>][,addr=<ip to listen on / connect to>][,port=<n, default 20049>]"
-           "[,depth=<fast-reg pages>][,mw=on|off]";
+           "[,depth=<fast-reg pages>][,mw=on|off][,ack_timeout=<1..31: 4.096 us << n>]";
   }
   Result<std::unique_ptr<Device>> open(const DevArgs& a) override {
     auto cfg = parse_verbs_config(a, "verbs");

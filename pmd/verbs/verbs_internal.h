@@ -8,6 +8,7 @@
 //   verbs_wr_api.cc  posting a chain through the ibv_wr_* builder (one doorbell per chain)
 //   verbs_cq.cc      extended-CQ polling and translation to tern Wc
 //   verbs_cm.cc      rdma_cm: listen/connect/accept/reject/disconnect, events
+//   verbs_events.cc  the device's asynchronous events (port, device and QP errors)
 //
 // Work-request ids. Verbs hands back only a 64-bit wr_id, and only for
 // signaled or failed WRs; tern needs the user's wr_id and the WR's opcode even
@@ -252,6 +253,7 @@ class VerbsQp final : public Qp {
   bool active = false;               // the connecting (client) side
   bool disconnect_reported = false;  // kDisconnected is reported once per QP
   bool error_pending_cm = false;     // hw_error seen; poll_cm tells rdma_cm and the engine
+  bool dreq_deferred = false;        // disconnected while the port was down; DREQ when it is up
   Status error_status;
   VerbsDevice* device() const { return dev_; }
   VerbsCq* send_cq() const { return scq_; }
@@ -286,6 +288,34 @@ class VerbsQp final : public Qp {
   friend class VerbsFastMr;
 };
 
+// ---------------------------------------------------------------- asynchronous events
+
+// What a device needs of one ibv_async_event, copied before it is acked
+// (the QP it names may be destroyed right after the ack).
+struct AsyncEvent {
+  ibv_context* from = nullptr;
+  ibv_event_type type = IBV_EVENT_DEVICE_FATAL;
+  uint32_t qp_num = 0;  // QP events
+  uint8_t port = 0;     // port events
+};
+
+// librdmacm opens one ibv_context per RDMA device for the whole process, and
+// a context has one async_fd: every VerbsDevice on rxe0 in a process (a
+// client and a server engine, or one per lcore) shares it, and an event read
+// by one is gone for the others. So a device subscribes to the contexts it
+// uses; whichever device drains a context (under one process-wide lock, the
+// control path only) acks each event and copies it into every subscriber's
+// inbox, and each device acts on its inbox from its own poll_cm.
+void async_subscribe(ibv_context* ctx, VerbsDevice* dev);
+void async_unsubscribe(ibv_context* ctx, VerbsDevice* dev);
+// Drains ctx (non-blocking) and moves dev's inbox into *out.
+void async_drain(ibv_context* ctx, VerbsDevice* dev, std::vector<AsyncEvent>* out);
+
+struct VerbsDeviceStats {
+  Counter async_events, port_err, port_active, device_fatal, qp_fatal, qp_req_err, qp_access_err, comm_est,
+      addr_change, other_events;
+};
+
 // ---------------------------------------------------------------- connections
 
 class VerbsConnRequest final : public ConnRequest {
@@ -309,8 +339,11 @@ struct VerbsConfig {
   uint16_t port = 20049;
   uint32_t fast_reg_depth = 4096;
   bool use_mw = true;   // mw=off: behave as a device without type-2 windows
+  // RC local ACK timeout exponent (4.096 us << n) for this device's
+  // connections, through RDMA_OPTION_ID_ACK_TIMEOUT; -1: rdma_cm's own.
+  int ack_timeout = -1;
 };
-// The spec keys of `verbs:` (dev, addr, port, depth, mw), checked; messages
+// The spec keys of `verbs:` (dev, addr, port, depth, mw, ack_timeout), checked; messages
 // name `driver`, so that drivers built on pmd/verbs take the same keys.
 Result<VerbsConfig> parse_verbs_config(const DevArgs& a, const char* driver);
 
@@ -331,6 +364,8 @@ class VerbsDevice final : public Device {
   Status reject(ConnRequest* req, std::span<const uint8_t> private_data) override;
   Status disconnect(Qp* qp) override;
   bool poll_cm(CmEvent* ev) override;
+  bool port_up() const override { return port_up_; }
+  StatsView stats() const override;
 
   // Where PDs, CQs and QPs are made; cm_ctx() is the context rdma_cm ids
   // resolve to. The same unless a FastRegProvider opened its own.
@@ -354,6 +389,12 @@ class VerbsDevice final : public Device {
   // A receive completed on an accepted QP before its ESTABLISHED event.
   void established_by_receive(VerbsQp* qp);
   void note_qp_error(VerbsQp* qp);
+  // A CM message (DREQ) cannot leave through a down port; see send_dreq.
+  void send_dreq(VerbsQp* qp);
+  // The id of a QP destroyed while the port is down: destroying it would
+  // send a DREQ, so it waits for the port (or the device's end).
+  void park_cm_id(rdma_cm_id* id);
+  void flush_deferred_cm();
 
  private:
   VerbsDevice(const VerbsConfig& cfg, std::unique_ptr<FastRegProvider> fr) : cfg_(cfg), fr_(std::move(fr)) {}
@@ -367,6 +408,17 @@ class VerbsDevice final : public Device {
   void handle_qp_errors();
   void fail_connect(VerbsQp* qp, CmEventType type, Status why, std::vector<uint8_t> pdata = {});
   void report_disconnected(VerbsQp* qp, Status why);
+  // Every QP fails with `why`: the device is gone (removal, fatal error).
+  void fail_all_qps(const Status& why);
+  // verbs_events.cc: read and act on the device's asynchronous events.
+  void poll_async();
+  void handle_async(const AsyncEvent& e);
+  void qp_async_error(VerbsQp* qp, ibv_event_type t);
+  VerbsQp* qp_by_num(uint32_t qp_num) const;
+  // kDisconnected when the port is down or the device gone (connect, listen).
+  Status check_port(const char* what);
+  // ack_timeout=N: applied to an id before its QP goes to RTS.
+  void apply_ack_timeout(rdma_cm_id* id);
 
   VerbsConfig cfg_;
   std::unique_ptr<FastRegProvider> fr_;  // closes its context after everything made on it
@@ -383,11 +435,14 @@ class VerbsDevice final : public Device {
   bool legacy_post_ = false;
   bool next_poll_ends_ = false;
   bool removed_ = false;
+  bool port_up_ = true;
+  VerbsDeviceStats dst_;
   rdma_cm_id* listen_id_ = nullptr;
   std::vector<VerbsQp*> qps_;      // by index; nullptr = free
   std::vector<uint16_t> gens_;     // per index, bumped on reuse
   std::vector<VerbsQp*> errored_;  // QPs whose CQ saw an error, for poll_cm
   std::vector<std::unique_ptr<VerbsConnRequest>> requests_;
+  std::vector<rdma_cm_id*> parked_ids_;
   std::deque<CmEvent> events_;
 };
 

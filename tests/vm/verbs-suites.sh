@@ -32,6 +32,14 @@ suite rpc-regcache env TERN_RPC_DEVICE="$dev,mw=off" "$build/tests/functional/te
   --gtest_filter='Rpc.InlineEcho:Rpc.ReadChunkIsPulledByTheServer:Rpc.WriteChunkIsFilledByTheServer:Rpc.ReplyChunkCarriesLargeResults:Rpc.RegistrationCacheServesEveryChunkKind:Rpc.ManyCallsInFlightAllComplete:Rpc.ConnectionLossFailsOutstandingCallsOnce:Rpc.HandlerMayReplyLater'
 # The kernel's NFS server (svcrdma) on 169.254.77.1:20049; the test starts it.
 suite nfs-interop "$build/tests/interop/tern-nfs-interop" --gtest_brief=1
+# Last: it takes dum0 down and deletes rxe0 (tests/vm/device_events_test.cc).
+# The deletion completes only once the test process has exited (rxe cannot
+# disassociate a process from a device), so rxe0 is made again here, as
+# scripts/rxe-vm/init makes it, for anything run after this script.
+suite device-events "$build/tests/vm/tern-device-events" --gtest_brief=1
+ip link set dum0 up 2>/dev/null
+for _ in $(seq 100); do [[ -e /sys/class/infiniband/rxe0 ]] || break; sleep 0.1; done
+[[ -e /sys/class/infiniband/rxe0 ]] || rdma link add rxe0 type rxe netdev dum0 || echo "verbs-suites: could not re-create rxe0" >&2
 
 echo "--- verbs suites on rxe0:"
 printf '    %s\n' "${summary[@]}"
