@@ -149,13 +149,7 @@ int Conn::marshal_and_send(Request* r) {
 }
 
 SendWr& Conn::add_send(const uint8_t* buf, size_t len) {
-  SendWr& s = chain.add();
-  Sge* sg = chain.sges(1);
-  sg[0] = Sge{reinterpret_cast<uint64_t>(buf), static_cast<uint32_t>(len), dc->find(buf, len)->mr->lkey()};
-  s.opcode = WrOpcode::kSend;
-  s.sg_list = sg;
-  s.num_sge = 1;
-  return s;
+  return chain.add_one_sge(WrOpcode::kSend, buf, static_cast<uint32_t>(len), dc->find(buf, len)->mr->lkey());
 }
 
 void Conn::release_send_owner(void* owner) {

@@ -185,6 +185,11 @@ class Conn final : public Connection {
   void handle_call(ReplyBuf* rep);
   void dispatch(SrvCall* sc);
   Status send_reply(SrvCall* sc, std::span<const uint8_t> results, std::span<const uint8_t> bulk, int accept);
+  // Appends RDMA WRITEs placing `len` bytes at `src` (under `lkey`) into the
+  // peer's segments in order, each taking what fits. Returns the bytes
+  // placed; written[i], if given, gets segment i with the length it took.
+  uint64_t push_into(const uint8_t* src, uint64_t len, uint32_t lkey, const RdmaSegment* segs, int nsegs,
+                     RdmaSegment* written);
   void send_rdma_error(ReplyBuf* rep, uint32_t xid, bool vers);
   void server_read_done(const rdma::Wc& wc);
   bool calls_idle() const { return calls.all_free(); }

@@ -168,12 +168,7 @@ void Conn::handle_call(ReplyBuf* rep) {
   uint64_t off = 0;
   uint32_t lkey = dc->find(sc->bulk_buf_, eng->opt.max_bulk)->mr->lkey();
   for (int i = 0; i < in.nread; ++i) {
-    SendWr& w = chain.add();
-    Sge* sg = chain.sges(1);
-    sg[0] = Sge{reinterpret_cast<uint64_t>(sc->bulk_buf_ + off), in.reads[i].seg.length, lkey};
-    w.opcode = WrOpcode::kRdmaRead;
-    w.sg_list = sg;
-    w.num_sge = 1;
+    SendWr& w = chain.add_one_sge(WrOpcode::kRdmaRead, sc->bulk_buf_ + off, in.reads[i].seg.length, lkey);
     w.remote_addr = in.reads[i].seg.offset;
     w.rkey = in.reads[i].seg.handle;
     off += in.reads[i].seg.length;
@@ -238,6 +233,21 @@ void Conn::dispatch(SrvCall* sc) {
   h->h(h->ctx, sc);
 }
 
+uint64_t Conn::push_into(const uint8_t* src, uint64_t len, uint32_t lkey, const RdmaSegment* segs, int nsegs,
+                         RdmaSegment* written) {
+  uint64_t done = 0;
+  for (int i = 0; i < nsegs; ++i) {
+    uint64_t n = std::min<uint64_t>(segs[i].length, len - done);
+    if (written != nullptr) written[i] = RdmaSegment{segs[i].handle, static_cast<uint32_t>(n), segs[i].offset};
+    if (n == 0) continue;
+    SendWr& w = chain.add_one_sge(WrOpcode::kRdmaWrite, src + done, static_cast<uint32_t>(n), lkey);
+    w.remote_addr = segs[i].offset;
+    w.rkey = segs[i].handle;
+    done += n;
+  }
+  return done;
+}
+
 Status Conn::send_reply(SrvCall* sc, std::span<const uint8_t> results, std::span<const uint8_t> bulk, int accept) {
   const EngineOptions& o = eng->opt;
   if (state != State::kReady) {
@@ -256,23 +266,9 @@ Status Conn::send_reply(SrvCall* sc, std::span<const uint8_t> results, std::span
 
   chain.clear();
   // Bulk results into the client's write chunk, segment by segment.
-  uint64_t done = 0;
   RdmaSegment written[kMaxChunkSegs];
-  for (int i = 0; i < sc->nwrite; ++i) {
-    written[i] = sc->writes[i];
-    uint64_t n = std::min<uint64_t>(sc->writes[i].length, bulk.size() - done);
-    written[i].length = static_cast<uint32_t>(n);
-    if (n == 0) continue;
-    SendWr& w = chain.add();
-    Sge* sg = chain.sges(1);
-    sg[0] = Sge{reinterpret_cast<uint64_t>(bulk.data() + done), static_cast<uint32_t>(n), bulk_rg->mr->lkey()};
-    w.opcode = WrOpcode::kRdmaWrite;
-    w.sg_list = sg;
-    w.num_sge = 1;
-    w.remote_addr = sc->writes[i].offset;
-    w.rkey = sc->writes[i].handle;
-    done += n;
-  }
+  uint64_t done = push_into(bulk.data(), bulk.size(), bulk_rg != nullptr ? bulk_rg->mr->lkey() : 0, sc->writes,
+                            sc->nwrite, written);
   // The RPC reply message: inline if it fits the client's receive threshold,
   // else RDMA-written into the client's reply chunk with an RDMA_NOMSG header.
   uint32_t low = 0, high = 0;
@@ -299,20 +295,8 @@ Status Conn::send_reply(SrvCall* sc, std::span<const uint8_t> results, std::span
                                         static_cast<int>(AcceptStat::kSystemErr), 0, 0, {});
     } else {
       nomsg = true;
-      uint64_t off = 0;
-      uint32_t lkey = dc->find(sc->reply_area, body_len)->mr->lkey();
-      for (int i = 0; i < sc->nreply && off < body_len; ++i) {
-        uint64_t n = std::min<uint64_t>(sc->replies[i].length, body_len - off);
-        SendWr& w = chain.add();
-        Sge* sg = chain.sges(1);
-        sg[0] = Sge{reinterpret_cast<uint64_t>(sc->reply_area + off), static_cast<uint32_t>(n), lkey};
-        w.opcode = WrOpcode::kRdmaWrite;
-        w.sg_list = sg;
-        w.num_sge = 1;
-        w.remote_addr = sc->replies[i].offset;
-        w.rkey = sc->replies[i].handle;
-        off += n;
-      }
+      push_into(sc->reply_area, body_len, dc->find(sc->reply_area, body_len)->mr->lkey(), sc->replies, sc->nreply,
+                nullptr);
     }
   }
   // The transport header goes first; with RDMA_MSG the RPC message follows it

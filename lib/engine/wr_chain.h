@@ -25,6 +25,17 @@ class WrChain {
     wr_[n_] = rdma::SendWr{};
     return wr_[n_++];
   }
+  // A WR of `op` over one local SGE (the chain's storage): the shape of
+  // every Send, RDMA READ and RDMA WRITE the engine posts.
+  rdma::SendWr& add_one_sge(rdma::WrOpcode op, const void* local, uint32_t len, uint32_t lkey) {
+    rdma::SendWr& w = add();
+    rdma::Sge* sg = sges(1);
+    sg[0] = rdma::Sge{reinterpret_cast<uint64_t>(local), len, lkey};
+    w.opcode = op;
+    w.sg_list = sg;
+    w.num_sge = 1;
+    return w;
+  }
   // SGE storage that lives as long as the chain (until post_send returns).
   rdma::Sge* sges(int n) {
     TERN_REQUIRE(nsge_ + n <= kMaxSges, "WR chain SGE overflow");
