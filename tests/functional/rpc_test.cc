@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,6 +63,16 @@ void on_done(void* ctx, const CallReply& r) {
   p->results.assign(r.results.begin(), r.results.end());
 }
 
+// Polls the engines until pred() holds (true) or `ms` pass (false).
+bool poll_until(std::initializer_list<Engine*> engines, const std::function<bool()>& pred, int ms = 5000) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < end) {
+    for (Engine* e : engines) e->poll();
+    if (pred()) return true;
+  }
+  return false;
+}
+
 struct Fixture {
   std::unique_ptr<Engine> srv, cli;
   Connection* conn = nullptr;
@@ -88,24 +99,8 @@ struct Fixture {
   ~Fixture() { remove_spec(path); }
 
   // Polls only the client (the server may be gone).
-  bool wait_client(const std::function<bool()>& pred, int ms = 5000) {
-    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    while (std::chrono::steady_clock::now() < end) {
-      cli->poll();
-      if (pred()) return true;
-    }
-    return false;
-  }
-
-  bool wait(const std::function<bool()>& pred, int ms = 5000) {
-    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    while (std::chrono::steady_clock::now() < end) {
-      srv->poll();
-      cli->poll();
-      if (pred()) return true;
-    }
-    return false;
-  }
+  bool wait_client(const std::function<bool()>& pred, int ms = 5000) { return poll_until({cli.get()}, pred, ms); }
+  bool wait(const std::function<bool()>& pred, int ms = 5000) { return poll_until({srv.get(), cli.get()}, pred, ms); }
 
   static void echo(void*, ServerCall* c) { ASSERT_OK(c->reply(c->args(), c->bulk())); }
   static void fill(void*, ServerCall* c) {
@@ -532,13 +527,7 @@ TEST(Rpc, ManySuccessiveConnectionsReuseMemory) {
   std::string path = next_spec();
   ASSERT_OK(srv->listen(path));
   auto spin = [&](const std::function<bool()>& pred, int ms = 5000) {
-    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    while (std::chrono::steady_clock::now() < end) {
-      srv->poll();
-      cli->poll();
-      if (pred()) return true;
-    }
-    return false;
+    return poll_until({srv.get(), cli.get()}, pred, ms);
   };
   for (int round = 0; round < 8; ++round) {
     Connection* c = cli->connect(path).value();
