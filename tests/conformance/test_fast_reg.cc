@@ -73,6 +73,20 @@ class FastRegTest : public ConnectedTest {
     return poller.wait_send1(client, wc);
   }
 
+  // The client SENDs `len` bytes WITH_INV naming `rkey` into a receive (id
+  // 30) the server posts first; *r and *s get the two completions.
+  AssertionResult send_with_invalidate(uint32_t rkey, uint32_t len, Wc* r, Wc* s) {
+    inv_rsge = srecv.sge(0, 256);
+    if (auto a = server.post_recv({wr_recv(30, &inv_rsge, 1)}); !a) return a;
+    inv_ssge = src.sge(0, len);
+    SendWr inv = wr_send(31, &inv_ssge, 1);
+    inv.opcode = WrOpcode::kSendWithInv;
+    inv.invalidate_rkey = rkey;
+    if (auto a = client.post_send({inv}); !a) return a;
+    if (auto a = poller.wait_recv1(server, r); !a) return a;
+    return poller.wait_send1(client, s);
+  }
+
   // Access through rb must work (and the data must land / be read back).
   void expect_access_ok(bool is_write, const RemoteBuf& rb, uint32_t len, uint32_t seed) {
     Wc wc;
@@ -96,6 +110,7 @@ class FastRegTest : public ConnectedTest {
     EXPECT_EQ(std::memcmp(before.data(), backing.p, backing.len), 0) << "a refused access changed server memory";
   }
 
+  Sge inv_rsge, inv_ssge;  // live until the WRs complete
   static constexpr uint32_t kBackingPages = 8;
   uint32_t pg = 4096;
   uint32_t span = 4096;  // bytes one registration covers in most tests
@@ -251,20 +266,12 @@ TEST_P(FastRegTest, SendWithInvalidateInvalidatesAtTheReceiver) {
   RemoteBuf rb;
   ASSERT_TRUE(announce(0, span, kRemoteRw, &rb));
   ASSERT_NO_FATAL_FAILURE(expect_access_ok(true, rb, span, 20));
-  Sge rs = srecv.sge(0, 256);
-  ASSERT_TRUE(server.post_recv({wr_recv(30, &rs, 1)}));
-  Sge ss = src.sge(0, 32);
-  SendWr inv = wr_send(31, &ss, 1);
-  inv.opcode = WrOpcode::kSendWithInv;
-  inv.invalidate_rkey = rb.rkey;
-  ASSERT_TRUE(client.post_send({inv}));
   Wc r, s;
-  ASSERT_TRUE(poller.wait_recv1(server, &r));
+  ASSERT_TRUE(send_with_invalidate(rb.rkey, 32, &r, &s));
   EXPECT_TRUE(wc_is(r, 30, WcStatus::kSuccess, WcOpcode::kRecv));
   EXPECT_EQ(r.byte_len, 32u);
   EXPECT_TRUE(r.flags & kWcWithInv) << "a SEND_WITH_INV receive must say so: " << to_string(r);
   EXPECT_EQ(r.invalidated_rkey, rb.rkey);
-  ASSERT_TRUE(poller.wait_send1(client, &s));
   EXPECT_TRUE(wc_is(s, 31, WcStatus::kSuccess, WcOpcode::kSend));
   // Invalidated before the receive completed: the rkey is dead now.
   ASSERT_NO_FATAL_FAILURE(expect_access_refused(true, rb, 0, 64));
@@ -274,17 +281,9 @@ TEST_P(FastRegTest, RemotelyInvalidatedMrCanBeRegisteredAgain) {
   TERN_SKIP_UNLESS_CAP(remote_invalidation);
   RemoteBuf rb, again;
   ASSERT_TRUE(announce(0, pg, kRemoteRw, &rb));
-  Sge rs = srecv.sge(0, 256);
-  ASSERT_TRUE(server.post_recv({wr_recv(30, &rs, 1)}));
-  Sge ss = src.sge(0, 8);
-  SendWr inv = wr_send(31, &ss, 1);
-  inv.opcode = WrOpcode::kSendWithInv;
-  inv.invalidate_rkey = rb.rkey;
-  ASSERT_TRUE(client.post_send({inv}));
   Wc r, s;
-  ASSERT_TRUE(poller.wait_recv1(server, &r));
+  ASSERT_TRUE(send_with_invalidate(rb.rkey, 8, &r, &s));
   ASSERT_TRUE(wc_is(r, 30, WcStatus::kSuccess, WcOpcode::kRecv));
-  ASSERT_TRUE(poller.wait_send1(client, &s));
   // No LOCAL_INV needed: the MR is free, so a REG_MR (bumped key) succeeds.
   ASSERT_TRUE(announce(0, pg, kRemoteRw, &again));
   ASSERT_NO_FATAL_FAILURE(expect_access_ok(true, again, pg, 21));
