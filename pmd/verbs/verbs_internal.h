@@ -195,6 +195,12 @@ struct ShadowRing {
   uint32_t used() const { return tail - head; }
   bool full() const { return used() >= depth; }
   Entry& at(uint32_t seq) { return e[seq & mask]; }
+  // Takes the next slot for a WR; returns its sequence (the caller checked full()).
+  uint32_t push(uint64_t wr_id, WcOpcode opcode, bool signaled, bool sw) {
+    const uint32_t seq = tail++;
+    at(seq) = Entry{wr_id, opcode, signaled, sw};
+    return seq;
+  }
   // True if seq is outstanding (posted, not retired).
   bool outstanding(uint32_t seq) const { return seq - head < tail - head; }
 };

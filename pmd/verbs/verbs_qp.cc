@@ -187,17 +187,13 @@ int VerbsQp::post_send_legacy(const SendWr* wrs, int n, int* err) {
       *err = EINVAL;
       break;
     }
-    uint32_t seq = sq_.tail++;
-    ShadowRing::Entry& e = sq_.at(seq);
-    e.wr_id = w.wr_id;
-    e.opcode = wc_opcode_for(w.opcode);
-    e.signaled = (w.flags & kWrSignaled) != 0;
-    e.sw = false;
+    const bool signaled = (w.flags & kWrSignaled) != 0;
+    const uint32_t seq = sq_.push(w.wr_id, wc_opcode_for(w.opcode), signaled, false);
     const auto* sg = reinterpret_cast<const ibv_sge*>(w.sg_list);
     ibv_send_wr& x = swr_[static_cast<size_t>(i)];
     std::memset(&x, 0, sizeof x);
     x.wr_id = encode_wr_id(gen_, index_, false, seq);
-    x.send_flags = e.signaled ? IBV_SEND_SIGNALED : 0;
+    x.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
     if (i > 0) swr_[static_cast<size_t>(i - 1)].next = &x;
     if (has_sge) {
       x.sg_list = const_cast<ibv_sge*>(sg);
@@ -272,12 +268,7 @@ int VerbsQp::post_recv(const RecvWr* wrs, int n, int* err) {
       *err = EINVAL;
       break;
     }
-    uint32_t seq = rq_.tail++;
-    ShadowRing::Entry& e = rq_.at(seq);
-    e.wr_id = w.wr_id;
-    e.opcode = WcOpcode::kRecv;
-    e.signaled = true;
-    e.sw = false;
+    const uint32_t seq = rq_.push(w.wr_id, WcOpcode::kRecv, true, false);
     ibv_recv_wr& r = rwr_[static_cast<size_t>(i)];
     r.wr_id = encode_wr_id(gen_, index_, true, seq);
     r.sg_list = reinterpret_cast<ibv_sge*>(const_cast<Sge*>(w.sg_list));
@@ -317,8 +308,7 @@ int VerbsQp::flush_sends(const SendWr* wrs, int n, int* err) {
       *err = EINVAL;
       break;
     }
-    ShadowRing::Entry& e = sq_.at(sq_.tail++);
-    e = {wrs[i].wr_id, wc_opcode_for(wrs[i].opcode), true, true};
+    sq_.push(wrs[i].wr_id, wc_opcode_for(wrs[i].opcode), true, true);
   }
   if (i > 0) scq_->add_pending(this);
   return i;
@@ -336,8 +326,7 @@ int VerbsQp::flush_recvs(const RecvWr* wrs, int n, int* err) {
       *err = EINVAL;
       break;
     }
-    ShadowRing::Entry& e = rq_.at(rq_.tail++);
-    e = {wrs[i].wr_id, WcOpcode::kRecv, true, true};
+    rq_.push(wrs[i].wr_id, WcOpcode::kRecv, true, true);
   }
   if (i > 0) rcq_->add_pending(this);
   return i;

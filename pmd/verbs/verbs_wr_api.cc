@@ -41,15 +41,11 @@ int post_send_wr_api(const WrApiQueue& q, const SendWr* wrs, int n, int* err) {
       *err = EINVAL;
       break;
     }
-    const uint32_t seq = sq.tail++;
-    ShadowRing::Entry& e = sq.at(seq);
-    e.wr_id = w.wr_id;
-    e.opcode = wc_opcode_for(w.opcode);
-    e.signaled = (w.flags & kWrSignaled) != 0;
-    e.sw = false;
+    const bool signaled = (w.flags & kWrSignaled) != 0;
+    const uint32_t seq = sq.push(w.wr_id, wc_opcode_for(w.opcode), signaled, false);
     const auto* sg = reinterpret_cast<const ibv_sge*>(w.sg_list);
     qpx->wr_id = encode_wr_id(q.gen, q.qp_index, false, seq);
-    qpx->wr_flags = e.signaled ? IBV_SEND_SIGNALED : 0;
+    qpx->wr_flags = signaled ? IBV_SEND_SIGNALED : 0;
     switch (w.opcode) {
       case WrOpcode::kSend:
         ibv_wr_send(qpx);
