@@ -3,7 +3,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
 #include "runtime/eal.h"
@@ -105,6 +107,12 @@ int run_engines(const Options& o, std::vector<std::function<int()>> bodies, cons
   for (int rc : rcs)
     if (rc != 0) return rc;
   return wrc != 0 ? wrc : mrc;
+}
+
+FILE* open_json(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) std::fprintf(stderr, "tern-perf: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
+  return f;
 }
 
 std::string json_escape(std::string_view s) {

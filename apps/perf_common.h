@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -67,6 +68,10 @@ extern std::atomic<bool> g_stop;
 // calling thread meanwhile. Returns the first non-zero result of the bodies in
 // engine order, else monitor()'s.
 int run_engines(const Options& o, std::vector<std::function<int()>> bodies, const std::function<int()>& monitor);
+
+// Opens --json's file for writing; on failure says why on stderr and
+// returns nullptr.
+FILE* open_json(const std::string& path);
 
 // `s` as the inside of a JSON string literal.
 std::string json_escape(std::string_view s);

@@ -786,11 +786,6 @@ int ClientEngine::run() {
   return rc;
 }
 
-void print_latency(const Percentiles& p) {
-  std::printf("    min %8.0f   p50 %8.0f   p99 %8.0f   p99.9 %8.0f   max %8.0f   mean %8.0f\n", p.min_ns, p.p50_ns,
-              p.p99_ns, p.p999_ns, p.max_ns, p.mean_ns);
-}
-
 }  // namespace
 
 int run_rpc_client(const Options& o) {
@@ -923,11 +918,8 @@ int run_rpc_client(const Options& o) {
   }
 
   if (!o.json.empty()) {
-    FILE* f = std::fopen(o.json.c_str(), "w");
-    if (f == nullptr) {
-      std::fprintf(stderr, "tern-perf: cannot write %s: %s\n", o.json.c_str(), std::strerror(errno));
-      return 1;
-    }
+    FILE* f = open_json(o.json);
+    if (f == nullptr) return 1;
     std::fprintf(f,
                  "{\"mode\":\"%s\",\"transport\":\"rpc\",\"dev\":\"%s\",\"engines\":%u,\"size\":%u,\"qd\":%u,"
                  "\"bulk\":%u,\"bulk_dir\":\"%s\",\"requests\":%" PRIu64 ",\"seconds\":%.6f,"

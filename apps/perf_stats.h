@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 namespace tern::apps {
@@ -66,5 +67,11 @@ class SampleSet {
   uint64_t stride_ = 1, seen_ = 0;
   std::vector<uint32_t> v_;
 };
+
+// The latency row both tern-perf modes print under their heading.
+inline void print_latency(const Percentiles& p) {
+  std::printf("    min %8.0f   p50 %8.0f   p99 %8.0f   p99.9 %8.0f   max %8.0f   mean %8.0f\n", p.min_ns, p.p50_ns,
+              p.p99_ns, p.p999_ns, p.max_ns, p.mean_ns);
+}
 
 }  // namespace tern::apps

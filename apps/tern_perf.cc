@@ -641,16 +641,12 @@ int run_client(const Options& o) {
   std::printf("  throughput    %12.0f req/s   %.3f Gb/s each way\n", rps, gbps);
   if (o.mode == "lat") {
     std::printf("  latency (round trip, ns)\n");
-    std::printf("    min %8.0f   p50 %8.0f   p99 %8.0f   p99.9 %8.0f   max %8.0f   mean %8.0f\n", r.lat.min_ns,
-                r.lat.p50_ns, r.lat.p99_ns, r.lat.p999_ns, r.lat.max_ns, r.lat.mean_ns);
+    apps::print_latency(r.lat);
   }
   std::printf("  driver: %s\n", r.stats.c_str());
   if (!o.json.empty()) {
-    FILE* f = std::fopen(o.json.c_str(), "w");
-    if (f == nullptr) {
-      std::fprintf(stderr, "tern-perf: cannot write %s: %s\n", o.json.c_str(), std::strerror(errno));
-      return 1;
-    }
+    FILE* f = apps::open_json(o.json);
+    if (f == nullptr) return 1;
     std::fprintf(f,
                  "{\"mode\":\"send/%s\",\"dev\":\"%s\",\"size\":%u,\"qd\":%u,\"requests\":%" PRIu64
                  ",\"seconds\":%.6f,\"requests_per_s\":%.1f,\"gbps\":%.4f,"
