@@ -651,7 +651,7 @@ int run_client(const Options& o) {
                  "{\"mode\":\"send/%s\",\"dev\":\"%s\",\"size\":%u,\"qd\":%u,\"requests\":%" PRIu64
                  ",\"seconds\":%.6f,\"requests_per_s\":%.1f,\"gbps\":%.4f,"
                  "\"latency_ns\":{\"min\":%.1f,\"p50\":%.1f,\"p99\":%.1f,\"p99_9\":%.1f,\"max\":%.1f,\"mean\":%.1f}}\n",
-                 o.mode.c_str(), o.dev.c_str(), o.size, o.qd, r.requests, r.seconds, rps, gbps, r.lat.min_ns,
+                 o.mode.c_str(), apps::json_escape(o.dev).c_str(), o.size, o.qd, r.requests, r.seconds, rps, gbps, r.lat.min_ns,
                  r.lat.p50_ns, r.lat.p99_ns, r.lat.p999_ns, r.lat.max_ns, r.lat.mean_ns);
     std::fclose(f);
   }
