@@ -47,7 +47,11 @@ int Conn::call(const Call& c) {
   if (r->xid == 0) r->xid = (next_xid++ << slot_bits) | r->slot;
   eng->st.calls.add();
   // Credits: never more calls outstanding than the server granted.
-  if (backlog_head != nullptr || in_flight >= credits || marshal_and_send(r) != 0) {
+  int rc = backlog_head != nullptr || in_flight >= credits ? EAGAIN : marshal_and_send(r);
+  if (rc != 0) {
+    // A call whose memory the device refused fails from the backlog, on the
+    // next poll: completions come only from poll().
+    r->refused = rc == EIO;
     r->state = Request::State::kBacklog;
     r->next = nullptr;
     if (backlog_tail) backlog_tail->next = r;
@@ -62,20 +66,29 @@ int Conn::call(const Call& c) {
 
 int Conn::flush_backlog() {
   int n = 0;
-  while (backlog_head != nullptr && in_flight < credits) {
+  while (backlog_head != nullptr && (backlog_head->refused || in_flight < credits)) {
     Request* r = backlog_head;
-    if (marshal_and_send(r) != 0) break;  // no MRs or send slots yet: try next poll
+    if (!r->refused) {
+      int rc = marshal_and_send(r);
+      if (rc == EIO) r->refused = true;
+      else if (rc != 0) break;  // no MRs or send slots yet: try next poll
+    }
     backlog_head = r->next;
     if (backlog_head == nullptr) backlog_tail = nullptr;
     r->next = nullptr;
     --backlog_len;
     ++n;
+    if (r->refused) {
+      r->result = CallReply{CallStatus::kNoRegistration, r->xid, {}, 0};
+      complete(r);
+    }
   }
   return n;
 }
 
-// Builds and posts [REG_MR..., SEND] for one call. Returns 0, or EAGAIN when
-// resources (MRs, send contexts, send-queue room) are short (nothing posted).
+// Builds and posts [REG_MR..., SEND] for one call. Returns 0, EAGAIN when
+// resources (MRs, send contexts, send-queue room) are short, or EIO when the
+// device refused to register the call's memory (nothing posted either way).
 int Conn::marshal_and_send(Request* r) {
   const EngineOptions& o = eng->opt;
   FrwrRegistrar& reg = *dc->reg;
@@ -83,6 +96,12 @@ int Conn::marshal_and_send(Request* r) {
   chain.clear();
   wire::CallChunks ch;
   const Call& c = r->call;
+  // A chunk that could not be mapped: what earlier chunks took goes straight
+  // back (nothing was posted).
+  auto unmap = [&](int map_result) {
+    reg.release(&r->mrs);
+    return map_result == FrwrRegistrar::kRefused ? EIO : EAGAIN;
+  };
   // Read chunk: the bulk argument data, at the XDR position right after the
   // inline arguments.
   if (!c.bulk_send.empty()) {
@@ -90,7 +109,7 @@ int Conn::marshal_and_send(Request* r) {
     RdmaSegment segs[kMaxChunkSegs];
     int n = reg.map(reinterpret_cast<uint64_t>(c.bulk_send.data()), c.bulk_send.size(), rg->mr->lkey(),
                     kAccessRemoteRead, chain, segs, kMaxChunkSegs, &r->mrs);
-    if (n < 0) return EAGAIN;
+    if (n < 0) return unmap(n);
     uint32_t pos = static_cast<uint32_t>(wire::call_rpc_header_len(c) + c.args.size());
     for (int i = 0; i < n; ++i) ch.reads[i] = ReadSeg{pos, segs[i]};
     ch.nread = n;
@@ -101,10 +120,7 @@ int Conn::marshal_and_send(Request* r) {
     const Region* rg = dc->find(c.bulk_recv.data(), c.bulk_recv.size());
     int n = reg.map(reinterpret_cast<uint64_t>(c.bulk_recv.data()), c.bulk_recv.size(), rg->mr->lkey(),
                     kAccessLocalWrite | kAccessRemoteWrite, chain, ch.writes, kMaxChunkSegs, &r->mrs);
-    if (n < 0) {
-      reg.release(&r->mrs);  // nothing posted yet: straight back to the free list
-      return EAGAIN;
-    }
+    if (n < 0) return unmap(n);
     ch.nwrite = n;
     eng->st.write_chunks.add();
   }
@@ -120,10 +136,7 @@ int Conn::marshal_and_send(Request* r) {
     const Region* rg = dc->find(r->replybuf, o.max_reply + 256);
     int n = reg.map(reinterpret_cast<uint64_t>(r->replybuf), c.max_results + 256, rg->mr->lkey(),
                     kAccessLocalWrite | kAccessRemoteWrite, chain, ch.replies, kMaxChunkSegs, &r->mrs);
-    if (n < 0) {
-      reg.release(&r->mrs);
-      return EAGAIN;
-    }
+    if (n < 0) return unmap(n);
     ch.nreply = n;
     eng->st.reply_chunks.add();
   }
@@ -368,6 +381,7 @@ void Conn::maybe_free(Request* r) {
   if (r->rpc_owner || r->send_owner || r->state != Request::State::kFree) return;
   TERN_ASSERT(r->reply == nullptr && r->mrs == nullptr);
   r->call = Call{};
+  r->refused = false;
   reqs.put(r);
 }
 

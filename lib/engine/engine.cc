@@ -25,6 +25,7 @@ const char* call_status_name(CallStatus s) {
     case CallStatus::kRdmaError: return "RDMA_ERROR";
     case CallStatus::kBadReply: return "bad reply";
     case CallStatus::kTooLarge: return "too large";
+    case CallStatus::kNoRegistration: return "memory could not be registered";
   }
   return "?";
 }

@@ -80,6 +80,8 @@ enum class CallStatus : uint8_t {
   kRdmaError,     // the server answered RDMA_ERROR (ERR_VERS or ERR_CHUNK)
   kBadReply,      // the reply could not be decoded
   kTooLarge,      // the results did not fit where the call said they would
+  kNoRegistration,  // the call's bulk memory could not be registered (registration
+                    // cache: the device refused reg_mr; the log says why). Never sent.
 };
 const char* call_status_name(CallStatus s);
 

@@ -85,6 +85,7 @@ struct Request {
   ReplyBuf* reply = nullptr;       // attached receive (I2)
   uint64_t inv_seq = 0;            // SqBudget sequence of the LOCAL_INV chain
   CallReply result{};
+  bool refused = false;            // its memory could not be registered: fails from the backlog
   Request* next = nullptr;         // backlog link
 };
 

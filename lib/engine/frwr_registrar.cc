@@ -54,8 +54,10 @@ int FrwrRegistrar::map(uint64_t addr, uint64_t len, uint32_t lkey, uint32_t acce
   int need = static_cast<int>(segments_for(addr, len));
   if (cache_) {
     if (need > max_segs) return -1;
-    EngineMr* h = cache_->acquire(addr, len, access);
+    bool refused = false;
+    EngineMr* h = cache_->acquire(addr, len, access, &refused);
     if (h == nullptr) {
+      if (refused) return kRefused;
       st_.out_of_mrs.add();
       return -1;
     }

@@ -66,7 +66,10 @@ class FrwrRegistrar {
   // Maps [addr, addr+len) (inside the long-lived registration `lkey`) with
   // `access`: appends REG_MR WRs to `chain`, writes the segments to segs, and
   // links the MRs onto *list. Returns the number of segments, or -1 when
-  // there are not enough MRs or room (then nothing was appended or taken).
+  // there are not enough MRs or room (then nothing was appended or taken),
+  // or kRefused when the device refused to register the memory (RegCache
+  // mode; retrying the same call would not help).
+  static constexpr int kRefused = -2;
   int map(uint64_t addr, uint64_t len, uint32_t lkey, uint32_t access, WrChain& chain, RdmaSegment* segs,
           int max_segs, EngineMr** list);
 

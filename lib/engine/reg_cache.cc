@@ -22,8 +22,9 @@ RegCache::RegCache(Pd* pd, uint32_t page_size, uint32_t max_entries)
 
 RegCache::~RegCache() = default;
 
-EngineMr* RegCache::acquire(uint64_t addr, uint64_t len, uint32_t access) {
+EngineMr* RegCache::acquire(uint64_t addr, uint64_t len, uint32_t access, bool* refused) {
   TERN_ASSERT(len > 0 && len <= UINT32_MAX);
+  *refused = false;
   if (free_holds_.empty()) {
     // Holds come in blocks; a block is never freed before the cache.
     constexpr int kBlock = 64;
@@ -45,6 +46,7 @@ EngineMr* RegCache::acquire(uint64_t addr, uint64_t len, uint32_t access) {
     auto mr = pd_->reg_mr(reinterpret_cast<void*>(key.start), key.end - key.start, access | kAccessLocalWrite);
     if (!mr) {
       st_.registrations_failed.add();
+      *refused = true;
       TERN_LOG(kWarn, "engine", "registration cache: reg_mr of %llu bytes failed: %s",
                static_cast<unsigned long long>(key.end - key.start), mr.status().to_string().c_str());
       return nullptr;

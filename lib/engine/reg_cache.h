@@ -44,9 +44,10 @@ class RegCache {
 
   // Finds or makes a registration covering [addr, addr+len) with `access`.
   // Returns a hold on it (rkey, iova = addr, length = len; `registered` false:
-  // there is nothing to invalidate), or nullptr when every entry is in use or
-  // reg_mr failed (the caller retries later; nothing was taken).
-  EngineMr* acquire(uint64_t addr, uint64_t len, uint32_t access);
+  // there is nothing to invalidate), or nullptr with nothing taken: every
+  // entry is in use (*refused false: retry when a call finishes), or the
+  // device refused the registration (*refused true, and a warning logged).
+  EngineMr* acquire(uint64_t addr, uint64_t len, uint32_t access, bool* refused);
   // Drops a hold (its call finished, or its connection died: the
   // registration itself stays valid either way).
   void release(EngineMr* hold);

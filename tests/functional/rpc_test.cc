@@ -19,6 +19,11 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "refusing_driver.h"
+
+namespace tern::test {
+TERN_REGISTER_DRIVER(RefusingDriver)
+}  // namespace tern::test
 
 namespace tern::rpc {
 namespace {
@@ -299,6 +304,57 @@ TEST(Rpc, RegistrationCacheServesEveryChunkKind) {
   EXPECT_EQ(f.cli->stats().local_inv_chains.get(), 0u);
   EXPECT_EQ(f.cli->stats().remote_invalidations.get(), 0u);
   EXPECT_EQ(f.srv->stats().remote_invalidations.get(), 0u);
+}
+
+// The registration cache cannot register a call's memory (the device is out
+// of locked memory or MRs): the call completes once with kNoRegistration from
+// the next poll, never hangs in the backlog, nothing is sent, and the
+// connection and other calls go on. A shm device with a refusing reg_mr.
+TEST(Rpc, CallWhoseMemoryCannotBeRegisteredFailsAlone) {
+  EngineOptions so, co;
+  co.registration = EngineOptions::Registration::kRegCache;
+  co.credits = 1;  // the second refused call waits behind a call in flight
+  auto srv = Engine::create(so).value();
+  auto cli = Engine::create(co).value();
+  srv->handle(kProg, kVers, kEcho, &Fixture::echo, nullptr);
+  srv->handle(kProg, kVers, kFill, &Fixture::fill, nullptr);
+  std::string sock = "/tmp/tern-rpc-refuse-" + std::to_string(getpid()) + ".sock";
+  ASSERT_OK(srv->listen("shm:path=" + sock));
+  Connection* c = cli->connect("refusereg:path=" + sock).value();
+  ASSERT_TRUE(poll_until({srv.get(), cli.get()}, [&] { return c->ready() || c->failed(); }));
+  ASSERT_TRUE(c->ready()) << c->error().to_string();
+
+  auto* bad = static_cast<uint8_t*>(cli->alloc(8192));
+  auto* good = static_cast<uint8_t*>(cli->alloc(8192));
+  test::g_refused = {reinterpret_cast<uint64_t>(bad), 8192};
+  uint8_t fill_args[5] = {0, 16, 0, 0, 5};  // n = 4096 (little endian), seed 5
+  Pending p1, p2, p3;
+  auto fill_into = [&](uint8_t* buf, Pending* p) {
+    Call call;
+    call.prog = kProg, call.vers = kVers, call.proc = kFill, call.args = fill_args;
+    call.bulk_recv = std::span<uint8_t>(buf, 4096);
+    call.done = on_done, call.ctx = p;
+    return c->call(call);
+  };
+  ASSERT_EQ(fill_into(bad, &p1), 0) << "accepted: its failure comes through done";
+  EXPECT_FALSE(p1.done) << "completions come only from poll()";
+  ASSERT_EQ(fill_into(good, &p2), 0);
+  ASSERT_EQ(fill_into(bad, &p3), 0);  // backlogged behind p2 (one credit), then refused
+  ASSERT_TRUE(poll_until({srv.get(), cli.get()}, [&] { return p1.done && p2.done && p3.done; }))
+      << "a refused call must not hang";
+  EXPECT_EQ(p1.reply.status, CallStatus::kNoRegistration) << call_status_name(p1.reply.status);
+  EXPECT_EQ(p3.reply.status, CallStatus::kNoRegistration) << call_status_name(p3.reply.status);
+  ASSERT_EQ(p2.reply.status, CallStatus::kOk) << call_status_name(p2.reply.status);
+  EXPECT_EQ(p2.reply.bulk_recv_len, 4096u);
+  for (uint32_t i = 0; i < 4096; ++i) ASSERT_EQ(good[i], pat(5, i)) << i;
+  EXPECT_EQ(srv->stats().replies.get(), 1u) << "refused calls never reach the server";
+  EXPECT_EQ(cli->stats().sends.get(), 1u) << "nothing of a refused call is sent";
+  EXPECT_EQ(c->outstanding(), 0u);
+  EXPECT_TRUE(c->ready());
+  test::g_refused = {};
+  c->close();
+  poll_until({srv.get(), cli.get()}, [] { return false; }, 50);
+  unlink(sock.c_str());
 }
 
 // Two chunks (read + write) carry two rkeys: the server cannot invalidate
