@@ -113,7 +113,6 @@ int Conn::marshal_and_send(Request* r) {
     uint32_t pos = static_cast<uint32_t>(wire::call_rpc_header_len(c) + c.args.size());
     for (int i = 0; i < n; ++i) ch.reads[i] = ReadSeg{pos, segs[i]};
     ch.nread = n;
-    eng->st.read_chunks.add();
   }
   // Write chunk: room for bulk results.
   if (!c.bulk_recv.empty()) {
@@ -122,7 +121,6 @@ int Conn::marshal_and_send(Request* r) {
                     kAccessLocalWrite | kAccessRemoteWrite, chain, ch.writes, kMaxChunkSegs, &r->mrs);
     if (n < 0) return unmap(n);
     ch.nwrite = n;
-    eng->st.write_chunks.add();
   }
   // Reply chunk: when the results may not fit inline.
   if (c.max_results + 128 > inline_recv) {
@@ -138,7 +136,6 @@ int Conn::marshal_and_send(Request* r) {
                     kAccessLocalWrite | kAccessRemoteWrite, chain, ch.replies, kMaxChunkSegs, &r->mrs);
     if (n < 0) return unmap(n);
     ch.nreply = n;
-    eng->st.reply_chunks.add();
   }
   size_t len = wire::encode_call(r->sendbuf, inline_send, r->xid, o.credits, ch, c, c.args);
   TERN_CHECK(len != 0, "call header does not fit the inline threshold (checked at call())");
@@ -149,15 +146,17 @@ int Conn::marshal_and_send(Request* r) {
     reg.release(&r->mrs);
     return EAGAIN;
   }
-  if (!post_chain(chain, chain.size() - 1, r)) {
-    // The QP refused the chain: the connection is failing; the drain will
-    // fail this call. The MRs may be half-registered: destroyed at teardown.
-    r->state = Request::State::kSent;
-    ++in_flight;
-    return 0;
-  }
+  // If the QP refuses the chain the connection is failing: the drain fails
+  // this call like any other in flight (its MRs, maybe half-registered, are
+  // destroyed at teardown). Either way the call is now in flight.
+  (void)post_chain(chain, chain.size() - 1, r);
   r->state = Request::State::kSent;
   ++in_flight;
+  // Counted once the call is committed: an attempt that ran short of MRs or
+  // send-queue room is retried from the backlog and must not count twice.
+  if (ch.nread > 0) eng->st.read_chunks.add();
+  if (ch.nwrite > 0) eng->st.write_chunks.add();
+  if (ch.nreply > 0) eng->st.reply_chunks.add();
   return 0;
 }
 
