@@ -31,7 +31,24 @@ const char* level_name(LogLevel l) {
   return "?";
 }
 
+struct SinkSlot {
+  LogSink fn;
+  void* ctx;
+};
+// Swapped whole, so a logging thread never sees a sink with another's context.
+std::atomic<const SinkSlot*>& sink_ref() {
+  static std::atomic<const SinkSlot*> sink{nullptr};
+  return sink;
+}
+
 }  // namespace
+
+void set_log_sink(LogSink sink, void* ctx) {
+  // Slots are never freed: a thread may still be calling an old one. Hosts
+  // set a sink once; tests a handful of times.
+  const SinkSlot* slot = sink == nullptr ? nullptr : new SinkSlot{sink, ctx};
+  sink_ref().store(slot, std::memory_order_release);
+}
 
 void set_log_level(LogLevel level) { level_ref().store(static_cast<int>(level)); }
 LogLevel log_level() { return static_cast<LogLevel>(level_ref().load(std::memory_order_relaxed)); }
@@ -51,6 +68,14 @@ bool log_level_from_string(const char* s, LogLevel* out) {
 
 void log_write(LogLevel level, const char* component, const char* fmt, ...) {
   char buf[1024];
+  if (const SinkSlot* sink = sink_ref().load(std::memory_order_acquire)) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    sink->fn(sink->ctx, level, component, buf);
+    return;
+  }
   int n = std::snprintf(buf, sizeof buf, "tern %s %s: ", level_name(level), component);
   va_list ap;
   va_start(ap, fmt);

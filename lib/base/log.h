@@ -13,6 +13,14 @@ bool log_level_from_string(const char* s, LogLevel* out);
 void log_write(LogLevel level, const char* component, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+// Where log lines go instead of stderr: the host's logger, or a test that
+// checks what was said. `line` is the message without the "tern <level>
+// <component>: " prefix and without a newline; it is valid only during the
+// call. The sink is called on whichever thread logs (engines log from their
+// own lcore), so it must be thread-safe. nullptr restores stderr.
+using LogSink = void (*)(void* ctx, LogLevel level, const char* component, const char* line);
+void set_log_sink(LogSink sink, void* ctx);
+
 }  // namespace tern
 
 #define TERN_LOG(level, component, ...)                                              \

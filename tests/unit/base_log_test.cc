@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "base/log.h"
 
@@ -45,6 +46,32 @@ TEST(Log, LevelFiltersOutput) {
 
   EXPECT_EQ(evaluated, 0) << "arguments of a filtered-out line were evaluated";
   EXPECT_EQ(out, "tern warn test: shown 7\n");
+}
+
+struct Captured {
+  std::vector<std::string> lines;
+};
+
+void capture(void* ctx, LogLevel level, const char* component, const char* line) {
+  static_cast<Captured*>(ctx)->lines.push_back(std::to_string(static_cast<int>(level)) + " " + component + " " +
+                                               line);
+}
+
+TEST(Log, SinkReceivesLinesInsteadOfStderr) {
+  Captured got;
+  LogLevel saved = log_level();
+  set_log_level(LogLevel::kInfo);
+  ::testing::internal::CaptureStderr();
+  set_log_sink(capture, &got);
+  TERN_LOG(kWarn, "engine", "peer %s: %d", "shm pid 7", 3);
+  TERN_LOG(kDebug, "engine", "filtered by level before the sink");
+  set_log_sink(nullptr, nullptr);
+  TERN_LOG(kWarn, "engine", "back on stderr");
+  std::string out = ::testing::internal::GetCapturedStderr();
+  set_log_level(saved);
+  ASSERT_EQ(got.lines.size(), 1u);
+  EXPECT_EQ(got.lines[0], "1 engine peer shm pid 7: 3");
+  EXPECT_EQ(out, "tern warn engine: back on stderr\n");
 }
 
 }  // namespace
