@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "base/log.h"
+#include "mem/memfd.h"
 #include "mem/segment.h"
 
 namespace tern::mem {
@@ -36,33 +37,36 @@ Result<std::unique_ptr<Arena>> Arena::create(const ArenaOptions& opt) {
   if (opt.huge == HugePages::kRequire && !try_huge)
     return make_error(Errc::kNoResources, "arena '%s': %zu bytes of free 2 MiB hugepages required, %llu pages free",
                       opt.name.c_str(), opt.size, static_cast<unsigned long long>(free_hugepages_2m()));
+  // The memfd may be passed to a peer process (pmd/shm): it is sealed against
+  // resizing, so that a peer can never make our own mappings of it fault, and
+  // so that peers accept it (mem/memfd.h).
   if (try_huge) {
     size_t len = round_up(opt.size, kHugePage);
-    int fd = memfd_create(opt.name.c_str(), MFD_CLOEXEC | MFD_HUGETLB | MFD_HUGE_2MB);
-    if (fd >= 0 && ftruncate(fd, static_cast<off_t>(len)) == 0) {
-      void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    auto fd = create_sealed_memfd(opt.name.c_str(), len, true);
+    Status why = fd.status();
+    if (fd) {
+      void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, *fd, 0);
       if (p != MAP_FAILED) {
-        a->base_ = p, a->size_ = len, a->fd_ = fd, a->huge_ = true, a->page_size_ = kHugePage;
+        a->base_ = p, a->size_ = len, a->fd_ = *fd, a->huge_ = true, a->page_size_ = kHugePage;
+      } else {
+        why = make_sys_error(Errc::kNoResources, errno, "mmap");
+        close(*fd);
       }
     }
     if (!a->huge_) {
-      int e = errno;
-      if (fd >= 0) close(fd);
       if (opt.huge == HugePages::kRequire)
-        return make_sys_error(Errc::kNoResources, e, "arena '%s': hugepage memfd failed", opt.name.c_str());
+        return make_error(Errc::kNoResources, "arena '%s': hugepage memfd failed: %s", opt.name.c_str(),
+                          why.to_string().c_str());
       TERN_LOG(kInfo, "mem", "arena '%s': hugepages unavailable (%s), using normal pages", opt.name.c_str(),
-               std::strerror(e));
+               why.to_string().c_str());
     }
   }
   if (!a->huge_) {
     size_t len = round_up(opt.size, 4096);
-    int fd = memfd_create(opt.name.c_str(), MFD_CLOEXEC);
-    if (fd < 0) return make_sys_error(Errc::kNoResources, errno, "arena '%s': memfd_create", opt.name.c_str());
-    if (ftruncate(fd, static_cast<off_t>(len)) != 0) {
-      int e = errno;
-      close(fd);
-      return make_sys_error(Errc::kNoResources, e, "arena '%s': ftruncate(%zu)", opt.name.c_str(), len);
-    }
+    auto sealed = create_sealed_memfd(opt.name.c_str(), len, false);
+    if (!sealed) return make_error(sealed.status().code(), "arena '%s': %s", opt.name.c_str(),
+                                   sealed.status().to_string().c_str());
+    int fd = *sealed;
     // MAP_POPULATE: fault the pages in now, not on the datapath.
     void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED) {
