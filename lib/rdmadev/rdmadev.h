@@ -68,6 +68,14 @@ struct DeviceCaps {
   // reg.addr: the peer reaches byte k of the registered range at offset k
   // (mlx5 indirect mkeys are zero-based). Advertise 0 as its offset then.
   bool fast_reg_zero_based = false;
+  // True when a fast registration can be used only through the QP whose
+  // REG_MR made it, as type-2 memory windows are (pmd/verbs, pmd/shm): its
+  // rkey is useless on every other connection, and a Send With Invalidate or
+  // LOCAL_INV from another QP fails. False for MR-style fast registration
+  // (FRWR, mlx5 UMR mkeys), which any QP of the PD can reach: a host that
+  // must keep one peer away from another's calls then gives each connection
+  // a PD of its own (the engine does).
+  bool fast_reg_qp_bound = false;
 };
 
 // ---------------------------------------------------------------- memory
@@ -83,7 +91,10 @@ inline constexpr uint32_t rkey_index(uint32_t rkey) { return rkey >> 8; }
 inline constexpr uint8_t rkey_key(uint32_t rkey) { return static_cast<uint8_t>(rkey & 0xff); }
 inline constexpr uint32_t make_rkey(uint32_t index, uint8_t key) { return (index << 8) | key; }
 
-// A long-lived registration: lkey for local SGEs; rkey when remote access was asked.
+// A long-lived registration: lkey for local SGEs; rkey when remote access was
+// asked, else 0. A registration without remote rights cannot be reached by any
+// peer, whatever key it names: the engine registers all its long-lived memory
+// that way and lets peers in only through per-call fast registrations.
 class Mr {
  public:
   virtual ~Mr() = default;
@@ -270,6 +281,10 @@ class Qp {
   virtual QpState state() const = 0;
   virtual uint32_t qp_num() const = 0;
   virtual const QpInit& init() const = 0;
+  // Who is at the other end, for log lines that must name a misbehaving peer:
+  // "pid 1234 uid 1000" (shm), "169.254.77.1:20049" (verbs). Empty until the
+  // connection is being set up; control path only.
+  virtual std::string peer() const { return {}; }
   // Driver counters for this QP (descriptors, bytes, doorbells, rnr waits...).
   virtual StatsView stats() const = 0;
   virtual Status inject_fault(const Fault& f) {

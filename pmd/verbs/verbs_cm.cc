@@ -2,6 +2,9 @@
 // QPs that belong to tern (created before connecting, moved through RTR/RTS
 // here with the attributes rdma_cm resolves), and RDMA_CM events mapped to
 // tern CmEvents.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -439,6 +442,26 @@ bool VerbsDevice::poll_cm(CmEvent* ev) {
   *ev = std::move(events_.front());
   events_.pop_front();
   return true;
+}
+
+std::string VerbsQp::peer() const {
+  if (cm_id_ == nullptr) return {};
+  const sockaddr* sa = rdma_get_peer_addr(cm_id_);
+  char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (sa->sa_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+    port = ntohs(in->sin_port);
+    return std::string(host) + ":" + std::to_string(port);
+  }
+  if (sa->sa_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+    port = ntohs(in6->sin6_port);
+    return "[" + std::string(host) + "]:" + std::to_string(port);
+  }
+  return {};
 }
 
 }  // namespace tern::verbs

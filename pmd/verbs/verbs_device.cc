@@ -197,17 +197,21 @@ Status VerbsDevice::init() {
   bool mgt = (f & IBV_DEVICE_MEM_MGT_EXTENSIONS) != 0;
   caps_.memory_windows = mw2 && cfg_.use_mw;
   caps_.fast_reg = caps_.memory_windows;
+  // A type-2 window (2A or 2B) is bound to the QP whose bind made it: its
+  // rkey is refused on any other QP, as is its remote invalidation.
+  caps_.fast_reg_qp_bound = caps_.memory_windows;
   caps_.remote_invalidation = caps_.memory_windows && mgt;
   caps_.max_fast_reg_depth = caps_.fast_reg ? cfg_.fast_reg_depth : 0;
   caps_.fast_reg_page_size = 4096;
   if (!caps_.fast_reg) {
     // The requester picks a FastMr's next rkey itself (FastMr::bump_rkey);
     // ibv_reg_mr cannot honour a chosen key, so REG_MR cannot be emulated
-    // with registrations. The engine falls back to its registration cache
-    // (lib/engine/reg_cache.h): one ibv_reg_mr per chunk, kept for reuse.
+    // with registrations. The engine can fall back to its registration
+    // cache (lib/engine/reg_cache.h: one ibv_reg_mr per chunk, kept for
+    // reuse), but only for hosts that declare their peers trusted.
     TERN_LOG(kWarn, "verbs",
-             "%s: %s; no fast registration: the RPC engine registers each chunk with ibv_reg_mr "
-             "through its registration cache",
+             "%s: %s; no fast registration: RPC calls with chunks need the engine's registration cache "
+             "(EngineOptions::trusted_peers)",
              caps_.name.c_str(), mw2 ? "memory windows disabled by mw=off" : "no type-2 memory windows");
   }
 

@@ -235,6 +235,7 @@ class VerbsQp final : public Qp {
   uint32_t qp_num() const override { return qp_->qp_num; }
   const QpInit& init() const override { return init_; }
   StatsView stats() const override;
+  std::string peer() const override;
 
   // Datapath helpers for VerbsCq.
   ShadowRing& sq() { return sq_; }
