@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "mem/memfd.h"
 #include "rdmadev/rdmadev_driver.h"
 #include "shm/shm_internal.h"
 
@@ -30,6 +31,14 @@ bool fill_addr(const std::string& path, sockaddr_un* sa) {
 }
 
 std::vector<uint8_t> pdata_of(const ShmMsg& m) { return {m.pdata, m.pdata + m.pdata_len}; }
+
+// "pid 1234 uid 1000": who connected, for log lines about a misbehaving peer.
+std::string socket_peer(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return "an unknown process";
+  return "pid " + std::to_string(cred.pid) + " uid " + std::to_string(cred.uid);
+}
 
 void set_pdata(ShmMsg* m, std::span<const uint8_t> p) {
   m->pdata_len = static_cast<uint32_t>(p.size());
@@ -57,6 +66,7 @@ ShmDevice::ShmDevice(const ShmDeviceConfig& cfg) : cfg_(cfg) {
   caps_.fast_reg = true;
   caps_.remote_invalidation = true;
   caps_.memory_windows = false;
+  caps_.fast_reg_qp_bound = cfg.qp_bound;
 }
 
 ShmDevice::~ShmDevice() {
@@ -65,7 +75,7 @@ ShmDevice::~ShmDevice() {
     close(listen_fd_);
     unlink(cfg_.path.c_str());
   }
-  for (int fd : handshaking_) close(fd);
+  for (const Pending& p : handshaking_) close(p.fd);
 }
 
 Result<std::unique_ptr<Pd>> ShmDevice::alloc_pd() { return std::unique_ptr<Pd>(new ShmPd(this)); }
@@ -154,13 +164,10 @@ Status ShmDevice::connect(Qp* qpi, std::span<const uint8_t> pdata) {
     return make_error(Errc::kInvalidArgument, "shm: socket path '%s' is empty or too long", cfg_.path.c_str());
 
   size_t len = area_size(cfg_.ring_slots);
-  int afd = memfd_create("tern-shm-conn", MFD_CLOEXEC);
-  if (afd < 0) return make_sys_error(Errc::kNoResources, errno, "shm connect: memfd_create");
-  if (ftruncate(afd, static_cast<off_t>(len)) != 0) {
-    int e = errno;
-    close(afd);
-    return make_sys_error(Errc::kNoResources, e, "shm connect: ftruncate");
-  }
+  // Sealed: the server maps it too, and refuses an area we could shrink.
+  auto sealed = mem::create_sealed_memfd("tern-shm-conn", len, false);
+  if (!sealed) return make_error(sealed.status().code(), "shm connect: %s", sealed.status().to_string().c_str());
+  int afd = *sealed;
   Status st = qp->attach_area(afd, true, cfg_.ring_slots, len);
   if (!st) {
     close(afd);
@@ -264,27 +271,51 @@ void ShmDevice::accept_new() {
   for (;;) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
-    handshaking_.push_back(fd);
+    if (handshaking_.size() >= cfg_.max_pending) {
+      // Connected but silent sockets would otherwise pile up without bound.
+      TERN_LOG(kWarn, "shm", "%s: refusing a connection from %s: %u sockets already wait for their hello",
+               cfg_.path.c_str(), socket_peer(fd).c_str(), cfg_.max_pending);
+      close(fd);
+      continue;
+    }
+    handshaking_.push_back(Pending{fd, monotonic_ns() + uint64_t{cfg_.hello_timeout_ms} * 1000000u});
   }
 }
 
 void ShmDevice::read_hellos() {
+  uint64_t now = handshaking_.empty() ? 0 : monotonic_ns();
   for (size_t i = 0; i < handshaking_.size();) {
-    int fd = handshaking_[i];
+    int fd = handshaking_[i].fd;
     ShmMsg m;
     int afd = -1;
     int r = recv_msg(fd, &m, &afd);
-    if (r == 0) {
+    if (r == 0 && now < handshaking_[i].deadline_ns) {
       ++i;
       continue;
     }
     handshaking_.erase(handshaking_.begin() + static_cast<std::ptrdiff_t>(i));
-    struct stat sb;
-    bool ok = r == 1 && m.type == kMsgHello && afd >= 0 && m.ring_slots >= 16 && m.ring_slots <= 65536 &&
-              (m.ring_slots & (m.ring_slots - 1)) == 0 && m.area_size == area_size(m.ring_slots) &&
-              fstat(afd, &sb) == 0 && static_cast<uint64_t>(sb.st_size) >= m.area_size;
-    if (!ok) {
-      TERN_LOG(kWarn, "shm", "dropping a connection with a bad hello on %s", cfg_.path.c_str());
+    std::string why;
+    if (r == 0) {
+      why = "no hello within " + std::to_string(cfg_.hello_timeout_ms) + " ms";
+    } else if (r == -ECONNRESET) {
+      // Closed before saying anything: what a second server's "is anyone
+      // listening?" probe does. Not an attack; not worth a warning.
+      TERN_LOG(kDebug, "shm", "%s: a socket closed before its hello", cfg_.path.c_str());
+      close(fd);
+      continue;
+    } else if (r < 0 || m.type != kMsgHello) {
+      why = r < 0 ? "malformed message" : "expected a hello, got message type " + std::to_string(m.type);
+    } else if (afd < 0) {
+      why = "the hello carried no connection area";
+    } else if (m.ring_slots < 16 || m.ring_slots > 65536 || (m.ring_slots & (m.ring_slots - 1)) != 0 ||
+               m.area_size != area_size(m.ring_slots)) {
+      why = "bad ring geometry in the hello";
+    } else if (Status st = mem::check_peer_memfd(afd, m.area_size); !st.is_ok()) {
+      why = "connection area: " + st.message();
+    }
+    if (!why.empty()) {
+      TERN_LOG(kWarn, "shm", "%s: dropping a connection from %s: %s", cfg_.path.c_str(), socket_peer(fd).c_str(),
+               why.c_str());
       if (afd >= 0) close(afd);
       close(fd);
       continue;
@@ -362,10 +393,11 @@ class ShmDriver final : public Driver {
  public:
   const char* name() const override { return "shm"; }
   const char* usage() const override {
-    return "shm:path=<unix socket>[,ring=<slots, power of 2>][,depth=<fast-reg pages>][,max_wr=<n>]";
+    return "shm:path=<unix socket>[,ring=<slots, power of 2>][,depth=<fast-reg pages>][,max_wr=<n>]"
+           "[,hello_timeout_ms=<ms>][,max_pending=<sockets>][,qp_bound=0|1]";
   }
   Result<std::unique_ptr<Device>> open(const DevArgs& a) override {
-    TERN_TRY(a.check_keys({"path", "ring", "depth", "max_wr"}));
+    TERN_TRY(a.check_keys({"path", "ring", "depth", "max_wr", "qp_bound", "hello_timeout_ms", "max_pending"}));
     ShmDeviceConfig cfg;
     cfg.path = a.get("path");
     sockaddr_un sa;
@@ -390,6 +422,22 @@ class ShmDriver final : public Driver {
     cfg.ring_slots = static_cast<uint32_t>(*ring);
     cfg.fast_reg_depth = static_cast<uint32_t>(*depth);
     cfg.max_qp_wr = static_cast<uint32_t>(*max_wr);
+    auto qp_bound = a.get_u64("qp_bound", 1);
+    auto hello_ms = a.get_u64("hello_timeout_ms", cfg.hello_timeout_ms);
+    auto pending = a.get_u64("max_pending", cfg.max_pending);
+    TERN_TRY(qp_bound);
+    TERN_TRY(hello_ms);
+    TERN_TRY(pending);
+    if (*qp_bound > 1) return make_error(Errc::kInvalidArgument, "shm: qp_bound must be 0 or 1");
+    if (*hello_ms < 1 || *hello_ms > 600000)
+      return make_error(Errc::kInvalidArgument, "shm: hello_timeout_ms=%llu must be in [1, 600000]",
+                        static_cast<unsigned long long>(*hello_ms));
+    if (*pending < 1 || *pending > 65536)
+      return make_error(Errc::kInvalidArgument, "shm: max_pending=%llu must be in [1, 65536]",
+                        static_cast<unsigned long long>(*pending));
+    cfg.qp_bound = *qp_bound == 1;
+    cfg.hello_timeout_ms = static_cast<uint32_t>(*hello_ms);
+    cfg.max_pending = static_cast<uint32_t>(*pending);
     return std::unique_ptr<Device>(new ShmDevice(cfg));
   }
 };

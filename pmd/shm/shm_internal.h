@@ -33,6 +33,7 @@ struct MrEntry {
   uint8_t key = 0;
   uint32_t access = 0;
   uint32_t max_depth = 0;  // fast MRs
+  uint32_t qpn = 0;        // fast MRs: the QP whose REG_MR made the registration
   uint64_t iova = 0;
   uint64_t length = 0;
   uint8_t* host = nullptr;
@@ -50,8 +51,12 @@ class ShmPd final : public Pd {
   // Local SGE/lkey check: a valid entry with key, access and range; the host
   // pointer for addr, or nullptr.
   const MrEntry* lookup_local(uint32_t lkey, uint64_t addr, uint64_t len, uint32_t need) const;
-  // Remote access check by the memory owner.
-  const MrEntry* lookup_remote(uint32_t rkey, uint64_t addr, uint64_t len, uint32_t need) const;
+  // Remote access check by the memory owner, for a request that arrived on
+  // QP `qpn`: a fast MR registered through that QP (any QP of the PD when the
+  // device is not QP-bound), or a long-lived MR registered with remote rights.
+  // A long-lived MR without remote rights is never reachable, whatever key
+  // the peer names.
+  const MrEntry* lookup_remote(uint32_t rkey, uint64_t addr, uint64_t len, uint32_t need, uint32_t qpn) const;
   MrEntry* entry(uint32_t index) { return index < mrs_.size() ? &mrs_[index] : nullptr; }
   const mem::Segment& segment(uint32_t i) const { return segs_[i]; }
   uint32_t alloc_index();
@@ -116,7 +121,7 @@ class ShmCq final : public Cq {
 struct ShmQpStats {
   Counter post_calls, doorbells, descs_out, descs_in, bytes_out, bytes_in;
   Counter reg_mr, local_inv, remote_inv, rnr_waits, ring_full, cq_full, flushed;
-  Counter protection_errors, corrupt_descs;
+  Counter protection_errors, corrupt_descs, protocol_errors;
 };
 
 class ShmQp final : public Qp {
@@ -138,11 +143,13 @@ class ShmQp final : public Qp {
 
   // Control path (shm_device.cc).
   Status attach_area(int area_fd, bool is_client, uint32_t ring_slots, size_t area_len);
-  void set_socket(int fd) { sock_ = fd; }
+  // Takes the connection's socket and learns who is at its other end.
+  void set_socket(int fd);
+  std::string peer() const override { return peer_; }
   int socket_fd() const { return sock_; }
   void set_state(QpState s) { state_ = s; }
   ShmDevice* device() const { return dev_; }
-  bool drain_ctl();  // reads queued control messages; false when the peer is gone
+  bool drain_ctl();  // reads queued control messages; false when the peer is gone or broke the protocol
   void enter_error(Status why);
   void disconnect_gracefully();
   void peer_vanished(Status why);
@@ -194,6 +201,11 @@ class ShmQp final : public Qp {
   void flush_recvs();
   bool export_segment(uint32_t seg);
   const PeerSeg* peer_segment(uint32_t seg, uint64_t off, uint64_t len);
+  // A "segment" message: checks the memfd and maps it, once per index.
+  Status map_peer_segment(const ShmMsg& m, int fd);
+  // The peer broke the protocol: one log line naming it, then the QP goes to
+  // error (the peer sees a disconnect; nothing of ours is touched).
+  void protocol_error(Status why);
   void write_own_state(uint32_t st);
   bool push_wc(ShmCq* cq, const Wc& wc);
 
@@ -205,6 +217,7 @@ class ShmQp final : public Qp {
   uint32_t qpn_;
   QpState state_ = QpState::kInit;
   int sock_ = -1;
+  std::string peer_;
   bool is_client_ = false;
   bool error_event_sent_ = false;
   bool peer_gone_ = false;     // no more shared-memory writes of ours are read
@@ -270,6 +283,15 @@ struct ShmDeviceConfig {
   uint32_t fast_reg_depth = 256;
   uint32_t max_qp_wr = 4096;
   uint32_t max_cqe = 65536;
+  // Fast registrations usable only through the QP that made them (type-2
+  // window semantics). qp_bound=0 gives MR semantics (any QP of the PD), to
+  // test what the engine does for devices like mlx5.
+  bool qp_bound = true;
+  // A socket that has not sent its hello within this long is dropped, and
+  // at most max_pending sockets wait for theirs: a peer that connects and
+  // says nothing must not hold our descriptors.
+  uint32_t hello_timeout_ms = 1000;
+  uint32_t max_pending = 64;
 };
 
 class ShmDevice final : public Device {
@@ -303,7 +325,11 @@ class ShmDevice final : public Device {
   int listen_fd_ = -1;
   uint32_t next_qpn_ = 1;
   std::vector<ShmQp*> qps_;
-  std::vector<int> handshaking_;  // accepted sockets waiting for their hello
+  struct Pending {
+    int fd;
+    uint64_t deadline_ns;  // dropped if no hello by then
+  };
+  std::vector<Pending> handshaking_;  // accepted sockets waiting for their hello
   std::vector<std::unique_ptr<ShmConnRequest>> requests_;
   std::deque<CmEvent> events_;
 };

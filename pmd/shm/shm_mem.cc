@@ -4,6 +4,7 @@
 #include <cinttypes>
 
 #include "base/log.h"
+#include "mem/memfd.h"
 #include "shm/shm_internal.h"
 
 namespace tern::shm {
@@ -48,6 +49,13 @@ Result<std::unique_ptr<Mr>> ShmPd::reg_mr(void* addr, uint64_t length, uint32_t 
   if (length > dev_->caps().max_mr_size)
     return make_error(Errc::kInvalidArgument, "reg_mr: %" PRIu64 " bytes is over max_mr_size", length);
   auto seg = mem::find_segment(addr, length);
+  // Peers refuse memfds that could be resized under their mapping: find out
+  // now, not when the first descriptor names this memory.
+  if (seg && !mem::check_peer_memfd(seg->fd, seg->length).is_ok())
+    return make_error(Errc::kUnsupported,
+                      "reg_mr: the memfd behind %p is not sealed against resizing (F_SEAL_SHRINK, F_SEAL_GROW, "
+                      "F_SEAL_SEAL), and peers refuse such memory; use a tern::mem::Arena",
+                      addr);
   if (!seg)
     return make_error(Errc::kUnsupported,
                       "reg_mr: pmd/shm can register only memory inside a tern::mem::Arena (memfd-backed, so the "
@@ -103,8 +111,17 @@ const MrEntry* ShmPd::lookup_local(uint32_t lkey, uint64_t addr, uint64_t len, u
   return range_ok(e, addr, len) ? &e : nullptr;
 }
 
-const MrEntry* ShmPd::lookup_remote(uint32_t rkey, uint64_t addr, uint64_t len, uint32_t need) const {
-  return lookup_local(rkey, addr, len, need);
+const MrEntry* ShmPd::lookup_remote(uint32_t rkey, uint64_t addr, uint64_t len, uint32_t need,
+                                    uint32_t qpn) const {
+  constexpr uint32_t kRemote = kAccessRemoteRead | kAccessRemoteWrite;
+  if (rkey == 0 || (need & kRemote) == 0) return nullptr;
+  const MrEntry* e = lookup_local(rkey, addr, len, need);
+  if (e == nullptr) return nullptr;
+  // A fast registration answers only on the QP that made it, as a type-2
+  // window does: a peer on another connection cannot use a key it learned
+  // (or guessed) there.
+  if (e->fast && dev_->config().qp_bound && e->qpn != qpn) return nullptr;
+  return e;
 }
 
 ShmMr::ShmMr(ShmPd* pd, uint32_t index, uint8_t key, uint64_t addr, uint64_t len, uint32_t access)
@@ -112,7 +129,10 @@ ShmMr::ShmMr(ShmPd* pd, uint32_t index, uint8_t key, uint64_t addr, uint64_t len
   addr_ = addr;
   length_ = len;
   access_ = access;
-  lkey_ = rkey_ = make_rkey(index, key);
+  lkey_ = make_rkey(index, key);
+  // A local-only registration has no rkey: lookup_remote refuses it whatever
+  // key a peer names, and 0 says there is nothing to advertise.
+  rkey_ = (access & (kAccessRemoteRead | kAccessRemoteWrite)) != 0 ? lkey_ : 0;
 }
 
 ShmMr::~ShmMr() { pd_->free_index(index_); }

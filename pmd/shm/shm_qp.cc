@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "mem/memfd.h"
 #include "rdmadev/rdmadev_driver.h"
 #include "shm/shm_internal.h"
 
@@ -220,7 +221,10 @@ int ShmQp::post_recv(const RecvWr* wrs, int n, int* err) {
 bool ShmQp::issue_local(SqEntry* e) {
   if (e->opcode == WcOpcode::kLocalInv) {
     MrEntry* m = pd_->entry(rkey_index(e->inv_rkey));
-    if (m == nullptr || !m->in_use || !m->fast || m->key != rkey_key(e->inv_rkey)) {
+    // A registration made through another QP is not this QP's to invalidate
+    // (type-2 window semantics; dev_->config().qp_bound).
+    if (m == nullptr || !m->in_use || !m->fast || m->key != rkey_key(e->inv_rkey) ||
+        (m->valid && dev_->config().qp_bound && m->qpn != qpn_)) {
       e->status = WcStatus::kMwBindErr;
       return false;
     }
@@ -242,6 +246,7 @@ bool ShmQp::issue_local(SqEntry* e) {
     return false;
   }
   m->valid = true;
+  m->qpn = qpn_;
   m->key = rkey_key(r.rkey);
   m->access = r.access;
   m->iova = r.addr;
@@ -350,8 +355,8 @@ void ShmQp::complete_sends() {
     cons = out_->cons.load(std::memory_order_acquire);
     if (static_cast<uint32_t>(cons - out_done_) > static_cast<uint32_t>(out_prod_ - out_done_)) {
       st_.corrupt_descs.add();
-      enter_error(make_error(Errc::kRemoteError, "peer's consumer index %u is outside [%u, %u]", cons,
-                             out_done_, out_prod_));
+      protocol_error(make_error(Errc::kRemoteError, "its consumer index %u is outside [%u, %u]", cons, out_done_,
+                                out_prod_));
       cons = final_cons_;
     }
   }
@@ -424,7 +429,7 @@ void ShmQp::reject_inbound(uint32_t index, WcStatus status, const char* why) {
     my_ep_->err_valid = 1;
     write_own_state(kEpError);
   }
-  enter_error(make_error(Errc::kRemoteError, "refused the peer's request %u: %s", index, why));
+  protocol_error(make_error(Errc::kRemoteError, "refused its request %u: %s", index, why));
 }
 
 ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
@@ -477,7 +482,8 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
       uint32_t inv = 0;
       if (d.op == kOpSendInv) {
         MrEntry* m = pd_->entry(rkey_index(d.key));
-        if (m == nullptr || !m->in_use || !m->fast || !m->valid || m->key != rkey_key(d.key)) {
+        if (m == nullptr || !m->in_use || !m->fast || !m->valid || m->key != rkey_key(d.key) ||
+            (dev_->config().qp_bound && m->qpn != qpn_)) {
           rcq_->push(Wc{r.wr_id, 0, 0, qpn_, WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0});
           ++rq_head_;
           st_.protection_errors.add();
@@ -510,7 +516,7 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
     }
     case kOpWrite: {
       if (d.length == 0) break;
-      const MrEntry* m = pd_->lookup_remote(d.key, d.raddr, d.length, kAccessRemoteWrite);
+      const MrEntry* m = pd_->lookup_remote(d.key, d.raddr, d.length, kAccessRemoteWrite, qpn_);
       if (m == nullptr) {
         st_.protection_errors.add();
         reject_inbound(index, WcStatus::kRemAccessErr, "RDMA WRITE: rkey, range or access refused");
@@ -525,7 +531,7 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
     }
     case kOpRead: {
       if (d.length == 0) break;
-      const MrEntry* m = pd_->lookup_remote(d.key, d.raddr, d.length, kAccessRemoteRead);
+      const MrEntry* m = pd_->lookup_remote(d.key, d.raddr, d.length, kAccessRemoteRead, qpn_);
       if (m == nullptr) {
         st_.protection_errors.add();
         reject_inbound(index, WcStatus::kRemAccessErr, "RDMA READ: rkey, range or access refused");
@@ -590,9 +596,12 @@ void ShmQp::progress() {
           peer_err_status_ = static_cast<WcStatus>(code);
         }
       }
-      enter_error(ps == kEpClosed ? make_error(Errc::kDisconnected, "peer disconnected")
-                  : ps == kEpError ? make_error(Errc::kRemoteError, "peer's QP went to error")
-                                   : make_error(Errc::kRemoteError, "peer wrote state %u", ps));
+      if (ps == kEpClosed)
+        enter_error(make_error(Errc::kDisconnected, "peer disconnected"));
+      else if (ps == kEpError)
+        enter_error(make_error(Errc::kRemoteError, "peer's QP went to error"));
+      else
+        protocol_error(make_error(Errc::kRemoteError, "it wrote endpoint state %u", ps));
     }
   }
   if (state_ == QpState::kRts) {
@@ -653,28 +662,74 @@ bool ShmQp::drain_ctl() {
     int fd = -1;
     int r = recv_msg(sock_, &m, &fd);
     if (r == 0) return true;
+    if (r == -EPROTO) {
+      protocol_error(make_error(Errc::kRemoteError, "malformed control message"));
+      return false;
+    }
     if (r < 0) {
       peer_gone_ = true;
       return false;
     }
-    if (m.type == kMsgSegment && fd >= 0 && m.seg_index < kMaxSegments) {
-      struct stat sb;
-      if (fstat(fd, &sb) == 0 && m.seg_length > 0 && static_cast<uint64_t>(sb.st_size) >= m.seg_length) {
-        void* p = mmap(nullptr, m.seg_length, PROT_READ, MAP_SHARED, fd, 0);
-        if (p != MAP_FAILED) {
-          if (peer_segs_.size() <= m.seg_index) peer_segs_.resize(m.seg_index + 1);
-          PeerSeg& ps = peer_segs_[m.seg_index];
-          if (ps.base != nullptr) munmap(const_cast<uint8_t*>(ps.base), ps.length);
-          ps.base = static_cast<const uint8_t*>(p);
-          ps.length = m.seg_length;
-        }
-      }
+    Status bad;
+    if (m.type == kMsgSegment) {
+      bad = map_peer_segment(m, fd);
     } else if (m.type == kMsgBye) {
       peer_gone_ = true;  // the state word says the same; this covers a peer that never mapped it
+    } else {
+      bad = make_error(Errc::kRemoteError, "unexpected control message type %u on an established connection",
+                       unsigned{m.type});
     }
     if (fd >= 0) close(fd);
+    if (!bad.is_ok()) {
+      protocol_error(std::move(bad));
+      return false;
+    }
     if (peer_gone_) return false;
   }
+}
+
+Status ShmQp::map_peer_segment(const ShmMsg& m, int fd) {
+  if (fd < 0) return make_error(Errc::kRemoteError, "segment %u came without a memfd", m.seg_index);
+  if (m.seg_index >= kMaxSegments)
+    return make_error(Errc::kRemoteError, "segment index %u is over the limit of %u", m.seg_index, kMaxSegments);
+  // Mapped once for the life of the connection: descriptors we validated
+  // point into the mapping, so replacing it could leave them dangling.
+  if (m.seg_index < peer_segs_.size() && peer_segs_[m.seg_index].base != nullptr)
+    return make_error(Errc::kRemoteError, "segment %u sent again (each index is mapped once per connection)",
+                      m.seg_index);
+  if (m.seg_length == 0 || m.seg_length > (uint64_t{1} << 46))
+    return make_error(Errc::kRemoteError, "segment %u has length %llu", m.seg_index,
+                      static_cast<unsigned long long>(m.seg_length));
+  // Sealed against shrinking and at least as long as announced: nothing the
+  // peer does to the file later can make our mapping fault.
+  if (Status st = mem::check_peer_memfd(fd, m.seg_length); !st.is_ok())
+    return make_error(Errc::kRemoteError, "segment %u: %s", m.seg_index, st.message().c_str());
+  void* p = mmap(nullptr, m.seg_length, PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return make_sys_error(Errc::kNoResources, errno, "mapping the peer's segment %u", m.seg_index);
+  if (peer_segs_.size() <= m.seg_index) peer_segs_.resize(m.seg_index + 1);
+  peer_segs_[m.seg_index] = PeerSeg{static_cast<const uint8_t*>(p), m.seg_length};
+  return Status::ok();
+}
+
+void ShmQp::protocol_error(Status why) {
+  st_.protocol_errors.add();
+  TERN_LOG(kWarn, "shm", "QP %u: dropping the connection to %s: %s", qpn_, peer_.empty() ? "?" : peer_.c_str(),
+           why.message().c_str());
+  if (state_ == QpState::kRts && !vanished_) {
+    // Tell the peer: it sees a QP error, as RC peers see a broken connection.
+    write_own_state(kEpError);
+  }
+  enter_error(std::move(why));
+}
+
+void ShmQp::set_socket(int fd) {
+  sock_ = fd;
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+    peer_ = "pid " + std::to_string(cred.pid) + " uid " + std::to_string(cred.uid);
+  else
+    peer_ = "socket " + std::to_string(fd);
 }
 
 Status ShmQp::attach_area(int area_fd, bool is_client, uint32_t ring_slots, size_t area_len) {
