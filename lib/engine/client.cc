@@ -19,18 +19,33 @@ int Conn::call(const Call& c) {
   const EngineOptions& o = eng->opt;
   if (c.bulk_send.size() > o.max_bulk || c.bulk_recv.size() > o.max_bulk || c.max_results > o.max_reply)
     return EMSGSIZE;
-  if ((!c.bulk_send.empty() && dc->find(c.bulk_send.data(), c.bulk_send.size()) == nullptr) ||
-      (!c.bulk_recv.empty() && dc->find(c.bulk_recv.data(), c.bulk_recv.size()) == nullptr))
+  if ((!c.bulk_send.empty() && pdc->find(c.bulk_send.data(), c.bulk_send.size()) == nullptr) ||
+      (!c.bulk_recv.empty() && pdc->find(c.bulk_recv.data(), c.bulk_recv.size()) == nullptr))
     return EINVAL;  // bulk buffers must be registered memory (zero copy)
   // The whole call message must fit the negotiated inline threshold, chunk
   // lists included (a full transport header alone is 1728 bytes, more than
   // RFC 8166's default threshold), so count the segments each chunk will need.
-  const FrwrRegistrar& reg = *dc->reg;
-  int nread = static_cast<int>(reg.segments_for(reinterpret_cast<uint64_t>(c.bulk_send.data()), c.bulk_send.size()));
-  int nwrite = static_cast<int>(reg.segments_for(reinterpret_cast<uint64_t>(c.bulk_recv.data()), c.bulk_recv.size()));
-  // The reply buffer's address is not known yet: assume the worst alignment.
-  int nreply = c.max_results + 128 > inline_recv ? static_cast<int>((c.max_results + 256 + 4095) / 4096 / reg.depth() + 2) : 0;
-  if (nread > kMaxChunkSegs || nwrite > kMaxChunkSegs || nreply > kMaxChunkSegs) return EMSGSIZE;
+  int nread = 0, nwrite = 0, nreply = 0;
+  if (!c.bulk_send.empty() || !c.bulk_recv.empty() || c.max_results + 128 > inline_recv) {
+    if (pdc->reg == nullptr) {
+      // No way to offer memory that the peer loses once the call is done.
+      if (!dc->warned_no_chunks) {
+        dc->warned_no_chunks = true;
+        TERN_LOG(kWarn, "engine",
+                 "%s: refusing calls that need chunks: the device has no fast registration, and the registration "
+                 "cache needs EngineOptions::trusted_peers",
+                 dc->spec.c_str());
+      }
+      return ENOTSUP;
+    }
+    const FrwrRegistrar& reg = *pdc->reg;
+    nread = static_cast<int>(reg.segments_for(reinterpret_cast<uint64_t>(c.bulk_send.data()), c.bulk_send.size()));
+    nwrite = static_cast<int>(reg.segments_for(reinterpret_cast<uint64_t>(c.bulk_recv.data()), c.bulk_recv.size()));
+    // The reply buffer's address is not known yet: assume the worst alignment.
+    if (c.max_results + 128 > inline_recv)
+      nreply = static_cast<int>((c.max_results + 256 + 4095) / 4096 / reg.depth() + 2);
+    if (nread > kMaxChunkSegs || nwrite > kMaxChunkSegs || nreply > kMaxChunkSegs) return EMSGSIZE;
+  }
   if (wire::call_transport_header_len(nread, nwrite, nreply) + wire::call_rpc_header_len(c) + c.args.size() >
       inline_send)
     return EINVAL;
@@ -91,7 +106,6 @@ int Conn::flush_backlog() {
 // device refused to register the call's memory (nothing posted either way).
 int Conn::marshal_and_send(Request* r) {
   const EngineOptions& o = eng->opt;
-  FrwrRegistrar& reg = *dc->reg;
   if (ring->full()) return EAGAIN;
   chain.clear();
   wire::CallChunks ch;
@@ -99,15 +113,15 @@ int Conn::marshal_and_send(Request* r) {
   // A chunk that could not be mapped: what earlier chunks took goes straight
   // back (nothing was posted).
   auto unmap = [&](int map_result) {
-    reg.release(&r->mrs);
+    pdc->reg->release(&r->mrs);
     return map_result == FrwrRegistrar::kRefused ? EIO : EAGAIN;
   };
   // Read chunk: the bulk argument data, at the XDR position right after the
   // inline arguments.
   if (!c.bulk_send.empty()) {
-    const Region* rg = dc->find(c.bulk_send.data(), c.bulk_send.size());
+    const Region* rg = pdc->find(c.bulk_send.data(), c.bulk_send.size());
     RdmaSegment segs[kMaxChunkSegs];
-    int n = reg.map(reinterpret_cast<uint64_t>(c.bulk_send.data()), c.bulk_send.size(), rg->mr->lkey(),
+    int n = pdc->reg->map(reinterpret_cast<uint64_t>(c.bulk_send.data()), c.bulk_send.size(), rg->mr->lkey(),
                     kAccessRemoteRead, chain, segs, kMaxChunkSegs, &r->mrs);
     if (n < 0) return unmap(n);
     uint32_t pos = static_cast<uint32_t>(wire::call_rpc_header_len(c) + c.args.size());
@@ -116,8 +130,8 @@ int Conn::marshal_and_send(Request* r) {
   }
   // Write chunk: room for bulk results.
   if (!c.bulk_recv.empty()) {
-    const Region* rg = dc->find(c.bulk_recv.data(), c.bulk_recv.size());
-    int n = reg.map(reinterpret_cast<uint64_t>(c.bulk_recv.data()), c.bulk_recv.size(), rg->mr->lkey(),
+    const Region* rg = pdc->find(c.bulk_recv.data(), c.bulk_recv.size());
+    int n = pdc->reg->map(reinterpret_cast<uint64_t>(c.bulk_recv.data()), c.bulk_recv.size(), rg->mr->lkey(),
                     kAccessLocalWrite | kAccessRemoteWrite, chain, ch.writes, kMaxChunkSegs, &r->mrs);
     if (n < 0) return unmap(n);
     ch.nwrite = n;
@@ -127,12 +141,12 @@ int Conn::marshal_and_send(Request* r) {
     if (r->replybuf == nullptr) {
       r->replybuf = block(o.max_reply + 256, 4096);
       if (r->replybuf == nullptr) {
-        reg.release(&r->mrs);
+        pdc->reg->release(&r->mrs);
         return EAGAIN;
       }
     }
-    const Region* rg = dc->find(r->replybuf, o.max_reply + 256);
-    int n = reg.map(reinterpret_cast<uint64_t>(r->replybuf), c.max_results + 256, rg->mr->lkey(),
+    const Region* rg = pdc->find(r->replybuf, o.max_reply + 256);
+    int n = pdc->reg->map(reinterpret_cast<uint64_t>(r->replybuf), c.max_results + 256, rg->mr->lkey(),
                     kAccessLocalWrite | kAccessRemoteWrite, chain, ch.replies, kMaxChunkSegs, &r->mrs);
     if (n < 0) return unmap(n);
     ch.nreply = n;
@@ -143,7 +157,7 @@ int Conn::marshal_and_send(Request* r) {
   add_send(r->sendbuf, len);
   if (!sq->room(static_cast<uint32_t>(chain.size()))) {
     chain.truncate(nreg);
-    reg.release(&r->mrs);
+    if (r->mrs != nullptr) pdc->reg->release(&r->mrs);
     return EAGAIN;
   }
   // If the QP refuses the chain the connection is failing: the drain fails
@@ -161,7 +175,7 @@ int Conn::marshal_and_send(Request* r) {
 }
 
 SendWr& Conn::add_send(const uint8_t* buf, size_t len) {
-  return chain.add_one_sge(WrOpcode::kSend, buf, static_cast<uint32_t>(len), dc->find(buf, len)->mr->lkey());
+  return chain.add_one_sge(WrOpcode::kSend, buf, static_cast<uint32_t>(len), pdc->find(buf, len)->mr->lkey());
 }
 
 void Conn::release_send_owner(void* owner) {
@@ -211,8 +225,17 @@ void Conn::on_send_wc(const Wc& wc) {
       // A signaled completion (or any flush) proves every earlier Send done.
       sq->retire(ring_seq[idx & (ring->size() - 1)]);
       ring->complete_through(idx, [&](void* owner) { release_send_owner(owner); });
-      if (wc.status != WcStatus::kSuccess && wc.status != WcStatus::kWrFlushErr)
-        on_disconnected(make_error(Errc::kRemoteError, "send failed: %s", wc_status_name(wc.status)));
+      if (wc.status != WcStatus::kSuccess && wc.status != WcStatus::kWrFlushErr) {
+        Status why = make_error(Errc::kRemoteError, "a %s failed: %s", wc_opcode_name(wc.opcode),
+                                wc_status_name(wc.status));
+        // The remote statuses say the peer refused what we did: it named
+        // memory it does not let us reach, or broke the protocol.
+        if (wc.status == WcStatus::kRemAccessErr || wc.status == WcStatus::kRemInvReqErr ||
+            wc.status == WcStatus::kRemOpErr)
+          protocol_error(std::move(why));
+        else
+          on_disconnected(std::move(why));
+      }
       break;
     }
     case WrTag::kInv: {
@@ -225,7 +248,7 @@ void Conn::on_send_wc(const Wc& wc) {
                                                                wc_status_name(wc.status)));
         break;
       }
-      dc->reg->release(&r->mrs);
+      pdc->reg->release(&r->mrs);
       complete(r);
       break;
     }
@@ -251,7 +274,13 @@ void Conn::on_recv_wc(const Wc& wc) {
   --recvs_posted;
   if (wc.status != WcStatus::kSuccess) {
     // Flushed (or failed): it stays unposted; a live connection reposts it.
-    if (wc.status != WcStatus::kWrFlushErr)
+    // A receive fails when the peer sent more than our buffer holds or, with
+    // Send With Invalidate, named an rkey that is not ours to invalidate.
+    if (wc.status == WcStatus::kLocLenErr || wc.status == WcStatus::kLocProtErr)
+      protocol_error(make_error(Errc::kRemoteError, "a receive failed: %s (a message over %u bytes, or a Send "
+                                "With Invalidate of an rkey that is not ours)",
+                                wc_status_name(wc.status), rep->cap));
+    else if (wc.status != WcStatus::kWrFlushErr)
       on_disconnected(make_error(Errc::kRemoteError, "receive failed: %s", wc_status_name(wc.status)));
     if (state == State::kReady) to_repost.push_back(rep);
     return;
@@ -279,7 +308,7 @@ void Conn::repost_recvs() {
       ReplyBuf* rep = to_repost[done + n];
       // I1: a buffer on its way back to the device is attached to nothing.
       TERN_ASSERT(rep->owner == nullptr && !rep->posted);
-      sges[n] = Sge{reinterpret_cast<uint64_t>(rep->buf), rep->cap, dc->find(rep->buf, rep->cap)->mr->lkey()};
+      sges[n] = Sge{reinterpret_cast<uint64_t>(rep->buf), rep->cap, pdc->find(rep->buf, rep->cap)->mr->lkey()};
       wrs[n] = RecvWr{make_wr_id(WrTag::kRecv, rep->index), &sges[n], 1};
       rep->posted = true;
     }
@@ -298,16 +327,44 @@ void Conn::repost_recvs() {
 void Conn::handle_reply(ReplyBuf* rep) {
   wire::Reply h;
   auto msg = std::span<const uint8_t>(rep->buf, rep->len);
-  if (!wire::decode_reply_header(msg, &h)) {
+  bool decoded = wire::decode_reply_header(msg, &h);
+  // The xid leads every RPC-over-RDMA header whatever its version or
+  // procedure, so even a reply we cannot use names the call it answers.
+  uint32_t xid = decoded ? h.xid : wire::leading_xid(msg);
+  uint32_t slot = xid & ((1u << slot_bits) - 1);
+  Request* r = reqs.find(slot);
+  if (r != nullptr && (r->xid != xid || r->state != Request::State::kSent || r->reply != nullptr)) r = nullptr;
+  // Remote invalidation (RFC 8797) first, whatever becomes of the reply: the
+  // device has already invalidated that rkey, so a LOCAL_INV of it later
+  // would fail (on rxe in Linux 6.1, invalidating a type 2 window twice
+  // dereferences a NULL QP and panics the kernel).
+  if ((rep->wc_flags & kWcWithInv) != 0) {
+    uint32_t rkey = rep->invalidated_rkey;
+    bool ours = accept_remote_inv(r, rkey);
+    if (!ours || !dc->offer_inv) {
+      to_repost.push_back(rep);
+      protocol_error(!ours ? make_error(Errc::kRemoteError,
+                                        "its Send With Invalidate named rkey 0x%x, which is no live registration of "
+                                        "this connection",
+                                        rkey)
+                           : make_error(Errc::kRemoteError,
+                                        "it used Send With Invalidate (rkey 0x%x) although we did not offer it",
+                                        rkey));
+      return;
+    }
+  }
+  if (!decoded) {
     eng->st.bad_headers.add();
-    to_repost.push_back(rep);
+    // A reply to a call we wait for that we cannot use fails that call
+    // rather than leaving it pending; anything else is dropped (RFC 8166
+    // §4.5: a requester never answers a bad header).
+    if (r != nullptr) fail_reply(r, rep, CallStatus::kBadReply);
+    else to_repost.push_back(rep);
     return;
   }
   // The server's grant: at least one, never more than we asked for.
   credits = std::max<uint32_t>(1, std::min(h.credits, eng->opt.credits));
-  uint32_t slot = h.xid & ((1u << slot_bits) - 1);
-  Request* r = reqs.find(slot);
-  if (r == nullptr || r->xid != h.xid || r->state != Request::State::kSent || r->reply != nullptr) {
+  if (r == nullptr) {
     // Not a call we are waiting for (late, duplicated or forged): drop it.
     eng->st.bad_headers.add();
     to_repost.push_back(rep);
@@ -337,17 +394,45 @@ void Conn::handle_reply(ReplyBuf* rep) {
       else res.bulk_recv_len = static_cast<uint32_t>(h.write_len);
     }
   }
+  if (res.status == CallStatus::kBadReply) eng->st.bad_replies.add();
   eng->st.replies.add();
-  // Remote invalidation (RFC 8797): the server invalidated one of our rkeys.
-  // Believe the completion whatever was negotiated: the MR is invalid now,
-  // and a LOCAL_INV of it would fail (on rxe in Linux 6.1, invalidating a
-  // type 2 window twice dereferences a NULL QP and panics the kernel).
-  if ((rep->wc_flags & kWcWithInv) != 0 && dc->reg->remote_invalidated(r->mrs, rep->invalidated_rkey))
-    eng->st.remote_invalidations.add();
+  finish_reply(r);
+}
+
+bool Conn::accept_remote_inv(Request* r, uint32_t rkey) {
+  if (pdc->reg == nullptr) return false;
+  // Normally the rkey is one the replying call offered.
+  EngineMr* m = r != nullptr ? FrwrRegistrar::live_with_rkey(r->mrs, rkey) : nullptr;
+  if (m == nullptr) {
+    // RFC 8797 has the server invalidate only what the call it answers
+    // offered, but the device believed the peer: if it was another live call
+    // of ours, that MR is invalid now and must never see a LOCAL_INV. Rare
+    // (a misbehaving server), so a walk over the calls in flight is fine.
+    for (Request& o : reqs) {
+      if (o.state != Request::State::kSent || o.mrs == nullptr) continue;
+      if ((m = FrwrRegistrar::live_with_rkey(o.mrs, rkey)) != nullptr) break;
+    }
+    if (m == nullptr) return false;
+  }
+  pdc->reg->remote_invalidated(m);
+  eng->st.remote_invalidations.add();
+  return true;
+}
+
+void Conn::fail_reply(Request* r, ReplyBuf* rep, CallStatus status) {
+  --in_flight;
+  r->reply = rep;
+  rep->owner = r;
+  r->result = CallReply{status, r->xid, {}, 0};
+  eng->st.bad_replies.add();
+  finish_reply(r);
+}
+
+void Conn::finish_reply(Request* r) {
   chain.clear();
-  int n = dc->reg->invalidate(r->mrs, chain, make_wr_id(WrTag::kInv, r->slot));
+  int n = r->mrs != nullptr ? pdc->reg->invalidate(r->mrs, chain, make_wr_id(WrTag::kInv, r->slot)) : 0;
   if (n == 0) {
-    dc->reg->release(&r->mrs);  // nothing left registered: no LOCAL_INV posted
+    if (r->mrs != nullptr) pdc->reg->release(&r->mrs);  // nothing left registered: no LOCAL_INV posted
     complete(r);
     return;
   }

@@ -45,6 +45,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& o) {
     return make_error(Errc::kInvalidArgument, "engine: inline thresholds must be in [1 KiB, 256 KiB]");
   if (o.send_batch == 0 || o.max_bulk == 0 || o.max_mrs == 0 || o.frwr_depth == 0)
     return make_error(Errc::kInvalidArgument, "engine: send_batch, max_bulk, max_mrs and frwr_depth must be > 0");
+  if (o.registration == EngineOptions::Registration::kRegCache && !o.trusted_peers)
+    return make_error(Errc::kInvalidArgument,
+                      "engine: the registration cache leaves chunk memory reachable by the peer after its calls; "
+                      "it needs EngineOptions::trusted_peers");
   auto e = std::make_unique<EngineImpl>(o);
   e->cm_interval_ticks = ticks_from_ns(1'000'000);
   auto a = mem::Arena::create({.size = o.arena_bytes, .name = "tern-engine"});
@@ -58,13 +62,18 @@ EngineImpl::~EngineImpl() {
   // the devices' queues and registrations.
   conns.clear();
   for (auto& dc : devices) {
-    dc->reg.reset();
-    dc->regions.clear();
+    dc->shared.reset();
     dc->scq.reset();
     dc->rcq.reset();
-    dc->pd.reset();
     dc->dev.reset();
   }
+}
+
+PdCtx::~PdCtx() {
+  // Fast MRs and registrations before the PD they belong to.
+  reg.reset();
+  regions.clear();
+  pd.reset();
 }
 
 StatsView EngineImpl::stats_view() const {
@@ -87,9 +96,12 @@ StatsView EngineImpl::stats_view() const {
           {"bad_headers", &st.bad_headers},
           {"credit_waits", &st.credit_waits},
           {"disconnects", &st.disconnects},
-          {"calls_deferred", &st.calls_deferred}};
+          {"calls_deferred", &st.calls_deferred},
+          {"protocol_errors", &st.protocol_errors},
+          {"bad_replies", &st.bad_replies},
+          {"rkeys_live", &st.rkeys_live}};
   for (const auto& dc : devices) {
-    if (const RegCache* c = dc->reg ? dc->reg->cache() : nullptr) {
+    if (const RegCache* c = dc->shared->reg ? dc->shared->reg->cache() : nullptr) {
       v.push_back({"reg_cache_hits", &c->stats().hits});
       v.push_back({"reg_cache_misses", &c->stats().misses});
       v.push_back({"reg_cache_evictions", &c->stats().evictions});
@@ -121,23 +133,56 @@ uint8_t* Conn::block(size_t size, size_t align) {
   return p;
 }
 
-const Region* DeviceCtx::find(const void* p, uint64_t len) const {
+const Region* PdCtx::find(const void* p, uint64_t len) const {
   auto a = reinterpret_cast<uint64_t>(p);
   for (const Region& r : regions)
     if (a >= r.addr && len <= r.len && a - r.addr <= r.len - len) return &r;
   return nullptr;
 }
 
+Status PdCtx::add_region(void* addr, size_t len) {
+  // Local only: no remote right, no usable rkey. A peer reaches this memory
+  // only through a call's fast registration, and only until it is invalidated.
+  auto mr = pd->reg_mr(addr, len, kAccessLocalWrite);
+  if (!mr) return mr.status();
+  regions.push_back(Region{reinterpret_cast<uint64_t>(addr), len, std::move(mr).value()});
+  return Status::ok();
+}
+
 Status EngineImpl::register_memory(void* addr, size_t len) {
   if (addr == nullptr || len == 0) return make_error(Errc::kInvalidArgument, "register_memory: empty range");
-  for (auto& dc : devices) {
-    auto mr = dc->pd->reg_mr(addr, len, kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
-    if (!mr) return mr.status();
-    dc->regions.push_back(Region{reinterpret_cast<uint64_t>(addr), len, std::move(mr).value()});
-  }
-  // Remembered for devices opened later.
+  for (auto& dc : devices) TERN_TRY(dc->shared->add_region(addr, len));
+  for (auto& c : conns)
+    if (c->own_pd) TERN_TRY(c->own_pd->add_region(addr, len));
+  // Remembered for devices and connections opened later.
   user_regions_.push_back({addr, len});
   return Status::ok();
+}
+
+Result<std::unique_ptr<PdCtx>> EngineImpl::make_pd_ctx(DeviceCtx* dc) {
+  const DeviceCaps& caps = dc->dev->caps();
+  auto p = std::make_unique<PdCtx>();
+  auto pd = dc->dev->alloc_pd();
+  if (!pd) return pd.status();
+  p->pd = std::move(pd).value();
+  TERN_TRY(p->add_region(arena->base(), arena->size()));
+  for (auto& [a, l] : user_regions_) TERN_TRY(p->add_region(a, l));
+  switch (dc->chunk_reg) {
+    case ChunkReg::kFastReg: {
+      // Registration depth from the device, as frwr_query_device does.
+      uint32_t depth = std::min(opt.frwr_depth, caps.max_fast_reg_depth);
+      p->reg = std::make_unique<FrwrRegistrar>(p->pd.get(), depth, caps.fast_reg_page_size, opt.max_mrs,
+                                               caps.fast_reg_zero_based, &st.rkeys_live);
+      break;
+    }
+    case ChunkReg::kRegCache:
+      p->reg = std::make_unique<FrwrRegistrar>(p->pd.get(), 4096, opt.max_mrs, FrwrRegistrar::UseRegCache{},
+                                               &st.rkeys_live);
+      break;
+    case ChunkReg::kNone:
+      break;
+  }
+  return p;
 }
 
 Result<DeviceCtx*> EngineImpl::device(std::string_view spec) {
@@ -149,17 +194,26 @@ Result<DeviceCtx*> EngineImpl::device(std::string_view spec) {
   if (!d) return d.status();
   dc->dev = std::move(d).value();
   const DeviceCaps& caps = dc->dev->caps();
-  auto pd = dc->dev->alloc_pd();
-  if (!pd) return pd.status();
-  dc->pd = std::move(pd).value();
-  auto reg_region = [&](void* addr, size_t len) -> Status {
-    auto mr = dc->pd->reg_mr(addr, len, kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
-    if (!mr) return mr.status();
-    dc->regions.push_back(Region{reinterpret_cast<uint64_t>(addr), len, std::move(mr).value()});
-    return Status::ok();
-  };
-  TERN_TRY(reg_region(arena->base(), arena->size()));
-  for (auto& [a, l] : user_regions_) TERN_TRY(reg_region(a, l));
+  if (caps.fast_reg && opt.registration == EngineOptions::Registration::kAuto) {
+    dc->chunk_reg = ChunkReg::kFastReg;
+    dc->pd_per_conn = !caps.fast_reg_qp_bound;
+  } else if (opt.trusted_peers) {
+    dc->chunk_reg = ChunkReg::kRegCache;
+    TERN_LOG(kWarn, "engine",
+             "%s: chunks are registered with reg_mr and cached (%u entries), %s; registrations stay valid "
+             "between calls (EngineOptions::trusted_peers) and remote invalidation is off",
+             caps.name.c_str(), opt.max_mrs,
+             caps.fast_reg ? "as EngineOptions::registration asks" : "the device has no fast registration");
+  } else {
+    dc->chunk_reg = ChunkReg::kNone;
+    TERN_LOG(kInfo, "engine",
+             "%s has no fast registration: calls that need chunks will be refused (the registration cache "
+             "would need EngineOptions::trusted_peers); serving is unaffected",
+             caps.name.c_str());
+  }
+  auto shared = make_pd_ctx(dc.get());
+  if (!shared) return shared.status();
+  dc->shared = std::move(shared).value();
   // Completion queues sized for every connection this engine may hold on
   // the device; the driver applies back-pressure rather than overrun.
   uint32_t cqe = std::min<uint32_t>(caps.max_cqe, 16384);
@@ -169,19 +223,7 @@ Result<DeviceCtx*> EngineImpl::device(std::string_view spec) {
   if (!rcq) return rcq.status();
   dc->scq = std::move(scq).value();
   dc->rcq = std::move(rcq).value();
-  if (caps.fast_reg && opt.registration == EngineOptions::Registration::kAuto) {
-    // Registration depth from the device, as frwr_query_device does.
-    uint32_t depth = std::min(opt.frwr_depth, caps.max_fast_reg_depth);
-    dc->reg = std::make_unique<FrwrRegistrar>(dc->pd.get(), depth, caps.fast_reg_page_size, opt.max_mrs,
-                                              caps.fast_reg_zero_based);
-  } else {
-    dc->reg = std::make_unique<FrwrRegistrar>(dc->pd.get(), 4096, opt.max_mrs, FrwrRegistrar::UseRegCache{});
-    TERN_LOG(kWarn, "engine",
-             "%s: chunks are registered with reg_mr and cached (%u entries), %s; registrations stay valid "
-             "between calls and remote invalidation is off",
-             caps.name.c_str(), opt.max_mrs, caps.fast_reg ? "as EngineOptions::registration asks" : "the device has no fast registration");
-  }
-  dc->offer_inv = opt.remote_invalidation && dc->reg->invalidates();
+  dc->offer_inv = opt.remote_invalidation && dc->chunk_reg == ChunkReg::kFastReg;
   devices.push_back(std::move(dc));
   return devices.back().get();
 }
@@ -335,17 +377,30 @@ int EngineImpl::poll() {
 
 // ---------------------------------------------------------------- connection set-up and teardown
 
-Conn::Conn(EngineImpl* e, DeviceCtx* d, bool srv) : eng(e), dc(d), server(srv) {}
+Conn::Conn(EngineImpl* e, DeviceCtx* d, bool srv) : eng(e), dc(d), server(srv), pdc(d->shared.get()) {}
 
 Conn::~Conn() {
   if (state == State::kReady || state == State::kConnecting) (void)dc->dev->disconnect(qp.get());
   // Whatever the QP still holds is flushed by destroying it; the MRs of calls
   // that never finished are in an unknown state and are destroyed.
   for (auto& r : reqs)
-    if (r.mrs != nullptr) dc->reg->destroy(&r.mrs);
+    if (r.mrs != nullptr) pdc->reg->destroy(&r.mrs);
   // The QP is destroyed first: nothing can DMA into these blocks after it.
   qp.reset();
+  own_pd.reset();  // after the QP, which was created in it
   for (auto& [p, size] : blocks) eng->give_back(p, size);
+}
+
+std::string Conn::peer_name() const {
+  std::string who = qp ? qp->peer() : std::string();
+  return std::string(server ? "client " : "server ") + (who.empty() ? "?" : who) + " (" + dc->spec + ")";
+}
+
+void Conn::protocol_error(Status why) {
+  if (state == State::kDraining || state == State::kDead) return;
+  eng->st.protocol_errors.add();
+  TERN_LOG(kWarn, "engine", "dropping the connection to %s: %s", peer_name().c_str(), why.message().c_str());
+  on_disconnected(std::move(why));
 }
 
 ConnectionInfo Conn::info() const {
@@ -355,6 +410,14 @@ ConnectionInfo Conn::info() const {
 Status Conn::setup_queues() {
   const EngineOptions& o = eng->opt;
   const DeviceCaps& caps = dc->dev->caps();
+  if (!server && dc->pd_per_conn) {
+    // Fast registrations are PD-wide on this device: a PD of our own keeps
+    // this connection's rkeys useless to every other peer.
+    auto p = eng->make_pd_ctx(dc);
+    if (!p) return p.status();
+    own_pd = std::move(p).value();
+    pdc = own_pd.get();
+  }
   // Send queue: per call at most (read + write + reply chunks) REG_MRs and as
   // many LOCAL_INVs, plus the Send; the server adds RDMA READs/WRITEs. The
   // send context ring bounds unsignaled Sends; the SqBudget keeps the total
@@ -363,7 +426,7 @@ Status Conn::setup_queues() {
   uint32_t sq_depth = std::min<uint32_t>(caps.max_qp_wr, std::max<uint32_t>(64, o.credits * per_call));
   uint32_t rq_depth = std::min<uint32_t>(caps.max_qp_wr, o.credits + 2);
   QpInit qi;
-  qi.pd = dc->pd.get();
+  qi.pd = pdc->pd.get();
   qi.send_cq = dc->scq.get();
   qi.recv_cq = dc->rcq.get();
   qi.sq_depth = sq_depth;
@@ -430,8 +493,13 @@ void Conn::on_established(std::span<const uint8_t> peer_pdata) {
     wire::negotiate(peer_pdata, eng->opt.inline_send, eng->opt.inline_recv, dc->offer_inv, false,
                     &inline_send, &inline_recv, &remote_inv);
   state = State::kReady;
-  TERN_LOG(kInfo, "engine", "%s connection up: inline send %u recv %u, remote invalidation %s",
-           server ? "server" : "client", inline_send, inline_recv, remote_inv ? "on" : "off");
+  TERN_LOG(kInfo, "engine", "connection to %s up: inline send %u recv %u, remote invalidation %s",
+           peer_name().c_str(), inline_send, inline_recv, remote_inv ? "on" : "off");
+  if (!server && dc->chunk_reg == ChunkReg::kRegCache)
+    TERN_LOG(kWarn, "engine",
+             "connection to %s registers chunks through the registration cache: the peer can reach those pages "
+             "after the calls that offered them, until they are evicted (trusted peers only)",
+             peer_name().c_str());
 }
 
 void Conn::on_disconnected(Status reason) {
@@ -449,7 +517,7 @@ void Conn::on_disconnected(Status reason) {
   } else {
     post_drain_markers();
   }
-  TERN_LOG(kInfo, "engine", "connection lost: %s", why.to_string().c_str());
+  TERN_LOG(kInfo, "engine", "connection to %s lost: %s", peer_name().c_str(), why.to_string().c_str());
 }
 
 void Conn::post_drain_markers() {
@@ -488,7 +556,7 @@ void Conn::finish_teardown() {
     for (auto& r : reqs) {
       if (r.state == Request::State::kFree) continue;
       // MRs whose REG_MR or LOCAL_INV may have been flushed: never reuse them.
-      if (r.mrs != nullptr) dc->reg->destroy(&r.mrs);
+      if (r.mrs != nullptr) pdc->reg->destroy(&r.mrs);
       if (r.reply != nullptr) {
         r.reply->owner = nullptr;
         r.reply = nullptr;

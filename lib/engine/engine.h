@@ -56,12 +56,19 @@ struct EngineOptions {
   // server uses it when the client offered it.
   bool remote_invalidation = true;
   // How chunks are registered. kAuto: fast registration (FRWR / memory
-  // windows / UMR) when the device has it, else kRegCache. kRegCache: each
-  // chunk registered with reg_mr and cached (max_mrs entries); registrations
-  // outlive their calls, so the peer keeps access to those pages and remote
-  // invalidation is not offered: a fallback for trusted peers (reg_cache.h).
+  // windows / UMR) when the device has it; else the registration cache if
+  // trusted_peers, else calls that need chunks are refused (ENOTSUP).
+  // kRegCache (needs trusted_peers): each chunk registered with reg_mr and
+  // cached (max_mrs entries); registrations outlive their calls, so the peer
+  // keeps access to those pages and remote invalidation is not offered
+  // (reg_cache.h).
   enum class Registration : uint8_t { kAuto, kRegCache };
   Registration registration = Registration::kAuto;
+  // The host trusts every peer it connects to with its chunk memory after
+  // the calls that offered it, as the registration cache requires. Off by
+  // default: without it a peer reaches a call's memory only until the call
+  // completes (docs/security.md).
+  bool trusted_peers = false;
   // One signaled Send per this many.
   uint32_t send_batch = 16;
 };
@@ -171,8 +178,10 @@ class Connection {
   virtual ConnectionInfo info() const = 0;
   // Client: issues a call. 0, or EAGAIN (backlog full), ENOTCONN (not ready or
   // failed), EINVAL (malformed: too large inline, unregistered bulk memory),
-  // EMSGSIZE (bulk over max_bulk). Completion always arrives through
-  // call.done once call() returned 0, even if the connection is lost.
+  // EMSGSIZE (bulk over max_bulk), ENOTSUP (the call needs chunks, and the
+  // device has no fast registration while EngineOptions::trusted_peers is
+  // off). Completion always arrives through call.done once call() returned
+  // 0, even if the connection is lost.
   virtual int call(const Call& call) = 0;
   virtual uint32_t outstanding() const = 0;
   // Done with this connection: a graceful close if it is up; outstanding
@@ -189,6 +198,15 @@ struct EngineStats {
   Counter read_chunks, write_chunks, reply_chunks, rdma_reads, rdma_writes;
   Counter local_inv_chains, remote_invalidations, rdma_errors_sent, rdma_errors_received;
   Counter bad_headers, credit_waits, disconnects, calls_deferred;
+  // Connections this engine dropped because the peer broke the protocol.
+  Counter protocol_errors;
+  // Replies that failed their call (kBadReply) because they could not be
+  // decoded, or answered with an obsolete or unknown procedure or version.
+  Counter bad_replies;
+  // A gauge: registrations a peer can reach right now (fast registrations
+  // not yet proved invalid, and registration-cache entries). 0 at idle
+  // without the registration cache.
+  Counter rkeys_live;
 };
 
 class Engine {

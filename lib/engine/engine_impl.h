@@ -130,19 +130,48 @@ class SrvCall final : public ServerCall {
   void* handler_ctx = nullptr;
 };
 
+// ---------------------------------------------------------------- protection
+
+// How a client makes its call memory reachable by the server (chunks).
+enum class ChunkReg : uint8_t {
+  kFastReg,   // per-call fast registration, invalidated before the call completes
+  kRegCache,  // cached reg_mr per chunk, reachable until evicted: trusted peers only
+  kNone,      // neither is allowed: calls that need chunks are refused (ENOTSUP)
+};
+
+// A protection domain and what lives in it: the long-lived registrations
+// (the arena, the host's memory), which are local only and give buffers
+// their lkeys, and the registrar whose per-call fast registrations are the
+// only memory a peer can reach. A device's connections share one when fast
+// registrations are QP-bound (a window's rkey works only on its own QP); when
+// they are PD-wide (mlx5 mkeys) each client connection gets its own, so that
+// a server cannot use an rkey made for a call to another server.
+struct PdCtx {
+  std::unique_ptr<rdma::Pd> pd;
+  std::vector<Region> regions;
+  std::unique_ptr<FrwrRegistrar> reg;  // null with ChunkReg::kNone
+  ~PdCtx();
+  // The registration holding [p, p+len), or nullptr.
+  const Region* find(const void* p, uint64_t len) const;
+  // Registers [addr, addr+len) for local access only.
+  Status add_region(void* addr, size_t len);
+};
+
 // ---------------------------------------------------------------- device context
 
 struct DeviceCtx {
   std::string spec;
   std::unique_ptr<rdma::Device> dev;
-  std::unique_ptr<rdma::Pd> pd;
-  std::vector<Region> regions;
+  std::unique_ptr<PdCtx> shared;  // server connections, and clients when registrations are QP-bound
   std::unique_ptr<rdma::Cq> scq, rcq;
-  std::unique_ptr<FrwrRegistrar> reg;
   bool listening = false;
+  ChunkReg chunk_reg = ChunkReg::kFastReg;
+  // Client connections get a PdCtx of their own (fast registrations are
+  // PD-wide on this device).
+  bool pd_per_conn = false;
   // RFC 8797 remote invalidation offered on this device's connections.
   bool offer_inv = false;
-  const Region* find(const void* p, uint64_t len) const;
+  bool warned_no_chunks = false;
 };
 
 // ---------------------------------------------------------------- connection
@@ -161,6 +190,11 @@ class Conn final : public Connection {
   void close() override;
 
   Status setup_queues();
+  // "client connection to pid 1234 uid 0 (shm:path=...)": who, for log lines.
+  std::string peer_name() const;
+  // The peer broke the protocol: one warning naming it and saying why, then
+  // the connection is torn down (its calls fail; other connections go on).
+  void protocol_error(Status why);
   // Registered memory for this connection, from the engine; given back when
   // the connection is destroyed, so connections come and go without the
   // arena running dry.
@@ -180,6 +214,15 @@ class Conn final : public Connection {
   // client.cc
   int marshal_and_send(Request* req);
   void handle_reply(ReplyBuf* rep);
+  // The server invalidated `rkey` with its Send With Invalidate; `r` is the
+  // call the reply names, if any. False: not a live registration of this
+  // connection (a protocol error).
+  bool accept_remote_inv(Request* r, uint32_t rkey);
+  // A reply for `r` that cannot be used: the call fails with `status`
+  // (after its registrations are invalidated) instead of waiting for ever.
+  void fail_reply(Request* r, ReplyBuf* rep, CallStatus status);
+  // The common end of a reply: registrations invalidated, then complete.
+  void finish_reply(Request* r);
   void complete(Request* req);
   void maybe_free(Request* req);
   // server.cc
@@ -210,6 +253,8 @@ class Conn final : public Connection {
   EngineImpl* eng;
   DeviceCtx* dc;
   bool server;
+  PdCtx* pdc = nullptr;            // dc->shared, or own_pd
+  std::unique_ptr<PdCtx> own_pd;   // DeviceCtx::pd_per_conn
   std::unique_ptr<rdma::Qp> qp;
 
   // Negotiated (RFC 8797).
@@ -270,6 +315,9 @@ class EngineImpl final : public Engine {
   StatsView stats_view() const override;
 
   Result<DeviceCtx*> device(std::string_view spec);
+  // A protection domain on dc's device with the arena and the host's
+  // regions registered (local only) and a registrar of dc->chunk_reg's kind.
+  Result<std::unique_ptr<PdCtx>> make_pd_ctx(DeviceCtx* dc);
   void poll_cm(DeviceCtx* dc);
   // The handler, or nullptr with *stat saying what to answer (PROG_UNAVAIL,
   // PROG_MISMATCH with the versions served in *low..*high, PROC_UNAVAIL).

@@ -8,19 +8,35 @@ namespace tern::rpc {
 
 using namespace tern::rdma;
 
-FrwrRegistrar::FrwrRegistrar(Pd* pd, uint32_t depth, uint32_t page_size, uint32_t max_mrs, bool zero_based)
-    : pd_(pd), depth_(depth), page_size_(page_size), max_mrs_(max_mrs), zero_based_(zero_based) {
+FrwrRegistrar::FrwrRegistrar(Pd* pd, uint32_t depth, uint32_t page_size, uint32_t max_mrs, bool zero_based,
+                             Counter* rkeys_live)
+    : pd_(pd), depth_(depth), page_size_(page_size), max_mrs_(max_mrs), zero_based_(zero_based),
+      rkeys_live_(rkeys_live) {
   TERN_REQUIRE(depth >= 1 && page_size >= 512 && (page_size & (page_size - 1)) == 0, "bad FRWR geometry");
+  TERN_REQUIRE(rkeys_live != nullptr, "FrwrRegistrar needs the engine's rkeys_live gauge");
   free_.reserve(max_mrs);
   all_.reserve(max_mrs);
 }
 
-FrwrRegistrar::FrwrRegistrar(Pd* pd, uint32_t page_size, uint32_t max_mrs, UseRegCache)
+FrwrRegistrar::FrwrRegistrar(Pd* pd, uint32_t page_size, uint32_t max_mrs, UseRegCache, Counter* rkeys_live)
     : pd_(pd), depth_(UINT32_MAX / page_size), page_size_(page_size), max_mrs_(max_mrs), zero_based_(false),
-      cache_(std::make_unique<RegCache>(pd, page_size, max_mrs)) {}
+      cache_(std::make_unique<RegCache>(pd, page_size, max_mrs, rkeys_live)), rkeys_live_(rkeys_live) {
+  TERN_REQUIRE(rkeys_live != nullptr, "FrwrRegistrar needs the engine's rkeys_live gauge");
+}
 
 FrwrRegistrar::~FrwrRegistrar() {
-  for (EngineMr* m : all_) delete m;
+  // Destroying the MRs ends whatever registration they still carried.
+  for (EngineMr* m : all_) {
+    if (m->registered) unregistered(m);
+    delete m;
+  }
+}
+
+void FrwrRegistrar::unregistered(EngineMr* m) {
+  TERN_ASSERT(m->registered);
+  m->registered = false;
+  m->invalidating = false;
+  rkeys_live_->sub();
 }
 
 uint32_t FrwrRegistrar::segments_for(uint64_t addr, uint64_t len) const {
@@ -87,6 +103,8 @@ int FrwrRegistrar::map(uint64_t addr, uint64_t len, uint32_t lkey, uint32_t acce
     m->iova = zero_based_ ? 0 : pos;
     m->length = static_cast<uint32_t>(piece_end - pos);
     m->registered = true;
+    m->invalidating = false;
+    rkeys_live_->add();
     SendWr& w = chain.add();
     w.opcode = WrOpcode::kRegMr;
     w.wr_id = 0;
@@ -105,21 +123,23 @@ int FrwrRegistrar::map(uint64_t addr, uint64_t len, uint32_t lkey, uint32_t acce
   return need;
 }
 
-bool FrwrRegistrar::remote_invalidated(EngineMr* list, uint32_t rkey) {
-  for (EngineMr* m = list; m != nullptr; m = m->next) {
-    if (m->registered && m->rkey == rkey) {
-      m->registered = false;
-      st_.remote_invalidated.add();
-      return true;
-    }
-  }
-  return false;
+EngineMr* FrwrRegistrar::live_with_rkey(EngineMr* list, uint32_t rkey) {
+  for (EngineMr* m = list; m != nullptr; m = m->next)
+    if (m->registered && !m->invalidating && m->cached == nullptr && m->rkey == rkey) return m;
+  return nullptr;
+}
+
+void FrwrRegistrar::remote_invalidated(EngineMr* m) {
+  TERN_ASSERT(m->registered && !m->invalidating);
+  unregistered(m);
+  st_.remote_invalidated.add();
 }
 
 int FrwrRegistrar::invalidate(EngineMr* list, WrChain& chain, uint64_t wr_id) {
   int n = 0;
   for (EngineMr* m = list; m != nullptr; m = m->next) {
     if (!m->registered) continue;
+    m->invalidating = true;
     SendWr& w = chain.add();
     w.opcode = WrOpcode::kLocalInv;
     w.invalidate_rkey = m->rkey;
@@ -142,7 +162,9 @@ void FrwrRegistrar::release(EngineMr** list) {
       cache_->release(m);
       continue;
     }
-    m->registered = false;  // the LOCAL_INV chain (or the peer) invalidated it
+    // The LOCAL_INV chain completed (or, for an MR whose REG_MR was never
+    // posted, there was nothing to reach): either way it is unreachable now.
+    if (m->registered) unregistered(m);
     free_.put(m);
   }
 }
@@ -154,6 +176,9 @@ void FrwrRegistrar::destroy(EngineMr** list) {
       cache_->release(m);
       continue;
     }
+    // The QP is drained, so no WR of ours still uses it, and destroying the
+    // MR ends its registration whatever state the device left it in.
+    if (m->registered) unregistered(m);
     all_.erase(std::find(all_.begin(), all_.end(), m));
     delete m;
     --live_;

@@ -49,10 +49,14 @@ class FrwrRegistrar {
  public:
   // depth: pages per MR (already capped by the device); max_mrs: MRs to create at most;
   // zero_based: the device's registrations start at offset 0 (DeviceCaps::fast_reg_zero_based).
-  FrwrRegistrar(rdma::Pd* pd, uint32_t depth, uint32_t page_size, uint32_t max_mrs, bool zero_based = false);
-  // The fallback: chunks registered through a RegCache of max_mrs entries.
+  // rkeys_live: the engine's gauge of registrations a peer can reach right
+  // now (EngineStats::rkeys_live), kept up to date by this registrar.
+  FrwrRegistrar(rdma::Pd* pd, uint32_t depth, uint32_t page_size, uint32_t max_mrs, bool zero_based,
+                Counter* rkeys_live);
+  // The fallback for trusted peers: chunks registered through a RegCache of
+  // max_mrs entries, each of which stays reachable while it is cached.
   struct UseRegCache {};
-  FrwrRegistrar(rdma::Pd* pd, uint32_t page_size, uint32_t max_mrs, UseRegCache);
+  FrwrRegistrar(rdma::Pd* pd, uint32_t page_size, uint32_t max_mrs, UseRegCache, Counter* rkeys_live);
   ~FrwrRegistrar();
   // False in RegCache mode: registrations outlive their calls, so there is
   // nothing to invalidate (locally or by the peer).
@@ -73,9 +77,13 @@ class FrwrRegistrar {
   int map(uint64_t addr, uint64_t len, uint32_t lkey, uint32_t access, WrChain& chain, RdmaSegment* segs,
           int max_segs, EngineMr** list);
 
-  // The peer invalidated `rkey` (Send With Invalidate): marks that MR
-  // invalid. Returns false if no MR on the list has it.
-  bool remote_invalidated(EngineMr* list, uint32_t rkey);
+  // The MR on `list` whose registration the peer may still invalidate with
+  // Send With Invalidate (registered, its LOCAL_INV not yet posted) under
+  // `rkey`, or nullptr.
+  static EngineMr* live_with_rkey(EngineMr* list, uint32_t rkey);
+  // The peer invalidated m's registration (Send With Invalidate, and m came
+  // from live_with_rkey): it is invalid now and never invalidated again.
+  void remote_invalidated(EngineMr* m);
   // Appends LOCAL_INV for every MR on the list still registered; the last is
   // signaled with wr_id. Returns how many WRs were appended (0: none needed).
   int invalidate(EngineMr* list, WrChain& chain, uint64_t wr_id);
@@ -92,6 +100,8 @@ class FrwrRegistrar {
 
  private:
   EngineMr* take();
+  // m's registration can no longer be reached: the gauge goes down.
+  void unregistered(EngineMr* m);
 
   rdma::Pd* pd_;
   uint32_t depth_, page_size_, max_mrs_;
@@ -100,6 +110,7 @@ class FrwrRegistrar {
   MrFreeList free_;
   std::vector<EngineMr*> all_;  // every MR ever created and not destroyed, for teardown
   std::unique_ptr<RegCache> cache_;
+  Counter* rkeys_live_;
   RegistrarStats st_;
 };
 

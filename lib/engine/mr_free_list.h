@@ -28,7 +28,13 @@ struct EngineMr {
   uint32_t rkey = 0;         // of the current registration
   uint64_t iova = 0;
   uint32_t length = 0;
-  bool registered = false;   // REG_MR posted, not yet invalidated
+  // REG_MR posted and not yet proved invalid: the peer may reach the memory
+  // (counted in EngineStats::rkeys_live).
+  bool registered = false;
+  // Its LOCAL_INV is posted: still reachable until that completes, but no
+  // longer the peer's to invalidate (a Send With Invalidate naming it now is
+  // a protocol error, and a double invalidation on some devices).
+  bool invalidating = false;
 };
 
 class MrFreeList {

@@ -14,13 +14,13 @@ struct RegCacheEntry {
   uint64_t last_use = 0;
 };
 
-RegCache::RegCache(Pd* pd, uint32_t page_size, uint32_t max_entries)
-    : pd_(pd), page_mask_(~(uint64_t{page_size} - 1)), max_entries_(max_entries) {
+RegCache::RegCache(Pd* pd, uint32_t page_size, uint32_t max_entries, Counter* rkeys_live)
+    : pd_(pd), page_mask_(~(uint64_t{page_size} - 1)), max_entries_(max_entries), rkeys_live_(rkeys_live) {
   TERN_REQUIRE(page_size >= 512 && (page_size & (page_size - 1)) == 0 && max_entries >= 1, "bad RegCache geometry");
   by_key_.reserve(max_entries);
 }
 
-RegCache::~RegCache() = default;
+RegCache::~RegCache() { rkeys_live_->sub(by_key_.size()); }
 
 EngineMr* RegCache::acquire(uint64_t addr, uint64_t len, uint32_t access, bool* refused) {
   TERN_ASSERT(len > 0 && len <= UINT32_MAX);
@@ -56,6 +56,7 @@ EngineMr* RegCache::acquire(uint64_t addr, uint64_t len, uint32_t access, bool* 
     owned->mr = std::move(mr).value();
     e = owned.get();
     by_key_.emplace(key, std::move(owned));
+    rkeys_live_->add();
     st_.misses.add();
   }
   if (e->holds++ == 0) ++in_use_;
@@ -86,6 +87,7 @@ bool RegCache::evict_one() {
       victim = it;
   if (victim == by_key_.end()) return false;
   by_key_.erase(victim);  // the Mr's destructor deregisters it
+  rkeys_live_->sub();
   st_.evictions.add();
   return true;
 }

@@ -37,7 +37,9 @@ struct RegCacheStats {
 
 class RegCache {
  public:
-  RegCache(rdma::Pd* pd, uint32_t page_size, uint32_t max_entries);
+  // rkeys_live: the engine's gauge; every cached entry is one rkey a peer
+  // can use until it is evicted.
+  RegCache(rdma::Pd* pd, uint32_t page_size, uint32_t max_entries, Counter* rkeys_live);
   ~RegCache();
   RegCache(const RegCache&) = delete;
   RegCache& operator=(const RegCache&) = delete;
@@ -76,6 +78,7 @@ class RegCache {
   uint32_t max_entries_;
   uint64_t tick_ = 0;
   uint32_t in_use_ = 0;  // entries with at least one hold
+  Counter* rkeys_live_;
   std::unordered_map<Key, std::unique_ptr<RegCacheEntry>, KeyHash> by_key_;
   std::vector<EngineMr*> free_holds_;
   std::vector<std::unique_ptr<EngineMr[]>> hold_blocks_;

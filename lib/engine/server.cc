@@ -166,7 +166,7 @@ void Conn::handle_call(ReplyBuf* rep) {
   }
   chain.clear();
   uint64_t off = 0;
-  uint32_t lkey = dc->find(sc->bulk_buf_, eng->opt.max_bulk)->mr->lkey();
+  uint32_t lkey = pdc->find(sc->bulk_buf_, eng->opt.max_bulk)->mr->lkey();
   for (int i = 0; i < in.nread; ++i) {
     SendWr& w = chain.add_one_sge(WrOpcode::kRdmaRead, sc->bulk_buf_ + off, in.reads[i].seg.length, lkey);
     w.remote_addr = in.reads[i].seg.offset;
@@ -196,9 +196,12 @@ void Conn::server_read_done(const Wc& wc) {
     sc->handler_owner = false;
     sc->state = SrvCall::State::kReplied;
     maybe_free(sc);
-    if (state == State::kReady)
-      on_disconnected(make_error(Errc::kRemoteError, "RDMA READ of a read chunk failed: %s",
-                                 wc_status_name(wc.status)));
+    if (state == State::kReady) {
+      Status why = make_error(Errc::kRemoteError, "RDMA READ of its read chunk failed: %s", wc_status_name(wc.status));
+      // The client named memory it does not let us read.
+      if (wc.status == WcStatus::kRemAccessErr || wc.status == WcStatus::kRemInvReqErr) protocol_error(std::move(why));
+      else on_disconnected(std::move(why));
+    }
     return;
   }
   dispatch(sc);
@@ -259,7 +262,7 @@ Status Conn::send_reply(SrvCall* sc, std::span<const uint8_t> results, std::span
   if (bulk.size() > sc->bulk_capacity())
     return make_error(Errc::kInvalidArgument, "reply: %zu bulk bytes, the client offered %u", bulk.size(),
                       sc->bulk_capacity());
-  const Region* bulk_rg = bulk.empty() ? nullptr : dc->find(bulk.data(), bulk.size());
+  const Region* bulk_rg = bulk.empty() ? nullptr : pdc->find(bulk.data(), bulk.size());
   if (!bulk.empty() && bulk_rg == nullptr)
     return make_error(Errc::kInvalidArgument, "reply: bulk data must be in registered memory (bulk_buffer())");
   if (ring->full()) return make_error(Errc::kNoResources, "reply: no send context free; poll and retry");
@@ -295,7 +298,7 @@ Status Conn::send_reply(SrvCall* sc, std::span<const uint8_t> results, std::span
                                         static_cast<int>(AcceptStat::kSystemErr), 0, 0, {});
     } else {
       nomsg = true;
-      push_into(sc->reply_area, body_len, dc->find(sc->reply_area, body_len)->mr->lkey(), sc->replies, sc->nreply,
+      push_into(sc->reply_area, body_len, pdc->find(sc->reply_area, body_len)->mr->lkey(), sc->replies, sc->nreply,
                 nullptr);
     }
   }

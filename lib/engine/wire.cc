@@ -8,6 +8,7 @@
 #include "oncrpc/oncrpc.h"
 #include "rpcrdma/cm_private.h"
 #include "rpcrdma/rpcrdma_wire.h"
+#include "xdr/xdr.h"
 
 namespace tern::rpc::wire {
 
@@ -150,6 +151,10 @@ bool decode_reply_header(std::span<const uint8_t> msg, Reply* r) {
   r->has_reply_chunk = h.chunks.has_reply;
   r->reply_chunk_len = h.chunks.has_reply ? h.chunks.reply.total_length() : 0;
   return true;
+}
+
+uint32_t leading_xid(std::span<const uint8_t> msg) {
+  return msg.size() >= 4 ? xdr::detail::load_be32(msg.data()) : 0;
 }
 
 CallStatus decode_rpc_reply(std::span<const uint8_t> body, uint32_t xid, std::span<const uint8_t>* results) {

@@ -54,6 +54,9 @@ struct Reply {
 };
 // Decodes the RPC-over-RDMA header. False: drop it (garbage; counted).
 bool decode_reply_header(std::span<const uint8_t> msg, Reply* r);
+// The xid of any RPC-over-RDMA message, whatever its version or procedure
+// (it is the first word of every header); 0 if the message is shorter.
+uint32_t leading_xid(std::span<const uint8_t> msg);
 // Decodes the ONC RPC reply header in body; results is what follows.
 CallStatus decode_rpc_reply(std::span<const uint8_t> body, uint32_t xid, std::span<const uint8_t>* results);
 

@@ -161,10 +161,11 @@ class Registrar : public ::testing::Test {
   std::unique_ptr<rdma::Pd> pd;
   std::unique_ptr<rdma::Mr> mr;
   std::unique_ptr<FrwrRegistrar> reg;
+  Counter live;  // the engine's rkeys_live gauge
 };
 
 TEST_F(Registrar, OneMrPerChunkWithinDepth) {
-  reg = std::make_unique<FrwrRegistrar>(pd.get(), 16, 4096, 8);
+  reg = std::make_unique<FrwrRegistrar>(pd.get(), 16, 4096, 8, false, &live);
   WrChain chain;
   RdmaSegment segs[4];
   EngineMr* list = nullptr;
@@ -183,7 +184,7 @@ TEST_F(Registrar, OneMrPerChunkWithinDepth) {
 }
 
 TEST_F(Registrar, ChunkBeyondDepthSplitsAtPageBoundaries) {
-  reg = std::make_unique<FrwrRegistrar>(pd.get(), 16, 4096, 8);  // 64 KiB per MR
+  reg = std::make_unique<FrwrRegistrar>(pd.get(), 16, 4096, 8, false, &live);  // 64 KiB per MR
   EXPECT_EQ(reg->segments_for(addr(100), 64 * 1024), 2u) << "an unaligned 64 KiB chunk spans 17 pages";
   WrChain chain;
   RdmaSegment segs[8];
@@ -205,7 +206,7 @@ TEST_F(Registrar, ChunkBeyondDepthSplitsAtPageBoundaries) {
 TEST_F(Registrar, ZeroBasedDeviceAdvertisesOffsetZero) {
   // mlx5 indirect mkeys start at address 0: the REG_MR still names the
   // memory by its address, but the peer must be told offset 0 (per MR).
-  reg = std::make_unique<FrwrRegistrar>(pd.get(), 16, 4096, 8, /*zero_based=*/true);
+  reg = std::make_unique<FrwrRegistrar>(pd.get(), 16, 4096, 8, /*zero_based=*/true, &live);
   WrChain chain;
   RdmaSegment segs[8];
   EngineMr* list = nullptr;
@@ -225,7 +226,7 @@ TEST_F(Registrar, ZeroBasedDeviceAdvertisesOffsetZero) {
 }
 
 TEST_F(Registrar, OutOfMrsTakesNothing) {
-  reg = std::make_unique<FrwrRegistrar>(pd.get(), 16, 4096, 2);
+  reg = std::make_unique<FrwrRegistrar>(pd.get(), 16, 4096, 2, false, &live);
   WrChain chain;
   RdmaSegment segs[8];
   EngineMr* list = nullptr;
@@ -238,7 +239,7 @@ TEST_F(Registrar, OutOfMrsTakesNothing) {
 }
 
 TEST_F(Registrar, KeyByteChangesOnEveryRegistration) {
-  reg = std::make_unique<FrwrRegistrar>(pd.get(), 16, 4096, 1);
+  reg = std::make_unique<FrwrRegistrar>(pd.get(), 16, 4096, 1, false, &live);
   uint32_t last = 0;
   for (int i = 0; i < 5; ++i) {
     WrChain chain;
@@ -257,16 +258,24 @@ TEST_F(Registrar, KeyByteChangesOnEveryRegistration) {
 }
 
 TEST_F(Registrar, InvalidationChainSignalsOnlyItsLastWr) {
-  reg = std::make_unique<FrwrRegistrar>(pd.get(), 16, 4096, 8);
+  reg = std::make_unique<FrwrRegistrar>(pd.get(), 16, 4096, 8, false, &live);
   WrChain chain;
   RdmaSegment segs[8];
   EngineMr* list = nullptr;
   ASSERT_EQ(reg->map(addr(0), 3 * 64 * 1024, mr->lkey(), rdma::kAccessRemoteRead, chain, segs, 8, &list), 3);
+  EXPECT_EQ(live.get(), 3u) << "three registrations a peer can reach";
   // The peer invalidated one of them with Send With Invalidate.
-  EXPECT_TRUE(reg->remote_invalidated(list, segs[1].handle));
-  EXPECT_FALSE(reg->remote_invalidated(list, 0xdeadbe00));
+  EngineMr* m = FrwrRegistrar::live_with_rkey(list, segs[1].handle);
+  ASSERT_NE(m, nullptr);
+  reg->remote_invalidated(m);
+  EXPECT_EQ(live.get(), 2u);
+  EXPECT_EQ(FrwrRegistrar::live_with_rkey(list, segs[1].handle), nullptr) << "invalid now: not the peer's again";
+  EXPECT_EQ(FrwrRegistrar::live_with_rkey(list, 0xdeadbe00), nullptr);
   WrChain inv;
   ASSERT_EQ(reg->invalidate(list, inv, 77), 2) << "no LOCAL_INV for the remotely invalidated MR";
+  EXPECT_EQ(FrwrRegistrar::live_with_rkey(list, segs[0].handle), nullptr)
+      << "its LOCAL_INV is posted: a Send With Invalidate of it now would invalidate it twice";
+  EXPECT_EQ(live.get(), 2u) << "reachable until the LOCAL_INV chain completes";
   EXPECT_FALSE(inv.data()[0].flags & rdma::kWrSignaled);
   EXPECT_TRUE(inv.data()[1].flags & rdma::kWrSignaled);
   EXPECT_EQ(inv.data()[1].wr_id, 77u);
@@ -274,15 +283,18 @@ TEST_F(Registrar, InvalidationChainSignalsOnlyItsLastWr) {
   reg->release(&list);
   EXPECT_EQ(list, nullptr);
   EXPECT_EQ(reg->free_list().local_size(), 3u);
+  EXPECT_EQ(live.get(), 0u);
 }
 
 TEST_F(Registrar, DestroyAfterConnectionLossNeverReuses) {
-  reg = std::make_unique<FrwrRegistrar>(pd.get(), 16, 4096, 4);
+  reg = std::make_unique<FrwrRegistrar>(pd.get(), 16, 4096, 4, false, &live);
   WrChain chain;
   RdmaSegment segs[2];
   EngineMr* list = nullptr;
   ASSERT_EQ(reg->map(addr(0), 2 * 64 * 1024, mr->lkey(), rdma::kAccessRemoteRead, chain, segs, 2, &list), 2);
+  EXPECT_EQ(live.get(), 2u);
   reg->destroy(&list);
+  EXPECT_EQ(live.get(), 0u) << "a destroyed MR is reachable by nobody";
   EXPECT_EQ(reg->mrs_live(), 0u);
   EXPECT_EQ(reg->stats().mrs_destroyed.get(), 2u);
   EXPECT_EQ(reg->free_list().local_size(), 0u);
@@ -295,7 +307,7 @@ TEST_F(Registrar, DestroyAfterConnectionLossNeverReuses) {
 // ---- the registration cache (devices without fast registration)
 
 TEST_F(Registrar, RegCacheRegistersAChunkOnceAndPostsNoWrs) {
-  reg = std::make_unique<FrwrRegistrar>(pd.get(), 4096, 8, FrwrRegistrar::UseRegCache{});
+  reg = std::make_unique<FrwrRegistrar>(pd.get(), 4096, 8, FrwrRegistrar::UseRegCache{}, &live);
   EXPECT_FALSE(reg->invalidates());
   EXPECT_EQ(reg->segments_for(addr(100), 3u << 20), 1u) << "one plain registration per chunk, any length";
   uint32_t rkey = 0;
@@ -313,7 +325,8 @@ TEST_F(Registrar, RegCacheRegistersAChunkOnceAndPostsNoWrs) {
     rkey = seg.handle;
     ASSERT_NE(list, nullptr);
     EXPECT_FALSE(list->registered) << "nothing for LOCAL_INV or the peer to invalidate";
-    EXPECT_FALSE(reg->remote_invalidated(list, seg.handle));
+    EXPECT_EQ(FrwrRegistrar::live_with_rkey(list, seg.handle), nullptr);
+    EXPECT_EQ(live.get(), 1u) << "a cached registration stays reachable between calls";
     WrChain inv;
     EXPECT_EQ(reg->invalidate(list, inv, 1), 0);
     reg->release(&list);
@@ -325,7 +338,7 @@ TEST_F(Registrar, RegCacheRegistersAChunkOnceAndPostsNoWrs) {
 }
 
 TEST_F(Registrar, RegCacheKeysOnPagesAndAccess) {
-  reg = std::make_unique<FrwrRegistrar>(pd.get(), 4096, 8, FrwrRegistrar::UseRegCache{});
+  reg = std::make_unique<FrwrRegistrar>(pd.get(), 4096, 8, FrwrRegistrar::UseRegCache{}, &live);
   WrChain chain;
   RdmaSegment a, b, c;
   EngineMr* list = nullptr;
@@ -342,7 +355,7 @@ TEST_F(Registrar, RegCacheKeysOnPagesAndAccess) {
 }
 
 TEST_F(Registrar, RegCacheEvictsOnlyIdleEntriesLeastRecentlyUsedFirst) {
-  reg = std::make_unique<FrwrRegistrar>(pd.get(), 4096, 2, FrwrRegistrar::UseRegCache{});
+  reg = std::make_unique<FrwrRegistrar>(pd.get(), 4096, 2, FrwrRegistrar::UseRegCache{}, &live);
   WrChain chain;
   RdmaSegment s0, s1, s2;
   EngineMr *l0 = nullptr, *l1 = nullptr, *l2 = nullptr;
@@ -369,7 +382,7 @@ TEST_F(Registrar, RegCacheEvictsOnlyIdleEntriesLeastRecentlyUsedFirst) {
 }
 
 TEST_F(Registrar, RegCacheHoldsSurviveConnectionLoss) {
-  reg = std::make_unique<FrwrRegistrar>(pd.get(), 4096, 4, FrwrRegistrar::UseRegCache{});
+  reg = std::make_unique<FrwrRegistrar>(pd.get(), 4096, 4, FrwrRegistrar::UseRegCache{}, &live);
   WrChain chain;
   RdmaSegment s;
   EngineMr* list = nullptr;
