@@ -287,6 +287,10 @@ struct ShmDeviceConfig {
   // window semantics). qp_bound=0 gives MR semantics (any QP of the PD), to
   // test what the engine does for devices like mlx5.
   bool qp_bound = true;
+  // fast_reg=0: a device without fast registration (no REG_MR, LOCAL_INV or
+  // Send With Invalidate), like verbs on a device without memory windows,
+  // so that what the engine does there runs in CI too.
+  bool fast_reg = true;
   // A socket that has not sent its hello within this long is dropped, and
   // at most max_pending sockets wait for theirs: a peer that connects and
   // says nothing must not hold our descriptors.

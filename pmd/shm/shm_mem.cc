@@ -87,6 +87,8 @@ Result<std::unique_ptr<Mr>> ShmPd::reg_mr(void* addr, uint64_t length, uint32_t 
 }
 
 Result<std::unique_ptr<FastMr>> ShmPd::alloc_fast_mr(uint32_t max_depth) {
+  if (!dev_->caps().fast_reg)
+    return make_error(Errc::kUnsupported, "alloc_fast_mr: this shm device has no fast registration (fast_reg=0)");
   if (max_depth == 0 || max_depth > dev_->caps().max_fast_reg_depth)
     return make_error(Errc::kInvalidArgument, "alloc_fast_mr: depth %u not in [1, %u]", max_depth,
                       dev_->caps().max_fast_reg_depth);

@@ -104,6 +104,8 @@ WcStatus ShmQp::build_send_entry(const SendWr& wr, SqEntry* e) {
   e->remote = false;
   e->byte_len = 0;
   e->num_local = 0;
+  bool fast = wr.opcode == WrOpcode::kRegMr || wr.opcode == WrOpcode::kLocalInv || wr.opcode == WrOpcode::kSendWithInv;
+  if (fast && !dev_->caps().fast_reg) return WcStatus::kLocQpOpErr;  // fast_reg=0: not this device's operations
   switch (wr.opcode) {
     case WrOpcode::kRegMr: {
       if (wr.reg.mr == nullptr) return WcStatus::kLocQpOpErr;

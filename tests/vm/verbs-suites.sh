@@ -26,9 +26,10 @@ suite conformance-mlx5-fallback env TERN_CONFORMANCE_DEVICES="mlx5:${dev#verbs:}
   "$build/tests/conformance/tern-conformance" --gtest_brief=1
 suite rpc-functional env TERN_RPC_DEVICE="$dev" "$build/tests/functional/tern-rpc-functional" --gtest_brief=1
 # mw=off: a device without fast registration, so the engine falls back to its
-# registration cache (ibv_reg_mr per chunk); the tests that do not count
-# FRWR/invalidation work.
-suite rpc-regcache env TERN_RPC_DEVICE="$dev,mw=off" "$build/tests/functional/tern-rpc-functional" --gtest_brief=1 \
+# registration cache (ibv_reg_mr per chunk), which it allows only for trusted
+# peers; the tests that do not count FRWR/invalidation work.
+suite rpc-regcache env TERN_RPC_DEVICE="$dev,mw=off" TERN_RPC_TRUSTED_PEERS=1 \
+  "$build/tests/functional/tern-rpc-functional" --gtest_brief=1 \
   --gtest_filter='Rpc.InlineEcho:Rpc.ReadChunkIsPulledByTheServer:Rpc.WriteChunkIsFilledByTheServer:Rpc.ReplyChunkCarriesLargeResults:Rpc.RegistrationCacheServesEveryChunkKind:Rpc.ManyCallsInFlightAllComplete:Rpc.ConnectionLossFailsOutstandingCallsOnce:Rpc.HandlerMayReplyLater'
 # The kernel's NFS server (svcrdma) on 169.254.77.1:20049; the test starts it.
 suite nfs-interop "$build/tests/interop/tern-nfs-interop" --gtest_brief=1
