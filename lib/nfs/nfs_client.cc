@@ -20,7 +20,6 @@ using rpc::CallStatus;
 struct NfsClient::Slot {
   NfsClient* cli = nullptr;
   bool done = false;
-  bool abandoned = false;  // its synchronous caller timed out: free it on completion
   CallStatus status = CallStatus::kOk;
   uint32_t bulk_recv_len = 0;
   std::vector<uint8_t> results;
@@ -132,10 +131,50 @@ void NfsClient::on_done(void* ctx, const CallReply& r) {
   s->status = r.status;
   s->bulk_recv_len = r.bulk_recv_len;
   s->results.assign(r.results.begin(), r.results.end());
-  if (s->abandoned) cli->put_slot(s);
+}
+
+Status NfsClient::reconnect() {
+  if (conn_ != nullptr && conn_->ready()) return Status::ok();
+  if (conn_ != nullptr) conn_->close();  // the engine reclaims it
+  conn_ = nullptr;
+  auto conn = eng_->connect(opt_.spec);
+  TERN_TRY(conn);
+  conn_ = conn.value();
+  uint64_t deadline = monotonic_ns() + uint64_t{opt_.timeout_ms} * 1000000u;
+  while (!conn_->ready() && !conn_->failed()) {
+    eng_->poll();
+    if (monotonic_ns() > deadline)
+      return make_error(Errc::kTimedOut, "connecting to %s: no answer within %u ms", opt_.spec.c_str(), opt_.timeout_ms);
+  }
+  if (conn_->failed())
+    return make_error(conn_->error().code(), "connecting to %s: %s", opt_.spec.c_str(),
+                      conn_->error().message().c_str());
+  return Status::ok();
+}
+
+void NfsClient::fence(Slot* s) {
+  // The call still holds its registrations: its write chunk (the caller's
+  // READ buffer) and read chunk stay reachable by the server until they are
+  // invalidated, so returning now would hand back memory a late RDMA WRITE
+  // can still overwrite. The engine has no per-call cancel yet; closing the
+  // connection is the fence it offers: the QP goes to error, is drained,
+  // the call's MRs are destroyed after their WRs flushed, and only then
+  // does the call complete (kDisconnected).
+  conn_->close();
+  uint64_t warn_at = monotonic_ns() + 1'000'000'000;
+  while (!s->done) {
+    eng_->poll();
+    if (monotonic_ns() > warn_at) {
+      TERN_LOG(kWarn, "nfs", "a timed-out call's memory is not fenced yet: waiting for %s to flush the connection",
+               opt_.spec.c_str());
+      warn_at = monotonic_ns() + 5'000'000'000ull;
+    }
+  }
+  conn_ = nullptr;  // closed; the next call reconnects
 }
 
 Result<NfsClient::SyncReply> NfsClient::call_sync(Call c, const char* what) {
+  if (conn_ == nullptr || !conn_->ready()) TERN_TRY(reconnect());
   Slot* s = take_slot();
   c.auth = &auth_;
   c.done = &on_done;
@@ -150,8 +189,12 @@ Result<NfsClient::SyncReply> NfsClient::call_sync(Call c, const char* what) {
   while (!s->done) {
     eng_->poll();
     if (!s->done && monotonic_ns() > deadline) {
-      s->abandoned = true;  // the engine still holds it; on_done frees it
-      return make_error(Errc::kTimedOut, "%s: no reply within %u ms", what, opt_.timeout_ms);
+      fence(s);
+      put_slot(s);
+      return make_error(Errc::kTimedOut,
+                        "%s: no reply within %u ms (the connection was closed so that the server cannot reach the "
+                        "call's memory any more; the next call reconnects)",
+                        what, opt_.timeout_ms);
     }
   }
   SyncReply r{s->status, s->bulk_recv_len, std::move(s->results)};
@@ -272,6 +315,7 @@ Result<Read4Res> NfsClient::read(const FileHandle& fh, uint64_t offset, std::spa
 }
 
 int NfsClient::read_async(const FileHandle& fh, uint64_t offset, std::span<uint8_t> buf, ReadCallback cb, void* ctx) {
+  if (conn_ == nullptr) return ENOTCONN;  // closed by a timed-out call: reconnect() first
   uint8_t abuf[kArgsBuf];
   auto args = read_args(abuf, fh, offset, static_cast<uint32_t>(buf.size()));
   if (!args.is_ok()) return EINVAL;

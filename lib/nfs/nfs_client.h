@@ -7,6 +7,11 @@
 // The client owns its Engine and drives it: synchronous calls poll until
 // their reply arrives or the timeout passes; read_async() lets a caller keep
 // several READs in flight and poll() them. Single-threaded, like the engine.
+//
+// A synchronous call that times out never returns while the server can
+// still reach its memory: the client closes the connection and waits until
+// the call's registrations are fenced (the QP drained, its MRs destroyed),
+// then returns kTimedOut; the next call reconnects.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +66,7 @@ class NfsClient {
   ~NfsClient();
 
   rpc::Engine& engine() { return *eng_; }
+  // The current connection (after a timed-out call, the one reconnect() made).
   rpc::Connection& connection() { return *conn_; }
   // Registered memory for READ and WRITE buffers (Engine::alloc).
   uint8_t* alloc(size_t len) { return static_cast<uint8_t*>(eng_->alloc(len, 4096)); }
@@ -82,7 +88,10 @@ class NfsClient {
   // (EAGAIN: too many outstanding). cb runs inside poll().
   int read_async(const FileHandle& fh, uint64_t offset, std::span<uint8_t> buf, ReadCallback cb, void* ctx);
   int poll() { return eng_->poll(); }
-  uint32_t outstanding() const { return conn_->outstanding(); }
+  uint32_t outstanding() const { return conn_ != nullptr ? conn_->outstanding() : 0; }
+  // Connects again if the connection is gone (a timed-out call closes it;
+  // synchronous calls do this themselves).
+  Status reconnect();
 
   // PUTFH, WRITE of data (registered memory) at offset through a read chunk,
   // the anonymous stateid; retries NFS4ERR_GRACE for grace_wait_ms, saying so
@@ -96,6 +105,9 @@ class NfsClient {
   explicit NfsClient(const NfsClientOptions& opt);
   Slot* take_slot();
   void put_slot(Slot* s);
+  // s timed out: close the connection and poll until the engine completes
+  // s, which it does only once s's memory can no longer be reached.
+  void fence(Slot* s);
   static void on_done(void* ctx, const rpc::CallReply& r);
   // A completed synchronous call; the results are a copy (the engine's
   // view lives only as long as the callback).
