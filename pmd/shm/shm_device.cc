@@ -234,6 +234,7 @@ Status ShmDevice::accept(ConnRequest* reqi, Qp* qpi, std::span<const uint8_t> pd
   if (int e = send_msg(req->sock, m); e != 0)
     return make_sys_error(Errc::kDisconnected, e, "shm accept: the client went away");
   qp->set_socket(req->sock);
+  qp->set_peer_qpn(req->peer_qpn);
   req->sock = -1;
   qp->set_state(QpState::kRts);
   CmEvent ev{CmEventType::kEstablished};
@@ -321,7 +322,7 @@ void ShmDevice::read_hellos() {
       close(fd);
       continue;
     }
-    requests_.push_back(std::make_unique<ShmConnRequest>(fd, afd, m.ring_slots, m.area_size, pdata_of(m)));
+    requests_.push_back(std::make_unique<ShmConnRequest>(fd, afd, m.ring_slots, m.area_size, m.qp_num, pdata_of(m)));
     CmEvent ev{CmEventType::kConnectRequest};
     ev.request = requests_.back().get();
     ev.private_data = requests_.back()->private_data();
@@ -340,6 +341,7 @@ void ShmDevice::read_connecting() {
     CmEvent ev{CmEventType::kUnreachable};
     ev.qp = qp;
     if (r == 1 && m.type == kMsgAccept) {
+      qp->set_peer_qpn(m.qp_num);
       qp->set_state(QpState::kRts);
       ev.type = CmEventType::kEstablished;
       ev.private_data = pdata_of(m);

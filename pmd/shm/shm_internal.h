@@ -145,7 +145,10 @@ class ShmQp final : public Qp {
   Status attach_area(int area_fd, bool is_client, uint32_t ring_slots, size_t area_len);
   // Takes the connection's socket and learns who is at its other end.
   void set_socket(int fd);
-  std::string peer() const override { return peer_; }
+  // The peer's QP number, from its hello or accept message.
+  void set_peer_qpn(uint32_t qpn) { peer_qpn_ = qpn; }
+  // "pid 1234 uid 1000 qp 7": the process and the QP at the other end.
+  std::string peer() const override;
   int socket_fd() const { return sock_; }
   void set_state(QpState s) { state_ = s; }
   ShmDevice* device() const { return dev_; }
@@ -217,7 +220,8 @@ class ShmQp final : public Qp {
   uint32_t qpn_;
   QpState state_ = QpState::kInit;
   int sock_ = -1;
-  std::string peer_;
+  int peer_pid_ = -1, peer_uid_ = -1;
+  uint32_t peer_qpn_ = 0;
   bool is_client_ = false;
   bool error_event_sent_ = false;
   bool peer_gone_ = false;     // no more shared-memory writes of ours are read
@@ -266,8 +270,9 @@ class ShmQp final : public Qp {
 
 class ShmConnRequest final : public ConnRequest {
  public:
-  ShmConnRequest(int sock, int area_fd, uint32_t ring_slots, uint64_t area_size, std::vector<uint8_t> pdata)
-      : sock(sock), area_fd(area_fd), ring_slots(ring_slots), area_size(area_size) {
+  ShmConnRequest(int sock, int area_fd, uint32_t ring_slots, uint64_t area_size, uint32_t peer_qpn,
+                 std::vector<uint8_t> pdata)
+      : sock(sock), area_fd(area_fd), ring_slots(ring_slots), area_size(area_size), peer_qpn(peer_qpn) {
     private_data_ = std::move(pdata);
   }
   ~ShmConnRequest() override;
@@ -275,6 +280,7 @@ class ShmConnRequest final : public ConnRequest {
   int area_fd;
   uint32_t ring_slots;
   uint64_t area_size;
+  uint32_t peer_qpn;
 };
 
 struct ShmDeviceConfig {

@@ -715,8 +715,7 @@ Status ShmQp::map_peer_segment(const ShmMsg& m, int fd) {
 
 void ShmQp::protocol_error(Status why) {
   st_.protocol_errors.add();
-  TERN_LOG(kWarn, "shm", "QP %u: dropping the connection to %s: %s", qpn_, peer_.empty() ? "?" : peer_.c_str(),
-           why.message().c_str());
+  TERN_LOG(kWarn, "shm", "QP %u: dropping the connection to %s: %s", qpn_, peer().c_str(), why.message().c_str());
   if (state_ == QpState::kRts && !vanished_) {
     // Tell the peer: it sees a QP error, as RC peers see a broken connection.
     write_own_state(kEpError);
@@ -728,10 +727,15 @@ void ShmQp::set_socket(int fd) {
   sock_ = fd;
   ucred cred{};
   socklen_t len = sizeof cred;
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
-    peer_ = "pid " + std::to_string(cred.pid) + " uid " + std::to_string(cred.uid);
-  else
-    peer_ = "socket " + std::to_string(fd);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+    peer_pid_ = cred.pid;
+    peer_uid_ = static_cast<int>(cred.uid);
+  }
+}
+
+std::string ShmQp::peer() const {
+  if (sock_ < 0 && peer_pid_ < 0) return {};
+  return "pid " + std::to_string(peer_pid_) + " uid " + std::to_string(peer_uid_) + " qp " + std::to_string(peer_qpn_);
 }
 
 Status ShmQp::attach_area(int area_fd, bool is_client, uint32_t ring_slots, size_t area_len) {

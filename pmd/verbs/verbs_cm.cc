@@ -446,22 +446,26 @@ bool VerbsDevice::poll_cm(CmEvent* ev) {
 
 std::string VerbsQp::peer() const {
   if (cm_id_ == nullptr) return {};
+  // "169.254.77.1:20049 qp 17": the address and the QP at the other end.
   const sockaddr* sa = rdma_get_peer_addr(cm_id_);
   char host[INET6_ADDRSTRLEN] = "?";
-  uint16_t port = 0;
+  std::string who;
   if (sa->sa_family == AF_INET) {
     const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
     inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-    port = ntohs(in->sin_port);
-    return std::string(host) + ":" + std::to_string(port);
-  }
-  if (sa->sa_family == AF_INET6) {
+    who = std::string(host) + ":" + std::to_string(ntohs(in->sin_port));
+  } else if (sa->sa_family == AF_INET6) {
     const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
     inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-    port = ntohs(in6->sin6_port);
-    return "[" + std::string(host) + "]:" + std::to_string(port);
+    who = "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
+  } else {
+    who = "?";
   }
-  return {};
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  if (qp_ != nullptr && ibv_query_qp(qp_, &attr, IBV_QP_DEST_QPN, &init) == 0 && attr.dest_qp_num != 0)
+    who += " qp " + std::to_string(attr.dest_qp_num);
+  return who;
 }
 
 }  // namespace tern::verbs
