@@ -309,9 +309,13 @@ void EngineImpl::poll_cm(DeviceCtx* dc) {
         break;
       case CmEventType::kRejected:
       case CmEventType::kUnreachable:
-      case CmEventType::kDisconnected:
-        if (conn != nullptr) conn->on_disconnected(ev.status.is_ok() ? make_error(Errc::kDisconnected, "%s", cm_event_name(ev.type)) : ev.status);
+      case CmEventType::kDisconnected: {
+        if (conn == nullptr) break;
+        Status why = ev.status.is_ok() ? make_error(Errc::kDisconnected, "%s", cm_event_name(ev.type)) : ev.status;
+        if (ev.peer_fault) conn->protocol_error(std::move(why));
+        else conn->on_disconnected(std::move(why));
         break;
+      }
     }
   }
 }
@@ -323,10 +327,12 @@ int EngineImpl::poll() {
     DeviceCtx* dc = dcp.get();
     // Send completions first: they free the calls and requests that new
     // receives will need.
+    // QP numbers are per device: an engine with connections on two devices
+    // (two shm sockets, two RDMA ports) has a QP 1 on each.
     int n = dc->scq->poll(wc, 32);
     for (int i = 0; i < n; ++i) {
       for (auto& c : conns) {
-        if (c->qp && c->qp->qp_num() == wc[i].qp_num) {
+        if (c->dc == dc && c->qp && c->qp->qp_num() == wc[i].qp_num) {
           c->on_send_wc(wc[i]);
           break;
         }
@@ -336,7 +342,7 @@ int EngineImpl::poll() {
     n = dc->rcq->poll(wc, 32);
     for (int i = 0; i < n; ++i) {
       for (auto& c : conns) {
-        if (c->qp && c->qp->qp_num() == wc[i].qp_num) {
+        if (c->dc == dc && c->qp && c->qp->qp_num() == wc[i].qp_num) {
           c->on_recv_wc(wc[i]);
           break;
         }
