@@ -219,23 +219,27 @@ bool Conn::post_chain(WrChain& ch, int send_index, void* send_owner) {
 }
 
 void Conn::on_send_wc(const Wc& wc) {
-  switch (wr_tag(wc.wr_id)) {
+  WrTag tag = wr_tag(wc.wr_id);
+  if (wc.status != WcStatus::kSuccess && wc.status != WcStatus::kWrFlushErr && tag != WrTag::kRead &&
+      tag != WrTag::kInv) {
+    // A failed Send or RDMA WRITE (unsignaled WRs report failures too, with
+    // the wr_id they were posted with, often 0). The remote statuses say the
+    // peer refused what we did: it named memory it does not let us reach,
+    // or broke the protocol. The QP is in error now either way.
+    Status why = make_error(Errc::kRemoteError, "%s failed: %s", wc_opcode_name(wc.opcode),
+                            wc_status_name(wc.status));
+    if (wc.status == WcStatus::kRemAccessErr || wc.status == WcStatus::kRemInvReqErr ||
+        wc.status == WcStatus::kRemOpErr)
+      protocol_error(std::move(why));
+    else
+      on_disconnected(std::move(why));
+  }
+  switch (tag) {
     case WrTag::kSend: {
       auto idx = static_cast<uint32_t>(wr_val(wc.wr_id));
       // A signaled completion (or any flush) proves every earlier Send done.
       sq->retire(ring_seq[idx & (ring->size() - 1)]);
       ring->complete_through(idx, [&](void* owner) { release_send_owner(owner); });
-      if (wc.status != WcStatus::kSuccess && wc.status != WcStatus::kWrFlushErr) {
-        Status why = make_error(Errc::kRemoteError, "a %s failed: %s", wc_opcode_name(wc.opcode),
-                                wc_status_name(wc.status));
-        // The remote statuses say the peer refused what we did: it named
-        // memory it does not let us reach, or broke the protocol.
-        if (wc.status == WcStatus::kRemAccessErr || wc.status == WcStatus::kRemInvReqErr ||
-            wc.status == WcStatus::kRemOpErr)
-          protocol_error(std::move(why));
-        else
-          on_disconnected(std::move(why));
-      }
       break;
     }
     case WrTag::kInv: {
@@ -274,14 +278,14 @@ void Conn::on_recv_wc(const Wc& wc) {
   --recvs_posted;
   if (wc.status != WcStatus::kSuccess) {
     // Flushed (or failed): it stays unposted; a live connection reposts it.
-    // A receive fails when the peer sent more than our buffer holds or, with
-    // Send With Invalidate, named an rkey that is not ours to invalidate.
-    if (wc.status == WcStatus::kLocLenErr || wc.status == WcStatus::kLocProtErr)
+    // A receive of ours (registered, sized to what we advertised) fails only
+    // when the peer sent more than it may or, with Send With Invalidate,
+    // named an rkey that is not ours to invalidate; devices differ in the
+    // status they say it with (rxe: LOC_QP_OP_ERR).
+    if (wc.status != WcStatus::kWrFlushErr)
       protocol_error(make_error(Errc::kRemoteError, "a receive failed: %s (a message over %u bytes, or a Send "
                                 "With Invalidate of an rkey that is not ours)",
                                 wc_status_name(wc.status), rep->cap));
-    else if (wc.status != WcStatus::kWrFlushErr)
-      on_disconnected(make_error(Errc::kRemoteError, "receive failed: %s", wc_status_name(wc.status)));
     if (state == State::kReady) to_repost.push_back(rep);
     return;
   }

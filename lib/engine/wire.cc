@@ -199,6 +199,19 @@ void decode_call_header(std::span<const uint8_t> msg, Incoming* in) {
     in->verdict = Incoming::Verdict::kErrChunk;
     return;
   }
+  // A segment that wraps the address space names no memory anyone can
+  // offer: the chunk is malformed (ERR_CHUNK), not merely unreachable.
+  auto wraps = [](const rr::Segment& s) { return s.offset + s.length < s.offset; };
+  bool wrapped = false;
+  for (uint32_t i = 0; i < h.chunks.nreads; ++i) wrapped |= wraps(h.chunks.reads[i].target);
+  for (uint32_t c = 0; c < h.chunks.nwrites; ++c)
+    for (uint32_t i = 0; i < h.chunks.writes[c].nsegments; ++i) wrapped |= wraps(h.chunks.writes[c].segments[i]);
+  if (h.chunks.has_reply)
+    for (uint32_t i = 0; i < h.chunks.reply.nsegments; ++i) wrapped |= wraps(h.chunks.reply.segments[i]);
+  if (wrapped) {
+    in->verdict = Incoming::Verdict::kErrChunk;
+    return;
+  }
   for (uint32_t i = 0; i < h.chunks.nreads; ++i) {
     const rr::ReadSegment& s = h.chunks.reads[i];
     // One read chunk: every segment at one position; position zero only

@@ -320,6 +320,11 @@ struct CmEvent {
   ConnRequest* request = nullptr;
   std::vector<uint8_t> private_data;
   Status status;  // why, for kUnreachable / kDisconnected
+  // kDisconnected: the driver dropped the connection because the peer broke
+  // the rules (a malformed descriptor or control message, an access it had
+  // no right to): status says how. Drivers log that at info; the host, which
+  // knows the connection's purpose, says it once as a warning.
+  bool peer_fault = false;
 };
 
 class Device {

@@ -226,6 +226,7 @@ class ShmQp final : public Qp {
   bool error_event_sent_ = false;
   bool peer_gone_ = false;     // no more shared-memory writes of ours are read
   bool vanished_ = false;      // kDropConnection: we stop writing shared state
+  bool peer_fault_ = false;    // we dropped the peer for breaking the protocol (CmEvent::peer_fault)
 
   // Connection area (shared).
   uint8_t* area_ = nullptr;

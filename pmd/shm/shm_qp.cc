@@ -637,6 +637,7 @@ void ShmQp::enter_error(Status why) {
     CmEvent ev{CmEventType::kDisconnected};
     ev.qp = this;
     ev.status = std::move(why);
+    ev.peer_fault = peer_fault_;
     dev_->queue_event(std::move(ev));
   }
 }
@@ -715,7 +716,10 @@ Status ShmQp::map_peer_segment(const ShmMsg& m, int fd) {
 
 void ShmQp::protocol_error(Status why) {
   st_.protocol_errors.add();
-  TERN_LOG(kWarn, "shm", "QP %u: dropping the connection to %s: %s", qpn_, peer().c_str(), why.message().c_str());
+  // Info here: the kDisconnected event carries peer_fault, and the engine
+  // (which knows what the connection was for) warns once, naming the peer.
+  TERN_LOG(kInfo, "shm", "QP %u: dropping the connection to %s: %s", qpn_, peer().c_str(), why.message().c_str());
+  if (state_ == QpState::kRts) peer_fault_ = true;
   if (state_ == QpState::kRts && !vanished_) {
     // Tell the peer: it sees a QP error, as RC peers see a broken connection.
     write_own_state(kEpError);

@@ -209,7 +209,7 @@ void VerbsDevice::fail_connect(VerbsQp* qp, CmEventType type, Status why, std::v
   queue_event(std::move(ev));
 }
 
-void VerbsDevice::report_disconnected(VerbsQp* qp, Status why) {
+void VerbsDevice::report_disconnected(VerbsQp* qp, Status why, bool peer_fault) {
   if (qp->disconnect_reported) return;
   qp->disconnect_reported = true;
   qp->enter_error();
@@ -218,6 +218,7 @@ void VerbsDevice::report_disconnected(VerbsQp* qp, Status why) {
   CmEvent ev{CmEventType::kDisconnected};
   ev.qp = qp;
   ev.status = std::move(why);
+  ev.peer_fault = peer_fault;
   queue_event(std::move(ev));
 }
 

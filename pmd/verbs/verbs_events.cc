@@ -143,13 +143,18 @@ Status VerbsDevice::check_port(const char* what) {
 void VerbsDevice::qp_async_error(VerbsQp* qp, ibv_event_type t) {
   Status why = make_error(Errc::kDisconnected, "verbs: QP %u failed: %s (asynchronous event from %s)", qp->qp_num(),
                           ibv_event_type_str(t), caps_.name.c_str());
-  TERN_LOG(kWarn, "verbs", "%s", why.message().c_str());
+  // REQ_ERR and ACCESS_ERR: the responder refused a request of the peer's
+  // (malformed, or beyond its rights). The host warns about those, naming
+  // the peer; a QP that failed on its own is the driver's to report.
+  bool peer_fault = t == IBV_EVENT_QP_REQ_ERR || t == IBV_EVENT_QP_ACCESS_ERR;
+  if (peer_fault) TERN_LOG(kInfo, "verbs", "%s", why.message().c_str());
+  else TERN_LOG(kWarn, "verbs", "%s", why.message().c_str());
   if (qp->state() == QpState::kConnecting && qp->active) {
     fail_connect(qp, CmEventType::kUnreachable, std::move(why));
   } else if (qp->state() == QpState::kRts || qp->state() == QpState::kConnecting || qp->error_pending_cm) {
     // Also a QP whose failing completion came first but is not reported yet:
     // the event says more than the completion's status.
-    report_disconnected(qp, std::move(why));
+    report_disconnected(qp, std::move(why), peer_fault);
   } else {
     qp->enter_error();  // never connected, or already reported: just flush
   }

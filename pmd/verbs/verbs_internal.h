@@ -414,7 +414,7 @@ class VerbsDevice final : public Device {
   void handle_event(const rdma_cm_event& e, std::vector<uint8_t> pdata);
   void handle_qp_errors();
   void fail_connect(VerbsQp* qp, CmEventType type, Status why, std::vector<uint8_t> pdata = {});
-  void report_disconnected(VerbsQp* qp, Status why);
+  void report_disconnected(VerbsQp* qp, Status why, bool peer_fault = false);
   // Every QP fails with `why`: the device is gone (removal, fatal error).
   void fail_all_qps(const Status& why);
   // verbs_events.cc: read and act on the device's asynchronous events.
