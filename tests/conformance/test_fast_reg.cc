@@ -289,5 +289,102 @@ TEST_P(FastRegTest, RemotelyInvalidatedMrCanBeRegisteredAgain) {
   ASSERT_NO_FATAL_FAILURE(expect_access_ok(true, again, pg, 21));
 }
 
+// ---- QP binding: a fast registration answers only on its own connection
+
+// A second client of the same server device: its own QP on the server side,
+// in the same PD as the first.
+class FastRegTwoClientsTest : public FastRegTest {
+ protected:
+  void SetUp() override {
+    FastRegTest::SetUp();
+    if (HasFatalFailure() || IsSkipped()) return;
+    ASSERT_TRUE(other.open(spec));
+    poller.add(&other);
+    ASSERT_TRUE(server.create_qp(server.default_qp_init(), &server_qp2));
+    ConnectOptions o;
+    o.listen = false;  // the server listens already
+    o.server_qp = server_qp2.get();
+    ASSERT_TRUE(establish(poller, server, other, o));
+    ASSERT_TRUE(other.alloc(kBackingPages * pg, kAccessLocalWrite, &other_buf));
+  }
+  void TearDown() override {
+    server_qp2.reset();
+    FastRegTest::TearDown();
+  }
+  // The other client READs or WRITEs through rb.
+  AssertionResult other_access(bool is_write, const RemoteBuf& rb, uint32_t len, Wc* wc) {
+    if (is_write) fill_pattern(other_buf.p, len, 99);
+    other_sge = other_buf.sge(0, len);
+    SendWr w = is_write ? wr_write(950, &other_sge, 1, rb.addr, rb.rkey) : wr_read(950, &other_sge, 1, rb.addr, rb.rkey);
+    if (auto r = other.post_send({w}); !r) return r;
+    return poller.wait_send1(other, wc);
+  }
+  Side other{"other client"};
+  std::unique_ptr<Qp> server_qp2;
+  Buf other_buf;
+  Sge other_sge, osend_sge, orecv_sge;
+};
+TERN_CONFORMANCE_SUITE(FastRegTwoClientsTest);
+
+TEST_P(FastRegTwoClientsTest, RegistrationIsUselessOnAnotherQp) {
+  TERN_SKIP_UNLESS_CAP(fast_reg_qp_bound);
+  for (bool is_write : {false, true}) {
+    if (is_write) {
+      // The refused READ cost the other client its connection: a new one.
+      EXPECT_TRUE(poller.wait_disconnected(other));
+      poller.settle();
+      server.cm_events.clear();
+      other.cm_events.clear();
+      server_qp2.reset();
+      other.qp.reset();
+      ASSERT_TRUE(other.create_qp(other.default_qp_init(), &other.qp));
+      ASSERT_TRUE(server.create_qp(server.default_qp_init(), &server_qp2));
+      ConnectOptions o;
+      o.listen = false;
+      o.server_qp = server_qp2.get();
+      ASSERT_TRUE(establish(poller, server, other, o));
+    }
+    RemoteBuf rb;
+    ASSERT_TRUE(announce(pg, span, kRemoteRw, &rb));
+    std::vector<uint8_t> before(backing.p, backing.p + backing.len);
+    Wc wc;
+    ASSERT_TRUE(other_access(is_write, rb, span, &wc));
+    EXPECT_EQ(wc.status, WcStatus::kRemAccessErr)
+        << (is_write ? "WRITE" : "READ") << " through a registration made on another QP: " << to_string(wc);
+    EXPECT_EQ(std::memcmp(before.data(), backing.p, backing.len), 0) << "the other client changed server memory";
+    // The client whose connection made it still can.
+    ASSERT_NO_FATAL_FAILURE(expect_access_ok(true, rb, span, 30 + is_write));
+    Wc inv;
+    ASSERT_TRUE(server.post_send({wr_local_inv(70 + is_write, rb.rkey)}));
+    ASSERT_TRUE(poller.wait_send1(server, &inv));
+    ASSERT_EQ(inv.status, WcStatus::kSuccess) << to_string(inv);
+  }
+}
+
+TEST_P(FastRegTwoClientsTest, SendWithInvalidateFromAnotherQpIsRefused) {
+  TERN_SKIP_UNLESS_CAP(fast_reg_qp_bound);
+  TERN_SKIP_UNLESS_CAP(remote_invalidation);
+  RemoteBuf rb;
+  ASSERT_TRUE(announce(0, span, kRemoteRw, &rb));
+  // The server posts a receive on the other connection; the other client
+  // sends WITH_INV naming the first connection's rkey.
+  orecv_sge = srecv.sge(0, 256);
+  RecvWr rw = wr_recv(40, &orecv_sge, 1);
+  int err = 0;
+  ASSERT_EQ(server_qp2->post_recv(&rw, 1, &err), 1);
+  osend_sge = other_buf.sge(0, 16);
+  SendWr inv = wr_send(41, &osend_sge, 1);
+  inv.opcode = WrOpcode::kSendWithInv;
+  inv.invalidate_rkey = rb.rkey;
+  ASSERT_TRUE(other.post_send({inv}));
+  Wc r;
+  ASSERT_TRUE(poller.wait_recv1(server, &r));
+  EXPECT_EQ(r.wr_id, 40u);
+  EXPECT_NE(r.status, WcStatus::kSuccess) << "the receive of a foreign invalidation must fail: " << to_string(r);
+  // The registration is still valid for its own connection.
+  ASSERT_NO_FATAL_FAILURE(expect_access_ok(false, rb, span, 0));
+}
+
+
 }  // namespace
 }  // namespace tern::conformance

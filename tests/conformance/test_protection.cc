@@ -192,6 +192,16 @@ TEST_P(ProtectionTest, RkeyOfAnotherProtectionDomain) {
   ASSERT_NO_FATAL_FAILURE(expect_remote_access_error(bad));
 }
 
+// ---- long-lived registrations without remote rights
+
+TEST_P(ProtectionTest, LocalOnlyMrIsUnreachableWhateverKeyIsNamed) {
+  Mr* local = nullptr;
+  ASSERT_TRUE(server.reg(region + kPage, kPage, kAccessLocalWrite, &local));
+  EXPECT_EQ(local->rkey(), 0u) << "a registration without remote rights advertises no rkey";
+  // Its lkey is the one value a peer might hope is also an rkey.
+  ASSERT_NO_FATAL_FAILURE(expect_remote_access_error(write(local->addr(), 64, local->lkey())));
+}
+
 // ---- local protection: the initiator's own SGEs
 
 TEST_P(ProtectionTest, SendWithUnknownLkey) {
