@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace tern {
 
@@ -40,14 +41,22 @@ std::atomic<const SinkSlot*>& sink_ref() {
   static std::atomic<const SinkSlot*> sink{nullptr};
   return sink;
 }
+// Threads inside a sink call right now: set_log_sink frees the old slot (and
+// returns, so its caller may free ctx) only once none can still be using it.
+std::atomic<int>& sink_users() {
+  static std::atomic<int> users{0};
+  return users;
+}
 
 }  // namespace
 
 void set_log_sink(LogSink sink, void* ctx) {
-  // Slots are never freed: a thread may still be calling an old one. Hosts
-  // set a sink once; tests a handful of times.
   const SinkSlot* slot = sink == nullptr ? nullptr : new SinkSlot{sink, ctx};
-  sink_ref().store(slot, std::memory_order_release);
+  const SinkSlot* old = sink_ref().exchange(slot);
+  // A thread that took `old` registered itself first (log_write), so once the
+  // count drops to zero nobody holds it. Never call this from inside a sink.
+  while (sink_users().load() != 0) std::this_thread::yield();
+  delete old;
 }
 
 void set_log_level(LogLevel level) { level_ref().store(static_cast<int>(level)); }
@@ -68,14 +77,17 @@ bool log_level_from_string(const char* s, LogLevel* out) {
 
 void log_write(LogLevel level, const char* component, const char* fmt, ...) {
   char buf[1024];
-  if (const SinkSlot* sink = sink_ref().load(std::memory_order_acquire)) {
+  sink_users().fetch_add(1);
+  if (const SinkSlot* sink = sink_ref().load()) {
     va_list ap;
     va_start(ap, fmt);
     std::vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     sink->fn(sink->ctx, level, component, buf);
+    sink_users().fetch_sub(1);
     return;
   }
+  sink_users().fetch_sub(1);
   int n = std::snprintf(buf, sizeof buf, "tern %s %s: ", level_name(level), component);
   va_list ap;
   va_start(ap, fmt);

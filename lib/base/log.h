@@ -17,7 +17,9 @@ void log_write(LogLevel level, const char* component, const char* fmt, ...)
 // checks what was said. `line` is the message without the "tern <level>
 // <component>: " prefix and without a newline; it is valid only during the
 // call. The sink is called on whichever thread logs (engines log from their
-// own lcore), so it must be thread-safe. nullptr restores stderr.
+// own lcore), so it must be thread-safe. nullptr restores stderr. Once
+// set_log_sink returns, the previous sink is not running and will not be
+// called again (its ctx may be freed); do not call it from inside a sink.
 using LogSink = void (*)(void* ctx, LogLevel level, const char* component, const char* line);
 void set_log_sink(LogSink sink, void* ctx);
 
