@@ -172,7 +172,9 @@ class HostileClient : public ::testing::Test {
         << "protocol_errors " << srv->stats().protocol_errors.get();
     auto w = log.warnings({raw->id()});
     EXPECT_EQ(w.size(), 1u) << "want one warning naming " << raw->id() << "; got:\n" << log.dump();
-    if (!w.empty()) EXPECT_NE(w[0].find(why), std::string::npos) << w[0];
+    if (!w.empty()) {
+      EXPECT_NE(w[0].find(why), std::string::npos) << w[0];
+    }
     if (on_shm()) {
       EXPECT_EQ(log.warnings({raw->id(), "pid " + std::to_string(getpid())}).size(), 1u) << log.dump();
     }
@@ -626,7 +628,9 @@ class HostileShmClient : public HostileClient {
                                   !log.warnings({"qp 4242"}).empty(); }));
     auto w = log.warnings({"qp 4242"});
     EXPECT_EQ(w.size(), 1u) << log.dump();
-    if (!w.empty()) EXPECT_NE(w[0].find(why), std::string::npos) << w[0];
+    if (!w.empty()) {
+      EXPECT_NE(w[0].find(why), std::string::npos) << w[0];
+    }
   }
 };
 

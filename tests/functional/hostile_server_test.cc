@@ -118,7 +118,9 @@ class HostileServer : public ::testing::Test {
 
   void TearDown() override {
     if (!cli) return;
-    if (!HasFatalFailure()) ASSERT_NO_FATAL_FAILURE(good_calls());
+    if (!HasFatalFailure()) {
+      ASSERT_NO_FATAL_FAILURE(good_calls());
+    }
     for (size_t i = 0; i < kChunk; ++i) {
       ASSERT_EQ(region[i], kGuard) << "client memory before the offered chunk changed at " << i;
       ASSERT_EQ(region[2 * kChunk + i], kGuard) << "client memory after the offered chunk changed at " << i;
@@ -228,7 +230,9 @@ class HostileServer : public ::testing::Test {
     EXPECT_TRUE(wait([&] { return conn->failed(); }));
     auto w = log.warnings({raw->id()});
     EXPECT_EQ(w.size(), 1u) << "want one warning naming " << raw->id() << "; got:\n" << log.dump();
-    if (!w.empty()) EXPECT_NE(w[0].find(why), std::string::npos) << w[0];
+    if (!w.empty()) {
+      EXPECT_NE(w[0].find(why), std::string::npos) << w[0];
+    }
   }
   // Completed exactly once, with `want`.
   void expect_done(Done& d, CallStatus want) {
@@ -284,7 +288,9 @@ TEST_F(HostileServer, WritesOutsideTheWriteChunkAreRefused) {
   if (!bounds_enforced())
     GTEST_SKIP() << raw->caps().name << " checks window accesses against the MR under them (docs/security.md)";
   for (int where = 0; where < 3; ++where) {
-    if (where > 0) ASSERT_NO_FATAL_FAILURE(new_raw());
+    if (where > 0) {
+      ASSERT_NO_FATAL_FAILURE(new_raw());
+    }
     log.clear();
     Done d;
     issue(&d);
@@ -308,7 +314,9 @@ TEST_F(HostileServer, LongLivedRegistrationsAreNotReachableWhateverKeyIsNamed) {
   for (uint32_t index = 1; index <= 4; ++index) {
     for (uint8_t key = 0; key < 2; ++key) {
       for (bool is_write : {false, true}) {
-        if (tries++ > 0) ASSERT_NO_FATAL_FAILURE(new_raw());
+        if (tries++ > 0) {
+          ASSERT_NO_FATAL_FAILURE(new_raw());
+        }
         uint32_t rkey = make_rkey(index, key);
         auto target = reinterpret_cast<uint64_t>(secret);
         WcStatus st = is_write ? raw->write(junk, sizeof junk, rkey, target) : raw->read(got, sizeof got, rkey, target);
@@ -402,10 +410,8 @@ class OtherConnection : public HostileServer, public ::testing::WithParamInterfa
   void SetUp() override {
     bool pd_wide = GetParam();
     if (pd_wide && !on_shm()) GTEST_SKIP() << "qp_bound=0 is a pmd/shm device argument";
-    suffix = pd_wide ? ",qp_bound=0" : "";
-    start({}, suffix);
+    start({}, pd_wide ? ",qp_bound=0" : "");
   }
-  std::string suffix;
 };
 
 TEST_P(OtherConnection, CannotUseAnotherConnectionsRkeys) {
@@ -413,27 +419,33 @@ TEST_P(OtherConnection, CannotUseAnotherConnectionsRkeys) {
   issue(&d, true, true);
   RawCall rc;
   ASSERT_NO_FATAL_FAILURE(take(&rc));
-  // A second server the client also talks to (here: the same raw process,
-  // another connection), holding the first connection's rkeys.
-  RawPeer* first = raw.release();
-  Connection* first_conn = conn;
-  std::string other = fresh_spec("hostile-other") + suffix;
-  ASSERT_NO_FATAL_FAILURE(new_raw(RawPeer::kRecvs, other));
-  std::vector<uint8_t> buf(4096, 0xEE);
-  EXPECT_EQ(raw->read(buf.data(), 4096, rc.read_rkey, rc.read_addr), WcStatus::kRemAccessErr)
-      << "READ of another connection's read chunk";
-  ASSERT_NO_FATAL_FAILURE(expect_dropped("refused its request"));
-  ASSERT_NO_FATAL_FAILURE(new_raw(RawPeer::kRecvs, other));
-  EXPECT_EQ(raw->write(buf.data(), 4096, rc.write_rkey, rc.write_addr), WcStatus::kRemAccessErr)
-      << "WRITE into another connection's write chunk";
+  // Another connection of the same client to the same server: the same
+  // device, so with QP-bound registrations the same PD, and with PD-wide
+  // ones (qp_bound=0) a PD of its own. Its peer holds the first call's rkeys.
+  for (bool is_write : {false, true}) {
+    auto other = raw->sibling();
+    ASSERT_TRUE(other.is_ok()) << other.status().to_string();
+    RawPeer& b = **other;
+    auto c2 = cli->connect(raw_spec);
+    ASSERT_TRUE(c2.is_ok()) << c2.status().to_string();
+    ASSERT_TRUE(b.accept_one(rr::CmPrivateData{true, 4096, 4096}).is_ok());
+    ASSERT_TRUE(wait([&] { return (*c2)->ready(); }));
+    log.clear();
+    std::vector<uint8_t> buf(4096, 0xEE);
+    WcStatus st = is_write ? b.write(buf.data(), 4096, rc.write_rkey, rc.write_addr)
+                           : b.read(buf.data(), 4096, rc.read_rkey, rc.read_addr);
+    EXPECT_EQ(st, WcStatus::kRemAccessErr) << (is_write ? "WRITE into" : "READ of")
+                                           << " another connection's chunk: " << wc_status_name(st);
+    EXPECT_TRUE(wait([&] { return (*c2)->failed(); }));
+    EXPECT_EQ(cli->stats().protocol_errors.get(), is_write ? 2u : 1u);
+    EXPECT_EQ(log.warnings({b.id()}).size(), 1u) << log.dump();
+  }
   for (uint32_t i = 0; i < 4096; ++i) ASSERT_NE(offered[i], 0xEE) << i;
   // The first connection is untouched: its server serves the call as usual.
-  raw.reset(first);
-  conn = first_conn;
+  ASSERT_TRUE(conn->ready());
   ASSERT_NO_FATAL_FAILURE(serve(rc, rc.write_rkey));
   expect_done(d, CallStatus::kOk);
   ASSERT_NO_FATAL_FAILURE(expect_filled());
-  remove_spec(other.substr(0, other.find(',')));
 }
 
 INSTANTIATE_TEST_SUITE_P(Registrations, OtherConnection, ::testing::Values(false, true),
@@ -535,7 +547,9 @@ TEST_F(HostileServer, CreditGrantsOfZeroAndAllOnesAreClamped) {
     issue(&c, false);
     RawCall rb, rcx;
     ASSERT_NO_FATAL_FAILURE(take(&rb));
-    if (grant == 0) EXPECT_FALSE(raw->recv(100)) << "a second call beyond the grant of 1";
+    if (grant == 0) {
+      EXPECT_FALSE(raw->recv(100)) << "a second call beyond the grant of 1";
+    }
     ASSERT_TRUE(raw->send(reply_msg(rb, 0, grant)));
     ASSERT_NO_FATAL_FAILURE(take(&rcx));
     ASSERT_TRUE(raw->send(reply_msg(rcx, 0, 8)));

@@ -141,29 +141,73 @@ constexpr uint64_t kRecvTag = 1ull << 62;
 RawPeer::~RawPeer() {
   qp_.reset();
   fast_.clear();
-  mr_.reset();
-  pd_.reset();
   scq_.reset();
   rcq_.reset();
-  dev_.reset();
+  if (sh_) std::erase(sh_->members, this);
+}
+
+RawPeer::Shared::~Shared() {
+  mr.reset();
+  pd.reset();
+  dev.reset();
+  arena.reset();
+}
+
+void RawPeer::Shared::pump_cm() {
+  CmEvent ev;
+  while (dev->poll_cm(&ev)) {
+    if (ev.type == CmEventType::kConnectRequest) {
+      requests.push_back(std::move(ev));
+      continue;
+    }
+    for (RawPeer* m : members)
+      if (m->qp_.get() == ev.qp) m->on_cm(ev);
+  }
+}
+
+void RawPeer::on_cm(const CmEvent& ev) {
+  if (ev.type == CmEventType::kEstablished) {
+    established_ = true;
+    if (peer_pdata_.empty()) peer_pdata_ = ev.private_data;
+  } else {
+    disconnected_ = true;
+  }
 }
 
 Status RawPeer::open(std::string_view spec, uint32_t recvs) {
   spec_ = std::string(spec);
-  auto a = mem::Arena::create({.size = 32u << 20, .huge = mem::HugePages::kNever, .name = "tern-raw-peer"});
+  sh_ = std::make_shared<Shared>();
+  auto a = mem::Arena::create({.size = 64u << 20, .huge = mem::HugePages::kNever, .name = "tern-raw-peer"});
   TERN_TRY(a);
-  arena_ = std::move(a).value();
+  sh_->arena = std::move(a).value();
   auto d = open_device(spec);
   TERN_TRY(d);
-  dev_ = std::move(d).value();
-  auto pd = dev_->alloc_pd();
+  sh_->dev = std::move(d).value();
+  auto pd = sh_->dev->alloc_pd();
   TERN_TRY(pd);
-  pd_ = std::move(pd).value();
+  sh_->pd = std::move(pd).value();
   // Local only, as the engine registers its own memory: what the other end
   // may reach is what offer() registers.
-  auto mr = pd_->reg_mr(arena_->base(), arena_->size(), kAccessLocalWrite);
+  auto mr = sh_->pd->reg_mr(sh_->arena->base(), sh_->arena->size(), kAccessLocalWrite);
   TERN_TRY(mr);
-  mr_ = std::move(mr).value();
+  sh_->mr = std::move(mr).value();
+  return make_qp(recvs);
+}
+
+Result<std::unique_ptr<RawPeer>> RawPeer::sibling(uint32_t recvs) {
+  auto p = std::make_unique<RawPeer>(pump_);
+  p->spec_ = spec_;
+  p->sh_ = sh_;
+  TERN_TRY(p->make_qp(recvs));
+  return p;
+}
+
+Status RawPeer::make_qp(uint32_t recvs) {
+  dev_ = sh_->dev.get();
+  pd_ = sh_->pd.get();
+  mr_ = sh_->mr.get();
+  arena_ = sh_->arena.get();
+  sh_->members.push_back(this);
   auto scq = dev_->create_cq(1024);
   TERN_TRY(scq);
   scq_ = std::move(scq).value();
@@ -171,13 +215,14 @@ Status RawPeer::open(std::string_view spec, uint32_t recvs) {
   TERN_TRY(rcq);
   rcq_ = std::move(rcq).value();
   QpInit qi;
-  qi.pd = pd_.get(), qi.send_cq = scq_.get(), qi.recv_cq = rcq_.get();
+  qi.pd = pd_, qi.send_cq = scq_.get(), qi.recv_cq = rcq_.get();
   qi.sq_depth = kSqDepth, qi.rq_depth = recvs, qi.max_send_sge = 1, qi.max_recv_sge = 1;
   auto qp = dev_->create_qp(qi);
   TERN_TRY(qp);
   qp_ = std::move(qp).value();
   rx_ = static_cast<uint8_t*>(arena_->carve(size_t{recvs} * kRecvBuf, 4096));
   tx_ = static_cast<uint8_t*>(arena_->carve(size_t{kTxSlots} * kTxSlot, 4096));
+  if (rx_ == nullptr || tx_ == nullptr) return make_error(Errc::kNoResources, "raw peer: arena full");
   for (uint32_t i = 0; i < recvs; ++i) post_recv(i);
   return Status::ok();
 }
@@ -193,21 +238,8 @@ Status RawPeer::connect(const rpcrdma::CmPrivateData& pd, int ms) {
   uint8_t pb[16];
   size_t n = rpcrdma::encode_cm_private(pd, pb);
   TERN_TRY(dev_->connect(qp_.get(), std::span<const uint8_t>(pb, n)));
-  bool up = false, failed = false;
-  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (!up && !failed && std::chrono::steady_clock::now() < end) {
-    pump_();
-    CmEvent ev;
-    while (dev_->poll_cm(&ev)) {
-      if (ev.type == CmEventType::kEstablished) {
-        up = true;
-        peer_pdata_ = ev.private_data;
-      } else {
-        failed = true;
-      }
-    }
-  }
-  if (!up) return make_error(Errc::kDisconnected, "raw peer: connecting to %s failed", spec_.c_str());
+  if (!wait([&] { return established_ || disconnected_; }, ms) || !established_)
+    return make_error(Errc::kDisconnected, "raw peer: connecting to %s failed", spec_.c_str());
   return Status::ok();
 }
 
@@ -216,24 +248,24 @@ Status RawPeer::listen() { return dev_->listen(); }
 Status RawPeer::accept_one(const rpcrdma::CmPrivateData& pd, int ms) {
   uint8_t pb[16];
   size_t n = rpcrdma::encode_cm_private(pd, pb);
-  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
   bool accepted = false;
-  while (std::chrono::steady_clock::now() < end) {
-    pump_();
-    CmEvent ev;
-    while (dev_->poll_cm(&ev)) {
-      if (ev.type == CmEventType::kConnectRequest && !accepted) {
-        peer_pdata_ = ev.request->private_data();
-        TERN_TRY(dev_->accept(ev.request, qp_.get(), std::span<const uint8_t>(pb, n)));
-        accepted = true;
-      } else if (ev.type == CmEventType::kEstablished && ev.qp == qp_.get()) {
-        return Status::ok();
-      } else if (ev.type == CmEventType::kDisconnected) {
-        disconnected_ = true;
-      }
-    }
-  }
-  return make_error(Errc::kTimedOut, "raw peer: no connection established on %s", spec_.c_str());
+  Status st;
+  wait(
+      [&] {
+        if (!accepted && !sh_->requests.empty()) {
+          CmEvent req = std::move(sh_->requests.front());
+          sh_->requests.erase(sh_->requests.begin());
+          peer_pdata_ = req.request->private_data();
+          st = dev_->accept(req.request, qp_.get(), std::span<const uint8_t>(pb, n));
+          accepted = true;
+          if (!st.is_ok()) return true;
+        }
+        return established_;
+      },
+      ms);
+  TERN_TRY(st);
+  if (!established_) return make_error(Errc::kTimedOut, "raw peer: no connection established on %s", spec_.c_str());
+  return Status::ok();
 }
 
 uint8_t* RawPeer::buf(size_t len) { return static_cast<uint8_t*>(arena_->carve(len, 4096)); }
@@ -256,9 +288,7 @@ void RawPeer::poll_once() {
     inbox_.push_back(std::move(r));
     if (repost_) post_recv(idx);
   }
-  CmEvent ev;
-  while (dev_->poll_cm(&ev))
-    if (ev.type == CmEventType::kDisconnected) disconnected_ = true;
+  sh_->pump_cm();
 }
 
 bool RawPeer::wait(const std::function<bool()>& pred, int ms) {

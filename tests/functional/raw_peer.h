@@ -95,6 +95,10 @@ class RawPeer {
 
   // Opens the device behind `spec`, its PD, CQs and a QP with receives posted.
   Status open(std::string_view spec, uint32_t recvs = kRecvs);
+  // Another QP on the same device, PD and memory (a listening raw server's
+  // second connection: accept_one() on it takes the next request). The
+  // sibling may outlive this object.
+  Result<std::unique_ptr<RawPeer>> sibling(uint32_t recvs = kRecvs);
   // Client: connects with RFC 8797 private data (`pdata`, or ours if empty)
   // and waits until established (pumping).
   Status connect(const rpcrdma::CmPrivateData& pd, int ms = 5000);
@@ -132,7 +136,7 @@ class RawPeer {
   bool in_error() const { return qp_ && qp_->state() == rdma::QpState::kError; }
   bool disconnected();  // a kDisconnected CM event arrived
 
-  rdma::Device* device() { return dev_.get(); }
+  rdma::Device* device() { return dev_; }
   rdma::Qp* qp() { return qp_.get(); }
   const rdma::DeviceCaps& caps() const { return dev_->caps(); }
   // How the engine names this peer in log lines: "qp N" (with our pid on shm).
@@ -144,12 +148,29 @@ class RawPeer {
   void post_recv(uint32_t i);
   std::optional<rdma::WcStatus> wait_send(uint64_t wr_id, int ms);
 
+  // What siblings share: the device (and its CM events), the PD, the memory.
+  struct Shared {
+    ~Shared();
+    std::unique_ptr<mem::Arena> arena;
+    std::unique_ptr<rdma::Device> dev;
+    std::unique_ptr<rdma::Pd> pd;
+    std::unique_ptr<rdma::Mr> mr;
+    std::vector<RawPeer*> members;
+    std::vector<rdma::CmEvent> requests;  // connection requests not yet taken
+    // Reads the device's CM events: requests queue up, the rest go to the
+    // member whose QP they name.
+    void pump_cm();
+  };
+  Status make_qp(uint32_t recvs);
+  void on_cm(const rdma::CmEvent& ev);
+
   Pump pump_;
   std::string spec_;
-  std::unique_ptr<mem::Arena> arena_;
-  std::unique_ptr<rdma::Device> dev_;
-  std::unique_ptr<rdma::Pd> pd_;
-  std::unique_ptr<rdma::Mr> mr_;
+  std::shared_ptr<Shared> sh_;
+  rdma::Device* dev_ = nullptr;
+  rdma::Pd* pd_ = nullptr;
+  rdma::Mr* mr_ = nullptr;
+  mem::Arena* arena_ = nullptr;
   std::unique_ptr<rdma::Cq> scq_, rcq_;
   std::unique_ptr<rdma::Qp> qp_;
   std::vector<std::unique_ptr<rdma::FastMr>> fast_;
@@ -158,6 +179,7 @@ class RawPeer {
   size_t tx_used_ = 0;
   bool repost_ = true;
   bool disconnected_ = false;
+  bool established_ = false;
   uint64_t next_wr_ = 1;
   std::vector<std::pair<uint64_t, rdma::WcStatus>> send_done_;
   std::vector<Received> inbox_;

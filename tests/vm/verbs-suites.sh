@@ -31,6 +31,15 @@ suite rpc-functional env TERN_RPC_DEVICE="$dev" "$build/tests/functional/tern-rp
 suite rpc-regcache env TERN_RPC_DEVICE="$dev,mw=off" TERN_RPC_TRUSTED_PEERS=1 \
   "$build/tests/functional/tern-rpc-functional" --gtest_brief=1 \
   --gtest_filter='Rpc.InlineEcho:Rpc.ReadChunkIsPulledByTheServer:Rpc.WriteChunkIsFilledByTheServer:Rpc.ReplyChunkCarriesLargeResults:Rpc.RegistrationCacheServesEveryChunkKind:Rpc.ManyCallsInFlightAllComplete:Rpc.ConnectionLossFailsOutstandingCallsOnce:Rpc.HandlerMayReplyLater'
+# Hostile peers over rxe, the cases about rkeys and invalidation: a raw server
+# probing a Tern client's rkeys after each way a call can end, another
+# connection's rkeys, Send With Invalidate of another call's, a foreign, a
+# stale or an unoffered rkey; a raw client naming rkeys it never offered.
+# (Cases that need pmd/shm or window bounds skip themselves on rxe.)
+suite hostile-server-rkeys env TERN_RPC_DEVICE="$dev" "$build/tests/functional/tern-hostile-server" --gtest_brief=1 \
+  --gtest_filter='HostileServer.AWellBehaved*:HostileServer.SendWithInvalidate*:HostileServerNoInv.*:Endings/RkeyProbe.*:Registrations/OtherConnection.*:HostileServer.WritesOutside*:HostileServer.LongLived*'
+suite hostile-client-rkeys env TERN_RPC_DEVICE="$dev" "$build/tests/functional/tern-hostile-client" --gtest_brief=1 \
+  --gtest_filter='HostileClient.ReadChunkWithAnUnknownRkey*:HostileClient.WriteChunkWithAnUnknownRkey*:HostileClient.WriteChunkOfferedReadOnly*:HostileClient.ReadChunkLongerThan*:HostileClient.SendWithInvalidateToTheServer*:HostileClient.LongLived*'
 # The kernel's NFS server (svcrdma) on 169.254.77.1:20049; the test starts it.
 suite nfs-interop "$build/tests/interop/tern-nfs-interop" --gtest_brief=1
 # Last: it takes dum0 down and deletes rxe0 (tests/vm/device_events_test.cc).
