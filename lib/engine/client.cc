@@ -293,6 +293,14 @@ void Conn::on_recv_wc(const Wc& wc) {
   // ESTABLISHED event is still queued (the engine polls CM events once a
   // millisecond, and on verbs the client's first SEND can overtake its RTU).
   if (state == State::kConnecting && server) on_established({});
+  if (server && (wc.flags & kWcWithInv) != 0) {
+    // Only responders invalidate with Send (RFC 8797); a server offers no
+    // registrations. A device that let this through invalidated nothing of ours.
+    to_repost.push_back(rep);
+    protocol_error(make_error(Errc::kRemoteError, "a client sent Send With Invalidate (rkey 0x%x)",
+                              wc.invalidated_rkey));
+    return;
+  }
   rep->len = wc.byte_len;
   rep->wc_flags = wc.flags;
   rep->invalidated_rkey = wc.invalidated_rkey;
@@ -344,16 +352,20 @@ void Conn::handle_reply(ReplyBuf* rep) {
   // dereferences a NULL QP and panics the kernel).
   if ((rep->wc_flags & kWcWithInv) != 0) {
     uint32_t rkey = rep->invalidated_rkey;
-    bool ours = accept_remote_inv(r, rkey);
-    if (!ours || !dc->offer_inv) {
+    RemoteInv inv = accept_remote_inv(r, rkey);
+    if (inv != RemoteInv::kOurs || !dc->offer_inv) {
       to_repost.push_back(rep);
-      protocol_error(!ours ? make_error(Errc::kRemoteError,
-                                        "its Send With Invalidate named rkey 0x%x, which is no live registration of "
-                                        "this connection",
-                                        rkey)
-                           : make_error(Errc::kRemoteError,
-                                        "it used Send With Invalidate (rkey 0x%x) although we did not offer it",
-                                        rkey));
+      protocol_error(inv == RemoteInv::kOtherConnection
+                         ? make_error(Errc::kRemoteError,
+                                      "its Send With Invalidate named rkey 0x%x, a call's on another connection",
+                                      rkey)
+                     : inv == RemoteInv::kNone
+                         ? make_error(Errc::kRemoteError,
+                                      "its Send With Invalidate named rkey 0x%x, which is no live registration of "
+                                      "this connection",
+                                      rkey)
+                         : make_error(Errc::kRemoteError,
+                                      "it used Send With Invalidate (rkey 0x%x) although we did not offer it", rkey));
       return;
     }
   }
@@ -403,24 +415,40 @@ void Conn::handle_reply(ReplyBuf* rep) {
   finish_reply(r);
 }
 
-bool Conn::accept_remote_inv(Request* r, uint32_t rkey) {
-  if (pdc->reg == nullptr) return false;
+EngineMr* Conn::live_registration(uint32_t rkey) {
+  for (Request& o : reqs) {
+    if (o.state != Request::State::kSent || o.mrs == nullptr) continue;
+    if (EngineMr* m = FrwrRegistrar::live_with_rkey(o.mrs, rkey)) return m;
+  }
+  return nullptr;
+}
+
+Conn::RemoteInv Conn::accept_remote_inv(Request* r, uint32_t rkey) {
+  if (pdc->reg == nullptr) return RemoteInv::kNone;
   // Normally the rkey is one the replying call offered.
   EngineMr* m = r != nullptr ? FrwrRegistrar::live_with_rkey(r->mrs, rkey) : nullptr;
-  if (m == nullptr) {
-    // RFC 8797 has the server invalidate only what the call it answers
-    // offered, but the device believed the peer: if it was another live call
-    // of ours, that MR is invalid now and must never see a LOCAL_INV. Rare
-    // (a misbehaving server), so a walk over the calls in flight is fine.
-    for (Request& o : reqs) {
-      if (o.state != Request::State::kSent || o.mrs == nullptr) continue;
-      if ((m = FrwrRegistrar::live_with_rkey(o.mrs, rkey)) != nullptr) break;
-    }
-    if (m == nullptr) return false;
+  // RFC 8797 has the server invalidate only what the call it answers
+  // offered, but the device believed the peer: if it was another live call
+  // of ours, that MR is invalid now and must never see a LOCAL_INV. Rare
+  // (a misbehaving server), so walks over the calls in flight are fine.
+  if (m == nullptr) m = live_registration(rkey);
+  if (m != nullptr) {
+    pdc->reg->remote_invalidated(m);
+    eng->st.remote_invalidations.add();
+    return RemoteInv::kOurs;
   }
-  pdc->reg->remote_invalidated(m);
-  eng->st.remote_invalidations.add();
-  return true;
+  // A device that does not tie remote invalidation to the window's QP (rxe)
+  // lets a peer invalidate another connection's registration in the same PD.
+  if (!dc->dev->caps().remote_inv_qp_bound) {
+    for (auto& c : eng->conns) {
+      if (c.get() == this || c->server || c->pdc != pdc) continue;
+      if ((m = c->live_registration(rkey)) != nullptr) {
+        pdc->reg->remote_invalidated(m);
+        return RemoteInv::kOtherConnection;
+      }
+    }
+  }
+  return RemoteInv::kNone;
 }
 
 void Conn::fail_reply(Request* r, ReplyBuf* rep, CallStatus status) {

@@ -215,9 +215,15 @@ class Conn final : public Connection {
   int marshal_and_send(Request* req);
   void handle_reply(ReplyBuf* rep);
   // The server invalidated `rkey` with its Send With Invalidate; `r` is the
-  // call the reply names, if any. False: not a live registration of this
-  // connection (a protocol error).
-  bool accept_remote_inv(Request* r, uint32_t rkey);
+  // call the reply names, if any. kOurs: one of this connection's live
+  // registrations, now marked invalid. kOtherConnection: a live registration
+  // of another connection in the same PD, which a device that does not
+  // check the window's QP (rxe) invalidated all the same: marked invalid
+  // there, and a protocol error here. kNone: a protocol error.
+  enum class RemoteInv : uint8_t { kOurs, kOtherConnection, kNone };
+  RemoteInv accept_remote_inv(Request* r, uint32_t rkey);
+  // A live registration of this connection's calls in flight with `rkey`.
+  EngineMr* live_registration(uint32_t rkey);
   // A reply for `r` that cannot be used: the call fails with `status`
   // (after its registrations are invalidated) instead of waiting for ever.
   void fail_reply(Request* r, ReplyBuf* rep, CallStatus status);

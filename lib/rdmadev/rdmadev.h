@@ -76,6 +76,14 @@ struct DeviceCaps {
   // must keep one peer away from another's calls then gives each connection
   // a PD of its own (the engine does).
   bool fast_reg_qp_bound = false;
+  // True when a Send With Invalidate received on a QP can invalidate only a
+  // registration made through that QP. False where the device invalidates
+  // any registration of the PD the rkey names (mlx5 mkeys; rxe, which does
+  // not check a type-2 window's QP for remote invalidation although it does
+  // for READ and WRITE). The engine copes either way: an invalidation of
+  // another connection's registration marks it invalid there, so it is
+  // never invalidated again, and drops the sender.
+  bool remote_inv_qp_bound = false;
 };
 
 // ---------------------------------------------------------------- memory

@@ -93,6 +93,7 @@ Status Mlx5Provider::attach(ibv_context* cm_ctx, uint8_t port, DeviceCaps* caps)
   // An indirect mkey belongs to the PD, not to a QP: any connection on the PD
   // could use its rkey. The engine gives each connection a PD of its own.
   caps->fast_reg_qp_bound = false;
+  caps->remote_inv_qp_bound = false;
   TERN_LOG(kInfo, "mlx5", "%s: fast registration by UMR (%s) into indirect mkeys%s",
            ibv_get_device_name(cm_ctx->device), umr_mode_name(mode_),
            remote_inv_ ? ", remotely invalidatable" : ", no remote invalidation");

@@ -67,6 +67,7 @@ ShmDevice::ShmDevice(const ShmDeviceConfig& cfg) : cfg_(cfg) {
   caps_.remote_invalidation = cfg.fast_reg;
   caps_.memory_windows = false;
   caps_.fast_reg_qp_bound = cfg.qp_bound;
+  caps_.remote_inv_qp_bound = cfg.qp_bound && cfg.fast_reg && cfg.inv_qp_check;
   if (!cfg.fast_reg) caps_.max_fast_reg_depth = 0;
 }
 
@@ -397,11 +398,11 @@ class ShmDriver final : public Driver {
   const char* name() const override { return "shm"; }
   const char* usage() const override {
     return "shm:path=<unix socket>[,ring=<slots, power of 2>][,depth=<fast-reg pages>][,max_wr=<n>]"
-           "[,hello_timeout_ms=<ms>][,max_pending=<sockets>][,qp_bound=0|1][,fast_reg=0|1]";
+           "[,hello_timeout_ms=<ms>][,max_pending=<sockets>][,qp_bound=0|1][,fast_reg=0|1][,inv_qp_check=0|1]";
   }
   Result<std::unique_ptr<Device>> open(const DevArgs& a) override {
-    TERN_TRY(a.check_keys({"path", "ring", "depth", "max_wr", "qp_bound", "fast_reg", "hello_timeout_ms",
-                              "max_pending"}));
+    TERN_TRY(a.check_keys({"path", "ring", "depth", "max_wr", "qp_bound", "fast_reg", "inv_qp_check",
+                              "hello_timeout_ms", "max_pending"}));
     ShmDeviceConfig cfg;
     cfg.path = a.get("path");
     sockaddr_un sa;
@@ -437,6 +438,10 @@ class ShmDriver final : public Driver {
     TERN_TRY(fast_reg);
     if (*fast_reg > 1) return make_error(Errc::kInvalidArgument, "shm: fast_reg must be 0 or 1");
     cfg.fast_reg = *fast_reg == 1;
+    auto inv_check = a.get_u64("inv_qp_check", 1);
+    TERN_TRY(inv_check);
+    if (*inv_check > 1) return make_error(Errc::kInvalidArgument, "shm: inv_qp_check must be 0 or 1");
+    cfg.inv_qp_check = *inv_check == 1;
     if (*hello_ms < 1 || *hello_ms > 600000)
       return make_error(Errc::kInvalidArgument, "shm: hello_timeout_ms=%llu must be in [1, 600000]",
                         static_cast<unsigned long long>(*hello_ms));

@@ -298,6 +298,10 @@ struct ShmDeviceConfig {
   // Send With Invalidate), like verbs on a device without memory windows,
   // so that what the engine does there runs in CI too.
   bool fast_reg = true;
+  // inv_qp_check=0: a Send With Invalidate may invalidate a registration of
+  // any QP of the PD, as rxe's does, so the engine's answer to that runs in
+  // CI too (READ and WRITE stay QP-bound).
+  bool inv_qp_check = true;
   // A socket that has not sent its hello within this long is dropped, and
   // at most max_pending sockets wait for theirs: a peer that connects and
   // says nothing must not hold our descriptors.

@@ -485,7 +485,7 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
       if (d.op == kOpSendInv) {
         MrEntry* m = pd_->entry(rkey_index(d.key));
         if (m == nullptr || !m->in_use || !m->fast || !m->valid || m->key != rkey_key(d.key) ||
-            (dev_->config().qp_bound && m->qpn != qpn_)) {
+            (dev_->config().qp_bound && dev_->config().inv_qp_check && m->qpn != qpn_)) {
           rcq_->push(Wc{r.wr_id, 0, 0, qpn_, WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0});
           ++rq_head_;
           st_.protection_errors.add();

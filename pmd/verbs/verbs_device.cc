@@ -217,6 +217,10 @@ Status VerbsDevice::init() {
 
   bool rxe = is_rxe(ctx_, a);
   inv_flag_quirk_ = rxe;
+  // rxe (Linux 6.1) honours a Send With Invalidate of a window bound to
+  // another QP of the PD (measured in the VM: conformance
+  // FastRegTwoClientsTest); type-2 windows are QP-bound for it elsewhere.
+  caps_.remote_inv_qp_bound = caps_.remote_invalidation && caps_.fast_reg_qp_bound && !rxe;
   // rxe's completions say LOC_QP_OP_ERR / REM_OP_ERR for errors other devices name.
   caps_.precise_error_status = !rxe;
   next_poll_ends_ = rxe;

@@ -381,8 +381,7 @@ TEST_P(FastRegTwoClientsTest, RegistrationIsUselessOnAnotherQp) {
 }
 
 TEST_P(FastRegTwoClientsTest, SendWithInvalidateFromAnotherQpIsRefused) {
-  TERN_SKIP_UNLESS_CAP(fast_reg_qp_bound);
-  TERN_SKIP_UNLESS_CAP(remote_invalidation);
+  TERN_SKIP_UNLESS_CAP(remote_inv_qp_bound);
   RemoteBuf rb;
   ASSERT_TRUE(announce(0, span, kRemoteRw, &rb));
   // The server posts a receive on the other connection; the other client

@@ -30,10 +30,14 @@ void LogCapture::sink(void* ctx, LogLevel level, const char* component, const ch
 }
 
 std::vector<std::string> LogCapture::warnings(std::initializer_list<std::string_view> needles) const {
+  return lines(needles, LogLevel::kWarn);
+}
+
+std::vector<std::string> LogCapture::lines(std::initializer_list<std::string_view> needles, LogLevel most) const {
   std::lock_guard<std::mutex> g(mu_);
   std::vector<std::string> out;
   for (const auto& [level, line] : lines_) {
-    if (level > LogLevel::kWarn) continue;
+    if (level > most) continue;
     bool all = true;
     for (std::string_view n : needles) all = all && names(line, n);
     if (all) out.push_back(line);

@@ -40,6 +40,8 @@ class LogCapture {
 
   // Lines at warn or error that contain every one of `needles`.
   std::vector<std::string> warnings(std::initializer_list<std::string_view> needles = {}) const;
+  // The same at any level up to `most` (info: what a driver said about it too).
+  std::vector<std::string> lines(std::initializer_list<std::string_view> needles, LogLevel most) const;
   std::string dump() const;  // every captured line, for failure messages
   void clear();
 
