@@ -6,7 +6,7 @@
 //   byte 0: bit 7 set: the rest is one fattr4 (decode_fattr4 alone);
 //           else bits 0..3: n, the number of operations the client sent
 //   bytes 1..n: one per operation: low nibble % 9 picks it (kOps below);
-//           for a READ into a write chunk, the high nibble x 512 is the
+//           for a READ into a write chunk, the high nibble x 1024 is the
 //           number of bytes the chunk received
 //   the rest: COMPOUND4res
 #include <cstdint>
@@ -62,7 +62,7 @@ bool one(CompoundRes& c, uint8_t pick, const uint8_t* data, size_t size) {
     case kReadInline:
     case kReadChunk: {
       bool chunk = (pick & 15) % kNumPicks == kReadChunk;
-      uint32_t chunk_len = static_cast<uint32_t>(pick >> 4) * 512;
+      uint32_t chunk_len = static_cast<uint32_t>(pick >> 4) * 1024;
       Read4Res res;
       st = c.read(chunk ? ReadData::chunk(chunk_len) : ReadData::inline_data(), &res);
       if (st.is_ok() && *st == Nfs4Stat::kOk) {

@@ -262,7 +262,7 @@ Bytes compound(std::initializer_list<uint8_t> picks, const Bytes& res) {
 
 void nfs_seeds() {
   // Picks as fuzz_nfs_compound.cc numbers them: 0 PUTROOTFH 1 PUTFH 2 LOOKUP
-  // 3 GETFH 4 GETATTR 5 READ inline 6 READ chunk (high nibble x 512) 7 WRITE 8 COMMIT.
+  // 3 GETFH 4 GETATTR 5 READ inline 6 READ chunk (high nibble x 1024) 7 WRITE 8 COMMIT.
   W a;
   a.w.put_u32(0);
   a.w.put_string("tern");
@@ -291,7 +291,7 @@ void nfs_seeds() {
   result(c.w, Op::kRead);
   c.w.put_bool(false);
   c.w.put_u32(2048);  // the data went to the write chunk
-  save("nfs_compound", "putfh-read-chunk", compound({1, 0x46}, c.done()));
+  save("nfs_compound", "putfh-read-chunk", compound({1, 0x26}, c.done()));
 
   W wr;
   wr.w.put_u32(0), wr.w.put_u32(0), wr.w.put_u32(3);
