@@ -435,16 +435,21 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
   }
   uint64_t sum = 0;
   const uint8_t* src[kMaxSge];
-  for (uint32_t k = 0; k < d.num_sge; ++k) {
-    const ShmSge& s = d.sge[k];
-    const PeerSeg* ps = peer_segment(s.seg, s.offset, s.length);
-    if (ps == nullptr) {
-      st_.corrupt_descs.add();
-      reject_inbound(index, WcStatus::kRemInvReqErr, "descriptor names memory the peer never exported");
-      return Exec::kFailed;
+  // Two passes: looking up a segment not mapped yet reads the queued control
+  // messages (drain_ctl), which may remap a segment an earlier SGE named, so
+  // pointers are taken only once every segment is in place.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint32_t k = 0; k < d.num_sge; ++k) {
+      const ShmSge& s = d.sge[k];
+      const PeerSeg* ps = peer_segment(s.seg, s.offset, s.length);
+      if (ps == nullptr) {
+        st_.corrupt_descs.add();
+        reject_inbound(index, WcStatus::kRemInvReqErr, "descriptor names memory the peer never exported");
+        return Exec::kFailed;
+      }
+      src[k] = ps->base + s.offset;
+      if (pass == 1) sum += s.length;
     }
-    src[k] = ps->base + s.offset;
-    sum += s.length;
   }
   if ((d.op != kOpRead && sum != d.length) || (d.op == kOpRead && d.num_sge != 0)) {
     st_.corrupt_descs.add();
