@@ -66,9 +66,14 @@ struct Conn {
   ShmDesc* slots(int i) { return reinterpret_cast<ShmDesc*>(area + kSlotsOffset) + static_cast<size_t>(i) * kSlots; }
 };
 
-void poll_server(Conn& c, int rounds) {
+// Rounds of poll_cm (control messages: segments, bye) and CQ polls
+// (progress: executing descriptors). With cq_first the CQs go first, as in an
+// application that polls them far more often than poll_cm: then queued
+// control messages are read from inside descriptor execution.
+void poll_server(Conn& c, int rounds, bool cq_first) {
   fuzz::Server& s = server();
   for (int i = 0; i < rounds; ++i) {
+    if (cq_first) s.drain_cqs(c.qp->qp_num());
     CmEvent ev;
     while (s.dev->poll_cm(&ev)) {
       FUZZ_CHECK(ev.type == CmEventType::kDisconnected && ev.qp == c.qp.get(), "unexpected %s event",
@@ -346,12 +351,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case kSegment: segment(c, in); break;
       case kServerPost: server_post(c, in); break;
       case kServerRecv: post_recv(c, in); break;
-      case kPoll: poll_server(c, 1 + (in.u8() & 3)); break;
+      case kPoll: {
+        uint8_t f = in.u8();
+        poll_server(c, 1 + (f & 3), (f & 4) != 0);
+        break;
+      }
       case kCtl: ctl(c, in); break;
       default: break;
     }
   }
-  poll_server(c, 2);
+  poll_server(c, 2, false);
   teardown(c);
   return 0;
 }

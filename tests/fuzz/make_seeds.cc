@@ -404,6 +404,19 @@ void shm_seeds() {
     save("shm_desc", "peer-error", r.b);
   }
   {
+    // A segment sent again under an index already mapped, while a descriptor
+    // naming it and a segment not yet mapped waits; the CQs are polled before
+    // poll_cm, so the segment messages are read during the descriptor's execution.
+    Rec r = desc_start(1);
+    seg_rec(r, 0, 65000);
+    r.u8(kPoll).u8(0);
+    seg_rec(r, 0, 100);  // now much shorter
+    seg_rec(r, 1, 4096);
+    desc_rec(r, kOpSend, 0, 0, 0, {{0, 500, 60000}, {1, 100, 0}});
+    r.u8(kPublish).u8(0).u8(kPoll).u8(4);
+    save("shm_desc", "segment-remapped-during-send", r.b);
+  }
+  {
     Rec r = desc_start(1);
     seg_rec(r, 2, 100);
     seg_rec(r, 2, 200);  // the same index twice

@@ -223,12 +223,22 @@ struct Server {
       int n;
       while ((n = cq->poll(wc, 64)) > 0) {
         for (int i = 0; i < n; ++i) {
+          if (verbose())
+            std::fprintf(stderr, "wc qp %u wr_id %llu %s %s len %u\n", wc[i].qp_num,
+                         static_cast<unsigned long long>(wc[i].wr_id), rdma::wc_opcode_name(wc[i].opcode),
+                         rdma::wc_status_name(wc[i].status), wc[i].byte_len);
           FUZZ_CHECK(wc[i].status <= rdma::WcStatus::kGeneralErr, "completion status %u",
                      static_cast<unsigned>(wc[i].status));
           FUZZ_CHECK(qpn == 0 || wc[i].qp_num == qpn, "completion for QP %u, only %u exists", wc[i].qp_num, qpn);
         }
       }
     }
+  }
+
+  // TERN_FUZZ_VERBOSE=1: print every completion (to follow one input).
+  static bool verbose() {
+    static const bool v = std::getenv("TERN_FUZZ_VERBOSE") != nullptr;
+    return v;
   }
 
   // After an input's teardown, as many fds are open as before the first.
