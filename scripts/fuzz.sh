@@ -41,7 +41,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
 # The figure libFuzzer prints with -print_final_stats=1.
-stat() { sed -n "s/^stat::$1: *//p" "$2" | tail -1; }
+final_stat() { sed -n "s/^stat::$1: *//p" "$2" | tail -1; }
 
 passed=0
 failed=0
@@ -76,8 +76,8 @@ for t in "${targets[@]}"; do
   rc=0
   "$bin" -max_total_time="$seconds" -rss_limit_mb="$rss" -timeout=25 -print_final_stats=1 \
     -artifact_prefix="$artifacts/$t-" "$work" >"$log" 2>&1 || rc=$?
-  execs=$(stat number_of_executed_units "$log")
-  rate=$(stat average_exec_per_sec "$log")
+  execs=$(final_stat number_of_executed_units "$log")
+  rate=$(final_stat average_exec_per_sec "$log")
   execs=${execs:-0}
   total_execs=$((total_execs + execs))
   if ((rc != 0)); then
