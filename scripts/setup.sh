@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 machine lacks to build and test Tern.
 # Idempotent: when every package is present it only runs dpkg-query (well under a second).
+#   scripts/setup.sh [--fuzz]
+# --fuzz adds what scripts/fuzz.sh needs (clang and its libFuzzer and
+# sanitizer runtimes); the plain setup stays without them.
 set -euo pipefail
 
 packages=(
@@ -10,6 +13,13 @@ packages=(
   libgtest-dev libbenchmark-dev
   python3
 )
+fuzz_packages=(clang libclang-rt-14-dev)
+for a in "$@"; do
+  case $a in
+    --fuzz) packages+=("${fuzz_packages[@]}") ;;
+    *) echo "tern setup: unknown option $a" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

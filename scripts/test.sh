@@ -6,7 +6,9 @@
 #      run it (x86_64, qemu installable, root to build the image once);
 #      otherwise it says why and the summary says the stage was skipped;
 #   3. ASan+UBSan build: the suites of stage 1;
-#   4. TSan build: the suites that run code on more than one thread.
+#   4. TSan build: the suites that run code on more than one thread;
+#   5. fuzzing (scripts/fuzz.sh): every libFuzzer target over its committed
+#      corpus, then for TERN_FUZZ_SECONDS (default 30) each.
 # Exits non-zero on the first failing stage. TERN_TEST_QUICK=1 runs stage 1
 # only. TERN_TEST_VM=0 skips stage 2, =1 makes it mandatory (fails if the VM
 # cannot run); the default runs it when it can.
@@ -23,7 +25,7 @@ scripts/build.sh build-test -Dbuildtype=debugoptimized -Dbenchmarks=true
 meson test -C build-test --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite conformance --suite functional --suite apps
 
 if [[ "${TERN_TEST_QUICK:-0}" == 1 ]]; then
-  echo "TERN_TEST_QUICK=1: VM and sanitizer stages not run"
+  echo "TERN_TEST_QUICK=1: VM, sanitizer and fuzzing stages not run"
   exit 0
 fi
 
@@ -53,6 +55,9 @@ scripts/build.sh build-tsan -Dbuildtype=debug -Db_sanitize=thread -Db_lundef=fal
   -Dbenchmarks=false -Dapps=false
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite conformance --suite functional
+
+stage "fuzzing (build-fuzz/, scripts/fuzz.sh)"
+scripts/fuzz.sh
 
 echo
 if [[ -n $vm_note ]]; then

@@ -59,9 +59,9 @@ int recv_msg(int sock, ShmMsg* m, int* fd) {
     r = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
   } while (r < 0 && errno == EINTR);
   if (r < 0) return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -errno;
-  if (r == 0) return -ECONNRESET;  // orderly shutdown or the peer died
   // Take every fd that came along, keep at most one: a peer sending several
-  // must not make us leak descriptors.
+  // must not make us leak descriptors. This comes before the r == 0 check: a
+  // zero-length message can carry fds too.
   for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -71,6 +71,11 @@ int recv_msg(int sock, ShmMsg* m, int* fd) {
       if (*fd < 0) *fd = f;
       else close(f);
     }
+  }
+  if (r == 0) {  // orderly shutdown, the peer died, or an empty message: all end the connection
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+    return -ECONNRESET;
   }
   if (!msg_valid(*m, r) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) {
     if (*fd >= 0) close(*fd);

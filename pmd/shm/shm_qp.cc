@@ -442,6 +442,10 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
   }
   uint64_t sum = 0;
   const uint8_t* src[kMaxSge];
+  // Looking up a segment not mapped yet reads the queued control messages
+  // (drain_ctl), but a mapping, once made, stays until the QP is destroyed
+  // (a second "segment" message for its index is a protocol error), so the
+  // pointers taken for earlier SGEs stay good.
   for (uint32_t k = 0; k < d.num_sge; ++k) {
     const ShmSge& s = d.sge[k];
     const PeerSeg* ps = peer_segment(s.seg, s.offset, s.length);

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (tests/fuzz, clang, ASan+UBSan) in build-fuzz/
+# and runs each one twice:
+#   1. over its committed corpus, tests/fuzz/corpus/<target>/, as a regression
+#      suite: every file must run without a crash;
+#   2. fuzzing for a bounded time, from a scratch copy of that corpus (the
+#      tree is never written).
+# Exits non-zero when any target crashes, leaks or times out, and prints the
+# path of the input that did it. docs/fuzzing.md says more.
+#
+#   scripts/fuzz.sh [TARGET...]       (default: every target)
+# Environment:
+#   TERN_FUZZ_SECONDS  fuzzing time per target (default 30; 0: corpus only)
+#   TERN_FUZZ_RSS_MB   memory limit per target (default 2048)
+#   TERN_FUZZ_KEEP     directory to keep the grown corpora in (default: a
+#                      temporary one, removed at the end)
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+"$top/scripts/setup.sh" --fuzz
+
+seconds=${TERN_FUZZ_SECONDS:-30}
+rss=${TERN_FUZZ_RSS_MB:-2048}
+build=build-fuzz
+all_targets=(rpcrdma_header oncrpc cm_private nfs_compound shm_ctl shm_desc)
+targets=("$@")
+((${#targets[@]} > 0)) || targets=("${all_targets[@]}")
+
+echo "=== fuzz: building $build/ (clang, ASan+UBSan, libFuzzer)"
+CC=clang CXX=clang++ scripts/build.sh "$build" -Dfuzzers=true -Dtests=false -Dapps=false -Dbenchmarks=false \
+  -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized
+
+scratch=$(mktemp -d /tmp/tern-fuzz.XXXXXX)
+keep=${TERN_FUZZ_KEEP:-}
+cleanup() { rm -rf "$scratch"; }
+trap cleanup EXIT
+artifacts=$top/$build/fuzz-artifacts
+mkdir -p "$artifacts"
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+
+# The figure libFuzzer prints with -print_final_stats=1.
+final_stat() { sed -n "s/^stat::$1: *//p" "$2" | tail -1; }
+
+passed=0
+failed=0
+total_execs=0
+summary=()
+for t in "${targets[@]}"; do
+  bin=$build/tests/fuzz/fuzz_$t
+  corpus=tests/fuzz/corpus/$t
+  [[ -x $bin ]] || { echo "fuzz: no target $t ($bin)" >&2; exit 1; }
+  log=$scratch/$t.log
+  nfiles=$(find "$corpus" -type f | wc -l)
+
+  # 1. The committed corpus, each file once.
+  if ! "$bin" -runs=0 -rss_limit_mb="$rss" -timeout=25 -artifact_prefix="$artifacts/$t-" "$corpus" >"$log" 2>&1; then
+    echo "fuzz: $t: FAILED on its committed corpus ($corpus):"
+    tail -30 "$log"
+    grep -o "Test unit written to .*" "$log" || true
+    failed=$((failed + 1))
+    summary+=("$t: corpus of $nfiles FAILED")
+    continue
+  fi
+
+  if ((seconds == 0)); then
+    passed=$((passed + 1))
+    summary+=("$t: corpus of $nfiles ok")
+    continue
+  fi
+
+  # 2. Fuzzing from a copy of it.
+  work=$scratch/corpus-$t
+  cp -r "$corpus" "$work"
+  rc=0
+  "$bin" -max_total_time="$seconds" -rss_limit_mb="$rss" -timeout=25 -print_final_stats=1 \
+    -artifact_prefix="$artifacts/$t-" "$work" >"$log" 2>&1 || rc=$?
+  execs=$(final_stat number_of_executed_units "$log")
+  rate=$(final_stat average_exec_per_sec "$log")
+  execs=${execs:-0}
+  total_execs=$((total_execs + execs))
+  if ((rc != 0)); then
+    echo "fuzz: $t: CRASH after $execs executions (exit $rc):"
+    grep -E "ERROR|FUZZ_CHECK|SUMMARY|runtime error" "$log" | head -10 || true
+    grep -o "Test unit written to .*" "$log" || echo "fuzz: (no test unit written; log: $log)"
+    cp "$log" "$artifacts/$t.log"
+    echo "fuzz: full log: $artifacts/$t.log"
+    failed=$((failed + 1))
+    summary+=("$t: CRASH after $execs executions")
+  else
+    new=$(($(find "$work" -type f | wc -l) - nfiles))
+    echo "fuzz: $t: corpus of $nfiles ok; $execs executions in ${seconds}s (${rate:-?}/s), $new new inputs"
+    passed=$((passed + 1))
+    summary+=("$t: $execs executions")
+  fi
+  if [[ -n $keep ]]; then
+    mkdir -p "$keep/$t"
+    cp -r "$work/." "$keep/$t/"
+  fi
+done
+
+echo
+printf '  %s\n' "${summary[@]}"
+echo "fuzz: $total_execs executions in all; $passed passed, $failed failed"
+((failed == 0))
