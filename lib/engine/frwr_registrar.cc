@@ -164,7 +164,16 @@ void FrwrRegistrar::release(EngineMr** list) {
     }
     // The LOCAL_INV chain completed (or, for an MR whose REG_MR was never
     // posted, there was nothing to reach): either way it is unreachable now.
-    if (m->registered) unregistered(m);
+    bool was = m->registered;
+    if (was) unregistered(m);
+    if (was && !m->mr->retire()) {
+      // The driver could not make it safe to reuse (FastMr::retire).
+      all_.erase(std::find(all_.begin(), all_.end(), m));
+      delete m;
+      --live_;
+      st_.mrs_destroyed.add();
+      continue;
+    }
     free_.put(m);
   }
 }

@@ -133,6 +133,12 @@ class FastMr {
     rkey_ = make_rkey(rkey_index(rkey_), static_cast<uint8_t>(rkey_key(rkey_) + 1));
     return rkey_;
   }
+  // Its registration ended (invalidated, locally or by the peer) and it goes
+  // back for reuse. A driver whose device mishandles the invalidation of an
+  // MR that is already free replaces the object here, so that no rkey a peer
+  // has seen names it any more (pmd/verbs on rxe, where that panics the
+  // kernel). False: the MR is unusable now; destroy it.
+  virtual bool retire() { return true; }
 
  protected:
   uint32_t max_depth_ = 0;

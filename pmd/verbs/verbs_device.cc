@@ -217,6 +217,7 @@ Status VerbsDevice::init() {
 
   bool rxe = is_rxe(ctx_, a);
   inv_flag_quirk_ = rxe;
+  renew_windows_ = rxe && caps_.memory_windows;
   // rxe (Linux 6.1) honours a Send With Invalidate of a window bound to
   // another QP of the PD (measured in the VM: conformance
   // FastRegTwoClientsTest); type-2 windows are QP-bound for it elsewhere.

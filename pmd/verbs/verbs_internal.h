@@ -117,6 +117,8 @@ class VerbsFastMr final : public FastMr {
   void forget_qp(VerbsQp* qp);
   // Replaces the window with a fresh one (releases any binding and its QP).
   void renew_window();
+  // On rxe: a fresh window, so that no rkey a peer saw names a free one.
+  bool retire() override;
 
  private:
   VerbsPd* pd_;
@@ -382,6 +384,11 @@ class VerbsDevice final : public Device {
   uint8_t port_num() const { return port_num_; }
   // rxe reports IBV_WC_WITH_INV as bit 2 (IBV_WC_IP_CSUM_OK); see rxe-vm.md.
   bool inv_flag_quirk() const { return inv_flag_quirk_; }
+  // rxe (Linux 6.1) dereferences a NULL QP when it invalidates a type-2
+  // window that is free (already invalidated, or never bound) and whose rkey
+  // matches: a peer's Send With Invalidate of a stale rkey panics the kernel
+  // (measured in the VM). Windows are replaced after every invalidation.
+  bool renew_windows() const { return renew_windows_; }
   // Post sends with ibv_post_send instead of the ibv_wr_* builder (rxe).
   bool legacy_post() const { return legacy_post_; }
   // ibv_next_poll returning ENOENT has already ended the poll (rxe).
@@ -439,6 +446,7 @@ class VerbsDevice final : public Device {
   bool addr_is_local_ = true;
   uint8_t max_rd_atom_ = 0, max_init_rd_atom_ = 0;
   bool inv_flag_quirk_ = false;
+  bool renew_windows_ = false;
   bool legacy_post_ = false;
   bool next_poll_ends_ = false;
   bool removed_ = false;

@@ -92,6 +92,18 @@ void VerbsFastMr::forget_qp(VerbsQp* qp) {
   bound_qps_.erase(std::remove(bound_qps_.begin(), bound_qps_.end(), qp), bound_qps_.end());
 }
 
+bool VerbsFastMr::retire() {
+  if (!pd_->device()->renew_windows()) return true;
+  // The old window is free now, under an rkey the peer has seen; on rxe a
+  // Send With Invalidate of it would panic the kernel. Its index is given
+  // back and the new window's differs, so that rkey names nothing.
+  for (VerbsQp* qp : bound_qps_)
+    qp->bound_.erase(std::remove(qp->bound_.begin(), qp->bound_.end(), this), qp->bound_.end());
+  bound_qps_.clear();
+  renew_window();
+  return mw_ != nullptr;
+}
+
 void VerbsFastMr::renew_window() {
   // A bound type-2 window holds its QP: on rxe, ibv_destroy_qp then blocks
   // for ~50 s (rxe-vm.md quirk 4). Deallocating the window releases it; a new

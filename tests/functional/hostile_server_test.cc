@@ -576,6 +576,33 @@ TEST_F(HostileServer, SendWithInvalidateOfAStaleRkeyDropsTheConnection) {
   expect_done(d2, CallStatus::kDisconnected);
 }
 
+// Once a call has ended, its rkey names a free registration. A Send With
+// Invalidate of it must be refused by the device (and cost the sender its
+// connection); on rxe (Linux 6.1) the invalidation of a free window whose
+// key matches panics the kernel, so pmd/verbs replaces every window after
+// its invalidation (FastMr::retire) and the old rkey names nothing.
+TEST_F(HostileServer, SendWithInvalidateOfAnIdleRkeyDropsTheConnection) {
+  ASSERT_NO_FATAL_FAILURE(grant(8));
+  for (bool remote : {true, false}) {
+    if (!remote) ASSERT_NO_FATAL_FAILURE(new_raw());
+    log.clear();
+    Done d;
+    issue(&d);
+    RawCall a;
+    ASSERT_NO_FATAL_FAILURE(take(&a));
+    // Ended by the server's invalidation, or by the client's LOCAL_INV.
+    ASSERT_NO_FATAL_FAILURE(serve(a, remote ? a.write_rkey : 0));
+    expect_done(d, CallStatus::kOk);
+    ASSERT_TRUE(wait([&] { return cli->stats().rkeys_live.get() == 0; }));
+    // Nothing else runs: the MR sits free. The server names its old rkey.
+    RawCall stray = a;
+    stray.xid = a.xid ^ 0x00100000;
+    stray.h.chunks.nwrites = 0;
+    (void)raw->send(reply_msg(stray, 0), a.write_rkey);
+    ASSERT_NO_FATAL_FAILURE(expect_dropped("a receive failed", remote ? 1 : 2));
+  }
+}
+
 class HostileServerNoInv : public HostileServer {
  protected:
   void SetUp() override {
