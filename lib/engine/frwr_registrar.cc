@@ -104,6 +104,7 @@ int FrwrRegistrar::map(uint64_t addr, uint64_t len, uint32_t lkey, uint32_t acce
     m->length = static_cast<uint32_t>(piece_end - pos);
     m->registered = true;
     m->invalidating = false;
+    m->exposed = true;
     rkeys_live_->add();
     SendWr& w = chain.add();
     w.opcode = WrOpcode::kRegMr;
@@ -164,9 +165,10 @@ void FrwrRegistrar::release(EngineMr** list) {
     }
     // The LOCAL_INV chain completed (or, for an MR whose REG_MR was never
     // posted, there was nothing to reach): either way it is unreachable now.
-    bool was = m->registered;
-    if (was) unregistered(m);
-    if (was && !m->mr->retire()) {
+    if (m->registered) unregistered(m);
+    bool exposed = m->exposed;
+    m->exposed = false;
+    if (exposed && !m->mr->retire()) {
       // The driver could not make it safe to reuse (FastMr::retire).
       all_.erase(std::find(all_.begin(), all_.end(), m));
       delete m;

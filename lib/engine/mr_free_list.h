@@ -35,6 +35,9 @@ struct EngineMr {
   // longer the peer's to invalidate (a Send With Invalidate naming it now is
   // a protocol error, and a double invalidation on some devices).
   bool invalidating = false;
+  // Registered since it last came back: FastMr::retire is due before reuse
+  // (whoever invalidated it, this end or the peer).
+  bool exposed = false;
 };
 
 class MrFreeList {

@@ -304,6 +304,57 @@ TEST_F(Registrar, DestroyAfterConnectionLossNeverReuses) {
   EXPECT_EQ(reg->stats().mrs_created.get(), 3u);
 }
 
+// A fast MR must be handed to the driver (FastMr::retire) before it is
+// reused, whoever ended its registration: pmd/verbs replaces rxe's windows
+// there, which panic the kernel if a peer invalidates them once free. The
+// remotely invalidated MR is the one that matters (the peer knows its rkey).
+struct CountingFastMr final : rdma::FastMr {
+  CountingFastMr(int* retired, const bool* ok) : retired_(retired), ok_(ok) { max_depth_ = 16; }
+  bool retire() override {
+    ++*retired_;
+    return *ok_;
+  }
+  int* retired_;
+  const bool* ok_;
+};
+struct CountingPd final : rdma::Pd {
+  Result<std::unique_ptr<rdma::Mr>> reg_mr(void*, uint64_t, uint32_t) override {
+    return make_error(Errc::kUnsupported, "not used");
+  }
+  Result<std::unique_ptr<rdma::FastMr>> alloc_fast_mr(uint32_t) override {
+    return std::unique_ptr<rdma::FastMr>(new CountingFastMr(&retired, &ok));
+  }
+  int retired = 0;
+  bool ok = true;
+};
+
+TEST(RegistrarRetire, EveryEndedRegistrationIsRetiredBeforeReuse) {
+  CountingPd pd;
+  Counter live;
+  FrwrRegistrar reg(&pd, 16, 4096, 8, false, &live);
+  WrChain chain;
+  RdmaSegment segs[2];
+  EngineMr* list = nullptr;
+  ASSERT_EQ(reg.map(0x10000, 2 * 64 * 1024, 1, rdma::kAccessRemoteWrite | rdma::kAccessLocalWrite, chain, segs, 2,
+                    &list),
+            2);
+  // One MR invalidated by the peer, the other by a LOCAL_INV chain.
+  reg.remote_invalidated(FrwrRegistrar::live_with_rkey(list, segs[0].handle));
+  WrChain inv;
+  ASSERT_EQ(reg.invalidate(list, inv, 5), 1);
+  reg.release(&list);
+  EXPECT_EQ(pd.retired, 2) << "both MRs go through retire(), the remotely invalidated one too";
+  EXPECT_EQ(reg.free_list().local_size(), 2u);
+  EXPECT_EQ(live.get(), 0u);
+  // An MR the driver cannot make safe is destroyed, not reused.
+  pd.ok = false;
+  ASSERT_EQ(reg.map(0x10000, 4096, 1, rdma::kAccessRemoteRead, chain, segs, 1, &list), 1);
+  reg.release(&list);
+  EXPECT_EQ(pd.retired, 3);
+  EXPECT_EQ(reg.free_list().local_size(), 1u);
+  EXPECT_EQ(reg.stats().mrs_destroyed.get(), 1u);
+}
+
 // ---- the registration cache (devices without fast registration)
 
 TEST_F(Registrar, RegCacheRegistersAChunkOnceAndPostsNoWrs) {
