@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Instructions per RPC, counted by callgrind: both engines and pmd/shm, for an
+# inline 32-byte call and for 64 KiB through a write and a read chunk. The
+# count does not move with the machine's load (unlike the wall-clock figures
+# of measure-rpc.sh on this 2-core VM), so it is how revisions are compared
+# for the engine's own cost.
+#   scripts/measure-cost.sh [--against REV]
+# Each case runs tern-rpc-cost twice (2000 and 12000 calls after the same
+# warm-up) and reports the difference / 10000. --against REV builds REV in
+# .measure-base/ (as measure-rpc.sh does) and prints both and the ratio.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+against=""
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --against) against=$2; shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "measure-cost.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
+  esac
+done
+"$top/scripts/setup.sh"
+command -v valgrind >/dev/null || {
+  echo "measure-cost.sh: installing valgrind" >&2
+  if [[ $(id -u) -ne 0 ]]; then sudo apt-get install -y -qq valgrind >/dev/null; else apt-get install -y -qq valgrind >/dev/null; fi
+}
+"$top/scripts/build.sh" build-perf -Dbuildtype=release -Dtests=false
+bins=(new:"$top/build-perf/bench/tern-rpc-cost")
+if [[ -n $against ]]; then
+  base="$top/.measure-base"
+  rev=$(git -C "$top" rev-parse --verify "$against^{commit}")
+  if [[ -d $base ]]; then git -C "$base" checkout -q --detach "$rev"; else git -C "$top" worktree add -q --detach "$base" "$rev"; fi
+  echo "base: $(git -C "$base" log --oneline -1)" >&2
+  "$base/scripts/build.sh" "$base/build-perf" -Dbuildtype=release -Dtests=false
+  # An older base may not have the tool: build this tree's source against it.
+  if [[ ! -x $base/build-perf/bench/tern-rpc-cost ]]; then
+    g++ -std=c++20 -O2 -fno-exceptions -I"$base/lib" -I"$base/pmd" "$top/bench/rpc_cost.cc" \
+      -o "$base/build-perf/tern-rpc-cost" -Wl,--whole-archive "$base/build-perf/libtern.a" -Wl,--no-whole-archive \
+      -libverbs -lrdmacm -lmlx5 -lpthread
+    bins+=(base:"$base/build-perf/tern-rpc-cost")
+  else
+    bins+=(base:"$base/build-perf/bench/tern-rpc-cost")
+  fi
+fi
+tmp=$(mktemp -d /tmp/tern-cost-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+count() {  # binary, calls, bulk, dir -> instructions
+  valgrind --tool=callgrind --callgrind-out-file="$tmp/cg" "$1" "$2" "$3" "$4" >/dev/null 2>"$tmp/log"
+  sed -n 's/.*Collected : *//p' "$tmp/log"
+}
+printf '%-18s' case
+for b in "${bins[@]}"; do printf '%14s' "${b%%:*}"; done
+[[ ${#bins[@]} -gt 1 ]] && printf '%8s' ratio
+echo "   (instructions per RPC, client + server + pmd/shm)"
+for c in "inline 0 w" "write_64K 65536 w" "read_64K 65536 r"; do
+  read -r name bulk dir <<<"$c"
+  printf '%-18s' "$name"
+  per=()
+  for b in "${bins[@]}"; do
+    bin=${b#*:}
+    i1=$(count "$bin" 2000 "$bulk" "$dir")
+    i2=$(count "$bin" 12000 "$bulk" "$dir")
+    v=$(((i2 - i1) / 10000))
+    per+=("$v")
+    printf '%14s' "$v"
+  done
+  [[ ${#per[@]} -gt 1 ]] && awk -v a="${per[0]}" -v b="${per[1]}" 'BEGIN { printf "%8.3f", a / b }'
+  echo
+done
