@@ -24,7 +24,7 @@
 #include "mem/memfd.h"
 #include "raw_peer.h"
 #include "rpcrdma/cm_private.h"
-#include "shm/shm_layout.h"
+#include "shm/shm_internal.h"
 
 namespace tern::rpc {
 namespace {
@@ -120,14 +120,7 @@ class HostileClient : public ::testing::Test {
     srv->poll();
     good->poll();
   }
-  bool wait(const std::function<bool()>& pred, int ms = 3000) {
-    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    while (std::chrono::steady_clock::now() < end) {
-      pump();
-      if (pred()) return true;
-    }
-    return false;
-  }
+  bool wait(const std::function<bool()>& pred, int ms = 3000) { return poll_until([this] { pump(); }, pred, ms); }
 
   // Three calls on the well-behaved connection: a read chunk pulled and
   // summed, a write chunk filled, an inline echo, all checked.
@@ -561,24 +554,9 @@ struct ShmHandClient {
     EXPECT_EQ(ftruncate(fd, static_cast<off_t>(len)), 0);
     return fd;
   }
-  bool send(const shm::ShmMsg& m, int fd) {
-    iovec iov{const_cast<shm::ShmMsg*>(&m), sizeof m};
-    msghdr mh{};
-    mh.msg_iov = &iov, mh.msg_iovlen = 1;
-    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
-    if (fd >= 0) {
-      mh.msg_control = cbuf, mh.msg_controllen = sizeof cbuf;
-      cmsghdr* c = CMSG_FIRSTHDR(&mh);
-      c->cmsg_level = SOL_SOCKET, c->cmsg_type = SCM_RIGHTS, c->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    }
-    return sendmsg(sock, &mh, MSG_NOSIGNAL) == sizeof m;
-  }
-  static shm::ShmMsg msg(uint16_t type) {
-    shm::ShmMsg m{};
-    m.magic = shm::kAreaMagic, m.version = shm::kLayoutVersion, m.type = type;
-    return m;
-  }
+  // The driver's own message framing; what goes in the messages is ours.
+  bool send(const shm::ShmMsg& m, int fd) { return shm::send_msg(sock, m, fd) == 0; }
+  static shm::ShmMsg msg(uint16_t type) { return shm::make_msg(static_cast<shm::ShmMsgType>(type)); }
   // Says hello with a fresh area (sealed or not); true if the server accepted.
   bool hello(const std::string& spec, bool sealed_area, const std::function<void()>& pump) {
     if (!connect_only(spec)) return false;

@@ -140,14 +140,7 @@ class HostileServer : public ::testing::Test {
     cli->poll();
     good_srv->poll();
   }
-  bool wait(const std::function<bool()>& pred, int ms = 3000) {
-    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    while (std::chrono::steady_clock::now() < end) {
-      pump();
-      if (pred()) return true;
-    }
-    return false;
-  }
+  bool wait(const std::function<bool()>& pred, int ms = 3000) { return poll_until([this] { pump(); }, pred, ms); }
 
   // Calls on the well-behaved connection: a write chunk filled and checked,
   // a read chunk echoed back through the write chunk.
@@ -177,6 +170,11 @@ class HostileServer : public ::testing::Test {
     }
     c.done = on_done, c.ctx = d;
     ASSERT_EQ(conn->call(c), 0);
+  }
+  // issue() then take(): the call as the raw server sees it.
+  void issue_and_take(Done* d, RawCall* rc, bool write = true, bool read = false) {
+    ASSERT_NO_FATAL_FAILURE(issue(d, write, read));
+    ASSERT_NO_FATAL_FAILURE(take(rc));
   }
   // The raw server takes the next call off the wire.
   void take(RawCall* rc) {
@@ -245,9 +243,8 @@ class HostileServer : public ::testing::Test {
   // grant of `credits` lets more out.
   void grant(uint32_t credits) {
     Done d;
-    issue(&d, false);
     RawCall rc;
-    ASSERT_NO_FATAL_FAILURE(take(&rc));
+    ASSERT_NO_FATAL_FAILURE(issue_and_take(&d, &rc, false));
     ASSERT_TRUE(raw->send(reply_msg(rc, 0, credits)));
     expect_done(d, CallStatus::kOk);
     ASSERT_EQ(conn->info().credits, credits);
@@ -266,9 +263,8 @@ class HostileServer : public ::testing::Test {
 
 TEST_F(HostileServer, AWellBehavedRawServerIsServedAndInvalidatesTheRkey) {
   Done d;
-  issue(&d, true, true);
   RawCall rc;
-  ASSERT_NO_FATAL_FAILURE(take(&rc));
+  ASSERT_NO_FATAL_FAILURE(issue_and_take(&d, &rc, true, true));
   ASSERT_NE(rc.write_rkey, 0u);
   ASSERT_NE(rc.read_rkey, 0u);
   EXPECT_EQ(cli->stats().rkeys_live.get(), 2u) << "one registration per chunk while the call is out";
@@ -293,9 +289,8 @@ TEST_F(HostileServer, WritesOutsideTheWriteChunkAreRefused) {
     }
     log.clear();
     Done d;
-    issue(&d);
     RawCall rc;
-    ASSERT_NO_FATAL_FAILURE(take(&rc));
+    ASSERT_NO_FATAL_FAILURE(issue_and_take(&d, &rc));
     // Just before the chunk, just after it, and starting inside but running past its end.
     uint64_t at = where == 0 ? rc.write_addr - 4096 : where == 1 ? rc.write_addr + rc.write_len
                                                                  : rc.write_addr + rc.write_len - 100;
@@ -335,9 +330,8 @@ class RkeyProbe : public HostileServer, public ::testing::WithParamInterface<End
 TEST_P(RkeyProbe, RkeysReachNothingOnceTheCallEnded) {
   Ending how = GetParam();
   Done d;
-  issue(&d, true, true);
   RawCall rc;
-  ASSERT_NO_FATAL_FAILURE(take(&rc));
+  ASSERT_NO_FATAL_FAILURE(issue_and_take(&d, &rc, true, true));
   std::vector<uint8_t> pulled(16 * 1024);
   ASSERT_EQ(raw->read(pulled.data(), 16 * 1024, rc.read_rkey, rc.read_addr), WcStatus::kSuccess) << "live: readable";
   CallStatus want = CallStatus::kOk;
@@ -405,20 +399,25 @@ INSTANTIATE_TEST_SUITE_P(Endings, RkeyProbe,
 // connection, even while the call is out: a server cannot reach the calls a
 // client made to another server. Run with QP-bound registrations (windows)
 // and with PD-wide ones (qp_bound=0: the engine gives each connection a PD).
-class OtherConnection : public HostileServer, public ::testing::WithParamInterface<bool> {
+// HostileServer with, when the parameter says so, a pmd/shm device argument
+// that makes the device behave as another kind does.
+template <const char* kShmArg>
+class WithShmArg : public HostileServer, public ::testing::WithParamInterface<bool> {
  protected:
   void SetUp() override {
-    bool pd_wide = GetParam();
-    if (pd_wide && !on_shm()) GTEST_SKIP() << "qp_bound=0 is a pmd/shm device argument";
-    start({}, pd_wide ? ",qp_bound=0" : "");
+    if (GetParam() && !on_shm()) GTEST_SKIP() << kShmArg << " is a pmd/shm device argument";
+    start({}, GetParam() ? std::string(",") + kShmArg : std::string());
   }
 };
+constexpr char kPdWide[] = "qp_bound=0";
+constexpr char kInvUnchecked[] = "inv_qp_check=0";
+
+class OtherConnection : public WithShmArg<kPdWide> {};
 
 TEST_P(OtherConnection, CannotUseAnotherConnectionsRkeys) {
   Done d;
-  issue(&d, true, true);
   RawCall rc;
-  ASSERT_NO_FATAL_FAILURE(take(&rc));
+  ASSERT_NO_FATAL_FAILURE(issue_and_take(&d, &rc, true, true));
   // Another connection of the same client to the same server: the same
   // device, so with QP-bound registrations the same PD, and with PD-wide
   // ones (qp_bound=0) a PD of its own. Its peer holds the first call's rkeys.
@@ -496,20 +495,12 @@ TEST_F(HostileServer, SendWithInvalidateOfAnotherCallsRkeyIsHonouredOnce) {
 // not (rxe) invalidates it, and the engine must then never invalidate it
 // again (on rxe a second invalidation panics the kernel). Either way the
 // sender is dropped and the first call completes normally.
-class OtherConnectionInv : public HostileServer, public ::testing::WithParamInterface<bool> {
- protected:
-  void SetUp() override {
-    bool unchecked = GetParam();
-    if (unchecked && !on_shm()) GTEST_SKIP() << "inv_qp_check=0 is a pmd/shm device argument";
-    start({}, unchecked ? ",inv_qp_check=0" : "");
-  }
-};
+class OtherConnectionInv : public WithShmArg<kInvUnchecked> {};
 
 TEST_P(OtherConnectionInv, SendWithInvalidateOfAnotherConnectionsRkey) {
   Done d;
-  issue(&d);
   RawCall a;
-  ASSERT_NO_FATAL_FAILURE(take(&a));
+  ASSERT_NO_FATAL_FAILURE(issue_and_take(&d, &a));
   auto other = raw->sibling();
   ASSERT_TRUE(other.is_ok()) << other.status().to_string();
   RawPeer& b = **other;
@@ -551,9 +542,8 @@ INSTANTIATE_TEST_SUITE_P(Devices, OtherConnectionInv, ::testing::Values(false, t
 
 TEST_F(HostileServer, SendWithInvalidateOfAForeignRkeyDropsTheConnection) {
   Done d;
-  issue(&d);
   RawCall rc;
-  ASSERT_NO_FATAL_FAILURE(take(&rc));
+  ASSERT_NO_FATAL_FAILURE(issue_and_take(&d, &rc));
   (void)raw->send(reply_msg(rc, 0), /*inv=*/0x00424242);
   ASSERT_NO_FATAL_FAILURE(expect_dropped(on_shm() ? "a receive failed" : "failed"));
   expect_done(d, CallStatus::kDisconnected);
@@ -561,15 +551,13 @@ TEST_F(HostileServer, SendWithInvalidateOfAForeignRkeyDropsTheConnection) {
 
 TEST_F(HostileServer, SendWithInvalidateOfAStaleRkeyDropsTheConnection) {
   Done d1;
-  issue(&d1);
   RawCall a;
-  ASSERT_NO_FATAL_FAILURE(take(&a));
+  ASSERT_NO_FATAL_FAILURE(issue_and_take(&d1, &a));
   ASSERT_NO_FATAL_FAILURE(serve(a, a.write_rkey));
   expect_done(d1, CallStatus::kOk);
   Done d2;
-  issue(&d2);
   RawCall b;
-  ASSERT_NO_FATAL_FAILURE(take(&b));
+  ASSERT_NO_FATAL_FAILURE(issue_and_take(&d2, &b));
   // Answers the second call, but invalidates the first call's rkey again.
   (void)raw->send(reply_msg(b, 0), a.write_rkey);
   ASSERT_NO_FATAL_FAILURE(expect_dropped(""));
@@ -587,9 +575,8 @@ TEST_F(HostileServer, SendWithInvalidateOfAnIdleRkeyDropsTheConnection) {
     if (!remote) ASSERT_NO_FATAL_FAILURE(new_raw());
     log.clear();
     Done d;
-    issue(&d);
     RawCall a;
-    ASSERT_NO_FATAL_FAILURE(take(&a));
+    ASSERT_NO_FATAL_FAILURE(issue_and_take(&d, &a));
     // Ended by the server's invalidation, or by the client's LOCAL_INV.
     ASSERT_NO_FATAL_FAILURE(serve(a, remote ? a.write_rkey : 0));
     expect_done(d, CallStatus::kOk);
@@ -614,9 +601,8 @@ class HostileServerNoInv : public HostileServer {
 
 TEST_F(HostileServerNoInv, SendWithInvalidateThatWasNotOfferedIsAProtocolError) {
   Done d;
-  issue(&d);
   RawCall rc;
-  ASSERT_NO_FATAL_FAILURE(take(&rc));
+  ASSERT_NO_FATAL_FAILURE(issue_and_take(&d, &rc));
   ASSERT_NO_FATAL_FAILURE(serve(rc, rc.write_rkey));
   ASSERT_NO_FATAL_FAILURE(expect_dropped("did not offer"));
   expect_done(d, CallStatus::kDisconnected);
@@ -627,9 +613,8 @@ TEST_F(HostileServerNoInv, SendWithInvalidateThatWasNotOfferedIsAProtocolError) 
 TEST_F(HostileServer, CreditGrantsOfZeroAndAllOnesAreClamped) {
   for (uint32_t grant : {0u, 0xffffffffu}) {
     Done a, b, c;
-    issue(&a, false);
     RawCall ra;
-    ASSERT_NO_FATAL_FAILURE(take(&ra));
+    ASSERT_NO_FATAL_FAILURE(issue_and_take(&a, &ra, false));
     ASSERT_TRUE(raw->send(reply_msg(ra, 0, grant)));
     expect_done(a, CallStatus::kOk);
     uint32_t want = grant == 0 ? 1u : EngineOptions{}.credits;
@@ -652,9 +637,8 @@ TEST_F(HostileServer, CreditGrantsOfZeroAndAllOnesAreClamped) {
 
 TEST_F(HostileServer, StrayDuplicateAndStaleXidsAreDropped) {
   Done d;
-  issue(&d, false);
   RawCall rc;
-  ASSERT_NO_FATAL_FAILURE(take(&rc));
+  ASSERT_NO_FATAL_FAILURE(issue_and_take(&d, &rc, false));
   uint64_t bad0 = cli->stats().bad_headers.get();
   RawCall stray = rc;
   stray.xid = rc.xid ^ 0x5a5a0000;  // nobody's
@@ -677,9 +661,8 @@ TEST_F(HostileServer, StrayDuplicateAndStaleXidsAreDropped) {
 TEST_F(HostileServer, ObsoleteProceduresAndOtherVersionsFailTheirCall) {
   for (int kind = 0; kind < 4; ++kind) {
     Done d;
-    issue(&d, false);
     RawCall rc;
-    ASSERT_NO_FATAL_FAILURE(take(&rc));
+    ASSERT_NO_FATAL_FAILURE(issue_and_take(&d, &rc, false));
     std::vector<uint8_t> m;
     put32(m, rc.xid);
     put32(m, kind == 2 ? 2 : 1);                              // version
@@ -695,18 +678,16 @@ TEST_F(HostileServer, ObsoleteProceduresAndOtherVersionsFailTheirCall) {
 
 TEST_F(HostileServer, AReplyClaimingMoreThanTheWriteChunkHeldFailsTheCall) {
   Done d;
-  issue(&d);
   RawCall rc;
-  ASSERT_NO_FATAL_FAILURE(take(&rc));
+  ASSERT_NO_FATAL_FAILURE(issue_and_take(&d, &rc));
   ASSERT_TRUE(raw->send(reply_msg(rc, rc.write_len + 4096)));
   expect_done(d, CallStatus::kBadReply);
 }
 
 TEST_F(HostileServer, ASendLargerThanTheReceiveBufferDropsTheConnection) {
   Done d;
-  issue(&d, false);
   RawCall rc;
-  ASSERT_NO_FATAL_FAILURE(take(&rc));
+  ASSERT_NO_FATAL_FAILURE(issue_and_take(&d, &rc, false));
   std::vector<uint8_t> big(EngineOptions{}.inline_recv + 1024, 0);
   auto m = reply_msg(rc, 0);
   std::copy(m.begin(), m.end(), big.begin());
@@ -717,9 +698,8 @@ TEST_F(HostileServer, ASendLargerThanTheReceiveBufferDropsTheConnection) {
 
 TEST_F(HostileServer, AFloodOfStrayRepliesIsDropped) {
   Done d;
-  issue(&d, false);
   RawCall rc;
-  ASSERT_NO_FATAL_FAILURE(take(&rc));
+  ASSERT_NO_FATAL_FAILURE(issue_and_take(&d, &rc, false));
   uint64_t bad0 = cli->stats().bad_headers.get();
   constexpr int kFlood = 300;
   for (int i = 0; i < kFlood; ++i) {

@@ -111,6 +111,15 @@ rpcrdma::Header plain_header(uint32_t xid, uint32_t credit, rpcrdma::Proc proc) 
   return h;
 }
 
+bool poll_until(const std::function<void()>& pump, const std::function<bool()>& pred, int ms) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  do {
+    pump();
+    if (pred()) return true;
+  } while (std::chrono::steady_clock::now() < end);
+  return false;
+}
+
 // ---------------------------------------------------------------- device specs
 
 bool on_shm() {
@@ -296,12 +305,7 @@ void RawPeer::poll_once() {
 }
 
 bool RawPeer::wait(const std::function<bool()>& pred, int ms) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  do {
-    poll_once();
-    if (pred()) return true;
-  } while (std::chrono::steady_clock::now() < end);
-  return false;
+  return poll_until([this] { poll_once(); }, pred, ms);
 }
 
 bool RawPeer::disconnected() {
@@ -394,14 +398,11 @@ std::optional<WcStatus> RawPeer::send(std::span<const uint8_t> bytes, uint32_t i
   return wait_send(w.wr_id, ms);
 }
 
-WcStatus RawPeer::write(const uint8_t* src, uint32_t len, uint32_t rkey, uint64_t raddr, int ms) {
-  uint8_t* slot = tx_ + (tx_used_++ % kTxSlots) * size_t{kTxSlot};
-  if (len > kTxSlot) return WcStatus::kLocLenErr;
-  std::memcpy(slot, src, len);
+WcStatus RawPeer::rdma_op(WrOpcode op, uint8_t* slot, uint32_t len, uint32_t rkey, uint64_t raddr, int ms) {
   Sge s{reinterpret_cast<uint64_t>(slot), len, mr_->lkey()};
   SendWr w;
   w.wr_id = next_wr_++;
-  w.sg_list = &s, w.num_sge = 1, w.opcode = WrOpcode::kRdmaWrite, w.flags = kWrSignaled;
+  w.sg_list = &s, w.num_sge = 1, w.opcode = op, w.flags = kWrSignaled;
   w.rkey = rkey;
   w.remote_addr = raddr;
   int err = 0;
@@ -409,18 +410,17 @@ WcStatus RawPeer::write(const uint8_t* src, uint32_t len, uint32_t rkey, uint64_
   return wait_send(w.wr_id, ms).value_or(WcStatus::kGeneralErr);
 }
 
-WcStatus RawPeer::read(uint8_t* dst, uint32_t len, uint32_t rkey, uint64_t raddr, int ms) {
-  uint8_t* slot = tx_ + (tx_used_++ % kTxSlots) * size_t{kTxSlot};
+WcStatus RawPeer::write(const uint8_t* src, uint32_t len, uint32_t rkey, uint64_t raddr, int ms) {
   if (len > kTxSlot) return WcStatus::kLocLenErr;
-  Sge s{reinterpret_cast<uint64_t>(slot), len, mr_->lkey()};
-  SendWr w;
-  w.wr_id = next_wr_++;
-  w.sg_list = &s, w.num_sge = 1, w.opcode = WrOpcode::kRdmaRead, w.flags = kWrSignaled;
-  w.rkey = rkey;
-  w.remote_addr = raddr;
-  int err = 0;
-  if (qp_->post_send(&w, 1, &err) != 1) return WcStatus::kLocQpOpErr;
-  WcStatus st = wait_send(w.wr_id, ms).value_or(WcStatus::kGeneralErr);
+  uint8_t* slot = tx_ + (tx_used_++ % kTxSlots) * size_t{kTxSlot};
+  std::memcpy(slot, src, len);
+  return rdma_op(WrOpcode::kRdmaWrite, slot, len, rkey, raddr, ms);
+}
+
+WcStatus RawPeer::read(uint8_t* dst, uint32_t len, uint32_t rkey, uint64_t raddr, int ms) {
+  if (len > kTxSlot) return WcStatus::kLocLenErr;
+  uint8_t* slot = tx_ + (tx_used_++ % kTxSlots) * size_t{kTxSlot};
+  WcStatus st = rdma_op(WrOpcode::kRdmaRead, slot, len, rkey, raddr, ms);
   if (st == WcStatus::kSuccess && dst != nullptr) std::memcpy(dst, slot, len);
   return st;
 }

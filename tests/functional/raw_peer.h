@@ -69,6 +69,9 @@ std::vector<uint8_t> rpc_success(uint32_t xid, std::span<const uint8_t> results 
 // A header with no chunks.
 rpcrdma::Header plain_header(uint32_t xid, uint32_t credit, rpcrdma::Proc proc = rpcrdma::Proc::kMsg);
 
+// Calls pump() until pred() holds (true) or `ms` pass (false).
+bool poll_until(const std::function<void()>& pump, const std::function<bool()>& pred, int ms);
+
 // ---------------------------------------------------------------- device specs
 
 // Over pmd/shm by default; TERN_RPC_DEVICE names another device spec without
@@ -149,6 +152,8 @@ class RawPeer {
   void poll_once();
   void post_recv(uint32_t i);
   std::optional<rdma::WcStatus> wait_send(uint64_t wr_id, int ms);
+  // Posts one signaled RDMA op through the next send buffer and waits for it.
+  rdma::WcStatus rdma_op(rdma::WrOpcode op, uint8_t* slot, uint32_t len, uint32_t rkey, uint64_t raddr, int ms);
 
   // What siblings share: the device (and its CM events), the PD, the memory.
   struct Shared {
