@@ -5,6 +5,7 @@
 // completion finishes the call), and the callback runs.
 #include <cstring>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "engine/engine_impl.h"
 #include "engine/wire.h"
@@ -61,6 +62,11 @@ int Conn::call(const Call& c) {
   r->xid = (next_xid++ << slot_bits) | r->slot;
   if (r->xid == 0) r->xid = (next_xid++ << slot_bits) | r->slot;
   eng->st.calls.add();
+  cs.calls.add();
+  cs.backlog_depth.add(backlog_len);
+  r->t_call = now_ticks();
+  r->pc = eng->proc_counters(c.prog, c.vers, c.proc, false);
+  r->pc->ops.add();
   // Credits: never more calls outstanding than the server granted.
   int rc = backlog_head != nullptr || in_flight >= credits ? EAGAIN : marshal_and_send(r);
   if (rc != 0) {
@@ -74,7 +80,10 @@ int Conn::call(const Call& c) {
     backlog_tail = r;
     ++backlog_len;
     eng->st.backlogged.add();
-    if (in_flight >= credits) eng->st.credit_waits.add();
+    if (in_flight >= credits) {
+      eng->st.credit_waits.add();
+      cs.credit_waits.add();
+    }
   }
   return 0;
 }
@@ -106,7 +115,10 @@ int Conn::flush_backlog() {
 // device refused to register the call's memory (nothing posted either way).
 int Conn::marshal_and_send(Request* r) {
   const EngineOptions& o = eng->opt;
-  if (ring->full()) return EAGAIN;
+  if (ring->full()) {
+    cs.ring_full.add();
+    return EAGAIN;
+  }
   chain.clear();
   wire::CallChunks ch;
   const Call& c = r->call;
@@ -171,6 +183,16 @@ int Conn::marshal_and_send(Request* r) {
   if (ch.nread > 0) eng->st.read_chunks.add();
   if (ch.nwrite > 0) eng->st.write_chunks.add();
   if (ch.nreply > 0) eng->st.reply_chunks.add();
+  cs.sends.add();
+  cs.bytes_sent.add(len);
+  t_last = now_ticks();
+  if (ch.nread > 0) {
+    cs.read_chunks.add();
+    cs.read_chunk_bytes.add(c.bulk_send.size());
+  }
+  if (ch.nwrite > 0) cs.write_chunks.add();
+  if (ch.nreply > 0) cs.reply_chunks.add();
+  r->pc->bytes_sent.add(len + c.bulk_send.size());
   return 0;
 }
 
@@ -303,6 +325,9 @@ void Conn::on_recv_wc(const Wc& wc) {
   }
   rep->len = wc.byte_len;
   rep->wc_flags = wc.flags;
+  cs.recvs.add();
+  cs.bytes_received.add(wc.byte_len);
+  t_last = now_ticks();
   rep->invalidated_rkey = wc.invalidated_rkey;
   if (server) handle_call(rep);
   else handle_reply(rep);
@@ -383,6 +408,7 @@ void Conn::handle_reply(ReplyBuf* rep) {
   if (r == nullptr) {
     // Not a call we are waiting for (late, duplicated or forged): drop it.
     eng->st.bad_headers.add();
+    cs.bad_xids.add();
     to_repost.push_back(rep);
     return;
   }
@@ -410,8 +436,18 @@ void Conn::handle_reply(ReplyBuf* rep) {
       else res.bulk_recv_len = static_cast<uint32_t>(h.write_len);
     }
   }
-  if (res.status == CallStatus::kBadReply) eng->st.bad_replies.add();
+  if (res.status == CallStatus::kBadReply) {
+    eng->st.bad_replies.add();
+    cs.bad_replies.add();
+  }
+  if (h.kind == wire::Reply::Kind::kNoMsg) {
+    cs.nomsg.add();
+    cs.reply_chunk_bytes.add(h.reply_chunk_len);
+  }
+  cs.write_chunk_bytes.add(res.bulk_recv_len);
+  r->pc->bytes_received.add(rep->len + res.bulk_recv_len + (h.kind == wire::Reply::Kind::kNoMsg ? h.reply_chunk_len : 0));
   eng->st.replies.add();
+  cs.replies.add();
   finish_reply(r);
 }
 
@@ -435,6 +471,7 @@ Conn::RemoteInv Conn::accept_remote_inv(Request* r, uint32_t rkey) {
   if (m != nullptr) {
     pdc->reg->remote_invalidated(m);
     eng->st.remote_invalidations.add();
+    cs.remote_invalidations.add();
     return RemoteInv::kOurs;
   }
   // A device that does not tie remote invalidation to the window's QP (rxe)
@@ -457,6 +494,7 @@ void Conn::fail_reply(Request* r, ReplyBuf* rep, CallStatus status) {
   rep->owner = r;
   r->result = CallReply{status, r->xid, {}, 0};
   eng->st.bad_replies.add();
+  cs.bad_replies.add();
   finish_reply(r);
 }
 
@@ -472,6 +510,7 @@ void Conn::finish_reply(Request* r) {
   r->state = Request::State::kInvalidating;
   r->inv_seq = sq->post(static_cast<uint32_t>(n));
   eng->st.local_inv_chains.add();
+  cs.local_inv_chains.add();
   int err = 0;
   if (qp->post_send(chain.data(), n, &err) != n)
     on_disconnected(make_sys_error(Errc::kDisconnected, err, "post_send refused LOCAL_INV"));
@@ -481,6 +520,13 @@ void Conn::complete(Request* r) {
   // I3: every MR of this call is invalidated before its results are seen.
   TERN_ASSERT(r->mrs == nullptr, "call completing with registered MRs");
   r->state = Request::State::kFree;  // no longer in flight; the pool waits for both owners
+  bool error = r->result.status != CallStatus::kOk;
+  if (r->reply != nullptr) {
+    record_rtt(r->pc, r->t_call, error);  // a reply came: its round trip counts
+  } else if (error) {
+    cs.errors.add();  // failed without a reply (connection lost, memory refused)
+    if (r->pc != nullptr) r->pc->errors.add();
+  }
   if (r->call.done != nullptr) r->call.done(r->call.ctx, r->result);
   // I2: detach the reply buffer before it goes back to the device.
   if (ReplyBuf* rep = r->reply) {
@@ -498,6 +544,7 @@ void Conn::maybe_free(Request* r) {
   TERN_ASSERT(r->reply == nullptr && r->mrs == nullptr);
   r->call = Call{};
   r->refused = false;
+  r->pc = nullptr;
   reqs.put(r);
 }
 

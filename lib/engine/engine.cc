@@ -51,6 +51,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& o) {
                       "it needs EngineOptions::trusted_peers");
   auto e = std::make_unique<EngineImpl>(o);
   e->cm_interval_ticks = ticks_from_ns(1'000'000);
+  e->ns_per_tick = 1e9 / tick_hz();
   auto a = mem::Arena::create({.size = o.arena_bytes, .name = "tern-engine"});
   if (!a) return a.status();
   e->arena = std::move(a).value();
@@ -74,41 +75,6 @@ PdCtx::~PdCtx() {
   reg.reset();
   regions.clear();
   pd.reset();
-}
-
-StatsView EngineImpl::stats_view() const {
-  StatsView v = {{"calls", &st.calls},
-          {"replies", &st.replies},
-          {"backlogged", &st.backlogged},
-          {"sends", &st.sends},
-          {"sends_signaled", &st.sends_signaled},
-          {"recvs_posted", &st.recvs_posted},
-          {"recv_batches", &st.recv_batches},
-          {"read_chunks", &st.read_chunks},
-          {"write_chunks", &st.write_chunks},
-          {"reply_chunks", &st.reply_chunks},
-          {"rdma_reads", &st.rdma_reads},
-          {"rdma_writes", &st.rdma_writes},
-          {"local_inv_chains", &st.local_inv_chains},
-          {"remote_invalidations", &st.remote_invalidations},
-          {"rdma_errors_sent", &st.rdma_errors_sent},
-          {"rdma_errors_received", &st.rdma_errors_received},
-          {"bad_headers", &st.bad_headers},
-          {"credit_waits", &st.credit_waits},
-          {"disconnects", &st.disconnects},
-          {"calls_deferred", &st.calls_deferred},
-          {"protocol_errors", &st.protocol_errors},
-          {"bad_replies", &st.bad_replies},
-          {"rkeys_live", &st.rkeys_live}};
-  for (const auto& dc : devices) {
-    if (const RegCache* c = dc->shared->reg ? dc->shared->reg->cache() : nullptr) {
-      v.push_back({"reg_cache_hits", &c->stats().hits});
-      v.push_back({"reg_cache_misses", &c->stats().misses});
-      v.push_back({"reg_cache_evictions", &c->stats().evictions});
-      break;  // one device's figures: engines use one device in practice
-    }
-  }
-  return v;
 }
 
 void* EngineImpl::alloc(size_t len, size_t align) { return arena->carve(len, align); }
@@ -182,6 +148,7 @@ Result<std::unique_ptr<PdCtx>> EngineImpl::make_pd_ctx(DeviceCtx* dc) {
     case ChunkReg::kNone:
       break;
   }
+  if (p->reg) p->reg->share_stats(&reg_st);
   return p;
 }
 
@@ -258,7 +225,7 @@ void EngineImpl::handle(uint32_t prog, uint32_t vers, uint32_t proc, Handler h, 
       return;
     }
   }
-  handlers.push_back(HandlerEntry{prog, vers, proc, h, ctx});
+  handlers.push_back(HandlerEntry{prog, vers, proc, h, ctx, proc_counters(prog, vers, proc, true)});
 }
 
 const HandlerEntry* EngineImpl::find_handler(uint32_t prog, uint32_t vers, uint32_t proc, AcceptStat* stat,
@@ -360,6 +327,8 @@ int EngineImpl::poll() {
     for (auto& dcp : devices) poll_cm(dcp.get());
   }
   ++polls;
+  // Another thread wants a stats snapshot (telemetry): one relaxed load per pass.
+  if (snapshot_wanted.load(std::memory_order_relaxed)) publish_snapshot();
   for (auto it = conns.begin(); it != conns.end();) {
     Conn* c = it->get();
     if (c->state == Conn::State::kReady) work += c->server ? c->serve_deferred() : c->flush_backlog();
@@ -383,7 +352,8 @@ int EngineImpl::poll() {
 
 // ---------------------------------------------------------------- connection set-up and teardown
 
-Conn::Conn(EngineImpl* e, DeviceCtx* d, bool srv) : eng(e), dc(d), server(srv), pdc(d->shared.get()) {}
+Conn::Conn(EngineImpl* e, DeviceCtx* d, bool srv)
+    : id(e->next_conn_id++), t_created(now_ticks()), eng(e), dc(d), server(srv), pdc(d->shared.get()) {}
 
 Conn::~Conn() {
   if (state == State::kReady || state == State::kConnecting) (void)dc->dev->disconnect(qp.get());
@@ -499,6 +469,7 @@ void Conn::on_established(std::span<const uint8_t> peer_pdata) {
     wire::negotiate(peer_pdata, eng->opt.inline_send, eng->opt.inline_recv, dc->offer_inv, false,
                     &inline_send, &inline_recv, &remote_inv);
   state = State::kReady;
+  t_established = t_last = now_ticks();
   TERN_LOG(kInfo, "engine", "connection to %s up: inline send %u recv %u, remote invalidation %s",
            peer_name().c_str(), inline_send, inline_recv, remote_inv ? "on" : "off");
   if (!server && dc->chunk_reg == ChunkReg::kRegCache)

@@ -24,6 +24,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "base/result.h"
 #include "base/stats.h"
@@ -169,6 +171,41 @@ struct ConnectionInfo {
   uint32_t credits;                   // client: last grant; server: what it grants
 };
 
+// ---------------------------------------------------------------- observability
+
+// A latency distribution in nanoseconds (fixed-memory histogram: values
+// within ~3%).
+struct LatencySummary {
+  uint64_t count = 0, min = 0, mean = 0, p50 = 0, p90 = 0, p99 = 0, p999 = 0, max = 0;
+};
+
+// A snapshot of one connection, as xprtrdma's mountstats "xprt: rdma" line
+// shows a transport. Counter names are documented in docs/observability.md;
+// those prefixed "qp." are the driver's counters for this connection's QP.
+struct ConnectionStats {
+  uint64_t id = 0;           // engine-unique, never reused; log lines say "conn <id>"
+  bool server = false;       // accepted by this engine's listen()
+  std::string peer;          // who is at the other end ("pid 12 uid 0 qp 3 (shm:path=...)")
+  const char* state = "";    // "connecting", "ready", "draining", "dead"
+  uint64_t connect_ns = 0;   // connect() (or the request) to established; 0 until then
+  uint64_t age_ns = 0;       // since established
+  uint64_t idle_ns = 0;      // since the last message sent or received
+  uint32_t outstanding = 0;  // client: calls sent, awaiting reply; server: calls being served
+  uint32_t credits = 0;
+  std::vector<std::pair<const char*, uint64_t>> counters;
+  LatencySummary rtt;        // client: call() to completion; server: receive to reply posted
+};
+
+// One procedure on one side of this engine. Client: procedures it called;
+// server: procedures it has handlers for (calls for others count under
+// prog = vers = proc = 0xffffffff, so a peer cannot grow this table).
+struct ProcedureStats {
+  uint32_t prog = 0, vers = 0, proc = 0;
+  bool server = false;
+  uint64_t ops = 0, errors = 0, bytes_sent = 0, bytes_received = 0;
+  LatencySummary rtt;
+};
+
 class Connection {
  public:
   virtual ~Connection() = default;
@@ -184,6 +221,7 @@ class Connection {
   // 0, even if the connection is lost.
   virtual int call(const Call& call) = 0;
   virtual uint32_t outstanding() const = 0;
+  virtual ConnectionStats stats() const = 0;
   // Done with this connection: a graceful close if it is up; outstanding
   // calls complete with kDisconnected. The engine then reclaims the
   // connection and its memory from a later poll(), so the pointer must not
@@ -231,7 +269,22 @@ class Engine {
   virtual void handle(uint32_t prog, uint32_t vers, uint32_t proc, Handler h, void* ctx) = 0;
 
   virtual const EngineStats& stats() const = 0;
+  // EngineStats and the registrars' MR counters (mrs_allocated,
+  // mrs_destroyed, mrs_orphaned: destroyed because a connection was lost with
+  // their state unknown, out_of_mrs), by name.
   virtual StatsView stats_view() const = 0;
+  // Every connection this engine holds (clients it made and servers' peers).
+  virtual std::vector<ConnectionStats> connection_stats() const = 0;
+  virtual std::vector<ProcedureStats> procedure_stats() const = 0;
+  // Everything above plus each device's driver counters, as one JSON
+  // document (docs/observability.md): what telemetry and tools read.
+  virtual std::string stats_json() const = 0;
+  // The one call that is safe from any thread (a telemetry or monitoring
+  // thread): asks the engine's thread for stats_json() at its next poll()
+  // and waits up to wait_ms for it. If the engine does not poll in time, it
+  // returns the last snapshot it published (its "snapshot_age_ms" says how
+  // old), or "" if there never was one.
+  virtual std::string stats_json_snapshot(int wait_ms) = 0;
 };
 
 }  // namespace tern::rpc

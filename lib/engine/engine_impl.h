@@ -19,11 +19,16 @@
 #pragma once
 
 #include <cstdint>
+#include <atomic>
+#include <condition_variable>
 #include <deque>
+#include <mutex>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "engine/conn_stats.h"
 #include "engine/engine.h"
 #include "engine/frwr_registrar.h"
 #include "engine/object_pool.h"
@@ -86,6 +91,8 @@ struct Request {
   uint64_t inv_seq = 0;            // SqBudget sequence of the LOCAL_INV chain
   CallReply result{};
   bool refused = false;            // its memory could not be registered: fails from the backlog
+  uint64_t t_call = 0;             // ticks at call(), for the RTT
+  ProcCounters* pc = nullptr;      // this procedure's counters (EngineImpl::proc_counters)
   Request* next = nullptr;         // backlog link
 };
 
@@ -128,6 +135,8 @@ class SrvCall final : public ServerCall {
   bool nomsg = false;            // the call itself came in the read chunk
   Handler handler = nullptr;
   void* handler_ctx = nullptr;
+  uint64_t t_recv = 0;           // ticks when its message arrived, for the RTT
+  ProcCounters* pc = nullptr;    // the handler's procedure counters, or the engine's "unknown"
 };
 
 // ---------------------------------------------------------------- protection
@@ -187,6 +196,7 @@ class Conn final : public Connection {
   ConnectionInfo info() const override;
   int call(const Call& c) override;
   uint32_t outstanding() const override { return in_flight; }
+  ConnectionStats stats() const override;
   void close() override;
 
   Status setup_queues();
@@ -255,6 +265,13 @@ class Conn final : public Connection {
 
   enum class State : uint8_t { kConnecting, kReady, kDraining, kDead };
   State state = State::kConnecting;
+  // Observability (conn_stats.h): written only by the engine's thread.
+  uint64_t id = 0;
+  ConnCounters cs;
+  Histogram rtt;
+  uint64_t t_created = 0, t_established = 0, t_last = 0;  // ticks
+  // Records one finished call's RTT on the connection and its procedure.
+  void record_rtt(ProcCounters* pc, uint64_t t0, bool error);
   Status why;
   EngineImpl* eng;
   DeviceCtx* dc;
@@ -304,6 +321,7 @@ struct HandlerEntry {
   uint32_t prog, vers, proc;
   Handler h;
   void* ctx;
+  ProcCounters* pc;
 };
 
 
@@ -319,6 +337,28 @@ class EngineImpl final : public Engine {
   void handle(uint32_t prog, uint32_t vers, uint32_t proc, Handler h, void* ctx) override;
   const EngineStats& stats() const override { return st; }
   StatsView stats_view() const override;
+  std::vector<ConnectionStats> connection_stats() const override;
+  std::vector<ProcedureStats> procedure_stats() const override;
+  std::string stats_json() const override;
+  std::string stats_json_snapshot(int wait_ms) override;
+  // Another thread asked for a snapshot: publish one (from poll()).
+  void publish_snapshot();
+  std::atomic<bool> snapshot_wanted{false};
+  std::mutex snap_mu;
+  std::condition_variable snap_cv;
+  std::string snap_json;
+  uint64_t snap_seq = 0, snap_ns = 0;
+  // The counters of (prog, vers, proc) on one side, made on first use. The
+  // client's table is bounded by kMaxProcs (further procedures share one
+  // entry); the server's has an entry per handler, plus one for calls no
+  // handler serves, so no peer can grow it.
+  ProcCounters* proc_counters(uint32_t prog, uint32_t vers, uint32_t proc, bool server);
+  static constexpr size_t kMaxProcs = 256;
+  std::unordered_map<uint64_t, std::unique_ptr<ProcCounters>> procs_;
+  std::vector<ProcCounters*> proc_order_;  // in creation order, for readers
+  ProcCounters* unknown_proc_ = nullptr;
+  uint64_t next_conn_id = 1;
+  double ns_per_tick = 1.0;
 
   Result<DeviceCtx*> device(std::string_view spec);
   // A protection domain on dc's device with the arena and the host's
@@ -332,6 +372,7 @@ class EngineImpl final : public Engine {
 
   EngineOptions opt;
   EngineStats st;
+  RegistrarStats reg_st;  // every registrar of this engine counts here
   std::unique_ptr<mem::Arena> arena;
   std::vector<std::unique_ptr<DeviceCtx>> devices;
   std::vector<std::unique_ptr<Conn>> conns;

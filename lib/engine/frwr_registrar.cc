@@ -61,7 +61,7 @@ EngineMr* FrwrRegistrar::take() {
   m->mr = std::move(r).value();
   all_.push_back(m);
   ++live_;
-  st_.mrs_created.add();
+  st_->mrs_created.add();
   return m;
 }
 
@@ -74,7 +74,7 @@ int FrwrRegistrar::map(uint64_t addr, uint64_t len, uint32_t lkey, uint32_t acce
     EngineMr* h = cache_->acquire(addr, len, access, &refused);
     if (h == nullptr) {
       if (refused) return kRefused;
-      st_.out_of_mrs.add();
+      st_->out_of_mrs.add();
       return -1;
     }
     segs[0] = RdmaSegment{h->rkey, h->length, h->iova};
@@ -88,7 +88,7 @@ int FrwrRegistrar::map(uint64_t addr, uint64_t len, uint32_t lkey, uint32_t acce
     taken[i] = take();
     if (taken[i] == nullptr) {
       for (int j = 0; j < i; ++j) free_.put(taken[j]);
-      st_.out_of_mrs.add();
+      st_->out_of_mrs.add();
       return -1;
     }
   }
@@ -119,7 +119,7 @@ int FrwrRegistrar::map(uint64_t addr, uint64_t len, uint32_t lkey, uint32_t acce
     m->next = *list;
     *list = m;
     pos = piece_end;
-    st_.reg_wrs.add();
+    st_->reg_wrs.add();
   }
   return need;
 }
@@ -133,7 +133,7 @@ EngineMr* FrwrRegistrar::live_with_rkey(EngineMr* list, uint32_t rkey) {
 void FrwrRegistrar::remote_invalidated(EngineMr* m) {
   TERN_ASSERT(m->registered && !m->invalidating);
   unregistered(m);
-  st_.remote_invalidated.add();
+  st_->remote_invalidated.add();
 }
 
 int FrwrRegistrar::invalidate(EngineMr* list, WrChain& chain, uint64_t wr_id) {
@@ -146,7 +146,7 @@ int FrwrRegistrar::invalidate(EngineMr* list, WrChain& chain, uint64_t wr_id) {
     w.invalidate_rkey = m->rkey;
     w.wr_id = 0;
     ++n;
-    st_.local_inv_wrs.add();
+    st_->local_inv_wrs.add();
   }
   if (n > 0) {
     // Only the last is signaled: its completion proves the whole chain ran.
@@ -173,7 +173,7 @@ void FrwrRegistrar::release(EngineMr** list) {
       all_.erase(std::find(all_.begin(), all_.end(), m));
       delete m;
       --live_;
-      st_.mrs_destroyed.add();
+      st_->mrs_destroyed.add();
       continue;
     }
     free_.put(m);
@@ -193,7 +193,8 @@ void FrwrRegistrar::destroy(EngineMr** list) {
     all_.erase(std::find(all_.begin(), all_.end(), m));
     delete m;
     --live_;
-    st_.mrs_destroyed.add();
+    st_->mrs_destroyed.add();
+    st_->mrs_orphaned.add();
   }
 }
 

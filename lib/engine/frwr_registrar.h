@@ -43,6 +43,9 @@ struct RdmaSegment {
 
 struct RegistrarStats {
   Counter mrs_created, mrs_destroyed, reg_wrs, local_inv_wrs, remote_invalidated, out_of_mrs;
+  // Destroyed by destroy(): their call's connection was lost with their
+  // state unknown (xprtrdma's orphaned MRs).
+  Counter mrs_orphaned;
 };
 
 class FrwrRegistrar {
@@ -95,7 +98,9 @@ class FrwrRegistrar {
   void destroy(EngineMr** list);
 
   MrFreeList& free_list() { return free_; }
-  const RegistrarStats& stats() const { return st_; }
+  const RegistrarStats& stats() const { return *st_; }
+  // Counts into `totals` from now on (an engine sums its registrars' figures).
+  void share_stats(RegistrarStats* totals) { st_ = totals; }
   uint32_t mrs_live() const { return live_; }
 
  private:
@@ -111,7 +116,8 @@ class FrwrRegistrar {
   std::vector<EngineMr*> all_;  // every MR ever created and not destroyed, for teardown
   std::unique_ptr<RegCache> cache_;
   Counter* rkeys_live_;
-  RegistrarStats st_;
+  RegistrarStats own_st_;
+  RegistrarStats* st_ = &own_st_;
 };
 
 }  // namespace tern::rpc

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "engine/engine_impl.h"
 #include "engine/wire.h"
@@ -55,6 +56,7 @@ void Conn::maybe_free(SrvCall* sc) {
   sc->bulk_len_ = 0;
   sc->inv_rkey = 0;
   sc->nomsg = false;
+  sc->pc = nullptr;
   calls.put(sc);
 }
 
@@ -78,6 +80,9 @@ void Conn::send_rdma_error(ReplyBuf* rep, uint32_t xid, bool vers) {
   chain.clear();
   add_send(sc->sendbuf, len);
   eng->st.rdma_errors_sent.add();
+  cs.errors.add();
+  cs.sends.add();
+  cs.bytes_sent.add(len);
   to_repost.push_back(rep);
   post_chain(chain, 0, sc);
   maybe_free(sc);
@@ -117,6 +122,7 @@ void Conn::handle_call(ReplyBuf* rep) {
     return;
   }
   sc->xid_ = in.xid;
+  sc->t_recv = now_ticks();
   sc->client_credits = in.credits;
   sc->rep = rep;
   rep->owner = sc;
@@ -176,6 +182,8 @@ void Conn::handle_call(ReplyBuf* rep) {
   chain.back().flags = kWrSignaled;
   chain.back().wr_id = make_wr_id(WrTag::kRead, sc->index);
   sc->bulk_len_ = static_cast<uint32_t>(total);
+  cs.read_chunks.add();
+  cs.read_chunk_bytes.add(total);
   sc->state = SrvCall::State::kReading;
   sc->handler_owner = true;  // the READs hold the call until they complete
   ring_seq_reads_[sc->index] = sq->post(static_cast<uint32_t>(in.nread));
@@ -217,6 +225,7 @@ void Conn::dispatch(SrvCall* sc) {
   bool ok = wire::decode_rpc_call(sc->args_, sc->xid_, &rc);
   sc->state = SrvCall::State::kInHandler;
   sc->handler_owner = true;
+  cs.calls.add();
   if (!ok) {
     Status st = rc.rpc_mismatch ? send_reply(sc, {}, {}, kReplyRpcMismatch)
                 : rc.bad_auth   ? send_reply(sc, {}, {}, kReplyAuthError)
@@ -229,6 +238,10 @@ void Conn::dispatch(SrvCall* sc) {
   AcceptStat why;
   uint32_t low, high;
   const HandlerEntry* h = eng->find_handler(rc.prog, rc.vers, rc.proc, &why, &low, &high);
+  // Calls no handler serves share one entry: a peer cannot grow the table.
+  sc->pc = h != nullptr ? h->pc : eng->proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, true);
+  sc->pc->ops.add();
+  sc->pc->bytes_received.add(sc->rep != nullptr ? sc->rep->len + sc->bulk_len_ : sc->bulk_len_);
   if (h == nullptr) {
     (void)send_reply(sc, {}, {}, static_cast<int>(why));
     return;
@@ -333,6 +346,21 @@ Status Conn::send_reply(SrvCall* sc, std::span<const uint8_t> results, std::span
     to_repost.push_back(rep);
   }
   eng->st.replies.add();
+  cs.replies.add();
+  cs.sends.add();
+  cs.bytes_sent.add(len);
+  if (done > 0) {
+    cs.write_chunks.add();
+    cs.write_chunk_bytes.add(done);
+  }
+  if (nomsg) {
+    cs.nomsg.add();
+    cs.reply_chunks.add();
+    cs.reply_chunk_bytes.add(body_len);
+  }
+  if (sc->inv_rkey != 0) cs.remote_invalidations.add();
+  if (sc->pc != nullptr) sc->pc->bytes_sent.add(len + done + (nomsg ? body_len : 0));
+  record_rtt(sc->pc, sc->t_recv, accept != 0);
   post_chain(chain, chain.size() - 1, sc);
   maybe_free(sc);
   return Status::ok();

@@ -16,6 +16,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "engine/engine.h"
@@ -609,6 +610,187 @@ TEST(Rpc, ManySuccessiveConnectionsReuseMemory) {
     spin([] { return false; }, 300);
   }
   remove_spec(path);
+}
+
+// ---------------------------------------------------------------- observability
+
+namespace {
+uint64_t counter(const ConnectionStats& s, std::string_view name) {
+  for (auto& [n, v] : s.counters)
+    if (name == n) return v;
+  ADD_FAILURE() << "no counter " << name;
+  return 0;
+}
+const ProcedureStats* proc_of(const std::vector<ProcedureStats>& v, uint32_t proc, bool server) {
+  for (const ProcedureStats& p : v)
+    if (p.prog == kProg && p.vers == kVers && p.proc == proc && p.server == server) return &p;
+  return nullptr;
+}
+// True when python3 accepts `doc` as JSON.
+bool valid_json(const std::string& doc) {
+  FILE* f = popen("python3 -c 'import json,sys; json.load(sys.stdin)'", "w");
+  if (f == nullptr) return false;
+  fwrite(doc.data(), 1, doc.size(), f);
+  return pclose(f) == 0;
+}
+}  // namespace
+
+// Per-connection and per-procedure figures count what really crossed the
+// connection: calls, bytes inline and through each kind of chunk, errors,
+// and a round trip per reply.
+TEST(Rpc, StatsCountEachConnectionAndProcedure) {
+  Fixture f;
+  std::vector<uint8_t> args(100, 1);
+  Call c;
+  c.proc = kEcho;
+  c.args = args;
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(f.call(c).reply.status, CallStatus::kOk);
+  auto* bulk = static_cast<uint8_t*>(f.cli->alloc(65536));
+  ASSERT_NO_FATAL_FAILURE(f.fill_and_check(bulk, 65536, 3));  // write chunk
+  Call s;
+  s.proc = kSum;
+  s.bulk_send = std::span<const uint8_t>(bulk, 32768);       // read chunk
+  ASSERT_EQ(f.call(s).reply.status, CallStatus::kOk);
+  Call u;
+  u.proc = 77;                                               // no handler
+  ASSERT_EQ(f.call(u).reply.status, CallStatus::kProcUnavail);
+
+  ConnectionStats cs = f.conn->stats();
+  EXPECT_FALSE(cs.server);
+  EXPECT_STREQ(cs.state, "ready");
+  EXPECT_GT(cs.connect_ns, 0u);
+  EXPECT_NE(cs.peer.find("shm:path="), std::string::npos) << cs.peer;
+  EXPECT_EQ(counter(cs, "calls"), 8u);
+  EXPECT_EQ(counter(cs, "replies"), 8u);
+  EXPECT_EQ(counter(cs, "sends"), 8u);
+  EXPECT_EQ(counter(cs, "recvs"), 8u);
+  EXPECT_EQ(counter(cs, "errors"), 1u) << "the PROC_UNAVAIL call";
+  EXPECT_EQ(counter(cs, "write_chunks"), 1u);
+  EXPECT_EQ(counter(cs, "write_chunk_bytes"), 65536u);
+  EXPECT_EQ(counter(cs, "read_chunks"), 1u);
+  EXPECT_EQ(counter(cs, "read_chunk_bytes"), 32768u);
+  EXPECT_GT(counter(cs, "bytes_sent"), 5u * 100u);
+  EXPECT_EQ(cs.rtt.count, 8u);
+  EXPECT_GT(cs.rtt.p50, 0u);
+  EXPECT_LE(cs.rtt.min, cs.rtt.p50);
+  EXPECT_LE(cs.rtt.p99, cs.rtt.max);
+
+  // The server's view of the same connection.
+  std::vector<ConnectionStats> all = f.srv->connection_stats();
+  ASSERT_EQ(all.size(), 1u);
+  const ConnectionStats& ss = all[0];
+  EXPECT_TRUE(ss.server);
+  EXPECT_NE(ss.id, 0u);
+  EXPECT_EQ(counter(ss, "calls"), 8u);
+  EXPECT_EQ(counter(ss, "replies"), 8u);
+  EXPECT_EQ(counter(ss, "read_chunk_bytes"), 32768u);
+  EXPECT_EQ(counter(ss, "write_chunk_bytes"), 65536u);
+  EXPECT_EQ(counter(ss, "bytes_received"), counter(cs, "bytes_sent"));
+  EXPECT_EQ(counter(ss, "bytes_sent"), counter(cs, "bytes_received"));
+  EXPECT_EQ(ss.rtt.count, 8u);
+
+  // Per procedure, on each side.
+  auto cp = f.cli->procedure_stats();
+  const ProcedureStats* echo = proc_of(cp, kEcho, false);
+  ASSERT_NE(echo, nullptr);
+  EXPECT_EQ(echo->ops, 5u);
+  EXPECT_EQ(echo->errors, 0u);
+  EXPECT_EQ(echo->rtt.count, 5u);
+  const ProcedureStats* sum = proc_of(cp, kSum, false);
+  ASSERT_NE(sum, nullptr);
+  EXPECT_GE(sum->bytes_sent, 32768u) << "a read chunk's bulk counts as sent";
+  const ProcedureStats* unk = proc_of(cp, 77, false);
+  ASSERT_NE(unk, nullptr);
+  EXPECT_EQ(unk->errors, 1u);
+  auto sp = f.srv->procedure_stats();
+  const ProcedureStats* secho = proc_of(sp, kEcho, true);
+  ASSERT_NE(secho, nullptr);
+  EXPECT_EQ(secho->ops, 5u);
+  const ProcedureStats* sfill = proc_of(sp, kFill, true);
+  ASSERT_NE(sfill, nullptr);
+  EXPECT_GE(sfill->bytes_sent, 65536u);
+  EXPECT_EQ(proc_of(sp, 77, true), nullptr) << "a peer's unknown procedures share one entry";
+  bool shared = false;
+  for (const ProcedureStats& p : sp)
+    if (p.server && p.proc == UINT32_MAX) shared = p.ops == 1 && p.errors == 1;
+  EXPECT_TRUE(shared);
+
+  // The JSON document: valid, with the same figures.
+  std::string j = f.cli->stats_json();
+  EXPECT_TRUE(valid_json(j)) << j;
+  EXPECT_NE(j.find("\"connections\":[{"), std::string::npos);
+  EXPECT_NE(j.find("\"write_chunk_bytes\":65536"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"mrs_allocated\""), std::string::npos);
+  std::string sj = f.srv->stats_json();
+  EXPECT_TRUE(valid_json(sj)) << sj;
+  EXPECT_NE(sj.find("\"side\":\"server\""), std::string::npos);
+}
+
+// A server's procedure table does not grow with what a peer asks for.
+TEST(Rpc, StatsOfUnknownProceduresAreBounded) {
+  Fixture f;
+  for (uint32_t proc = 100; proc < 140; ++proc) {
+    Call u;
+    u.proc = proc;
+    ASSERT_EQ(f.call(u).reply.status, CallStatus::kProcUnavail);
+  }
+  // 5 handlers and the shared entry for everything else.
+  EXPECT_EQ(f.srv->procedure_stats().size(), 6u);
+}
+
+// Another thread reads a snapshot while the engine's thread polls; without
+// polling it gets the last published one, with its age.
+TEST(Rpc, StatsSnapshotFromAnotherThread) {
+  Fixture f;
+  Call c;
+  c.proc = kEcho;
+  ASSERT_EQ(f.call(c).reply.status, CallStatus::kOk);
+  std::atomic<bool> stop{false};
+  std::string got;
+  std::thread reader([&] {
+    got = f.cli->stats_json_snapshot(5000);
+    stop = true;
+  });
+  f.wait([&] { return stop.load(); });
+  reader.join();
+  ASSERT_FALSE(got.empty());
+  EXPECT_TRUE(valid_json(got)) << got;
+  EXPECT_NE(got.find("\"snapshot_age_ms\""), std::string::npos);
+  EXPECT_NE(got.find("\"calls\":1"), std::string::npos) << got;
+  // Nobody polls now: the last snapshot comes back after the wait.
+  std::string stale = f.cli->stats_json_snapshot(10);
+  EXPECT_TRUE(valid_json(stale));
+  EXPECT_NE(stale.find("\"calls\":1"), std::string::npos);
+}
+
+// MRs destroyed because their connection was lost mid-call are counted as
+// orphans (xprtrdma's orphaned_mrs).
+TEST(Rpc, StatsCountMrsAndOrphans) {
+  Fixture f;
+  auto* bulk = static_cast<uint8_t*>(f.cli->alloc(8192));
+  ASSERT_NO_FATAL_FAILURE(f.fill_and_check(bulk, 8192, 1));
+  auto by_name = [&](std::string_view n) {
+    for (const StatEntry& e : f.cli->stats_view())
+      if (n == e.name) return e.counter->get();
+    ADD_FAILURE() << "no " << n;
+    return uint64_t{0};
+  };
+  EXPECT_GE(by_name("mrs_allocated"), 1u);
+  EXPECT_EQ(by_name("mrs_orphaned"), 0u);
+  // A call the server holds, then the server goes away with it.
+  Pending p;
+  Call c;
+  c.prog = kProg, c.vers = kVers, c.proc = kLater, c.done = on_done, c.ctx = &p;
+  c.bulk_recv = std::span<uint8_t>(bulk, 8192);
+  ASSERT_EQ(f.conn->call(c), 0);
+  ASSERT_TRUE(f.wait([&] { return !f.later.empty(); }));
+  f.srv.reset();
+  ASSERT_TRUE(f.wait_client([&] { return p.done; }));
+  EXPECT_EQ(p.reply.status, CallStatus::kDisconnected);
+  EXPECT_GE(by_name("mrs_orphaned"), 1u);
+  ConnectionStats cs = f.conn->stats();
+  EXPECT_EQ(counter(cs, "errors"), 1u);
+  EXPECT_STREQ(cs.state, "dead");
 }
 
 }  // namespace

@@ -1,0 +1,328 @@
+// Observability: the engine's counters by name, per-connection and
+// per-procedure snapshots (conn_stats.h), the JSON document telemetry reads,
+// and the cross-thread snapshot hand-off.
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+
+#include "base/clock.h"
+#include "engine/engine_impl.h"
+
+namespace tern::rpc {
+
+namespace {
+
+LatencySummary summarize(const Histogram& h) {
+  LatencySummary s;
+  s.count = h.count();
+  if (s.count == 0) return s;
+  s.min = h.min(), s.mean = h.mean(), s.max = h.max();
+  s.p50 = h.percentile(0.50), s.p90 = h.percentile(0.90), s.p99 = h.percentile(0.99), s.p999 = h.percentile(0.999);
+  return s;
+}
+
+const char* state_name(Conn::State s) {
+  switch (s) {
+    case Conn::State::kConnecting: return "connecting";
+    case Conn::State::kReady: return "ready";
+    case Conn::State::kDraining: return "draining";
+    case Conn::State::kDead: return "dead";
+  }
+  return "?";
+}
+
+// JSON text for s: quotes, backslashes and control characters escaped.
+void json_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  out += '"';
+}
+
+void json_u64(std::string& out, const char* name, uint64_t v, bool comma = true) {
+  if (comma) out += ',';
+  json_string(out, name);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, ":%" PRIu64, v);
+  out += buf;
+}
+
+void json_latency(std::string& out, const char* name, const LatencySummary& l) {
+  out += ',';
+  json_string(out, name);
+  out += ":{";
+  json_u64(out, "count", l.count, false);
+  json_u64(out, "min", l.min);
+  json_u64(out, "mean", l.mean);
+  json_u64(out, "p50", l.p50);
+  json_u64(out, "p90", l.p90);
+  json_u64(out, "p99", l.p99);
+  json_u64(out, "p999", l.p999);
+  json_u64(out, "max", l.max);
+  out += '}';
+}
+
+void json_view(std::string& out, const char* name, const StatsView& v) {
+  out += ',';
+  json_string(out, name);
+  out += ":{";
+  bool first = true;
+  for (const StatEntry& e : v) {
+    json_u64(out, e.name, e.counter->get(), !first);
+    first = false;
+  }
+  out += '}';
+}
+
+}  // namespace
+
+StatsView EngineImpl::stats_view() const {
+  StatsView v = {{"calls", &st.calls},
+                 {"replies", &st.replies},
+                 {"backlogged", &st.backlogged},
+                 {"sends", &st.sends},
+                 {"sends_signaled", &st.sends_signaled},
+                 {"recvs_posted", &st.recvs_posted},
+                 {"recv_batches", &st.recv_batches},
+                 {"read_chunks", &st.read_chunks},
+                 {"write_chunks", &st.write_chunks},
+                 {"reply_chunks", &st.reply_chunks},
+                 {"rdma_reads", &st.rdma_reads},
+                 {"rdma_writes", &st.rdma_writes},
+                 {"local_inv_chains", &st.local_inv_chains},
+                 {"remote_invalidations", &st.remote_invalidations},
+                 {"rdma_errors_sent", &st.rdma_errors_sent},
+                 {"rdma_errors_received", &st.rdma_errors_received},
+                 {"bad_headers", &st.bad_headers},
+                 {"credit_waits", &st.credit_waits},
+                 {"disconnects", &st.disconnects},
+                 {"calls_deferred", &st.calls_deferred},
+                 {"protocol_errors", &st.protocol_errors},
+                 {"bad_replies", &st.bad_replies},
+                 {"rkeys_live", &st.rkeys_live},
+                 {"mrs_allocated", &reg_st.mrs_created},
+                 {"mrs_destroyed", &reg_st.mrs_destroyed},
+                 {"mrs_orphaned", &reg_st.mrs_orphaned},
+                 {"out_of_mrs", &reg_st.out_of_mrs},
+                 {"reg_wrs", &reg_st.reg_wrs},
+                 {"local_inv_wrs", &reg_st.local_inv_wrs}};
+  for (const auto& dc : devices) {
+    if (const RegCache* c = dc->shared->reg ? dc->shared->reg->cache() : nullptr) {
+      v.push_back({"reg_cache_hits", &c->stats().hits});
+      v.push_back({"reg_cache_misses", &c->stats().misses});
+      v.push_back({"reg_cache_evictions", &c->stats().evictions});
+      break;  // one device's figures: engines use one device in practice
+    }
+  }
+  return v;
+}
+
+ProcCounters* EngineImpl::proc_counters(uint32_t prog, uint32_t vers, uint32_t proc, bool server) {
+  // prog and proc are 32 bits, vers in practice small: fold into one key
+  // with the side; a collision only merges two procedures' figures.
+  uint64_t key = (static_cast<uint64_t>(prog) << 32) ^ (static_cast<uint64_t>(vers) << 20) ^
+                 (static_cast<uint64_t>(proc) << 1) ^ (server ? 1u : 0u);
+  auto it = procs_.find(key);
+  if (it != procs_.end()) return it->second.get();
+  if (!server && procs_.size() >= kMaxProcs) {
+    // A client calling more procedures than we keep: the rest share one entry.
+    if (unknown_proc_ == nullptr) unknown_proc_ = proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, false);
+    return unknown_proc_;
+  }
+  auto pc = std::make_unique<ProcCounters>();
+  pc->prog = prog, pc->vers = vers, pc->proc = proc, pc->server = server;
+  ProcCounters* p = pc.get();
+  procs_.emplace(key, std::move(pc));
+  proc_order_.push_back(p);
+  return p;
+}
+
+void Conn::record_rtt(ProcCounters* pc, uint64_t t0, bool error) {
+  uint64_t now = now_ticks();
+  t_last = now;
+  auto ns = static_cast<uint64_t>(static_cast<double>(now - t0) * eng->ns_per_tick);
+  rtt.record(ns);
+  if (error) cs.errors.add();
+  if (pc != nullptr) {
+    pc->rtt.record(ns);
+    if (error) pc->errors.add();
+  }
+}
+
+ConnectionStats Conn::stats() const {
+  ConnectionStats s;
+  s.id = id;
+  s.server = server;
+  s.peer = peer_name();
+  s.state = state_name(state);
+  uint64_t now = now_ticks();
+  auto ns = [&](uint64_t ticks) { return static_cast<uint64_t>(static_cast<double>(ticks) * eng->ns_per_tick); };
+  if (t_established != 0) {
+    s.connect_ns = ns(t_established - t_created);
+    s.age_ns = ns(now - t_established);
+  }
+  s.idle_ns = t_last != 0 ? ns(now - t_last) : 0;
+  s.outstanding = server ? calls.size() - calls.free_count() : in_flight;
+  s.credits = server ? eng->opt.credits : credits;
+  s.counters = {{"calls", cs.calls.get()},
+                {"replies", cs.replies.get()},
+                {"sends", cs.sends.get()},
+                {"recvs", cs.recvs.get()},
+                {"bytes_sent", cs.bytes_sent.get()},
+                {"bytes_received", cs.bytes_received.get()},
+                {"read_chunks", cs.read_chunks.get()},
+                {"write_chunks", cs.write_chunks.get()},
+                {"reply_chunks", cs.reply_chunks.get()},
+                {"read_chunk_bytes", cs.read_chunk_bytes.get()},
+                {"write_chunk_bytes", cs.write_chunk_bytes.get()},
+                {"reply_chunk_bytes", cs.reply_chunk_bytes.get()},
+                {"nomsg", cs.nomsg.get()},
+                {"errors", cs.errors.get()},
+                {"bad_xids", cs.bad_xids.get()},
+                {"bad_replies", cs.bad_replies.get()},
+                {"local_inv_chains", cs.local_inv_chains.get()},
+                {"remote_invalidations", cs.remote_invalidations.get()},
+                {"credit_waits", cs.credit_waits.get()},
+                {"backlog_depth", cs.backlog_depth.get()},
+                {"ring_full", cs.ring_full.get()},
+                {"retransmits", cs.retransmits.get()},
+                {"timeouts", cs.timeouts.get()}};
+  // The driver's counters for this QP. Their names live as long as the
+  // driver's view (static strings in every driver).
+  if (qp)
+    for (const StatEntry& e : qp->stats()) s.counters.emplace_back(e.name, e.counter->get());
+  s.rtt = summarize(rtt);
+  return s;
+}
+
+std::vector<ConnectionStats> EngineImpl::connection_stats() const {
+  std::vector<ConnectionStats> v;
+  v.reserve(conns.size());
+  for (const auto& c : conns) v.push_back(c->stats());
+  return v;
+}
+
+std::vector<ProcedureStats> EngineImpl::procedure_stats() const {
+  std::vector<ProcedureStats> v;
+  v.reserve(proc_order_.size());
+  for (const ProcCounters* p : proc_order_) {
+    ProcedureStats s;
+    s.prog = p->prog, s.vers = p->vers, s.proc = p->proc, s.server = p->server;
+    s.ops = p->ops.get(), s.errors = p->errors.get();
+    s.bytes_sent = p->bytes_sent.get(), s.bytes_received = p->bytes_received.get();
+    s.rtt = summarize(p->rtt);
+    v.push_back(s);
+  }
+  return v;
+}
+
+std::string EngineImpl::stats_json() const {
+  std::string out = "{\"engine\":{";
+  bool first = true;
+  for (const StatEntry& e : stats_view()) {
+    json_u64(out, e.name, e.counter->get(), !first);
+    first = false;
+  }
+  out += "},\"devices\":[";
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const DeviceCtx& dc = *devices[i];
+    if (i) out += ',';
+    out += "{\"spec\":";
+    json_string(out, dc.spec);
+    out += ",\"name\":";
+    json_string(out, dc.dev->caps().name);
+    out += ",\"port_up\":";
+    out += dc.dev->port_up() ? "true" : "false";
+    json_view(out, "counters", dc.dev->stats());
+    out += '}';
+  }
+  out += "],\"connections\":[";
+  first = true;
+  for (const ConnectionStats& c : connection_stats()) {
+    if (!first) out += ',';
+    first = false;
+    out += '{';
+    json_u64(out, "id", c.id, false);
+    out += ",\"side\":";
+    out += c.server ? "\"server\"" : "\"client\"";
+    out += ",\"peer\":";
+    json_string(out, c.peer);
+    out += ",\"state\":";
+    json_string(out, c.state);
+    json_u64(out, "connect_ns", c.connect_ns);
+    json_u64(out, "age_ns", c.age_ns);
+    json_u64(out, "idle_ns", c.idle_ns);
+    json_u64(out, "outstanding", c.outstanding);
+    json_u64(out, "credits", c.credits);
+    out += ",\"counters\":{";
+    bool f = true;
+    for (auto& [name, val] : c.counters) {
+      json_u64(out, name, val, !f);
+      f = false;
+    }
+    out += '}';
+    json_latency(out, "rtt_ns", c.rtt);
+    out += '}';
+  }
+  out += "],\"procedures\":[";
+  first = true;
+  for (const ProcedureStats& p : procedure_stats()) {
+    if (!first) out += ',';
+    first = false;
+    out += '{';
+    json_u64(out, "prog", p.prog, false);
+    json_u64(out, "vers", p.vers);
+    json_u64(out, "proc", p.proc);
+    out += ",\"side\":";
+    out += p.server ? "\"server\"" : "\"client\"";
+    json_u64(out, "ops", p.ops);
+    json_u64(out, "errors", p.errors);
+    json_u64(out, "bytes_sent", p.bytes_sent);
+    json_u64(out, "bytes_received", p.bytes_received);
+    json_latency(out, "rtt_ns", p.rtt);
+    out += '}';
+  }
+  out += "]}";
+  return out;
+}
+
+void EngineImpl::publish_snapshot() {
+  // Cleared first: a request arriving while this one is built is served
+  // by the next poll() rather than lost.
+  snapshot_wanted.store(false, std::memory_order_relaxed);
+  std::string j = stats_json();
+  {
+    std::lock_guard<std::mutex> g(snap_mu);
+    snap_json = std::move(j);
+    snap_ns = monotonic_ns();
+    ++snap_seq;
+  }
+  snap_cv.notify_all();
+}
+
+std::string EngineImpl::stats_json_snapshot(int wait_ms) {
+  std::unique_lock<std::mutex> g(snap_mu);
+  uint64_t seq = snap_seq;
+  snapshot_wanted.store(true, std::memory_order_relaxed);
+  snap_cv.wait_for(g, std::chrono::milliseconds(wait_ms < 0 ? 0 : wait_ms), [&] { return snap_seq != seq; });
+  if (snap_json.empty()) return {};
+  // The document with its age: how long ago the engine's thread made it.
+  std::string out = snap_json;
+  out.pop_back();
+  json_u64(out, "snapshot_age_ms", (monotonic_ns() - snap_ns) / 1'000'000);
+  out += '}';
+  return out;
+}
+
+}  // namespace tern::rpc
