@@ -1,68 +1,83 @@
-// Histogram: a fixed-memory, log-linear distribution of non-negative values
-// (latencies in nanoseconds), as HdrHistogram lays it out: values below 32
-// have a bucket each; above, every power of two is split into 32 buckets, so
-// a bucket's width is at most 1/32 of its values (percentiles within ~3%).
-// Up to 2^40 (18 minutes in ns); larger values land in the last bucket.
+// A fixed-memory latency histogram (log-linear, in the manner of HdrHistogram):
+// every power-of-two range of nanoseconds is split into kSubBuckets equal
+// sub-buckets, so a bucket is at most 1/kSubBuckets (3.1%) of its values wide
+// and a percentile reported as the bucket's midpoint is within
+// kRelativeError (1.6%) of the true sample. Values below kSubBuckets ns are
+// exact. 8 KiB, no allocation, record() is a few instructions: cheap enough
+// for one per connection and one per procedure.
 //
-// One writer (the engine's thread) and any number of readers: buckets are
-// plain words updated with relaxed atomic stores, as Counter does, so a
-// reader on another thread sees a consistent-enough snapshot without a lock
-// and the writer pays no locked instruction. 9.5 KiB each.
+// Threads: like Counter (stats.h), one writer — record(), reset() and
+// merge() into it run on the thread that owns the histogram — and any number
+// of readers on other threads (telemetry). Every word is read and written
+// with relaxed atomics, so a reader sees each bucket whole but the buckets
+// together only approximately at one instant (count() may differ from the
+// bucket sum by the samples recorded while it read).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace tern {
 
 class Histogram {
  public:
-  static constexpr int kSubBits = 5;
-  static constexpr uint32_t kSub = 1u << kSubBits;  // 32
-  static constexpr int kMaxExp = 40;
-  static constexpr uint32_t kBuckets = kSub + (kMaxExp - kSubBits + 1) * kSub;
+  static constexpr int kSubBucketBits = 5;
+  static constexpr uint64_t kSubBuckets = uint64_t{1} << kSubBucketBits;  // 32 per power of two
+  // Values at or above 2^kMaxBits ns (68.7 s) are counted in the top bucket
+  // (their exact maximum is still kept by max()).
+  static constexpr int kMaxBits = 36;
+  static constexpr size_t kBuckets = (kMaxBits - kSubBucketBits + 1) * kSubBuckets;  // 1024
+  // Worst-case |reported - true| / true for a percentile of values >= kSubBuckets.
+  static constexpr double kRelativeError = 1.0 / (2 * kSubBuckets);
 
-  void record(uint64_t v) {
-    uint32_t i = bucket_of(v);
-    store(&b_[i], load(&b_[i]) + 1);
+  void record(uint64_t ns) {
+    size_t i = bucket_of(ns);
+    store(&buckets_[i], load(&buckets_[i]) + 1);
     store(&count_, load(&count_) + 1);
-    store(&sum_, load(&sum_) + v);
-    if (v > load(&max_)) store(&max_, v);
-    if (v < load(&min_)) store(&min_, v);
+    store(&sum_, load(&sum_) + ns);
+    if (ns < load(&min_)) store(&min_, ns);
+    if (ns > load(&max_)) store(&max_, ns);
   }
-  uint64_t count() const { return load(&count_); }
-  uint64_t min() const { return count() == 0 ? 0 : load(&min_); }
-  uint64_t max() const { return load(&max_); }
-  uint64_t mean() const {
-    uint64_t n = count();
-    return n == 0 ? 0 : load(&sum_) / n;
-  }
-  // The value at or below which a fraction p (0..1] of the values lie: the
-  // upper edge of the bucket that holds it, capped at max(). 0 when empty.
-  uint64_t percentile(double p) const;
-  // Adds another histogram's values (readers merging per-connection ones).
-  void merge(const Histogram& o);
+  // Adds another histogram's samples (the other may be written concurrently
+  // by its owner: what it held at about this moment is added).
+  void merge(const Histogram& other);
   void reset();
 
-  static uint32_t bucket_of(uint64_t v) {
-    if (v < kSub) return static_cast<uint32_t>(v);
-    int e = 63 - __builtin_clzll(v);  // >= kSubBits
-    if (e > kMaxExp) return kBuckets - 1;
-    return kSub + static_cast<uint32_t>(e - kSubBits) * kSub +
-           static_cast<uint32_t>((v >> (e - kSubBits)) & (kSub - 1));
+  uint64_t count() const { return load(&count_); }
+  uint64_t min() const;  // 0 when empty
+  uint64_t max() const { return load(&max_); }
+  double mean() const;   // exact (from the sum of the samples)
+  double stdev() const;  // population standard deviation, from the bucket midpoints
+  // The value at or below which p percent of the samples lie (p in [0, 100]):
+  // the midpoint of that sample's bucket, kept inside [min(), max()] (max()
+  // for the unbounded top bucket). 0 when empty; p <= 0 gives min() and
+  // p >= 100 gives max().
+  uint64_t percentile(double p) const;
+
+  // Bucket geometry, for exporters and tests.
+  static size_t bucket_of(uint64_t ns) {
+    if (ns < kSubBuckets) return static_cast<size_t>(ns);
+    int msb = 63 - __builtin_clzll(ns);
+    if (msb >= kMaxBits) return kBuckets - 1;
+    int shift = msb - kSubBucketBits;
+    // Group g = shift + 1 covers [2^msb, 2^(msb+1)) in kSubBuckets steps of 2^shift.
+    return static_cast<size_t>((shift + 1) * kSubBuckets + ((ns >> shift) - kSubBuckets));
   }
-  // The largest value bucket i holds.
-  static uint64_t bucket_top(uint32_t i) {
-    if (i < kSub) return i;
-    uint32_t e = (i - kSub) / kSub + kSubBits, sub = (i - kSub) % kSub;
-    uint64_t width = 1ull << (e - kSubBits);
-    return (1ull << e) + (sub + 1) * width - 1;
-  }
+  static uint64_t bucket_low(size_t i);   // smallest value in bucket i
+  static uint64_t bucket_high(size_t i);  // largest value in bucket i
+  uint64_t bucket_count(size_t i) const { return load(&buckets_[i]); }
 
  private:
   static uint64_t load(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
   static void store(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
-  uint64_t b_[kBuckets] = {};
-  uint64_t count_ = 0, sum_ = 0, max_ = 0, min_ = UINT64_MAX;
+
+  uint64_t count_ = 0;
+  uint64_t sum_ = 0;
+  uint64_t min_ = UINT64_MAX;
+  uint64_t max_ = 0;
+  uint64_t buckets_[kBuckets] = {};
 };
+
+static_assert(sizeof(Histogram) <= 8 * 1024 + 64, "a histogram is a few KiB, fixed");
 
 }  // namespace tern

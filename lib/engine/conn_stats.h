@@ -4,7 +4,7 @@
 //
 // Cost on the datapath: a handful of relaxed stores and one histogram
 // bucket increment per call, no locks, no allocation; a connection carries
-// about 10 KiB of it (two histograms), a procedure about 20 KiB.
+// about 8 KiB of it (its histogram), a procedure as much.
 #pragma once
 
 #include <cstdint>

@@ -173,8 +173,8 @@ struct ConnectionInfo {
 
 // ---------------------------------------------------------------- observability
 
-// A latency distribution in nanoseconds (fixed-memory histogram: values
-// within ~3%).
+// A latency distribution in nanoseconds (fixed-memory histogram:
+// percentiles within 1.6%).
 struct LatencySummary {
   uint64_t count = 0, min = 0, mean = 0, p50 = 0, p90 = 0, p99 = 0, p999 = 0, max = 0;
 };

@@ -16,8 +16,8 @@ LatencySummary summarize(const Histogram& h) {
   LatencySummary s;
   s.count = h.count();
   if (s.count == 0) return s;
-  s.min = h.min(), s.mean = h.mean(), s.max = h.max();
-  s.p50 = h.percentile(0.50), s.p90 = h.percentile(0.90), s.p99 = h.percentile(0.99), s.p999 = h.percentile(0.999);
+  s.min = h.min(), s.mean = static_cast<uint64_t>(h.mean()), s.max = h.max();
+  s.p50 = h.percentile(50), s.p90 = h.percentile(90), s.p99 = h.percentile(99), s.p999 = h.percentile(99.9);
   return s;
 }
 
