@@ -375,7 +375,8 @@ std::string Conn::peer_name() const {
 void Conn::protocol_error(Status why) {
   if (state == State::kDraining || state == State::kDead) return;
   eng->st.protocol_errors.add();
-  TERN_LOG(kWarn, "engine", "dropping the connection to %s: %s", peer_name().c_str(), why.message().c_str());
+  TERN_LOG(kWarn, "engine", "conn %llu: dropping the connection to %s: %s", static_cast<unsigned long long>(id),
+           peer_name().c_str(), why.message().c_str());
   on_disconnected(std::move(why));
 }
 
@@ -470,13 +471,13 @@ void Conn::on_established(std::span<const uint8_t> peer_pdata) {
                     &inline_send, &inline_recv, &remote_inv);
   state = State::kReady;
   t_established = t_last = now_ticks();
-  TERN_LOG(kInfo, "engine", "connection to %s up: inline send %u recv %u, remote invalidation %s",
-           peer_name().c_str(), inline_send, inline_recv, remote_inv ? "on" : "off");
+  TERN_LOG(kInfo, "engine", "conn %llu: connection to %s up: inline send %u recv %u, remote invalidation %s",
+           static_cast<unsigned long long>(id), peer_name().c_str(), inline_send, inline_recv, remote_inv ? "on" : "off");
   if (!server && dc->chunk_reg == ChunkReg::kRegCache)
     TERN_LOG(kWarn, "engine",
-             "connection to %s registers chunks through the registration cache: the peer can reach those pages "
-             "after the calls that offered them, until they are evicted (trusted peers only)",
-             peer_name().c_str());
+             "conn %llu: connection to %s registers chunks through the registration cache: the peer can reach "
+             "those pages after the calls that offered them, until they are evicted (trusted peers only)",
+             static_cast<unsigned long long>(id), peer_name().c_str());
 }
 
 void Conn::on_disconnected(Status reason) {
@@ -494,7 +495,8 @@ void Conn::on_disconnected(Status reason) {
   } else {
     post_drain_markers();
   }
-  TERN_LOG(kInfo, "engine", "connection to %s lost: %s", peer_name().c_str(), why.to_string().c_str());
+  TERN_LOG(kInfo, "engine", "conn %llu: connection to %s lost: %s", static_cast<unsigned long long>(id),
+           peer_name().c_str(), why.to_string().c_str());
 }
 
 void Conn::post_drain_markers() {
