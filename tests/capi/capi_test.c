@@ -18,6 +18,7 @@
 #define CHECK(cond, ...)                                                          \
   do {                                                                            \
     if (!(cond)) {                                                                \
+      fflush(stdout);                                                             \
       fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);    \
       fprintf(stderr, __VA_ARGS__);                                               \
       fprintf(stderr, "\n  tern_last_error: %s\n", tern_last_error());            \
