@@ -120,6 +120,10 @@ static void serve_plus_one(void* ctx, tern_server_call* call) {
   uint8_t* bulk = NULL;
   if (cap > 0) {
     bulk = tern_server_call_bulk_buffer(call, cap);
+    if (bulk == NULL) {
+      if (tern_server_call_reply_error(call, TERN_ACCEPT_SYSTEM_ERR) != 0) s->failed_replies++;
+      return;
+    }
     for (uint32_t i = 0; i < cap; ++i) bulk[i] = pat(seq, i);
   }
   if (tern_server_call_reply(call, out, n, bulk, cap) != 0) s->failed_replies++;

@@ -8,8 +8,9 @@
  * from the one thread that drives that engine (the thread that calls
  * tern_engine_poll()); engines on different threads share nothing. Call
  * completions and server handlers run only inside tern_engine_poll(), on that
- * thread. The functions that take no handle (names, errors, options, arenas,
- * logging) may be called from any thread.
+ * thread. The functions that take no handle (names, errors, option
+ * defaults, logging) may be called from any thread; a tern_arena from one
+ * thread at a time.
  *
  * Lifetimes. Every pointer the library hands to a callback (a reply's
  * results, a call's arguments and bulk data) is valid only during that
@@ -36,9 +37,10 @@
  *   -EMSGSIZE      a call's bulk data or expected results are too large
  *   -ENOTRECOVERABLE  a bug in Tern: report it
  * A failing function (but tern_conn_call, on the datapath) also leaves a
- * human-readable reason in tern_last_error() (per thread, like errno). No C++ exception ever crosses
- * this API; like the rest of Tern, the library aborts when the C++ heap is
- * exhausted and when an internal invariant breaks.
+ * human-readable reason in tern_last_error() (per thread, like errno). No
+ * C++ exception ever crosses this API; like the rest of Tern, the library
+ * aborts when the C++ heap is exhausted and when an internal invariant
+ * breaks.
  */
 #ifndef TERN_TERN_H
 #define TERN_TERN_H
@@ -244,10 +246,10 @@ typedef struct tern_auth_sys {
 } tern_auth_sys;
 
 /* One call. Zero means "none" or "default" for every field but `size`, so
- * `tern_call c = {sizeof c}` (or a designated initializer with .size) is a
- * valid start. The struct may grow at its end; `size` says how much of it
- * the caller knows. It is read only during tern_conn_call(): it, the
- * arguments and the credentials may be reused as soon as that returns. */
+ * `tern_call c = {.size = sizeof c, ...}` is a valid start. The struct may
+ * grow at its end; `size` says how much of it the caller knows. It is read
+ * only during tern_conn_call(): it, the arguments and the credentials may be
+ * reused as soon as that returns. */
 typedef struct tern_call {
   size_t size; /* sizeof(tern_call) */
   uint32_t prog;

@@ -146,7 +146,8 @@ void* tern_engine_alloc(tern_engine* e, size_t len, size_t align) noexcept {
     return nullptr;
   }
   void* p = e->engine->alloc(len, align);
-  if (p == nullptr) fail_static(-EAGAIN, "tern_engine_alloc: the engine's arena is full (tern_engine_opts.arena_bytes)");
+  if (p == nullptr)
+    fail_static(-EAGAIN, "tern_engine_alloc: the engine's arena is full (tern_engine_opts.arena_bytes)");
   return p;
 }
 
