@@ -20,6 +20,9 @@
  * first; the exit status is 0 only if every call completed, succeeded and
  * carried the right bytes.
  */
+/* clock_gettime, unlink: POSIX, which -std=c11 alone hides. */
+#define _POSIX_C_SOURCE 200809L
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>

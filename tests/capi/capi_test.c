@@ -6,6 +6,9 @@
  * replies, unknown procedures, statistics by name, errors with text, and a
  * close with calls outstanding (each completes once, disconnected).
  */
+/* clock_gettime, unlink: POSIX, which -std=c11 alone hides. */
+#define _POSIX_C_SOURCE 200809L
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
