@@ -3,8 +3,9 @@
  * driven from this thread, over pmd/shm. Inline calls and replies byte for
  * byte, read and write chunks checked byte for byte (from the engine's arena
  * and from a host arena registered with tern_engine_register_memory), error
- * replies, unknown procedures, statistics by name, errors with text, and a
- * close with calls outstanding (each completes once, disconnected).
+ * replies, unknown procedures, statistics by name, errors with text, a log
+ * sink, and a close with calls outstanding (each completes once,
+ * disconnected).
  */
 /* clock_gettime, unlink: POSIX, which -std=c11 alone hides. */
 #define _POSIX_C_SOURCE 200809L
@@ -437,6 +438,34 @@ static void test_errors(void) {
   CHECK(tern_c_api_version() == TERN_C_API_VERSION, "API version");
 }
 
+typedef struct log_seen {
+  int lines, named; /* all lines; lines about our arena, at debug level from "mem" */
+} log_seen;
+
+static void log_sink(void* ctx, tern_log_level level, const char* component, const char* line) {
+  log_seen* s = ctx;
+  s->lines++;
+  if (level == TERN_LOG_DEBUG && strcmp(component, "mem") == 0 && strstr(line, "capi-log-arena") != NULL) s->named++;
+}
+
+/* The C sink receives the library's lines, with level and component; after
+ * it is removed it hears nothing. */
+static void test_logging(void) {
+  log_seen s = {0, 0};
+  tern_arena* a;
+  tern_log_set_level(TERN_LOG_DEBUG);
+  tern_log_set_sink(log_sink, &s);
+  CHECK(tern_arena_create(1u << 20, "capi-log-arena", &a) == 0, "arena");
+  tern_arena_destroy(a);
+  CHECK(s.named == 1, "the sink saw %d lines, %d about the arena", s.lines, s.named);
+  tern_log_set_sink(NULL, NULL);
+  int before = s.lines;
+  CHECK(tern_arena_create(1u << 20, "capi-log-arena", &a) == 0, "arena");
+  tern_arena_destroy(a);
+  CHECK(s.lines == before, "a removed sink still heard %d lines", s.lines - before);
+  tern_log_set_level(TERN_LOG_WARN);
+}
+
 /* A handler may answer from a later poll; a close with calls outstanding
  * completes every one of them exactly once, disconnected; the server's held
  * calls then answer -ENOTCONN. */
@@ -525,6 +554,7 @@ int main(void) {
       {"error_replies", test_error_replies},
       {"stats", test_stats},
       {"errors", test_errors},
+      {"logging", test_logging},
       {"close_with_calls_outstanding", test_close_with_calls_outstanding},
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; ++i) {
