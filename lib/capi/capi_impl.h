@@ -1,0 +1,73 @@
+// Private to lib/capi: what the C handles are on the C++ side, and how a
+// failed C++ Status becomes a negative errno plus tern_last_error() text.
+//
+// tern_engine and tern_conn are small wrappers; tern_server_call and
+// tern_arena are the C++ objects themselves behind an opaque pointer. Only
+// engine.h's public API is used, never the engine's internals.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "base/result.h"
+#include "engine/engine.h"
+#include "tern/tern.h"
+
+namespace tern::capi {
+
+// The negative errno for a C++ error kind (the table in tern.h).
+int errno_for(Errc code);
+
+// Records why a control-path call failed (tern_last_error) and returns the
+// negative errno to hand back.
+int fail(const Status& st);
+// The same for a reason that is a static string: no formatting, no allocation.
+int fail_static(int neg_errno, const char* why);
+
+// The engine's bookkeeping for one call issued from C: which C callback gets
+// the completion, and the credentials the engine reads until the call is sent
+// (a backlogged call is marshaled later). Pooled per engine: no allocation per
+// call once the pool has grown to the calls in flight.
+struct CallRecord {
+  tern_call_done_fn done = nullptr;
+  void* ctx = nullptr;
+  tern_engine* owner = nullptr;
+  CallRecord* next_free = nullptr;
+  rpc::AuthSys auth;
+};
+
+// One C handler registration: the trampoline's context.
+struct HandlerRecord {
+  uint32_t prog, vers, proc;
+  tern_handler_fn fn;
+  void* ctx;
+};
+
+}  // namespace tern::capi
+
+struct tern_conn {
+  tern::rpc::Connection* conn;
+  tern_engine* owner;
+  // The engine's list of open handles, to free what is left at destroy.
+  tern_conn* prev;
+  tern_conn* next;
+};
+
+struct tern_engine {
+  // A record for a new call, or nullptr when no memory is left for one.
+  tern::capi::CallRecord* take_record();
+  void give_back(tern::capi::CallRecord* r) {
+    r->next_free = free_records;
+    free_records = r;
+  }
+  void link(tern_conn* c);
+  void unlink(tern_conn* c);
+
+  std::vector<std::unique_ptr<tern::capi::HandlerRecord>> handlers;
+  std::vector<std::unique_ptr<tern::capi::CallRecord[]>> record_blocks;
+  tern::capi::CallRecord* free_records = nullptr;
+  tern_conn* conns = nullptr;  // open handles (closed ones are freed at close)
+  // Declared last, so destroyed first: its connections may still refer to
+  // call records while they go away.
+  std::unique_ptr<tern::rpc::Engine> engine;
+};

@@ -1,0 +1,565 @@
+/*
+ * The C API from C: a server engine and a client engine in one process, both
+ * driven from this thread, over pmd/shm. Inline calls and replies byte for
+ * byte, read and write chunks checked byte for byte (from the engine's arena
+ * and from a host arena registered with tern_engine_register_memory), error
+ * replies, unknown procedures, statistics by name, errors with text, a log
+ * sink, and a close with calls outstanding (each completes once,
+ * disconnected).
+ */
+/* clock_gettime, unlink: POSIX, which -std=c11 alone hides. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tern/tern.h"
+
+#define CHECK(cond, ...)                                                          \
+  do {                                                                            \
+    if (!(cond)) {                                                                \
+      fflush(stdout);                                                             \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);    \
+      fprintf(stderr, __VA_ARGS__);                                               \
+      fprintf(stderr, "\n  tern_last_error: %s\n", tern_last_error());            \
+      exit(1);                                                                    \
+    }                                                                             \
+  } while (0)
+
+enum {
+  PROG = 0x20000077,
+  VERS = 1,
+  P_ECHO = 1,       /* results = args */
+  P_CHECK_READ = 2, /* args: u32 seed; read chunk checked against pat(seed) -> u32 mismatches, u32 len */
+  P_FILL = 3,       /* args: u32 len, u32 seed -> len bytes of pat(seed) into the write chunk */
+  P_REFUSE = 4,     /* answers PROC_UNAVAIL through reply_error */
+  P_LATER = 5,      /* held by the test, answered (or not) later */
+  MAX_HELD = 64
+};
+
+static uint8_t pat(uint32_t seed, size_t i) { return (uint8_t)(seed * 31u + i * 7u + (i >> 8)); }
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+typedef struct fixture {
+  tern_engine* srv;
+  tern_engine* cli;
+  tern_conn* conn;
+  char path[128];
+  char spec[160];
+  tern_server_call* held[MAX_HELD];
+  int nheld;
+  int refuse_success_rc; /* what reply_error(TERN_ACCEPT_SUCCESS) returned */
+} fixture;
+
+/* Polls both engines (srv may be NULL) until *flag reaches want or 5 s pass. */
+static int poll_until(fixture* f, const int* flag, int want) {
+  uint64_t end = now_ms() + 5000;
+  while (now_ms() < end) {
+    if (f->srv != NULL) tern_engine_poll(f->srv);
+    tern_engine_poll(f->cli);
+    if (*flag >= want) return 1;
+  }
+  return 0;
+}
+
+static void poll_for(fixture* f, int ms) {
+  uint64_t end = now_ms() + (uint64_t)ms;
+  while (now_ms() < end) {
+    tern_engine_poll(f->srv);
+    tern_engine_poll(f->cli);
+  }
+}
+
+/* ---------------------------------------------------------------- server handlers */
+
+static void h_echo(void* ctx, tern_server_call* call) {
+  size_t n;
+  const uint8_t* a = tern_server_call_args(call, &n);
+  (void)ctx;
+  CHECK(tern_server_call_prog(call) == PROG && tern_server_call_vers(call) == VERS &&
+            tern_server_call_proc(call) == P_ECHO,
+        "the call's program, version and procedure");
+  CHECK(tern_server_call_reply(call, a, n, NULL, 0) == 0, "echo reply");
+}
+
+static void h_check_read(void* ctx, tern_server_call* call) {
+  size_t n, blen;
+  const uint8_t* a = tern_server_call_args(call, &n);
+  const uint8_t* b = tern_server_call_bulk(call, &blen);
+  uint32_t seed, out[2] = {0, (uint32_t)blen};
+  (void)ctx;
+  CHECK(n == 4, "check_read args are %zu bytes", n);
+  memcpy(&seed, a, 4);
+  for (size_t i = 0; i < blen; ++i) out[0] += b[i] != pat(seed, i);
+  CHECK(tern_server_call_reply(call, out, sizeof out, NULL, 0) == 0, "check_read reply");
+}
+
+static void h_fill(void* ctx, tern_server_call* call) {
+  size_t n;
+  const uint8_t* a = tern_server_call_args(call, &n);
+  uint32_t len, seed;
+  uint8_t* buf;
+  (void)ctx;
+  CHECK(n == 8, "fill args are %zu bytes", n);
+  memcpy(&len, a, 4);
+  memcpy(&seed, a + 4, 4);
+  CHECK(tern_server_call_bulk_capacity(call) >= len, "the client offered %u bytes for %u",
+        tern_server_call_bulk_capacity(call), len);
+  CHECK(tern_server_call_bulk_buffer(call, tern_server_call_bulk_capacity(call) + 1) == NULL,
+        "a bulk buffer over the client's capacity");
+  buf = tern_server_call_bulk_buffer(call, len);
+  CHECK(buf != NULL, "bulk buffer of %u bytes", len);
+  for (uint32_t i = 0; i < len; ++i) buf[i] = pat(seed, i);
+  CHECK(tern_server_call_reply(call, NULL, 0, buf, len) == 0, "fill reply");
+}
+
+static void h_refuse(void* ctx, tern_server_call* call) {
+  fixture* f = ctx;
+  f->refuse_success_rc = tern_server_call_reply_error(call, TERN_ACCEPT_SUCCESS);
+  CHECK(tern_server_call_reply_error(call, TERN_ACCEPT_PROC_UNAVAIL) == 0, "reply_error");
+}
+
+static void h_later(void* ctx, tern_server_call* call) {
+  fixture* f = ctx;
+  CHECK(f->nheld < MAX_HELD, "too many held calls");
+  f->held[f->nheld++] = call;
+}
+
+/* ---------------------------------------------------------------- client side */
+
+typedef struct pending {
+  int done; /* completions seen: must end at exactly 1 */
+  tern_call_status status;
+  uint32_t bulk_recv_len;
+  uint8_t results[256];
+  size_t results_len;
+} pending;
+
+static void on_done(void* ctx, const tern_call_reply* r) {
+  pending* p = ctx;
+  p->done++;
+  p->status = r->status;
+  p->bulk_recv_len = r->bulk_recv_len;
+  p->results_len = r->results_len;
+  if (r->results_len <= sizeof p->results && r->results_len > 0) memcpy(p->results, r->results, r->results_len);
+}
+
+static int issue(fixture* f, tern_call* c, pending* p) {
+  memset(p, 0, sizeof *p);
+  c->done = on_done;
+  c->ctx = p;
+  return tern_conn_call(f->conn, c);
+}
+
+/* Issues the call and polls until it completes. */
+static void call_and_wait(fixture* f, tern_call* c, pending* p) {
+  int rc = issue(f, c, p);
+  CHECK(rc == 0, "tern_conn_call: %s", tern_strerror(rc));
+  CHECK(poll_until(f, &p->done, 1), "the call never completed");
+}
+
+static void setup(fixture* f) {
+  static int n;
+  tern_engine_opts o;
+  memset(f, 0, sizeof *f);
+  snprintf(f->path, sizeof f->path, "/tmp/tern-capi-%d-%d.sock", (int)getpid(), n++);
+  snprintf(f->spec, sizeof f->spec, "shm:path=%s", f->path);
+  tern_engine_opts_init(&o, sizeof o);
+  CHECK(tern_engine_create(&o, &f->srv) == 0, "server engine");
+  o.arena_bytes = 32u << 20;
+  CHECK(tern_engine_create(&o, &f->cli) == 0, "client engine");
+  CHECK(tern_engine_handle(f->srv, PROG, VERS, P_ECHO, h_echo, f) == 0, "handle");
+  CHECK(tern_engine_handle(f->srv, PROG, VERS, P_CHECK_READ, h_check_read, f) == 0, "handle");
+  CHECK(tern_engine_handle(f->srv, PROG, VERS, P_FILL, h_fill, f) == 0, "handle");
+  CHECK(tern_engine_handle(f->srv, PROG, VERS, P_REFUSE, h_refuse, f) == 0, "handle");
+  CHECK(tern_engine_handle(f->srv, PROG, VERS, P_LATER, h_later, f) == 0, "handle");
+  CHECK(tern_engine_listen(f->srv, f->spec) == 0, "listen on %s", f->spec);
+  CHECK(tern_engine_connect(f->cli, f->spec, &f->conn) == 0, "connect to %s", f->spec);
+  uint64_t end = now_ms() + 5000;
+  while (!tern_conn_ready(f->conn) && !tern_conn_failed(f->conn) && now_ms() < end) {
+    tern_engine_poll(f->srv);
+    tern_engine_poll(f->cli);
+  }
+  char why[256];
+  CHECK(tern_conn_ready(f->conn), "not connected: %d %s", tern_conn_error(f->conn, why, sizeof why), why);
+  CHECK(tern_conn_error(f->conn, why, sizeof why) == 0 && why[0] == 0, "a ready connection has no error");
+}
+
+static void teardown(fixture* f) {
+  if (f->conn != NULL) {
+    CHECK(tern_conn_outstanding(f->conn) == 0, "calls left outstanding");
+    tern_conn_close(f->conn);
+    poll_for(f, 20);
+  }
+  tern_engine_destroy(f->cli);
+  tern_engine_destroy(f->srv);
+  unlink(f->path);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void test_inline_echo(void) {
+  fixture f;
+  setup(&f);
+  uint8_t args[200];
+  for (size_t i = 0; i < sizeof args; ++i) args[i] = pat(1, i);
+  tern_call c = {.size = sizeof c, .prog = PROG, .vers = VERS, .proc = P_ECHO, .args = args, .args_len = sizeof args};
+  pending p;
+  call_and_wait(&f, &c, &p);
+  CHECK(p.done == 1 && p.status == TERN_CALL_OK, "status %s", tern_call_status_name(p.status));
+  CHECK(p.results_len == sizeof args && memcmp(p.results, args, sizeof args) == 0, "echoed %zu bytes differ",
+        p.results_len);
+
+  /* With AUTH_SYS credentials; then credentials RFC 5531 does not allow. */
+  tern_auth_sys auth = {.stamp = 7, .machine = "capi-test", .uid = 1000, .gid = 100, .ngids = 2, .gids = {4, 5}};
+  c.auth = &auth;
+  call_and_wait(&f, &c, &p);
+  CHECK(p.status == TERN_CALL_OK && p.results_len == sizeof args, "a call with AUTH_SYS");
+  auth.ngids = TERN_AUTH_SYS_MAX_GIDS + 1;
+  CHECK(issue(&f, &c, &p) == -EINVAL, "17 gids");
+  char longname[TERN_AUTH_SYS_MAX_MACHINE + 2];
+  memset(longname, 'm', sizeof longname - 1);
+  longname[sizeof longname - 1] = 0;
+  auth.ngids = 0;
+  auth.machine = longname;
+  CHECK(issue(&f, &c, &p) == -EINVAL, "a machine name over 255 bytes");
+  c.auth = NULL;
+
+  /* Malformed calls are refused up front, with nothing to complete. */
+  tern_call small = c;
+  small.size = sizeof(size_t) + 8;
+  CHECK(issue(&f, &small, &p) == -EINVAL, "a tern_call whose size is too small");
+  tern_call nodone = c;
+  nodone.done = NULL;
+  CHECK(tern_conn_call(f.conn, &nodone) == -EINVAL, "a call without a callback");
+  uint8_t heap[4096];
+  tern_call unreg = {.size = sizeof unreg, .prog = PROG, .vers = VERS, .proc = P_CHECK_READ,
+                     .bulk_send = heap, .bulk_send_len = sizeof heap};
+  CHECK(issue(&f, &unreg, &p) == -EINVAL, "bulk memory the engine did not register");
+  poll_for(&f, 10);
+  CHECK(p.done == 0, "a refused call completed");
+
+  tern_conn_info info = {.size = sizeof info};
+  CHECK(tern_conn_info_get(f.conn, &info) == 0, "info");
+  CHECK(info.inline_send >= 1024 && info.inline_recv >= 1024 && info.credits >= 1, "info %u %u %u",
+        info.inline_send, info.inline_recv, info.credits);
+  CHECK(info.remote_invalidation, "both ends offer remote invalidation by default");
+  teardown(&f);
+}
+
+static void check_read_chunk(fixture* f, uint8_t* bulk, uint32_t len, uint32_t seed) {
+  for (uint32_t i = 0; i < len; ++i) bulk[i] = pat(seed, i);
+  tern_call c = {.size = sizeof c, .prog = PROG, .vers = VERS, .proc = P_CHECK_READ, .args = &seed, .args_len = 4,
+                 .bulk_send = bulk, .bulk_send_len = len};
+  pending p;
+  call_and_wait(f, &c, &p);
+  CHECK(p.status == TERN_CALL_OK, "status %s", tern_call_status_name(p.status));
+  uint32_t out[2];
+  CHECK(p.results_len == sizeof out, "%zu bytes of results", p.results_len);
+  memcpy(out, p.results, sizeof out);
+  CHECK(out[0] == 0 && out[1] == len, "the server saw %u of %u bytes wrong, %u bytes", out[0], len, out[1]);
+}
+
+static void check_write_chunk(fixture* f, uint8_t* bulk, uint32_t len, uint32_t seed) {
+  memset(bulk, 0xee, len);
+  uint32_t args[2] = {len, seed};
+  tern_call c = {.size = sizeof c, .prog = PROG, .vers = VERS, .proc = P_FILL, .args = args, .args_len = sizeof args,
+                 .bulk_recv = bulk, .bulk_recv_len = len};
+  pending p;
+  call_and_wait(f, &c, &p);
+  CHECK(p.status == TERN_CALL_OK, "status %s", tern_call_status_name(p.status));
+  CHECK(p.bulk_recv_len == len, "%u bytes arrived of %u", p.bulk_recv_len, len);
+  for (uint32_t i = 0; i < len; ++i) CHECK(bulk[i] == pat(seed, i), "byte %u of %u", i, len);
+}
+
+static void test_chunks(void) {
+  fixture f;
+  setup(&f);
+  const uint32_t lens[] = {4096, 65536, 1u << 20};
+  uint64_t reads0 = 0, writes0 = 0, reads1 = 0, writes1 = 0;
+  CHECK(tern_engine_stat(f.srv, "rdma_reads", &reads0) == 0, "rdma_reads");
+  CHECK(tern_engine_stat(f.srv, "rdma_writes", &writes0) == 0, "rdma_writes");
+  for (int k = 0; k < 3; ++k) {
+    uint8_t* b = tern_engine_alloc(f.cli, lens[k], 0);
+    CHECK(b != NULL && (uintptr_t)b % 4096 == 0, "tern_engine_alloc(%u)", lens[k]);
+    check_read_chunk(&f, b, lens[k], (uint32_t)k + 3);
+    check_write_chunk(&f, b, lens[k], (uint32_t)k + 9);
+  }
+  CHECK(tern_engine_stat(f.srv, "rdma_reads", &reads1) == 0 && reads1 >= reads0 + 3, "the server pulled with READs");
+  CHECK(tern_engine_stat(f.srv, "rdma_writes", &writes1) == 0 && writes1 >= writes0 + 3, "and pushed with WRITEs");
+
+  /* Host memory: a shareable arena registered with the client engine. */
+  tern_arena* a;
+  CHECK(tern_arena_create(1u << 20, "capi-test", &a) == 0, "arena");
+  CHECK(tern_arena_base(a) != NULL && tern_arena_size(a) >= (1u << 20), "arena range");
+  uint8_t* hb = tern_arena_alloc(a, 65536, 4096);
+  CHECK(hb != NULL && hb >= (uint8_t*)tern_arena_base(a), "arena alloc");
+  CHECK(tern_arena_alloc(a, 2u << 20, 0) == NULL && strstr(tern_last_error(), "full") != NULL, "an arena overflow");
+  CHECK(tern_engine_register_memory(f.cli, tern_arena_base(a), tern_arena_size(a)) == 0, "register_memory");
+  check_read_chunk(&f, hb, 65536, 21);
+  check_write_chunk(&f, hb, 65536, 22);
+
+  /* pmd/shm cannot share plain heap memory: refused, with the reason. */
+  void* heap = malloc(8192);
+  CHECK(heap != NULL, "malloc");
+  int rc = tern_engine_register_memory(f.cli, heap, 8192);
+  CHECK(rc == -ENOTSUP && strstr(tern_last_error(), "Arena") != NULL, "register_memory of heap memory: %d", rc);
+  free(heap);
+  teardown(&f);
+  tern_arena_destroy(a); /* after the engine that registered it */
+}
+
+static void test_error_replies(void) {
+  fixture f;
+  setup(&f);
+  tern_call c = {.size = sizeof c, .prog = PROG, .vers = VERS, .proc = P_REFUSE};
+  pending p;
+  f.refuse_success_rc = 1;
+  call_and_wait(&f, &c, &p);
+  CHECK(f.refuse_success_rc == -EINVAL, "reply_error(SUCCESS) returned %d", f.refuse_success_rc);
+  CHECK(p.done == 1 && p.status == TERN_CALL_PROC_UNAVAIL, "status %s", tern_call_status_name(p.status));
+
+  c.proc = 77; /* nobody serves it */
+  call_and_wait(&f, &c, &p);
+  CHECK(p.status == TERN_CALL_PROC_UNAVAIL, "unknown procedure: %s", tern_call_status_name(p.status));
+  c.proc = P_ECHO;
+  c.vers = 9;
+  call_and_wait(&f, &c, &p);
+  CHECK(p.status == TERN_CALL_PROG_MISMATCH, "unknown version: %s", tern_call_status_name(p.status));
+  c.prog = 12345;
+  c.vers = 1;
+  call_and_wait(&f, &c, &p);
+  CHECK(p.status == TERN_CALL_PROG_UNAVAIL, "unknown program: %s", tern_call_status_name(p.status));
+  teardown(&f);
+}
+
+typedef struct seen {
+  int calls, replies, total;
+} seen;
+
+static void visit(void* ctx, const char* name, uint64_t value) {
+  seen* s = ctx;
+  s->total++;
+  if (strcmp(name, "calls") == 0) s->calls = (int)value;
+  if (strcmp(name, "replies") == 0) s->replies = (int)value;
+}
+
+static void test_stats(void) {
+  fixture f;
+  setup(&f);
+  tern_call c = {.size = sizeof c, .prog = PROG, .vers = VERS, .proc = P_ECHO};
+  pending p;
+  for (int i = 0; i < 5; ++i) call_and_wait(&f, &c, &p);
+  uint64_t v = 0;
+  CHECK(tern_engine_stat(f.cli, "calls", &v) == 0 && v == 5, "client calls = %llu", (unsigned long long)v);
+  CHECK(tern_engine_stat(f.srv, "replies", &v) == 0 && v == 5, "server replies = %llu", (unsigned long long)v);
+  CHECK(tern_engine_stat(f.cli, "no_such_counter", &v) == -ENOENT, "an unknown counter");
+  seen s = {-1, -1, 0};
+  int n = tern_engine_stats(f.srv, visit, &s);
+  CHECK(n == s.total && n >= 20, "visited %d counters, counted %d", n, s.total);
+  CHECK(s.replies == 5 && s.calls == 0, "server: replies %d, calls %d", s.replies, s.calls);
+  teardown(&f);
+}
+
+static void test_errors(void) {
+  tern_engine* e = NULL;
+  tern_engine_opts o;
+  tern_engine_opts_init(&o, sizeof o);
+  CHECK(o.size == sizeof o && o.credits == 32 && o.arena_bytes > 0 && o.remote_invalidation && !o.trusted_peers,
+        "default options");
+  o.credits = 0;
+  CHECK(tern_engine_create(&o, &e) == -EINVAL && e == NULL, "credits 0");
+  CHECK(strstr(tern_last_error(), "credits") != NULL, "the reason names the option: %s", tern_last_error());
+  tern_engine_opts_init(&o, sizeof o);
+  o.size = 8;
+  CHECK(tern_engine_create(&o, &e) == -EINVAL && strstr(tern_last_error(), "tern_engine_opts_init") != NULL,
+        "an options struct too small");
+  tern_engine_opts_init(&o, sizeof o);
+  o.registration = TERN_REGISTRATION_CACHE; /* without trusted_peers */
+  CHECK(tern_engine_create(&o, &e) == -EINVAL && strstr(tern_last_error(), "trusted_peers") != NULL,
+        "the registration cache without trusted peers");
+
+  /* An earlier caller's smaller struct is filled only as far as it goes. */
+  unsigned char room[sizeof(tern_engine_opts) + 16];
+  memset(room, 0xab, sizeof room);
+  tern_engine_opts_init((tern_engine_opts*)(void*)room, sizeof(tern_engine_opts));
+  CHECK(room[sizeof(tern_engine_opts)] == 0xab, "tern_engine_opts_init wrote past the size it was given");
+
+  tern_engine_opts_init(&o, sizeof o);
+  o.arena_bytes = 8u << 20;
+  CHECK(tern_engine_create(&o, &e) == 0 && e != NULL, "engine");
+  tern_conn* c = (tern_conn*)&o; /* must be overwritten */
+  int rc = tern_engine_connect(e, "nosuchdriver:path=/nowhere", &c);
+  CHECK(rc == -ENOENT && c == NULL, "connect with an unknown driver: %d", rc);
+  CHECK(strstr(tern_last_error(), "nosuchdriver") != NULL, "the reason names the driver: %s", tern_last_error());
+  CHECK(strcmp(tern_strerror(rc), "not found") == 0, "tern_strerror(%d) = %s", rc, tern_strerror(rc));
+  rc = tern_engine_listen(e, "shm:nonsense");
+  CHECK(rc < 0 && tern_last_error()[0] != 0, "listen with a malformed spec: %d", rc);
+  rc = tern_engine_connect(e, NULL, &c);
+  CHECK(rc == -EINVAL, "connect without a spec");
+  CHECK(tern_engine_handle(e, 1, 1, 1, NULL, NULL) == -EINVAL, "a NULL handler");
+  CHECK(tern_engine_alloc(e, 4096, 3) == NULL && strstr(tern_last_error(), "power of two") != NULL, "alignment 3");
+
+  /* Nobody listens there: the connection fails, with a reason. */
+  char path[128], spec[160], why[256];
+  snprintf(path, sizeof path, "/tmp/tern-capi-%d-nobody.sock", (int)getpid());
+  snprintf(spec, sizeof spec, "shm:path=%s", path);
+  rc = tern_engine_connect(e, spec, &c);
+  if (rc == 0) {
+    uint64_t end = now_ms() + 5000;
+    while (!tern_conn_failed(c) && !tern_conn_ready(c) && now_ms() < end) tern_engine_poll(e);
+    CHECK(tern_conn_failed(c), "a connection to nobody did not fail");
+    rc = tern_conn_error(c, why, sizeof why);
+    CHECK(rc < 0 && why[0] != 0, "its error: %d '%s'", rc, why);
+    tern_call call = {.size = sizeof call, .prog = PROG, .vers = VERS, .proc = P_ECHO};
+    pending p;
+    memset(&p, 0, sizeof p);
+    call.done = on_done;
+    call.ctx = &p;
+    CHECK(tern_conn_call(c, &call) == -ENOTCONN, "a call on a failed connection");
+    tern_conn_close(c);
+  } else {
+    CHECK(tern_last_error()[0] != 0, "connect to nobody failed (%d) without a reason", rc);
+  }
+  tern_engine_destroy(e);
+
+  CHECK(strcmp(tern_call_status_name(TERN_CALL_DISCONNECTED), "disconnected") == 0, "status names");
+  CHECK(strcmp(tern_call_status_name((tern_call_status)99), "unknown call status") == 0, "unknown status name");
+  CHECK(strcmp(tern_strerror(0), "success") == 0, "tern_strerror(0)");
+  CHECK(tern_c_api_version() == TERN_C_API_VERSION, "API version");
+}
+
+typedef struct log_seen {
+  int lines, named; /* all lines; lines about our arena, at debug level from "mem" */
+} log_seen;
+
+static void log_sink(void* ctx, tern_log_level level, const char* component, const char* line) {
+  log_seen* s = ctx;
+  s->lines++;
+  if (level == TERN_LOG_DEBUG && strcmp(component, "mem") == 0 && strstr(line, "capi-log-arena") != NULL) s->named++;
+}
+
+/* The C sink receives the library's lines, with level and component; after
+ * it is removed it hears nothing. */
+static void test_logging(void) {
+  log_seen s = {0, 0};
+  tern_arena* a;
+  tern_log_set_level(TERN_LOG_DEBUG);
+  tern_log_set_sink(log_sink, &s);
+  CHECK(tern_arena_create(1u << 20, "capi-log-arena", &a) == 0, "arena");
+  tern_arena_destroy(a);
+  CHECK(s.named == 1, "the sink saw %d lines, %d about the arena", s.lines, s.named);
+  tern_log_set_sink(NULL, NULL);
+  int before = s.lines;
+  CHECK(tern_arena_create(1u << 20, "capi-log-arena", &a) == 0, "arena");
+  tern_arena_destroy(a);
+  CHECK(s.lines == before, "a removed sink still heard %d lines", s.lines - before);
+  tern_log_set_level(TERN_LOG_WARN);
+}
+
+/* A handler may answer from a later poll; a close with calls outstanding
+ * completes every one of them exactly once, disconnected; the server's held
+ * calls then answer -ENOTCONN. */
+static void test_close_with_calls_outstanding(void) {
+  enum { N = 8 };
+  fixture f;
+  setup(&f);
+  pending ps[N];
+  uint8_t* bulk = tern_engine_alloc(f.cli, N * 4096, 0);
+  CHECK(bulk != NULL, "alloc");
+  for (int i = 0; i < N; ++i) {
+    tern_call c = {.size = sizeof c, .prog = PROG, .vers = VERS, .proc = P_LATER};
+    if (i % 2 == 0) { /* some hold a registration */
+      c.bulk_recv = bulk + i * 4096;
+      c.bulk_recv_len = 4096;
+    }
+    CHECK(issue(&f, &c, &ps[i]) == 0, "issue %d", i);
+  }
+  /* Sent ones only: the rest wait for credits (the first grant is one). */
+  CHECK(tern_conn_outstanding(f.conn) >= 1 && tern_conn_outstanding(f.conn) <= N, "outstanding %u",
+        tern_conn_outstanding(f.conn));
+  CHECK(poll_until(&f, &f.nheld, 1), "no call reached the server");
+  poll_for(&f, 20);
+  CHECK(ps[0].done == 0, "completed before the handler replied");
+
+  /* Answer the first from here, outside any handler. */
+  tern_server_call* first = f.held[0];
+  uint32_t xid = tern_server_call_xid(first);
+  CHECK(xid != 0, "xid");
+  CHECK(tern_server_call_reply(first, "late", 4, NULL, 0) == 0, "a late reply");
+  for (int i = 1; i < f.nheld; ++i) f.held[i - 1] = f.held[i];
+  f.nheld--;
+  int any = 0;
+  uint64_t end = now_ms() + 5000;
+  while (!any && now_ms() < end) {
+    tern_engine_poll(f.srv);
+    tern_engine_poll(f.cli);
+    for (int i = 0; i < N; ++i) any |= ps[i].done;
+  }
+  int answered = -1;
+  for (int i = 0; i < N; ++i)
+    if (ps[i].done) answered = i;
+  CHECK(answered >= 0 && ps[answered].status == TERN_CALL_OK && ps[answered].results_len == 4 &&
+            memcmp(ps[answered].results, "late", 4) == 0,
+        "the late reply");
+
+  tern_conn_close(f.conn);
+  f.conn = NULL;
+  end = now_ms() + 5000;
+  int all = 0;
+  while (!all && now_ms() < end) {
+    tern_engine_poll(f.srv);
+    tern_engine_poll(f.cli);
+    all = 1;
+    for (int i = 0; i < N; ++i) all &= ps[i].done >= 1;
+  }
+  CHECK(all, "not every call completed after the close");
+  poll_for(&f, 50); /* and none completes twice */
+  for (int i = 0; i < N; ++i) {
+    CHECK(ps[i].done == 1, "call %d completed %d times", i, ps[i].done);
+    if (i != answered)
+      CHECK(ps[i].status == TERN_CALL_DISCONNECTED, "call %d: %s", i, tern_call_status_name(ps[i].status));
+  }
+
+  /* The server notices; the calls it held are answered into nothing. */
+  uint64_t disc = 0;
+  end = now_ms() + 5000;
+  while (disc == 0 && now_ms() < end) {
+    tern_engine_poll(f.srv);
+    tern_engine_poll(f.cli);
+    CHECK(tern_engine_stat(f.srv, "disconnects", &disc) == 0, "disconnects");
+  }
+  CHECK(disc >= 1, "the server never saw the disconnect");
+  for (int i = 0; i < f.nheld; ++i)
+    CHECK(tern_server_call_reply(f.held[i], NULL, 0, NULL, 0) == -ENOTCONN, "held call %d", i);
+  teardown(&f);
+}
+
+int main(void) {
+  struct {
+    const char* name;
+    void (*fn)(void);
+  } tests[] = {
+      {"inline_echo", test_inline_echo},
+      {"chunks", test_chunks},
+      {"error_replies", test_error_replies},
+      {"stats", test_stats},
+      {"errors", test_errors},
+      {"logging", test_logging},
+      {"close_with_calls_outstanding", test_close_with_calls_outstanding},
+  };
+  for (size_t i = 0; i < sizeof tests / sizeof tests[0]; ++i) {
+    tests[i].fn();
+    printf("[ ok ] %s\n", tests[i].name);
+  }
+  return 0;
+}
