@@ -188,6 +188,20 @@ int tern_engine_stats(const tern_engine* engine, tern_stat_fn fn, void* ctx) TER
 /* One counter by name: 0 and *value set, or -ENOENT. */
 int tern_engine_stat(const tern_engine* engine, const char* name, uint64_t* value) TERN_NOEXCEPT;
 
+/* Everything the engine can tell as one JSON document (docs/observability.md):
+ * the counters above, each device's driver counters, every connection
+ * (counters, RTT percentiles) and every procedure. Writes at most len bytes
+ * including the terminating NUL into buf and returns the document's length
+ * (without the NUL), as snprintf does: a return >= len means it was cut;
+ * call again with a larger buffer. On the engine's thread only. */
+size_t tern_engine_stats_json(const tern_engine* engine, char* buf, size_t len) TERN_NOEXCEPT;
+
+/* The same document from any thread (a monitoring thread): the engine's
+ * thread makes it at its next tern_engine_poll, which this waits up to
+ * wait_ms for; otherwise the last one made is returned, its
+ * "snapshot_age_ms" saying how old. Returns 0 if there never was one. */
+size_t tern_engine_stats_json_snapshot(tern_engine* engine, int wait_ms, char* buf, size_t len) TERN_NOEXCEPT;
+
 /* ------------------------------------------------------------------ client calls */
 
 /* How a call ended. Values may be added at the end: treat an unknown one as a

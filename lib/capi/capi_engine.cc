@@ -1,6 +1,7 @@
 // tern_engine: options, creation, poll, memory, connect/listen, handlers and
 // statistics, over rpc::Engine.
 #include <cstddef>
+#include <algorithm>
 #include <cstring>
 #include <new>
 #include <string_view>
@@ -216,6 +217,27 @@ int tern_engine_stat(const tern_engine* e, const char* name, uint64_t* value) no
     }
   }
   return fail_static(-ENOENT, "tern_engine_stat: no counter of that name");
+}
+
+namespace {
+size_t copy_out(const std::string& doc, char* buf, size_t len) {
+  if (buf != nullptr && len > 0) {
+    size_t n = std::min(doc.size(), len - 1);
+    std::memcpy(buf, doc.data(), n);
+    buf[n] = 0;
+  }
+  return doc.size();
+}
+}  // namespace
+
+size_t tern_engine_stats_json(const tern_engine* e, char* buf, size_t len) noexcept {
+  if (e == nullptr) return 0;
+  return copy_out(e->engine->stats_json(), buf, len);
+}
+
+size_t tern_engine_stats_json_snapshot(tern_engine* e, int wait_ms, char* buf, size_t len) noexcept {
+  if (e == nullptr) return 0;
+  return copy_out(e->engine->stats_json_snapshot(wait_ms), buf, len);
 }
 
 }  // extern "C"

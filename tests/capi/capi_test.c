@@ -367,6 +367,19 @@ static void test_stats(void) {
   int n = tern_engine_stats(f.srv, visit, &s);
   CHECK(n == s.total && n >= 20, "visited %d counters, counted %d", n, s.total);
   CHECK(s.replies == 5 && s.calls == 0, "server: replies %d, calls %d", s.replies, s.calls);
+  /* The JSON document: its length first, then whole; a small buffer gets a
+   * NUL-terminated prefix. */
+  size_t need = tern_engine_stats_json(f.cli, NULL, 0);
+  CHECK(need > 100, "stats_json length %zu", need);
+  char* doc = malloc(need + 1);
+  CHECK(tern_engine_stats_json(f.cli, doc, need + 1) == need && strlen(doc) == need, "whole document");
+  CHECK(doc[0] == '{' && doc[need - 1] == '}', "a JSON object");
+  CHECK(strstr(doc, "\"connections\":[{") != NULL && strstr(doc, "\"side\":\"client\"") != NULL,
+        "one client connection: %.200s", doc);
+  CHECK(strstr(doc, "\"ops\":5") != NULL, "the echo procedure's 5 calls");
+  char small[8];
+  CHECK(tern_engine_stats_json(f.cli, small, sizeof small) == need && strlen(small) == 7, "cut like snprintf");
+  free(doc);
   teardown(&f);
 }
 

@@ -572,7 +572,9 @@ TEST_F(HostileServer, SendWithInvalidateOfAStaleRkeyDropsTheConnection) {
 TEST_F(HostileServer, SendWithInvalidateOfAnIdleRkeyDropsTheConnection) {
   ASSERT_NO_FATAL_FAILURE(grant(8));
   for (bool remote : {true, false}) {
-    if (!remote) ASSERT_NO_FATAL_FAILURE(new_raw());
+    if (!remote) {
+      ASSERT_NO_FATAL_FAILURE(new_raw());
+    }
     log.clear();
     Done d;
     RawCall a;
