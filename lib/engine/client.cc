@@ -59,6 +59,12 @@ int Conn::call(const Call& c) {
   r->call = c;
   r->args_copy.assign(c.args.begin(), c.args.end());
   r->call.args = r->args_copy;
+  // A call may wait in the backlog and be marshaled from a later poll():
+  // nothing the caller passed by pointer may be read after call() returns.
+  if (c.auth != nullptr) {
+    r->auth_copy = *c.auth;
+    r->call.auth = &r->auth_copy;
+  }
   r->xid = (next_xid++ << slot_bits) | r->slot;
   if (r->xid == 0) r->xid = (next_xid++ << slot_bits) | r->slot;
   eng->st.calls.add();

@@ -128,6 +128,7 @@ struct Call {
   // Largest results expected; when more than fits inline the engine offers a
   // reply chunk (up to EngineOptions::max_reply).
   uint32_t max_results = 0;
+  // Copied at call(), as the arguments are: it need not outlive call().
   const AuthSys* auth = nullptr;
   CallDone done = nullptr;
   void* ctx = nullptr;

@@ -84,6 +84,7 @@ struct Request {
   uint32_t xid = 0;
   Call call{};
   std::vector<uint8_t> args_copy;  // the inline arguments, owned until marshaled
+  AuthSys auth_copy;               // the credentials, owned until marshaled (call.auth points here)
   uint8_t* sendbuf = nullptr;      // registered, inline_send bytes
   uint8_t* replybuf = nullptr;     // registered, max_reply bytes (reply chunk)
   EngineMr* mrs = nullptr;         // registered for this call (I3)
