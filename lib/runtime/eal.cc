@@ -164,6 +164,9 @@ Result<std::unique_ptr<Runtime>> Runtime::start(const EalOptions& opt) {
                         "EAL was started and cleaned up in this process; DPDK cannot initialise it again");
     case EalState::kNone: break;
   }
+  // An unknown TERN_LOG_LEVEL is the host's mistake to hear about, not to
+  // have ignored (base/log.h).
+  if (Status st = log_init(); !st.is_ok()) return st;
   if (eal_looks_initialised())
     return make_error(Errc::kBadState, "EAL was already initialised by the host; use Runtime::attach()");
 
