@@ -12,6 +12,9 @@ packages=(
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
   libgtest-dev libbenchmark-dev
   python3
+  # Observability tests: tshark decodes driver packet captures (pcap=), and
+  # dpdk-dev ships dpdk-telemetry.py, which reads Tern's rte_telemetry commands.
+  tshark dpdk-dev
 )
 fuzz_packages=(clang libclang-rt-14-dev)
 for a in "$@"; do
@@ -39,6 +42,9 @@ if [[ $(id -u) -ne 0 ]]; then
   sudo_cmd=(sudo)
 fi
 export DEBIAN_FRONTEND=noninteractive
+# wireshark-common asks whether non-root users may capture; Tern only reads
+# capture files, so answer no without a prompt.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | "${sudo_cmd[@]}" debconf-set-selections
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "tern setup: done" >&2

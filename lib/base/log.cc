@@ -1,35 +1,52 @@
 #include "base/log.h"
 
+#include <time.h>
+
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 
 namespace tern {
 
 namespace {
 
-LogLevel initial_level() {
-  LogLevel l = LogLevel::kWarn;
-  if (const char* env = std::getenv("TERN_LOG_LEVEL")) log_level_from_string(env, &l);
-  return l;
+constexpr LogLevel kDefaultLevel = LogLevel::kWarn;
+
+// What TERN_LOG_LEVEL said, read once (before the first log line or the
+// first log_level()/log_init() call).
+struct EnvLevel {
+  LogLevel level = kDefaultLevel;
+  bool bad = false;
+  std::string value;  // the bad value, for the error
+};
+
+const EnvLevel& env_level() {
+  static const EnvLevel e = [] {
+    EnvLevel r;
+    const char* env = std::getenv("TERN_LOG_LEVEL");
+    if (env != nullptr && !log_level_from_string(env, &r.level)) {
+      r.bad = true;
+      r.level = kDefaultLevel;
+      r.value = env;
+      // Said once here, for hosts that never call log_init(); log_init()
+      // hands the same error to the init path that checks it.
+      std::fprintf(stderr,
+                   "tern error log: TERN_LOG_LEVEL='%s' is not a log level (want error, warn, info or debug); "
+                   "logging at %s\n",
+                   env, log_level_name(kDefaultLevel));
+    }
+    return r;
+  }();
+  return e;
 }
 
 std::atomic<int>& level_ref() {
-  static std::atomic<int> level{static_cast<int>(initial_level())};
+  static std::atomic<int> level{static_cast<int>(env_level().level)};
   return level;
-}
-
-const char* level_name(LogLevel l) {
-  switch (l) {
-    case LogLevel::kError: return "error";
-    case LogLevel::kWarn: return "warn";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kDebug: return "debug";
-  }
-  return "?";
 }
 
 struct SinkSlot {
@@ -48,12 +65,52 @@ std::atomic<int>& sink_users() {
   return users;
 }
 
+uint64_t realtime_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void vlog(LogLevel level, const char* subsystem, const char* peer, const char* fmt, va_list ap) {
+  char msg[1024];
+  std::vsnprintf(msg, sizeof msg, fmt, ap);
+  LogRecord rec{level, subsystem, (peer != nullptr && peer[0] != '\0') ? peer : nullptr, msg, realtime_ns()};
+  sink_users().fetch_add(1);
+  if (const SinkSlot* sink = sink_ref().load()) {
+    sink->fn(sink->ctx, rec);
+    sink_users().fetch_sub(1);
+    return;
+  }
+  sink_users().fetch_sub(1);
+  char line[1400];
+  format_log_line(rec, line, sizeof line);
+  // One write per line so that lines from two processes do not interleave.
+  std::fprintf(stderr, "%s\n", line);
+}
+
 }  // namespace
+
+const char* log_level_name(LogLevel l) {
+  switch (l) {
+    case LogLevel::kError: return "error";
+    case LogLevel::kWarn: return "warn";
+    case LogLevel::kInfo: return "info";
+    case LogLevel::kDebug: return "debug";
+  }
+  return "?";
+}
+
+Status log_init() {
+  const EnvLevel& e = env_level();
+  if (!e.bad) return Status::ok();
+  return make_error(Errc::kInvalidArgument,
+                    "TERN_LOG_LEVEL='%s' is not a log level (want error, warn, info or debug)", e.value.c_str());
+}
 
 void set_log_sink(LogSink sink, void* ctx) {
   const SinkSlot* slot = sink == nullptr ? nullptr : new SinkSlot{sink, ctx};
   const SinkSlot* old = sink_ref().exchange(slot);
-  // A thread that took `old` registered itself first (log_write), so once the
+  // A thread that took `old` registered itself first (vlog), so once the
   // count drops to zero nobody holds it. Never call this from inside a sink.
   while (sink_users().load() != 0) std::this_thread::yield();
   delete old;
@@ -75,26 +132,35 @@ bool log_level_from_string(const char* s, LogLevel* out) {
   return false;
 }
 
-void log_write(LogLevel level, const char* component, const char* fmt, ...) {
-  char buf[1024];
-  sink_users().fetch_add(1);
-  if (const SinkSlot* sink = sink_ref().load()) {
-    va_list ap;
-    va_start(ap, fmt);
-    std::vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    sink->fn(sink->ctx, level, component, buf);
-    sink_users().fetch_sub(1);
-    return;
-  }
-  sink_users().fetch_sub(1);
-  int n = std::snprintf(buf, sizeof buf, "tern %s %s: ", level_name(level), component);
+size_t format_log_line(const LogRecord& rec, char* buf, size_t len) {
+  time_t secs = static_cast<time_t>(rec.realtime_ns / 1000000000u);
+  unsigned us = static_cast<unsigned>(rec.realtime_ns % 1000000000u / 1000u);
+  tm t;
+  gmtime_r(&secs, &t);
+  char when[80];  // room for any tm_year, so the compiler sees no truncation
+  std::snprintf(when, sizeof when, "%04d-%02d-%02dT%02d:%02d:%02d.%06uZ", t.tm_year + 1900, t.tm_mon + 1,
+                t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, us);
+  int n;
+  if (rec.peer != nullptr)
+    n = std::snprintf(buf, len, "%s tern %s %s [%s]: %s", when, log_level_name(rec.level), rec.subsystem, rec.peer,
+                      rec.message);
+  else
+    n = std::snprintf(buf, len, "%s tern %s %s: %s", when, log_level_name(rec.level), rec.subsystem, rec.message);
+  return n < 0 ? 0 : static_cast<size_t>(n);
+}
+
+void log_write(LogLevel level, const char* subsystem, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  if (n >= 0 && static_cast<size_t>(n) < sizeof buf) std::vsnprintf(buf + n, sizeof buf - n, fmt, ap);
+  vlog(level, subsystem, nullptr, fmt, ap);
   va_end(ap);
-  // One write per line so that lines from two processes do not interleave.
-  std::fprintf(stderr, "%s\n", buf);
+}
+
+void log_write_peer(LogLevel level, const char* subsystem, const char* peer, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vlog(level, subsystem, peer, fmt, ap);
+  va_end(ap);
 }
 
 }  // namespace tern

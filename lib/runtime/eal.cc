@@ -17,6 +17,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "mem/arena.h"
+#include "runtime/telemetry_export.h"
 
 namespace tern::runtime {
 
@@ -135,7 +136,7 @@ std::vector<std::string> eal_args(const EalOptions& opt, const char* prog) {
     a.push_back(std::to_string(opt.memory_mb));
   }
   a.push_back("--no-pci");
-  a.push_back("--no-telemetry");
+  if (!opt.telemetry) a.push_back("--no-telemetry");
   if (opt.file_prefix.empty())
     a.push_back("--no-shconf");
   else
@@ -164,6 +165,9 @@ Result<std::unique_ptr<Runtime>> Runtime::start(const EalOptions& opt) {
                         "EAL was started and cleaned up in this process; DPDK cannot initialise it again");
     case EalState::kNone: break;
   }
+  // An unknown TERN_LOG_LEVEL is the host's mistake to hear about, not to
+  // have ignored (base/log.h).
+  if (Status st = log_init(); !st.is_ok()) return st;
   if (eal_looks_initialised())
     return make_error(Errc::kBadState, "EAL was already initialised by the host; use Runtime::attach()");
 
@@ -204,6 +208,7 @@ Result<std::unique_ptr<Runtime>> Runtime::start(const EalOptions& opt) {
                           cmdline.c_str());
   }
   p.state = EalState::kOwned;
+  if (opt.telemetry) export_telemetry_to_eal();
   // rte_eal_init returns how many arguments it consumed; getopt moved the rest
   // (words that are not options) to the end, where nobody reads them.
   if (rc + 1 < static_cast<int>(argv.size() - 1))
@@ -235,6 +240,7 @@ Result<std::unique_ptr<Runtime>> Runtime::attach() {
                           "rte_eal_init first, or use Runtime::start)");
       break;
   }
+  export_telemetry_to_eal();
   std::unique_ptr<Runtime> rt(new Runtime());
   p.live++;
   TERN_LOG(kDebug, "runtime", "attached to EAL (main lcore %u, lcores %s)", rte_get_main_lcore(),

@@ -30,6 +30,11 @@ struct EalOptions {
   size_t memory_mb = 64;                      // -m with --no-huge (EAL heap; Tern's arenas are separate)
   std::string file_prefix;                    // empty: --no-shconf (several primaries on one host)
   std::string log_level = "lib.eal:warning";  // empty: EAL's default
+  // DPDK's telemetry socket ($RUNTIME_DIRECTORY or /var/run, then
+  // dpdk/<file_prefix or "rte">/dpdk_telemetry.v2), with Tern's commands
+  // (runtime/telemetry_export.h): dpdk-telemetry.py -f <file_prefix>. Two
+  // processes need different file prefixes for both to have one.
+  bool telemetry = false;
   // Appended last. Options that make EAL print help and exit(), such as
   // --help, are refused by start() so that it never ends the process.
   std::vector<std::string> extra_args;
@@ -48,6 +53,7 @@ class Runtime {
   static Result<std::unique_ptr<Runtime>> start(const EalOptions& opt);
   // The host already ran rte_eal_init (SPDK-like targets), or start() did in
   // this process: use its lcores, and leave rte_eal_cleanup to the owner.
+  // Tern's telemetry commands are registered with the host's rte_telemetry.
   // DPDK 22.11 exposes no "initialised" flag, so a host's EAL is recognised by
   // what only a successful rte_eal_init sets (lcores detected, IOVA mode
   // chosen); a host that ran rte_eal_cleanup cannot be told apart, and

@@ -398,11 +398,12 @@ class ShmDriver final : public Driver {
   const char* name() const override { return "shm"; }
   const char* usage() const override {
     return "shm:path=<unix socket>[,ring=<slots, power of 2>][,depth=<fast-reg pages>][,max_wr=<n>]"
-           "[,hello_timeout_ms=<ms>][,max_pending=<sockets>][,qp_bound=0|1][,fast_reg=0|1][,inv_qp_check=0|1]";
+           "[,hello_timeout_ms=<ms>][,max_pending=<sockets>][,qp_bound=0|1][,fast_reg=0|1][,inv_qp_check=0|1]"
+           "[,pcap=<file>]";
   }
   Result<std::unique_ptr<Device>> open(const DevArgs& a) override {
     TERN_TRY(a.check_keys({"path", "ring", "depth", "max_wr", "qp_bound", "fast_reg", "inv_qp_check",
-                              "hello_timeout_ms", "max_pending"}));
+                              "hello_timeout_ms", "max_pending", "pcap"}));
     ShmDeviceConfig cfg;
     cfg.path = a.get("path");
     sockaddr_un sa;
@@ -451,7 +452,16 @@ class ShmDriver final : public Driver {
     cfg.qp_bound = *qp_bound == 1;
     cfg.hello_timeout_ms = static_cast<uint32_t>(*hello_ms);
     cfg.max_pending = static_cast<uint32_t>(*pending);
-    return std::unique_ptr<Device>(new ShmDevice(cfg));
+    cfg.pcap = a.get("pcap");
+    std::unique_ptr<RocePcap> pcap;
+    if (a.has("pcap")) {
+      auto p = RocePcap::open(cfg.pcap);
+      TERN_TRY(p);
+      pcap = std::move(p.value());
+    }
+    auto dev = std::unique_ptr<ShmDevice>(new ShmDevice(cfg));
+    dev->set_pcap(std::move(pcap));
+    return std::unique_ptr<Device>(std::move(dev));
   }
 };
 

@@ -13,6 +13,7 @@
 #include "base/stats.h"
 #include "mem/segment.h"
 #include "rdmadev/rdmadev.h"
+#include "rdmadev/roce_pcap.h"
 #include "shm/shm_layout.h"
 
 namespace tern::shm {
@@ -168,6 +169,7 @@ class ShmQp final : public Qp {
     uint32_t byte_len;
     uint32_t ring_index;
     uint64_t issue_tick;
+    uint32_t cap_psn;   // kRdmaRead under pcap=: the request's PSN, for its response
     uint32_t inv_rkey;  // kLocalInv
     struct {
       uint32_t index, rkey, lkey, access;
@@ -211,6 +213,10 @@ class ShmQp final : public Qp {
   void protocol_error(Status why);
   void write_own_state(uint32_t st);
   bool push_wc(ShmCq* cq, const Wc& wc);
+  // pcap= (rdmadev/roce_pcap.h): what we published, and what we executed.
+  RocePcap::Flow& cap_flow();
+  void capture_issued(SqEntry& e);
+  void capture_executed(const ShmDesc& d, const uint8_t* const* src, const MrEntry* read_mr);
 
   ShmDevice* dev_;
   ShmPd* pd_;
@@ -264,6 +270,9 @@ class ShmQp final : public Qp {
   uint64_t delay_ticks_ = 0;
   bool corrupt_next_ = false;
 
+  RocePcap* pcap_ = nullptr;  // the device's capture, if pcap= was given
+  RocePcap::Flow cap_;
+
   ShmQpStats st_;
 };
 
@@ -302,6 +311,9 @@ struct ShmDeviceConfig {
   // any QP of the PD, as rxe's does, so the engine's answer to that runs in
   // CI too (READ and WRITE stay QP-bound).
   bool inv_qp_check = true;
+  // pcap=FILE: every SEND, RDMA WRITE and RDMA READ of this device's QPs,
+  // both directions, as RoCEv2 frames (rdmadev/roce_pcap.h).
+  std::string pcap;
   // A socket that has not sent its hello within this long is dropped, and
   // at most max_pending sockets wait for theirs: a peer that connects and
   // says nothing must not hold our descriptors.
@@ -327,6 +339,8 @@ class ShmDevice final : public Device {
   void queue_event(CmEvent ev) { events_.push_back(std::move(ev)); }
   void forget_qp(ShmQp* qp);
   const ShmDeviceConfig& config() const { return cfg_; }
+  RocePcap* pcap() const { return pcap_.get(); }
+  void set_pcap(std::unique_ptr<RocePcap> p) { pcap_ = std::move(p); }
 
  private:
   void accept_new();
@@ -347,6 +361,7 @@ class ShmDevice final : public Device {
   std::vector<Pending> handshaking_;  // accepted sockets waiting for their hello
   std::vector<std::unique_ptr<ShmConnRequest>> requests_;
   std::deque<CmEvent> events_;
+  std::unique_ptr<RocePcap> pcap_;
 };
 
 // ---------------------------------------------------------------- control messages (shm_ctl.cc)

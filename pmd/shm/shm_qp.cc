@@ -29,6 +29,7 @@ bool idx_before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0
 
 constexpr size_t kDescHeader = offsetof(ShmDesc, sge);
 constexpr uint32_t kExecBurst = 32;
+constexpr uint32_t kCaptureQpnBase = 0x100;
 
 }  // namespace
 
@@ -38,7 +39,8 @@ ShmQp::ShmQp(ShmDevice* dev, ShmPd* pd, const QpInit& init, uint32_t qpn)
       scq_(static_cast<ShmCq*>(init.send_cq)),
       rcq_(static_cast<ShmCq*>(init.recv_cq)),
       init_(init),
-      qpn_(qpn) {
+      qpn_(qpn),
+      pcap_(dev->pcap()) {
   uint32_t sq = next_pow2(init.sq_depth);
   sq_.resize(sq);
   sq_mask_ = sq - 1;
@@ -307,6 +309,7 @@ void ShmQp::issue() {
       }
       ++out_prod_;
       published = true;
+      if (TERN_UNLIKELY(pcap_ != nullptr)) capture_issued(e);
       st_.descs_out.add();
       st_.bytes_out.add(e.byte_len);
     } else if (!issue_local(&e)) {
@@ -347,6 +350,11 @@ bool ShmQp::copy_read_response(SqEntry& e) {
   for (uint32_t k = 0; k < e.num_local; ++k) {
     std::memcpy(e.local[k].p, src, e.local[k].len);
     src += e.local[k].len;
+  }
+  if (TERN_UNLIKELY(pcap_ != nullptr)) {
+    RocePcap::Piece pieces[kMaxSge];
+    for (uint32_t k = 0; k < e.num_local; ++k) pieces[k] = {e.local[k].p, e.local[k].len};
+    pcap_->read_response(cap_flow(), RocePcap::Dir::kOut, e.cap_psn, {pieces, e.num_local});
   }
   return true;
 }
@@ -518,6 +526,7 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
       }
       rcq_->push(Wc{r.wr_id, d.length, inv, qpn_, WcStatus::kSuccess, WcOpcode::kRecv, flags, 0});
       ++rq_head_;
+      if (TERN_UNLIKELY(pcap_ != nullptr)) capture_executed(d, src, nullptr);
       break;
     }
     case kOpWrite: {
@@ -533,6 +542,7 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
         std::memcpy(dst, src[k], d.sge[k].length);
         dst += d.sge[k].length;
       }
+      if (TERN_UNLIKELY(pcap_ != nullptr)) capture_executed(d, src, nullptr);
       break;
     }
     case kOpRead: {
@@ -551,6 +561,7 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
       ShmDesc& slot = in_slots_[index & slot_mask_];
       slot.read_seg = m->seg;
       slot.read_offset = static_cast<uint64_t>(m->host + (d.raddr - m->iova) - m->seg_base);
+      if (TERN_UNLIKELY(pcap_ != nullptr)) capture_executed(d, src, m);
       break;
     }
   }
@@ -583,6 +594,51 @@ void ShmQp::execute_inbound() {
     ++in_cons_;
   }
   if (in_cons_ != start) in_->cons.store(in_cons_, std::memory_order_release);
+}
+
+// ---------------------------------------------------------------- capture (pcap=)
+
+RocePcap::Flow& ShmQp::cap_flow() {
+  // The peer's QP number arrives with the handshake, after the QP exists.
+  // shm numbers QPs from 1, and QPs 0 and 1 are InfiniBand's management QPs
+  // (Wireshark decodes their payload as MADs): the capture shows 0x100 + n.
+  cap_.local_qpn = kCaptureQpnBase + qpn_;
+  cap_.remote_qpn = kCaptureQpnBase + peer_qpn_;
+  cap_.local_is_client = is_client_;
+  return cap_;
+}
+
+void ShmQp::capture_issued(SqEntry& e) {
+  const ShmDesc& d = e.desc;
+  RocePcap::Piece pieces[kMaxSge];
+  for (uint32_t k = 0; k < d.num_sge; ++k) {
+    const mem::Segment& seg = pd_->segment(d.sge[k].seg);
+    pieces[k] = {static_cast<const uint8_t*>(seg.base) + d.sge[k].offset, d.sge[k].length};
+  }
+  std::span<const RocePcap::Piece> payload(pieces, d.num_sge);
+  switch (d.op) {
+    case kOpSend: pcap_->send(cap_flow(), RocePcap::Dir::kOut, payload); break;
+    case kOpSendInv: pcap_->send(cap_flow(), RocePcap::Dir::kOut, payload, &d.key); break;
+    case kOpWrite: pcap_->write(cap_flow(), RocePcap::Dir::kOut, d.raddr, d.key, payload); break;
+    case kOpRead: e.cap_psn = pcap_->read_request(cap_flow(), RocePcap::Dir::kOut, d.raddr, d.key, d.length); break;
+  }
+}
+
+void ShmQp::capture_executed(const ShmDesc& d, const uint8_t* const* src, const MrEntry* read_mr) {
+  RocePcap::Piece pieces[kMaxSge];
+  for (uint32_t k = 0; k < d.num_sge; ++k) pieces[k] = {src[k], d.sge[k].length};
+  std::span<const RocePcap::Piece> payload(pieces, d.num_sge);
+  switch (d.op) {
+    case kOpSend: pcap_->send(cap_flow(), RocePcap::Dir::kIn, payload); break;
+    case kOpSendInv: pcap_->send(cap_flow(), RocePcap::Dir::kIn, payload, &d.key); break;
+    case kOpWrite: pcap_->write(cap_flow(), RocePcap::Dir::kIn, d.raddr, d.key, payload); break;
+    case kOpRead: {
+      uint32_t psn = pcap_->read_request(cap_flow(), RocePcap::Dir::kIn, d.raddr, d.key, d.length);
+      RocePcap::Piece data{read_mr->host + (d.raddr - read_mr->iova), d.length};
+      pcap_->read_response(cap_flow(), RocePcap::Dir::kIn, psn, {&data, 1});
+      break;
+    }
+  }
 }
 
 // ---------------------------------------------------------------- progress and errors

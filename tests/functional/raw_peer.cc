@@ -23,10 +23,11 @@ LogCapture::~LogCapture() {
   set_log_level(saved_level_);
 }
 
-void LogCapture::sink(void* ctx, LogLevel level, const char* component, const char* line) {
+void LogCapture::sink(void* ctx, const LogRecord& rec) {
   auto* self = static_cast<LogCapture*>(ctx);
   std::lock_guard<std::mutex> g(self->mu_);
-  self->lines_.emplace_back(level, std::string(component) + ": " + line);
+  std::string peer = rec.peer != nullptr ? std::string(" [") + rec.peer + "]" : std::string();
+  self->lines_.emplace_back(rec.level, std::string(rec.subsystem) + peer + ": " + rec.message);
 }
 
 std::vector<std::string> LogCapture::warnings(std::initializer_list<std::string_view> needles) const {

@@ -46,7 +46,7 @@ class LogCapture {
   void clear();
 
  private:
-  static void sink(void* ctx, LogLevel level, const char* component, const char* line);
+  static void sink(void* ctx, const LogRecord& rec);
   mutable std::mutex mu_;
   std::vector<std::pair<LogLevel, std::string>> lines_;
   LogLevel saved_level_;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -126,6 +127,23 @@ TEST_F(Pin, BadCpuFails) {
   cpu_set_t now;
   ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof now, &now), 0);
   EXPECT_TRUE(CPU_EQUAL(&now, &saved_)) << "a failed pin changed the affinity";
+}
+
+// An unknown TERN_LOG_LEVEL makes Runtime::start fail before it touches EAL
+// (in a child process: the variable is read once per process).
+TEST(RuntimeLogLevel, UnknownLevelFailsStart) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("TERN_LOG_LEVEL", "chatty", 1);
+        EalOptions o;
+        o.huge = HugeMode::kOff;
+        auto rt = Runtime::start(o);
+        bool ok = !rt.is_ok() && rt.status().code() == Errc::kInvalidArgument &&
+                  rt.status().message().find("TERN_LOG_LEVEL='chatty'") != std::string::npos;
+        std::_Exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "TERN_LOG_LEVEL='chatty' is not a log level");
 }
 
 }  // namespace

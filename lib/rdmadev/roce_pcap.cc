@@ -1,0 +1,290 @@
+#include "rdmadev/roce_pcap.h"
+
+#include <time.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace tern::rdma {
+
+namespace {
+
+// RC opcodes (IBA 9.2, table 38) the capture uses.
+enum : uint8_t {
+  kSendFirst = 0x00,
+  kSendMiddle = 0x01,
+  kSendLast = 0x02,
+  kSendOnly = 0x04,
+  kWriteFirst = 0x06,
+  kWriteMiddle = 0x07,
+  kWriteLast = 0x08,
+  kWriteOnly = 0x0a,
+  kReadRequest = 0x0c,
+  kReadRespFirst = 0x0d,
+  kReadRespMiddle = 0x0e,
+  kReadRespLast = 0x0f,
+  kReadRespOnly = 0x10,
+  kSendLastInv = 0x16,
+  kSendOnlyInv = 0x17,
+};
+
+constexpr size_t kEth = 14, kIp = 20, kUdp = 8, kBth = 12, kIcrc = 4;
+
+void put16(uint8_t* p, uint32_t v) {
+  p[0] = static_cast<uint8_t>(v >> 8);
+  p[1] = static_cast<uint8_t>(v);
+}
+void put24(uint8_t* p, uint32_t v) {
+  p[0] = static_cast<uint8_t>(v >> 16);
+  p[1] = static_cast<uint8_t>(v >> 8);
+  p[2] = static_cast<uint8_t>(v);
+}
+void put32(uint8_t* p, uint32_t v) {
+  put16(p, v >> 16);
+  put16(p + 2, v);
+}
+void put64(uint8_t* p, uint64_t v) {
+  put32(p, static_cast<uint32_t>(v >> 32));
+  put32(p + 4, static_cast<uint32_t>(v));
+}
+
+uint32_t crc32_update(uint32_t crc, const uint8_t* p, size_t n) {
+  static const auto table = [] {
+    std::vector<uint32_t> t(256);
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  for (size_t i = 0; i < n; ++i) crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+  return crc;
+}
+
+uint16_t ip_checksum(const uint8_t* h) {
+  uint32_t s = 0;
+  for (size_t i = 0; i < kIp; i += 2) s += static_cast<uint32_t>(h[i] << 8 | h[i + 1]);
+  while (s >> 16) s = (s & 0xffff) + (s >> 16);
+  return static_cast<uint16_t>(~s);
+}
+
+size_t total_len(std::span<const RocePcap::Piece> payload) {
+  size_t n = 0;
+  for (const auto& p : payload) n += p.len;
+  return n;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RocePcap>> RocePcap::open(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "wbe");
+  if (f == nullptr) return make_sys_error(Errc::kInvalidArgument, errno, "pcap: cannot create %s", path.c_str());
+  // Global header (host byte order, as pcap readers expect from the magic):
+  // nanosecond timestamps, version 2.4, snaplen above any frame we write,
+  // link type Ethernet.
+  uint32_t hdr[6] = {0xa1b23c4d, 0, 0, 0, 65535, 1};
+  const uint16_t version[2] = {2, 4};
+  std::memcpy(&hdr[1], version, sizeof version);
+  if (std::fwrite(hdr, sizeof hdr, 1, f) != 1) {
+    int e = errno;
+    std::fclose(f);
+    return make_sys_error(Errc::kNoResources, e, "pcap: cannot write %s", path.c_str());
+  }
+  return std::unique_ptr<RocePcap>(new RocePcap(f));
+}
+
+RocePcap::~RocePcap() { std::fclose(f_); }
+
+void RocePcap::frame(const Flow& f, bool from_local, const uint8_t* ib_hdr, size_t ib_len,
+                     std::span<const Piece> payload, size_t off, size_t len) {
+  size_t pad = (4 - len % 4) % 4;
+  size_t ip_len = kIp + kUdp + ib_len + len + pad + kIcrc;
+  uint8_t h[kEth + kIp + kUdp + 64];
+  bool src_client = from_local == f.local_is_client;
+  uint8_t src = src_client ? 1 : 2, dst = src_client ? 2 : 1;
+  // Ethernet: locally administered MACs.
+  uint8_t* e = h;
+  const uint8_t mac[5] = {0x02, 0, 0, 0, 0};
+  std::memcpy(e, mac, 5), e[5] = dst;
+  std::memcpy(e + 6, mac, 5), e[11] = src;
+  put16(e + 12, 0x0800);
+  // IPv4: 10.0.0.1 (connecting side) and 10.0.0.2 (accepting side).
+  uint8_t* ip = h + kEth;
+  std::memset(ip, 0, kIp);
+  ip[0] = 0x45;
+  put16(ip + 2, static_cast<uint32_t>(ip_len));
+  put16(ip + 4, ip_id_++);
+  put16(ip + 6, 0x4000);  // don't fragment
+  ip[8] = 64;
+  ip[9] = 17;  // UDP
+  ip[12] = 10, ip[15] = src;
+  ip[16] = 10, ip[19] = dst;
+  put16(ip + 10, ip_checksum(ip));
+  // UDP: 4791 both ways (RoCEv2 allows any source port; NICs put flow
+  // entropy there). One port pair per host pair makes both directions one
+  // conversation for Wireshark, which the RPC-over-RDMA dissector needs to
+  // tie a call's chunks to the RDMA READs and WRITEs that move them and a
+  // reply to its call. Checksum 0, as RoCEv2 senders leave it.
+  uint8_t* udp = ip + kIp;
+  put16(udp, kRoceV2Port);
+  put16(udp + 2, kRoceV2Port);
+  put16(udp + 4, static_cast<uint32_t>(ip_len - kIp));
+  put16(udp + 6, 0);
+  std::memcpy(udp + kUdp, ib_hdr, ib_len);
+  uint8_t* bth = udp + kUdp;
+  bth[1] = static_cast<uint8_t>((bth[1] & 0xcf) | (pad << 4));
+  size_t hlen = kEth + kIp + kUdp + ib_len;
+
+  // ICRC (IBA annex A17): CRC-32 over 8 bytes of ones standing for the LRH,
+  // the IP header with TOS, TTL and checksum as ones, the UDP header with its
+  // checksum as ones, the BTH with its resv8a byte as ones, then payload and
+  // pad; stored little-endian.
+  uint8_t masked[kIp + kUdp + kBth];
+  std::memcpy(masked, ip, sizeof masked);
+  masked[1] = 0xff;
+  masked[8] = 0xff;
+  masked[10] = masked[11] = 0xff;
+  masked[kIp + 6] = masked[kIp + 7] = 0xff;
+  masked[kIp + kUdp + 4] = 0xff;
+  const uint8_t ones[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  uint32_t crc = crc32_update(0xffffffffu, ones, sizeof ones);
+  crc = crc32_update(crc, masked, sizeof masked);
+  crc = crc32_update(crc, bth + kBth, ib_len - kBth);
+
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint32_t caplen = static_cast<uint32_t>(hlen + len + pad + kIcrc);
+  uint32_t rec[4] = {static_cast<uint32_t>(ts.tv_sec), static_cast<uint32_t>(ts.tv_nsec), caplen, caplen};
+  bool ok = std::fwrite(rec, sizeof rec, 1, f_) == 1 && std::fwrite(h, hlen, 1, f_) == 1;
+  // The payload bytes [off, off+len) of the gather list.
+  size_t skip = off, left = len;
+  for (const auto& p : payload) {
+    if (left == 0) break;
+    if (skip >= p.len) {
+      skip -= p.len;
+      continue;
+    }
+    size_t n = std::min(p.len - skip, left);
+    const uint8_t* b = static_cast<const uint8_t*>(p.data) + skip;
+    crc = crc32_update(crc, b, n);
+    ok = ok && std::fwrite(b, n, 1, f_) == 1;
+    skip = 0;
+    left -= n;
+  }
+  const uint8_t zeros[4] = {};
+  crc = crc32_update(crc, zeros, pad);
+  crc = ~crc;
+  uint8_t icrc[4] = {static_cast<uint8_t>(crc), static_cast<uint8_t>(crc >> 8), static_cast<uint8_t>(crc >> 16),
+                     static_cast<uint8_t>(crc >> 24)};
+  if (pad != 0) ok = ok && std::fwrite(zeros, pad, 1, f_) == 1;
+  ok = ok && std::fwrite(icrc, sizeof icrc, 1, f_) == 1;
+  ++frames_;
+  if (!ok) ++write_errors_;
+}
+
+void RocePcap::message(Flow& f, bool from_local, uint32_t* psn, uint8_t op_first, uint8_t op_middle,
+                       uint8_t op_last, uint8_t op_only, const uint8_t* reth, const uint32_t* ieth,
+                       std::span<const Piece> payload) {
+  size_t total = total_len(payload);
+  uint32_t dqpn = from_local ? f.remote_qpn : f.local_qpn;
+  size_t off = 0;
+  do {
+    size_t n = std::min<size_t>(total - off, kMtu);
+    bool first = off == 0, last = off + n == total;
+    uint8_t op = first && last ? op_only : first ? op_first : last ? op_last : op_middle;
+    uint8_t ib[kBth + 16 + 4];
+    std::memset(ib, 0, sizeof ib);
+    ib[0] = op;
+    ib[1] = 0x40;  // M (migration state) set as RoCE NICs send it; PadCnt set per frame; TVer 0
+    put16(ib + 2, 0xffff);       // default P_Key
+    put24(ib + 5, dqpn);
+    ib[8] = last ? 0x80 : 0x00;  // AckReq on the last packet
+    put24(ib + 9, *psn & 0xffffff);
+    size_t ib_len = kBth;
+    if (first && reth != nullptr) {
+      std::memcpy(ib + ib_len, reth, 16);
+      ib_len += 16;
+    }
+    if (last && ieth != nullptr) {
+      put32(ib + ib_len, *ieth);
+      ib_len += 4;
+    }
+    frame(f, from_local, ib, ib_len, payload, off, n);
+    *psn = (*psn + 1) & 0xffffff;
+    off += n;
+  } while (off < total);
+}
+
+void RocePcap::send(Flow& f, Dir d, std::span<const Piece> payload, const uint32_t* inv_rkey) {
+  bool out = d == Dir::kOut;
+  uint32_t* psn = out ? &f.local_psn : &f.remote_psn;
+  if (inv_rkey != nullptr)
+    message(f, out, psn, kSendFirst, kSendMiddle, kSendLastInv, kSendOnlyInv, nullptr, inv_rkey, payload);
+  else
+    message(f, out, psn, kSendFirst, kSendMiddle, kSendLast, kSendOnly, nullptr, nullptr, payload);
+}
+
+void RocePcap::write(Flow& f, Dir d, uint64_t va, uint32_t rkey, std::span<const Piece> payload) {
+  bool out = d == Dir::kOut;
+  uint8_t reth[16];
+  put64(reth, va);
+  put32(reth + 8, rkey);
+  put32(reth + 12, static_cast<uint32_t>(total_len(payload)));
+  message(f, out, out ? &f.local_psn : &f.remote_psn, kWriteFirst, kWriteMiddle, kWriteLast, kWriteOnly, reth,
+          nullptr, payload);
+}
+
+uint32_t RocePcap::read_request(Flow& f, Dir d, uint64_t va, uint32_t rkey, uint32_t len) {
+  bool out = d == Dir::kOut;
+  uint32_t* psn = out ? &f.local_psn : &f.remote_psn;
+  uint32_t first = *psn;
+  uint8_t ib[kBth + 16] = {};
+  ib[0] = kReadRequest;
+  ib[1] = 0x40;
+  put16(ib + 2, 0xffff);
+  put24(ib + 5, out ? f.remote_qpn : f.local_qpn);
+  ib[8] = 0x80;
+  put24(ib + 9, first);
+  put64(ib + kBth, va);
+  put32(ib + kBth + 8, rkey);
+  put32(ib + kBth + 12, len);
+  frame(f, out, ib, sizeof ib, {}, 0, 0);
+  // The request takes one PSN per response packet.
+  uint32_t packets = len == 0 ? 1 : (len + kMtu - 1) / kMtu;
+  *psn = (*psn + packets) & 0xffffff;
+  return first;
+}
+
+void RocePcap::read_response(Flow& f, Dir d, uint32_t first_psn, std::span<const Piece> payload) {
+  // The responder sends it: the peer when we asked (kOut), we when it did.
+  bool from_local = d == Dir::kIn;
+  uint32_t* msn = from_local ? &f.local_msn : &f.remote_msn;
+  size_t total = total_len(payload);
+  uint32_t dqpn = from_local ? f.remote_qpn : f.local_qpn;
+  uint32_t psn = first_psn;
+  size_t off = 0;
+  do {
+    size_t n = std::min<size_t>(total - off, kMtu);
+    bool first = off == 0, last = off + n == total;
+    uint8_t op = first && last ? kReadRespOnly : first ? kReadRespFirst : last ? kReadRespLast : kReadRespMiddle;
+    uint8_t ib[kBth + 4] = {};
+    ib[0] = op;
+    ib[1] = 0x40;
+    put16(ib + 2, 0xffff);
+    put24(ib + 5, dqpn);
+    put24(ib + 9, psn);
+    size_t ib_len = kBth;
+    if (first || last) {  // AETH: an ACK (syndrome 0) with the message sequence number
+      if (last) *msn = (*msn + 1) & 0xffffff;
+      put32(ib + kBth, *msn & 0xffffff);
+      ib_len += 4;
+    }
+    frame(f, from_local, ib, ib_len, payload, off, n);
+    psn = (psn + 1) & 0xffffff;
+    off += n;
+  } while (off < total);
+}
+
+}  // namespace tern::rdma

@@ -1,0 +1,174 @@
+#include "telemetry/reply.h"
+
+#include <cinttypes>
+#include <cstdio>
+
+#include "base/check.h"
+
+namespace tern::telemetry {
+
+bool valid_name(std::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '/';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string json_quote(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+void Reply::add(std::string_view name, Value v) {
+  TERN_REQUIRE(shape_ != Shape::kList, "telemetry reply: add_*(\"%.*s\") after append()",
+               static_cast<int>(name.size()), name.data());
+  TERN_REQUIRE(valid_name(name), "telemetry reply: name \"%.*s\" is not [A-Za-z0-9_/]+",
+               static_cast<int>(name.size()), name.data());
+  shape_ = Shape::kDict;
+  dict_.emplace_back(std::string(name), std::move(v));
+}
+
+void Reply::add_u64(std::string_view name, uint64_t v) {
+  Value x{Value::Kind::kU64};
+  x.u = v;
+  add(name, std::move(x));
+}
+
+void Reply::add_i64(std::string_view name, int64_t v) {
+  Value x{Value::Kind::kI64};
+  x.i = v;
+  add(name, std::move(x));
+}
+
+void Reply::add_string(std::string_view name, std::string_view v) {
+  Value x{Value::Kind::kString};
+  x.s = std::string(v);
+  add(name, std::move(x));
+}
+
+void Reply::add_u64_array(std::string_view name, std::span<const uint64_t> v) {
+  Value x{Value::Kind::kU64Array};
+  x.ua.assign(v.begin(), v.end());
+  add(name, std::move(x));
+}
+
+void Reply::add_string_array(std::string_view name, std::vector<std::string> v) {
+  Value x{Value::Kind::kStringArray};
+  x.sa = std::move(v);
+  add(name, std::move(x));
+}
+
+void Reply::add_stats(const StatsView& view, std::string_view prefix) {
+  for (const auto& e : view) add_u64(std::string(prefix) + e.name, e.counter->get());
+}
+
+void Reply::add_histogram(std::string_view prefix, const Histogram& h) {
+  std::string p(prefix);
+  add_u64(p + "_count", h.count());
+  add_u64(p + "_min_ns", h.min());
+  add_u64(p + "_max_ns", h.max());
+  add_u64(p + "_mean_ns", static_cast<uint64_t>(h.mean() + 0.5));
+  add_u64(p + "_stdev_ns", static_cast<uint64_t>(h.stdev() + 0.5));
+  add_u64(p + "_p50_ns", h.percentile(50));
+  add_u64(p + "_p90_ns", h.percentile(90));
+  add_u64(p + "_p99_ns", h.percentile(99));
+  add_u64(p + "_p999_ns", h.percentile(99.9));
+}
+
+void Reply::start_list() {
+  TERN_REQUIRE(shape_ != Shape::kDict, "telemetry reply: start_list() after add_*()");
+  shape_ = Shape::kList;
+}
+
+void Reply::append(uint64_t v) {
+  TERN_REQUIRE(shape_ != Shape::kDict, "telemetry reply: append() after add_*()");
+  TERN_REQUIRE(list_.empty() || list_[0].kind == Value::Kind::kU64, "telemetry reply: a list holds one kind");
+  shape_ = Shape::kList;
+  Value x{Value::Kind::kU64};
+  x.u = v;
+  list_.push_back(std::move(x));
+}
+
+void Reply::append(std::string_view v) {
+  TERN_REQUIRE(shape_ != Shape::kDict, "telemetry reply: append() after add_*()");
+  TERN_REQUIRE(list_.empty() || list_[0].kind == Value::Kind::kString, "telemetry reply: a list holds one kind");
+  shape_ = Shape::kList;
+  Value x{Value::Kind::kString};
+  x.s = std::string(v);
+  list_.push_back(std::move(x));
+}
+
+namespace {
+
+void value_json(const Reply::Value& v, std::string* out) {
+  char buf[32];
+  switch (v.kind) {
+    case Reply::Value::Kind::kU64:
+      std::snprintf(buf, sizeof buf, "%" PRIu64, v.u);
+      *out += buf;
+      return;
+    case Reply::Value::Kind::kI64:
+      std::snprintf(buf, sizeof buf, "%" PRId64, v.i);
+      *out += buf;
+      return;
+    case Reply::Value::Kind::kString: *out += json_quote(v.s); return;
+    case Reply::Value::Kind::kU64Array:
+      *out += "[";
+      for (size_t k = 0; k < v.ua.size(); ++k) {
+        std::snprintf(buf, sizeof buf, "%s%" PRIu64, k == 0 ? "" : ", ", v.ua[k]);
+        *out += buf;
+      }
+      *out += "]";
+      return;
+    case Reply::Value::Kind::kStringArray:
+      *out += "[";
+      for (size_t k = 0; k < v.sa.size(); ++k) *out += (k == 0 ? "" : ", ") + json_quote(v.sa[k]);
+      *out += "]";
+      return;
+  }
+}
+
+}  // namespace
+
+std::string Reply::json() const {
+  std::string out;
+  switch (shape_) {
+    case Shape::kNone: return "null";
+    case Shape::kDict:
+      out = "{";
+      for (size_t k = 0; k < dict_.size(); ++k) {
+        out += (k == 0 ? "" : ", ") + json_quote(dict_[k].first) + ": ";
+        value_json(dict_[k].second, &out);
+      }
+      return out + "}";
+    case Shape::kList:
+      out = "[";
+      for (size_t k = 0; k < list_.size(); ++k) {
+        if (k != 0) out += ", ";
+        value_json(list_[k], &out);
+      }
+      return out + "]";
+  }
+  return "null";
+}
+
+}  // namespace tern::telemetry
