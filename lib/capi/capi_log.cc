@@ -2,6 +2,8 @@
 #include <mutex>
 #include <new>
 
+#include <cstdio>
+
 #include "base/log.h"
 #include "capi/capi_impl.h"
 
@@ -19,9 +21,17 @@ struct CSink {
   void* ctx;
 };
 
-void sink_trampoline(void* ctx, LogLevel level, const char* component, const char* line) {
+void sink_trampoline(void* ctx, const LogRecord& rec) {
   auto* s = static_cast<CSink*>(ctx);
-  s->fn(s->ctx, static_cast<tern_log_level>(level), component, line);
+  // A connection's identity, when the line has one, leads the message as
+  // it does on stderr ("[peer] message").
+  if (rec.peer != nullptr && rec.peer[0] != 0) {
+    char line[1024];
+    std::snprintf(line, sizeof line, "[%s] %s", rec.peer, rec.message);
+    s->fn(s->ctx, static_cast<tern_log_level>(rec.level), rec.subsystem, line);
+    return;
+  }
+  s->fn(s->ctx, static_cast<tern_log_level>(rec.level), rec.subsystem, rec.message);
 }
 
 // The C sink installed now. set_log_sink guarantees the previous sink is not

@@ -11,6 +11,7 @@
 
 #include "base/histogram.h"
 #include "base/stats.h"
+#include "telemetry/registry.h"
 
 namespace tern::rpc {
 
@@ -46,6 +47,10 @@ struct ProcCounters {
   bool server = false;
   Counter ops, errors, bytes_sent, bytes_received;
   Histogram rtt;
+  telemetry::Source tsrc;  // "proc" source "<engine>.<prog>.<vers>.<proc>.<c|s>"
 };
+
+// ConnCounters by name, for StatsView readers (telemetry, snapshots).
+StatsView conn_counters_view(const ConnCounters& c);
 
 }  // namespace tern::rpc

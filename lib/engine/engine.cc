@@ -49,12 +49,29 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& o) {
     return make_error(Errc::kInvalidArgument,
                       "engine: the registration cache leaves chunk memory reachable by the peer after its calls; "
                       "it needs EngineOptions::trusted_peers");
+  // An unknown TERN_LOG_LEVEL is the host's mistake to hear about.
+  TERN_TRY(log_init());
   auto e = std::make_unique<EngineImpl>(o);
   e->cm_interval_ticks = ticks_from_ns(1'000'000);
   e->ns_per_tick = 1e9 / tick_hz();
   auto a = mem::Arena::create({.size = o.arena_bytes, .name = "tern-engine"});
   if (!a) return a.status();
   e->arena = std::move(a).value();
+  // Telemetry: readable from outside the process when the host runs an
+  // exporter (EAL's, or the Unix socket); costs nothing otherwise.
+  auto src = telemetry::register_source(
+      "engine", "",
+      [](void* ctx, telemetry::Reply* out) {
+        auto* eng = static_cast<const EngineImpl*>(ctx);
+        out->add_stats(eng->fixed_view());
+      },
+      e.get());
+  if (src) {
+    e->tsrc = std::move(src).value();
+    e->tel_id = e->tsrc.id();
+  } else {
+    TERN_LOG(kWarn, "engine", "no telemetry for this engine: %s", src.status().to_string().c_str());
+  }
   return std::unique_ptr<Engine>(std::move(e));
 }
 
@@ -471,6 +488,7 @@ void Conn::on_established(std::span<const uint8_t> peer_pdata) {
                     &inline_send, &inline_recv, &remote_inv);
   state = State::kReady;
   t_established = t_last = now_ticks();
+  register_telemetry();
   TERN_LOG(kInfo, "engine", "conn %llu: connection to %s up: inline send %u recv %u, remote invalidation %s",
            static_cast<unsigned long long>(id), peer_name().c_str(), inline_send, inline_recv, remote_inv ? "on" : "off");
   if (!server && dc->chunk_reg == ChunkReg::kRegCache)

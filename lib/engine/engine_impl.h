@@ -36,6 +36,7 @@
 #include "engine/wr_chain.h"
 #include "mem/arena.h"
 #include "rdmadev/rdmadev.h"
+#include "telemetry/registry.h"
 
 namespace tern::rpc {
 
@@ -314,6 +315,12 @@ class Conn final : public Connection {
   // by the receive queue, since their buffers are not reposted meanwhile.
   std::deque<ReplyBuf*> deferred;
   int serve_deferred();
+  // Telemetry (docs/observability.md): "conn" source "<engine>.<id>" while
+  // established; its provider reads only counters, the histogram and
+  // peer_fixed. Last member: unregistered before anything it reads goes.
+  std::string peer_fixed;
+  void register_telemetry();
+  telemetry::Source tsrc;
 };
 
 // ---------------------------------------------------------------- engine
@@ -386,6 +393,13 @@ class EngineImpl final : public Engine {
   void give_back(uint8_t* p, size_t size);
   std::vector<std::pair<size_t, uint8_t*>> spare;
   uint64_t last_cm_tick = 0, cm_interval_ticks = 0;
+  // The engine-level counters that live as long as the engine (no device
+  // or connection lists): what another thread may read.
+  StatsView fixed_view() const;
+  // Telemetry: "engine" source (its id names this engine's connections and
+  // procedures); last member, so it is unregistered first.
+  std::string tel_id;
+  telemetry::Source tsrc;
 };
 
 }  // namespace tern::rpc

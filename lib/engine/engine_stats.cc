@@ -88,7 +88,20 @@ void json_view(std::string& out, const char* name, const StatsView& v) {
 }  // namespace
 
 StatsView EngineImpl::stats_view() const {
-  StatsView v = {{"calls", &st.calls},
+  StatsView v = fixed_view();
+  for (const auto& dc : devices) {
+    if (const RegCache* c = dc->shared->reg ? dc->shared->reg->cache() : nullptr) {
+      v.push_back({"reg_cache_hits", &c->stats().hits});
+      v.push_back({"reg_cache_misses", &c->stats().misses});
+      v.push_back({"reg_cache_evictions", &c->stats().evictions});
+      break;  // one device's figures: engines use one device in practice
+    }
+  }
+  return v;
+}
+
+StatsView EngineImpl::fixed_view() const {
+  return {{"calls", &st.calls},
                  {"replies", &st.replies},
                  {"backlogged", &st.backlogged},
                  {"sends", &st.sends},
@@ -117,15 +130,49 @@ StatsView EngineImpl::stats_view() const {
                  {"out_of_mrs", &reg_st.out_of_mrs},
                  {"reg_wrs", &reg_st.reg_wrs},
                  {"local_inv_wrs", &reg_st.local_inv_wrs}};
-  for (const auto& dc : devices) {
-    if (const RegCache* c = dc->shared->reg ? dc->shared->reg->cache() : nullptr) {
-      v.push_back({"reg_cache_hits", &c->stats().hits});
-      v.push_back({"reg_cache_misses", &c->stats().misses});
-      v.push_back({"reg_cache_evictions", &c->stats().evictions});
-      break;  // one device's figures: engines use one device in practice
-    }
-  }
-  return v;
+}
+
+StatsView conn_counters_view(const ConnCounters& c) {
+  return {{"calls", &c.calls},
+          {"replies", &c.replies},
+          {"sends", &c.sends},
+          {"recvs", &c.recvs},
+          {"bytes_sent", &c.bytes_sent},
+          {"bytes_received", &c.bytes_received},
+          {"read_chunks", &c.read_chunks},
+          {"write_chunks", &c.write_chunks},
+          {"reply_chunks", &c.reply_chunks},
+          {"read_chunk_bytes", &c.read_chunk_bytes},
+          {"write_chunk_bytes", &c.write_chunk_bytes},
+          {"reply_chunk_bytes", &c.reply_chunk_bytes},
+          {"nomsg", &c.nomsg},
+          {"errors", &c.errors},
+          {"bad_xids", &c.bad_xids},
+          {"bad_replies", &c.bad_replies},
+          {"local_inv_chains", &c.local_inv_chains},
+          {"remote_invalidations", &c.remote_invalidations},
+          {"credit_waits", &c.credit_waits},
+          {"backlog_depth", &c.backlog_depth},
+          {"ring_full", &c.ring_full},
+          {"retransmits", &c.retransmits},
+          {"timeouts", &c.timeouts}};
+}
+
+void Conn::register_telemetry() {
+  if (eng->tel_id.empty() || tsrc.registered()) return;
+  peer_fixed = peer_name();
+  auto src = telemetry::register_source(
+      "conn", eng->tel_id + "." + std::to_string(id),
+      [](void* ctx, telemetry::Reply* out) {
+        auto* c = static_cast<const Conn*>(ctx);
+        out->add_u64("id", c->id);
+        out->add_string("side", c->server ? "server" : "client");
+        out->add_string("peer", c->peer_fixed);
+        out->add_stats(conn_counters_view(c->cs));
+        out->add_histogram("rtt", c->rtt);
+      },
+      this);
+  if (src) tsrc = std::move(src).value();
 }
 
 ProcCounters* EngineImpl::proc_counters(uint32_t prog, uint32_t vers, uint32_t proc, bool server) {
@@ -145,6 +192,26 @@ ProcCounters* EngineImpl::proc_counters(uint32_t prog, uint32_t vers, uint32_t p
   ProcCounters* p = pc.get();
   procs_.emplace(key, std::move(pc));
   proc_order_.push_back(p);
+  if (!tel_id.empty()) {
+    char id[96];
+    std::snprintf(id, sizeof id, "%s.%u.%u.%u.%c", tel_id.c_str(), prog, vers, proc, server ? 's' : 'c');
+    auto src = telemetry::register_source(
+        "proc", id,
+        [](void* ctx, telemetry::Reply* out) {
+          auto* q = static_cast<const ProcCounters*>(ctx);
+          out->add_u64("prog", q->prog);
+          out->add_u64("vers", q->vers);
+          out->add_u64("proc", q->proc);
+          out->add_string("side", q->server ? "server" : "client");
+          out->add_u64("ops", q->ops.get());
+          out->add_u64("errors", q->errors.get());
+          out->add_u64("bytes_sent", q->bytes_sent.get());
+          out->add_u64("bytes_received", q->bytes_received.get());
+          out->add_histogram("rtt", q->rtt);
+        },
+        p);
+    if (src) p->tsrc = std::move(src).value();
+  }
   return p;
 }
 
@@ -175,29 +242,7 @@ ConnectionStats Conn::stats() const {
   s.idle_ns = t_last != 0 ? ns(now - t_last) : 0;
   s.outstanding = server ? calls.size() - calls.free_count() : in_flight;
   s.credits = server ? eng->opt.credits : credits;
-  s.counters = {{"calls", cs.calls.get()},
-                {"replies", cs.replies.get()},
-                {"sends", cs.sends.get()},
-                {"recvs", cs.recvs.get()},
-                {"bytes_sent", cs.bytes_sent.get()},
-                {"bytes_received", cs.bytes_received.get()},
-                {"read_chunks", cs.read_chunks.get()},
-                {"write_chunks", cs.write_chunks.get()},
-                {"reply_chunks", cs.reply_chunks.get()},
-                {"read_chunk_bytes", cs.read_chunk_bytes.get()},
-                {"write_chunk_bytes", cs.write_chunk_bytes.get()},
-                {"reply_chunk_bytes", cs.reply_chunk_bytes.get()},
-                {"nomsg", cs.nomsg.get()},
-                {"errors", cs.errors.get()},
-                {"bad_xids", cs.bad_xids.get()},
-                {"bad_replies", cs.bad_replies.get()},
-                {"local_inv_chains", cs.local_inv_chains.get()},
-                {"remote_invalidations", cs.remote_invalidations.get()},
-                {"credit_waits", cs.credit_waits.get()},
-                {"backlog_depth", cs.backlog_depth.get()},
-                {"ring_full", cs.ring_full.get()},
-                {"retransmits", cs.retransmits.get()},
-                {"timeouts", cs.timeouts.get()}};
+  for (const StatEntry& e : conn_counters_view(cs)) s.counters.emplace_back(e.name, e.counter->get());
   // The driver's counters for this QP. Their names live as long as the
   // driver's view (static strings in every driver).
   if (qp)

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "telemetry/registry.h"
 #include "refusing_driver.h"
 
 namespace tern::test {
@@ -724,6 +725,47 @@ TEST(Rpc, StatsCountEachConnectionAndProcedure) {
   std::string sj = f.srv->stats_json();
   EXPECT_TRUE(valid_json(sj)) << sj;
   EXPECT_NE(sj.find("\"side\":\"server\""), std::string::npos);
+}
+
+// The same figures are readable from outside the process: engines,
+// connections and procedures are telemetry sources (docs/observability.md),
+// which the Unix-socket and DPDK exporters serve.
+TEST(Rpc, StatsAreTelemetrySources) {
+  Fixture f;
+  Call c;
+  c.proc = kEcho;
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(f.call(c).reply.status, CallStatus::kOk);
+  uint64_t conn_id = f.conn->stats().id;
+  std::string conns = telemetry::handle_request("/tern/conns");
+  ASSERT_TRUE(valid_json(conns)) << conns;
+  // Find our client connection among every engine's ("<engine>.<conn>").
+  bool found = false;
+  size_t pos = 0;
+  while ((pos = conns.find('"', pos)) != std::string::npos) {
+    size_t end = conns.find('"', pos + 1);
+    std::string id = conns.substr(pos + 1, end - pos - 1);
+    pos = end + 1;
+    if (id.find('.') == std::string::npos || !id.ends_with("." + std::to_string(conn_id))) continue;
+    std::string one = telemetry::handle_request("/tern/conn," + id);
+    for (size_t at; (at = one.find("\": ")) != std::string::npos;) one.erase(at + 2, 1);  // "k": v -> "k":v
+    if (one.find("\"side\":\"client\"") == std::string::npos) continue;
+    EXPECT_TRUE(valid_json(one)) << one;
+    EXPECT_NE(one.find("\"calls\":3"), std::string::npos) << one;
+    EXPECT_NE(one.find("\"rtt_count\":3"), std::string::npos) << one;
+    EXPECT_NE(one.find("shm:path="), std::string::npos) << one;
+    found = true;
+  }
+  EXPECT_TRUE(found) << conns;
+  std::string procs = telemetry::handle_request("/tern/procs");
+  char want[64];
+  std::snprintf(want, sizeof want, ".%u.%u.%u.c", kProg, kVers, kEcho);
+  EXPECT_NE(procs.find(want), std::string::npos) << procs;
+  // A connection that is gone is gone from telemetry too.
+  Connection* old = f.conn;
+  old->close();
+  f.wait([&] { return old->failed(); });
+  std::string engines = telemetry::handle_request("/tern/engines");
+  EXPECT_TRUE(valid_json(engines)) << engines;
 }
 
 // A server's procedure table does not grow with what a peer asks for.
