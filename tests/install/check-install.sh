@@ -14,7 +14,8 @@
 #   --c-header NAME    an installed header that must also compile as C
 #   --no-rdma          this build was configured -Dverbs=disabled -Dmlx5=disabled
 #                      -Deal=disabled: check that nothing of rdma-core or DPDK is
-#                      named by the .pc files, the libraries or the build
+#                      named by the .pc files, the libraries, the installed
+#                      headers or the build rules, nor read by the compiler
 # Compilers: $CXX (default c++) and $CC (default cc).
 set -euo pipefail
 
@@ -93,6 +94,12 @@ for prog in "$@"; do
   echo "--- $name (static, $pkg): $out"
 done
 
+version=$(pkgconf "$scratch/root" --modversion tern)
+while IFS= read -r app; do
+  [[ $("$app" --version) == "$(basename "$app") $version" ]] || fail "$app --version: $("$app" --version)"
+  echo "--- $(basename "$app") --version: $("$app" --version)"
+done < <(find "$scratch/root" -path '*/bin/tern-*' -type f | sort)
+
 n=0
 cflags=$(pkgconf "$scratch/root" --cflags tern)
 inc=$(find "$scratch/root" -type d -path '*include/tern' -print -quit)
@@ -121,6 +128,10 @@ if ((no_rdma)); then
   if grep -rlE '#\s*include\s*<(infiniband|rdma|rte_)' "$inc"; then fail "installed headers include rdma-core or DPDK"; fi
   if grep -E -- "-l(ibverbs|rdmacm|mlx5)|librte_|dpdk" "$build/build.ninja" | head -3 | grep .; then
     fail "the build compiles or links against rdma-core or DPDK"
+  fi
+  # What the compiler actually read (ninja's record of every depfile).
+  if ninja -C "$build" -t deps | grep -E '/(infiniband|rdma|dpdk)/|/rte_[a-z_]*\.h' | sort -u | head -3 | grep .; then
+    fail "the build includes rdma-core or DPDK headers"
   fi
   echo "--- no rdma-core or DPDK in the .pc files, the libraries, the headers or the build"
 fi
