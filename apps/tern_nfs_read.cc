@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/version.h"
 #include "nfs/fattr4.h"
 #include "nfs/nfs_client.h"
 #include "nfs/nfs_program.h"
@@ -208,6 +209,10 @@ int fail(const char* what, const Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
+    std::printf("tern-nfs-read %s\n", tern::version());
+    return 0;
+  }
   Args a;
   int pr = parse(argc, argv, &a);
   if (pr != 0) {

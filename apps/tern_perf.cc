@@ -26,6 +26,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/version.h"
 #include "mem/arena.h"
 #include "perf_common.h"
 #include "perf_stats.h"
@@ -661,6 +662,10 @@ int run_client(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
+    std::printf("tern-perf %s\n", tern::version());
+    return 0;
+  }
   Options o;
   bool help = false;
   if (!parse(argc, argv, &o, &help)) {

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every Tern test:
-#   1. debug-checked build (TERN_ASSERT on): unit, conformance and app tests;
+#   1. debug-checked build (TERN_ASSERT on): unit, conformance and app tests
+#      (the app suite installs the build and links programs against it with
+#      pkg-config alone: tests/install);
+#  1b. shm-only build (-Dverbs=disabled -Dmlx5=disabled -Deal=disabled): no
+#      rdma-core, no DPDK; its unit and app suites (docs/install.md);
 #   2. real verbs: the same build's conformance, RPC and NFS interop suites over
 #      Soft-RoCE (rxe0) in a qemu VM (scripts/rxe-vm), when this machine can
 #      run it (x86_64, qemu installable, root to build the image once);
@@ -28,6 +32,10 @@ if [[ "${TERN_TEST_QUICK:-0}" == 1 ]]; then
   echo "TERN_TEST_QUICK=1: VM, sanitizer and fuzzing stages not run"
   exit 0
 fi
+
+stage "shm-only build (build-shm/): no rdma-core, no DPDK"
+scripts/build.sh build-shm -Dbuildtype=debugoptimized -Dbenchmarks=false -Dverbs=disabled -Dmlx5=disabled -Deal=disabled
+meson test -C build-shm --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite apps
 
 stage "real verbs: rxe0 in a qemu VM (build-test/ binaries)"
 vm_note=

@@ -1,11 +1,9 @@
 #include "runtime/eal.h"
 
-#include <pthread.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -123,28 +121,6 @@ std::string enabled_lcores() {
 }
 
 }  // namespace
-
-std::vector<std::string> eal_args(const EalOptions& opt, const char* prog) {
-  std::vector<std::string> a = {prog, "-l", opt.lcores};
-  bool huge = opt.huge == HugeMode::kOn || (opt.huge == HugeMode::kAuto && mem::free_hugepages_2m() > 0);
-  if (huge) {
-    // In-memory mode needs no hugetlbfs mount and leaves no files behind.
-    a.push_back("--in-memory");
-  } else {
-    a.push_back("--no-huge");
-    a.push_back("-m");
-    a.push_back(std::to_string(opt.memory_mb));
-  }
-  a.push_back("--no-pci");
-  if (!opt.telemetry) a.push_back("--no-telemetry");
-  if (opt.file_prefix.empty())
-    a.push_back("--no-shconf");
-  else
-    a.push_back("--file-prefix=" + opt.file_prefix);
-  if (!opt.log_level.empty()) a.push_back("--log-level=" + opt.log_level);
-  a.insert(a.end(), opt.extra_args.begin(), opt.extra_args.end());
-  return a;
-}
 
 Runtime::Runtime() = default;
 
@@ -316,20 +292,6 @@ int Runtime::wait_all() {
   }
   launched_.clear();
   return first;
-}
-
-Status pin_current_thread(unsigned cpu) {
-  if (cpu >= CPU_SETSIZE)
-    return make_error(Errc::kInvalidArgument, "cannot pin to cpu %u: above CPU_SETSIZE (%d)", cpu,
-                      CPU_SETSIZE);
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-  if (rc != 0)
-    return make_sys_error(Errc::kInvalidArgument, rc, "cannot pin thread to cpu %u (%ld cpus online)", cpu,
-                          sysconf(_SC_NPROCESSORS_ONLN));
-  return Status::ok();
 }
 
 }  // namespace tern::runtime

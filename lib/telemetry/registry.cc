@@ -1,5 +1,7 @@
 #include "telemetry/registry.h"
 
+#include "base/version.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -146,7 +148,7 @@ bool run_command(std::string_view cmd, std::string_view params, Reply* out) {
     return true;
   }
   if (cmd == "/info") {
-    out->add_string("version", "tern " TERN_VERSION);
+    out->add_string("version", std::string("tern ") + tern_version());
     out->add_u64("pid", static_cast<uint64_t>(getpid()));
     out->add_u64("max_output_len", kMaxOutputLen);
     return true;

@@ -287,5 +287,4 @@ class Mlx5Driver final : public rdma::Driver {
 
 }  // namespace tern::mlx5
 
-using tern::mlx5::Mlx5Driver;
-TERN_REGISTER_DRIVER(Mlx5Driver)
+TERN_BUILTIN_DRIVER(mlx5, ::tern::mlx5::Mlx5Driver)

@@ -467,5 +467,4 @@ class ShmDriver final : public Driver {
 
 }  // namespace tern::shm
 
-using tern::shm::ShmDriver;
-TERN_REGISTER_DRIVER(ShmDriver)
+TERN_BUILTIN_DRIVER(shm, ::tern::shm::ShmDriver)

@@ -427,5 +427,4 @@ class VerbsDriver final : public Driver {
 
 }  // namespace tern::verbs
 
-using tern::verbs::VerbsDriver;
-TERN_REGISTER_DRIVER(VerbsDriver)
+TERN_BUILTIN_DRIVER(verbs, ::tern::verbs::VerbsDriver)

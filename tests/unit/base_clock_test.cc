@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 #include <time.h>
 
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
 #include "base/clock.h"
 
 namespace tern {
@@ -36,6 +40,54 @@ TEST(Clock, TicksAgreeWithMonotonic) {
   EXPECT_GE(by_clock, 20e6);
   EXPECT_GT(by_ticks, by_clock * 0.5);
   EXPECT_LT(by_ticks, by_clock * 2.0);
+}
+
+// Which source the machine's facts lead to (the decision without the machine).
+TEST(Clock, ChooseSource) {
+  using detail::choose_clock_source;
+  EXPECT_EQ(choose_clock_source(nullptr, true, 2.5e9), ClockSource::kTsc);
+  EXPECT_EQ(choose_clock_source("auto", true, 2.5e9), ClockSource::kTsc);
+  EXPECT_EQ(choose_clock_source("", true, 2.5e9), ClockSource::kTsc);
+  // A TSC that is not invariant does not measure time.
+  EXPECT_EQ(choose_clock_source(nullptr, false, 2.5e9), ClockSource::kMonotonic);
+  // Calibration failed: the TSC stood still, ran backwards, or gave nonsense.
+  EXPECT_EQ(choose_clock_source(nullptr, true, 0), ClockSource::kMonotonic);
+  EXPECT_EQ(choose_clock_source(nullptr, true, 1e3), ClockSource::kMonotonic);
+  EXPECT_EQ(choose_clock_source(nullptr, true, 1e13), ClockSource::kMonotonic);
+  EXPECT_EQ(choose_clock_source(nullptr, true, std::nan("")), ClockSource::kMonotonic);
+  // Forced either way; forcing the TSC still needs a usable calibration.
+  EXPECT_EQ(choose_clock_source("monotonic", true, 2.5e9), ClockSource::kMonotonic);
+  EXPECT_EQ(choose_clock_source("tsc", false, 2.5e9), ClockSource::kTsc);
+  EXPECT_EQ(choose_clock_source("tsc", false, 0), ClockSource::kMonotonic);
+}
+
+TEST(Clock, SourceMatchesMachineAndEnvironment) {
+  const char* forced = std::getenv("TERN_CLOCK");
+  ClockSource s = clock_source();
+  EXPECT_NE(s, ClockSource::kUndecided);
+  if (forced != nullptr && std::strcmp(forced, "monotonic") == 0) {
+    EXPECT_EQ(s, ClockSource::kMonotonic);
+  }
+#if !defined(__x86_64__)
+  EXPECT_EQ(s, ClockSource::kMonotonic);
+#endif
+  std::printf("clock source: %s, %.0f ticks/s\n", clock_source_name(s), tick_hz());
+}
+
+// Test 'clock_fallback' (tests/unit/meson.build) runs this file with
+// TERN_CLOCK=monotonic: the path every non-x86 machine takes.
+TEST(Clock, FallbackTicksAreMonotonicNs) {
+  if (clock_source() != ClockSource::kMonotonic) GTEST_SKIP() << "TSC in use; run with TERN_CLOCK=monotonic";
+  EXPECT_EQ(tick_hz(), 1e9);
+  for (int i = 0; i < 1000; ++i) {
+    uint64_t before = monotonic_ns();
+    uint64_t t = now_ticks();
+    uint64_t after = monotonic_ns();
+    ASSERT_GE(t, before);
+    ASSERT_LE(t, after);
+  }
+  EXPECT_EQ(ns_from_ticks(1234567), 1234567.0);
+  EXPECT_EQ(ticks_from_ns(7'000'000'000ull), 7'000'000'000ull);
 }
 
 TEST(Clock, TicksNsRoundTrip) {
