@@ -371,14 +371,17 @@ static void test_stats(void) {
    * NUL-terminated prefix. */
   size_t need = tern_engine_stats_json(f.cli, NULL, 0);
   CHECK(need > 100, "stats_json length %zu", need);
-  char* doc = malloc(need + 1);
-  CHECK(tern_engine_stats_json(f.cli, doc, need + 1) == need && strlen(doc) == need, "whole document");
-  CHECK(doc[0] == '{' && doc[need - 1] == '}', "a JSON object");
+  /* Its ages (idle_ns, age_ns) move on between two calls: leave room. */
+  size_t cap = need + 256;
+  char* doc = malloc(cap);
+  size_t got = tern_engine_stats_json(f.cli, doc, cap);
+  CHECK(got < cap && strlen(doc) == got, "whole document (%zu of %zu)", got, cap);
+  CHECK(doc[0] == '{' && doc[got - 1] == '}', "a JSON object");
   CHECK(strstr(doc, "\"connections\":[{") != NULL && strstr(doc, "\"side\":\"client\"") != NULL,
         "one client connection: %.200s", doc);
   CHECK(strstr(doc, "\"ops\":5") != NULL, "the echo procedure's 5 calls");
   char small[8];
-  CHECK(tern_engine_stats_json(f.cli, small, sizeof small) == need && strlen(small) == 7, "cut like snprintf");
+  CHECK(tern_engine_stats_json(f.cli, small, sizeof small) > sizeof small && strlen(small) == 7, "cut like snprintf");
   free(doc);
   teardown(&f);
 }
