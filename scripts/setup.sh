@@ -12,6 +12,7 @@ packages=(
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
   libgtest-dev libbenchmark-dev
   python3
+  gnuplot-nox  # tern-perf --plot (optional at run time; installed so its test runs)
 )
 fuzz_packages=(clang libclang-rt-14-dev)
 for a in "$@"; do
