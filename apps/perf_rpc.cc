@@ -519,7 +519,8 @@ struct ClientEngine {
   // The run under way.
   StepResult* step = nullptr;
   uint32_t size = 0, bulk = 0;
-  uint64_t next_id = 0, done = 0, measured = 0, total = UINT64_MAX;
+  uint64_t next_id = 0;  // over the connection's life: a late reply cannot pass for a new call
+  uint64_t issued = 0, done = 0, measured = 0, total = UINT64_MAX;  // this run's calls
   uint32_t outstanding = 0;
   uint64_t t_start = 0, t_end = 0, t_last = 0, deadline = UINT64_MAX, warm_until = UINT64_MAX;
   bool warming = false, stop_issuing = false;
@@ -594,6 +595,7 @@ bool ClientEngine::connect() {
 void ClientEngine::issue(Slot* s) {
   const Options& op = *o;
   s->id = next_id++;
+  ++issued;
   s->full = warming || s->id % op.check_every == 0;
   encode_hdr(s->args.data(), Hdr{s->id, bulk, s->full ? kFlagFull : 0u});
   Call c;
@@ -643,7 +645,7 @@ void ClientEngine::start_measuring(uint64_t now) {
   const Options& op = *o;
   warming = false;
   t_start = t_end = now;
-  if (op.iters != 0) total = std::max(next_id, done + op.iters);
+  if (op.iters != 0) total = std::max(issued, done + op.iters);
   else deadline = now + static_cast<uint64_t>(op.seconds * tick_hz());
   step->cpu.start();
   state.store(kMeasuring);
@@ -748,7 +750,7 @@ bool ClientEngine::measure(uint32_t size_, uint32_t bulk_) {
   step->bulk = bulk = bulk_;
   size_now.store(bulk != 0 ? bulk : size);
   auto before = counters(*eng);
-  done = measured = 0;
+  issued = done = measured = 0;
   total = UINT64_MAX, deadline = UINT64_MAX, warm_until = UINT64_MAX;
   t_start = t_end = 0;
   stop_issuing = false;
@@ -763,17 +765,17 @@ bool ClientEngine::measure(uint32_t size_, uint32_t bulk_) {
   }
   ready.reserve(op.qd);
   for (Slot& s : slots)
-    if (!failed && next_id < total) issue(&s);
+    if (!failed && issued < total) issue(&s);
   const uint64_t stall = static_cast<uint64_t>(op.timeout * tick_hz());
   uint64_t polls = 0;
   while (!failed) {
     eng->poll();
     if (!ready.empty()) {
       for (Slot* s : ready)
-        if (!stop_issuing && next_id < total && !failed) issue(s);
+        if (!stop_issuing && issued < total && !failed) issue(s);
       ready.clear();
     }
-    if (outstanding == 0 && (stop_issuing || next_id >= total)) break;
+    if (outstanding == 0 && (stop_issuing || issued >= total)) break;
     if ((++polls & 255) != 0) continue;
     uint64_t now = now_ticks();
     heartbeat.store(polls, std::memory_order_relaxed);

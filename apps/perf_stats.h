@@ -74,6 +74,8 @@ class LatencyHistogram {
   // Nearest-rank percentile, q in [0, 1].
   double percentile(double q) const {
     if (count_ == 0) return 0;
+    if (q <= 0) return min();
+    if (q >= 1) return max();
     uint64_t rank = static_cast<uint64_t>(std::ceil(q * static_cast<double>(count_)));
     rank = std::clamp<uint64_t>(rank, 1, count_);
     uint64_t seen = 0;
