@@ -78,9 +78,10 @@ void usage(FILE* f) {
                "                     argument bytes of every call, 16 to 3992 and a multiple of 4\n"
                "                     (the call must fit the 4 KiB inline threshold; more data: --bulk)\n"
                "  -a, --all-sizes    sweep: every power of two from the smallest size (raw 8, --rpc\n"
-               "                     16) up to --size (default: raw 8M, or less so that --qd x size\n"
-               "                     stays under 85M; --rpc 2048, or with --bulk up to --bulk), one\n"
-               "                     run each; --iters 1000 per size unless --iters/--seconds say\n"
+               "                     16) up to --size (default: raw 8M, less when the client's 3 x qd\n"
+               "                     buffers of it would pass 256M; --rpc 2048, or with --bulk up to\n"
+               "                     --bulk), one run each over one connection; --iters 1000 per\n"
+               "                     size unless --iters or --seconds say otherwise\n"
                "  -q, --qd N         requests in flight (default 1 for lat, 32 for bw; at most 1024)\n"
                "                     (perftest's -t; its -q, a QP count, is --engines here)\n"
                "  -D, --seconds S    run time after the warm-up (default 2)\n"
@@ -329,20 +330,22 @@ bool parse(int argc, char** argv, Options* o, bool* help) {
         break;
       case ':': {
         std::string arg = argv[optind - 1];
-        return bad("%s needs a value", optopt != 0 ? ("-" + std::string(1, static_cast<char>(optopt))).c_str()
-                                                   : arg.substr(0, arg.find('=')).c_str());
+        bool short_opt = optopt > 0 && optopt < 128 && std::strchr(kShort, optopt) != nullptr;
+        return bad("%s needs a value", short_opt ? ("-" + std::string(1, static_cast<char>(optopt))).c_str()
+                                                 : arg.substr(0, arg.find('=')).c_str());
       }
       default: {  // '?': not an option we know
-        std::string arg = optopt != 0 ? "-" + std::string(1, static_cast<char>(optopt)) : argv[optind - 1];
+        bool short_opt = optopt > 0 && optopt < 128;
+        std::string arg = short_opt ? "-" + std::string(1, static_cast<char>(optopt)) : argv[optind - 1];
         std::string flag = arg.substr(0, arg.find('='));
+        // A hint for a near miss (--secnds, --warm): not for one letter.
+        std::string bare = flag.substr(std::min(flag.find_first_not_of('-'), flag.size()));
         std::string best;
         size_t best_d = 3;
-        std::string bare = flag.substr(flag.find_first_not_of('-'));
         for (const option& l : longs) {
-          if (l.name == nullptr) continue;
+          if (l.name == nullptr || bare.size() < 3) continue;
           size_t d = distance(bare, l.name);
-          if (d < best_d || (best.empty() && bare.size() >= 3 && std::string_view(l.name).starts_with(bare)))
-            best_d = d, best = l.name;
+          if (d < best_d || (best.empty() && std::string_view(l.name).starts_with(bare))) best_d = d, best = l.name;
         }
         if (!best.empty()) return bad("unknown option '%s' (did you mean --%s?)", flag.c_str(), best.c_str());
         return bad("unknown option '%s'", flag.c_str());
