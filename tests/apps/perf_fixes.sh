@@ -11,7 +11,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 start_server() {  # start_server LOG ARGS...: a server on $sock, wait until it listens
   local log=$1
   shift
-  rm -f "$sock"
+  rm -f "$sock" "$log"  # an old log would say "listening" before the new server truncates it
   "$perf" server --dev "shm:path=$sock" "$@" 2>"$log" &
   spid=$!
   for _ in $(seq 200); do grep -q "listening" "$log" 2>/dev/null && return 0; sleep 0.05; done

@@ -10,7 +10,7 @@ trap '[[ -n $spid ]] && kill $spid 2>/dev/null; rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 py() { python3 - "$@"; }
 start_server() {  # start_server ARGS...
-  rm -f "$sock"
+  rm -f "$sock" "$dir/server.log"  # the old log would say "listening" before the new server truncates it
   "$perf" server --dev "shm:path=$sock" "$@" 2>"$dir/server.log" &
   spid=$!
   for _ in $(seq 400); do grep -q "listening" "$dir/server.log" 2>/dev/null && return 0; sleep 0.05; done

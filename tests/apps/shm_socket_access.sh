@@ -13,7 +13,7 @@ spid=
 trap '[[ -n $spid ]] && kill $spid 2>/dev/null; rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 start_server() {  # start_server LOG DEV-SUFFIX
-  rm -f "$sock"
+  rm -f "$sock" "$1"  # an old log would say "listening" before the new server truncates it
   "$perf" server --dev "shm:path=$sock$2" 2>"$1" &
   spid=$!
   for _ in $(seq 200); do grep -q "listening" "$1" 2>/dev/null && return 0; sleep 0.05; done
