@@ -70,12 +70,15 @@ bool prepare_outputs(Options* o, std::string* why) {
              "gnuplot-nox)";
       return false;
     }
-    FILE* f = std::fopen(o->plot.c_str(), "w");
+    // Can we create it? A file made only to find out is not left behind.
+    bool existed = access(o->plot.c_str(), F_OK) == 0;
+    FILE* f = std::fopen(o->plot.c_str(), "a");
     if (f == nullptr) {
       *why = "cannot write " + o->plot + ": " + std::strerror(errno);
       return false;
     }
     std::fclose(f);
+    if (!existed) unlink(o->plot.c_str());
   }
   return true;
 }
