@@ -195,7 +195,7 @@ bool Reporter::plot(std::string* why) const {
   const RunReport& r0 = runs_.front();
   std::string script = "set terminal pngcairo size 960,560 noenhanced font ',10'\n";
   script += "set output " + gp_quote(o_.plot) + "\n";
-  script += "set logscale x\nset grid xtics ytics mxtics\nset key top left\n";
+  script += "set logscale x\nset grid xtics ytics mxtics\nset key below\n";
   script += "set xlabel 'round-trip latency (ns; one-way is half)'\n";
   script += "set y2label 'cumulative (% of requests)'\nset y2range [0:100]\nset ytics nomirror\nset y2tics 10\n";
   char title[512];
