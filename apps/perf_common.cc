@@ -1,13 +1,18 @@
 // tern-perf: device specs per engine, CPU choice, and the engine launcher.
 #include "perf_common.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <thread>
 
+#include "base/clock.h"
 #include "runtime/eal.h"
 
 namespace tern::apps {
@@ -109,29 +114,38 @@ int run_engines(const Options& o, std::vector<std::function<int()>> bodies, cons
   return wrc != 0 ? wrc : mrc;
 }
 
-FILE* open_json(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) std::fprintf(stderr, "tern-perf: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
-  return f;
+std::vector<uint32_t> sweep_sizes(const Options& o, uint32_t smallest, uint32_t top) {
+  if (!o.sweep) return {top};
+  std::vector<uint32_t> v;
+  for (uint64_t s = smallest; s <= top; s *= 2) v.push_back(static_cast<uint32_t>(s));
+  if (v.empty() || v.back() != top) v.push_back(top);
+  return v;
 }
 
-std::string json_escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\u%04x", c);
-      out += b;
-    } else {
-      out += ch;
-    }
-  }
-  return out;
+namespace {
+uint64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+uint64_t involuntary_switches() {
+  rusage ru{};
+  getrusage(RUSAGE_THREAD, &ru);
+  return static_cast<uint64_t>(ru.ru_nivcsw);
+}
+}  // namespace
+
+void CpuMeter::start() {
+  wall0 = monotonic_ns();
+  cpu0 = thread_cpu_ns();
+  invol0 = involuntary_switches();
+}
+
+void CpuMeter::stop() {
+  uint64_t wall = monotonic_ns() - wall0, cpu = thread_cpu_ns() - cpu0;
+  share = wall > 0 ? std::min(1.0, static_cast<double>(cpu) / static_cast<double>(wall)) : -1;
+  preempted = involuntary_switches() - invol0;
+  seconds = static_cast<double>(wall) / 1e9;
 }
 
 }  // namespace tern::apps

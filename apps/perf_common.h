@@ -1,6 +1,7 @@
 // What tern-perf's modes share: the parsed command line, device specs for
-// several engines, JSON text, and running one function per engine on its own
-// pinned thread (or EAL lcore) while the main thread reports progress.
+// several engines, the sizes of a sweep, CPU-share metering, and running one
+// function per engine on its own pinned thread (or EAL lcore) while the main
+// thread reports progress. Results are written by perf_report.h.
 #pragma once
 
 #include <atomic>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "cli_args.h"
 
 namespace tern::apps {
 
@@ -26,15 +28,24 @@ struct Options {
   std::string dev = "shm:path=/tmp/tern-perf.sock";
   std::string mode = "lat";  // lat | bw
   uint32_t size = 32;
+  bool size_set = false;
   uint32_t qd = 1;
   double seconds = 2.0;
   uint64_t iters = 0;  // 0: run for `seconds`
-  uint32_t warmup = 1000;
+  // Warm-up: it ends after `warmup` requests or `warmup_s` seconds, whichever
+  // comes first (UINT64_MAX: time only; 0 s: count only). The default bounds
+  // it both ways so that large requests do not warm up for minutes.
+  uint64_t warmup = 1000;
+  double warmup_s = 1.0;
   std::vector<unsigned> lcores;  // empty: do not pin
   bool use_eal = false;
   bool once = false;
-  std::string json;
   bool quiet = false;
+  // Outputs ("-": stdout; the human report then goes to stderr).
+  OutFile json, csv;
+  std::string plot;        // PNG of the latency distribution, drawn by gnuplot
+  bool histogram = false;  // print the latency histogram
+  bool sweep = false;      // -a: every power-of-two size up to the top one
   // RPC mode.
   uint32_t bulk = 0;  // bytes per call through a chunk; 0: inline echo
   BulkDir bulk_dir = BulkDir::kRead;
@@ -43,7 +54,27 @@ struct Options {
   double timeout = 5.0;       // seconds without any completion before giving up
   uint32_t credits = 32;      // server: credits granted per connection
   uint32_t max_bulk = 1u << 20;  // server: largest chunk accepted or filled
-  uint32_t clients = 4;          // server: connections per engine over its life
+  uint32_t clients = 4;          // server: connections per engine at once
+};
+
+// The sizes one client run measures: just `top` (--size, or --bulk), or with
+// -a every power of two from `smallest` up to `top`, and `top` itself when it
+// is not one.
+std::vector<uint32_t> sweep_sizes(const Options& o, uint32_t smallest, uint32_t top);
+
+// How much of the wall clock the calling thread had a CPU for, between
+// start() and stop(): on a busy machine a poller is preempted, and its
+// figures say more about the machine than about Tern.
+struct CpuMeter {
+  uint64_t wall0 = 0, cpu0 = 0, invol0 = 0;
+  double share = -1;       // CPU time / wall time; -1 until stop()
+  uint64_t preempted = 0;  // involuntary context switches
+  double seconds = 0;      // wall time metered
+  void start();
+  // Says whether the figures are worth a warning: a share under 90% of a
+  // run long enough for the share to mean something.
+  bool busy() const { return share >= 0 && share < 0.9 && seconds >= 0.2; }
+  void stop();
 };
 
 // tern-perf's RPC modes (perf_rpc.cc).
@@ -68,12 +99,5 @@ extern std::atomic<bool> g_stop;
 // calling thread meanwhile. Returns the first non-zero result of the bodies in
 // engine order, else monitor()'s.
 int run_engines(const Options& o, std::vector<std::function<int()>> bodies, const std::function<int()>& monitor);
-
-// Opens --json's file for writing; on failure says why on stderr and
-// returns nullptr.
-FILE* open_json(const std::string& path);
-
-// `s` as the inside of a JSON string literal.
-std::string json_escape(std::string_view s);
 
 }  // namespace tern::apps

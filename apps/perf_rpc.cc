@@ -41,6 +41,7 @@
 #include "base/stats.h"
 #include "engine/engine.h"
 #include "perf_common.h"
+#include "perf_report.h"
 #include "perf_stats.h"
 #include "xdr/xdr.h"
 
@@ -347,8 +348,8 @@ int server_body(ServerEngine* se) {
   size_t per_conn = (eo.credits + 4) * static_cast<size_t>(eo.inline_recv) +
                     (eo.credits + eo.send_batch + 4) * per_call;
   // The engine carves each connection's buffers from its arena when the
-  // connection comes and never gives them back (mem::Arena only carves), so
-  // the arena is sized for --clients connections over the engine's life.
+  // connection comes, and hands a closed connection's buffers to the next
+  // one, so the arena is sized for --clients connections at once.
   eo.arena_bytes = (8u << 20) + o.clients * per_conn;
   auto e = Engine::create(eo);
   if (!e) return fail("cannot create an engine: " + e.status().to_string());
@@ -432,7 +433,7 @@ int run_rpc_server(const Options& o) {
       std::fprintf(stderr, "tern-perf server: rpc, %u engine%s listening on %s", o.engines, o.engines > 1 ? "s" : "",
                    ses[0]->spec.c_str());
       if (o.engines > 1) std::fprintf(stderr, " .. %s", ses.back()->spec.c_str());
-      std::fprintf(stderr, " (credits %u, max bulk %u, %u client%s per engine)\n", o.credits, o.max_bulk, o.clients,
+      std::fprintf(stderr, " (credits %u, max bulk %u, %u client%s at once per engine)\n", o.credits, o.max_bulk, o.clients,
                    o.clients > 1 ? "s" : "");
     }
     // Until every engine is done (--once) or a signal. An engine that stops
@@ -478,8 +479,19 @@ struct Slot {
   uint64_t id = 0;
   uint64_t t_issue = 0;
   bool full = false;
-  uint8_t* bulk = nullptr;    // registered (Engine::alloc), o.bulk bytes
-  std::vector<uint8_t> args;  // o.size bytes: hdr, then a fixed pattern
+  uint8_t* bulk = nullptr;    // registered (Engine::alloc), the largest --bulk of the run
+  std::vector<uint8_t> args;  // the largest --size of the run: hdr, then a fixed pattern
+};
+
+// What one engine measured in one run (one size of a sweep).
+struct StepResult {
+  uint32_t size = 0, bulk = 0;
+  uint64_t measured = 0;
+  double seconds = 0;
+  uint64_t echo_checks = 0, stamp_checks = 0, full_checks = 0;
+  LatencyHistogram lat;
+  CpuMeter cpu;
+  std::vector<std::pair<std::string, uint64_t>> stats;  // the engine's counters over the run
 };
 
 struct ClientEngine {
@@ -490,29 +502,33 @@ struct ClientEngine {
 
   // Read by the monitor on another thread.
   std::atomic<int> state{kStarting};
-  std::atomic<uint64_t> measured_now{0}, heartbeat{0};
+  std::atomic<uint64_t> measured_now{0}, done_now{0}, heartbeat{0};
+  std::atomic<uint32_t> size_now{0};
 
   // Results: written by the engine thread, read after it has been joined.
   std::string error;
-  uint64_t measured = 0;
-  double seconds = 0;
-  uint64_t echo_checks = 0, stamp_checks = 0, full_checks = 0;
-  SampleSet samples;
+  std::vector<StepResult> steps;
   ConnectionInfo info{};
-  std::vector<std::pair<std::string, uint64_t>> stats;
 
   // Engine-thread state.
   std::unique_ptr<Engine> eng;
   Connection* conn = nullptr;
   std::vector<Slot> slots;
   std::vector<Slot*> ready;  // completed in the last poll(), to reissue
-  uint64_t next_id = 0, done = 0, total = UINT64_MAX;
+  bool failed = false;
+  // The run under way.
+  StepResult* step = nullptr;
+  uint32_t size = 0, bulk = 0;
+  uint64_t next_id = 0;  // over the connection's life: a late reply cannot pass for a new call
+  uint64_t issued = 0, done = 0, measured = 0, total = UINT64_MAX;  // this run's calls
   uint32_t outstanding = 0;
-  uint64_t t_start = 0, t_end = 0, t_last = 0, deadline = UINT64_MAX;
-  bool stop_issuing = false, failed = false;
+  uint64_t t_start = 0, t_end = 0, t_last = 0, deadline = UINT64_MAX, warm_until = UINT64_MAX;
+  bool warming = false, stop_issuing = false;
 
   int run();
   bool connect();
+  bool measure(uint32_t size, uint32_t bulk);
+  void start_measuring(uint64_t now);
   void issue(Slot* s);
   void complete(Slot* s, const CallReply& r, uint64_t t1);
   void fail(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -533,6 +549,14 @@ void ClientEngine::fail(const char* fmt, ...) {
   va_end(ap);
   error = b;
   g_stop.store(true);  // the other engines stop too: the run has failed
+}
+
+// A connection's error without the error-code prefix the call status already
+// names ("disconnected: disconnected: ..." otherwise).
+std::string reason(const Status& st) {
+  std::string s = st.message();
+  if (st.sys_errno() != 0) s += std::string(" (") + std::strerror(st.sys_errno()) + ")";
+  return s;
 }
 
 bool ClientEngine::connect() {
@@ -561,7 +585,7 @@ bool ClientEngine::connect() {
     bool rejected = why.find("rejected") != std::string::npos;
     fail("%s: %s%s", spec.c_str(), why.c_str(),
          rejected ? " (see the server's output: a server without --rpc rejects RPC clients, and a --rpc server "
-                    "rejects clients beyond its --clients)"
+                    "rejects clients beyond its --clients at once)"
                   : "");
     return false;
   }
@@ -571,29 +595,30 @@ bool ClientEngine::connect() {
 void ClientEngine::issue(Slot* s) {
   const Options& op = *o;
   s->id = next_id++;
-  s->full = s->id < op.warmup || s->id % op.check_every == 0;
-  encode_hdr(s->args.data(), Hdr{s->id, op.bulk, s->full ? kFlagFull : 0u});
+  ++issued;
+  s->full = warming || s->id % op.check_every == 0;
+  encode_hdr(s->args.data(), Hdr{s->id, bulk, s->full ? kFlagFull : 0u});
   Call c;
   c.prog = kPerfProg;
   c.vers = kPerfVers;
-  c.args = s->args;
+  c.args = std::span<const uint8_t>(s->args.data(), size);
   c.done = on_done;
   c.ctx = s;
-  if (op.bulk == 0) {
+  if (bulk == 0) {
     c.proc = kProcEcho;
-    c.max_results = op.size;
+    c.max_results = size;
   } else if (op.bulk_dir == BulkDir::kRead) {
     c.proc = kProcPut;
-    if (s->full) fill_pattern(s->bulk, op.bulk, s->id);
-    put_stamps(s->bulk, op.bulk, s->id);
-    c.bulk_send = std::span<const uint8_t>(s->bulk, op.bulk);
+    if (s->full) fill_pattern(s->bulk, bulk, s->id);
+    put_stamps(s->bulk, bulk, s->id);
+    c.bulk_send = std::span<const uint8_t>(s->bulk, bulk);
     c.max_results = kResLen;
   } else {
     c.proc = kProcGet;
     // Stamps of another id: a reply that does not bring this call's data
     // cannot pass the check.
-    put_stamps(s->bulk, op.bulk, ~s->id);
-    c.bulk_recv = std::span<uint8_t>(s->bulk, op.bulk);
+    put_stamps(s->bulk, bulk, ~s->id);
+    c.bulk_recv = std::span<uint8_t>(s->bulk, bulk);
     c.max_results = kResLen;
   }
   s->t_issue = now_ticks();
@@ -606,14 +631,24 @@ void ClientEngine::issue(Slot* s) {
     case EINVAL:
       fail("call() refused call %" PRIu64 " (EINVAL): --size %u does not fit the negotiated inline threshold (%u "
            "bytes, headers included)",
-           s->id, op.size, conn->info().inline_send);
+           s->id, size, conn->info().inline_send);
       break;
     case EMSGSIZE:
-      fail("call() refused call %" PRIu64 " (EMSGSIZE): --bulk %u is over the engine's max_bulk", s->id, op.bulk);
+      fail("call() refused call %" PRIu64 " (EMSGSIZE): --bulk %u is over the engine's max_bulk", s->id, bulk);
       break;
-    case ENOTCONN: fail("the connection to %s is lost: %s", spec.c_str(), conn->error().to_string().c_str()); break;
+    case ENOTCONN: fail("the connection to %s is lost: %s", spec.c_str(), reason(conn->error()).c_str()); break;
     default: fail("call() refused call %" PRIu64 ": %s", s->id, std::strerror(rc)); break;
   }
+}
+
+void ClientEngine::start_measuring(uint64_t now) {
+  const Options& op = *o;
+  warming = false;
+  t_start = t_end = now;
+  if (op.iters != 0) total = std::max(issued, done + op.iters);
+  else deadline = now + static_cast<uint64_t>(op.seconds * tick_hz());
+  step->cpu.start();
+  state.store(kMeasuring);
 }
 
 void ClientEngine::complete(Slot* s, const CallReply& r, uint64_t t1) {
@@ -630,18 +665,19 @@ void ClientEngine::complete(Slot* s, const CallReply& r, uint64_t t1) {
       hint = " (the server refused a chunk: is --bulk over its --max-bulk?)";
     fail("call %" PRIu64 " failed: %s%s%s%s", s->id, call_status_name(r.status), hint,
          r.status == CallStatus::kDisconnected ? ": " : "",
-         r.status == CallStatus::kDisconnected ? conn->error().to_string().c_str() : "");
+         r.status == CallStatus::kDisconnected ? reason(conn->error()).c_str() : "");
     return;
   }
-  if (op.bulk == 0) {
-    if (r.results.size() != s->args.size() || std::memcmp(r.results.data(), s->args.data(), s->args.size()) != 0) {
+  StepResult& st = *step;
+  if (bulk == 0) {
+    if (r.results.size() != size || std::memcmp(r.results.data(), s->args.data(), size) != 0) {
       size_t at = 0;
-      while (at < std::min(r.results.size(), s->args.size()) && r.results[at] == s->args[at]) ++at;
-      fail("call %" PRIu64 ": the echo (%zu bytes) differs from the arguments (%zu bytes) at byte %zu", s->id,
-           r.results.size(), s->args.size(), at);
+      while (at < std::min<size_t>(r.results.size(), size) && r.results[at] == s->args[at]) ++at;
+      fail("call %" PRIu64 ": the echo (%zu bytes) differs from the arguments (%u bytes) at byte %zu", s->id,
+           r.results.size(), size, at);
       return;
     }
-    ++echo_checks;
+    ++st.echo_checks;
   } else {
     Res res;
     if (!decode_res(r.results, &res)) {
@@ -659,56 +695,122 @@ void ClientEngine::complete(Slot* s, const CallReply& r, uint64_t t1) {
            res.detail);
       return;
     }
-    if (res.len != op.bulk) {
-      fail("call %" PRIu64 ": the server moved %u bytes, not %u", s->id, res.len, op.bulk);
+    if (res.len != bulk) {
+      fail("call %" PRIu64 ": the server moved %u bytes, not %u", s->id, res.len, bulk);
       return;
     }
     if (op.bulk_dir == BulkDir::kWrite) {
-      if (r.bulk_recv_len != op.bulk) {
+      if (r.bulk_recv_len != bulk) {
         fail("call %" PRIu64 ": the reply says %u bytes were written into the write chunk, not %u", s->id,
-             r.bulk_recv_len, op.bulk);
+             r.bulk_recv_len, bulk);
         return;
       }
       if (s->full) {
-        if (long long bad = full_mismatch(s->bulk, op.bulk, s->id); bad >= 0) {
+        if (long long bad = full_mismatch(s->bulk, bulk, s->id); bad >= 0) {
           fail("call %" PRIu64 ": byte %lld of the %u the server wrote into the write chunk is wrong", s->id, bad,
-               op.bulk);
+               bulk);
           return;
         }
-      } else if (!stamps_ok(s->bulk, op.bulk, s->id)) {
+      } else if (!stamps_ok(s->bulk, bulk, s->id)) {
         fail("call %" PRIu64 ": the write chunk does not hold this call's data (its stamps are wrong)", s->id);
         return;
       }
     }
-    ++stamp_checks;
-    if (s->full) ++full_checks;
+    ++st.stamp_checks;
+    if (s->full) ++st.full_checks;
   }
   ++done;
-  if (done == op.warmup) {
-    t_start = t1;
-    if (op.iters == 0) deadline = t1 + static_cast<uint64_t>(op.seconds * tick_hz());
-    state.store(kMeasuring);
-  } else if (done > op.warmup) {
+  done_now.store(done, std::memory_order_relaxed);
+  if (!warming) {
     ++measured;
     measured_now.store(measured, std::memory_order_relaxed);
     t_end = t1;
     // A full check in a bulk mode includes the server's pass over every byte:
     // left out of the percentiles, unless every call is checked that way.
-    if (op.bulk == 0 || !s->full || op.check_every == 1) samples.add(ns_from_ticks(t1 - s->t_issue));
+    if (bulk == 0 || !s->full || op.check_every == 1) st.lat.add(ns_from_ticks(t1 - s->t_issue));
+  } else if (done >= op.warmup || t1 >= warm_until) {
+    start_measuring(t1);
   }
   ready.push_back(s);
 }
 
+std::vector<std::pair<std::string, uint64_t>> counters(Engine& e) {
+  std::vector<std::pair<std::string, uint64_t>> v;
+  for (const StatEntry& s : e.stats_view()) v.emplace_back(s.name, s.counter->get());
+  return v;
+}
+
+// One run of calls with `size_` argument bytes and `bulk_` bulk bytes over
+// the connection: warm-up, then --iters calls or --seconds of them.
+bool ClientEngine::measure(uint32_t size_, uint32_t bulk_) {
+  const Options& op = *o;
+  steps.emplace_back();
+  step = &steps.back();
+  step->size = size = size_;
+  step->bulk = bulk = bulk_;
+  size_now.store(bulk != 0 ? bulk : size);
+  auto before = counters(*eng);
+  issued = done = measured = 0;
+  total = UINT64_MAX, deadline = UINT64_MAX, warm_until = UINT64_MAX;
+  t_start = t_end = 0;
+  stop_issuing = false;
+  measured_now.store(0), done_now.store(0);
+  t_last = now_ticks();
+  warming = op.warmup > 0;
+  if (warming) {
+    if (op.warmup_s > 0) warm_until = t_last + static_cast<uint64_t>(op.warmup_s * tick_hz());
+    state.store(kRunning);
+  } else {
+    start_measuring(t_last);
+  }
+  ready.reserve(op.qd);
+  for (Slot& s : slots)
+    if (!failed && issued < total) issue(&s);
+  const uint64_t stall = static_cast<uint64_t>(op.timeout * tick_hz());
+  uint64_t polls = 0;
+  while (!failed) {
+    eng->poll();
+    if (!ready.empty()) {
+      for (Slot* s : ready)
+        if (!stop_issuing && issued < total && !failed) issue(s);
+      ready.clear();
+    }
+    if (outstanding == 0 && (stop_issuing || issued >= total)) break;
+    if ((++polls & 255) != 0) continue;
+    uint64_t now = now_ticks();
+    heartbeat.store(polls, std::memory_order_relaxed);
+    if (g_stop.load(std::memory_order_relaxed)) return false;  // another engine failed, or a signal
+    if (now >= deadline) stop_issuing = true;
+    if (outstanding > 0 && now - t_last > stall) {
+      fail("no call completed for %.1f s with %u outstanding (%" PRIu64 " completed); connection %s; engine: %s",
+           op.timeout, outstanding, done, conn->failed() ? reason(conn->error()).c_str() : "up",
+           format_stats(eng->stats_view()).c_str());
+    }
+  }
+  if (failed) return false;
+  step->cpu.stop();
+  step->measured = measured;
+  step->seconds = t_end > t_start ? ns_from_ticks(t_end - t_start) / 1e9 : 0;
+  auto after = counters(*eng);
+  for (size_t k = 0; k < after.size(); ++k)
+    step->stats.emplace_back(after[k].first, after[k].second - (k < before.size() ? before[k].second : 0));
+  return true;
+}
+
 int ClientEngine::run() {
   const Options& op = *o;
+  // Every run of a sweep goes over one connection, with buffers for the largest.
+  const std::vector<uint32_t> sizes = op.bulk == 0 ? sweep_sizes(op, 16, op.size) : std::vector<uint32_t>{op.size};
+  const std::vector<uint32_t> bulks = op.bulk == 0 ? std::vector<uint32_t>{0} : sweep_sizes(op, 16, op.bulk);
+  const uint32_t max_size = sizes.back(), max_bulk = bulks.back();
   EngineOptions eo;
   eo.credits = op.qd;
   eo.backlog = op.qd;  // never more than qd calls exist at once
-  eo.max_bulk = std::max<uint32_t>(eo.max_bulk, op.bulk);
+  eo.max_bulk = std::max<uint32_t>(eo.max_bulk, max_bulk);
   // Our bulk buffers, plus what the engine carves: send and receive buffers,
   // and a reply-chunk buffer per request once results may not fit inline.
-  size_t bytes = (16u << 20) + op.qd * round_up(op.bulk, 4096);
-  if (op.size + 128 > 1024) bytes += (2 * static_cast<size_t>(op.qd) + 64) * round_up(eo.max_reply + 256 + 4096, 4096);
+  size_t bytes = (16u << 20) + op.qd * round_up(max_bulk, 4096);
+  if (max_size + 128 > 1024) bytes += (2 * static_cast<size_t>(op.qd) + 64) * round_up(eo.max_reply + 256 + 4096, 4096);
   eo.arena_bytes = bytes;
   auto e = Engine::create(eo);
   if (!e) {
@@ -723,62 +825,27 @@ int ClientEngine::run() {
     for (uint32_t i = 0; i < op.qd; ++i) {
       Slot& s = slots[i];
       s.ce = this;
-      s.args.resize(op.size);
-      fill_pattern(s.args.data(), op.size, 0x5107000000ull + i);
-      if (op.bulk != 0) {
-        s.bulk = static_cast<uint8_t*>(eng->alloc(op.bulk, 4096));
+      s.args.resize(max_size);
+      fill_pattern(s.args.data(), max_size, 0x5107000000ull + i);
+      if (max_bulk != 0) {
+        s.bulk = static_cast<uint8_t*>(eng->alloc(max_bulk, 4096));
         if (s.bulk == nullptr) {
-          fail("the engine's arena has no room for %u x %u bulk bytes", op.qd, op.bulk);
+          fail("the engine's arena has no room for %u x %u bulk bytes", op.qd, max_bulk);
           break;
         }
       }
     }
-    if (!failed) {
-      state.store(op.warmup == 0 ? kMeasuring : kRunning);
-      if (op.iters != 0) total = op.warmup + op.iters;
-      ready.reserve(op.qd);
-      t_last = now_ticks();
-      if (op.warmup == 0) {
-        t_start = t_last;
-        if (op.iters == 0) deadline = t_start + static_cast<uint64_t>(op.seconds * tick_hz());
-      }
-      for (Slot& s : slots)
-        if (!failed && next_id < total) issue(&s);
-      const uint64_t stall = static_cast<uint64_t>(op.timeout * tick_hz());
-      uint64_t polls = 0;
-      bool stopped = false;
-      while (!failed) {
-        eng->poll();
-        if (!ready.empty()) {
-          for (Slot* s : ready)
-            if (!stop_issuing && next_id < total && !failed) issue(s);
-          ready.clear();
-        }
-        if (outstanding == 0 && (stop_issuing || next_id >= total)) break;
-        if ((++polls & 255) != 0) continue;
-        uint64_t now = now_ticks();
-        heartbeat.store(polls, std::memory_order_relaxed);
-        if (g_stop.load(std::memory_order_relaxed)) {
-          stopped = true;  // another engine failed, or a signal
-          break;
-        }
-        if (now >= deadline) stop_issuing = true;
-        if (outstanding > 0 && now - t_last > stall) {
-          fail("no call completed for %.1f s with %u outstanding (%" PRIu64 " completed); connection %s; engine: %s",
-               op.timeout, outstanding, done, conn->failed() ? conn->error().to_string().c_str() : "up",
-               format_stats(eng->stats_view()).c_str());
-        }
-      }
-      if (!failed && !stopped) {
-        seconds = t_end > t_start ? ns_from_ticks(t_end - t_start) / 1e9 : 0;
-        for (const StatEntry& s : eng->stats_view()) stats.emplace_back(s.name, s.counter->get());
-        info = conn->info();  // now: the credits are the server's last grant
-        // Let the server see us leave; the engine's destructor does the rest.
-        conn->close();
-        uint64_t until = now_ticks() + static_cast<uint64_t>(0.05 * tick_hz());
-        while (now_ticks() < until) eng->poll();
-        rc = 0;
-      }
+    bool ok = !failed;
+    for (uint32_t sz : sizes)
+      for (uint32_t bk : bulks)
+        if (ok) ok = measure(sz, bk);
+    if (ok) {
+      info = conn->info();  // now: the credits are the server's last grant
+      // Let the server see us leave; the engine's destructor does the rest.
+      conn->close();
+      uint64_t until = now_ticks() + static_cast<uint64_t>(0.05 * tick_hz());
+      while (now_ticks() < until) eng->poll();
+      rc = 0;
     }
   }
   eng.reset();
@@ -806,23 +873,25 @@ int run_rpc_client(const Options& o) {
   }
   std::vector<std::function<int()>> bodies;
   for (auto& ce : ces) bodies.push_back([p = ce.get()] { return p->run(); });
-  const uint32_t payload = o.bulk != 0 ? o.bulk : o.size;
 
-  // The monitor: progress once a second, and a guard against an engine thread
-  // that never comes back from poll() (a hang inside the engine), which no
+  // The monitor: progress once a second (the warm-up's too: a warm-up of
+  // large calls can take long), and a guard against an engine thread that
+  // never comes back from poll() (a hang inside the engine), which no
   // deadline in the engine loop could catch.
   auto monitor = [&]() -> int {
     const uint64_t stuck_ns = static_cast<uint64_t>((o.timeout + 10) * 1e9);
     std::vector<uint64_t> last(ces.size(), 0), since(ces.size(), monotonic_ns());
     uint64_t next_print = 0, prev_measured = 0, prev_t = 0, first_t = 0;
+    bool was_measuring = false;
     for (;;) {
       uint64_t now = monotonic_ns();
-      bool all_done = true, all_measuring = true;
-      uint64_t sum = 0;
+      bool all_done = true, all_measuring = true, any_warming = false;
+      uint64_t sum = 0, warm_done = 0;
       for (size_t i = 0; i < ces.size(); ++i) {
         int s = ces[i]->state.load();
         if (s != kDone && s != kFailed) all_done = false;
         if (s != kMeasuring) all_measuring = false;
+        if (s == kRunning) any_warming = true, warm_done += ces[i]->done_now.load(std::memory_order_relaxed);
         sum += ces[i]->measured_now.load(std::memory_order_relaxed);
         if (s == kConnecting || s == kRunning || s == kMeasuring) {
           uint64_t hb = ces[i]->heartbeat.load(std::memory_order_relaxed);
@@ -836,16 +905,22 @@ int run_rpc_client(const Options& o) {
         }
       }
       if (all_done) return 0;
-      if (all_measuring && !o.quiet) {
+      if (all_measuring != was_measuring) next_print = 0, was_measuring = all_measuring;  // a new phase
+      if ((all_measuring || any_warming) && !o.quiet) {
+        uint32_t sz = ces[0]->size_now.load();
         if (next_print == 0) {
           first_t = prev_t = now;
           prev_measured = sum;
           next_print = now + 1'000'000'000ull;
         } else if (now >= next_print) {
           double dt = static_cast<double>(now - prev_t) / 1e9;
-          double rate = static_cast<double>(sum - prev_measured) / dt;
-          std::fprintf(stderr, "  %5.1f s  %12.0f RPC/s  %9.3f Gb/s\n", static_cast<double>(now - first_t) / 1e9, rate,
-                       rate * payload * 8 / 1e9);
+          double el = static_cast<double>(now - first_t) / 1e9;
+          if (!all_measuring) {
+            std::fprintf(stderr, "  warm-up %5.1f s  %10" PRIu64 " calls\n", el, warm_done);
+          } else {
+            double rate = static_cast<double>(sum - prev_measured) / dt;
+            std::fprintf(stderr, "  %5.1f s  %12.0f RPC/s  %9.3f Gb/s\n", el, rate, rate * sz * 8 / 1e9);
+          }
           prev_t = now, prev_measured = sum;
           next_print += 1'000'000'000ull;
         }
@@ -865,91 +940,111 @@ int run_rpc_client(const Options& o) {
     return 1;
   }
 
-  // ---- the report
-  uint64_t calls = 0, echo_checks = 0, stamp_checks = 0, full_checks = 0;
-  double rps = 0, secs = 0;
-  std::vector<double> all;
-  std::vector<std::pair<std::string, uint64_t>> stats;
-  for (auto& ce : ces) {
-    calls += ce->measured;
-    if (ce->seconds > 0) rps += static_cast<double>(ce->measured) / ce->seconds;
-    secs = std::max(secs, ce->seconds);
-    echo_checks += ce->echo_checks, stamp_checks += ce->stamp_checks, full_checks += ce->full_checks;
-    ce->samples.append_to(&all);
-    for (size_t k = 0; k < ce->stats.size(); ++k) {
-      if (k >= stats.size()) stats.push_back({ce->stats[k].first, 0});
-      stats[k].second += ce->stats[k].second;
-    }
-  }
-  Percentiles lat = percentiles(std::move(all));
-  double gbps = rps * payload * 8 / 1e9, gbytes = rps * payload / 1e9;
+  // ---- the report: one per run (one per size of a sweep), over every engine
+  Reporter rep(o);
+  FILE* out = rep.out();
   const char* mode = o.mode == "bw" ? "rpc/bw" : "rpc/lat";
   const char* dir = o.bulk == 0 ? "none" : o.bulk_dir == BulkDir::kRead ? "read" : "write";
   const ConnectionInfo& ci = ces[0]->info;
+  for (size_t k = 0; k < ces[0]->steps.size(); ++k) {
+    RunReport r;
+    uint64_t echo_checks = 0, stamp_checks = 0, full_checks = 0;
+    std::vector<std::pair<std::string, uint64_t>> stats;
+    const uint32_t size = ces[0]->steps[k].size, bulk = ces[0]->steps[k].bulk;
+    const uint32_t payload = bulk != 0 ? bulk : size;
+    for (auto& ce : ces) {
+      const StepResult& st = ce->steps[k];
+      r.requests += st.measured;
+      if (st.seconds > 0) r.rps += static_cast<double>(st.measured) / st.seconds;
+      r.seconds = std::max(r.seconds, st.seconds);
+      echo_checks += st.echo_checks, stamp_checks += st.stamp_checks, full_checks += st.full_checks;
+      r.lat.merge(st.lat);
+      if (st.cpu.share >= 0) r.cpu_share = r.cpu_share < 0 ? st.cpu.share : std::min(r.cpu_share, st.cpu.share);
+      r.preempted += st.cpu.preempted;
+      r.busy = r.busy || st.cpu.busy();
+      for (size_t i = 0; i < st.stats.size(); ++i) {
+        if (i >= stats.size()) stats.push_back({st.stats[i].first, 0});
+        stats[i].second += st.stats[i].second;
+      }
+    }
+    r.mode = mode;
+    r.transport = "rpc";
+    r.dev = o.dev;
+    r.size = size, r.qd = o.qd, r.bulk = bulk, r.engines = o.engines, r.bulk_dir = dir;
+    r.gbps = r.rps * payload * 8 / 1e9;
+    double gbytes = r.rps * payload / 1e9;
 
-  std::printf("tern-perf  mode=%s  dev=%s  engines=%u  size=%u  qd=%u  bulk=%u (%s)\n", mode, o.dev.c_str(), o.engines,
-              o.size, o.qd, o.bulk, o.bulk == 0 ? "inline echo" : o.bulk_dir == BulkDir::kRead
-                                                                    ? "read chunk, client -> server"
-                                                                    : "write chunk, server -> client");
-  std::printf("  calls         %12" PRIu64 "   in %.2f s\n", calls, secs);
-  std::printf("  throughput    %12.0f RPC/s   %.3f Gb/s   %.3f GB/s   (payload %u B per call%s)\n", rps, gbps, gbytes,
-              payload, o.bulk == 0 ? ", each way" : "");
-  std::printf("  latency (round trip per call, ns; %" PRIu64 " samples%s)\n", lat.count,
-              o.bulk != 0 && o.check_every > 1 ? ", fully checked calls left out" : "");
-  print_latency(lat);
-  if (o.engines > 1)
-    for (auto& ce : ces)
-      std::printf("  engine %-2u     cpu %-3d %12" PRIu64 " calls   %12.0f RPC/s   %s\n", ce->index, ce->cpu,
-                  ce->measured, ce->seconds > 0 ? static_cast<double>(ce->measured) / ce->seconds : 0.0,
-                  ce->spec.c_str());
-  if (o.bulk == 0)
-    std::printf("  checked       %" PRIu64 " echoes byte for byte\n", echo_checks);
-  else
-    std::printf("  checked       %" PRIu64 " calls' ids, lengths and stamps; %" PRIu64 " of them byte for byte\n",
-                stamp_checks, full_checks);
-  std::printf("  connection    inline send %u / recv %u, remote invalidation %s, credits %u (the server's grant, "
-              "capped by --qd)\n",
-              ci.inline_send, ci.inline_recv, ci.remote_invalidation ? "on" : "off", ci.credits);
-  {
-    std::string s;
-    for (auto& [name, v] : stats)
-      if (v != 0) s += (s.empty() ? "" : " ") + name + "=" + std::to_string(v);
-    std::printf("  client engine %s\n", s.c_str());
-  }
+    if (!o.sweep) {
+      std::fprintf(out, "tern-perf  mode=%s  dev=%s  engines=%u  size=%u  qd=%u  bulk=%u (%s)\n", mode, o.dev.c_str(),
+                   o.engines, size, o.qd, bulk, bulk == 0 ? "inline echo" : o.bulk_dir == BulkDir::kRead
+                                                                        ? "read chunk, client -> server"
+                                                                        : "write chunk, server -> client");
+      std::fprintf(out, "  calls         %12" PRIu64 "   in %.2f s\n", r.requests, r.seconds);
+      std::fprintf(out, "  throughput    %12.0f RPC/s   %.3f Gb/s   %.3f GB/s   (payload %u B per call%s)\n", r.rps,
+                   r.gbps, gbytes, payload, bulk == 0 ? ", each way" : "");
+      std::fprintf(out, "  latency (per call; %" PRIu64 " samples%s%s)\n", r.lat.count(),
+                   bulk != 0 && o.check_every > 1 ? ", fully checked calls left out" : "",
+                   o.qd > 1 ? ", under load: --qd in flight" : "");
+      rep.print_latency(r);
+      if (o.engines > 1)
+        for (auto& ce : ces)
+          std::fprintf(out, "  engine %-2u     cpu %-3d %12" PRIu64 " calls   %12.0f RPC/s   %s\n", ce->index, ce->cpu,
+                       ce->steps[k].measured,
+                       ce->steps[k].seconds > 0 ? static_cast<double>(ce->steps[k].measured) / ce->steps[k].seconds : 0.0,
+                       ce->spec.c_str());
+      if (bulk == 0)
+        std::fprintf(out, "  checked       %" PRIu64 " echoes byte for byte\n", echo_checks);
+      else
+        std::fprintf(out, "  checked       %" PRIu64 " calls' ids, lengths and stamps; %" PRIu64 " of them byte for byte\n",
+                     stamp_checks, full_checks);
+      std::fprintf(out, "  connection    inline send %u / recv %u, remote invalidation %s, credits %u (the server's "
+                   "grant, capped by --qd)\n",
+                   ci.inline_send, ci.inline_recv, ci.remote_invalidation ? "on" : "off", ci.credits);
+      std::string s;
+      for (auto& [name, v] : stats)
+        if (v != 0) s += (s.empty() ? "" : " ") + name + "=" + std::to_string(v);
+      std::fprintf(out, "  client engine %s\n", s.c_str());
+      if (r.cpu_share >= 0)
+        std::fprintf(out, "  cpu           the client engine%s had a CPU %.0f%% of the run (%" PRIu64 " preemptions)%s\n",
+                     o.engines > 1 ? "s (the least)" : "", 100 * r.cpu_share, r.preempted,
+                     r.busy ? ": the machine was busy, figures are low" : "");
+    } else if (!o.quiet) {
+      std::fprintf(stderr, "  size %9u: %10.0f RPC/s  rtt p50 %8.0f ns\n", payload, r.rps, r.lat.percentile(0.5));
+    }
 
-  if (!o.json.empty()) {
-    FILE* f = open_json(o.json);
-    if (f == nullptr) return 1;
-    std::fprintf(f,
-                 "{\"mode\":\"%s\",\"transport\":\"rpc\",\"dev\":\"%s\",\"engines\":%u,\"size\":%u,\"qd\":%u,"
-                 "\"bulk\":%u,\"bulk_dir\":\"%s\",\"requests\":%" PRIu64 ",\"seconds\":%.6f,"
-                 "\"requests_per_s\":%.1f,\"gbps\":%.9g,\"gbytes_per_s\":%.9g,"
-                 "\"latency_ns\":{\"min\":%.1f,\"p50\":%.1f,\"p99\":%.1f,\"p99_9\":%.1f,\"max\":%.1f,\"mean\":%.1f,"
-                 "\"samples\":%" PRIu64 "},",
-                 mode, json_escape(o.dev).c_str(), o.engines, o.size, o.qd, o.bulk, dir, calls, secs, rps, gbps, gbytes,
-                 lat.min_ns, lat.p50_ns, lat.p99_ns, lat.p999_ns, lat.max_ns, lat.mean_ns, lat.count);
-    std::fprintf(f, "\"checks\":{\"echo\":%" PRIu64 ",\"stamps\":%" PRIu64 ",\"full\":%" PRIu64 ",\"every\":%u},",
-                 echo_checks, stamp_checks, full_checks, o.check_every);
-    std::fprintf(f, "\"connection\":{\"inline_send\":%u,\"inline_recv\":%u,\"remote_invalidation\":%s,\"credits\":%u},",
-                 ci.inline_send, ci.inline_recv, ci.remote_invalidation ? "true" : "false", ci.credits);
-    std::fprintf(f, "\"per_engine\":[");
+    char b[512];
+    std::string x;
+    std::snprintf(b, sizeof b, ",\"gbytes_per_s\":%.9g", gbytes);
+    x += b;
+    std::snprintf(b, sizeof b, ",\"checks\":{\"echo\":%" PRIu64 ",\"stamps\":%" PRIu64 ",\"full\":%" PRIu64 ",\"every\":%u}",
+                  echo_checks, stamp_checks, full_checks, o.check_every);
+    x += b;
+    std::snprintf(b, sizeof b,
+                  ",\"connection\":{\"inline_send\":%u,\"inline_recv\":%u,\"remote_invalidation\":%s,\"credits\":%u}",
+                  ci.inline_send, ci.inline_recv, ci.remote_invalidation ? "true" : "false", ci.credits);
+    x += b;
+    x += ",\"per_engine\":[";
     for (size_t i = 0; i < ces.size(); ++i) {
       const ClientEngine& ce = *ces[i];
-      std::fprintf(f, "%s{\"engine\":%u,\"cpu\":%d,\"dev\":\"%s\",\"requests\":%" PRIu64 ",\"seconds\":%.6f,"
-                   "\"requests_per_s\":%.1f}",
-                   i ? "," : "", ce.index, ce.cpu, json_escape(ce.spec).c_str(), ce.measured, ce.seconds,
-                   ce.seconds > 0 ? static_cast<double>(ce.measured) / ce.seconds : 0.0);
+      const StepResult& st = ce.steps[k];
+      std::snprintf(b, sizeof b,
+                    "%s{\"engine\":%u,\"cpu\":%d,\"dev\":\"%s\",\"requests\":%" PRIu64 ",\"seconds\":%.6f,"
+                    "\"requests_per_s\":%.1f}",
+                    i ? "," : "", ce.index, ce.cpu, json_escape(ce.spec).c_str(), st.measured, st.seconds,
+                    st.seconds > 0 ? static_cast<double>(st.measured) / st.seconds : 0.0);
+      x += b;
     }
-    std::fprintf(f, "],\"engine_stats\":{");
-    for (size_t k = 0; k < stats.size(); ++k)
-      std::fprintf(f, "%s\"%s\":%" PRIu64, k ? "," : "", json_escape(stats[k].first).c_str(), stats[k].second);
-    std::fprintf(f, "}}\n");
-    if (std::fclose(f) != 0) {
-      std::fprintf(stderr, "tern-perf: cannot write %s: %s\n", o.json.c_str(), std::strerror(errno));
-      return 1;
+    x += "],\"engine_stats\":{";
+    for (size_t i = 0; i < stats.size(); ++i) {
+      std::snprintf(b, sizeof b, "%s\"%s\":%" PRIu64, i ? "," : "", json_escape(stats[i].first).c_str(),
+                    stats[i].second);
+      x += b;
     }
+    x += "}";
+    r.extra_json = std::move(x);
+    rep.add(std::move(r));
   }
-  return 0;
+  return rep.finish();
 }
 
 }  // namespace tern::apps

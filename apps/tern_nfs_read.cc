@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,47 +21,48 @@
 
 #include "base/clock.h"
 #include "base/version.h"
+#include "cli_args.h"
 #include "nfs/fattr4.h"
 #include "nfs/nfs_client.h"
 #include "nfs/nfs_program.h"
+#include "perf_stats.h"
 
 using namespace tern;
 using namespace tern::nfs;
+namespace apps = tern::apps;
 
 namespace {
+
+constexpr const char* kUsageLine =
+    "usage: tern-nfs-read --server ADDR[:PORT] --path /dir/file [options]   (--help lists them)";
 
 void usage(FILE* f) {
   std::fprintf(f,
                "usage: tern-nfs-read --server ADDR[:PORT] --path /dir/file [options]\n"
                "\n"
                "Reads a file from an NFS/RDMA server (e.g. Linux nfsd with an rdma listener)\n"
-               "through RDMA write chunks and reports throughput and latency.\n"
+               "through RDMA write chunks and reports throughput and latency. Flags mean what\n"
+               "they mean in tern-perf: sizes take K/M suffixes, durations are seconds or\n"
+               "carry a unit (500ms), latencies are in ns, \"-\" is stdout.\n"
                "\n"
-               "  --server ADDR[:PORT]  server's IPv4 address; port default 20049 (NFS/RDMA)\n"
+               "  --server ADDR[:PORT]  the server: an IPv4 address or name, an IPv6 address\n"
+               "                        ([fe80::1]:20049, or bare without a port); port default\n"
+               "                        20049 (NFS/RDMA)\n"
                "  --path PATH           file to read, from the server's NFSv4 root (its fsid=0 export)\n"
-               "  --dev NAME            RDMA device (default: the one that reaches ADDR)\n"
+               "  --dev NAME|SPEC       RDMA device (default: the one that reaches ADDR): a name\n"
+               "                        (mlx5_0), or a device spec (verbs:dev=rxe0,mw=off) that the\n"
+               "                        server's addr= and port= are added to\n"
                "  --vers 4              NFS version; only 4 (4.0, no OPEN) reads files\n"
-               "  --chunk SIZE          bytes per READ (default 1M; K/M suffixes), capped by the\n"
-               "                        server's maxread and the engine's 1 MiB chunk limit\n"
-               "  --qd N                READs in flight (default 4)\n"
+               "  -s, --size N          bytes per READ (default 1M; --chunk is the same), capped by\n"
+               "                        the server's maxread and the engine's 1 MiB chunk limit\n"
+               "  -q, --qd N            READs in flight (1 to 64, default 4)\n"
                "  --verify FILE         compare every byte with this local file\n"
-               "  --json                print the result as one JSON object on stdout\n"
-               "  --timeout MS          per-call and connect timeout (default 10000)\n"
+               "  --json FILE           also write the result as one JSON object (\"-\": stdout, and\n"
+               "                        the human report goes to stderr)\n"
+               "  --timeout S           per-call and connect timeout (default 10)\n"
                "  --quiet               no progress line\n"
                "\n"
                "Exit: 0 read (and verified), 1 error, 2 usage, 3 verify found a difference.\n");
-}
-
-bool parse_size(const char* s, uint64_t* out) {
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long v = std::strtoull(s, &end, 10);
-  if (errno != 0 || end == s) return false;
-  if (*end == 'k' || *end == 'K') v <<= 10, ++end;
-  else if (*end == 'm' || *end == 'M') v <<= 20, ++end;
-  if (*end != '\0' || v == 0) return false;
-  *out = v;
-  return true;
 }
 
 struct Args {
@@ -70,70 +72,91 @@ struct Args {
   uint64_t chunk = 1u << 20;
   uint32_t qd = 4;
   uint32_t timeout_ms = 10000;
-  bool json = false, quiet = false;
+  apps::OutFile json;
+  bool quiet = false;
 };
+
+int bad(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+int bad(const char* fmt, ...) {
+  std::fprintf(stderr, "tern-nfs-read: ");
+  va_list ap;
+  va_start(ap, fmt);
+  std::vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "\n%s\n", kUsageLine);
+  return 2;
+}
 
 // 0: parsed; 2: usage error (said); -1: --help.
 int parse(int argc, char** argv, Args* a) {
   static const option longs[] = {
-      {"server", required_argument, nullptr, 's'}, {"path", required_argument, nullptr, 'p'},
+      {"server", required_argument, nullptr, 'S'}, {"path", required_argument, nullptr, 'p'},
       {"dev", required_argument, nullptr, 'd'},    {"vers", required_argument, nullptr, 'v'},
-      {"chunk", required_argument, nullptr, 'c'},  {"qd", required_argument, nullptr, 'q'},
-      {"verify", required_argument, nullptr, 'V'}, {"json", no_argument, nullptr, 'j'},
-      {"timeout", required_argument, nullptr, 't'}, {"quiet", no_argument, nullptr, 'Q'},
-      {"help", no_argument, nullptr, 'h'},         {nullptr, 0, nullptr, 0}};
+      {"size", required_argument, nullptr, 's'},   {"chunk", required_argument, nullptr, 's'},
+      {"qd", required_argument, nullptr, 'q'},     {"verify", required_argument, nullptr, 'V'},
+      {"json", required_argument, nullptr, 'j'},   {"timeout", required_argument, nullptr, 't'},
+      {"quiet", no_argument, nullptr, 'Q'},        {"help", no_argument, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0}};
+  opterr = 0;  // we say what was wrong, in one line
   int c;
-  while ((c = getopt_long(argc, argv, "", longs, nullptr)) != -1) {
+  uint64_t v;
+  double secs;
+  while ((c = getopt_long(argc, argv, ":s:q:h", longs, nullptr)) != -1) {
     switch (c) {
-      case 's': {
-        a->server = optarg;
-        size_t colon = a->server.rfind(':');
-        if (colon != std::string::npos) {
-          long p = std::strtol(a->server.c_str() + colon + 1, nullptr, 10);
-          if (p <= 0 || p > 65535) {
-            std::fprintf(stderr, "tern-nfs-read: bad port in --server %s\n", optarg);
-            return 2;
-          }
-          a->port = static_cast<uint16_t>(p);
-          a->server.resize(colon);
-        }
+      case 'S':
+        if (!apps::parse_host_port(optarg, &a->server, &a->port))
+          return bad("--server wants ADDR, ADDR:PORT, [IPV6] or [IPV6]:PORT (port 1 to 65535), not '%s'", optarg);
         break;
-      }
       case 'p': a->path = optarg; break;
       case 'd': a->dev = optarg; break;
-      case 'v': a->vers = static_cast<uint32_t>(std::strtoul(optarg, nullptr, 10)); break;
-      case 'c':
-        if (!parse_size(optarg, &a->chunk)) {
-          std::fprintf(stderr, "tern-nfs-read: bad --chunk %s (e.g. 256K, 1M)\n", optarg);
-          return 2;
-        }
+      case 'v':
+        if (!apps::parse_count(optarg, 4, &v)) return bad("--vers: '%s' is not a version number", optarg);
+        a->vers = static_cast<uint32_t>(v);
         break;
-      case 'q': a->qd = static_cast<uint32_t>(std::strtoul(optarg, nullptr, 10)); break;
+      case 's':
+        if (!apps::parse_count(optarg, 1u << 30, &a->chunk) || a->chunk < 4096)
+          return bad("--size wants a byte count of at least 4K (256K, 1M), not '%s'", optarg);
+        break;
+      case 'q':
+        if (!apps::parse_count(optarg, 64, &v) || v == 0) return bad("--qd must be in [1, 64], not '%s'", optarg);
+        a->qd = static_cast<uint32_t>(v);
+        break;
       case 'V': a->verify = optarg; break;
-      case 'j': a->json = true; break;
-      case 't': a->timeout_ms = static_cast<uint32_t>(std::strtoul(optarg, nullptr, 10)); break;
+      case 'j': a->json.name = optarg; break;
+      case 't':
+        if (!apps::parse_duration(optarg, 3600, &secs) || secs < 0.001)
+          return bad("--timeout must be a duration of 1ms to 3600s (10, 500ms), not '%s'", optarg);
+        a->timeout_ms = static_cast<uint32_t>(secs * 1000 + 0.5);
+        break;
       case 'Q': a->quiet = true; break;
       case 'h': return -1;
-      default: return 2;  // getopt has said what it did not understand
+      case ':': return bad("%s needs a value", argv[optind - 1]);
+      default: {
+        std::string arg = optopt != 0 ? "-" + std::string(1, static_cast<char>(optopt)) : argv[optind - 1];
+        return bad("unknown option '%s'", arg.substr(0, arg.find('=')).c_str());
+      }
     }
   }
-  if (optind != argc) {
-    std::fprintf(stderr, "tern-nfs-read: unexpected argument %s\n", argv[optind]);
-    return 2;
-  }
-  if (a->server.empty() || a->path.empty()) {
-    std::fprintf(stderr, "tern-nfs-read: --server and --path are required\n");
-    return 2;
-  }
-  if (a->vers != 4) {
-    std::fprintf(stderr, "tern-nfs-read: --vers %u: only NFSv4 (4.0) READ is implemented\n", a->vers);
-    return 2;
-  }
-  if (a->qd == 0 || a->qd > 64) {
-    std::fprintf(stderr, "tern-nfs-read: --qd must be 1..64\n");
-    return 2;
-  }
+  if (optind != argc) return bad("unexpected argument '%s'", argv[optind]);
+  if (a->server.empty() || a->path.empty()) return bad("%s", "--server and --path are required");
+  if (a->vers != 4) return bad("--vers %u: only NFSv4 (4.0) READ is implemented", a->vers);
+  if (std::string why; !a->json.name.empty() && !a->json.open(&why)) return bad("%s", why.c_str());
   return 0;
+}
+
+// The engine's device spec: verbs on the named device (or the one that routes
+// to the server), or the spec given, with the server's address and port.
+std::string device_spec(const Args& a) {
+  std::string base = a.dev.find(':') != std::string::npos ? a.dev + ","
+                     : a.dev.empty()                      ? std::string("verbs:")
+                                                          : "verbs:dev=" + a.dev + ",";
+  return base + "addr=" + a.server + ",port=" + std::to_string(a.port);
+}
+
+// "ADDR:PORT", with brackets around an IPv6 address.
+std::string server_name(const Args& a) {
+  bool v6 = a.server.find(':') != std::string::npos;
+  return (v6 ? "[" + a.server + "]" : a.server) + ":" + std::to_string(a.port);
 }
 
 // One READ in flight: its buffer and what it asked for.
@@ -153,7 +176,7 @@ struct Run {
   std::deque<std::pair<uint64_t, uint32_t>> todo;  // (offset, len) not yet read
   uint64_t bytes = 0;
   uint32_t reads = 0;
-  std::vector<uint64_t> lat_ns;
+  apps::LatencyHistogram lat;  // per READ, ns
   Status error;
   int verify_fd = -1;
   std::vector<uint8_t> local;  // verify scratch
@@ -175,7 +198,7 @@ void on_read(void* p, const ReadDone& d) {
     return;
   }
   ++r.reads;
-  r.lat_ns.push_back(d.latency_ns);
+  r.lat.add(static_cast<double>(d.latency_ns));
   r.bytes += d.count;
   if (d.count < s.len && !d.eof) r.todo.emplace_back(s.offset + d.count, s.len - d.count);  // short READ: ask again
   else if (d.count < s.len && s.offset + d.count < r.size && r.error.is_ok())
@@ -194,13 +217,6 @@ void on_read(void* p, const ReadDone& d) {
   }
 }
 
-double percentile(std::vector<uint64_t> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-  return static_cast<double>(v[std::min(i, v.size() - 1)]) / 1000.0;
-}
-
 int fail(const char* what, const Status& s) {
   std::fprintf(stderr, "tern-nfs-read: %s: %s\n", what, s.to_string().c_str());
   return 1;
@@ -215,21 +231,21 @@ int main(int argc, char** argv) {
   }
   Args a;
   int pr = parse(argc, argv, &a);
-  if (pr != 0) {
-    usage(pr < 0 ? stdout : stderr);
-    return pr < 0 ? 0 : 2;
+  if (pr < 0) {
+    usage(stdout);
+    return 0;
   }
+  if (pr != 0) return pr;
 
   NfsClientOptions o;
-  o.spec = "verbs:" + (a.dev.empty() ? std::string() : "dev=" + a.dev + ",") + "addr=" + a.server +
-           ",port=" + std::to_string(a.port);
+  o.spec = device_spec(a);
   o.timeout_ms = a.timeout_ms;
   // Room for qd buffers of the largest chunk, plus the engine's own buffers.
   o.engine.arena_bytes = std::max<size_t>(64u << 20, size_t{a.qd} * (1u << 20) + (32u << 20));
   auto cr = NfsClient::connect(o);
   if (!cr.is_ok()) {
-    std::fprintf(stderr, "tern-nfs-read: cannot connect to %s:%u (%s): %s\n", a.server.c_str(), a.port,
-                 o.spec.c_str(), cr.status().to_string().c_str());
+    std::fprintf(stderr, "tern-nfs-read: cannot connect to %s (%s): %s\n", server_name(a).c_str(), o.spec.c_str(),
+                 cr.status().to_string().c_str());
     return 1;
   }
   std::unique_ptr<NfsClient> cli = std::move(cr.value());
@@ -251,7 +267,7 @@ int main(int argc, char** argv) {
   run.size = file->attrs.size;
   uint64_t maxread = root->attrs.maxread != 0 ? root->attrs.maxread : (1u << 20);
   run.chunk = static_cast<uint32_t>(std::min<uint64_t>({a.chunk, maxread, o.engine.max_bulk}));
-  if (run.chunk < a.chunk && !a.json)
+  if (run.chunk < a.chunk && !a.quiet)
     std::fprintf(stderr, "tern-nfs-read: --chunk %" PRIu64 " capped to %u (server maxread %" PRIu64 ", engine max %u)\n",
                  a.chunk, run.chunk, maxread, o.engine.max_bulk);
   if (!a.verify.empty()) {
@@ -272,7 +288,7 @@ int main(int argc, char** argv) {
   }
   const rpc::EngineStats& st = cli->engine().stats();
   uint64_t inv0 = st.remote_invalidations.get(), local0 = st.local_inv_chains.get();
-  bool tty = !a.quiet && !a.json && isatty(STDERR_FILENO);
+  bool tty = !a.quiet && isatty(STDERR_FILENO);
 
   uint64_t t0 = monotonic_ns(), last_progress = t0;
   for (;;) {
@@ -315,22 +331,34 @@ int main(int argc, char** argv) {
   double mbps = secs > 0 ? static_cast<double>(run.bytes) / 1e6 / secs : 0;
   uint64_t rinv = st.remote_invalidations.get() - inv0, linv = st.local_inv_chains.get() - local0;
   rpc::ConnectionInfo ci = cli->connection().info();
-  if (a.json) {
-    std::printf("{\"path\":\"%s\",\"bytes\":%" PRIu64 ",\"seconds\":%.6f,\"mb_per_s\":%.2f,\"reads\":%u,"
-                "\"chunk\":%u,\"qd\":%u,\"lat_us_p50\":%.1f,\"lat_us_p99\":%.1f,\"remote_invalidations\":%" PRIu64
-                ",\"local_inv_chains\":%" PRIu64 ",\"inline_send\":%u,\"inline_recv\":%u,\"credits\":%u,\"verified\":%s}\n",
-                a.path.c_str(), run.bytes, secs, mbps, run.reads, run.chunk, a.qd, percentile(run.lat_ns, 0.5),
-                percentile(run.lat_ns, 0.99), rinv, linv, ci.inline_send, ci.inline_recv, ci.credits,
-                a.verify.empty() ? "null" : (run.mismatch_at < 0 ? "true" : "false"));
-  } else {
-    std::printf("%s: %" PRIu64 " bytes in %.3f s, %.1f MB/s\n", a.path.c_str(), run.bytes, secs, mbps);
-    std::printf("  %u READs of up to %u bytes, %u in flight; latency p50 %.1f us, p99 %.1f us\n", run.reads, run.chunk,
-                a.qd, percentile(run.lat_ns, 0.5), percentile(run.lat_ns, 0.99));
-    std::printf("  rkeys invalidated by the server (Send With Invalidate): %" PRIu64 ", LOCAL_INV chains: %" PRIu64 "\n",
-                rinv, linv);
-    std::printf("  connection: inline %u/%u bytes, %u credits\n", ci.inline_send, ci.inline_recv, ci.credits);
-    if (!a.verify.empty())
-      std::printf("  verify against %s: %s\n", a.verify.c_str(), run.mismatch_at < 0 ? "identical" : "DIFFERENT");
+  apps::Percentiles lat = apps::percentiles(run.lat);
+  const char* verified = a.verify.empty() ? "null" : (run.mismatch_at < 0 ? "true" : "false");
+  FILE* out = a.json.is_stdout() ? stderr : stdout;  // the human report
+  std::fprintf(out, "%s: %" PRIu64 " bytes in %.3f s, %.1f MB/s\n", a.path.c_str(), run.bytes, secs, mbps);
+  std::fprintf(out, "  %u READs of up to %u bytes, %u in flight\n", run.reads, run.chunk, a.qd);
+  std::fprintf(out, "  latency per READ, ns:  min %.0f  p50 %.0f  p99 %.0f  p99.9 %.0f  max %.0f  mean %.0f  stdev %.0f\n",
+               lat.min_ns, lat.p50_ns, lat.p99_ns, lat.p999_ns, lat.max_ns, lat.mean_ns, lat.stdev_ns);
+  std::fprintf(out, "  rkeys invalidated by the server (Send With Invalidate): %" PRIu64 ", LOCAL_INV chains: %" PRIu64 "\n",
+               rinv, linv);
+  std::fprintf(out, "  connection: inline %u/%u bytes, %u credits\n", ci.inline_send, ci.inline_recv, ci.credits);
+  if (!a.verify.empty())
+    std::fprintf(out, "  verify against %s: %s\n", a.verify.c_str(), run.mismatch_at < 0 ? "identical" : "DIFFERENT");
+  if (a.json.f != nullptr) {
+    std::fprintf(a.json.f,
+                 "{\"tool\":\"tern-nfs-read\",\"server\":\"%s\",\"path\":\"%s\",\"bytes\":%" PRIu64
+                 ",\"seconds\":%.6f,\"mb_per_s\":%.2f,\"reads\":%u,\"size\":%u,\"chunk\":%u,\"qd\":%u,"
+                 "\"latency_ns\":{\"min\":%.1f,\"p50\":%.1f,\"p99\":%.1f,\"p99_9\":%.1f,\"max\":%.1f,\"mean\":%.1f,"
+                 "\"stdev\":%.1f,\"samples\":%" PRIu64 "},\"lat_us_p50\":%.1f,\"lat_us_p99\":%.1f,"
+                 "\"remote_invalidations\":%" PRIu64 ",\"local_inv_chains\":%" PRIu64
+                 ",\"inline_send\":%u,\"inline_recv\":%u,\"credits\":%u,\"verified\":%s}\n",
+                 apps::json_escape(server_name(a)).c_str(), apps::json_escape(a.path).c_str(), run.bytes, secs, mbps,
+                 run.reads, run.chunk, run.chunk, a.qd, lat.min_ns, lat.p50_ns, lat.p99_ns, lat.p999_ns, lat.max_ns,
+                 lat.mean_ns, lat.stdev_ns, lat.count, lat.p50_ns / 1000, lat.p99_ns / 1000, rinv, linv, ci.inline_send,
+                 ci.inline_recv, ci.credits, verified);
+    if (std::string why; !a.json.close(&why)) {
+      std::fprintf(stderr, "tern-nfs-read: %s\n", why.c_str());
+      return 1;
+    }
   }
   if (run.mismatch_at >= 0) {
     std::fprintf(stderr, "tern-nfs-read: %s differs from %s at byte %" PRId64 "\n", a.path.c_str(), a.verify.c_str(),

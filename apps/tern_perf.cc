@@ -11,8 +11,10 @@
 //    echo-style program, inline or with bulk data through read or write
 //    chunks, from one or more engines. perf_rpc.cc.
 #include <getopt.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cinttypes>
@@ -20,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +32,7 @@
 #include "base/version.h"
 #include "mem/arena.h"
 #include "perf_common.h"
+#include "perf_report.h"
 #include "perf_stats.h"
 #include "rdmadev/rdmadev.h"
 #include "runtime/eal.h"
@@ -40,61 +44,82 @@ using tern::apps::Options;
 
 namespace {
 
+// The largest --rpc --size whose call fits a 4 KiB inline threshold with
+// its headers (an echo's call also names a reply chunk for its results).
+constexpr uint32_t kRpcMaxSize = 3992;
+
+constexpr const char* kUsageLine = "usage: tern-perf server|client [options]   (tern-perf --help lists them)";
+
 void usage(FILE* f) {
   std::fprintf(f,
                "usage: tern-perf server [options]\n"
                "       tern-perf client [options]\n"
                "\n"
+               "A perftest-style tool: the server echoes, the client measures round trips\n"
+               "(latency, and one-way as half of it, as perftest's send_lat reports) or\n"
+               "throughput. Sizes take K, M, G suffixes (64K); durations are seconds, or\n"
+               "with a unit (500ms, 2s).\n"
+               "\n"
                "Transport (the server and the client must agree):\n"
-               "  (default)        raw driver SEND/SEND echo: the baseline\n"
-               "  --rpc            ONC RPC calls through the RPC engine to tern-perf's echo program\n"
+               "  (default)          raw driver SEND/SEND echo: the baseline\n"
+               "  --rpc              ONC RPC calls through the RPC engine to tern-perf's echo program\n"
                "\n"
                "Both ends:\n"
-               "  --dev SPEC       device (default shm:path=/tmp/tern-perf.sock); drivers: %s\n"
-               "  --lcore LIST     pin to these CPUs/lcores: one per engine (\"0,1\"), or the first\n"
-               "                   of consecutive ones (\"0\")\n"
-               "  --eal            start DPDK EAL and run the engine(s) on lcores from --lcore\n"
-               "  --quiet          no progress or status lines\n"
+               "  --dev SPEC         device (default shm:path=/tmp/tern-perf.sock); drivers: %s\n"
+               "  --lcore LIST       pin to these CPUs/lcores: one per engine (\"0,1\"), or the first\n"
+               "                     of consecutive ones (\"0\")\n"
+               "  --eal              start DPDK EAL and run the engine(s) on lcores from --lcore\n"
+               "  --quiet            no progress or status lines\n"
                "\n"
                "Client:\n"
-               "  --mode MODE      lat: latency, one call at a time by default\n"
-               "                   bw: throughput, --qd calls in flight\n"
-               "                   rpc-lat, rpc-bw: the same with --rpc implied\n"
-               "  --size N         message bytes (send: default 32, at least 8); with --rpc the\n"
-               "                   inline argument bytes of every call (default 32, 16 to 64 KiB,\n"
-               "                   a multiple of 4; echoed back when there is no --bulk)\n"
-               "  --qd N           requests in flight (default 1 for lat, 32 for bw; at most 1024)\n"
-               "  --seconds S      run time after the warm-up (default 2)\n"
-               "  --iters N        run N requests (per engine) instead of a time\n"
-               "  --warmup N       requests before measuring (default 1000)\n"
-               "  --json FILE      also write the results as JSON\n"
-               "  --timeout S      fail when no response comes for S seconds (default 5)\n"
+               "  --mode MODE        lat: latency, one request at a time by default\n"
+               "                     bw: throughput, --qd requests in flight\n"
+               "                     rpc-lat, rpc-bw: the same with --rpc implied\n"
+               "  -s, --size N       message bytes (default 32). Raw: 8 to 64M. --rpc: the inline\n"
+               "                     argument bytes of every call, 16 to 3992 and a multiple of 4\n"
+               "                     (the call must fit the 4 KiB inline threshold; more data: --bulk)\n"
+               "  -a, --all-sizes    sweep: every power of two from the smallest size (raw 8, --rpc\n"
+               "                     16) up to --size (default: raw 8M, less when the client's 3 x qd\n"
+               "                     buffers of it would pass 256M; --rpc 2048, or with --bulk up to\n"
+               "                     --bulk), one run each over one connection; --iters 1000 per\n"
+               "                     size unless --iters or --seconds say otherwise\n"
+               "  -q, --qd N         requests in flight (default 1 for lat, 32 for bw; at most 1024)\n"
+               "                     (perftest's -t; its -q, a QP count, is --engines here)\n"
+               "  -D, --seconds S    run time after the warm-up (default 2)\n"
+               "  -n, --iters N      run N requests (per engine) instead of a time\n"
+               "  --warmup N|S       warm-up before measuring: N requests, or a time with a unit\n"
+               "                     (2s); default 1000 requests or 1 s, whichever ends first\n"
+               "  --timeout S        fail when no response comes for S (default 5)\n"
+               "  --json FILE        also write the results as JSON (\"-\": stdout)\n"
+               "  --csv FILE         also write them as CSV, a row per run (\"-\": stdout)\n"
+               "                     (either one on stdout moves the human report to stderr)\n"
+               "  --histogram        print the latency histogram (and put it in the JSON)\n"
+               "  --plot FILE.png    draw the latency distribution (needs gnuplot)\n"
                "\n"
                "Client, --rpc only:\n"
-               "  --bulk N         also move N bytes per call through a chunk (16 B to 16 MiB;\n"
-               "                   suffixes K, M: 64K, 1M)\n"
-               "  --bulk-dir DIR   read: client -> server, the call offers a read chunk and the\n"
-               "                   server pulls it with RDMA READ and answers with a small result\n"
-               "                   (default); write: server -> client, the call offers a write\n"
-               "                   chunk and the server fills it with RDMA WRITE\n"
-               "  --engines N      N client engines, each on its own thread and CPU with its own\n"
-               "                   connection to server engine i (default 1)\n"
-               "  --check-every N  besides the ids and lengths of every call and the stamps at\n"
-               "                   both ends of every bulk buffer, check every warm-up call and\n"
-               "                   every Nth call's bulk data byte for byte (default 64; 1: all).\n"
-               "                   Those calls are left out of the latency percentiles\n"
+               "  --bulk N           also move N bytes per call through a chunk (16 to 16M)\n"
+               "  --bulk-dir DIR     read: client -> server, the call offers a read chunk and the\n"
+               "                     server pulls it with RDMA READ (default); write: server ->\n"
+               "                     client, the call offers a write chunk the server fills\n"
+               "  --engines N        N client engines, each on its own thread and CPU with its own\n"
+               "                     connection to server engine i (default 1)\n"
+               "  --check-every N    besides the ids, lengths and stamps of every call, check every\n"
+               "                     warm-up call and every Nth call's data byte for byte (default\n"
+               "                     64; 1: all); with --bulk those calls are left out of the\n"
+               "                     latency percentiles\n"
                "\n"
                "Server:\n"
-               "  --once           exit after the first client leaves (each engine's, with --rpc)\n"
-               "  --engines N      --rpc: N engines on N threads; engine i > 0 listens on the\n"
-               "                   --dev path with \".i\" appended (/tmp/p.sock.1)\n"
-               "  --credits N      --rpc: credits granted per connection (default 32)\n"
-               "  --max-bulk N     --rpc: largest chunk served per call (default 1M)\n"
-               "  --clients N      --rpc: connections each engine can take over its life (default\n"
-               "                   4): the engine never reuses a closed connection's buffers, and\n"
-               "                   each holds about (credits + 20) x (max-bulk + 72 KiB)\n"
+               "  --once             exit after the first client leaves (each engine's, with --rpc)\n"
+               "  --engines N        --rpc: N engines on N threads; engine i > 0 listens on the\n"
+               "                     --dev path with \".i\" appended (/tmp/p.sock.1)\n"
+               "  --credits N        --rpc: credits granted per connection (default 32)\n"
+               "  --max-bulk N       --rpc: largest chunk served per call (default 1M)\n"
+               "  --clients N        --rpc: connections each engine holds at once (default 4); a\n"
+               "                     closed connection's buffers go to the next one. Each holds\n"
+               "                     about (credits + 20) x (max-bulk + 72 KiB)\n"
                "\n"
-               "Exit status: 0 done, 1 failed (no server, lost connection, wrong data), 2 bad usage.\n",
+               "Exit status: 0 done, 1 failed (no server, lost connection, wrong data, an output\n"
+               "not written), 2 bad usage.\n",
                [] {
                  std::string s;
                  for (auto& n : driver_names()) s += (s.empty() ? "" : ", ") + n;
@@ -103,30 +128,7 @@ void usage(FILE* f) {
                    .c_str());
 }
 
-// A count with an optional binary suffix (K, M, G); false on junk or overflow.
-bool parse_count(const char* s, uint64_t max, uint64_t* out) {
-  if (s == nullptr || *s == '\0' || *s == '-') return false;
-  errno = 0;
-  char* end = nullptr;
-  unsigned long long v = std::strtoull(s, &end, 0);
-  if (errno != 0 || end == s) return false;
-  unsigned shift = 0;
-  if (*end == 'K' || *end == 'k') shift = 10, ++end;
-  else if (*end == 'M' || *end == 'm') shift = 20, ++end;
-  else if (*end == 'G' || *end == 'g') shift = 30, ++end;
-  if (*end != '\0' || v > (max >> shift)) return false;
-  *out = static_cast<uint64_t>(v) << shift;
-  return true;
-}
-
-bool parse_seconds(const char* s, double* out) {
-  char* end = nullptr;
-  errno = 0;
-  double v = std::strtod(s, &end);
-  if (errno != 0 || end == s || *end != '\0' || !std::isfinite(v) || v <= 0 || v > 1e6) return false;
-  *out = v;
-  return true;
-}
+using apps::parse_count;
 
 bool parse_cpus(const char* s, std::vector<unsigned>* out) {
   out->clear();
@@ -155,6 +157,30 @@ bool bad(const char* fmt, ...) {
   return false;
 }
 
+// Edit distance, for "did you mean" on a mistyped option.
+size_t distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The largest raw message a sweep goes up to by default: perftest's 8 MiB,
+// or less so that the client's 3 x qd buffers of it stay under 256 MiB.
+uint32_t default_raw_top(uint32_t qd) {
+  uint32_t top = 8u << 20;
+  while (top > 8 && static_cast<uint64_t>(top) * qd * 3 > (256ull << 20)) top /= 2;
+  return top;
+}
+
 // Returns false (after saying why) on bad usage; *help when --help was asked.
 bool parse(int argc, char** argv, Options* o, bool* help) {
   *help = false;
@@ -168,32 +194,47 @@ bool parse(int argc, char** argv, Options* o, bool* help) {
   else if (role != "client") return bad("the first argument must be server or client, not '%s'", argv[1]);
   enum : int {
     kDev = 1000, kMode, kSize, kQd, kSeconds, kIters, kWarmup, kLcore, kEal, kOnce, kJson, kQuiet, kHelp, kRpc,
-    kBulk, kBulkDir, kEngines, kCheckEvery, kTimeout, kCredits, kMaxBulk, kClients
+    kBulk, kBulkDir, kEngines, kCheckEvery, kTimeout, kCredits, kMaxBulk, kClients, kCsv, kPlot, kHistogram, kSweep
   };
-  static option longs[] = {{"dev", 1, nullptr, kDev},         {"mode", 1, nullptr, kMode},
-                           {"size", 1, nullptr, kSize},       {"qd", 1, nullptr, kQd},
-                           {"seconds", 1, nullptr, kSeconds}, {"iters", 1, nullptr, kIters},
-                           {"warmup", 1, nullptr, kWarmup},   {"lcore", 1, nullptr, kLcore},
-                           {"eal", 0, nullptr, kEal},         {"once", 0, nullptr, kOnce},
-                           {"json", 1, nullptr, kJson},       {"quiet", 0, nullptr, kQuiet},
-                           {"help", 0, nullptr, kHelp},       {"rpc", 0, nullptr, kRpc},
-                           {"bulk", 1, nullptr, kBulk},       {"bulk-dir", 1, nullptr, kBulkDir},
-                           {"engines", 1, nullptr, kEngines}, {"check-every", 1, nullptr, kCheckEvery},
-                           {"timeout", 1, nullptr, kTimeout}, {"credits", 1, nullptr, kCredits},
-                           {"max-bulk", 1, nullptr, kMaxBulk}, {"clients", 1, nullptr, kClients},
-                           {nullptr, 0, nullptr, 0}};
-  bool qd_set = false;
+  static option longs[] = {{"dev", 1, nullptr, kDev},           {"mode", 1, nullptr, kMode},
+                           {"size", 1, nullptr, kSize},         {"qd", 1, nullptr, kQd},
+                           {"seconds", 1, nullptr, kSeconds},   {"duration", 1, nullptr, kSeconds},
+                           {"iters", 1, nullptr, kIters},       {"warmup", 1, nullptr, kWarmup},
+                           {"lcore", 1, nullptr, kLcore},       {"eal", 0, nullptr, kEal},
+                           {"once", 0, nullptr, kOnce},         {"json", 1, nullptr, kJson},
+                           {"csv", 1, nullptr, kCsv},           {"plot", 1, nullptr, kPlot},
+                           {"histogram", 0, nullptr, kHistogram}, {"all-sizes", 0, nullptr, kSweep},
+                           {"quiet", 0, nullptr, kQuiet},       {"help", 0, nullptr, kHelp},
+                           {"rpc", 0, nullptr, kRpc},           {"bulk", 1, nullptr, kBulk},
+                           {"bulk-dir", 1, nullptr, kBulkDir},  {"engines", 1, nullptr, kEngines},
+                           {"check-every", 1, nullptr, kCheckEvery}, {"timeout", 1, nullptr, kTimeout},
+                           {"credits", 1, nullptr, kCredits},   {"max-bulk", 1, nullptr, kMaxBulk},
+                           {"clients", 1, nullptr, kClients},   {nullptr, 0, nullptr, 0}};
+  // perftest's short flags: -s size, -n iterations, -D duration, -a all sizes;
+  // -q is the queue depth here (perftest's -t).
+  static const char kShort[] = ":s:n:D:q:ah";
+  bool qd_set = false, time_set = false;
   bool rpc_only_used = false, client_only_used = false, server_only_used = false;
   const char* rpc_only_name = nullptr;
   const char* side_name = nullptr;
   optind = 2;
-  opterr = 1;  // getopt names an unknown option itself
+  opterr = 0;  // we say what was wrong, in one line
   int c;
   uint64_t v;
-  while ((c = getopt_long(argc, argv, "", longs, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, kShort, longs, nullptr)) != -1) {
     const char* name = nullptr;
     for (const option& l : longs)
       if (l.val == c) name = l.name;
+    auto client_only = [&] { client_only_used = true, side_name = name; };
+    switch (c) {
+      case 'a': c = kSweep; break;
+      case 's': c = kSize, name = "size"; break;
+      case 'n': c = kIters, name = "iters"; break;
+      case 'D': c = kSeconds, name = "seconds"; break;
+      case 'q': c = kQd, name = "qd"; break;
+      case 'h': c = kHelp; break;
+      default: break;
+    }
     switch (c) {
       case kDev: o->dev = optarg; break;
       case kMode:
@@ -203,30 +244,46 @@ bool parse(int argc, char** argv, Options* o, bool* help) {
           return bad("--mode must be lat, bw, rpc-lat or rpc-bw, not '%s'", optarg);
         break;
       case kSize:
-        if (!parse_count(optarg, 64u << 20, &v)) return bad("--size: '%s' is not a byte count", optarg);
-        o->size = static_cast<uint32_t>(v);
+        if (!parse_count(optarg, 64u << 20, &v)) return bad("--size: '%s' is not a byte count (64, 4K, 1M)", optarg);
+        o->size = static_cast<uint32_t>(v), o->size_set = true;
         break;
       case kQd:
         if (!parse_count(optarg, 1024, &v) || v == 0) return bad("--qd must be in [1, 1024], not '%s'", optarg);
         o->qd = static_cast<uint32_t>(v), qd_set = true;
         break;
       case kSeconds:
-        if (!parse_seconds(optarg, &o->seconds)) return bad("--seconds must be a positive number, not '%s'", optarg);
+        if (!apps::parse_duration(optarg, 1e6, &o->seconds))
+          return bad("--seconds must be a positive duration (2, 500ms), not '%s'", optarg);
+        time_set = true;
         break;
       case kIters:
         if (!parse_count(optarg, UINT64_MAX / 2, &o->iters) || o->iters == 0)
           return bad("--iters must be a positive count, not '%s'", optarg);
+        time_set = true;
         break;
-      case kWarmup:
-        if (!parse_count(optarg, 1u << 30, &v)) return bad("--warmup: '%s' is not a count", optarg);
-        o->warmup = static_cast<uint32_t>(v);
+      case kWarmup: {
+        std::string_view w(optarg);
+        if (!w.empty() && w.back() == 's') {  // a time: 2s, 500ms
+          if (!apps::parse_duration(optarg, 3600, &o->warmup_s))
+            return bad("--warmup wants a count (1000) or a time (2s, 500ms), not '%s'", optarg);
+          o->warmup = UINT64_MAX;
+        } else {
+          if (!parse_count(optarg, 1ull << 40, &o->warmup))
+            return bad("--warmup wants a count (1000) or a time (2s, 500ms), not '%s'", optarg);
+          o->warmup_s = 0;
+        }
         break;
+      }
       case kLcore:
         if (!parse_cpus(optarg, &o->lcores)) return bad("--lcore wants CPU numbers such as 0 or 0,1, not '%s'", optarg);
         break;
       case kEal: o->use_eal = true; break;
       case kOnce: o->once = true; break;
-      case kJson: o->json = optarg; break;
+      case kJson: o->json.name = optarg, client_only(); break;
+      case kCsv: o->csv.name = optarg, client_only(); break;
+      case kPlot: o->plot = optarg, client_only(); break;
+      case kHistogram: o->histogram = true, client_only(); break;
+      case kSweep: o->sweep = true, name = "all-sizes", client_only(); break;
       case kQuiet: o->quiet = true; break;
       case kHelp: *help = true; return true;
       case kRpc: o->rpc = true; break;
@@ -234,13 +291,13 @@ bool parse(int argc, char** argv, Options* o, bool* help) {
         if (!parse_count(optarg, 16u << 20, &v) || (v != 0 && v < 16))
           return bad("--bulk must be 0 or 16 bytes to 16 MiB, not '%s'", optarg);
         o->bulk = static_cast<uint32_t>(v);
-        rpc_only_used = true, rpc_only_name = name, client_only_used = true, side_name = name;
+        rpc_only_used = true, rpc_only_name = name, client_only();
         break;
       case kBulkDir:
         if (std::strcmp(optarg, "read") == 0) o->bulk_dir = BulkDir::kRead;
         else if (std::strcmp(optarg, "write") == 0) o->bulk_dir = BulkDir::kWrite;
         else return bad("--bulk-dir must be read or write, not '%s'", optarg);
-        rpc_only_used = true, rpc_only_name = name, client_only_used = true, side_name = name;
+        rpc_only_used = true, rpc_only_name = name, client_only();
         break;
       case kEngines:
         if (!parse_count(optarg, 64, &v) || v == 0) return bad("--engines must be in [1, 64], not '%s'", optarg);
@@ -250,10 +307,11 @@ bool parse(int argc, char** argv, Options* o, bool* help) {
       case kCheckEvery:
         if (!parse_count(optarg, UINT32_MAX, &v) || v == 0) return bad("--check-every must be >= 1, not '%s'", optarg);
         o->check_every = static_cast<uint32_t>(v);
-        rpc_only_used = true, rpc_only_name = name, client_only_used = true, side_name = name;
+        rpc_only_used = true, rpc_only_name = name, client_only();
         break;
       case kTimeout:
-        if (!parse_seconds(optarg, &o->timeout)) return bad("--timeout must be a positive number, not '%s'", optarg);
+        if (!apps::parse_duration(optarg, 1e6, &o->timeout))
+          return bad("--timeout must be a positive duration (5, 500ms), not '%s'", optarg);
         break;
       case kCredits:
         if (!parse_count(optarg, 1024, &v) || v == 0) return bad("--credits must be in [1, 1024], not '%s'", optarg);
@@ -271,7 +329,28 @@ bool parse(int argc, char** argv, Options* o, bool* help) {
         o->clients = static_cast<uint32_t>(v);
         rpc_only_used = true, rpc_only_name = name, server_only_used = true, side_name = name;
         break;
-      default: return false;  // getopt has said what it did not understand
+      case ':': {
+        std::string arg = argv[optind - 1];
+        bool short_opt = optopt > 0 && optopt < 128 && std::strchr(kShort, optopt) != nullptr;
+        return bad("%s needs a value", short_opt ? ("-" + std::string(1, static_cast<char>(optopt))).c_str()
+                                                 : arg.substr(0, arg.find('=')).c_str());
+      }
+      default: {  // '?': not an option we know
+        bool short_opt = optopt > 0 && optopt < 128;
+        std::string arg = short_opt ? "-" + std::string(1, static_cast<char>(optopt)) : argv[optind - 1];
+        std::string flag = arg.substr(0, arg.find('='));
+        // A hint for a near miss (--secnds, --warm): not for one letter.
+        std::string bare = flag.substr(std::min(flag.find_first_not_of('-'), flag.size()));
+        std::string best;
+        size_t best_d = 3;
+        for (const option& l : longs) {
+          if (l.name == nullptr || bare.size() < 3) continue;
+          size_t d = distance(bare, l.name);
+          if (d < best_d || (best.empty() && std::string_view(l.name).starts_with(bare))) best_d = d, best = l.name;
+        }
+        if (!best.empty()) return bad("unknown option '%s' (did you mean --%s?)", flag.c_str(), best.c_str());
+        return bad("unknown option '%s'", flag.c_str());
+      }
     }
   }
   if (optind < argc) return bad("unexpected argument '%s'", argv[optind]);
@@ -281,16 +360,24 @@ bool parse(int argc, char** argv, Options* o, bool* help) {
   if (o->server && client_only_used) return bad("--%s is a client option", side_name);
   if (!o->server && server_only_used) return bad("--%s is a server option", side_name);
   if (!qd_set) o->qd = o->mode == "bw" ? 32 : 1;
+  if (o->sweep && !time_set) o->iters = 1000;  // perftest's -a: a fixed count per size
   if (o->rpc) {
-    if (o->size < 16 || o->size > (64u << 10) || o->size % 4 != 0)
-      return bad("%s", "with --rpc, --size must be 16 to 64 KiB and a multiple of 4 (XDR)");
+    if (o->size < 16 || o->size > kRpcMaxSize || o->size % 4 != 0)
+      return bad("with --rpc, --size must be 16 to %u and a multiple of 4 (XDR): the call must fit the connection's "
+                 "4 KiB inline threshold, headers included; move more data with --bulk",
+                 kRpcMaxSize);
     if (static_cast<uint64_t>(o->qd) * o->bulk > (1ull << 30))
       return bad("%s", "--qd x --bulk must stay under 1 GiB (the client's registered buffers)");
     if (!o->lcores.empty() && o->lcores.size() != 1 && o->lcores.size() < o->engines)
       return bad("%s", "--lcore must name one CPU, or one per engine");
+    if (o->sweep && o->engines > 1) return bad("%s", "-a (a size sweep) runs one engine: leave out --engines");
+    if (o->sweep && !o->size_set && o->bulk == 0) o->size = 2048;
   } else {
     if (o->size < 8) return bad("%s", "--size must be at least 8 (the sequence number)");
     if (o->lcores.size() > 1) return bad("%s", "--lcore names one CPU without --rpc");
+    if (o->sweep && !o->size_set) o->size = default_raw_top(o->qd);
+    if (static_cast<uint64_t>(o->size) * o->qd * 3 > (1ull << 30))
+      return bad("%s", "--qd x --size must stay under 340 MiB (three buffers per request in flight)");
   }
   return true;
 }
@@ -350,6 +437,9 @@ bool post_recv_slot(Endpoint& ep, uint32_t i) {
   return ep.qp->post_recv(&wr, 1, &err) == 1;
 }
 
+// What reaping the send queue found.
+enum class Reaped { kOk, kFlushed, kFailed };
+
 // Sends with selective signaling: one signaled SEND per kSignalEvery, whose
 // completion frees every earlier send slot (verbs' in-order completion).
 struct Sender {
@@ -377,38 +467,46 @@ struct Sender {
     return 1;
   }
   // Polls until a send slot is free: only then may its buffer be rewritten,
-  // because its previous SEND is known complete. False on an error
-  // completion, or when no slot frees up within `timeout_s` (a peer that
-  // stopped polling never completes our SENDs over pmd/shm).
-  bool wait_room(Endpoint& ep, double timeout_s) {
-    if (can_send()) return true;
+  // because its previous SEND is known complete. Not kOk on an error
+  // completion, when `peer_gone` (asked now and then) says the peer left, or
+  // when no slot frees up within `timeout_s` (a peer that stopped polling
+  // never completes our SENDs over pmd/shm).
+  template <typename PeerGone>
+  Reaped wait_room(Endpoint& ep, double timeout_s, PeerGone peer_gone) {
+    if (can_send()) return Reaped::kOk;
     uint64_t deadline = now_ticks() + static_cast<uint64_t>(timeout_s * tick_hz());
+    uint32_t spins = 0;
     while (!can_send()) {
-      if (!reap(ep)) return false;
+      if (Reaped r = reap(ep); r != Reaped::kOk) return r;
+      if ((++spins & 0x3ff) == 0 && peer_gone()) return Reaped::kFlushed;
       if (now_ticks() > deadline) {
         std::fprintf(stderr, "tern-perf: no SEND completed within %.1f s (the peer stopped polling?)\n", timeout_s);
-        return false;
+        return Reaped::kFailed;
       }
     }
-    return true;
+    return Reaped::kOk;
   }
-  // Returns false on an error completion.
-  bool reap(Endpoint& ep) {
+  // kFlushed: the QP went to error because the peer left, which flushes
+  // whatever was still queued; the caller decides whether that is news.
+  // Any other error completion is said here.
+  Reaped reap(Endpoint& ep) {
     Wc wc[16];
     int n = ep.scq->poll(wc, 16);
     for (int i = 0; i < n; ++i) {
+      if (wc[i].status == WcStatus::kWrFlushErr) return Reaped::kFlushed;
       if (wc[i].status != WcStatus::kSuccess) {
         std::fprintf(stderr, "tern-perf: send failed: %s\n", wc_status_name(wc[i].status));
-        return false;
+        return Reaped::kFailed;
       }
       freed = wc[i].wr_id;
     }
-    return true;
+    return Reaped::kOk;
   }
 };
 
-// The client announces its message size and queue depth in the connection's
-// private data; the server sizes that connection's buffers from them.
+// The client announces its (largest) message size and queue depth in the
+// connection's private data; the server sizes that connection's buffers from
+// them.
 struct Hello {
   char magic[4];
   uint32_t size;
@@ -416,11 +514,38 @@ struct Hello {
 };
 static_assert(sizeof(Hello) <= 56, "fits rdma_cm private data");
 
+// The server's connection events: those that come while a client is
+// served (the next client's request) wait here for accept_client(), instead
+// of being dropped and leaving that client to time out.
+struct CmInbox {
+  std::deque<CmEvent> kept;
+  // The next event, kept ones first.
+  bool next(Device& dev, CmEvent* ev) {
+    if (kept.empty()) return dev.poll_cm(ev);
+    *ev = std::move(kept.front());
+    kept.pop_front();
+    return true;
+  }
+  // While a client is served: true when it has left (a disconnect event);
+  // other events are kept for later.
+  bool client_left(Device& dev) {
+    CmEvent ev;
+    bool left = false;
+    while (dev.poll_cm(&ev)) {
+      if (ev.type == CmEventType::kDisconnected) left = true;
+      else kept.push_back(std::move(ev));
+    }
+    return left;
+  }
+};
+
 // Server: waits for a client, builds queues for what it asked, accepts.
-Status accept_client(Endpoint& ep, Options o) {
+// kDisconnected when a signal asked us to stop.
+Status accept_client(Endpoint& ep, Options o, CmInbox& inbox) {
   CmEvent ev;
   for (;;) {
-    if (!ep.dev->poll_cm(&ev)) {
+    if (apps::g_stop.load()) return make_error(Errc::kDisconnected, "stopped");
+    if (!inbox.next(*ep.dev, &ev)) {
       usleep(1000);
       continue;
     }
@@ -434,7 +559,8 @@ Status accept_client(Endpoint& ep, Options o) {
       }
       std::memcpy(&h, ev.private_data.data(), sizeof h);
       if (std::memcmp(h.magic, "PERF", 4) != 0 || h.size < 8 || h.size > (64u << 20) || h.qd == 0 || h.qd > 1024) {
-        std::fprintf(stderr, "tern-perf server: rejecting a client with a bad hello\n");
+        std::fprintf(stderr, "tern-perf server: rejecting a client whose hello asks for what this server does not "
+                             "serve (size %u, qd %u)\n", h.size, h.qd);
         (void)ep.dev->reject(ev.request, {});
         continue;
       }
@@ -451,7 +577,7 @@ Status accept_client(Endpoint& ep, Options o) {
 
 // Client: waits for the server's answer to connect().
 Status wait_established(Endpoint& ep, const Options& o) {
-  uint64_t deadline = monotonic_ns() + 5'000'000'000ull;
+  uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(o.timeout * 1e9);
   CmEvent ev;
   while (monotonic_ns() < deadline) {
     if (!ep.dev->poll_cm(&ev)) {
@@ -459,10 +585,15 @@ Status wait_established(Endpoint& ep, const Options& o) {
       continue;
     }
     if (ev.type == CmEventType::kEstablished) return Status::ok();
-    return make_error(Errc::kDisconnected, "%s: %s", cm_event_name(ev.type), ev.status.to_string().c_str());
+    if (ev.type == CmEventType::kRejected)
+      return make_error(Errc::kRemoteError, "%s rejected the connection (see the server's output: a --rpc server "
+                        "rejects raw clients)", o.dev.c_str());
+    return ev.status.is_ok() ? make_error(Errc::kDisconnected, "%s", cm_event_name(ev.type)) : ev.status;
   }
-  return make_error(Errc::kTimedOut, "no answer from %s within 5 s", o.dev.c_str());
+  return make_error(Errc::kTimedOut, "no answer from %s within %.1f s", o.dev.c_str(), o.timeout);
 }
+
+void on_stop_signal(int) { apps::g_stop.store(true); }  // a lock-free atomic store: async-signal-safe
 
 int run_server(Options o) {
   auto dev = open_device(o.dev);
@@ -474,12 +605,20 @@ int run_server(Options o) {
     std::fprintf(stderr, "tern-perf server: %s\n", st.to_string().c_str());
     return 1;
   }
+  // SIGINT and SIGTERM end the server cleanly: the device's destructor
+  // removes the socket.
+  struct sigaction sa = {};
+  sa.sa_handler = on_stop_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
   if (!o.quiet) std::fprintf(stderr, "tern-perf server: listening on %s\n", o.dev.c_str());
+  CmInbox inbox;
   for (;;) {
     // Queues are rebuilt per client; the device (and its listener) stays.
     Endpoint ep;
     ep.dev = std::move(dev.value());
-    if (Status st = accept_client(ep, o); !st) {
+    if (Status st = accept_client(ep, o, inbox); !st) {
+      if (apps::g_stop.load()) return 0;
       std::fprintf(stderr, "tern-perf server: %s\n", st.to_string().c_str());
       return 1;
     }
@@ -488,8 +627,8 @@ int run_server(Options o) {
     tx.cap = o.qd * 2;
     uint64_t echoed = 0, tx_i = 0;
     Wc wc[32];
-    CmEvent ev;
-    bool done = false;
+    bool done = false, failed = false;
+    auto client_left = [&] { return inbox.client_left(*ep.dev); };
     uint64_t polls = 0;
     while (!done) {
       int n = ep.rcq->poll(wc, 32);
@@ -499,8 +638,8 @@ int run_server(Options o) {
           break;
         }
         // Echo: copy into a send slot so the receive buffer can go back at once.
-        if (!tx.wait_room(ep, o.timeout)) {
-          done = true;
+        if (Reaped r = tx.wait_room(ep, o.timeout, client_left); r != Reaped::kOk) {
+          failed = r == Reaped::kFailed, done = true;
           break;
         }
         uint8_t* out = ep.tx + static_cast<size_t>(tx_i++ % (o.qd * 2)) * ep.slot;
@@ -509,75 +648,92 @@ int run_server(Options o) {
         if (tx.send(ep, out, wc[i].byte_len) != 1) done = true;
         ++echoed;
       }
-      if (!tx.reap(ep)) done = true;
-      if ((++polls & 0xfff) == 0 && ep.dev->poll_cm(&ev) && ev.type == CmEventType::kDisconnected) done = true;
+      // A flushed SEND means the client left with echoes still queued: the
+      // normal end of a run, not worth a line.
+      if (Reaped r = tx.reap(ep); r != Reaped::kOk) failed = r == Reaped::kFailed, done = true;
+      if ((++polls & 0xfff) == 0 && (client_left() || apps::g_stop.load())) done = true;
     }
-    if (!o.quiet) std::fprintf(stderr, "tern-perf server: client left after %" PRIu64 " requests\n", echoed);
+    if (!o.quiet)
+      std::fprintf(stderr, "tern-perf server: client left after %" PRIu64 " requests%s\n", echoed,
+                   failed ? " (a send failed)" : "");
     // Destroy the QP before its CQs, PD and memory; keep the device.
     ep.qp.reset();
     dev = std::move(ep.dev);
-    if (o.once) return 0;
+    if (o.once || apps::g_stop.load()) return 0;
   }
 }
 
-struct ClientResult {
-  uint64_t requests = 0;
-  double seconds = 0;
-  apps::Percentiles lat;
-  std::string stats;
+uint32_t be32_at(const uint8_t* p) { return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3]; }
+
+// A response that is no echo of ours but an RPC-over-RDMA header (RFC 8166:
+// xid, vers 1, credits, proc RDMA_MSG..RDMA_ERROR): an RPC server answering
+// the raw SEND it could not parse.
+bool looks_like_rpcrdma(const uint8_t* p, uint32_t len) {
+  return len >= 16 && be32_at(p + 4) == 1 && be32_at(p + 12) <= 4;
+}
+
+// The raw client's connection, and the request ids it has used: ids go on
+// across the runs of a sweep, so that a late response cannot pass as a new one.
+struct RawClient {
+  const Options& o;
+  Endpoint ep;
+  Sender tx;
+  std::vector<uint64_t> sent_at;
+  uint64_t next_id = 0;
+  uint64_t responses = 0;  // over the connection's life
 };
 
-int run_client(const Options& o) {
-  Endpoint ep;
-  auto dev = open_device(o.dev);
-  if (!dev) {
-    std::fprintf(stderr, "tern-perf client: %s\n", dev.status().to_string().c_str());
-    return 1;
-  }
-  ep.dev = std::move(dev.value());
-  if (Status st = make_queues(o, &ep); !st) {
-    std::fprintf(stderr, "tern-perf client: %s\n", st.to_string().c_str());
-    return 1;
-  }
-  for (uint32_t i = 0; i < o.qd; ++i) post_recv_slot(ep, i);
-  Hello h{{'P', 'E', 'R', 'F'}, o.size, o.qd};
-  if (Status st = ep.dev->connect(ep.qp.get(), std::span(reinterpret_cast<const uint8_t*>(&h), sizeof h)); !st) {
-    std::fprintf(stderr, "tern-perf client: %s\n", st.to_string().c_str());
-    return 1;
-  }
-  if (Status st = wait_established(ep, o); !st) {
-    std::fprintf(stderr, "tern-perf client: %s\n", st.to_string().c_str());
-    return 1;
-  }
-  Sender tx;
-  tx.cap = o.qd * 2;
-  std::vector<uint64_t> sent_at(o.qd * 2, 0);
-  std::vector<double> samples;
-  samples.reserve(o.iters ? o.iters : 1u << 22);
-  uint64_t next_id = 0, done_n = 0, measured = 0;
-  uint64_t total = o.iters ? o.iters + o.warmup : UINT64_MAX;
-  uint64_t t_start = 0, t_end = 0, t_deadline = UINT64_MAX, t_progress = 0;
-  uint64_t tick_s = static_cast<uint64_t>(tick_hz());
+// One run of `size`-byte requests over an established connection: warm-up,
+// then --iters requests or --seconds of them. Fills *r; false (said) on
+// failure.
+bool measure(RawClient& c, uint32_t size, apps::RunReport* r) {
+  const Options& o = c.o;
+  Endpoint& ep = c.ep;
+  const uint64_t first_id = c.next_id;
+  const double hz = tick_hz();
+  const uint64_t tick_s = static_cast<uint64_t>(hz);
+  uint64_t issued = 0, done = 0, measured = 0;
+  uint64_t limit = UINT64_MAX;  // requests of this run to issue; known once the warm-up ends (or the time is up)
+  bool warming = o.warmup > 0;
+  uint64_t t0 = now_ticks();
+  uint64_t warm_until = warming && o.warmup_s > 0 ? t0 + static_cast<uint64_t>(o.warmup_s * hz) : UINT64_MAX;
+  uint64_t t_start = 0, t_end = 0, deadline = UINT64_MAX, t_progress = t0 + tick_s;
+  apps::CpuMeter cpu;
 
+  auto server_left = [&] {
+    CmEvent ev;
+    return ep.dev->poll_cm(&ev) && ev.type == CmEventType::kDisconnected;
+  };
+  auto start_measuring = [&](uint64_t now) {
+    warming = false;
+    t_start = t_end = now;
+    if (o.iters != 0) limit = std::max(issued, done + o.iters);
+    else deadline = now + static_cast<uint64_t>(o.seconds * hz);
+    t_progress = now + tick_s;
+    cpu.start();
+  };
   auto issue = [&]() -> bool {
-    if (!tx.wait_room(ep, o.timeout)) return false;
-    uint64_t id = next_id++;
+    if (Reaped rr = c.tx.wait_room(ep, o.timeout, [&] { return server_left(); }); rr != Reaped::kOk) {
+      if (rr == Reaped::kFlushed) std::fprintf(stderr, "tern-perf client: the connection to %s is lost\n", o.dev.c_str());
+      return false;
+    }
+    uint64_t id = c.next_id++;
     uint8_t* buf = ep.tx + static_cast<size_t>(id % (o.qd * 2)) * ep.slot;
     std::memcpy(buf, &id, 8);
-    for (uint32_t k = 8; k < o.size; ++k) buf[k] = static_cast<uint8_t>(id + k);
-    sent_at[id % sent_at.size()] = now_ticks();
-    return tx.send(ep, buf, o.size) == 1;
+    for (uint32_t k = 8; k < size; ++k) buf[k] = static_cast<uint8_t>(id + k);
+    c.sent_at[id % c.sent_at.size()] = now_ticks();
+    ++issued;
+    return c.tx.send(ep, buf, size) == 1;
   };
-  for (uint32_t i = 0; i < o.qd && next_id < total; ++i)
-    if (!issue()) return 1;
+  if (!warming) start_measuring(now_ticks());
+  for (uint32_t i = 0; i < o.qd && issued < limit; ++i)
+    if (!issue()) return false;
   Wc wc[32];
-  bool ok = true;
   // A response must come within --timeout of the previous one (or of the
-  // start): a server that stopped, or one in --rpc mode, which answers
-  // nothing a raw client understands, must not leave the client spinning.
-  const uint64_t stall_ticks = static_cast<uint64_t>(o.timeout * static_cast<double>(tick_s));
-  uint64_t last_response = now_ticks();
-  while (ok && done_n < total) {
+  // start): a server that stopped must not leave the client spinning.
+  const uint64_t stall_ticks = static_cast<uint64_t>(o.timeout * hz);
+  uint64_t last_response = now_ticks(), polls = 0;
+  while (done < issued || issued < limit) {
     int n = ep.rcq->poll(wc, 32);
     uint64_t now = now_ticks();
     if (n > 0) {
@@ -586,77 +742,139 @@ int run_client(const Options& o) {
       std::fprintf(stderr,
                    "tern-perf client: no response for %.1f s with %" PRIu64
                    " requests outstanding (is the server running, and in the same mode: --rpc or not?)\n",
-                   o.timeout, next_id - done_n);
-      ok = false;
-      break;
+                   o.timeout, issued - done);
+      return false;
     }
     for (int i = 0; i < n; ++i) {
       if (wc[i].status != WcStatus::kSuccess) {
-        std::fprintf(stderr, "tern-perf client: receive failed: %s\n", wc_status_name(wc[i].status));
-        ok = false;
-        break;
+        std::fprintf(stderr, "tern-perf client: receive failed: %s%s\n", wc_status_name(wc[i].status),
+                     wc[i].status == WcStatus::kWrFlushErr ? " (the connection is lost: did the server stop?)" : "");
+        return false;
       }
       const uint8_t* rb = ep.rx + wc[i].wr_id * ep.slot;
-      uint64_t id;
-      std::memcpy(&id, rb, 8);
-      if (wc[i].byte_len != o.size || id >= next_id || rb[o.size - 1] != static_cast<uint8_t>(id + o.size - 1)) {
-        std::fprintf(stderr, "tern-perf client: response %" PRIu64 " is corrupt\n", id);
-        ok = false;
-        break;
+      uint32_t len = wc[i].byte_len;
+      uint64_t id = 0;
+      if (len >= 8) std::memcpy(&id, rb, 8);
+      // An echo of ours: the length sent, an id of this run still out, and
+      // the pattern's last byte (past the id, when there is one).
+      bool echo = len == size && id >= first_id && id < c.next_id &&
+                  (size == 8 || rb[size - 1] == static_cast<uint8_t>(id + size - 1));
+      if (!echo) {
+        if (c.responses == 0 && looks_like_rpcrdma(rb, len))
+          std::fprintf(stderr,
+                       "tern-perf client: the server at %s speaks RPC (it answered with an RPC-over-RDMA header, "
+                       "not an echo): use --rpc, or start the server without it\n",
+                       o.dev.c_str());
+        else if (len != size)
+          std::fprintf(stderr, "tern-perf client: a response of %u bytes to %u-byte requests: not a tern-perf echo\n",
+                       len, size);
+        else
+          std::fprintf(stderr, "tern-perf client: a response (id %" PRIu64 ") is not the echo of any request in "
+                       "flight: the data is corrupt\n", id);
+        return false;
       }
-      ++done_n;
-      if (done_n == o.warmup) {
-        t_start = now;
-        t_deadline = o.iters ? UINT64_MAX : now + static_cast<uint64_t>(o.seconds * static_cast<double>(tick_s));
-        t_progress = now + tick_s;
-      } else if (done_n > o.warmup) {
+      ++done, ++c.responses;
+      if (!warming) {
         ++measured;
-        if (o.mode == "lat") samples.push_back(ns_from_ticks(now - sent_at[id % sent_at.size()]));
+        t_end = now;
+        r->lat.add(ns_from_ticks(now - c.sent_at[id % c.sent_at.size()]));
+      } else if (done >= o.warmup || now >= warm_until) {
+        start_measuring(now);
       }
       post_recv_slot(ep, static_cast<uint32_t>(wc[i].wr_id));
-      if (now >= t_deadline) total = done_n;  // stop issuing; drain what is in flight
-      if (next_id < total && !issue()) ok = false;
+      if (now >= deadline && limit == UINT64_MAX) limit = issued;  // time is up: drain what is in flight
+      if (issued < limit && !issue()) return false;
     }
-    if (ok && !tx.reap(ep)) ok = false;
-    if (t_start && now >= t_progress && !o.quiet) {
-      double el = static_cast<double>(now - t_start) / static_cast<double>(tick_s);
-      std::fprintf(stderr, "  %5.1f s  %10.0f req/s\n", el, static_cast<double>(measured) / el);
+    if (Reaped rr = c.tx.reap(ep); rr != Reaped::kOk) {
+      if (rr == Reaped::kFlushed) std::fprintf(stderr, "tern-perf client: the connection to %s is lost\n", o.dev.c_str());
+      return false;
+    }
+    if (warming && now >= warm_until) start_measuring(now);  // a time-bounded warm-up with nothing in flight
+    if (now >= deadline && limit == UINT64_MAX) limit = issued;
+    if (now >= t_progress && !o.quiet) {
+      if (warming) {
+        std::fprintf(stderr, "  warm-up %5.1f s  %10" PRIu64 " requests\n", static_cast<double>(now - t0) / hz, done);
+      } else {
+        double el = static_cast<double>(now - t_start) / hz;
+        std::fprintf(stderr, "  %5.1f s  %10.0f req/s\n", el, static_cast<double>(measured) / el);
+      }
       t_progress += tick_s;
     }
-    if (now >= t_deadline && next_id == done_n) break;
+    // The server leaving shows as flushed receives, or only as a control
+    // event when nothing of ours is in flight.
+    if ((++polls & 0xfff) == 0 && server_left()) {
+      std::fprintf(stderr, "tern-perf client: the server at %s closed the connection\n", o.dev.c_str());
+      return false;
+    }
   }
-  t_end = now_ticks();
-  if (!ok) return 1;
+  cpu.stop();
+  r->mode = "send/" + o.mode;
+  r->transport = "send";
+  r->dev = o.dev;
+  r->size = size;
+  r->qd = o.qd;
+  r->requests = measured;
+  r->seconds = t_end > t_start ? static_cast<double>(t_end - t_start) / hz : 0;
+  r->rps = r->seconds > 0 ? static_cast<double>(measured) / r->seconds : 0;
+  r->gbps = r->rps * size * 8 / 1e9;
+  r->cpu_share = cpu.share;
+  r->preempted = cpu.preempted;
+  r->busy = cpu.busy();
+  return true;
+}
+
+int run_client(const Options& o) {
+  const std::vector<uint32_t> sizes = apps::sweep_sizes(o, 8, o.size);
+  RawClient c{o, {}, {}, {}, 0, 0};
+  Endpoint& ep = c.ep;
+  auto dev = open_device(o.dev);
+  if (!dev) {
+    std::fprintf(stderr, "tern-perf client: %s\n", dev.status().to_string().c_str());
+    return 1;
+  }
+  ep.dev = std::move(dev.value());
+  Options sized = o;
+  sized.size = sizes.back();  // one connection for every size of a sweep: buffers for the largest
+  if (Status st = make_queues(sized, &ep); !st) {
+    std::fprintf(stderr, "tern-perf client: %s\n", st.to_string().c_str());
+    return 1;
+  }
+  for (uint32_t i = 0; i < o.qd; ++i) post_recv_slot(ep, i);
+  Hello h{{'P', 'E', 'R', 'F'}, sized.size, o.qd};
+  if (Status st = ep.dev->connect(ep.qp.get(), std::span(reinterpret_cast<const uint8_t*>(&h), sizeof h)); !st) {
+    std::fprintf(stderr, "tern-perf client: %s\n", st.to_string().c_str());
+    return 1;
+  }
+  if (Status st = wait_established(ep, o); !st) {
+    std::fprintf(stderr, "tern-perf client: %s\n", st.to_string().c_str());
+    return 1;
+  }
+  c.tx.cap = o.qd * 2;
+  c.sent_at.assign(o.qd * 2, 0);
+  apps::Reporter rep(o);
+  FILE* out = rep.out();
+  for (uint32_t size : sizes) {
+    apps::RunReport r;
+    if (!measure(c, size, &r)) return 1;
+    if (!o.sweep) {
+      std::fprintf(out, "tern-perf  mode=send/%s  dev=%s  size=%u  qd=%u\n", o.mode.c_str(), o.dev.c_str(), size,
+                   o.qd);
+      std::fprintf(out, "  requests      %12" PRIu64 "   in %.2f s\n", r.requests, r.seconds);
+      std::fprintf(out, "  throughput    %12.0f req/s   %.3f Gb/s each way\n", r.rps, r.gbps);
+      std::fprintf(out, "  latency (%" PRIu64 " samples%s)\n", r.lat.count(),
+                   o.mode == "bw" ? ", under load: --qd in flight" : "");
+      rep.print_latency(r);
+      std::fprintf(out, "  driver: %s\n", format_stats(ep.qp->stats()).c_str());
+      if (r.cpu_share >= 0)
+        std::fprintf(out, "  cpu           the client had a CPU %.0f%% of the run (%" PRIu64 " preemptions)%s\n",
+                     100 * r.cpu_share, r.preempted, r.busy ? ": the machine was busy, figures are low" : "");
+    } else if (!o.quiet) {
+      std::fprintf(stderr, "  size %9u: %10.0f req/s  rtt p50 %8.0f ns\n", size, r.rps, r.lat.percentile(0.5));
+    }
+    rep.add(std::move(r));
+  }
   (void)ep.dev->disconnect(ep.qp.get());  // best effort: results are in hand
-
-  ClientResult r;
-  r.requests = measured;
-  r.seconds = t_start ? static_cast<double>(t_end - t_start) / tick_hz() : 0;
-  r.lat = apps::percentiles(std::move(samples));
-  r.stats = format_stats(ep.qp->stats());
-  double rps = r.seconds > 0 ? static_cast<double>(r.requests) / r.seconds : 0;
-  double gbps = rps * o.size * 8 / 1e9;
-
-  std::printf("tern-perf  mode=send/%s  dev=%s  size=%u  qd=%u\n", o.mode.c_str(), o.dev.c_str(), o.size, o.qd);
-  std::printf("  requests      %12" PRIu64 "   in %.2f s\n", r.requests, r.seconds);
-  std::printf("  throughput    %12.0f req/s   %.3f Gb/s each way\n", rps, gbps);
-  if (o.mode == "lat") {
-    std::printf("  latency (round trip, ns)\n");
-    apps::print_latency(r.lat);
-  }
-  std::printf("  driver: %s\n", r.stats.c_str());
-  if (!o.json.empty()) {
-    FILE* f = apps::open_json(o.json);
-    if (f == nullptr) return 1;
-    std::fprintf(f,
-                 "{\"mode\":\"send/%s\",\"dev\":\"%s\",\"size\":%u,\"qd\":%u,\"requests\":%" PRIu64
-                 ",\"seconds\":%.6f,\"requests_per_s\":%.1f,\"gbps\":%.4f,"
-                 "\"latency_ns\":{\"min\":%.1f,\"p50\":%.1f,\"p99\":%.1f,\"p99_9\":%.1f,\"max\":%.1f,\"mean\":%.1f}}\n",
-                 o.mode.c_str(), apps::json_escape(o.dev).c_str(), o.size, o.qd, r.requests, r.seconds, rps, gbps, r.lat.min_ns,
-                 r.lat.p50_ns, r.lat.p99_ns, r.lat.p999_ns, r.lat.max_ns, r.lat.mean_ns);
-    std::fclose(f);
-  }
-  return 0;
+  return rep.finish();
 }
 
 }  // namespace
@@ -669,13 +887,17 @@ int main(int argc, char** argv) {
   Options o;
   bool help = false;
   if (!parse(argc, argv, &o, &help)) {
-    std::fprintf(stderr, "\n");
-    usage(stderr);
+    std::fprintf(stderr, "%s\n", kUsageLine);
     return 2;
   }
   if (help) {
     usage(stdout);
     return 0;
+  }
+  // Outputs are opened before the run, so that a bad path costs no run.
+  if (std::string why; !o.server && !apps::prepare_outputs(&o, &why)) {
+    std::fprintf(stderr, "tern-perf: %s\n%s\n", why.c_str(), kUsageLine);
+    return 2;
   }
   if (o.rpc) return o.server ? apps::run_rpc_server(o) : apps::run_rpc_client(o);
 

@@ -15,6 +15,7 @@ packages=(
   # Observability tests: tshark decodes driver packet captures (pcap=), and
   # dpdk-dev ships dpdk-telemetry.py, which reads Tern's rte_telemetry commands.
   tshark dpdk-dev
+  gnuplot-nox  # tern-perf --plot (optional at run time; installed so its test runs)
 )
 fuzz_packages=(clang libclang-rt-14-dev)
 for a in "$@"; do

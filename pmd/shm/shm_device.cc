@@ -3,6 +3,7 @@
 // connection area memfd and passes it in its hello; the server maps it on
 // accept. Every message and the area header are peer input and are checked.
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -11,6 +12,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/log.h"
@@ -38,6 +42,30 @@ std::string socket_peer(int fd) {
   socklen_t len = sizeof cred;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return "an unknown process";
   return "pid " + std::to_string(cred.pid) + " uid " + std::to_string(cred.uid);
+}
+
+// "socket mode 0660 owner 0:100", or why the socket could not be looked at:
+// what a permission error needs to be acted on.
+std::string socket_access(const std::string& path) {
+  struct stat sb;
+  if (stat(path.c_str(), &sb) != 0) return std::string("cannot stat it: ") + std::strerror(errno);
+  char b[96];
+  std::snprintf(b, sizeof b, "socket mode %04o owner %u:%u; this process is uid %u gid %u", sb.st_mode & 07777,
+                sb.st_uid, sb.st_gid, geteuid(), getegid());
+  return b;
+}
+
+// Why a connect to the socket at `path` failed, in words a person can act on.
+Status connect_error(const std::string& path, int e) {
+  if (e == EACCES || e == EPERM)
+    return make_sys_error(Errc::kInvalidArgument, e, "shm: permission denied on %s (%s)", path.c_str(),
+                          socket_access(path).c_str());
+  if (e == ECONNREFUSED)
+    return make_sys_error(Errc::kDisconnected, e,
+                          "shm: nobody listens on %s (the socket file is there but no server accepts on it: a "
+                          "server that died, or one still starting)",
+                          path.c_str());
+  return make_sys_error(Errc::kDisconnected, e, "shm: nobody listens on %s", path.c_str());
 }
 
 void set_pdata(ShmMsg* m, std::span<const uint8_t> p) {
@@ -133,20 +161,60 @@ Status ShmDevice::listen() {
       close(fd);
       return make_error(Errc::kInvalidArgument, "shm: %s exists and is not a socket", cfg_.path.c_str());
     }
-    // A socket file left by a dead server is removed; a live server keeps it.
+    // A socket file left by a dead server is removed; a live server keeps
+    // it. The probe connects and closes without a word, which the live
+    // server takes for what it is (read_hellos), not for a bad hello.
     int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    int probe_errno = 0;
     bool alive = probe >= 0 && ::connect(probe, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+    if (!alive) probe_errno = errno;
     if (probe >= 0) close(probe);
     if (alive) {
       close(fd);
       return make_error(Errc::kBadState, "shm: another server is listening on %s", cfg_.path.c_str());
     }
+    if (probe_errno == EACCES || probe_errno == EPERM) {
+      // We cannot tell whether it is live: it is not ours to remove.
+      close(fd);
+      return make_sys_error(Errc::kInvalidArgument, probe_errno,
+                            "shm: permission denied on %s (%s): another user's server? pick another path",
+                            cfg_.path.c_str(), socket_access(cfg_.path).c_str());
+    }
     unlink(cfg_.path.c_str());
   }
-  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd, 128) != 0) {
+  // mode=: the socket file is born with at most the requested bits (bind
+  // applies the umask to the socket's own mode), then gets exactly them, and
+  // group= its group, all before listen(): until then nobody can connect.
+  if (cfg_.socket_mode >= 0 && fchmod(fd, static_cast<mode_t>(cfg_.socket_mode)) != 0) {
     int e = errno;
     close(fd);
+    return make_sys_error(Errc::kInvalidArgument, e, "shm: mode=%04o on the socket", cfg_.socket_mode);
+  }
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    int e = errno;
+    close(fd);
+    if (e == EACCES || e == EPERM)
+      return make_sys_error(Errc::kInvalidArgument, e, "shm: permission denied creating %s (its directory is not "
+                            "writable by uid %u)", cfg_.path.c_str(), geteuid());
     return make_sys_error(Errc::kInvalidArgument, e, "shm: cannot listen on %s", cfg_.path.c_str());
+  }
+  Status access = Status::ok();
+  if (cfg_.socket_mode >= 0 && chmod(cfg_.path.c_str(), static_cast<mode_t>(cfg_.socket_mode)) != 0)
+    access = make_sys_error(Errc::kInvalidArgument, errno, "shm: mode=%04o on %s", cfg_.socket_mode,
+                            cfg_.path.c_str());
+  if (access && cfg_.socket_gid >= 0 && lchown(cfg_.path.c_str(), static_cast<uid_t>(-1),
+                                               static_cast<gid_t>(cfg_.socket_gid)) != 0) {
+    int e = errno;
+    access = make_sys_error(Errc::kInvalidArgument, e, "shm: group=%s on %s%s", cfg_.group.c_str(),
+                            cfg_.path.c_str(),
+                            e == EPERM ? ": a process can only give its files to a group it is in" : "");
+  }
+  if (access && ::listen(fd, 128) != 0)
+    access = make_sys_error(Errc::kInvalidArgument, errno, "shm: cannot listen on %s", cfg_.path.c_str());
+  if (!access) {
+    close(fd);
+    unlink(cfg_.path.c_str());
+    return access;
   }
   listen_fd_ = fd;
   TERN_LOG(kInfo, "shm", "listening on %s", cfg_.path.c_str());
@@ -181,8 +249,9 @@ Status ShmDevice::connect(Qp* qpi, std::span<const uint8_t> pdata) {
     close(afd);
     return make_sys_error(Errc::kNoResources, errno, "shm connect: socket");
   }
-  // AF_UNIX connect completes at once (or fails at once): no listener is the
-  // rdma_cm "unreachable" case and is reported as that event.
+  // AF_UNIX connect completes at once (or fails at once): no listener, or a
+  // socket we may not connect to, is the rdma_cm "unreachable" case and is
+  // reported as that event, with which of the two it was.
   if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
     int e = errno;
     close(fd);
@@ -190,7 +259,7 @@ Status ShmDevice::connect(Qp* qpi, std::span<const uint8_t> pdata) {
     qp->set_state(QpState::kError);
     CmEvent ev{CmEventType::kUnreachable};
     ev.qp = qp;
-    ev.status = make_sys_error(Errc::kDisconnected, e, "shm: nobody listens on %s", cfg_.path.c_str());
+    ev.status = connect_error(cfg_.path, e);
     queue_event(std::move(ev));
     return Status::ok();
   }
@@ -393,17 +462,32 @@ bool ShmDevice::poll_cm(CmEvent* ev) {
 
 // ---------------------------------------------------------------- driver
 
+// group=: a group name, or a numeric gid.
+Result<int64_t> resolve_group(const std::string& g) {
+  if (g.empty()) return make_error(Errc::kInvalidArgument, "shm: group= needs a group name or gid");
+  if (g.find_first_not_of("0123456789") == std::string::npos) {
+    if (g.size() > 9) return make_error(Errc::kInvalidArgument, "shm: group=%s: gid too large", g.c_str());
+    return static_cast<int64_t>(std::strtoul(g.c_str(), nullptr, 10));
+  }
+  group grp{}, *found = nullptr;
+  std::vector<char> buf(16384);
+  int e = getgrnam_r(g.c_str(), &grp, buf.data(), buf.size(), &found);
+  if (e != 0 || found == nullptr)
+    return make_error(Errc::kInvalidArgument, "shm: group=%s: no such group", g.c_str());
+  return static_cast<int64_t>(found->gr_gid);
+}
+
 class ShmDriver final : public Driver {
  public:
   const char* name() const override { return "shm"; }
   const char* usage() const override {
     return "shm:path=<unix socket>[,ring=<slots, power of 2>][,depth=<fast-reg pages>][,max_wr=<n>]"
-           "[,hello_timeout_ms=<ms>][,max_pending=<sockets>][,qp_bound=0|1][,fast_reg=0|1][,inv_qp_check=0|1]"
-           "[,pcap=<file>]";
+           "[,hello_timeout_ms=<ms>][,max_pending=<sockets>][,mode=<octal, e.g. 0660>][,group=<name or gid>]"
+           "[,qp_bound=0|1][,fast_reg=0|1][,inv_qp_check=0|1][,pcap=<file>]";
   }
   Result<std::unique_ptr<Device>> open(const DevArgs& a) override {
     TERN_TRY(a.check_keys({"path", "ring", "depth", "max_wr", "qp_bound", "fast_reg", "inv_qp_check",
-                              "hello_timeout_ms", "max_pending", "pcap"}));
+                              "hello_timeout_ms", "max_pending", "mode", "group", "pcap"}));
     ShmDeviceConfig cfg;
     cfg.path = a.get("path");
     sockaddr_un sa;
@@ -452,6 +536,23 @@ class ShmDriver final : public Driver {
     cfg.qp_bound = *qp_bound == 1;
     cfg.hello_timeout_ms = static_cast<uint32_t>(*hello_ms);
     cfg.max_pending = static_cast<uint32_t>(*pending);
+    if (a.has("mode")) {
+      // Octal, as chmod takes it: permission bits only (no setuid, sticky).
+      std::string m = a.get("mode");
+      char* end = nullptr;
+      unsigned long v = m.empty() || m.size() > 4 ? 01000 : std::strtoul(m.c_str(), &end, 8);
+      if (m.empty() || m.size() > 4 || *end != '\0' || m.find_first_not_of("01234567") != std::string::npos ||
+          v > 0777)
+        return make_error(Errc::kInvalidArgument, "shm: mode=%s must be octal permission bits, 0000 to 0777 (0660)",
+                          m.c_str());
+      cfg.socket_mode = static_cast<int>(v);
+    }
+    if (a.has("group")) {
+      cfg.group = a.get("group");
+      auto gid = resolve_group(cfg.group);
+      TERN_TRY(gid);
+      cfg.socket_gid = *gid;
+    }
     cfg.pcap = a.get("pcap");
     std::unique_ptr<RocePcap> pcap;
     if (a.has("pcap")) {

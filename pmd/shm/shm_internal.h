@@ -319,6 +319,12 @@ struct ShmDeviceConfig {
   // says nothing must not hold our descriptors.
   uint32_t hello_timeout_ms = 1000;
   uint32_t max_pending = 64;
+  // Who may connect (mode=, group=): the listening socket's permission bits
+  // and group, applied before listen(); -1 leaves the umask's mode and our
+  // group. Connecting to a socket needs write permission on it.
+  int socket_mode = -1;
+  int64_t socket_gid = -1;
+  std::string group;  // as given, for messages
 };
 
 class ShmDevice final : public Device {
