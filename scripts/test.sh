@@ -61,7 +61,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
 stage "TSan build (build-tsan/)"
 scripts/build.sh build-tsan -Dbuildtype=debug -Db_sanitize=thread -Db_lundef=false \
   -Dbenchmarks=false -Dapps=false
-TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions="$top/tests/tsan.supp" \
   meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite conformance --suite functional
 
 stage "fuzzing (build-fuzz/, scripts/fuzz.sh)"
