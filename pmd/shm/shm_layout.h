@@ -86,6 +86,14 @@ enum ShmOp : uint8_t {
   kOpMax = kOpRead,
 };
 
+enum ShmDescFlags : uint16_t {
+  // Wait mode: the producer waits for this descriptor's execution (a
+  // signaled WR, or its ring is filling up): once the consumer's index
+  // passes it, wake the producer if it is armed. Executing the others
+  // wakes nobody: an unsignaled Send's completion is nobody's business.
+  kDescAckWanted = 1u << 0,
+};
+
 // A (segment, offset, length) inside memory the *producer* exported.
 struct ShmSge {
   uint32_t seg;
@@ -98,7 +106,7 @@ struct ShmDesc {
   uint32_t index;      // must equal the ring index it sits at (catches torn/stale slots)
   uint8_t op;          // ShmOp
   uint8_t num_sge;
-  uint16_t reserved0;
+  uint16_t flags;      // ShmDescFlags; a hint, never trusted
   uint32_t key;        // kOpWrite/kOpRead: the consumer's rkey; kOpSendInv: rkey to invalidate
   uint32_t length;     // sum of sge lengths
   uint64_t raddr;      // kOpWrite/kOpRead: address in the consumer's MR

@@ -304,6 +304,10 @@ void ShmQp::issue() {
       }
       e.ring_index = out_prod_;
       e.desc.index = out_prod_;
+      // A host asleep on this WR's completion, or on room in a filling ring
+      // (the newest descriptor is always flagged when the ring is full),
+      // needs the consumer to wake it; see ShmDescFlags.
+      e.desc.flags = e.signaled || out_prod_ + 1 - out_done_ >= slots_ / 2 ? kDescAckWanted : 0;
       ShmDesc* slot = &out_slots_[out_prod_ & slot_mask_];
       std::memcpy(slot, &e.desc, kDescHeader + e.desc.num_sge * sizeof(ShmSge));
       if (TERN_UNLIKELY(corrupt_next_)) {
@@ -577,6 +581,7 @@ void ShmQp::execute_inbound() {
     return;
   }
   uint32_t start = in_cons_;
+  bool ack_wanted = false;
   // More than a burst waiting: a host about to sleep must poll again first,
   // for the peer will not ring for descriptors it published already.
   if (avail > kExecBurst && dev_->armed()) dev_->self_wake();
@@ -592,11 +597,12 @@ void ShmQp::execute_inbound() {
       if (r == Exec::kFailed) return;
       break;
     }
+    ack_wanted |= (d.flags & kDescAckWanted) != 0;
     ++in_cons_;
   }
   if (in_cons_ != start) {
     in_->cons.store(in_cons_, std::memory_order_release);
-    ring_due_ = true;
+    if (ack_wanted) ring_due_ = true;
   }
 }
 

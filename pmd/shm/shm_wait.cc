@@ -2,8 +2,9 @@
 // peer process. There is no interrupt, so the work a sleeping host must be
 // woken for comes from three places:
 //
-//  - the peer: it publishes a descriptor, executes ours (advancing our
-//    consumer index), or changes its state. While we are armed our
+//  - the peer: it publishes a descriptor, executes one of ours that we
+//    flagged as waited for (kDescAckWanted: a signaled WR, or a ring
+//    filling up), or changes its state. While we are armed our
 //    endpoint's wait word is odd, and the peer, after such a store, sends
 //    one WAKE message on the connection's socket per armed value. The socket
 //    is in our epoll set anyway (a hang-up there is how a dead peer is
