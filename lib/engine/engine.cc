@@ -261,9 +261,11 @@ const HandlerEntry* EngineImpl::find_handler(uint32_t prog, uint32_t vers, uint3
   return nullptr;
 }
 
-void EngineImpl::poll_cm(DeviceCtx* dc) {
+int EngineImpl::poll_cm(DeviceCtx* dc) {
   CmEvent ev;
+  int events = 0;
   while (dc->dev->poll_cm(&ev)) {
+    ++events;
     Conn* conn = nullptr;
     for (auto& c : conns)
       if (ev.qp != nullptr && c->qp.get() == ev.qp) conn = c.get();
@@ -302,10 +304,12 @@ void EngineImpl::poll_cm(DeviceCtx* dc) {
       }
     }
   }
+  return events;
 }
 
 int EngineImpl::poll() {
   int work = 0;
+  if (waiting.armed && !waiting.rechecking) work += finish_wait();
   Wc wc[32];
   for (auto& dcp : devices) {
     DeviceCtx* dc = dcp.get();
@@ -341,7 +345,7 @@ int EngineImpl::poll() {
   uint64_t now = now_ticks();
   if (now - last_cm_tick >= cm_interval_ticks) {
     last_cm_tick = now;
-    for (auto& dcp : devices) poll_cm(dcp.get());
+    for (auto& dcp : devices) work += poll_cm(dcp.get());
   }
   ++polls;
   // Another thread wants a stats snapshot (telemetry): one relaxed load per pass.

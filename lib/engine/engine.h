@@ -17,6 +17,9 @@
 //   eng->handle(prog, vers, proc, handler, ctx);
 //   eng->listen("shm:path=/run/tern.sock");
 //   for (;;) eng->poll();           // handlers reply at once or later
+// A host that would rather sleep than spin when idle uses wait mode:
+//   for (;;) if (eng->poll() == 0) (void)eng->wait(100);
+// or puts wait_fd() in its own epoll set (see "wait mode" below).
 #pragma once
 
 #include <cstdint>
@@ -254,8 +257,43 @@ class Engine {
   virtual ~Engine() = default;
 
   // One pass over every queue and connection. Returns how much work it did
-  // (0: idle), so a host reactor can tell busy from idle.
+  // (completions, connection events, calls sent from the backlog; 0: idle),
+  // so a host reactor can tell busy from idle.
   virtual int poll() = 0;
+
+  // ---- wait mode: sleep while idle instead of spinning (engine_wait.cc)
+  //
+  // An engine busy-polls by default. A host that wants the core back while
+  // nothing happens follows this protocol, on the engine's thread:
+  //
+  //   for (;;) {
+  //     if (eng->poll() > 0) continue;          // 1. busy: keep polling
+  //     auto idle = eng->prepare_wait();        // 2. idle: arm, and look once more
+  //     if (!idle || !*idle) continue;          //    work came meanwhile (or no wait mode)
+  //     epoll_wait(<a set holding eng->wait_fd()>, ..., timeout);   // 3. sleep
+  //   }                                         // 4. the next poll() consumes the wake-up
+  //
+  // prepare_wait() arms every completion queue (and pmd/shm's doorbells, and
+  // the drivers' timers), then polls once more: a completion that arrived
+  // before the arm raises no notification, so this second look is what
+  // makes the sleep safe. It returns false when that look found work -- the
+  // host must poll again, not sleep -- and true when nothing can happen now
+  // without wait_fd() becoming readable: a completion, a connection event, a
+  // driver deadline. The host's own timers are its business (the epoll
+  // timeout). Calls made between prepare_wait() and the sleep are fine: the
+  // armed queues wake the fd for their completions. Waking costs a few
+  // microseconds of latency per sleep (docs/performance.md, "Wait mode").
+  //
+  // wait_fd(): an epoll fd of the engine's devices' wait fds; poll or epoll
+  // it for EPOLLIN, never read it. -1 when a device has no wait mode (then
+  // prepare_wait() says kUnsupported). Devices opened later join it at the
+  // next prepare_wait().
+  virtual int wait_fd() = 0;
+  virtual Result<bool> prepare_wait() = 0;
+  // For simple hosts: prepare_wait(), and if it says idle, sleeps on
+  // wait_fd() for up to timeout_ms (-1: until something happens). True if it
+  // slept (woken or timed out), false if there was work; then poll().
+  virtual Result<bool> wait(int timeout_ms) = 0;
 
   // Registered memory for bulk buffers (zero copy), from the engine's arena.
   virtual void* alloc(size_t len, size_t align = 4096) = 0;

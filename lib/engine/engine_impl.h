@@ -338,6 +338,9 @@ class EngineImpl final : public Engine {
   explicit EngineImpl(const EngineOptions& o) : opt(o) {}
   ~EngineImpl() override;
   int poll() override;
+  int wait_fd() override;
+  Result<bool> prepare_wait() override;
+  Result<bool> wait(int timeout_ms) override;
   void* alloc(size_t len, size_t align) override;
   Status register_memory(void* addr, size_t len) override;
   Result<Connection*> connect(std::string_view spec) override;
@@ -372,7 +375,12 @@ class EngineImpl final : public Engine {
   // A protection domain on dc's device with the arena and the host's
   // regions registered (local only) and a registrar of dc->chunk_reg's kind.
   Result<std::unique_ptr<PdCtx>> make_pd_ctx(DeviceCtx* dc);
-  void poll_cm(DeviceCtx* dc);
+  // Connection events of dc's device, handled; returns how many.
+  int poll_cm(DeviceCtx* dc);
+  // Wait mode (engine_wait.cc): after prepare_wait() said idle, the first
+  // poll() consumes the wake-up (acks and disarms the devices, reads their
+  // connection events); returns the events handled.
+  int finish_wait();
   // The handler, or nullptr with *stat saying what to answer (PROG_UNAVAIL,
   // PROG_MISMATCH with the versions served in *low..*high, PROC_UNAVAIL).
   const HandlerEntry* find_handler(uint32_t prog, uint32_t vers, uint32_t proc, AcceptStat* stat, uint32_t* low,
@@ -393,6 +401,14 @@ class EngineImpl final : public Engine {
   void give_back(uint8_t* p, size_t size);
   std::vector<std::pair<size_t, uint8_t*>> spare;
   uint64_t last_cm_tick = 0, cm_interval_ticks = 0;
+  // Wait mode.
+  struct WaitState {
+    int epfd = -1;             // holds every device's wait fd; made on first use
+    size_t devices_added = 0;  // devices[0..devices_added) are in epfd
+    bool armed = false;        // prepare_wait() armed the devices; poll() acks
+    bool rechecking = false;   // prepare_wait()'s own poll(): keep them armed
+    ~WaitState();
+  } waiting;
   // The engine-level counters that live as long as the engine (no device
   // or connection lists): what another thread may read.
   StatsView fixed_view() const;

@@ -247,6 +247,13 @@ class Cq {
   // Up to max completions into wc; returns how many. Drives the driver's progress.
   virtual int poll(Wc* wc, int max) = 0;
   virtual uint32_t capacity() const = 0;
+  // Wait mode (see Device::wait_fd): asks that the device's wait fd become
+  // readable when the next completion is added to this CQ, as
+  // ibv_req_notify_cq does. Completions already in the CQ, or arriving while
+  // it is armed but before the host polls, need not signal: poll once more
+  // after arming, and sleep only if that finds nothing. One notification per
+  // arm; Device::ack_wait disarms. kUnsupported without wait mode.
+  virtual Status arm() { return make_error(Errc::kUnsupported, "this driver has no wait mode"); }
 };
 
 // ---------------------------------------------------------------- queue pairs
@@ -376,6 +383,34 @@ class Device {
   // Driver counters of the device itself (asynchronous events, port changes,
   // QPs failed by the device), for tools and tests; empty if it has none.
   virtual StatsView stats() const { return {}; }
+
+  // Wait mode: how a host sleeps instead of busy-polling (docs/driver-interface.md).
+  //
+  // wait_fd() is one file descriptor, owned by the device, that a host polls
+  // or epolls for EPOLLIN (never reads): it becomes readable when something
+  // is there for this device's poll calls -- a completion on a CQ armed with
+  // Cq::arm(), an event for poll_cm() (connections, the device's own
+  // asynchronous events, pmd/shm's sockets), or a deadline of the driver's
+  // own (pmd/shm: a hello timeout; pmd/verbs: the flush grace of a QP in
+  // error). -1 when the driver has no wait mode. The first call sets the
+  // device up for waiting; until then it pays nothing for it.
+  //
+  // The protocol, one thread, as for everything else on a device:
+  //   1. poll the CQs and poll_cm() until they find nothing;
+  //   2. arm() every CQ, then arm_wait();
+  //   3. poll the CQs once more: completions that came before the arm raise
+  //      no notification. If it finds any, ack_wait() and go to 1;
+  //   4. sleep on wait_fd() (poll/epoll, with the host's own timeout);
+  //   5. ack_wait(); if it returns true, poll_cm(); go to 1.
+  // WRs posted after step 2 are covered: their completions wake the fd.
+  virtual int wait_fd() { return -1; }
+  // Step 2: arms the driver's timers for its own deadlines, and makes the fd
+  // readable at once when the driver already holds events for poll_cm().
+  virtual Status arm_wait() { return make_error(Errc::kUnsupported, "this driver has no wait mode"); }
+  // Step 5 (and after step 3 finds work): consumes what made the fd readable
+  // and disarms every CQ and the driver's notifications. True when poll_cm()
+  // may have something. Never blocks; harmless when nothing fired.
+  virtual bool ack_wait() { return true; }
 };
 
 // ---------------------------------------------------------------- opening

@@ -87,7 +87,7 @@ int recv_msg(int sock, ShmMsg* m, int* fd) {
 
 bool msg_valid(const ShmMsg& m, ssize_t got) {
   return got == static_cast<ssize_t>(sizeof m) && m.magic == kAreaMagic && m.version == kLayoutVersion &&
-         m.type >= kMsgHello && m.type <= kMsgBye && m.pdata_len <= kMaxPrivateData;
+         m.type >= kMsgHello && m.type <= kMsgMax && m.pdata_len <= kMaxPrivateData;
 }
 
 }  // namespace tern::shm

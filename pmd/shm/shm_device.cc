@@ -106,6 +106,8 @@ ShmDevice::~ShmDevice() {
     unlink(cfg_.path.c_str());
   }
   for (const Pending& p : handshaking_) close(p.fd);
+  for (int fd : {epfd_, wake_fd_, timer_fd_})
+    if (fd >= 0) close(fd);
 }
 
 Result<std::unique_ptr<Pd>> ShmDevice::alloc_pd() { return std::unique_ptr<Pd>(new ShmPd(this)); }
@@ -113,7 +115,7 @@ Result<std::unique_ptr<Pd>> ShmDevice::alloc_pd() { return std::unique_ptr<Pd>(n
 Result<std::unique_ptr<Cq>> ShmDevice::create_cq(uint32_t capacity) {
   if (capacity == 0 || capacity > caps_.max_cqe)
     return make_error(Errc::kInvalidArgument, "create_cq: capacity %u not in [1, %u]", capacity, caps_.max_cqe);
-  return std::unique_ptr<Cq>(new ShmCq(capacity));
+  return std::unique_ptr<Cq>(new ShmCq(this, capacity));
 }
 
 Result<std::unique_ptr<Qp>> ShmDevice::create_qp(const QpInit& init) {
@@ -217,6 +219,7 @@ Status ShmDevice::listen() {
     return access;
   }
   listen_fd_ = fd;
+  watch_fd(fd);
   TERN_LOG(kInfo, "shm", "listening on %s", cfg_.path.c_str());
   return Status::ok();
 }
@@ -351,6 +354,7 @@ void ShmDevice::accept_new() {
       continue;
     }
     handshaking_.push_back(Pending{fd, monotonic_ns() + uint64_t{cfg_.hello_timeout_ms} * 1000000u});
+    watch_fd(fd);
   }
 }
 
@@ -366,6 +370,7 @@ void ShmDevice::read_hellos() {
       continue;
     }
     handshaking_.erase(handshaking_.begin() + static_cast<std::ptrdiff_t>(i));
+    unwatch_fd(fd);  // closed below, or quiet until accept() hands it to a QP
     std::string why;
     if (r == 0) {
       why = "no hello within " + std::to_string(cfg_.hello_timeout_ms) + " ms";
@@ -424,6 +429,7 @@ void ShmDevice::read_connecting() {
       qp->set_state(QpState::kError);
       ev.status = make_error(Errc::kDisconnected, "shm: the server closed the connection during the handshake");
     }
+    if (qp->state() == QpState::kError) unwatch_fd(qp->socket_fd());
     queue_event(std::move(ev));
   }
 }

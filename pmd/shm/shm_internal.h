@@ -1,6 +1,7 @@
 // pmd/shm private classes. Control path: shm_device.cc (device, connection
 // management), shm_ctl.cc (socket messages), shm_mem.cc (PD, MR table).
-// Datapath: shm_qp.cc (post, execute, complete), shm_cq.cc.
+// Datapath: shm_qp.cc (post, execute, complete), shm_cq.cc. Wait mode:
+// shm_wait.cc (the device's epoll set, WAKE messages, arming).
 #pragma once
 
 #include <cstdint>
@@ -96,10 +97,15 @@ class ShmFastMr final : public FastMr {
 
 class ShmCq final : public Cq {
  public:
-  explicit ShmCq(uint32_t capacity) : ring_(capacity), cap_(capacity) {}
+  ShmCq(ShmDevice* dev, uint32_t capacity) : dev_(dev), ring_(capacity), cap_(capacity) {}
   ~ShmCq() override;
   int poll(Wc* wc, int max) override;
   uint32_t capacity() const override { return cap_; }
+  // Wait mode (shm_wait.cc): arms every attached QP's doorbell, so that the
+  // peers send a WAKE message when they give us work.
+  Status arm() override;
+  bool armed() const { return armed_; }
+  void disarm() { armed_ = false; }
 
   bool full() const { return count_ == cap_; }
   void push(const Wc& wc) {
@@ -111,10 +117,12 @@ class ShmCq final : public Cq {
   void detach(ShmQp* qp);
 
  private:
+  ShmDevice* dev_;
   std::vector<Wc> ring_;
   uint32_t cap_;
   uint32_t head_ = 0, count_ = 0;
   std::vector<ShmQp*> qps_;  // progressed by poll()
+  bool armed_ = false;       // arm() until the device's ack_wait()
 };
 
 // ---------------------------------------------------------------- queue pair
@@ -123,6 +131,7 @@ struct ShmQpStats {
   Counter post_calls, doorbells, descs_out, descs_in, bytes_out, bytes_in;
   Counter reg_mr, local_inv, remote_inv, rnr_waits, ring_full, cq_full, flushed;
   Counter protection_errors, corrupt_descs, protocol_errors;
+  Counter wakes_sent, wakes_received;  // wait mode: WAKE messages
 };
 
 class ShmQp final : public Qp {
@@ -157,6 +166,17 @@ class ShmQp final : public Qp {
   void enter_error(Status why);
   void disconnect_gracefully();
   void peer_vanished(Status why);
+
+  // Wait mode (shm_wait.cc). arm_doorbell: our wait word asks the peer for a
+  // WAKE message (the caller fences after arming all its QPs); disarm: it no
+  // longer does. ring_peer: after we stored something the peer may wait for
+  // (a descriptor, its consumer index, our state), a WAKE if it is armed.
+  void arm_doorbell();
+  void disarm();
+  void ring_peer();
+  // When the next held-back completion (Fault::kDelayCompletions) is due,
+  // in monotonic_ns(); 0 if none.
+  uint64_t delay_deadline_ns() const;
 
  private:
   struct SqEntry {
@@ -233,6 +253,11 @@ class ShmQp final : public Qp {
   bool peer_gone_ = false;     // no more shared-memory writes of ours are read
   bool vanished_ = false;      // kDropConnection: we stop writing shared state
   bool peer_fault_ = false;    // we dropped the peer for breaking the protocol (CmEvent::peer_fault)
+
+  // Wait mode.
+  uint32_t wait_gen_ = 0;      // our wait word, less its armed bit
+  uint32_t rung_gen_ = 0;      // the peer's armed wait word we last sent a WAKE for
+  bool ring_due_ = false;      // stored something the peer may wait for; ring_peer() soon
 
   // Connection area (shared).
   uint8_t* area_ = nullptr;
@@ -341,12 +366,27 @@ class ShmDevice final : public Device {
   Status reject(ConnRequest* req, std::span<const uint8_t> private_data) override;
   Status disconnect(Qp* qp) override;
   bool poll_cm(CmEvent* ev) override;
+  // Wait mode (shm_wait.cc).
+  int wait_fd() override;
+  Status arm_wait() override;
+  bool ack_wait() override;
 
-  void queue_event(CmEvent ev) { events_.push_back(std::move(ev)); }
+  void queue_event(CmEvent ev) {
+    events_.push_back(std::move(ev));
+    if (armed_) self_wake();
+  }
   void forget_qp(ShmQp* qp);
   const ShmDeviceConfig& config() const { return cfg_; }
   RocePcap* pcap() const { return pcap_.get(); }
   void set_pcap(std::unique_ptr<RocePcap> p) { pcap_ = std::move(p); }
+  // Wait mode: between arm_wait() and ack_wait().
+  bool armed() const { return armed_; }
+  // Makes wait_fd() readable, for work only this process knows of (a WR
+  // posted to an armed CQ, an event queued by the driver itself).
+  void self_wake();
+  // A socket joins / leaves the wait set (no-op until wait mode is on).
+  void watch_fd(int fd);
+  void unwatch_fd(int fd);
 
  private:
   void accept_new();
@@ -354,6 +394,7 @@ class ShmDevice final : public Device {
   void read_connecting();
   void watch_established();
   ShmQp* own_qp(Qp* qp);
+  Status enable_wait();
 
   ShmDeviceConfig cfg_;
   DeviceCaps caps_;
@@ -368,6 +409,16 @@ class ShmDevice final : public Device {
   std::vector<std::unique_ptr<ShmConnRequest>> requests_;
   std::deque<CmEvent> events_;
   std::unique_ptr<RocePcap> pcap_;
+
+  // Wait mode: an epoll set of the listening socket, the sockets of
+  // handshakes and connections, our own eventfd and a timerfd. Made by the
+  // first wait_fd(); -1 before.
+  int epfd_ = -1;
+  int wake_fd_ = -1;          // eventfd only this process writes (self_wake)
+  int timer_fd_ = -1;         // the next hello timeout or delayed completion
+  uint64_t timer_at_ns_ = 0;  // what timer_fd_ is set to; 0: disarmed
+  bool woken_ = false;        // wake_fd_ written since the last ack_wait
+  bool armed_ = false;
 };
 
 // ---------------------------------------------------------------- control messages (shm_ctl.cc)

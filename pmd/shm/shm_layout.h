@@ -38,7 +38,8 @@
 namespace tern::shm {
 
 inline constexpr uint32_t kAreaMagic = 0x5445524e;  // "TERN"
-inline constexpr uint16_t kLayoutVersion = 1;
+// 2: the endpoint's wait word and the WAKE message (wait mode).
+inline constexpr uint16_t kLayoutVersion = 2;
 inline constexpr size_t kCacheLine = 64;
 
 inline constexpr uint32_t kMaxSge = 13;        // SGEs per descriptor (fits a 256-byte slot)
@@ -60,6 +61,13 @@ struct alignas(kCacheLine) ShmEndpoint {
   uint32_t err_valid;
   uint32_t err_index;
   uint32_t err_status;
+  // Wait mode: odd while the owner is armed (about to sleep, or asleep) and
+  // wants a WAKE message when the peer publishes a descriptor, advances the
+  // owner's consumer index, or changes its state; even otherwise. Each arm
+  // takes a new value (+2), and the peer sends at most one WAKE per value.
+  // A hint only: a peer that ignores it merely leaves its own calls waiting,
+  // and one that flips it costs us one WAKE message per change.
+  std::atomic<uint32_t> wait_word;
 };
 static_assert(sizeof(ShmEndpoint) == kCacheLine);
 
@@ -78,6 +86,14 @@ enum ShmOp : uint8_t {
   kOpMax = kOpRead,
 };
 
+enum ShmDescFlags : uint16_t {
+  // Wait mode: the producer waits for this descriptor's execution (a
+  // signaled WR, or its ring is filling up): once the consumer's index
+  // passes it, wake the producer if it is armed. Executing the others
+  // wakes nobody: an unsignaled Send's completion is nobody's business.
+  kDescAckWanted = 1u << 0,
+};
+
 // A (segment, offset, length) inside memory the *producer* exported.
 struct ShmSge {
   uint32_t seg;
@@ -90,7 +106,7 @@ struct ShmDesc {
   uint32_t index;      // must equal the ring index it sits at (catches torn/stale slots)
   uint8_t op;          // ShmOp
   uint8_t num_sge;
-  uint16_t reserved0;
+  uint16_t flags;      // ShmDescFlags; a hint, never trusted
   uint32_t key;        // kOpWrite/kOpRead: the consumer's rkey; kOpSendInv: rkey to invalidate
   uint32_t length;     // sum of sge lengths
   uint64_t raddr;      // kOpWrite/kOpRead: address in the consumer's MR
@@ -133,6 +149,9 @@ enum ShmMsgType : uint16_t {
   kMsgReject = 3,  // server -> client: private data
   kMsgSegment = 4, // either way: a memfd the sender's descriptors may name as `seg_index`
   kMsgBye = 5,     // either way: graceful disconnect
+  kMsgWake = 6,    // either way: "something for you" -- sent only while the
+                   // receiver's wait word is armed (wait mode); carries nothing
+  kMsgMax = kMsgWake,
 };
 
 inline constexpr uint32_t kMaxPrivateData = 56;  // what rdma_cm allows on RC connect

@@ -70,7 +70,8 @@ StatsView ShmQp::stats() const {
           {"remote_inv", &st_.remote_inv},   {"rnr_waits", &st_.rnr_waits},
           {"ring_full", &st_.ring_full},     {"cq_full", &st_.cq_full},
           {"flushed", &st_.flushed},         {"protection_errors", &st_.protection_errors},
-          {"corrupt_descs", &st_.corrupt_descs}};
+          {"corrupt_descs", &st_.corrupt_descs}, {"wakes_sent", &st_.wakes_sent},
+          {"wakes_received", &st_.wakes_received}};
 }
 
 Status ShmQp::inject_fault(const Fault& f) {
@@ -183,6 +184,10 @@ int ShmQp::post_send(const SendWr* wrs, int n, int* err) {
     ++sq_tail_;
   }
   if (state_ == QpState::kRts) issue();
+  if (ring_due_) ring_peer();
+  // Local WRs and failures complete at our next poll, which a host asleep
+  // on an armed CQ would never make: it is woken for it.
+  if (i > 0 && scq_->armed()) dev_->self_wake();
   return i;
 }
 
@@ -217,6 +222,8 @@ int ShmQp::post_recv(const RecvWr* wrs, int n, int* err) {
     }
     ++rq_tail_;
   }
+  // A SEND waiting for a receive (or a flush, in error) completes now.
+  if (i > 0 && rcq_->armed()) dev_->self_wake();
   return i;
 }
 
@@ -299,6 +306,10 @@ void ShmQp::issue() {
       }
       e.ring_index = out_prod_;
       e.desc.index = out_prod_;
+      // A host asleep on this WR's completion, or on room in a filling ring
+      // (the newest descriptor is always flagged when the ring is full),
+      // needs the consumer to wake it; see ShmDescFlags.
+      e.desc.flags = e.signaled || out_prod_ + 1 - out_done_ >= slots_ / 2 ? kDescAckWanted : 0;
       ShmDesc* slot = &out_slots_[out_prod_ & slot_mask_];
       std::memcpy(slot, &e.desc, kDescHeader + e.desc.num_sge * sizeof(ShmSge));
       if (TERN_UNLIKELY(corrupt_next_)) {
@@ -324,6 +335,7 @@ void ShmQp::issue() {
     // The doorbell: one release store publishes the whole chain.
     out_->prod.store(out_prod_, std::memory_order_release);
     st_.doorbells.add();
+    ring_due_ = true;
   }
 }
 
@@ -433,6 +445,7 @@ void ShmQp::reject_inbound(uint32_t index, WcStatus status, const char* why) {
   // record is written before the state word (release), so the peer that sees
   // kEpError reads a complete record.
   in_->cons.store(in_cons_, std::memory_order_release);
+  ring_due_ = true;
   if (!vanished_) {
     my_ep_->err_index = index;
     my_ep_->err_status = static_cast<uint32_t>(status);
@@ -579,6 +592,10 @@ void ShmQp::execute_inbound() {
     return;
   }
   uint32_t start = in_cons_;
+  bool ack_wanted = false;
+  // More than a burst waiting: a host about to sleep must poll again first,
+  // for the peer will not ring for descriptors it published already.
+  if (avail > kExecBurst && dev_->armed()) dev_->self_wake();
   for (uint32_t budget = std::min(avail, kExecBurst); budget > 0; --budget) {
     // Copy the descriptor out of shared memory before checking it, so the
     // peer cannot change it between the check and the use.
@@ -591,9 +608,13 @@ void ShmQp::execute_inbound() {
       if (r == Exec::kFailed) return;
       break;
     }
+    ack_wanted |= (d.flags & kDescAckWanted) != 0;
     ++in_cons_;
   }
-  if (in_cons_ != start) in_->cons.store(in_cons_, std::memory_order_release);
+  if (in_cons_ != start) {
+    in_->cons.store(in_cons_, std::memory_order_release);
+    if (ack_wanted) ring_due_ = true;
+  }
 }
 
 // ---------------------------------------------------------------- capture (pcap=)
@@ -672,18 +693,23 @@ void ShmQp::progress() {
   }
   complete_sends();
   if (state_ == QpState::kError) flush_recvs();
+  if (ring_due_) ring_peer();
 }
 
 void ShmQp::write_own_state(uint32_t st) {
   if (my_ep_ == nullptr || vanished_) return;
   if (my_ep_->state.load(std::memory_order_relaxed) != kEpActive) return;
   my_ep_->state.store(st, std::memory_order_release);
+  ring_peer();
 }
 
 void ShmQp::enter_error(Status why) {
   if (state_ == QpState::kError) return;
   bool was_connected = state_ == QpState::kRts;
   state_ = QpState::kError;
+  // Nothing on the socket matters any more; flushes are ours to deliver.
+  if (sock_ >= 0) dev_->unwatch_fd(sock_);
+  if (dev_->armed()) dev_->self_wake();
   if (out_ != nullptr) {
     uint32_t c = out_->cons.load(std::memory_order_acquire);
     // Only descriptors the peer provably executed complete successfully.
@@ -736,6 +762,8 @@ bool ShmQp::drain_ctl() {
     Status bad;
     if (m.type == kMsgSegment) {
       bad = map_peer_segment(m, fd);
+    } else if (m.type == kMsgWake) {
+      st_.wakes_received.add();  // its work is in the rings; progress() finds it
     } else if (m.type == kMsgBye) {
       peer_gone_ = true;  // the state word says the same; this covers a peer that never mapped it
     } else {
@@ -789,6 +817,7 @@ void ShmQp::protocol_error(Status why) {
 
 void ShmQp::set_socket(int fd) {
   sock_ = fd;
+  dev_->watch_fd(fd);  // a hang-up or a message wakes a sleeping host
   ucred cred{};
   socklen_t len = sizeof cred;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
@@ -820,6 +849,7 @@ Status ShmQp::attach_area(int area_fd, bool is_client, uint32_t ring_slots, size
     hdr->area_size = area_len;
     for (int i = 0; i < 2; ++i) {
       new (&eps[i].state) std::atomic<uint32_t>(0);
+      new (&eps[i].wait_word) std::atomic<uint32_t>(0);
       new (&rings[i].prod) std::atomic<uint32_t>(0);
       new (&rings[i].cons) std::atomic<uint32_t>(0);
     }

@@ -274,6 +274,7 @@ void VerbsDevice::fail_all_qps(const Status& why) {
 
 void VerbsDevice::note_qp_error(VerbsQp* qp) {
   if (std::find(errored_.begin(), errored_.end(), qp) == errored_.end()) errored_.push_back(qp);
+  if (armed_) self_wake();  // poll_cm reports it
 }
 
 void VerbsDevice::handle_qp_errors() {

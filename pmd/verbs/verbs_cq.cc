@@ -37,7 +37,26 @@ WcStatus map_status(ibv_wc_status s) {
 
 VerbsCq::~VerbsCq() {
   TERN_ASSERT(pending_.empty(), "CQ destroyed while %zu QPs use it", pending_.size());
+  // ibv_destroy_cq waits for every event read from the channel to be acked.
+  if (unacked_events_ != 0) ibv_ack_cq_events(ibv(), unacked_events_);
   ibv_destroy_cq(ibv());
+}
+
+Status VerbsCq::arm() {
+  if (int rc = ibv_req_notify_cq(ibv(), 0); rc != 0)
+    return make_sys_error(Errc::kInternal, rc, "verbs: ibv_req_notify_cq");
+  // WRs the driver completes itself after the grace (poll_pending) raise no
+  // event: a timer stands in for them.
+  for (VerbsQp* qp : pending_) dev_->wake_at(qp->error_since() + kHwFlushGraceNs);
+  return Status::ok();
+}
+
+void VerbsCq::note_event() {
+  // Acked in batches: each ack takes the CQ's lock (rdma-core's advice).
+  if (++unacked_events_ >= 64) {
+    ibv_ack_cq_events(ibv(), unacked_events_);
+    unacked_events_ = 0;
+  }
 }
 
 void VerbsCq::add_pending(VerbsQp* qp) {

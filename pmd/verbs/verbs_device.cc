@@ -231,6 +231,7 @@ Status VerbsDevice::init() {
   caps_.fast_reg_bounds_enforced = !(rxe && caps_.memory_windows);
   cm_ctx_ = ctx_;
   if (fr_ != nullptr) attach_fast_reg();
+  TERN_TRY(init_wait());  // on ctx_, where the CQs are made; before async_subscribe
   // From now on port, device and QP events reach poll_cm (verbs_events.cc).
   async_subscribe(cm_ctx_, this);
   if (ctx_ != cm_ctx_) async_subscribe(ctx_, this);
@@ -271,6 +272,10 @@ VerbsDevice::~VerbsDevice() {
   events_.clear();
   if (listen_id_ != nullptr) rdma_destroy_id(listen_id_);
   if (channel_ != nullptr) rdma_destroy_event_channel(channel_);
+  // After the CQs (destroyed before the device) and the unsubscription.
+  if (comp_ != nullptr) ibv_destroy_comp_channel(comp_);
+  for (int fd : {epfd_, timer_fd_, wake_fd_})
+    if (fd >= 0) close(fd);
 }
 
 Result<std::unique_ptr<Pd>> VerbsDevice::alloc_pd() {
@@ -287,11 +292,15 @@ Result<std::unique_ptr<Cq>> VerbsDevice::create_cq(uint32_t capacity) {
   ca.cqe = capacity;
   // IMM carries the invalidated rkey of a SEND_WITH_INV receive.
   ca.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_IMM;
+  // Wait mode: Cq::arm asks for an event on this channel. Unarmed, it costs nothing.
+  ca.channel = comp_;
   ibv_cq_ex* cq = ibv_create_cq_ex(ctx_, &ca);
   if (cq == nullptr)
     return make_sys_error(errno == EOPNOTSUPP ? Errc::kUnsupported : Errc::kNoResources, errno,
                           "verbs: ibv_create_cq_ex(%u) on %s", capacity, caps_.name.c_str());
-  return std::unique_ptr<Cq>(new VerbsCq(this, cq, capacity));
+  auto* vcq = new VerbsCq(this, cq, capacity);
+  ibv_cq_ex_to_cq(cq)->cq_context = vcq;  // what ibv_get_cq_event hands back (verbs_wait.cc)
+  return std::unique_ptr<Cq>(vcq);
 }
 
 Result<std::unique_ptr<Qp>> VerbsDevice::create_qp(const QpInit& in) {

@@ -2,6 +2,7 @@
 // ports and its QPs outside any completion (ibv_get_async_event). Read from
 // poll_cm, never from the datapath; see verbs-driver.md for what each does.
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -98,13 +99,30 @@ void async_drain(ibv_context* ctx, VerbsDevice* dev, std::vector<AsyncEvent>* ou
     // Every event must be acked, or destroying the object it names (and
     // closing the context) waits for ever.
     ibv_ack_async_event(&ae);
-    for (Subscriber& s : e->subs) s.inbox.push_back(a);
+    for (Subscriber& s : e->subs) {
+      s.inbox.push_back(a);
+      // Another device's host may be asleep: its fd no longer shows the
+      // event we just read. Its wake fd is its own eventfd (never blocks).
+      if (s.dev != dev && s.dev->wake_fd() >= 0) {
+        const uint64_t one = 1;
+        (void)!write(s.dev->wake_fd(), &one, sizeof one);
+      }
+    }
   }
   for (Subscriber& s : e->subs)
     if (s.dev == dev) {
       out->insert(out->end(), s.inbox.begin(), s.inbox.end());
       s.inbox.clear();
     }
+}
+
+bool async_inbox_pending(ibv_context* ctx, VerbsDevice* dev) {
+  std::lock_guard<std::mutex> g(g_mu);
+  ContextEntry* e = find_entry(ctx);
+  if (e == nullptr) return false;
+  for (const Subscriber& s : e->subs)
+    if (s.dev == dev) return !s.inbox.empty();
+  return false;
 }
 
 // ---------------------------------------------------------------- the device's side

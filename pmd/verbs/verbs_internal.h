@@ -9,6 +9,8 @@
 //   verbs_cq.cc      extended-CQ polling and translation to tern Wc
 //   verbs_cm.cc      rdma_cm: listen/connect/accept/reject/disconnect, events
 //   verbs_events.cc  the device's asynchronous events (port, device and QP errors)
+//   verbs_wait.cc    wait mode: the device's epoll set (completion channel, rdma_cm
+//                    channel, async fds, an eventfd, a timerfd), arming, acking
 //
 // Work-request ids. Verbs hands back only a 64-bit wr_id, and only for
 // signaled or failed WRs; tern needs the user's wr_id and the WR's opcode even
@@ -161,6 +163,11 @@ class VerbsCq final : public Cq {
   ~VerbsCq() override;
   int poll(Wc* wc, int max) override;
   uint32_t capacity() const override { return cap_; }
+  // ibv_req_notify_cq, and the flush-grace deadline of QPs in error.
+  Status arm() override;
+  // A completion event of this CQ was read from the channel: acked in
+  // batches (ibv_ack_cq_events takes a lock), the rest before destruction.
+  void note_event();
 
   ibv_cq* ibv() const { return ibv_cq_ex_to_cq(cq_); }
   // QPs in error with WRs the driver completes itself (see verbs_cq.cc).
@@ -174,6 +181,7 @@ class VerbsCq final : public Cq {
   ibv_cq_ex* cq_;
   uint32_t cap_;
   std::vector<VerbsQp*> pending_;
+  uint32_t unacked_events_ = 0;
 };
 
 // ---------------------------------------------------------------- queue pair
@@ -318,7 +326,11 @@ struct AsyncEvent {
 void async_subscribe(ibv_context* ctx, VerbsDevice* dev);
 void async_unsubscribe(ibv_context* ctx, VerbsDevice* dev);
 // Drains ctx (non-blocking) and moves dev's inbox into *out.
+// Copying events into another device's inbox also writes that device's
+// wake fd (VerbsDevice::wake_fd), so that a host asleep on it learns of them.
 void async_drain(ibv_context* ctx, VerbsDevice* dev, std::vector<AsyncEvent>* out);
+// Events in dev's inbox from ctx, put there by another device's drain.
+bool async_inbox_pending(ibv_context* ctx, VerbsDevice* dev);
 
 struct VerbsDeviceStats {
   Counter async_events, port_err, port_active, device_fatal, qp_fatal, qp_req_err, qp_access_err, comm_est,
@@ -375,6 +387,22 @@ class VerbsDevice final : public Device {
   bool poll_cm(CmEvent* ev) override;
   bool port_up() const override { return port_up_; }
   StatsView stats() const override;
+  // Wait mode (verbs_wait.cc).
+  int wait_fd() override;
+  Status arm_wait() override;
+  bool ack_wait() override;
+  // The completion channel every CQ of this device reports to.
+  ibv_comp_channel* comp_channel() const { return comp_; }
+  // An eventfd only this process writes: set before async_subscribe and
+  // closed after async_unsubscribe, so another device's async_drain (another
+  // thread, under the subscription lock) may write it.
+  int wake_fd() const { return wake_fd_; }
+  // Makes wait_fd() readable (events the driver queued itself).
+  void self_wake();
+  // Armed CQs ask for a timer at `ns` (monotonic_ns) for the flush grace.
+  void wake_at(uint64_t ns) {
+    if (ns != 0 && (wake_at_ns_ == 0 || ns < wake_at_ns_)) wake_at_ns_ = ns;
+  }
 
   // Where PDs, CQs and QPs are made; cm_ctx() is the context rdma_cm ids
   // resolve to. The same unless a FastRegProvider opened its own.
@@ -399,7 +427,10 @@ class VerbsDevice final : public Device {
     return q != nullptr && q->gen() == gen ? q : nullptr;
   }
   void forget_qp(VerbsQp* qp);
-  void queue_event(CmEvent ev) { events_.push_back(std::move(ev)); }
+  void queue_event(CmEvent ev) {
+    events_.push_back(std::move(ev));
+    if (armed_) self_wake();
+  }
   // A receive completed on an accepted QP before its ESTABLISHED event.
   void established_by_receive(VerbsQp* qp);
   void note_qp_error(VerbsQp* qp);
@@ -433,6 +464,10 @@ class VerbsDevice final : public Device {
   Status check_port(const char* what);
   // ack_timeout=N: applied to an id before its QP goes to RTS.
   void apply_ack_timeout(rdma_cm_id* id);
+  // The completion channel and the wake eventfd, at open (CQs need the
+  // channel when they are made); the epoll set and the timer on first use.
+  Status init_wait();
+  Status enable_wait();
 
   VerbsConfig cfg_;
   std::unique_ptr<FastRegProvider> fr_;  // closes its context after everything made on it
@@ -459,6 +494,16 @@ class VerbsDevice final : public Device {
   std::vector<std::unique_ptr<VerbsConnRequest>> requests_;
   std::vector<rdma_cm_id*> parked_ids_;
   std::deque<CmEvent> events_;
+
+  // Wait mode.
+  ibv_comp_channel* comp_ = nullptr;  // non-blocking
+  int wake_fd_ = -1;
+  int epfd_ = -1;
+  int timer_fd_ = -1;
+  uint64_t timer_at_ns_ = 0;  // what timer_fd_ is set to; 0: disarmed
+  uint64_t wake_at_ns_ = 0;   // deadlines the CQs asked for since the last ack
+  bool woken_ = false;        // we wrote wake_fd_ since the last ack
+  bool armed_ = false;        // between arm_wait() and ack_wait()
 };
 
 }  // namespace tern::verbs

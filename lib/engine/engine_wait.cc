@@ -1,0 +1,97 @@
+// Engine wait mode: arming every device before a host sleeps, the second
+// look that makes the sleep safe, and consuming the wake-up in the next
+// poll(). The protocol a host follows is in engine.h; the drivers' side
+// (Cq::arm, Device::wait_fd / arm_wait / ack_wait) in rdmadev.h.
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "engine/engine_impl.h"
+
+namespace tern::rpc {
+
+using namespace tern::rdma;
+
+namespace {
+
+// Every device's wait fd in the engine's epoll set, the new ones too.
+Status join_devices(EngineImpl& e) {
+  auto& w = e.waiting;
+  if (w.epfd < 0) {
+    w.epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (w.epfd < 0) return make_sys_error(Errc::kNoResources, errno, "engine: epoll_create1 for wait mode");
+  }
+  for (; w.devices_added < e.devices.size(); ++w.devices_added) {
+    DeviceCtx* dc = e.devices[w.devices_added].get();
+    int fd = dc->dev->wait_fd();
+    if (fd < 0)
+      return make_error(Errc::kUnsupported, "engine: %s has no wait mode (driver %s)", dc->spec.c_str(),
+                        dc->dev->caps().driver.c_str());
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = w.devices_added;
+    if (epoll_ctl(w.epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+      return make_sys_error(Errc::kInternal, errno, "engine: epoll_ctl(ADD) for %s", dc->spec.c_str());
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+EngineImpl::WaitState::~WaitState() {
+  if (epfd >= 0) close(epfd);
+}
+
+int EngineImpl::wait_fd() {
+  if (!join_devices(*this).is_ok()) return -1;
+  return waiting.epfd;
+}
+
+Result<bool> EngineImpl::prepare_wait() {
+  // Called twice without a poll(): the first arm's wake-up may hold events.
+  if (waiting.armed && finish_wait() > 0) return false;
+  TERN_TRY(join_devices(*this));
+  // Armed from here: whatever happens next, the next poll() acks.
+  waiting.armed = true;
+  for (auto& dc : devices) {
+    TERN_TRY(dc->scq->arm());
+    TERN_TRY(dc->rcq->arm());
+    TERN_TRY(dc->dev->arm_wait());
+  }
+  // The second look. A completion that reached a CQ before its arm raises
+  // no notification (verbs' req_notify semantics), and pmd/shm's peer may
+  // have published just before it saw our doorbell armed: only a poll after
+  // arming finds those. Anything found means no sleep.
+  waiting.rechecking = true;
+  int work = poll();
+  waiting.rechecking = false;
+  if (work > 0) {
+    (void)finish_wait();
+    return false;
+  }
+  return true;
+}
+
+int EngineImpl::finish_wait() {
+  waiting.armed = false;
+  int events = 0;
+  // ack_wait disarms and consumes what fired; poll_cm at once, not at the
+  // next millisecond tick: a connection event may be what woke us.
+  for (auto& dc : devices)
+    if (dc->dev->ack_wait()) events += poll_cm(dc.get());
+  return events;
+}
+
+Result<bool> EngineImpl::wait(int timeout_ms) {
+  auto idle = prepare_wait();
+  if (!idle) return idle.status();
+  if (!*idle) return false;
+  epoll_event ev;
+  // EINTR (a signal) ends the sleep like a timeout: the host checks its flags.
+  if (epoll_wait(waiting.epfd, &ev, 1, timeout_ms) < 0 && errno != EINTR)
+    return make_sys_error(Errc::kInternal, errno, "engine: epoll_wait");
+  return true;
+}
+
+}  // namespace tern::rpc
