@@ -45,6 +45,7 @@ struct Options {
   OutFile json, csv;
   std::string plot;        // PNG of the latency distribution, drawn by gnuplot
   bool histogram = false;  // print the latency histogram
+  bool wait = false;       // --rpc: sleep in the engine's wait mode when idle
   bool sweep = false;      // -a: every power-of-two size up to the top one
   // RPC mode.
   uint32_t bulk = 0;  // bytes per call through a chunk; 0: inline echo

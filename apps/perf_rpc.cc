@@ -194,8 +194,20 @@ enum EngineState : int { kStarting, kConnecting, kRunning, kMeasuring, kDone, kF
 // ================================================================ server
 
 
+// --wait: the engine found nothing to do, so sleep in its wait mode until it
+// has (at most 50 ms, so that stop flags and stall timers are still seen). A
+// device without wait mode says so once and the loop goes back to spinning.
+void idle_wait(Engine* eng, bool* wait) {
+  auto r = eng->wait(50);
+  if (!r) {
+    std::fprintf(stderr, "tern-perf: --wait: %s; busy-polling instead\n", r.status().to_string().c_str());
+    *wait = false;
+  }
+}
+
 struct ServerEngine {
   const Options* o = nullptr;
+  bool wait = false;  // --wait, until the device says it cannot
   uint32_t index = 0;
   std::string spec;
   std::unique_ptr<Engine> eng;
@@ -364,7 +376,7 @@ int server_body(ServerEngine* se) {
   uint64_t polls = 0, seen_disconnects = 0, calls_before = 0;
   uint64_t leave_at = 0;  // --once: when to stop, once the client's teardown had time to finish
   while (!g_stop.load(std::memory_order_relaxed)) {
-    se->eng->poll();
+    if (se->eng->poll() == 0 && se->wait) idle_wait(se->eng.get(), &se->wait);
     if (!se->deferred.empty()) retry_deferred(se);
     if ((++polls & 1023) != 0) continue;
     se->heartbeat.store(polls, std::memory_order_relaxed);
@@ -400,6 +412,7 @@ int run_rpc_server(const Options& o) {
     }
     auto se = std::make_unique<ServerEngine>();
     se->o = &o;
+    se->wait = o.wait;
     se->index = i;
     se->spec = *spec;
     ses.push_back(std::move(se));
@@ -768,8 +781,9 @@ bool ClientEngine::measure(uint32_t size_, uint32_t bulk_) {
     if (!failed && issued < total) issue(&s);
   const uint64_t stall = static_cast<uint64_t>(op.timeout * tick_hz());
   uint64_t polls = 0;
+  bool waiting = op.wait;
   while (!failed) {
-    eng->poll();
+    if (eng->poll() == 0 && waiting) idle_wait(eng.get(), &waiting);
     if (!ready.empty()) {
       for (Slot* s : ready)
         if (!stop_issuing && issued < total && !failed) issue(s);

@@ -95,6 +95,8 @@ void usage(FILE* f) {
                "                     (either one on stdout moves the human report to stderr)\n"
                "  --histogram        print the latency histogram (and put it in the JSON)\n"
                "  --plot FILE.png    draw the latency distribution (needs gnuplot)\n"
+               "  --wait             --rpc: sleep in epoll when idle instead of busy-polling\n"
+               "                     (the engine's wait mode; both ends may use it)\n"
                "\n"
                "Client, --rpc only:\n"
                "  --bulk N           also move N bytes per call through a chunk (16 to 16M)\n"
@@ -194,7 +196,7 @@ bool parse(int argc, char** argv, Options* o, bool* help) {
   else if (role != "client") return bad("the first argument must be server or client, not '%s'", argv[1]);
   enum : int {
     kDev = 1000, kMode, kSize, kQd, kSeconds, kIters, kWarmup, kLcore, kEal, kOnce, kJson, kQuiet, kHelp, kRpc,
-    kBulk, kBulkDir, kEngines, kCheckEvery, kTimeout, kCredits, kMaxBulk, kClients, kCsv, kPlot, kHistogram, kSweep
+    kBulk, kBulkDir, kEngines, kCheckEvery, kTimeout, kCredits, kMaxBulk, kClients, kCsv, kPlot, kHistogram, kSweep, kWait
   };
   static option longs[] = {{"dev", 1, nullptr, kDev},           {"mode", 1, nullptr, kMode},
                            {"size", 1, nullptr, kSize},         {"qd", 1, nullptr, kQd},
@@ -209,7 +211,8 @@ bool parse(int argc, char** argv, Options* o, bool* help) {
                            {"bulk-dir", 1, nullptr, kBulkDir},  {"engines", 1, nullptr, kEngines},
                            {"check-every", 1, nullptr, kCheckEvery}, {"timeout", 1, nullptr, kTimeout},
                            {"credits", 1, nullptr, kCredits},   {"max-bulk", 1, nullptr, kMaxBulk},
-                           {"clients", 1, nullptr, kClients},   {nullptr, 0, nullptr, 0}};
+                           {"clients", 1, nullptr, kClients},   {"wait", 0, nullptr, kWait},
+                           {nullptr, 0, nullptr, 0}};
   // perftest's short flags: -s size, -n iterations, -D duration, -a all sizes;
   // -q is the queue depth here (perftest's -t).
   static const char kShort[] = ":s:n:D:q:ah";
@@ -285,6 +288,7 @@ bool parse(int argc, char** argv, Options* o, bool* help) {
       case kHistogram: o->histogram = true, client_only(); break;
       case kSweep: o->sweep = true, name = "all-sizes", client_only(); break;
       case kQuiet: o->quiet = true; break;
+      case kWait: o->wait = true; break;
       case kHelp: *help = true; return true;
       case kRpc: o->rpc = true; break;
       case kBulk:

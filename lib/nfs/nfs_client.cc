@@ -68,7 +68,7 @@ Result<std::unique_ptr<NfsClient>> NfsClient::connect(const NfsClientOptions& op
   c->conn_ = conn.value();
   uint64_t deadline = monotonic_ns() + uint64_t{opt.timeout_ms} * 1000000u;
   while (!c->conn_->ready() && !c->conn_->failed()) {
-    c->eng_->poll();
+    c->poll();
     if (monotonic_ns() > deadline)
       return make_error(Errc::kTimedOut, "connecting to %s: no answer within %u ms", opt.spec.c_str(), opt.timeout_ms);
   }
@@ -142,7 +142,7 @@ Status NfsClient::reconnect() {
   conn_ = conn.value();
   uint64_t deadline = monotonic_ns() + uint64_t{opt_.timeout_ms} * 1000000u;
   while (!conn_->ready() && !conn_->failed()) {
-    eng_->poll();
+    poll();
     if (monotonic_ns() > deadline)
       return make_error(Errc::kTimedOut, "connecting to %s: no answer within %u ms", opt_.spec.c_str(), opt_.timeout_ms);
   }
@@ -163,7 +163,7 @@ void NfsClient::fence(Slot* s) {
   conn_->close();
   uint64_t warn_at = monotonic_ns() + 1'000'000'000;
   while (!s->done) {
-    eng_->poll();
+    poll();
     if (monotonic_ns() > warn_at) {
       TERN_LOG(kWarn, "nfs", "a timed-out call's memory is not fenced yet: waiting for %s to flush the connection",
                opt_.spec.c_str());
@@ -171,6 +171,18 @@ void NfsClient::fence(Slot* s) {
     }
   }
   conn_ = nullptr;  // closed; the next call reconnects
+}
+
+int NfsClient::poll() {
+  int n = eng_->poll();
+  if (n == 0 && opt_.wait) {
+    auto r = eng_->wait(50);
+    if (!r) {
+      TERN_LOG(kInfo, "nfs", "no wait mode (%s): busy-polling", r.status().to_string().c_str());
+      opt_.wait = false;
+    }
+  }
+  return n;
 }
 
 Result<NfsClient::SyncReply> NfsClient::call_sync(Call c, const char* what) {
@@ -187,7 +199,7 @@ Result<NfsClient::SyncReply> NfsClient::call_sync(Call c, const char* what) {
   }
   uint64_t deadline = monotonic_ns() + uint64_t{opt_.timeout_ms} * 1000000u;
   while (!s->done) {
-    eng_->poll();
+    poll();
     if (!s->done && monotonic_ns() > deadline) {
       fence(s);
       put_slot(s);

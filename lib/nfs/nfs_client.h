@@ -41,6 +41,10 @@ struct NfsClientOptions {
   // AUTH_SYS identity (an export's root squashing applies as usual).
   uint32_t uid = 0, gid = 0;
   std::string machine = "tern";
+  // Sleep in the engine's wait mode when there is nothing to do, instead of
+  // busy-polling a core (a tool waiting on a server: tern-nfs-read). Costs a
+  // wake-up per reply (docs/tuning.md); a device without wait mode spins.
+  bool wait = false;
 };
 
 // What a path lookup found.
@@ -87,7 +91,9 @@ class NfsClient {
   // The same, asynchronously: 0, or an errno as Connection::call returns
   // (EAGAIN: too many outstanding). cb runs inside poll().
   int read_async(const FileHandle& fh, uint64_t offset, std::span<uint8_t> buf, ReadCallback cb, void* ctx);
-  int poll() { return eng_->poll(); }
+  // One pass of the engine; with NfsClientOptions::wait, a pass that found
+  // nothing sleeps until something happens (at most 50 ms).
+  int poll();
   uint32_t outstanding() const { return conn_ != nullptr ? conn_->outstanding() : 0; }
   // Connects again if the connection is gone (a timed-out call closes it;
   // synchronous calls do this themselves).

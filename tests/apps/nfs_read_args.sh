@@ -20,6 +20,13 @@ for bad in "--qd 8x" "--qd 0" "--qd 65" "--timeout abc" "--timeout 0" "--timeout
   grep -q "^usage: tern-nfs-read" <<<"$msg" || fail "'$bad': no usage line: $msg"
 done
 
+# --busy-poll is a flag (no value): accepted, and the run goes on to connect.
+set +e
+msg=$(timeout 60 "$nfs" --server 192.0.2.1 --path /x --timeout 1 --busy-poll 2>&1 >/dev/null)
+rc=$?
+set -e
+[[ $rc == 1 ]] || fail "--busy-poll exited $rc (expected a connect error): $msg"
+
 # --json to a path that cannot be written: said before connecting.
 set +e
 msg=$("$nfs" --server 192.0.2.1 --path /x --json /nonexistent-dir/x.json 2>&1)
