@@ -3,6 +3,7 @@
 // members of Runtime are never reached; hosts run engines on their own
 // threads (pin_current_thread, pin.cc).
 #include "base/check.h"
+#include "base/log.h"
 #include "runtime/eal.h"
 
 namespace tern::runtime {
@@ -23,7 +24,11 @@ Status no_eal() {
 
 Runtime::Runtime() = default;
 
-Result<std::unique_ptr<Runtime>> Runtime::start(const EalOptions&) { return no_eal(); }
+// A bad TERN_LOG_LEVEL is reported first, as the EAL build does.
+Result<std::unique_ptr<Runtime>> Runtime::start(const EalOptions&) {
+  TERN_TRY(log_init());
+  return no_eal();
+}
 Result<std::unique_ptr<Runtime>> Runtime::attach() { return no_eal(); }
 
 // Unreachable: there is no way to construct a Runtime in this build.
