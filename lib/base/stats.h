@@ -14,6 +14,7 @@ class Counter {
   void add(uint64_t n = 1) { __atomic_store_n(&v_, v_ + n, __ATOMIC_RELAXED); }
   // For the few counters that are gauges (how many X exist right now).
   void sub(uint64_t n = 1) { __atomic_store_n(&v_, v_ - n, __ATOMIC_RELAXED); }
+  void set(uint64_t n) { __atomic_store_n(&v_, n, __ATOMIC_RELAXED); }
   uint64_t get() const { return __atomic_load_n(&v_, __ATOMIC_RELAXED); }
   void reset() { __atomic_store_n(&v_, 0, __ATOMIC_RELAXED); }
 

@@ -38,21 +38,28 @@ namespace tern::rpc {
 // ---------------------------------------------------------------- options
 
 struct EngineOptions {
-  // Registered memory for send/receive buffers and engine-allocated bulk buffers.
-  // The server needs (credits + send_batch + 1) x (max_bulk + max_reply) of it.
+  // Registered memory for every buffer the engine owns: message buffers
+  // (send and receive), the bulk pool, Engine::alloc. Pools are carved from
+  // it as they are first used. Per-connection memory: docs/engine.md.
   size_t arena_bytes = 128u << 20;
   // Inline thresholds this end offers (RFC 8797 private data); the effective
   // ones are negotiated per connection (1024 when the peer says nothing).
   uint32_t inline_send = 4096;
   uint32_t inline_recv = 4096;
-  // Server: credits granted (= receive buffers per connection).
-  // Client: most calls this end keeps outstanding per connection.
+  // Server: the most credits granted to one connection (grants follow load,
+  // from 1 up to this; docs/engine.md "Credits"). Client: the most calls
+  // this end keeps outstanding per connection (the server's grant decides).
   uint32_t credits = 32;
   // Client: calls that may wait for a credit on each connection.
   uint32_t backlog = 1024;
   // Largest bulk transfer in one chunk and largest reply via reply chunk.
   uint32_t max_bulk = 1u << 20;
   uint32_t max_reply = 64u << 10;
+  // Client: the largest call message (RPC header and inline arguments) this
+  // end sends; one larger than the inline threshold goes as RDMA_NOMSG with
+  // a position-zero read chunk (RFC 8166 §3.5.3). Server: the largest such
+  // message it pulls.
+  uint32_t max_long_call = 64u << 10;
   // FRWR: pages per MR (capped by the device), MRs per engine.
   uint32_t frwr_depth = 256;
   uint32_t max_mrs = 1024;
@@ -70,12 +77,32 @@ struct EngineOptions {
   enum class Registration : uint8_t { kAuto, kRegCache };
   Registration registration = Registration::kAuto;
   // The host trusts every peer it connects to with its chunk memory after
-  // the calls that offered it, as the registration cache requires. Off by
+  // the calls that offered them, as the registration cache requires. Off by
   // default: without it a peer reaches a call's memory only until the call
   // completes (docs/security.md).
   bool trusted_peers = false;
   // One signaled Send per this many.
   uint32_t send_batch = 16;
+  // Connections this engine holds at once (accepted and made). A connection
+  // request past it is refused with one log line.
+  uint32_t max_connections = 1024;
+  // Receive buffers (inline_recv bytes each) per device, posted to its
+  // shared receive queue and drawn on by every connection there: the
+  // server's grants never add up to more, and each client call in flight
+  // reserves one for its reply. 0: arena_bytes / 8 worth, at most 4096.
+  uint32_t recv_buffers = 0;
+  // Send buffers (inline_send bytes each), shared by every connection: one
+  // per call being marshaled or whose Send is not yet known complete, one
+  // per server call being answered. 0: recv_buffers + 1024 worth, at most
+  // arena_bytes / 4.
+  uint32_t send_buffers = 0;
+  // The bulk pool: read-chunk destinations, bulk results and reply-chunk
+  // staging of server calls, long-call staging of client calls. Calls that
+  // find it empty wait (they never fail for it). 0: arena_bytes / 2.
+  size_t bulk_pool_bytes = 0;
+  // Client requests (calls accepted and not yet released) in the whole
+  // engine; call() answers EAGAIN past it.
+  uint32_t max_calls = 65536;
 };
 
 // ---------------------------------------------------------------- client calls
@@ -95,6 +122,10 @@ enum class CallStatus : uint8_t {
   kNoRegistration,  // the call's bulk memory could not be registered (registration
                     // cache: the device refused reg_mr; the log says why). Never sent.
 };
+
+// Read and write chunks a call may carry (bulk_send and bulk_recv included).
+inline constexpr uint32_t kMaxCallReadChunks = 4;
+inline constexpr uint32_t kMaxCallWriteChunks = 4;
 const char* call_status_name(CallStatus s);
 
 struct CallReply {
@@ -104,6 +135,10 @@ struct CallReply {
   std::span<const uint8_t> results;
   // Bytes the server placed into Call::bulk_recv.
   uint32_t bulk_recv_len;
+  // Bytes it placed into each write chunk: bulk_recv first, then each of
+  // Call::write_chunks; nwrites of them.
+  uint32_t nwrites = 0;
+  uint32_t write_lens[kMaxCallWriteChunks] = {};
 };
 
 using CallDone = void (*)(void* ctx, const CallReply& reply);
@@ -117,17 +152,35 @@ struct AuthSys {
   uint32_t ngids = 0;
 };
 
+// A read chunk (RFC 8166 §3.4.5): bulk data the server pulls with RDMA
+// READ, placed in the call's XDR stream as if inserted at byte `position` of
+// the arguments (a multiple of 4, at most args.size()).
+struct ReadChunk {
+  std::span<const uint8_t> data;
+  uint32_t position = 0;
+};
+
 struct Call {
   uint32_t prog = 0, vers = 0, proc = 0;
-  // XDR-encoded arguments, sent inline (copied at call()).
+  // XDR-encoded arguments (copied at call()). Sent inline when the whole call
+  // fits the negotiated inline threshold, else as RDMA_NOMSG: the call
+  // message goes through a position-zero read chunk the server pulls (up to
+  // EngineOptions::max_long_call bytes).
   std::span<const uint8_t> args;
   // Bulk argument data (zero copy): sent as a read chunk, which the server
   // pulls with RDMA READ. Must lie in memory the engine registered
   // (Engine::alloc or Engine::register_memory) and stay untouched until done.
   std::span<const uint8_t> bulk_send;
+  // More read chunks, each at its own position (registered memory, zero
+  // copy; copied descriptors, the data itself must stay untouched until
+  // done). With bulk_send, at most kMaxCallReadChunks in all.
+  std::span<const ReadChunk> read_chunks;
   // Space for bulk results (zero copy): offered as a write chunk, which the
   // server fills with RDMA WRITE. Same memory rules.
   std::span<uint8_t> bulk_recv;
+  // More write chunks after bulk_recv (one per DDP-eligible result, in
+  // order); with bulk_recv at most kMaxCallWriteChunks in all.
+  std::span<const std::span<uint8_t>> write_chunks;
   // Largest results expected; when more than fits inline the engine offers a
   // reply chunk (up to EngineOptions::max_reply).
   uint32_t max_results = 0;
@@ -141,6 +194,13 @@ struct Call {
 
 enum class AcceptStat : uint8_t { kSuccess = 0, kProgUnavail, kProgMismatch, kProcUnavail, kGarbageArgs, kSystemErr };
 
+// A read chunk as the handler sees it: its data, already pulled, and where
+// it belongs in the XDR arguments (ServerCall::args()).
+struct ReadChunkData {
+  uint32_t position;
+  std::span<const uint8_t> data;
+};
+
 // One incoming call, valid from the handler until reply() (which may come
 // later, from any poll() of the same engine).
 class ServerCall {
@@ -150,20 +210,44 @@ class ServerCall {
   virtual uint32_t prog() const = 0;
   virtual uint32_t vers() const = 0;
   virtual uint32_t proc() const = 0;
+  // The inline XDR arguments (without the read chunks' data).
   virtual std::span<const uint8_t> args() const = 0;
-  // The read chunk's data, already pulled by the engine (empty if none).
+  // The first read chunk's data, already pulled by the engine (empty if none).
   virtual std::span<const uint8_t> bulk() const = 0;
-  // Room the client offered for bulk results (its write chunk), in bytes.
-  virtual uint32_t bulk_capacity() const = 0;
-  // A registered buffer for bulk results, valid until the reply's Send completes.
-  virtual std::span<uint8_t> bulk_buffer(uint32_t len) = 0;
+  // Every read chunk, by increasing position.
+  virtual std::span<const ReadChunkData> read_chunks() const = 0;
+  // Write chunks the client offered, and the room in each.
+  virtual uint32_t write_chunk_count() const = 0;
+  virtual uint32_t write_chunk_capacity(uint32_t chunk) const = 0;
+  // Room the client offered for bulk results in its first write chunk.
+  uint32_t bulk_capacity() const { return write_chunk_count() > 0 ? write_chunk_capacity(0) : 0; }
+  // A registered buffer for the results of write chunk `chunk`, of up to
+  // its capacity, valid until the reply's Send completes. Handlers without
+  // a Placer get it from memory the engine set aside before they ran (it
+  // never fails for want of memory); with a Placer (which brings its own
+  // memory) it is taken from the bulk pool now and may come back empty.
+  virtual std::span<uint8_t> write_chunk_buffer(uint32_t chunk, uint32_t len) = 0;
+  std::span<uint8_t> bulk_buffer(uint32_t len) { return write_chunk_buffer(0, len); }
   // Sends XDR results (inline, or through the client's reply chunk when
-  // large) and pushes `bulk` (registered memory) into the client's write chunk.
+  // large) and pushes `bulk` (registered memory: bulk_buffer(), or the
+  // host's own) into the client's first write chunk.
   virtual Status reply(std::span<const uint8_t> results, std::span<const uint8_t> bulk = {}) = 0;
+  // The same with one bulk span per write chunk, in order (fewer than the
+  // client offered: the rest are returned empty).
+  virtual Status reply_chunks(std::span<const uint8_t> results, std::span<const std::span<const uint8_t>> bulk) = 0;
   virtual Status reply_error(AcceptStat stat) = 0;
 };
 
 using Handler = void (*)(void* ctx, ServerCall* call);
+
+// Handler-directed placement, for targets that move data between the wire
+// and their own buffers with no copy (SPDK-like): called before read chunk
+// `chunk` (of `len` bytes) of `call` is pulled, with the call's header and
+// inline arguments already readable. Return registered memory (Engine::alloc
+// or Engine::register_memory) of at least len bytes that stays valid until
+// the handler replies, or an empty span to let the engine use its bulk pool.
+// The handler then finds the data there (read_chunks()).
+using Placer = std::span<uint8_t> (*)(void* ctx, ServerCall* call, uint32_t chunk, uint32_t len);
 
 // ---------------------------------------------------------------- connections
 
@@ -249,6 +333,17 @@ struct EngineStats {
   // not yet proved invalid, and registration-cache entries). 0 at idle
   // without the registration cache.
   Counter rkeys_live;
+  // Connection requests refused because max_connections were held, or the
+  // receive pool could not grant one more connection its first credit.
+  Counter connections_refused;
+  // Gauges: connections held now; client calls and server calls waiting
+  // for bulk pool memory, send buffers or receive reservations now.
+  Counter connections;
+  Counter waiting_for_memory;
+  // Calls whose wait for memory began (they waited, they did not fail).
+  Counter memory_waits;
+  // Client calls sent as RDMA_NOMSG (long calls).
+  Counter long_calls;
 };
 
 class Engine {
@@ -305,7 +400,9 @@ class Engine {
   virtual Result<Connection*> connect(std::string_view device_spec) = 0;
   // Server: serve calls at this address with the registered handlers.
   virtual Status listen(std::string_view device_spec) = 0;
-  virtual void handle(uint32_t prog, uint32_t vers, uint32_t proc, Handler h, void* ctx) = 0;
+  // Serve (prog, vers, proc) with h; `place`, if given, decides where that
+  // procedure's read chunks land (see Placer). A later call replaces it.
+  virtual void handle(uint32_t prog, uint32_t vers, uint32_t proc, Handler h, void* ctx, Placer place = nullptr) = 0;
 
   virtual const EngineStats& stats() const = 0;
   // EngineStats and the registrars' MR counters (mrs_allocated,

@@ -7,6 +7,8 @@
 
 #include "base/clock.h"
 #include "engine/engine_impl.h"
+#include "engine/engine_testing.h"
+#include "engine/reg_cache_registrar.h"
 
 namespace tern::rpc {
 
@@ -21,12 +23,12 @@ LatencySummary summarize(const Histogram& h) {
   return s;
 }
 
-const char* state_name(Conn::State s) {
+const char* state_name(ConnBase::State s) {
   switch (s) {
-    case Conn::State::kConnecting: return "connecting";
-    case Conn::State::kReady: return "ready";
-    case Conn::State::kDraining: return "draining";
-    case Conn::State::kDead: return "dead";
+    case ConnBase::State::kConnecting: return "connecting";
+    case ConnBase::State::kReady: return "ready";
+    case ConnBase::State::kDraining: return "draining";
+    case ConnBase::State::kDead: return "dead";
   }
   return "?";
 }
@@ -90,7 +92,8 @@ void json_view(std::string& out, const char* name, const StatsView& v) {
 StatsView EngineImpl::stats_view() const {
   StatsView v = fixed_view();
   for (const auto& dc : devices) {
-    if (const RegCache* c = dc->shared->reg ? dc->shared->reg->cache() : nullptr) {
+    const auto* rc = dynamic_cast<const RegCacheRegistrar*>(dc->shared->reg.get());
+    if (const RegCache* c = rc != nullptr ? &rc->cache() : nullptr) {
       v.push_back({"reg_cache_hits", &c->stats().hits});
       v.push_back({"reg_cache_misses", &c->stats().misses});
       v.push_back({"reg_cache_evictions", &c->stats().evictions});
@@ -124,6 +127,14 @@ StatsView EngineImpl::fixed_view() const {
                  {"protocol_errors", &st.protocol_errors},
                  {"bad_replies", &st.bad_replies},
                  {"rkeys_live", &st.rkeys_live},
+                 {"connections", &st.connections},
+                 {"connections_refused", &st.connections_refused},
+                 {"waiting_for_memory", &st.waiting_for_memory},
+                 {"memory_waits", &st.memory_waits},
+                 {"long_calls", &st.long_calls},
+                 {"bulk_pool_in_use", &bulk->stats().in_use},
+                 {"bulk_pool_high_water", &bulk->stats().high_water},
+                 {"bulk_pool_empty", &bulk->stats().empty},
                  {"mrs_allocated", &reg_st.mrs_created},
                  {"mrs_destroyed", &reg_st.mrs_destroyed},
                  {"mrs_orphaned", &reg_st.mrs_orphaned},
@@ -158,13 +169,13 @@ StatsView conn_counters_view(const ConnCounters& c) {
           {"timeouts", &c.timeouts}};
 }
 
-void Conn::register_telemetry() {
+void ConnBase::register_telemetry() {
   if (eng->tel_id.empty() || tsrc.registered()) return;
   peer_fixed = peer_name();
   auto src = telemetry::register_source(
       "conn", eng->tel_id + "." + std::to_string(id),
       [](void* ctx, telemetry::Reply* out) {
-        auto* c = static_cast<const Conn*>(ctx);
+        auto* c = static_cast<const ConnBase*>(ctx);
         out->add_u64("id", c->id);
         out->add_string("side", c->server ? "server" : "client");
         out->add_string("peer", c->peer_fixed);
@@ -215,7 +226,7 @@ ProcCounters* EngineImpl::proc_counters(uint32_t prog, uint32_t vers, uint32_t p
   return p;
 }
 
-void Conn::record_rtt(ProcCounters* pc, uint64_t t0, bool error) {
+void ConnBase::record_rtt(ProcCounters* pc, uint64_t t0, bool error) {
   uint64_t now = now_ticks();
   t_last = now;
   auto ns = static_cast<uint64_t>(static_cast<double>(now - t0) * eng->ns_per_tick);
@@ -227,7 +238,7 @@ void Conn::record_rtt(ProcCounters* pc, uint64_t t0, bool error) {
   }
 }
 
-ConnectionStats Conn::stats() const {
+ConnectionStats ConnBase::stats() const {
   ConnectionStats s;
   s.id = id;
   s.server = server;
@@ -240,8 +251,8 @@ ConnectionStats Conn::stats() const {
     s.age_ns = ns(now - t_established);
   }
   s.idle_ns = t_last != 0 ? ns(now - t_last) : 0;
-  s.outstanding = server ? calls.size() - calls.free_count() : in_flight;
-  s.credits = server ? eng->opt.credits : credits;
+  s.outstanding = outstanding();
+  s.credits = info().credits;
   for (const StatEntry& e : conn_counters_view(cs)) s.counters.emplace_back(e.name, e.counter->get());
   // The driver's counters for this QP. Their names live as long as the
   // driver's view (static strings in every driver).
@@ -254,7 +265,8 @@ ConnectionStats Conn::stats() const {
 std::vector<ConnectionStats> EngineImpl::connection_stats() const {
   std::vector<ConnectionStats> v;
   v.reserve(conns.size());
-  for (const auto& c : conns) v.push_back(c->stats());
+  for (const auto& c : conns)
+    if (c) v.push_back(c->stats());
   return v;
 }
 
@@ -342,6 +354,35 @@ std::string EngineImpl::stats_json() const {
   return out;
 }
 
+std::string PoolAudit::to_string() const {
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "requests out %" PRIu64 ", server calls out %" PRIu64 ", send buffers out %" PRIu64
+                ", receive buffers held %" PRIu64 ", bulk blocks out %" PRIu64 ", MRs registered %" PRIu64
+                ", send contexts in use %" PRIu64,
+                requests_out, srv_calls_out, send_bufs_out, recv_bufs_held, bulk_blocks_out, mrs_registered,
+                send_ctxs_in_use);
+  return buf;
+}
+
+PoolAudit EngineImpl::audit() const {
+  PoolAudit a;
+  a.requests_out = requests.out();
+  a.srv_calls_out = srv_calls.out();
+  a.send_bufs_out = send_bufs->out();
+  // Receive buffers are out of the pool while a queue owns them; held ones
+  // are those a call or reply still has.
+  for (uint32_t i = 0; i < recv_bufs->made(); ++i) {
+    MsgBuf* b = const_cast<MsgBufPool&>(*recv_bufs).at(i);
+    if (b->where == MsgBuf::Where::kHeld) ++a.recv_bufs_held;
+  }
+  a.bulk_blocks_out = bulk->blocks_out();
+  a.mrs_registered = st.rkeys_live.get();
+  for (const auto& c : conns)
+    if (c) a.send_ctxs_in_use += c->sq.contexts_in_use();
+  return a;
+}
+
 void EngineImpl::publish_snapshot() {
   // Cleared first: a request arriving while this one is built is served
   // by the next poll() rather than lost.
@@ -371,3 +412,21 @@ std::string EngineImpl::stats_json_snapshot(int wait_ms) {
 }
 
 }  // namespace tern::rpc
+
+namespace tern::rpc::testing {
+
+std::string Accounting::to_string() const {
+  PoolAudit a{requests_out, srv_calls_out, send_bufs_out, recv_bufs_held, bulk_blocks_out, mrs_registered,
+              send_ctxs_in_use, 0};
+  return a.to_string();
+}
+
+Accounting accounting(const Engine& e) {
+  PoolAudit a = static_cast<const EngineImpl&>(e).audit();
+  return Accounting{a.requests_out,     a.srv_calls_out,  a.send_bufs_out,   a.recv_bufs_held,
+                    a.bulk_blocks_out, a.mrs_registered, a.send_ctxs_in_use};
+}
+
+bool poisons(const Engine& e) { return static_cast<const EngineImpl&>(e).poison; }
+
+}  // namespace tern::rpc::testing

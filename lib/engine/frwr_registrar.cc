@@ -15,13 +15,7 @@ FrwrRegistrar::FrwrRegistrar(Pd* pd, uint32_t depth, uint32_t page_size, uint32_
   TERN_REQUIRE(depth >= 1 && page_size >= 512 && (page_size & (page_size - 1)) == 0, "bad FRWR geometry");
   TERN_REQUIRE(rkeys_live != nullptr, "FrwrRegistrar needs the engine's rkeys_live gauge");
   free_.reserve(max_mrs);
-  all_.reserve(max_mrs);
-}
-
-FrwrRegistrar::FrwrRegistrar(Pd* pd, uint32_t page_size, uint32_t max_mrs, UseRegCache, Counter* rkeys_live)
-    : pd_(pd), depth_(UINT32_MAX / page_size), page_size_(page_size), max_mrs_(max_mrs), zero_based_(false),
-      cache_(std::make_unique<RegCache>(pd, page_size, max_mrs, rkeys_live)), rkeys_live_(rkeys_live) {
-  TERN_REQUIRE(rkeys_live != nullptr, "FrwrRegistrar needs the engine's rkeys_live gauge");
+  all_.reserve(std::min<uint32_t>(max_mrs, 4096));
 }
 
 FrwrRegistrar::~FrwrRegistrar() {
@@ -39,9 +33,17 @@ void FrwrRegistrar::unregistered(EngineMr* m) {
   rkeys_live_->sub();
 }
 
+void FrwrRegistrar::forget(EngineMr* m) {
+  TERN_ASSERT(m->slot < all_.size() && all_[m->slot] == m);
+  all_[m->slot] = all_.back();
+  all_[m->slot]->slot = m->slot;
+  all_.pop_back();
+  delete m;
+  st_->mrs_destroyed.add();
+}
+
 uint32_t FrwrRegistrar::segments_for(uint64_t addr, uint64_t len) const {
   if (len == 0) return 0;
-  if (cache_) return 1;  // one plain registration per chunk
   uint64_t first = addr / page_size_, last = (addr + len - 1) / page_size_;
   uint64_t pages = last - first + 1;
   return static_cast<uint32_t>((pages + depth_ - 1) / depth_);
@@ -49,7 +51,7 @@ uint32_t FrwrRegistrar::segments_for(uint64_t addr, uint64_t len) const {
 
 EngineMr* FrwrRegistrar::take() {
   if (EngineMr* m = free_.get()) return m;
-  if (live_ >= max_mrs_) return nullptr;
+  if (all_.size() >= max_mrs_) return nullptr;
   // Created on demand, so a connection loss (which destroys MRs) costs only
   // what is used again.
   auto r = pd_->alloc_fast_mr(depth_);
@@ -59,8 +61,8 @@ EngineMr* FrwrRegistrar::take() {
   }
   auto* m = new EngineMr();
   m->mr = std::move(r).value();
+  m->slot = static_cast<uint32_t>(all_.size());
   all_.push_back(m);
-  ++live_;
   st_->mrs_created.add();
   return m;
 }
@@ -68,28 +70,14 @@ EngineMr* FrwrRegistrar::take() {
 int FrwrRegistrar::map(uint64_t addr, uint64_t len, uint32_t lkey, uint32_t access, WrChain& chain,
                        RdmaSegment* segs, int max_segs, EngineMr** list) {
   int need = static_cast<int>(segments_for(addr, len));
-  if (cache_) {
-    if (need > max_segs) return -1;
-    bool refused = false;
-    EngineMr* h = cache_->acquire(addr, len, access, &refused);
-    if (h == nullptr) {
-      if (refused) return kRefused;
-      st_->out_of_mrs.add();
-      return -1;
-    }
-    segs[0] = RdmaSegment{h->rkey, h->length, h->iova};
-    h->next = *list;
-    *list = h;
-    return 1;
-  }
-  if (need > max_segs || !chain.room(need)) return -1;
+  if (need > max_segs || !chain.room(need)) return kNoResources;
   EngineMr* taken[WrChain::kMaxWrs];
   for (int i = 0; i < need; ++i) {
     taken[i] = take();
     if (taken[i] == nullptr) {
       for (int j = 0; j < i; ++j) free_.put(taken[j]);
       st_->out_of_mrs.add();
-      return -1;
+      return kNoResources;
     }
   }
   // Split at `depth`-page boundaries: every piece but the first starts on a page.
@@ -108,7 +96,6 @@ int FrwrRegistrar::map(uint64_t addr, uint64_t len, uint32_t lkey, uint32_t acce
     rkeys_live_->add();
     SendWr& w = chain.add();
     w.opcode = WrOpcode::kRegMr;
-    w.wr_id = 0;
     w.reg.mr = m->mr.get();
     w.reg.addr = pos;
     w.reg.length = m->length;
@@ -124,19 +111,13 @@ int FrwrRegistrar::map(uint64_t addr, uint64_t len, uint32_t lkey, uint32_t acce
   return need;
 }
 
-EngineMr* FrwrRegistrar::live_with_rkey(EngineMr* list, uint32_t rkey) {
-  for (EngineMr* m = list; m != nullptr; m = m->next)
-    if (m->registered && !m->invalidating && m->cached == nullptr && m->rkey == rkey) return m;
-  return nullptr;
-}
-
 void FrwrRegistrar::remote_invalidated(EngineMr* m) {
   TERN_ASSERT(m->registered && !m->invalidating);
   unregistered(m);
   st_->remote_invalidated.add();
 }
 
-int FrwrRegistrar::invalidate(EngineMr* list, WrChain& chain, uint64_t wr_id) {
+int FrwrRegistrar::invalidate(EngineMr* list, WrChain& chain) {
   int n = 0;
   for (EngineMr* m = list; m != nullptr; m = m->next) {
     if (!m->registered) continue;
@@ -144,14 +125,8 @@ int FrwrRegistrar::invalidate(EngineMr* list, WrChain& chain, uint64_t wr_id) {
     SendWr& w = chain.add();
     w.opcode = WrOpcode::kLocalInv;
     w.invalidate_rkey = m->rkey;
-    w.wr_id = 0;
     ++n;
     st_->local_inv_wrs.add();
-  }
-  if (n > 0) {
-    // Only the last is signaled: its completion proves the whole chain ran.
-    chain.back().flags = kWrSignaled;
-    chain.back().wr_id = wr_id;
   }
   return n;
 }
@@ -159,21 +134,13 @@ int FrwrRegistrar::invalidate(EngineMr* list, WrChain& chain, uint64_t wr_id) {
 void FrwrRegistrar::release(EngineMr** list) {
   while (EngineMr* m = *list) {
     *list = m->next;
-    if (m->cached != nullptr) {
-      cache_->release(m);
-      continue;
-    }
     // The LOCAL_INV chain completed (or, for an MR whose REG_MR was never
     // posted, there was nothing to reach): either way it is unreachable now.
     if (m->registered) unregistered(m);
     bool exposed = m->exposed;
     m->exposed = false;
     if (exposed && !m->mr->retire()) {
-      // The driver could not make it safe to reuse (FastMr::retire).
-      all_.erase(std::find(all_.begin(), all_.end(), m));
-      delete m;
-      --live_;
-      st_->mrs_destroyed.add();
+      forget(m);  // the driver could not make it safe to reuse (FastMr::retire)
       continue;
     }
     free_.put(m);
@@ -183,17 +150,10 @@ void FrwrRegistrar::release(EngineMr** list) {
 void FrwrRegistrar::destroy(EngineMr** list) {
   while (EngineMr* m = *list) {
     *list = m->next;
-    if (m->cached != nullptr) {
-      cache_->release(m);
-      continue;
-    }
     // The QP is drained, so no WR of ours still uses it, and destroying the
     // MR ends its registration whatever state the device left it in.
     if (m->registered) unregistered(m);
-    all_.erase(std::find(all_.begin(), all_.end(), m));
-    delete m;
-    --live_;
-    st_->mrs_destroyed.add();
+    forget(m);
     st_->mrs_orphaned.add();
   }
 }

@@ -38,6 +38,7 @@ struct EngineMr {
   // Registered since it last came back: FastMr::retire is due before reuse
   // (whoever invalidated it, this end or the peer).
   bool exposed = false;
+  uint32_t slot = 0;  // its place in the registrar's table of every MR it made
 };
 
 class MrFreeList {

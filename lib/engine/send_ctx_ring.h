@@ -1,14 +1,23 @@
-// SendCtxRing: which request each posted Send belongs to, so that the Send
-// side's ownership of a request can be released when its Send is known done.
+// SendCtxRing: a context for every chain the engine posts on a send queue
+// (a call's REG_MRs and Send, a reply's WRITEs and Send, a LOCAL_INV chain,
+// a read chunk's READs), in posting order, with the WR sequence number that
+// chain ended at (sq_budget.h).
 //
-// Sends are posted unsignaled except one per batch (and whenever the ring runs
-// low), because a completion per Send costs CQ work and doorbells. Verbs'
-// strong send-queue ordering makes one signaled completion prove that every
-// earlier Send finished, so that completion walks the ring from its tail and
-// releases every context up to and including its own. A Send that failed to
-// post cancels its context (its request keeps only the RPC owner), and
-// teardown releases the unsignaled tail that no signaled completion will ever
-// walk (the 2026 xprtrdma patch set's rule).
+// Sends are posted unsignaled except one per batch (and whenever the ring
+// runs low), because a completion per Send costs CQ work. Verbs' strong
+// send-queue ordering makes any signaled completion prove that every earlier
+// WR finished, so a completion walks the ring from its tail and releases
+// every context up to and including its own: each earlier Send's owner lets
+// go of its request, and the send-queue budget retires the walked sequence.
+// LOCAL_INV and READ chains are always signaled (their completion is what
+// moves their call on), and they walk the ring like any other.
+//
+// Every WR of a chain carries its context's index in its wr_id, so that a
+// failed or flushed WR that was posted unsignaled (which still completes,
+// with an error) lands on its own chain's context; a context is processed
+// once, by whichever completion reaches it first. A chain whose post failed
+// cancels its context, and teardown releases the unsignaled tail that no
+// completion will ever walk (the 2026 xprtrdma patch set's rule).
 #pragma once
 
 #include <cstdint>
@@ -18,10 +27,25 @@
 
 namespace tern::rpc {
 
+// What a context's chain was for: who must hear that it is done.
+enum class SendCtxKind : uint8_t {
+  kCancelled,   // its post failed: nobody
+  kCallSend,    // a client call's Send (REG_MRs ahead of it): the request's Send owner
+  kReplySend,   // a server reply's Send (RDMA WRITEs ahead of it), or an RDMA_ERROR
+  kInvalidate,  // a client call's LOCAL_INV chain: its completion completes the call
+  kRead,        // a server call's RDMA READs of its read chunks
+};
+
+struct SendCtx {
+  SendCtxKind kind = SendCtxKind::kCancelled;
+  uint32_t obj = 0;  // the request or server call (an index in its engine-wide table)
+  uint64_t seq = 0;  // SqBudget sequence at the end of the chain
+};
+
 class SendCtxRing {
  public:
-  // `size` contexts (a power of two); one is signaled at least every `batch`.
-  SendCtxRing(uint32_t size, uint32_t batch) : slots_(size, nullptr), mask_(size - 1), batch_(batch) {
+  // `size` contexts (a power of two); one Send is signaled at least every `batch`.
+  SendCtxRing(uint32_t size, uint32_t batch) : ctx_(size), mask_(size - 1), batch_(batch) {
     TERN_REQUIRE(size >= 2 && (size & (size - 1)) == 0, "send context ring size %u must be a power of two", size);
     TERN_REQUIRE(batch >= 1 && batch < size, "signal batch %u must be in [1, %u)", batch, size);
   }
@@ -30,55 +54,55 @@ class SendCtxRing {
   uint32_t in_use() const { return head_ - tail_; }
   bool full() const { return in_use() == size(); }
 
-  // Takes the next context for a Send owned by `owner`. Returns its index and
-  // whether this Send must be signaled: every `batch`-th, and always when the
-  // ring would otherwise fill with Sends that no completion will walk.
-  uint32_t acquire(void* owner, bool* signal) {
-    TERN_REQUIRE(!full(), "send context ring full; wait for a Send completion");
-    TERN_ASSERT(owner != nullptr);
+  // Takes the next context. *signal says whether the chain's last WR must be
+  // signaled: always for LOCAL_INV and READ chains; for Sends every
+  // `batch`-th, and whenever the ring would otherwise fill with contexts no
+  // completion will walk.
+  uint32_t acquire(SendCtxKind kind, uint32_t obj, uint64_t seq, bool* signal) {
+    TERN_REQUIRE(!full(), "send context ring full; check room() first");
     uint32_t idx = head_++;
-    slots_[idx & mask_] = owner;
+    ctx_[idx & mask_] = SendCtx{kind, obj, seq};
     ++since_signal_;
-    *signal = since_signal_ >= batch_ || in_use() + batch_ > size();
+    *signal = kind == SendCtxKind::kInvalidate || kind == SendCtxKind::kRead || since_signal_ >= batch_ ||
+              in_use() + batch_ > size();
     if (*signal) since_signal_ = 0;
     return idx;
   }
 
-  // The Send could not be posted: forget its owner without releasing it.
-  // Only the most recent acquire can be cancelled (Sends post in order).
+  // The chain could not be posted: its context releases nobody. Only the
+  // most recent acquire can be cancelled (chains post in order).
   void cancel(uint32_t idx) {
     TERN_ASSERT(idx + 1 == head_);
-    slots_[idx & mask_] = nullptr;
+    ctx_[idx & mask_].kind = SendCtxKind::kCancelled;
   }
 
-  // A signaled Send at `idx` completed (successfully or flushed): releases
-  // every context from the tail through idx. Returns how many owners released.
-  template <typename Release>
-  uint32_t complete_through(uint32_t idx, Release&& release) {
-    // A completion for a context already walked (a flush of an unsignaled Send
-    // after a later signaled one) releases nothing.
+  // A completion for the chain at `idx` (successful or not): calls
+  // done(ctx, is_own) for every context from the tail through idx, in order
+  // (is_own: the completion is that context's own), and returns how many
+  // contexts it walked. A completion for a context already walked (a flush
+  // of an unsignaled WR after a later completion) walks nothing.
+  template <typename Done>
+  uint32_t complete_through(uint32_t idx, Done&& done) {
     if (static_cast<int32_t>(idx - tail_) < 0 || static_cast<int32_t>(idx - head_) >= 0) return 0;
     uint32_t n = 0;
     while (static_cast<int32_t>(idx - tail_) >= 0) {
-      void*& s = slots_[tail_ & mask_];
-      if (s != nullptr) {
-        release(s);
-        s = nullptr;
-        ++n;
-      }
+      SendCtx c = ctx_[tail_ & mask_];
+      bool own = tail_ == idx;
       ++tail_;
+      ++n;
+      done(c, own);
     }
     return n;
   }
 
-  // Teardown, after the QP is drained: the unsignaled tail.
-  template <typename Release>
-  uint32_t release_all(Release&& release) {
-    return head_ == tail_ ? 0 : complete_through(head_ - 1, release);
+  // Teardown, after the QP is drained: every context still in the ring.
+  template <typename Done>
+  uint32_t release_all(Done&& done) {
+    return head_ == tail_ ? 0 : complete_through(head_ - 1, [&](const SendCtx& c, bool) { done(c); });
   }
 
  private:
-  std::vector<void*> slots_;
+  std::vector<SendCtx> ctx_;
   uint32_t mask_;
   uint32_t batch_;
   uint32_t head_ = 0, tail_ = 0;

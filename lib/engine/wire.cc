@@ -74,54 +74,69 @@ size_t call_rpc_header_len(const Call& c) {
   return oc::call_size(rpc_call_header(c, 0, scratch, sizeof scratch));
 }
 
-size_t call_transport_header_len(int nread, int nwrite, int nreply) {
+namespace {
+
+void put_chunks(rr::ChunkLists* out, const ChunkLists& ch) {
+  out->clear();
+  uint32_t k = 0;
+  for (int c = 0; c < ch.nreads; ++c)
+    for (int i = 0; i < ch.reads[c].nsegs; ++i) {
+      out->reads[k].position = ch.reads[c].position;
+      put_segment(&out->reads[k].target, ch.reads[c].segs[i]);
+      ++k;
+    }
+  out->nreads = k;
+  out->nwrites = static_cast<uint32_t>(ch.nwrites);
+  for (int c = 0; c < ch.nwrites; ++c) {
+    out->writes[c].nsegments = static_cast<uint32_t>(ch.writes[c].nsegs);
+    for (int i = 0; i < ch.writes[c].nsegs; ++i) put_segment(&out->writes[c].segments[i], ch.writes[c].segs[i]);
+  }
+  out->has_reply = ch.has_reply;
+  if (ch.has_reply) {
+    out->reply.nsegments = static_cast<uint32_t>(ch.reply.nsegs);
+    for (int i = 0; i < ch.reply.nsegs; ++i) put_segment(&out->reply.segments[i], ch.reply.segs[i]);
+  }
+}
+
+}  // namespace
+
+size_t transport_header_len(const ChunkLists& ch) {
   // Built and measured by the encoder itself, so the two cannot disagree.
   rr::Header h;
   h.proc = rr::Proc::kMsg;
-  h.chunks.clear();
-  h.chunks.nreads = static_cast<uint32_t>(nread);
-  for (int i = 0; i < nread; ++i) h.chunks.reads[i] = rr::ReadSegment{1, rr::Segment{1, 1, 1}};
-  if (nwrite > 0) {
-    h.chunks.nwrites = 1;
-    h.chunks.writes[0].nsegments = static_cast<uint32_t>(nwrite);
-  }
-  if (nreply > 0) {
-    h.chunks.has_reply = true;
-    h.chunks.reply.nsegments = static_cast<uint32_t>(nreply);
-  }
+  put_chunks(&h.chunks, ch);
   return rr::encoded_size(h);
 }
 
-size_t encode_call(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, const CallChunks& ch, const Call& c,
+size_t encode_call(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, const ChunkLists& ch, const Call& c,
                    std::span<const uint8_t> args) {
   rr::Header h;
   h.xid = xid;
   h.credit = credits;
   h.proc = rr::Proc::kMsg;
-  h.chunks.clear();
-  h.chunks.nreads = static_cast<uint32_t>(ch.nread);
-  for (int i = 0; i < ch.nread; ++i) {
-    h.chunks.reads[i].position = ch.reads[i].position;
-    put_segment(&h.chunks.reads[i].target, ch.reads[i].seg);
-  }
-  if (ch.nwrite > 0) {
-    h.chunks.nwrites = 1;
-    h.chunks.writes[0].nsegments = static_cast<uint32_t>(ch.nwrite);
-    for (int i = 0; i < ch.nwrite; ++i) put_segment(&h.chunks.writes[0].segments[i], ch.writes[i]);
-  }
-  if (ch.nreply > 0) {
-    h.chunks.has_reply = true;
-    h.chunks.reply.nsegments = static_cast<uint32_t>(ch.nreply);
-    for (int i = 0; i < ch.nreply; ++i) put_segment(&h.chunks.reply.segments[i], ch.replies[i]);
-  }
+  put_chunks(&h.chunks, ch);
   size_t n1 = rr::encode_header(h, std::span<uint8_t>(buf, cap));
   if (n1 == 0) return 0;
+  size_t n2 = encode_rpc_call(buf + n1, cap - n1, xid, c, args);
+  return n2 == 0 ? 0 : n1 + n2;
+}
+
+size_t encode_rpc_call(uint8_t* buf, size_t cap, uint32_t xid, const Call& c, std::span<const uint8_t> args) {
   uint8_t scratch[oc::kMaxAuthBodySize];
   oc::CallHeader rh = rpc_call_header(c, xid, scratch, sizeof scratch);
-  size_t n2 = oc::encode_call(rh, std::span<uint8_t>(buf + n1, cap - n1));
-  if (n2 == 0 || n1 + n2 + args.size() > cap) return 0;
-  if (!args.empty()) std::memcpy(buf + n1 + n2, args.data(), args.size());
-  return n1 + n2 + args.size();
+  size_t n = oc::encode_call(rh, std::span<uint8_t>(buf, cap));
+  if (n == 0 || n + args.size() > cap) return 0;
+  if (!args.empty()) std::memcpy(buf + n, args.data(), args.size());
+  return n + args.size();
+}
+
+size_t encode_nomsg_call(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, const ChunkLists& ch) {
+  rr::Header h;
+  h.xid = xid;
+  h.credit = credits;
+  h.proc = rr::Proc::kNoMsg;
+  put_chunks(&h.chunks, ch);
+  return rr::encode_header(h, std::span<uint8_t>(buf, cap));
 }
 
 bool decode_reply_header(std::span<const uint8_t> msg, Reply* r) {
@@ -146,8 +161,8 @@ bool decode_reply_header(std::span<const uint8_t> msg, Reply* r) {
     default:
       return false;
   }
-  r->write_chunks = static_cast<int>(h.chunks.nwrites);
-  r->write_len = h.chunks.nwrites > 0 ? h.chunks.writes[0].total_length() : 0;
+  r->nwrites = static_cast<int>(h.chunks.nwrites);
+  for (uint32_t c = 0; c < h.chunks.nwrites; ++c) r->write_lens[c] = h.chunks.writes[c].total_length();
   r->has_reply_chunk = h.chunks.has_reply;
   r->reply_chunk_len = h.chunks.has_reply ? h.chunks.reply.total_length() : 0;
   return true;
@@ -179,6 +194,7 @@ void decode_call_header(std::span<const uint8_t> msg, Incoming* in) {
   rr::DecodeResult d = rr::decode_header(msg, &h);
   in->xid = h.xid;
   in->credits = h.credit;
+  in->chunks.clear();
   switch (d.status) {
     case rr::DecodeStatus::kOk: break;
     case rr::DecodeStatus::kVersionMismatch: in->verdict = Incoming::Verdict::kErrVers; return;
@@ -190,71 +206,69 @@ void decode_call_header(std::span<const uint8_t> msg, Incoming* in) {
     in->verdict = Incoming::Verdict::kDrop;
     return;
   }
+  auto bad = [&] { in->verdict = Incoming::Verdict::kErrChunk; };
   // RDMA_NOMSG: the whole call is in a position-zero read chunk (a client
   // sends that when its call is larger than the inline threshold).
   in->nomsg = h.proc == rr::Proc::kNoMsg;
-  // Tern's limits: one read chunk (one position) and one write chunk. The
-  // Linux client sends no more; more is answered ERR_CHUNK.
-  if (h.chunks.nwrites > 1 || h.chunks.nreads > static_cast<uint32_t>(kMaxChunkSegs)) {
-    in->verdict = Incoming::Verdict::kErrChunk;
-    return;
-  }
   // A segment that wraps the address space names no memory anyone can
   // offer: the chunk is malformed (ERR_CHUNK), not merely unreachable.
   auto wraps = [](const rr::Segment& s) { return s.offset + s.length < s.offset; };
-  bool wrapped = false;
-  for (uint32_t i = 0; i < h.chunks.nreads; ++i) wrapped |= wraps(h.chunks.reads[i].target);
+  for (uint32_t i = 0; i < h.chunks.nreads; ++i)
+    if (wraps(h.chunks.reads[i].target)) return bad();
   for (uint32_t c = 0; c < h.chunks.nwrites; ++c)
-    for (uint32_t i = 0; i < h.chunks.writes[c].nsegments; ++i) wrapped |= wraps(h.chunks.writes[c].segments[i]);
+    for (uint32_t i = 0; i < h.chunks.writes[c].nsegments; ++i)
+      if (wraps(h.chunks.writes[c].segments[i])) return bad();
   if (h.chunks.has_reply)
-    for (uint32_t i = 0; i < h.chunks.reply.nsegments; ++i) wrapped |= wraps(h.chunks.reply.segments[i]);
-  if (wrapped) {
-    in->verdict = Incoming::Verdict::kErrChunk;
-    return;
-  }
+    for (uint32_t i = 0; i < h.chunks.reply.nsegments; ++i)
+      if (wraps(h.chunks.reply.segments[i])) return bad();
+  // Read segments with one position form one read chunk (RFC 8166 §3.4.5),
+  // in the order they are listed; chunks are kept by increasing position.
+  // An XDR position is a multiple of four; position zero is the whole
+  // message, and only RDMA_NOMSG has (and must have) it.
+  ChunkLists& ch = in->chunks;
   for (uint32_t i = 0; i < h.chunks.nreads; ++i) {
     const rr::ReadSegment& s = h.chunks.reads[i];
-    // One read chunk: every segment at one position; position zero only
-    // (and always) for RDMA_NOMSG.
-    if (s.position != h.chunks.reads[0].position || (s.position == 0) != in->nomsg) {
-      in->verdict = Incoming::Verdict::kErrChunk;
-      return;
+    if (s.position % 4 != 0 || (s.position == 0 && !in->nomsg)) return bad();
+    int c = 0;
+    while (c < ch.nreads && ch.reads[c].position < s.position) ++c;
+    if (c == ch.nreads || ch.reads[c].position != s.position) {
+      if (ch.nreads == kMaxReadChunks) return bad();
+      for (int k = ch.nreads; k > c; --k) ch.reads[k] = ch.reads[k - 1];
+      ch.reads[c].position = s.position;
+      ch.reads[c].nsegs = 0;
+      ++ch.nreads;
     }
-    in->reads[i] = ReadSeg{s.position, RdmaSegment{s.target.handle, s.target.length, s.target.offset}};
+    ReadChunkSegs& rc = ch.reads[c];
+    if (rc.nsegs == kMaxChunkSegs) return bad();
+    rc.segs[rc.nsegs++] = RdmaSegment{s.target.handle, s.target.length, s.target.offset};
   }
-  in->nread = static_cast<int>(h.chunks.nreads);
-  if (h.chunks.nwrites == 1) {
-    const rr::WriteChunk& w = h.chunks.writes[0];
+  if (in->nomsg && (ch.nreads == 0 || ch.reads[0].position != 0)) return bad();
+  ch.nwrites = static_cast<int>(h.chunks.nwrites);
+  for (uint32_t c = 0; c < h.chunks.nwrites; ++c) {
+    const rr::WriteChunk& w = h.chunks.writes[c];
+    ch.writes[c].nsegs = static_cast<int>(w.nsegments);
     for (uint32_t i = 0; i < w.nsegments; ++i)
-      in->writes[i] = RdmaSegment{w.segments[i].handle, w.segments[i].length, w.segments[i].offset};
-    in->nwrite = static_cast<int>(w.nsegments);
+      ch.writes[c].segs[i] = RdmaSegment{w.segments[i].handle, w.segments[i].length, w.segments[i].offset};
   }
+  ch.has_reply = h.chunks.has_reply;
   if (h.chunks.has_reply) {
     const rr::WriteChunk& w = h.chunks.reply;
+    ch.reply.nsegs = static_cast<int>(w.nsegments);
     for (uint32_t i = 0; i < w.nsegments; ++i)
-      in->replies[i] = RdmaSegment{w.segments[i].handle, w.segments[i].length, w.segments[i].offset};
-    in->nreply = static_cast<int>(w.nsegments);
+      ch.reply.segs[i] = RdmaSegment{w.segments[i].handle, w.segments[i].length, w.segments[i].offset};
   }
   if (in->nomsg) {
-    // The call arrives with the read chunk; the server checks its xid then.
-    if (in->nread == 0) {
-      in->verdict = Incoming::Verdict::kErrChunk;
-      return;
-    }
+    // The call arrives with the read chunk; the server checks its xid then,
+    // and the other chunks' positions against the message's length.
     in->verdict = Incoming::Verdict::kOk;
     return;
   }
   in->body = msg.subspan(d.header_len);
   // The transport and RPC xids must agree (RFC 8166 §4.5.2: ERR_CHUNK).
-  if (!rr::rpc_xid_matches(h, in->body)) {
-    in->verdict = Incoming::Verdict::kErrChunk;
-    return;
-  }
-  // The read chunk's position must fall inside the inline message it extends.
-  if (in->nread > 0 && in->reads[0].position > in->body.size()) {
-    in->verdict = Incoming::Verdict::kErrChunk;
-    return;
-  }
+  if (!rr::rpc_xid_matches(h, in->body)) return bad();
+  // A read chunk's position must fall inside the inline message it extends.
+  for (int c = 0; c < ch.nreads; ++c)
+    if (ch.reads[c].position > in->body.size()) return bad();
   in->verdict = Incoming::Verdict::kOk;
 }
 
@@ -273,36 +287,21 @@ bool decode_rpc_call(std::span<const uint8_t> body, uint32_t xid, RpcCall* c) {
   c->vers = h.vers;
   c->proc = h.proc;
   c->args = body.subspan(d.header_len);
+  c->header_len = d.header_len;
   return true;
 }
 
-size_t encode_reply_header(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, const RdmaSegment* writes,
-                           int nwrite, uint64_t written, const RdmaSegment* replies, int nreply, uint64_t reply_len,
+size_t encode_reply_header(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, const ChunkLists& written,
                            bool nomsg) {
-  (void)written;  // the segments carry the lengths actually written
   rr::Header h;
   h.xid = xid;
   h.credit = credits;
   h.proc = nomsg ? rr::Proc::kNoMsg : rr::Proc::kMsg;
-  h.chunks.clear();
-  if (nwrite > 0) {
-    // The write chunk goes back with each segment's length set to what was
-    // written (RFC 8166 §3.5.4), zero for unused segments.
-    h.chunks.nwrites = 1;
-    h.chunks.writes[0].nsegments = static_cast<uint32_t>(nwrite);
-    for (int i = 0; i < nwrite; ++i) put_segment(&h.chunks.writes[0].segments[i], writes[i]);
-  }
-  if (nreply > 0) {
-    h.chunks.has_reply = true;
-    h.chunks.reply.nsegments = static_cast<uint32_t>(nreply);
-    uint64_t left = reply_len;
-    for (int i = 0; i < nreply; ++i) {
-      RdmaSegment s = replies[i];
-      s.length = static_cast<uint32_t>(std::min<uint64_t>(s.length, left));
-      left -= s.length;
-      put_segment(&h.chunks.reply.segments[i], s);
-    }
-  }
+  // The write chunks go back with each segment's length set to what was
+  // written (RFC 8166 §3.5.4), zero for unused segments; the reply chunk
+  // likewise, when the reply went through it.
+  put_chunks(&h.chunks, written);
+  h.chunks.nreads = 0;
   if (buf == nullptr) return rr::encoded_size(h);
   return rr::encode_header(h, std::span<uint8_t>(buf, cap));
 }
@@ -311,11 +310,11 @@ size_t encode_rpc_reply(uint8_t* buf, size_t cap, uint32_t xid, int accept_stat,
                         std::span<const uint8_t> results) {
   oc::ReplyHeader rh;
   rh.xid = xid;
-  if (accept_stat == 100) {  // RPC version mismatch: MSG_DENIED, versions 2..2
+  if (accept_stat == kReplyRpcMismatch) {  // RPC version mismatch: MSG_DENIED, versions 2..2
     rh.stat = oc::ReplyStat::kDenied;
     rh.reject = oc::RejectStat::kRpcMismatch;
     rh.mismatch_low = rh.mismatch_high = oc::kRpcVersion;
-  } else if (accept_stat == 101) {  // bad credential
+  } else if (accept_stat == kReplyAuthError) {  // bad credential
     rh.stat = oc::ReplyStat::kDenied;
     rh.reject = oc::RejectStat::kAuthError;
     rh.auth = oc::AuthStat::kBadCred;

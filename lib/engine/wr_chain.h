@@ -1,8 +1,8 @@
 // WrChain: the work requests of one post_send call, built without allocation.
-// REG_MRs for a request's chunks go first, then its Send (or, on the server,
-// RDMA WRITEs then the reply Send), so one doorbell posts the lot and strong
-// send-queue ordering makes each registration take effect before the Send
-// that advertises it.
+// A call's REG_MRs go first, then its Send; a reply's RDMA WRITEs, then its
+// Send; so one post (one doorbell) carries the lot and strong send-queue
+// ordering makes each registration or write take effect before the Send
+// that advertises or follows it.
 #pragma once
 
 #include <cstdint>
@@ -14,11 +14,12 @@ namespace tern::rpc {
 
 class WrChain {
  public:
-  static constexpr int kMaxWrs = 64;
-  static constexpr int kMaxSges = 64;
+  static constexpr int kMaxWrs = 128;
+  static constexpr int kMaxSges = 128;
 
   void clear() { n_ = 0, nsge_ = 0; }
   int size() const { return n_; }
+  bool empty() const { return n_ == 0; }
   bool room(int wrs, int sges = 0) const { return n_ + wrs <= kMaxWrs && nsge_ + sges <= kMaxSges; }
   rdma::SendWr& add() {
     TERN_REQUIRE(n_ < kMaxWrs, "WR chain overflow");
@@ -45,36 +46,14 @@ class WrChain {
   }
   rdma::SendWr* data() { return wr_; }
   rdma::SendWr& back() { return wr_[n_ - 1]; }
-  // Drops WRs from the end (a chain that could not be completed).
+  // Drops WRs from the end (a chain that could not be completed). Their
+  // SGEs stay allocated until clear(); harmless.
   void truncate(int n) { n_ = n; }
 
  private:
   rdma::SendWr wr_[kMaxWrs];
   rdma::Sge sge_[kMaxSges];
   int n_ = 0, nsge_ = 0;
-};
-
-// Send-queue slots in use. Unsignaled WRs hold their slot until a later
-// signaled WR completes; each signaled WR remembers the count of WRs posted
-// up to and including itself, and its completion retires that many.
-class SqBudget {
- public:
-  explicit SqBudget(uint32_t depth) : depth_(depth) {}
-  bool room(uint32_t n) const { return posted_ + n - retired_ <= depth_; }
-  // Returns the sequence to store with the chain's signaled WR(s).
-  uint64_t post(uint32_t n) {
-    posted_ += n;
-    return posted_;
-  }
-  void retire(uint64_t seq) {
-    if (seq > retired_ && seq <= posted_) retired_ = seq;
-  }
-  void retire_all() { retired_ = posted_; }
-  uint64_t outstanding() const { return posted_ - retired_; }
-
- private:
-  uint32_t depth_;
-  uint64_t posted_ = 0, retired_ = 0;
 };
 
 }  // namespace tern::rpc

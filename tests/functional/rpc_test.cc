@@ -426,17 +426,15 @@ TEST(Rpc, HandlerMayReplyLater) {
 }
 
 // More calls than credits: the client holds the rest back (never more
-// outstanding than granted) and sends them as replies return credits.
+// outstanding than granted) and sends them as replies return credits. The
+// server's grant follows load: it doubles while the client uses every
+// credit it has, up to the server's maximum, and never beyond.
 TEST(Rpc, CreditExhaustionAndRecovery) {
   EngineOptions so, co;
-  so.credits = 4;   // the server grants 4
+  so.credits = 4;   // the server grants at most 4
   co.credits = 64;  // the client would like more
   Fixture f(so, co);
-  // Warm up: the first reply carries the grant (RFC 8166 starts at one credit).
-  Call w;
-  w.proc = kEcho;
-  ASSERT_EQ(f.call(w).reply.status, CallStatus::kOk);
-  ASSERT_EQ(f.conn->info().credits, 4u);
+  EXPECT_EQ(f.conn->info().credits, 1u) << "RFC 8166: one credit until the first reply";
 
   constexpr int kCalls = 40;
   std::vector<Pending> ps(kCalls);
@@ -446,19 +444,26 @@ TEST(Rpc, CreditExhaustionAndRecovery) {
     ASSERT_EQ(f.conn->call(c), 0);
   }
   f.wait([] { return false; }, 30);
-  EXPECT_EQ(f.later.size(), 4u) << "the server saw more calls than it granted credits for";
-  EXPECT_LE(f.conn->outstanding(), 4u);
+  EXPECT_EQ(f.later.size(), 1u) << "the server saw more calls than it granted credits for";
   EXPECT_GT(f.cli->stats().credit_waits.get(), 0u);
   int replied = 0;
+  size_t most = 0;
+  std::vector<uint32_t> grants;
   while (replied < kCalls) {
     ASSERT_TRUE(f.wait([&] { return !f.later.empty(); })) << "stuck after " << replied << " replies";
-    EXPECT_LE(f.later.size(), 4u);
+    // Let every call the grant allows arrive before answering.
+    f.wait([] { return false; }, 20);
+    EXPECT_LE(f.later.size(), 4u) << "more outstanding than the largest grant";
+    EXPECT_LE(f.conn->outstanding(), f.conn->info().credits);
+    most = std::max(most, f.later.size());
     std::vector<ServerCall*> batch;
     batch.swap(f.later);
     for (ServerCall* sc : batch) {
       ASSERT_OK(sc->reply({}));
       ++replied;
     }
+    f.wait([] { return false; }, 5);
+    grants.push_back(f.conn->info().credits);
   }
   ASSERT_TRUE(f.wait([&] {
     for (auto& p : ps)
@@ -466,6 +471,11 @@ TEST(Rpc, CreditExhaustionAndRecovery) {
     return true;
   }));
   for (auto& p : ps) EXPECT_EQ(p.reply.status, CallStatus::kOk);
+  EXPECT_EQ(most, 4u) << "a client using every credit is granted the server's maximum";
+  ASSERT_GE(grants.size(), 3u);
+  EXPECT_EQ(grants[0], 2u) << "the grant doubles";
+  EXPECT_EQ(grants[1], 4u);
+  for (uint32_t g : grants) EXPECT_LE(g, 4u);
 }
 
 TEST(Rpc, ManyCallsInFlightAllComplete) {
@@ -547,15 +557,16 @@ TEST(Rpc, ConnectionLossFailsOutstandingCallsOnce) {
 TEST(Rpc, BadCallsAreRefusedUpFront) {
   EngineOptions so, co;
   co.frwr_depth = 1;  // one page per MR: a large chunk needs many segments
+  co.max_long_call = 16 * 1024;
   Fixture f(so, co);
   Call c;
   c.prog = kProg, c.vers = kVers, c.proc = kEcho, c.done = on_done;
   Pending p;
   c.ctx = &p;
 
-  std::vector<uint8_t> huge(8192);
+  std::vector<uint8_t> huge(20000);
   c.args = huge;
-  EXPECT_EQ(f.conn->call(c), EINVAL) << "inline arguments over the inline threshold";
+  EXPECT_EQ(f.conn->call(c), EMSGSIZE) << "a call message over max_long_call";
   c.args = {};
 
   std::vector<uint8_t> heap(4096);  // not registered with the engine
@@ -566,6 +577,16 @@ TEST(Rpc, BadCallsAreRefusedUpFront) {
   c.bulk_send = std::span<const uint8_t>(big, 128 * 1024);  // 32 pages = 32 segments at depth 1
   EXPECT_EQ(f.conn->call(c), EMSGSIZE) << "more segments than a chunk list holds";
 
+  ReadChunk two[2] = {{std::span<const uint8_t>(big, 4096), 0}, {std::span<const uint8_t>(big, 4096), 0}};
+  c.bulk_send = {};
+  c.read_chunks = two;
+  EXPECT_EQ(f.conn->call(c), EINVAL) << "two read chunks at one position";
+  two[1].position = 2;
+  EXPECT_EQ(f.conn->call(c), EINVAL) << "a position that is not XDR-aligned";
+  two[1].position = 8;
+  EXPECT_EQ(f.conn->call(c), EINVAL) << "a position past the arguments";
+  c.read_chunks = {};
+
   // Within limits the same engine still works: 8 pages, 8 segments.
   c.bulk_send = std::span<const uint8_t>(big, 8 * 4096);
   c.proc = kSum;
@@ -575,6 +596,45 @@ TEST(Rpc, BadCallsAreRefusedUpFront) {
   EXPECT_FALSE(f.conn->failed());
   Call none;
   EXPECT_EQ(f.conn->call(none), EINVAL) << "no completion callback";
+}
+
+// A call larger than the inline threshold goes as RDMA_NOMSG: its message
+// through a position-zero read chunk the server pulls (RFC 8166 §3.5.3),
+// staged in the client's bulk pool; the large results come back through a
+// reply chunk. Also with a read chunk of its own beside it.
+TEST(Rpc, LongCallGoesThroughAPositionZeroReadChunk) {
+  Fixture f;
+  std::vector<uint8_t> args(12000);
+  for (size_t i = 0; i < args.size(); ++i) args[i] = pat(3, i);
+  Call c;
+  c.proc = kEcho;
+  c.args = args;
+  c.max_results = 12000;
+  Pending p = f.call(c);
+  ASSERT_EQ(p.reply.status, CallStatus::kOk) << call_status_name(p.reply.status);
+  EXPECT_EQ(p.results, args);
+  EXPECT_EQ(f.cli->stats().long_calls.get(), 1u);
+  // Without room for the results, the server says so with ERR_CHUNK.
+  c.max_results = 0;
+  p = f.call(c);
+  EXPECT_EQ(p.reply.status, CallStatus::kRdmaError);
+  // A long call with a read chunk beside its message.
+  auto* bulk = static_cast<uint8_t*>(f.cli->alloc(64 * 1024));
+  uint32_t want = 0;
+  for (uint32_t i = 0; i < 64 * 1024; ++i) want += bulk[i] = pat(9, i);
+  Call s;
+  s.proc = kSum;
+  s.args = args;
+  s.bulk_send = std::span<const uint8_t>(bulk, 64 * 1024);
+  p = f.call(s);
+  ASSERT_EQ(p.reply.status, CallStatus::kOk) << call_status_name(p.reply.status);
+  uint32_t got[2];
+  ASSERT_EQ(p.results.size(), 8u);
+  std::memcpy(got, p.results.data(), 8);
+  EXPECT_EQ(got[0], want);
+  EXPECT_EQ(got[1], 64u * 1024);
+  EXPECT_EQ(f.cli->stats().long_calls.get(), 3u);
+  EXPECT_EQ(f.cli->stats().rkeys_live.get(), 0u);
 }
 
 // Connections come and go without the engines' arenas running dry: each

@@ -1,6 +1,7 @@
-// Unit tests for the engine's building blocks: SendCtxRing, MrFreeList and
-// FrwrRegistrar (the last over a real pmd/shm PD, since fast MRs come from a
-// device).
+// Unit tests for the engine's registration and send-side building blocks:
+// SendCtxRing, SqBudget, MrFreeList, FrwrRegistrar and RegCacheRegistrar (the
+// registrars over a real pmd/shm PD, since fast MRs come from a device).
+// engine_pieces_test.cc has the pools, credits and tables.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,8 +10,9 @@
 
 #include "engine/frwr_registrar.h"
 #include "engine/mr_free_list.h"
-#include "engine/object_pool.h"
+#include "engine/reg_cache_registrar.h"
 #include "engine/send_ctx_ring.h"
+#include "engine/sq_budget.h"
 #include "engine/wr_chain.h"
 #include "mem/arena.h"
 #include "rdmadev/rdmadev.h"
@@ -18,75 +20,94 @@
 namespace tern::rpc {
 namespace {
 
-int owner_tag[64];
-
 TEST(SendCtxRing, SignalsOncePerBatch) {
   SendCtxRing ring(64, 8);
   int signaled = 0;
-  for (int i = 0; i < 32; ++i) {
+  for (uint32_t i = 0; i < 32; ++i) {
     bool sig;
-    ring.acquire(&owner_tag[i], &sig);
+    ring.acquire(SendCtxKind::kCallSend, i, i + 1, &sig);
     signaled += sig;
     if (sig) {
-      EXPECT_EQ((i + 1) % 8, 0) << "send " << i;
+      EXPECT_EQ((i + 1) % 8, 0u) << "send " << i;
     }
   }
   EXPECT_EQ(signaled, 4);
+}
+
+TEST(SendCtxRing, InvalidationAndReadChainsAreAlwaysSignaled) {
+  // Their completion is what moves their call on.
+  SendCtxRing ring(64, 8);
+  bool sig;
+  ring.acquire(SendCtxKind::kCallSend, 0, 1, &sig);
+  EXPECT_FALSE(sig);
+  ring.acquire(SendCtxKind::kInvalidate, 1, 2, &sig);
+  EXPECT_TRUE(sig);
+  ring.acquire(SendCtxKind::kRead, 2, 3, &sig);
+  EXPECT_TRUE(sig);
+  ring.acquire(SendCtxKind::kReplySend, 3, 4, &sig);
+  EXPECT_FALSE(sig) << "the batch counts from the last signaled chain";
 }
 
 TEST(SendCtxRing, SignalsEverySendWhenNearlyFull) {
   // So that the ring can never fill with Sends no completion will walk.
   SendCtxRing ring(16, 8);
   bool sig = false;
-  for (int i = 0; i < 9; ++i) ring.acquire(&owner_tag[i], &sig);
-  for (int i = 9; i < 16; ++i) {
-    ring.acquire(&owner_tag[i], &sig);
+  for (uint32_t i = 0; i < 9; ++i) ring.acquire(SendCtxKind::kCallSend, i, 0, &sig);
+  for (uint32_t i = 9; i < 16; ++i) {
+    ring.acquire(SendCtxKind::kCallSend, i, 0, &sig);
     EXPECT_TRUE(sig) << "send " << i << " with " << ring.in_use() << " in use";
   }
   EXPECT_TRUE(ring.full());
 }
 
-TEST(SendCtxRing, CompletionReleasesEveryEarlierContextOnce) {
+TEST(SendCtxRing, CompletionReleasesEveryEarlierContextOnceInOrder) {
   SendCtxRing ring(32, 4);
   std::vector<uint32_t> idx;
-  for (int i = 0; i < 10; ++i) {
+  for (uint32_t i = 0; i < 10; ++i) {
     bool sig;
-    idx.push_back(ring.acquire(&owner_tag[i], &sig));
+    idx.push_back(ring.acquire(SendCtxKind::kCallSend, 100 + i, 10 * (i + 1), &sig));
   }
-  std::vector<void*> released;
-  auto rel = [&](void* o) { released.push_back(o); };
+  std::vector<uint32_t> released;
+  std::vector<bool> owns;
+  auto rel = [&](const SendCtx& c, bool own) {
+    released.push_back(c.obj);
+    owns.push_back(own);
+  };
   EXPECT_EQ(ring.complete_through(idx[3], rel), 4u);
   ASSERT_EQ(released.size(), 4u);
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(released[i], &owner_tag[i]) << "in order";
+  for (uint32_t i = 0; i < 4; ++i) EXPECT_EQ(released[i], 100 + i) << "in order";
+  EXPECT_EQ(owns, (std::vector<bool>{false, false, false, true})) << "only the last is the completion's own";
   // A late completion for an already-walked context releases nothing.
   EXPECT_EQ(ring.complete_through(idx[1], rel), 0u);
   EXPECT_EQ(ring.complete_through(idx[7], rel), 4u);
   EXPECT_EQ(ring.in_use(), 2u);
   // Teardown releases the unsignaled tail.
-  EXPECT_EQ(ring.release_all(rel), 2u);
-  EXPECT_EQ(released.size(), 10u);
+  std::vector<uint32_t> tail;
+  EXPECT_EQ(ring.release_all([&](const SendCtx& c) { tail.push_back(c.obj); }), 2u);
+  EXPECT_EQ(tail, (std::vector<uint32_t>{108, 109}));
   EXPECT_EQ(ring.in_use(), 0u);
-  EXPECT_EQ(ring.release_all(rel), 0u);
+  EXPECT_EQ(ring.release_all([&](const SendCtx&) {}), 0u);
 }
 
-TEST(SendCtxRing, CancelledSendIsNotReleased) {
+TEST(SendCtxRing, CancelledChainReleasesNobody) {
   SendCtxRing ring(8, 4);
   bool sig;
-  uint32_t a = ring.acquire(&owner_tag[0], &sig);
-  uint32_t b = ring.acquire(&owner_tag[1], &sig);
+  ring.acquire(SendCtxKind::kCallSend, 7, 1, &sig);
+  uint32_t b = ring.acquire(SendCtxKind::kCallSend, 8, 2, &sig);
   ring.cancel(b);  // its post failed: the request keeps only its RPC owner
-  std::vector<void*> released;
-  EXPECT_EQ(ring.complete_through(b, [&](void* o) { released.push_back(o); }), 1u);
-  ASSERT_EQ(released.size(), 1u);
-  EXPECT_EQ(released[0], &owner_tag[0]);
-  (void)a;
+  std::vector<SendCtx> walked;
+  EXPECT_EQ(ring.complete_through(b, [&](const SendCtx& c, bool) { walked.push_back(c); }), 2u);
+  ASSERT_EQ(walked.size(), 2u);
+  EXPECT_EQ(walked[0].kind, SendCtxKind::kCallSend);
+  EXPECT_EQ(walked[0].obj, 7u);
+  EXPECT_EQ(walked[1].kind, SendCtxKind::kCancelled);
 }
 
 TEST(SendCtxRingDeath, AcquireOnFullRingIsACallerBug) {
   SendCtxRing ring(4, 2);
   bool sig;
-  for (int i = 0; i < 4; ++i) ring.acquire(&owner_tag[i], &sig);
-  EXPECT_DEATH(ring.acquire(&owner_tag[5], &sig), "send context ring full");
+  for (uint32_t i = 0; i < 4; ++i) ring.acquire(SendCtxKind::kCallSend, i, 0, &sig);
+  EXPECT_DEATH(ring.acquire(SendCtxKind::kCallSend, 5, 0, &sig), "send context ring full");
 }
 
 TEST(MrFreeList, OwnerGetPutIsLifo) {
@@ -150,6 +171,7 @@ class Registrar : public ::testing::Test {
   }
   void TearDown() override {
     reg.reset();
+    cache.reset();
     mr.reset();
     pd.reset();
     dev.reset();
@@ -161,6 +183,7 @@ class Registrar : public ::testing::Test {
   std::unique_ptr<rdma::Pd> pd;
   std::unique_ptr<rdma::Mr> mr;
   std::unique_ptr<FrwrRegistrar> reg;
+  std::unique_ptr<RegCacheRegistrar> cache;
   Counter live;  // the engine's rkeys_live gauge
 };
 
@@ -252,12 +275,12 @@ TEST_F(Registrar, KeyByteChangesOnEveryRegistration) {
     }
     last = seg.handle;
     WrChain inv;
-    EXPECT_EQ(reg->invalidate(list, inv, 42), 1);
+    EXPECT_EQ(reg->invalidate(list, inv), 1);
     reg->release(&list);
   }
 }
 
-TEST_F(Registrar, InvalidationChainSignalsOnlyItsLastWr) {
+TEST_F(Registrar, InvalidationSkipsWhatThePeerInvalidated) {
   reg = std::make_unique<FrwrRegistrar>(pd.get(), 16, 4096, 8, false, &live);
   WrChain chain;
   RdmaSegment segs[8];
@@ -265,21 +288,22 @@ TEST_F(Registrar, InvalidationChainSignalsOnlyItsLastWr) {
   ASSERT_EQ(reg->map(addr(0), 3 * 64 * 1024, mr->lkey(), rdma::kAccessRemoteRead, chain, segs, 8, &list), 3);
   EXPECT_EQ(live.get(), 3u) << "three registrations a peer can reach";
   // The peer invalidated one of them with Send With Invalidate.
-  EngineMr* m = FrwrRegistrar::live_with_rkey(list, segs[1].handle);
+  EngineMr* m = rpc::Registrar::live_with_rkey(list, segs[1].handle);
   ASSERT_NE(m, nullptr);
   reg->remote_invalidated(m);
   EXPECT_EQ(live.get(), 2u);
-  EXPECT_EQ(FrwrRegistrar::live_with_rkey(list, segs[1].handle), nullptr) << "invalid now: not the peer's again";
-  EXPECT_EQ(FrwrRegistrar::live_with_rkey(list, 0xdeadbe00), nullptr);
+  EXPECT_EQ(rpc::Registrar::live_with_rkey(list, segs[1].handle), nullptr) << "invalid now: not the peer's again";
+  EXPECT_EQ(rpc::Registrar::live_with_rkey(list, 0xdeadbe00), nullptr);
   WrChain inv;
-  ASSERT_EQ(reg->invalidate(list, inv, 77), 2) << "no LOCAL_INV for the remotely invalidated MR";
-  EXPECT_EQ(FrwrRegistrar::live_with_rkey(list, segs[0].handle), nullptr)
+  ASSERT_EQ(reg->invalidate(list, inv), 2) << "no LOCAL_INV for the remotely invalidated MR";
+  EXPECT_EQ(rpc::Registrar::live_with_rkey(list, segs[0].handle), nullptr)
       << "its LOCAL_INV is posted: a Send With Invalidate of it now would invalidate it twice";
   EXPECT_EQ(live.get(), 2u) << "reachable until the LOCAL_INV chain completes";
-  EXPECT_FALSE(inv.data()[0].flags & rdma::kWrSignaled);
-  EXPECT_TRUE(inv.data()[1].flags & rdma::kWrSignaled);
-  EXPECT_EQ(inv.data()[1].wr_id, 77u);
-  for (int i = 0; i < 2; ++i) EXPECT_NE(inv.data()[i].invalidate_rkey, segs[1].handle);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(inv.data()[i].opcode, rdma::WrOpcode::kLocalInv);
+    EXPECT_FALSE(inv.data()[i].flags & rdma::kWrSignaled) << "the post path signals the chain's last WR";
+    EXPECT_NE(inv.data()[i].invalidate_rkey, segs[1].handle);
+  }
   reg->release(&list);
   EXPECT_EQ(list, nullptr);
   EXPECT_EQ(reg->free_list().local_size(), 3u);
@@ -339,9 +363,9 @@ TEST(RegistrarRetire, EveryEndedRegistrationIsRetiredBeforeReuse) {
                     &list),
             2);
   // One MR invalidated by the peer, the other by a LOCAL_INV chain.
-  reg.remote_invalidated(FrwrRegistrar::live_with_rkey(list, segs[0].handle));
+  reg.remote_invalidated(rpc::Registrar::live_with_rkey(list, segs[0].handle));
   WrChain inv;
-  ASSERT_EQ(reg.invalidate(list, inv, 5), 1);
+  ASSERT_EQ(reg.invalidate(list, inv), 1);
   reg.release(&list);
   EXPECT_EQ(pd.retired, 2) << "both MRs go through retire(), the remotely invalidated one too";
   EXPECT_EQ(reg.free_list().local_size(), 2u);
@@ -358,15 +382,15 @@ TEST(RegistrarRetire, EveryEndedRegistrationIsRetiredBeforeReuse) {
 // ---- the registration cache (devices without fast registration)
 
 TEST_F(Registrar, RegCacheRegistersAChunkOnceAndPostsNoWrs) {
-  reg = std::make_unique<FrwrRegistrar>(pd.get(), 4096, 8, FrwrRegistrar::UseRegCache{}, &live);
-  EXPECT_FALSE(reg->invalidates());
-  EXPECT_EQ(reg->segments_for(addr(100), 3u << 20), 1u) << "one plain registration per chunk, any length";
+  cache = std::make_unique<RegCacheRegistrar>(pd.get(), 4096, 8, &live);
+  EXPECT_FALSE(cache->invalidates());
+  EXPECT_EQ(cache->segments_for(addr(100), 3u << 20), 1u) << "one plain registration per chunk, any length";
   uint32_t rkey = 0;
   for (int i = 0; i < 3; ++i) {
     WrChain chain;
     RdmaSegment seg;
     EngineMr* list = nullptr;
-    ASSERT_EQ(reg->map(addr(100), 200 * 1024, mr->lkey(), rdma::kAccessRemoteRead, chain, &seg, 1, &list), 1);
+    ASSERT_EQ(cache->map(addr(100), 200 * 1024, mr->lkey(), rdma::kAccessRemoteRead, chain, &seg, 1, &list), 1);
     EXPECT_EQ(chain.size(), 0) << "no REG_MR: the registration was made by reg_mr";
     EXPECT_EQ(seg.offset, addr(100)) << "a plain MR is addressed by virtual address";
     EXPECT_EQ(seg.length, 200u * 1024);
@@ -376,115 +400,76 @@ TEST_F(Registrar, RegCacheRegistersAChunkOnceAndPostsNoWrs) {
     rkey = seg.handle;
     ASSERT_NE(list, nullptr);
     EXPECT_FALSE(list->registered) << "nothing for LOCAL_INV or the peer to invalidate";
-    EXPECT_EQ(FrwrRegistrar::live_with_rkey(list, seg.handle), nullptr);
+    EXPECT_EQ(rpc::Registrar::live_with_rkey(list, seg.handle), nullptr);
     EXPECT_EQ(live.get(), 1u) << "a cached registration stays reachable between calls";
     WrChain inv;
-    EXPECT_EQ(reg->invalidate(list, inv, 1), 0);
-    reg->release(&list);
+    EXPECT_EQ(cache->invalidate(list, inv), 0);
+    cache->release(&list);
     EXPECT_EQ(list, nullptr);
   }
-  EXPECT_EQ(reg->cache()->stats().misses.get(), 1u);
-  EXPECT_EQ(reg->cache()->stats().hits.get(), 2u);
-  EXPECT_EQ(reg->cache()->in_use(), 0u);
+  EXPECT_EQ(cache->cache().stats().misses.get(), 1u);
+  EXPECT_EQ(cache->cache().stats().hits.get(), 2u);
+  EXPECT_EQ(cache->cache().in_use(), 0u);
 }
 
 TEST_F(Registrar, RegCacheKeysOnPagesAndAccess) {
-  reg = std::make_unique<FrwrRegistrar>(pd.get(), 4096, 8, FrwrRegistrar::UseRegCache{}, &live);
+  cache = std::make_unique<RegCacheRegistrar>(pd.get(), 4096, 8, &live);
   WrChain chain;
   RdmaSegment a, b, c;
   EngineMr* list = nullptr;
-  ASSERT_EQ(reg->map(addr(4096), 1000, mr->lkey(), rdma::kAccessRemoteRead, chain, &a, 1, &list), 1);
-  ASSERT_EQ(reg->map(addr(4096 + 8), 2000, mr->lkey(), rdma::kAccessRemoteRead, chain, &b, 1, &list), 1);
+  ASSERT_EQ(cache->map(addr(4096), 1000, mr->lkey(), rdma::kAccessRemoteRead, chain, &a, 1, &list), 1);
+  ASSERT_EQ(cache->map(addr(4096 + 8), 2000, mr->lkey(), rdma::kAccessRemoteRead, chain, &b, 1, &list), 1);
   EXPECT_EQ(a.handle, b.handle) << "same page, same access: one registration";
   EXPECT_EQ(b.offset, addr(4096 + 8));
-  ASSERT_EQ(reg->map(addr(4096), 1000, mr->lkey(), rdma::kAccessRemoteWrite, chain, &c, 1, &list), 1);
+  ASSERT_EQ(cache->map(addr(4096), 1000, mr->lkey(), rdma::kAccessRemoteWrite, chain, &c, 1, &list), 1);
   EXPECT_NE(c.handle, a.handle) << "other access rights: another registration";
-  EXPECT_EQ(reg->cache()->entries(), 2u);
-  EXPECT_EQ(reg->cache()->in_use(), 2u);
-  reg->release(&list);
-  EXPECT_EQ(reg->cache()->in_use(), 0u);
+  EXPECT_EQ(cache->cache().entries(), 2u);
+  EXPECT_EQ(cache->cache().in_use(), 2u);
+  cache->release(&list);
+  EXPECT_EQ(cache->cache().in_use(), 0u);
 }
 
 TEST_F(Registrar, RegCacheEvictsOnlyIdleEntriesLeastRecentlyUsedFirst) {
-  reg = std::make_unique<FrwrRegistrar>(pd.get(), 4096, 2, FrwrRegistrar::UseRegCache{}, &live);
+  cache = std::make_unique<RegCacheRegistrar>(pd.get(), 4096, 2, &live);
   WrChain chain;
   RdmaSegment s0, s1, s2;
   EngineMr *l0 = nullptr, *l1 = nullptr, *l2 = nullptr;
-  ASSERT_EQ(reg->map(addr(0), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &s0, 1, &l0), 1);
-  ASSERT_EQ(reg->map(addr(8192), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &s1, 1, &l1), 1);
+  ASSERT_EQ(cache->map(addr(0), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &s0, 1, &l0), 1);
+  ASSERT_EQ(cache->map(addr(8192), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &s1, 1, &l1), 1);
   // Both entries held by calls in flight: a third buffer must wait.
-  EXPECT_EQ(reg->map(addr(16384), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &s2, 1, &l2), -1);
+  EXPECT_EQ(cache->map(addr(16384), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &s2, 1, &l2), -1);
   EXPECT_EQ(l2, nullptr);
-  EXPECT_EQ(reg->stats().out_of_mrs.get(), 1u);
-  EXPECT_EQ(reg->cache()->stats().evictions.get(), 0u) << "an entry in use is never deregistered";
-  reg->release(&l1);
-  reg->release(&l0);  // idle both; by last use, addr(0) is the older
-  ASSERT_EQ(reg->map(addr(16384), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &s2, 1, &l2), 1);
-  EXPECT_EQ(reg->cache()->stats().evictions.get(), 1u);
-  EXPECT_EQ(reg->cache()->entries(), 2u);
+  EXPECT_EQ(cache->stats().out_of_mrs.get(), 1u);
+  EXPECT_EQ(cache->cache().stats().evictions.get(), 0u) << "an entry in use is never deregistered";
+  cache->release(&l1);
+  cache->release(&l0);  // idle both; by last use, addr(0) is the older
+  ASSERT_EQ(cache->map(addr(16384), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &s2, 1, &l2), 1);
+  EXPECT_EQ(cache->cache().stats().evictions.get(), 1u);
+  EXPECT_EQ(cache->cache().entries(), 2u);
   // addr(0) was acquired first, so it was the least recently used and went.
   RdmaSegment again;
   EngineMr* l3 = nullptr;
-  ASSERT_EQ(reg->map(addr(8192), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &again, 1, &l3), 1);
+  ASSERT_EQ(cache->map(addr(8192), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &again, 1, &l3), 1);
   EXPECT_EQ(again.handle, s1.handle) << "the more recently used entry survived";
-  EXPECT_EQ(reg->cache()->stats().hits.get(), 1u);
-  reg->release(&l2);
-  reg->release(&l3);
+  EXPECT_EQ(cache->cache().stats().hits.get(), 1u);
+  cache->release(&l2);
+  cache->release(&l3);
 }
 
 TEST_F(Registrar, RegCacheHoldsSurviveConnectionLoss) {
-  reg = std::make_unique<FrwrRegistrar>(pd.get(), 4096, 4, FrwrRegistrar::UseRegCache{}, &live);
+  cache = std::make_unique<RegCacheRegistrar>(pd.get(), 4096, 4, &live);
   WrChain chain;
   RdmaSegment s;
   EngineMr* list = nullptr;
-  ASSERT_EQ(reg->map(addr(0), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &s, 1, &list), 1);
-  reg->destroy(&list);  // what the engine does on connection loss
+  ASSERT_EQ(cache->map(addr(0), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &s, 1, &list), 1);
+  cache->destroy(&list);  // what the engine does on connection loss
   EXPECT_EQ(list, nullptr);
-  EXPECT_EQ(reg->cache()->in_use(), 0u);
-  EXPECT_EQ(reg->cache()->entries(), 1u) << "a plain registration's state is known: kept";
+  EXPECT_EQ(cache->cache().in_use(), 0u);
+  EXPECT_EQ(cache->cache().entries(), 1u) << "a plain registration's state is known: kept";
   RdmaSegment again;
-  ASSERT_EQ(reg->map(addr(0), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &again, 1, &list), 1);
+  ASSERT_EQ(cache->map(addr(0), 4096, mr->lkey(), rdma::kAccessRemoteRead, chain, &again, 1, &list), 1);
   EXPECT_EQ(again.handle, s.handle);
-  reg->release(&list);
-}
-
-struct Obj {
-  int value = 0;
-};
-
-TEST(ObjectPool, GetsEveryObjectOnceThenNothing) {
-  ObjectPool<Obj> pool;
-  pool.create(8);
-  std::vector<Obj*> out;
-  while (Obj* o = pool.get()) out.push_back(o);
-  ASSERT_EQ(out.size(), 8u);
-  EXPECT_EQ(pool.index(out[0]), 0u) << "lowest index first";
-  std::sort(out.begin(), out.end());
-  EXPECT_EQ(std::unique(out.begin(), out.end()), out.end()) << "no object handed out twice";
-  EXPECT_TRUE(pool.empty());
-  EXPECT_FALSE(pool.all_free());
-  for (Obj* o : out) pool.put(o);
-  EXPECT_TRUE(pool.all_free());
-}
-
-TEST(ObjectPool, ReusesTheMostRecentlyReturnedFirst) {
-  ObjectPool<Obj> pool;
-  pool.create(4);
-  Obj* a = pool.get();
-  Obj* b = pool.get();
-  pool.put(a);
-  pool.put(b);
-  EXPECT_EQ(pool.get(), b) << "LIFO: the warmest object first";
-  EXPECT_EQ(pool.find(3), &pool[3]);
-  EXPECT_EQ(pool.find(4), nullptr) << "an index from a peer or a stale wr_id is refused";
-}
-
-TEST(ObjectPoolDeath, PuttingBackTwiceIsCaught) {
-  ObjectPool<Obj> pool;
-  pool.create(2);
-  Obj* a = pool.get();
-  pool.put(a);
-  EXPECT_DEATH(pool.put(a), "put back into its pool twice");
+  cache->release(&list);
 }
 
 }  // namespace

@@ -1,0 +1,602 @@
+// Client datapath, the call side: call() checks and copies a call into a
+// request from the engine's table; the backlog's head takes what it needs
+// (a credit, a receive reservation for its reply, a send buffer, staging,
+// MRs, send-queue room) and is posted as [REG_MR..., SEND] with one
+// doorbell. Every transition of a request is in ClientConn::process.
+#include <algorithm>
+#include <cstring>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "engine/engine_impl.h"
+#include "engine/wire.h"
+
+namespace tern::rpc {
+
+using namespace tern::rdma;
+
+const char* req_state_name(ReqState s) {
+  switch (s) {
+    case ReqState::kFree: return "free";
+    case ReqState::kBacklog: return "backlog";
+    case ReqState::kSent: return "sent";
+    case ReqState::kInvalidating: return "invalidating";
+    case ReqState::kOrphaned: return "orphaned";
+    case ReqState::kCompleted: return "completed";
+  }
+  return "?";
+}
+
+ClientConn::ClientConn(EngineImpl* e, DeviceCtx* d)
+    : ConnBase(e, d, false), credits(e->opt.credits), xids(e->opt.credits), next_xid(1) {}
+
+ClientConn::~ClientConn() {
+  // Calls that never finished (the engine is going away with the device
+  // gone): their MRs are in an unknown state and are destroyed.
+  for (Request* r = backlog_head; r != nullptr;) {
+    Request* n = r->next;
+    drop_staging(r);
+    r = n;
+  }
+}
+
+ConnectionInfo ClientConn::info() const {
+  return ConnectionInfo{inline_send, inline_recv, remote_inv, credits.granted()};
+}
+
+namespace {
+
+// The registrar's segment count for a chunk, or -1 when it is over a chunk's limit.
+int segs_for(const Registrar& reg, const void* p, uint64_t len) {
+  uint32_t n = reg.segments_for(reinterpret_cast<uint64_t>(p), len);
+  return n > static_cast<uint32_t>(kMaxChunkSegs) ? -1 : static_cast<int>(n);
+}
+
+}  // namespace
+
+int ClientConn::call(const Call& c) {
+  if (state != State::kReady) return ENOTCONN;
+  if (c.done == nullptr) return EINVAL;
+  const EngineOptions& o = eng->opt;
+  const size_t nreads = c.read_chunks.size() + (c.bulk_send.empty() ? 0 : 1);
+  const size_t nwrites = c.write_chunks.size() + (c.bulk_recv.empty() ? 0 : 1);
+  if (nreads > kMaxCallReadChunks || nwrites > kMaxCallWriteChunks) return EINVAL;
+  if (c.max_results > o.max_reply) return EMSGSIZE;
+  // Chunks: registered memory (zero copy), within max_bulk; read chunks at
+  // distinct XDR positions inside the arguments.
+  ReadChunk reads[kMaxReadChunks];
+  int nr = 0;
+  for (const ReadChunk& rc : c.read_chunks) {
+    if (rc.data.empty() || rc.position % 4 != 0 || rc.position > c.args.size()) return EINVAL;
+    reads[nr++] = rc;
+  }
+  if (!c.bulk_send.empty()) reads[nr++] = ReadChunk{c.bulk_send, static_cast<uint32_t>(c.args.size())};
+  std::stable_sort(reads, reads + nr, [](const ReadChunk& a, const ReadChunk& b) { return a.position < b.position; });
+  for (int i = 0; i < nr; ++i) {
+    if (i > 0 && reads[i].position == reads[i - 1].position) return EINVAL;
+    if (reads[i].data.size() > o.max_bulk) return EMSGSIZE;
+    uint32_t lkey;
+    if (!pdc->lkey_of(reads[i].data.data(), reads[i].data.size(), &lkey)) return EINVAL;
+  }
+  std::span<uint8_t> writes[kMaxWriteChunks];
+  int nw = 0;
+  if (!c.bulk_recv.empty()) writes[nw++] = c.bulk_recv;
+  for (std::span<uint8_t> w : c.write_chunks) {
+    if (w.empty()) return EINVAL;
+    writes[nw++] = w;
+  }
+  for (int i = 0; i < nw; ++i) {
+    if (writes[i].size() > o.max_bulk) return EMSGSIZE;
+    uint32_t lkey;
+    if (!pdc->lkey_of(writes[i].data(), writes[i].size(), &lkey)) return EINVAL;
+  }
+  // The whole call message must fit the negotiated inline threshold, chunk
+  // lists included (a full transport header alone is 1728 bytes, more than
+  // RFC 8166's default threshold), so count the segments each chunk needs.
+  const bool want_reply = c.max_results + 128 > inline_recv;
+  const size_t rpc_len = wire::call_rpc_header_len(c) + c.args.size();
+  ChunkLists shape;
+  shape.clear();
+  if (nr > 0 || nw > 0 || want_reply) {
+    if (pdc->reg == nullptr) {
+      // No way to offer memory that the peer loses once the call is done.
+      if (!dc->warned_no_chunks) {
+        dc->warned_no_chunks = true;
+        TERN_LOG(kWarn, "engine",
+                 "%s: refusing calls that need chunks: the device has no fast registration, and the registration "
+                 "cache needs EngineOptions::trusted_peers",
+                 dc->spec.c_str());
+      }
+      return ENOTSUP;
+    }
+    const Registrar& reg = *pdc->reg;
+    for (int i = 0; i < nr; ++i) {
+      int n = segs_for(reg, reads[i].data.data(), reads[i].data.size());
+      if (n < 0) return EMSGSIZE;
+      shape.reads[shape.nreads++].nsegs = n;
+    }
+    for (int i = 0; i < nw; ++i) {
+      int n = segs_for(reg, writes[i].data(), writes[i].size());
+      if (n < 0) return EMSGSIZE;
+      shape.writes[shape.nwrites++].nsegs = n;
+    }
+    if (want_reply) {
+      // The reply buffer comes from the bulk pool, page-aligned.
+      int n = segs_for(reg, nullptr, c.max_results + 256);
+      if (n < 0) return EMSGSIZE;
+      shape.has_reply = true;
+      shape.reply.nsegs = n;
+    }
+  }
+  bool long_call = false;
+  if (wire::transport_header_len(shape) + rpc_len > inline_send) {
+    // A long call: the RPC message goes through a position-zero read chunk
+    // (RDMA_NOMSG), staged in the bulk pool.
+    if (pdc->reg == nullptr) return EINVAL;
+    if (rpc_len > o.max_long_call) return EMSGSIZE;
+    int n = segs_for(*pdc->reg, nullptr, rpc_len);
+    if (n < 0 || shape.nreads == kMaxReadChunks) return EMSGSIZE;
+    for (int i = shape.nreads; i > 0; --i) shape.reads[i] = shape.reads[i - 1];
+    shape.reads[0].nsegs = n;
+    ++shape.nreads;
+    if (wire::transport_header_len(shape) > inline_send) return EINVAL;
+    long_call = true;
+  }
+  if (shape.read_segments() > kMaxReadSegs) return EMSGSIZE;
+  if (backlog_len >= o.backlog) return EAGAIN;
+  Request* r = eng->requests.get();
+  if (r == nullptr) return EAGAIN;
+  // I5: a pooled request carries nothing.
+  TERN_ASSERT(r->state == ReqState::kFree && !r->rpc_owner && !r->send_owner && r->reply == nullptr &&
+              r->mrs == nullptr && r->sendbuf == nullptr && r->longbuf == nullptr && r->replybuf == nullptr);
+  r->conn = this;
+  r->rpc_owner = true;
+  r->call = c;
+  // A call may wait in the backlog and be marshaled from a later poll():
+  // nothing the caller passed by pointer may be read after call() returns.
+  r->args_copy.assign(c.args.begin(), c.args.end());
+  r->call.args = r->args_copy;
+  if (c.auth != nullptr) {
+    r->auth_copy = *c.auth;
+    r->call.auth = &r->auth_copy;
+  }
+  r->call.read_chunks = {};
+  r->call.write_chunks = {};
+  r->nreads = nr;
+  std::copy(reads, reads + nr, r->reads);
+  r->nwrites = nw;
+  std::copy(writes, writes + nw, r->writes);
+  r->long_call = long_call;
+  r->rpc_len = static_cast<uint32_t>(rpc_len);
+  r->waited = false;
+  r->xid = next_xid++;
+  if (r->xid == 0) r->xid = next_xid++;
+  r->result = CallReply{CallStatus::kOk, r->xid, {}, 0};
+  eng->st.calls.add();
+  cs.calls.add();
+  cs.backlog_depth.add(backlog_len);
+  r->t_call = now_ticks();
+  r->pc = eng->proc_counters(c.prog, c.vers, c.proc, false);
+  r->pc->ops.add();
+  // Into the backlog, in order; the head goes out at once if it can.
+  r->state = ReqState::kBacklog;
+  r->next = nullptr;
+  if (backlog_tail) backlog_tail->next = r;
+  else backlog_head = r;
+  backlog_tail = r;
+  ++backlog_len;
+  if (backlog_head == r) {
+    in_call_ = true;  // completions come only from poll(): a refusal waits for it
+    process(r, ReqEvent::kSubmit);
+    in_call_ = false;
+    if (r->state == ReqState::kBacklog) {
+      eng->st.backlogged.add();
+      want_service();
+    }
+  } else {
+    eng->st.backlogged.add();
+  }
+  return 0;
+}
+
+void ClientConn::pop_backlog(Request* r) {
+  TERN_ASSERT(r == backlog_head);
+  backlog_head = r->next;
+  if (backlog_head == nullptr) backlog_tail = nullptr;
+  r->next = nullptr;
+  --backlog_len;
+}
+
+ClientConn::SendResult ClientConn::send(Request* r) {
+  const EngineOptions& o = eng->opt;
+  const Call& c = r->call;
+  auto wait = [&](bool memory) {
+    if (!r->waited) {
+      r->waited = true;
+      if (memory) eng->st.memory_waits.add();
+      else {
+        eng->st.credit_waits.add();
+        cs.credit_waits.add();
+      }
+    }
+    return memory ? SendResult::kWait : SendResult::kWaitCredit;
+  };
+  // Credits: never more calls outstanding than the server granted.
+  if (!credits.can_send()) return wait(false);
+  // A receive buffer for the reply, reserved from the pool it will land in.
+  if (!r->holds_recv) {
+    if (!rq->grants().reserve()) return wait(true);
+    r->holds_recv = true;
+  }
+  if (r->sendbuf == nullptr && (r->sendbuf = eng->send_bufs->get()) == nullptr) return wait(true);
+  const bool want_reply = c.max_results + 128 > inline_recv;
+  if (r->long_call && r->longbuf == nullptr && (r->longbuf = eng->bulk->get(r->rpc_len)) == nullptr)
+    return wait(true);
+  if (want_reply && r->replybuf == nullptr && (r->replybuf = eng->bulk->get(c.max_results + 256)) == nullptr)
+    return wait(true);
+  WrChain& chain = eng->chain;
+  chain.clear();
+  ChunkLists ch;
+  ch.clear();
+  const uint32_t arena_lkey = pdc->arena_lkey();
+  // A chunk that could not be mapped: what earlier chunks took goes straight
+  // back (nothing was posted).
+  auto unmap = [&](int rc) {
+    pdc->reg->release(&r->mrs);
+    if (rc == Registrar::kRefused) return SendResult::kRefused;
+    return wait(true);
+  };
+  auto map = [&](const void* p, uint64_t len, uint32_t lkey, uint32_t access, RdmaSegment* segs, int* nsegs) {
+    int n = pdc->reg->map(reinterpret_cast<uint64_t>(p), len, lkey, access, chain, segs, kMaxChunkSegs, &r->mrs);
+    if (n >= 0) *nsegs = n;
+    return n;
+  };
+  // Position zero: a long call's whole RPC message.
+  if (r->long_call) {
+    size_t n = wire::encode_rpc_call(r->longbuf, r->rpc_len, r->xid, c, c.args);
+    TERN_CHECK(n == r->rpc_len, "long call message is %zu bytes, measured %u", n, r->rpc_len);
+    ReadChunkSegs& rc = ch.reads[ch.nreads++];
+    rc.position = 0;
+    if (int rv = map(r->longbuf, n, arena_lkey, kAccessRemoteRead, rc.segs, &rc.nsegs); rv < 0) return unmap(rv);
+  }
+  const uint32_t hdr = static_cast<uint32_t>(wire::call_rpc_header_len(c));
+  for (int i = 0; i < r->nreads; ++i) {
+    const ReadChunk& src = r->reads[i];
+    uint32_t lkey = 0;
+    (void)pdc->lkey_of(src.data.data(), src.data.size(), &lkey);  // checked at call()
+    ReadChunkSegs& rc = ch.reads[ch.nreads++];
+    rc.position = hdr + src.position;
+    if (int rv = map(src.data.data(), src.data.size(), lkey, kAccessRemoteRead, rc.segs, &rc.nsegs); rv < 0)
+      return unmap(rv);
+  }
+  for (int i = 0; i < r->nwrites; ++i) {
+    uint32_t lkey = 0;
+    (void)pdc->lkey_of(r->writes[i].data(), r->writes[i].size(), &lkey);
+    WriteChunkSegs& wc = ch.writes[ch.nwrites++];
+    if (int rv = map(r->writes[i].data(), r->writes[i].size(), lkey, kAccessLocalWrite | kAccessRemoteWrite, wc.segs,
+                     &wc.nsegs);
+        rv < 0)
+      return unmap(rv);
+  }
+  if (want_reply) {
+    ch.has_reply = true;
+    if (int rv = map(r->replybuf, c.max_results + 256, arena_lkey, kAccessLocalWrite | kAccessRemoteWrite,
+                     ch.reply.segs, &ch.reply.nsegs);
+        rv < 0)
+      return unmap(rv);
+  }
+  uint8_t* sb = r->sendbuf->data;
+  size_t len = r->long_call ? wire::encode_nomsg_call(sb, inline_send, r->xid, o.credits, ch)
+                            : wire::encode_call(sb, inline_send, r->xid, o.credits, ch, c, c.args);
+  TERN_CHECK(len != 0, "call header does not fit the inline threshold (checked at call())");
+  const int nreg = chain.size();
+  chain.add_one_sge(WrOpcode::kSend, sb, static_cast<uint32_t>(len), arena_lkey);
+  if (!room(chain.size())) {
+    chain.truncate(nreg);
+    cs.ring_full.add();
+    return unmap(Registrar::kNoResources);
+  }
+  // The reply finds the request by its xid from now on.
+  TERN_CHECK(xids.insert(r->xid, r->index), "xid %u could not be entered (%u in flight)", r->xid, xids.size());
+  credits.sent();
+  r->state = ReqState::kSent;
+  r->act_prev = nullptr;
+  r->act_next = nullptr;
+  ++active;
+  // If the QP refuses the chain the connection is failing: the drain fails
+  // this call like any other in flight (its MRs, maybe half-registered, are
+  // destroyed at teardown). Either way the call is now in flight.
+  if (!post(chain, SendCtxKind::kCallSend, r->index)) return SendResult::kConnFailed;
+  // The Send owner's reference is taken only once the WRs are posted (the
+  // 2026 patch set's rule: a failed post must not hold the request).
+  r->send_owner = true;
+  // Counted once the call is committed: an attempt that ran short of MRs or
+  // send-queue room is retried from the backlog and must not count twice.
+  int nread_user = ch.nreads - (r->long_call ? 1 : 0);
+  if (nread_user > 0) eng->st.read_chunks.add();
+  if (ch.nwrites > 0) eng->st.write_chunks.add();
+  if (ch.has_reply) eng->st.reply_chunks.add();
+  if (r->long_call) {
+    eng->st.long_calls.add();
+    cs.nomsg.add();
+  }
+  cs.sends.add();
+  cs.bytes_sent.add(len);
+  t_last = now_ticks();
+  uint64_t bulk = 0;
+  for (int i = 0; i < r->nreads; ++i) bulk += r->reads[i].data.size();
+  if (nread_user > 0) {
+    cs.read_chunks.add();
+    cs.read_chunk_bytes.add(bulk);
+  }
+  if (ch.nwrites > 0) cs.write_chunks.add();
+  if (ch.has_reply) cs.reply_chunks.add();
+  r->pc->bytes_sent.add(len + bulk + (r->long_call ? r->rpc_len : 0));
+  return SendResult::kSent;
+}
+
+int ClientConn::flush_backlog() {
+  int n = 0;
+  while (backlog_head != nullptr && state == State::kReady) {
+    Request* r = backlog_head;
+    process(r, ReqEvent::kSubmit);
+    if (backlog_head == r) break;  // the head waits: so does everything behind it
+    ++n;
+  }
+  return n;
+}
+
+int ClientConn::service(bool* more) {
+  int work = 0;
+  *more = false;
+  if (state == State::kReady) {
+    work += flush_backlog();
+    head_waits_for_credit = head_waits_for_credit && backlog_head != nullptr;
+    // LOCAL_INV chains that found no send-queue room.
+    for (Request* r = active_head; r != nullptr && state == State::kReady; r = r->act_next)
+      if (r->inv_waiting) {
+        process(r, ReqEvent::kReply);
+        if (!r->inv_waiting) ++work;
+      }
+    bool inv_waits = false;
+    for (Request* r = active_head; r != nullptr; r = r->act_next) inv_waits |= r->inv_waiting;
+    // A head waiting for a credit needs a reply, which services us again;
+    // one waiting for memory or room retries from the next poll.
+    *more = inv_waits || (backlog_head != nullptr && !head_waits_for_credit);
+  }
+  if (state == State::kDraining) {
+    if (!drained()) post_drain_markers();
+    if (drained()) {
+      finish_teardown();
+      ++work;
+    } else {
+      *more = true;
+    }
+  }
+  return work;
+}
+
+// Every transition of a request: see request.h for the states.
+void ClientConn::process(Request* r, ReqEvent ev) {
+  switch (ev) {
+    case ReqEvent::kSubmit: {
+      // The backlog's head gets its turn.
+      TERN_ASSERT(r->state == ReqState::kBacklog && r == backlog_head);
+      SendResult res = r->refused ? SendResult::kRefused : send(r);
+      head_waits_for_credit = res == SendResult::kWaitCredit;
+      switch (res) {
+        case SendResult::kWait:
+        case SendResult::kWaitCredit:
+          return;  // it keeps what it took, and waits at the head
+        case SendResult::kRefused:
+          // Its memory could not be registered: it fails alone, never sent
+          // -- from poll(), where every completion comes from.
+          if (in_call_) {
+            r->refused = true;
+            want_service();
+            return;
+          }
+          pop_backlog(r);
+          finish(r, CallStatus::kNoRegistration);
+          return;
+        case SendResult::kSent:
+        case SendResult::kConnFailed:
+          pop_backlog(r);
+          link_active(r);
+          // A refused post failed the connection: the call is an orphan.
+          if (res == SendResult::kConnFailed || state != State::kReady) r->state = ReqState::kOrphaned;
+          return;
+      }
+      return;
+    }
+    case ReqEvent::kReply: {
+      // The reply is attached and decoded (or the call failed on it), or its
+      // LOCAL_INV chain waited for room: invalidate what the server could
+      // still reach, then complete.
+      TERN_ASSERT(r->state == ReqState::kSent || (r->state == ReqState::kInvalidating && r->inv_waiting));
+      if (r->state == ReqState::kSent) {
+        xids.erase(r->xid);
+        credits.answered();
+        r->state = ReqState::kInvalidating;
+      }
+      WrChain& chain = eng->chain;
+      chain.clear();
+      int n = r->mrs != nullptr ? pdc->reg->invalidate(r->mrs, chain) : 0;
+      if (n == 0) {
+        r->inv_waiting = false;
+        if (r->mrs != nullptr) pdc->reg->release(&r->mrs);  // nothing left registered: no LOCAL_INV posted
+        finish(r, r->result.status);
+        return;
+      }
+      if (!room(n)) {
+        // The send queue is full: the chain waits for room (the service
+        // list retries it), as any other WR would.
+        r->inv_waiting = true;
+        want_service();
+        return;
+      }
+      r->inv_waiting = false;
+      eng->st.local_inv_chains.add();
+      cs.local_inv_chains.add();
+      // Its completion finishes the call (I3). A refusal orphans it.
+      (void)post(chain, SendCtxKind::kInvalidate, r->index);
+      return;
+    }
+    case ReqEvent::kReplyFailed:
+      // Not used: failures are kReply with the status set.
+      return;
+    case ReqEvent::kInvalidated:
+      // Its LOCAL_INV chain completed: the server can reach nothing of it.
+      // (An orphan whose chain completed before the loss keeps its reply.)
+      TERN_ASSERT(r->state == ReqState::kInvalidating || r->state == ReqState::kOrphaned);
+      if (r->state == ReqState::kOrphaned && r->reply == nullptr) return;
+      pdc->reg->release(&r->mrs);
+      finish(r, r->result.status);
+      return;
+    case ReqEvent::kSendReleased:
+      // Its Send is done: the device no longer reads its send buffer.
+      TERN_ASSERT(r->send_owner);
+      r->send_owner = false;
+      if (r->sendbuf != nullptr) {
+        eng->send_bufs->put(r->sendbuf);
+        r->sendbuf = nullptr;
+      }
+      maybe_free(r);
+      return;
+    case ReqEvent::kConnLost:
+      // In flight when the connection was lost: the QP flushes its WRs, and
+      // nothing of it is released until that is proved (the drain).
+      if (r->state == ReqState::kSent || r->state == ReqState::kInvalidating) {
+        r->state = ReqState::kOrphaned;
+        r->inv_waiting = false;
+      }
+      return;
+    case ReqEvent::kDrained:
+      // The QP is drained. The registrations of a call that did not finish
+      // are in an unknown state (a REG_MR or LOCAL_INV may have been
+      // flushed): destroyed, never reused, then it completes once.
+      if (r->state == ReqState::kBacklog) {
+        pop_backlog(r);
+        finish(r, CallStatus::kDisconnected);
+      } else if (r->state == ReqState::kOrphaned) {
+        if (r->mrs != nullptr) pdc->reg->destroy(&r->mrs);
+        // Its reply came before the loss: now fenced, its results stand.
+        finish(r, r->reply != nullptr ? r->result.status : CallStatus::kDisconnected);
+      }
+      return;
+  }
+}
+
+void ClientConn::link_active(Request* r) {
+  r->act_prev = nullptr;
+  r->act_next = active_head;
+  if (active_head != nullptr) active_head->act_prev = r;
+  active_head = r;
+}
+
+void ClientConn::unlink_active(Request* r) {
+  if (r->act_prev != nullptr) r->act_prev->act_next = r->act_next;
+  else if (active_head == r) active_head = r->act_next;
+  if (r->act_next != nullptr) r->act_next->act_prev = r->act_prev;
+  r->act_prev = r->act_next = nullptr;
+}
+
+void ClientConn::drop_staging(Request* r) {
+  if (r->longbuf != nullptr) eng->bulk->put(r->longbuf);
+  if (r->replybuf != nullptr) eng->bulk->put(r->replybuf);
+  r->longbuf = r->replybuf = nullptr;
+  if (r->holds_recv) {
+    rq->grants().unreserve();
+    r->holds_recv = false;
+  }
+}
+
+void ClientConn::finish(Request* r, CallStatus status) {
+  // I3: every MR of this call is invalidated before its results are seen.
+  TERN_ASSERT(r->mrs == nullptr, "call completing with registered MRs");
+  const bool was_active = r->state == ReqState::kInvalidating || r->state == ReqState::kOrphaned ||
+                          r->state == ReqState::kSent;
+  if (was_active) {
+    unlink_active(r);
+    --active;
+    if (r->state == ReqState::kSent || r->state == ReqState::kOrphaned) xids.erase(r->xid);
+  }
+  r->state = ReqState::kCompleted;
+  r->result.status = status;
+  r->result.xid = r->xid;
+  if (status != CallStatus::kOk) {
+    r->result.results = {};
+  }
+  bool error = status != CallStatus::kOk;
+  if (r->reply != nullptr) {
+    record_rtt(r->pc, r->t_call, error);  // a reply came: its round trip counts
+  } else if (error) {
+    cs.errors.add();  // failed without a reply (connection lost, memory refused)
+    if (r->pc != nullptr) r->pc->errors.add();
+  }
+  if (r->call.done != nullptr) r->call.done(r->call.ctx, r->result);
+  // I2: detach the reply buffer before it goes back to the device.
+  if (MsgBuf* rep = r->reply) {
+    r->reply = nullptr;
+    give_back(rep);
+  }
+  drop_staging(r);
+  r->rpc_owner = false;
+  maybe_free(r);
+}
+
+void ClientConn::maybe_free(Request* r) {
+  // I4: back to the pool only when both the RPC owner and the Send owner let go.
+  if (r->rpc_owner || r->send_owner || r->state != ReqState::kCompleted) return;
+  // I5.
+  TERN_ASSERT(r->reply == nullptr && r->mrs == nullptr && r->longbuf == nullptr && r->replybuf == nullptr &&
+              !r->holds_recv);
+  if (r->sendbuf != nullptr) {
+    eng->send_bufs->put(r->sendbuf);
+    r->sendbuf = nullptr;
+  }
+  r->state = ReqState::kFree;
+  r->call = Call{};
+  r->refused = false;
+  r->pc = nullptr;
+  r->conn = nullptr;
+  r->result = CallReply{};
+  eng->requests.put(r);
+}
+
+void ClientConn::ctx_done(const SendCtx& ctx, bool own, const Wc* wc) {
+  switch (ctx.kind) {
+    case SendCtxKind::kCallSend:
+      process(eng->requests.at(ctx.obj), ReqEvent::kSendReleased);
+      break;
+    case SendCtxKind::kInvalidate: {
+      // Always signaled, so only its own completion (or teardown) reaches it.
+      Request* r = eng->requests.at(ctx.obj);
+      if (own && wc != nullptr && wc->status == WcStatus::kSuccess) process(r, ReqEvent::kInvalidated);
+      // Failed or flushed: the MRs' state is unknown; the drain fails the call.
+      break;
+    }
+    case SendCtxKind::kReplySend:
+    case SendCtxKind::kRead:
+    case SendCtxKind::kCancelled:
+      break;
+  }
+}
+
+void ClientConn::on_lost() {
+  for (Request* r = active_head; r != nullptr; r = r->act_next) process(r, ReqEvent::kConnLost);
+}
+
+void ClientConn::on_drained() {
+  while (backlog_head != nullptr) process(backlog_head, ReqEvent::kDrained);
+  while (active_head != nullptr) {
+    Request* r = active_head;
+    TERN_ASSERT(r->state == ReqState::kOrphaned);
+    process(r, ReqEvent::kDrained);
+    TERN_CHECK(active_head != r, "an orphaned request did not complete at the drain");
+  }
+  xids.clear();
+  credits.reset();
+}
+
+}  // namespace tern::rpc

@@ -1,0 +1,166 @@
+// Client datapath, the reply side: a reply is matched to its call by xid;
+// a Send With Invalidate is accounted for first, whatever becomes of the
+// reply (the device has already invalidated that rkey); the write and reply
+// chunks' lengths are checked against what the call offered; then the
+// request moves on (ClientConn::process: invalidation, completion).
+#include <algorithm>
+
+#include "base/log.h"
+#include "engine/engine_impl.h"
+#include "engine/wire.h"
+
+namespace tern::rpc {
+
+using namespace tern::rdma;
+
+void ClientConn::on_message(MsgBuf* rep) {
+  wire::Reply h;
+  auto msg = std::span<const uint8_t>(rep->data, rep->len);
+  bool decoded = wire::decode_reply_header(msg, &h);
+  // The xid leads every RPC-over-RDMA header whatever its version or
+  // procedure, so even a reply we cannot use names the call it answers.
+  uint32_t xid = decoded ? h.xid : wire::leading_xid(msg);
+  Request* r = nullptr;
+  if (uint32_t idx; xids.find(xid, &idx)) {
+    r = eng->requests.at(idx);
+    if (r == nullptr || r->conn != this || r->state != ReqState::kSent || r->reply != nullptr) r = nullptr;
+  }
+  // Remote invalidation (RFC 8797) first, whatever becomes of the reply: the
+  // device has already invalidated that rkey, so a LOCAL_INV of it later
+  // would fail (on rxe in Linux 6.1, invalidating a type 2 window twice
+  // dereferences a NULL QP and panics the kernel).
+  if ((rep->wc_flags & kWcWithInv) != 0) {
+    uint32_t rkey = rep->inv_rkey;
+    RemoteInv inv = accept_remote_inv(r, rkey);
+    if (inv != RemoteInv::kOurs || !dc->offer_inv) {
+      give_back(rep);
+      protocol_error(inv == RemoteInv::kOtherConnection
+                         ? make_error(Errc::kRemoteError,
+                                      "its Send With Invalidate named rkey 0x%x, a call's on another connection", rkey)
+                     : inv == RemoteInv::kNone
+                         ? make_error(Errc::kRemoteError,
+                                      "its Send With Invalidate named rkey 0x%x, which is no live registration of "
+                                      "this connection",
+                                      rkey)
+                         : make_error(Errc::kRemoteError,
+                                      "it used Send With Invalidate (rkey 0x%x) although we did not offer it", rkey));
+      return;
+    }
+  }
+  if (!decoded) {
+    eng->st.bad_headers.add();
+    // A reply to a call we wait for that we cannot use fails that call
+    // rather than leaving it pending; anything else is dropped (RFC 8166
+    // §4.5: a requester never answers a bad header).
+    if (r != nullptr) fail_reply(r, rep, CallStatus::kBadReply);
+    else give_back(rep);
+    want_service();
+    return;
+  }
+  // The server's grant: at least one, never more than we asked for.
+  credits.grant(h.credits);
+  want_service();  // a credit may be what the backlog waits for
+  if (r == nullptr) {
+    // Not a call we are waiting for (late, duplicated or forged): drop it.
+    eng->st.bad_headers.add();
+    cs.bad_xids.add();
+    give_back(rep);
+    return;
+  }
+  // I2: the reply buffer stays attached until the call completes.
+  r->reply = rep;
+  CallReply& res = r->result;
+  res = CallReply{CallStatus::kOk, r->xid, {}, 0};
+  uint64_t reply_chunk_bytes = 0;
+  if (h.kind == wire::Reply::Kind::kError) {
+    res.status = CallStatus::kRdmaError;
+    eng->st.rdma_errors_received.add();
+  } else {
+    std::span<const uint8_t> body = h.body;
+    if (h.kind == wire::Reply::Kind::kNoMsg) {
+      // The whole reply came through our reply chunk; never more than it holds.
+      if (!h.has_reply_chunk || r->replybuf == nullptr || h.reply_chunk_len > r->call.max_results + 256u) {
+        res.status = CallStatus::kBadReply;
+      } else {
+        body = std::span<const uint8_t>(r->replybuf, h.reply_chunk_len);
+        reply_chunk_bytes = h.reply_chunk_len;
+      }
+    }
+    if (res.status == CallStatus::kOk) res.status = wire::decode_rpc_reply(body, r->xid, &res.results);
+    // What the server says it wrote into each write chunk: never more
+    // chunks than we offered, never more bytes than each holds.
+    if (h.nwrites > r->nwrites) res.status = CallStatus::kBadReply;
+    res.nwrites = static_cast<uint32_t>(r->nwrites);
+    for (int i = 0; i < h.nwrites && i < r->nwrites; ++i) {
+      if (h.write_lens[i] > r->writes[i].size()) res.status = CallStatus::kBadReply;
+      else res.write_lens[i] = static_cast<uint32_t>(h.write_lens[i]);
+    }
+    if (res.status == CallStatus::kBadReply) {
+      res.results = {};
+      for (uint32_t& l : res.write_lens) l = 0;
+    }
+    res.bulk_recv_len = r->nwrites > 0 && !r->call.bulk_recv.empty() ? res.write_lens[0] : 0;
+  }
+  if (res.status == CallStatus::kBadReply) {
+    eng->st.bad_replies.add();
+    cs.bad_replies.add();
+  }
+  if (h.kind == wire::Reply::Kind::kNoMsg) {
+    cs.nomsg.add();
+    cs.reply_chunk_bytes.add(reply_chunk_bytes);
+  }
+  uint64_t written = 0;
+  for (uint32_t i = 0; i < res.nwrites; ++i) written += res.write_lens[i];
+  cs.write_chunk_bytes.add(written);
+  r->pc->bytes_received.add(rep->len + written + reply_chunk_bytes);
+  eng->st.replies.add();
+  cs.replies.add();
+  process(r, ReqEvent::kReply);
+}
+
+void ClientConn::fail_reply(Request* r, MsgBuf* rep, CallStatus status) {
+  r->reply = rep;
+  r->result = CallReply{status, r->xid, {}, 0};
+  eng->st.bad_replies.add();
+  cs.bad_replies.add();
+  process(r, ReqEvent::kReply);
+}
+
+EngineMr* ClientConn::live_registration(uint32_t rkey) {
+  for (Request* o = active_head; o != nullptr; o = o->act_next) {
+    if (o->state != ReqState::kSent || o->mrs == nullptr) continue;
+    if (EngineMr* m = Registrar::live_with_rkey(o->mrs, rkey)) return m;
+  }
+  return nullptr;
+}
+
+ClientConn::RemoteInv ClientConn::accept_remote_inv(Request* r, uint32_t rkey) {
+  if (pdc->reg == nullptr || !pdc->reg->invalidates()) return RemoteInv::kNone;
+  // Normally the rkey is one the replying call offered.
+  EngineMr* m = r != nullptr ? Registrar::live_with_rkey(r->mrs, rkey) : nullptr;
+  // RFC 8797 has the server invalidate only what the call it answers
+  // offered, but the device believed the peer: if it was another live call
+  // of ours, that MR is invalid now and must never see a LOCAL_INV. Rare
+  // (a misbehaving server), so walks over the calls in flight are fine.
+  if (m == nullptr) m = live_registration(rkey);
+  if (m != nullptr) {
+    pdc->reg->remote_invalidated(m);
+    eng->st.remote_invalidations.add();
+    cs.remote_invalidations.add();
+    return RemoteInv::kOurs;
+  }
+  // A device that does not tie remote invalidation to the window's QP (rxe)
+  // lets a peer invalidate another connection's registration in the same PD.
+  if (!dc->dev->caps().remote_inv_qp_bound) {
+    for (auto& c : eng->conns) {
+      if (!c || c.get() == this || c->server || c->pdc != pdc) continue;
+      if ((m = static_cast<ClientConn*>(c.get())->live_registration(rkey)) != nullptr) {
+        pdc->reg->remote_invalidated(m);
+        return RemoteInv::kOtherConnection;
+      }
+    }
+  }
+  return RemoteInv::kNone;
+}
+
+}  // namespace tern::rpc

@@ -1,0 +1,95 @@
+// What client and server connections do alike on the datapath: posting a
+// chain, taking a send-queue completion, taking a receive.
+#include "base/clock.h"
+#include "base/log.h"
+#include "engine/engine_impl.h"
+
+namespace tern::rpc {
+
+using namespace tern::rdma;
+
+bool ConnBase::post(WrChain& chain, SendCtxKind kind, uint32_t obj) {
+  bool signaled = false;
+  int err = 0;
+  SendQueue::Posted p = sq.post(qp.get(), slot, chain, kind, obj, &signaled, &err);
+  eng->st.sends.add();
+  if (signaled) eng->st.sends_signaled.add();
+  if (p == SendQueue::Posted::kOk) return true;
+  // The QP refused (part of) the chain: the connection is failing. The
+  // drain fails this chain's object like any other in flight.
+  TERN_LOG(kWarn, "engine", "conn %llu: post_send refused a chain of %d WRs (errno %d)",
+           static_cast<unsigned long long>(id), chain.size(), err);
+  on_disconnected(make_sys_error(Errc::kDisconnected, err, "post_send refused a chain"));
+  return false;
+}
+
+void ConnBase::on_send_completion(const Wc& wc) {
+  // The chain's own object first: a failed READ says best why it failed.
+  sq.complete(wc, [&](const SendCtx& c, bool own) { ctx_done(c, own, &wc); });
+  if (wc.status != WcStatus::kSuccess && wc.status != WcStatus::kWrFlushErr && state != State::kDraining &&
+      state != State::kDead) {
+    // A failed WR: the QP is in error now. The remote statuses say the peer
+    // refused what we did: it named memory it does not let us reach, or
+    // broke the protocol. Whichever chain it was, the connection is lost.
+    Status why = make_error(Errc::kRemoteError, "%s failed: %s", wc_opcode_name(wc.opcode), wc_status_name(wc.status));
+    if (wc.status == WcStatus::kRemAccessErr || wc.status == WcStatus::kRemInvReqErr ||
+        wc.status == WcStatus::kRemOpErr)
+      protocol_error(std::move(why));
+    else
+      on_disconnected(std::move(why));
+  }
+  if (state == State::kReady) want_service();  // room for what waits for it
+}
+
+void ConnBase::on_receive(MsgBuf* buf, const Wc& wc) {
+  if (wc.status != WcStatus::kSuccess) {
+    // Flushed (or failed). A receive of ours (registered, sized to what we
+    // advertised) fails only when the peer sent more than it may or, with
+    // Send With Invalidate, named an rkey that is not ours to invalidate;
+    // devices differ in the status they say it with (rxe: LOC_QP_OP_ERR).
+    if (wc.status != WcStatus::kWrFlushErr)
+      protocol_error(make_error(Errc::kRemoteError,
+                                "a receive failed: %s (a message over %u bytes, or a Send With Invalidate of an rkey "
+                                "that is not ours)",
+                                wc_status_name(wc.status), buf->cap));
+    give_back(buf);
+    return;
+  }
+  if (state == State::kDraining || state == State::kDead) {
+    // A message that was already on its way when the connection was lost.
+    give_back(buf);
+    return;
+  }
+  // A message proves the connection is up, even when the device's
+  // ESTABLISHED event is still queued (the engine polls CM events once a
+  // millisecond, and on verbs the client's first SEND can overtake its RTU).
+  if (state == State::kConnecting && server) on_established({});
+  buf->len = wc.byte_len;
+  buf->wc_flags = wc.flags;
+  buf->inv_rkey = wc.invalidated_rkey;
+  cs.recvs.add();
+  cs.bytes_received.add(wc.byte_len);
+  t_last = now_ticks();
+  on_message(buf);
+}
+
+void ConnBase::give_back(MsgBuf* buf) {
+  TERN_ASSERT(buf->where == MsgBuf::Where::kHeld);
+  RecvQueue* q = eng->queues[buf->queue];
+  TERN_ASSERT(q != nullptr);
+  q->give_back(buf);
+  // A queue of this connection's own is posted to only while its QP can
+  // take receives; a QP in error would flush them straight back.
+  if (q->shared() || state == State::kReady || state == State::kConnecting) eng->queue_needs_post(q);
+}
+
+void ConnBase::want_service() {
+  if (in_service) return;
+  in_service = true;
+  next_service = nullptr;
+  if (eng->service_tail != nullptr) eng->service_tail->next_service = this;
+  else eng->service_head = this;
+  eng->service_tail = this;
+}
+
+}  // namespace tern::rpc

@@ -1,0 +1,198 @@
+// A connection's life (connection.h): set-up of its queues, establishment,
+// loss, the drain, and teardown. What each role does at those moments is in
+// its on_lost() / on_drained().
+#include <algorithm>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "engine/engine_impl.h"
+#include "engine/wire.h"
+
+namespace tern::rpc {
+
+using namespace tern::rdma;
+
+namespace {
+
+uint32_t pow2_at_least(uint32_t v) {
+  uint32_t p = 2;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+// Send-queue depth: per call at most its read and write chunks' REG_MRs (or,
+// on a server, READs and WRITEs) and as many LOCAL_INVs, plus the Send. The
+// send-context ring bounds the chains in flight; the budget keeps the WR
+// total under the depth whatever the mix, and what does not fit waits.
+uint32_t sq_depth_for(const EngineOptions& o, const DeviceCaps& caps) {
+  uint32_t per_call = 2 * 3 * 4 + 2;
+  return std::min<uint32_t>(caps.max_qp_wr, std::max<uint32_t>(64, o.credits * per_call));
+}
+
+uint32_t ring_size_for(const EngineOptions& o) { return pow2_at_least(o.credits * 2 + o.send_batch + 2); }
+
+}  // namespace
+
+ConnBase::ConnBase(EngineImpl* e, DeviceCtx* d, bool srv)
+    : eng(e), dc(d), server(srv), id(e->next_conn_id++), pdc(d->shared.get()),
+      sq(sq_depth_for(e->opt, d->dev->caps()), ring_size_for(e->opt),
+         std::min(e->opt.send_batch, ring_size_for(e->opt) / 2)),
+      t_created(now_ticks()) {}
+
+ConnBase::~ConnBase() {
+  if (state == State::kReady || state == State::kConnecting) (void)dc->dev->disconnect(qp.get());
+  if (by_qpn_entered) dc->by_qpn.erase(qp->qp_num());
+  // The QP first: nothing can reach this connection's buffers after it.
+  qp.reset();
+  if (own_rq) {
+    own_rq->release_all();
+    eng->remove_queue(own_rq->id());
+  }
+  own_rq.reset();
+  own_pd.reset();  // after the QP, which was created in it
+  eng->st.connections.sub();
+}
+
+std::string ConnBase::peer_name() const {
+  std::string who = qp ? qp->peer() : std::string();
+  return std::string(server ? "client " : "server ") + (who.empty() ? "?" : who) + " (" + dc->spec + ")";
+}
+
+void ConnBase::protocol_error(Status reason) {
+  if (state == State::kDraining || state == State::kDead) return;
+  eng->st.protocol_errors.add();
+  TERN_LOG(kWarn, "engine", "conn %llu: dropping the connection to %s: %s", static_cast<unsigned long long>(id),
+           peer_name().c_str(), reason.message().c_str());
+  on_disconnected(std::move(reason));
+}
+
+Status ConnBase::setup_queues() {
+  const EngineOptions& o = eng->opt;
+  const DeviceCaps& caps = dc->dev->caps();
+  if (!server && dc->pd_per_conn) {
+    // Fast registrations are PD-wide on this device: a PD of our own keeps
+    // this connection's rkeys useless to every other peer.
+    auto p = eng->make_pd_ctx(dc);
+    if (!p) return p.status();
+    own_pd = std::move(p).value();
+    pdc = own_pd.get();
+  }
+  // The device's shared receive queue lives in its shared PD; a connection
+  // in a PD of its own, or on a device without one, has a queue of its own:
+  // as many receives as replies it may wait for (client) or credits it may
+  // grant (server), and one to spare.
+  const bool own_queue = !dc->recv || own_pd;
+  const uint32_t own_depth = o.credits + 1;
+  QpInit qi;
+  qi.pd = pdc->pd.get();
+  qi.send_cq = dc->scq.get();
+  qi.recv_cq = dc->rcq.get();
+  qi.sq_depth = sq.budget().depth();
+  qi.rq_depth = own_queue ? std::min<uint32_t>(caps.max_qp_wr, own_depth + 1) : 1;  // +1: the drain marker
+  qi.max_send_sge = std::min<uint32_t>(caps.max_send_sge, 2);
+  qi.max_recv_sge = 1;
+  qi.srq = own_queue ? nullptr : dc->srq.get();
+  auto q = dc->dev->create_qp(qi);
+  if (!q) return q.status();
+  qp = std::move(q).value();
+  dc->by_qpn[qp->qp_num()] = this;
+  by_qpn_entered = true;
+  if (own_queue) {
+    uint16_t qid = eng->add_queue(nullptr);
+    own_rq = std::make_unique<RecvQueue>(eng->recv_bufs.get(), own_depth, o.credits, nullptr, qp.get(), qid,
+                                         pdc->arena_lkey());
+    eng->queues[qid] = own_rq.get();
+    uint32_t got = own_rq->fill();
+    if (got < 2) return make_error(Errc::kNoResources, "engine: no receive buffers left (EngineOptions::recv_buffers)");
+    own_rq->grants().resize(got);
+    rq = own_rq.get();
+    // Receives may be posted before the connection is up.
+    eng->queue_needs_post(rq);
+  } else {
+    rq = dc->recv.get();
+    // Only this connection's own QP drains receives of its own.
+    rq_drained = true;
+    rq_marker = true;
+  }
+  return Status::ok();
+}
+
+void ConnBase::on_established(std::span<const uint8_t> peer_pdata) {
+  if (state != State::kConnecting) return;  // a server may learn it first from a receive
+  if (!server)
+    wire::negotiate(peer_pdata, eng->opt.inline_send, eng->opt.inline_recv, dc->offer_inv, false, &inline_send,
+                    &inline_recv, &remote_inv);
+  state = State::kReady;
+  t_established = t_last = now_ticks();
+  register_telemetry();
+  TERN_LOG(kInfo, "engine", "conn %llu: connection to %s up: inline send %u recv %u, remote invalidation %s",
+           static_cast<unsigned long long>(id), peer_name().c_str(), inline_send, inline_recv,
+           remote_inv ? "on" : "off");
+  if (!server && dc->chunk_reg == ChunkReg::kRegCache)
+    TERN_LOG(kWarn, "engine",
+             "conn %llu: connection to %s registers chunks through the registration cache: the peer can reach "
+             "those pages after the calls that offered them, until they are evicted (trusted peers only)",
+             static_cast<unsigned long long>(id), peer_name().c_str());
+  want_service();  // a client's backlog may wait for this
+}
+
+void ConnBase::on_disconnected(Status reason) {
+  if (state == State::kDraining || state == State::kDead) return;
+  why = std::move(reason);
+  eng->st.disconnects.add();
+  bool was_connecting = state == State::kConnecting;
+  state = State::kDraining;
+  // The engine may give up on a connection whose QP is still up (a post it
+  // could not make): put the QP in error first, or the drain below would
+  // never complete and MRs with a REG_MR in flight would be destroyed.
+  if (qp->state() == QpState::kRts || qp->state() == QpState::kConnecting) (void)dc->dev->disconnect(qp.get());
+  if (was_connecting || qp->state() != QpState::kError) {
+    sq_drained = rq_drained = true;  // nothing was ever posted to the peer
+  } else {
+    post_drain_markers();
+  }
+  on_lost();
+  want_service();
+  TERN_LOG(kInfo, "engine", "conn %llu: connection to %s lost: %s", static_cast<unsigned long long>(id),
+           peer_name().c_str(), why.to_string().c_str());
+}
+
+void ConnBase::post_drain_markers() {
+  // Drain as ib_drain_qp does: a WR posted to a QP in error is flushed after
+  // everything before it, so its flush completion proves the queue is empty
+  // (for a QP on a shared receive queue, also that no receive completion for
+  // it will follow: rdmadev.h's Srq contract). A full queue refuses the
+  // marker until flushes make room: retried from the service list.
+  int err = 0;
+  if (!sq_marker && !sq_drained) {
+    SendWr sw;
+    sw.opcode = WrOpcode::kSend;
+    sw.flags = kWrSignaled;
+    sw.wr_id = make_wr_id(WrKind::kDrain, slot, 0);
+    sq_marker = qp->post_send(&sw, 1, &err) == 1;
+  }
+  if (!rq_marker && !rq_drained) {
+    RecvWr rw;
+    rw.wr_id = make_wr_id(WrKind::kDrain, slot, 1);
+    rq_marker = qp->post_recv(&rw, 1, &err) == 1;
+  }
+}
+
+void ConnBase::close() {
+  user_closed = true;
+  if (state == State::kReady || state == State::kConnecting) {
+    (void)dc->dev->disconnect(qp.get());
+    on_disconnected(make_error(Errc::kDisconnected, "closed locally"));
+  }
+  want_service();  // to be reclaimed
+}
+
+void ConnBase::finish_teardown() {
+  // The QP is drained: no WR of ours is outstanding. Release the owners of
+  // the unsignaled tail, then the role fails every call that did not finish.
+  sq.release_all([&](const SendCtx& c) { ctx_done(c, false, nullptr); });
+  state = State::kDead;
+  on_drained();
+}
+
+}  // namespace tern::rpc

@@ -1,0 +1,137 @@
+// ConnBase: what a client connection and a server connection share -- the
+// QP and its send queue, the receive queue it draws on, the connection's
+// life (conn_lifecycle.cc), its counters and telemetry. The roles are two
+// types over it: ClientConn (client_conn.h) and ServerConn (server_conn.h).
+//
+// A connection's life:
+//   kConnecting -> kReady -> kDraining -> kDead -> reclaimed
+//   kConnecting: client: connect() sent, no answer yet; server: accepted,
+//                not yet established (its first receive establishes it).
+//   kReady:      calls flow.
+//   kDraining:   lost (peer gone, protocol error, close()): the QP is in
+//                error and flushes every WR; drain markers are posted after
+//                them (ib_drain_qp's way), and nothing is released until
+//                their flush completions prove the queues empty -- an MR
+//                whose REG_MR or LOCAL_INV is still in flight must not be
+//                touched (seed 003).
+//   kDead:       drained: every WR of ours has completed; the unsignaled
+//                Sends' owners are released, registrations of unfinished
+//                calls destroyed, and every call completed once
+//                (kDisconnected). A client connection waits for close(); a
+//                server connection for the handlers still holding its calls.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/histogram.h"
+#include "engine/conn_stats.h"
+#include "engine/device_ctx.h"
+#include "engine/engine.h"
+#include "engine/receive_queue.h"
+#include "engine/send_queue.h"
+#include "telemetry/registry.h"
+
+namespace tern::rpc {
+
+class EngineImpl;
+
+class ConnBase : public Connection {
+ public:
+  enum class State : uint8_t { kConnecting, kReady, kDraining, kDead };
+
+  ConnBase(EngineImpl* eng, DeviceCtx* dc, bool server);
+  ~ConnBase() override;
+
+  // ---- Connection (the parts both roles share)
+  bool ready() const override { return state == State::kReady; }
+  bool failed() const override { return state == State::kDraining || state == State::kDead; }
+  Status error() const override { return why; }
+  ConnectionStats stats() const override;  // engine_stats.cc
+  void close() override;
+
+  // ---- life (conn_lifecycle.cc)
+  // Creates the QP (and the receive queue of its own, on a device without
+  // an SRQ or in a PD of its own).
+  Status setup_queues();
+  void on_established(std::span<const uint8_t> peer_pdata);
+  void on_disconnected(Status reason);
+  // The peer broke the protocol: one warning naming it and saying why, then
+  // the connection is torn down (its calls fail; other connections go on).
+  void protocol_error(Status why);
+  void post_drain_markers();
+  bool drained() const { return sq_drained && rq_drained; }
+  void finish_teardown();
+  // Whether the engine may destroy it now.
+  virtual bool reclaimable() const = 0;
+  // "client connection to pid 1234 uid 0 (shm:path=...)": who, for log lines.
+  std::string peer_name() const;
+
+  // ---- datapath (conn_datapath.cc)
+  // A completion of a chain this connection posted.
+  void on_send_completion(const rdma::Wc& wc);
+  // A receive completion on this connection's QP (the buffer is held).
+  void on_receive(MsgBuf* buf, const rdma::Wc& wc);
+  // The one post path (send_queue.h): false if the QP refused the chain,
+  // and then the connection is failing.
+  bool post(WrChain& chain, SendCtxKind kind, uint32_t obj);
+  bool room(int wrs) const { return sq.room(wrs); }
+  // A receive buffer this connection is done with goes back to its queue.
+  void give_back(MsgBuf* buf);
+  // Work waiting for resources (a backlog, queued replies, deferred
+  // receives, a drain): run from the engine's service list each poll.
+  // Returns work done; sets *more when it still needs service.
+  virtual int service(bool* more) = 0;
+  // Asks to be serviced from the next poll().
+  void want_service();
+
+  // ---- role hooks
+  // A send context walked by a completion (own: the completion's own
+  // context) or by teardown (wc == nullptr).
+  virtual void ctx_done(const SendCtx& ctx, bool own, const rdma::Wc* wc) = 0;
+  // A message arrived (established, checked, counted).
+  virtual void on_message(MsgBuf* buf) = 0;
+  // The connection is lost (kDraining from now): calls in flight are orphaned.
+  virtual void on_lost() = 0;
+  // The QP is drained: fail and release everything of the role.
+  virtual void on_drained() = 0;
+
+  // Records one finished call's RTT on the connection and its procedure.
+  void record_rtt(ProcCounters* pc, uint64_t t0, bool error);
+  void register_telemetry();
+
+  EngineImpl* eng;
+  DeviceCtx* dc;
+  bool server;
+  State state = State::kConnecting;
+  Status why;
+  uint32_t slot = 0;  // in the engine's connection table: wr_ids name it
+  uint64_t id = 0;    // engine-unique, never reused: log lines say "conn <id>"
+  PdCtx* pdc = nullptr;           // dc->shared, or own_pd
+  std::unique_ptr<PdCtx> own_pd;  // DeviceCtx::pd_per_conn (client)
+  std::unique_ptr<rdma::Qp> qp;
+  SendQueue sq;
+  RecvQueue* rq = nullptr;             // dc->recv, or own_rq
+  std::unique_ptr<RecvQueue> own_rq;   // a receive queue of its own (no SRQ, or own PD)
+  // Negotiated (RFC 8797).
+  uint32_t inline_send = 1024, inline_recv = 1024;
+  bool remote_inv = false;  // ConnectionInfo::remote_invalidation
+  bool user_closed = false;
+  bool sq_drained = false, rq_drained = false;
+  bool sq_marker = false, rq_marker = false;  // drain markers posted
+  bool in_service = false;  // on the engine's service list
+  ConnBase* next_service = nullptr;
+  bool by_qpn_entered = false;
+  // Observability (conn_stats.h): written only by the engine's thread.
+  ConnCounters cs;
+  Histogram rtt;
+  uint64_t t_created = 0, t_established = 0, t_last = 0;  // ticks
+  std::string peer_fixed;
+  // Telemetry: "conn" source "<engine>.<id>" while established; its
+  // provider reads only counters, the histogram and peer_fixed. Last
+  // member: unregistered before anything it reads goes.
+  telemetry::Source tsrc;
+};
+
+}  // namespace tern::rpc

@@ -1,0 +1,134 @@
+// Credits (RFC 8166 §3.3.1): how many calls a client may have outstanding on
+// a connection, which the server grants in every reply so that it never
+// receives more calls than it has receive buffers posted for.
+//
+// Client side, CreditWindow: a connection starts with one credit (the RFC's
+// default until the first reply), follows each reply's grant (at least one,
+// never more than it asked for), and sends a call only while fewer than the
+// grant are outstanding; the rest wait in the backlog.
+//
+// Server side, GrantPolicy: the grants of all connections drawing on one
+// pool of receive buffers (a device's shared receive queue, or one
+// connection's own receive queue) never add up to more buffers than the pool
+// has. Each connection holds at least one credit from the moment it is
+// admitted (a connection that cannot be given one is refused). A connection
+// that uses every credit it has (it had all of them outstanding when a reply
+// is sent) gets more, doubling up to the per-connection maximum, while the
+// pool has credits to spare; one that uses few gives one back per reply when
+// the pool runs out, so that busier ones can grow. The grant falls by at
+// most one per reply: the client may still have the old grant's worth of
+// calls in flight when it reads the new one, and only a decrement of one
+// keeps that within the new grant (its reply's own call is already here).
+// Which is also why a server can check every arriving call strictly: a
+// client with more calls outstanding than its grant broke the protocol.
+// An idle connection keeps the grant it has (only a reply can lower it).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace tern::rpc {
+
+class CreditWindow {
+ public:
+  explicit CreditWindow(uint32_t max) : max_(max) {}
+  uint32_t granted() const { return granted_; }
+  uint32_t in_flight() const { return in_flight_; }
+  uint32_t max() const { return max_; }
+  bool can_send() const { return in_flight_ < granted_; }
+  void sent() { ++in_flight_; }
+  // A reply (or the loss of the connection) ended a call in flight.
+  void answered() {
+    if (in_flight_ > 0) --in_flight_;
+  }
+  // A reply's credit value: at least one, never more than we asked for.
+  void grant(uint32_t g) { granted_ = std::clamp<uint32_t>(g, 1, max_); }
+  // A new connection (or a reconnect) starts over.
+  void reset() { granted_ = 1, in_flight_ = 0; }
+
+ private:
+  uint32_t max_;
+  uint32_t granted_ = 1;  // RFC 8166: one until the server says more
+  uint32_t in_flight_ = 0;
+};
+
+// One connection's share of a GrantPolicy.
+struct ConnGrant {
+  uint32_t granted = 0;    // the grant in the last reply (1 before any)
+  uint32_t unreplied = 0;  // calls received and not yet answered
+  bool admitted = false;
+};
+
+class GrantPolicy {
+ public:
+  // `buffers`: receive buffers the pool can hold; `max_per_conn`: the most
+  // one connection is granted.
+  GrantPolicy(uint32_t buffers, uint32_t max_per_conn) : free_(buffers), total_(buffers), max_(max_per_conn) {}
+
+  uint32_t total() const { return total_; }
+  uint32_t free() const { return free_; }
+  uint32_t max_per_conn() const { return max_; }
+
+  // A new connection takes one credit. False: the pool cannot give one, and
+  // the connection must be refused.
+  bool admit(ConnGrant* c) {
+    if (free_ == 0) return false;
+    --free_;
+    c->granted = 1;
+    c->unreplied = 0;
+    c->admitted = true;
+    return true;
+  }
+  // The connection is gone: its credits go back.
+  void leave(ConnGrant* c) {
+    if (!c->admitted) return;
+    free_ += c->granted;
+    c->granted = 0;
+    c->admitted = false;
+  }
+  // A call arrived. False: the client has more outstanding than it was
+  // granted (a protocol error; the call is not counted).
+  bool on_call(ConnGrant* c) {
+    if (c->unreplied + 1 > c->granted) return false;
+    ++c->unreplied;
+    return true;
+  }
+  // The grant to send in a reply to one of c's calls (still counted in
+  // c->unreplied); recorded as c's grant.
+  uint32_t grant_for_reply(ConnGrant* c) {
+    if (c->unreplied >= c->granted && c->granted < max_ && free_ > 0) {
+      uint32_t add = std::min({c->granted, max_ - c->granted, free_});
+      c->granted += add;
+      free_ -= add;
+    } else if (free_ == 0 && c->granted > 1 && c->unreplied * 2 < c->granted) {
+      --c->granted;
+      ++free_;
+    }
+    return c->granted;
+  }
+  // A call was answered (its reply posted) or dropped unanswered.
+  void on_replied(ConnGrant* c) {
+    if (c->unreplied > 0) --c->unreplied;
+  }
+  // A client call in flight reserves one buffer for its reply: the pool is
+  // shared with the server's grants when an engine both serves and calls on
+  // one device. False: none to spare now (the call waits).
+  bool reserve() {
+    if (free_ == 0) return false;
+    --free_;
+    return true;
+  }
+  void unreserve() { ++free_; }
+  // The pool holds `buffers` now (a receive queue filled to less than its
+  // target when the engine's receive pool ran short).
+  void resize(uint32_t buffers) {
+    if (buffers >= total_) free_ += buffers - total_;
+    else free_ -= std::min(free_, total_ - buffers);
+    total_ = buffers;
+  }
+
+ private:
+  uint32_t free_, total_, max_;
+};
+
+}  // namespace tern::rpc

@@ -1,0 +1,228 @@
+// The engine's datapath dispatch: poll() takes completions and hands each to
+// its connection and object in O(1) (the wr_id names the connection's slot
+// and the chain's send context; a receive's names its buffer, and its QP
+// number its connection), retries server calls waiting for memory, services
+// connections with work waiting for resources, posts receive buffers back in
+// batches, and reclaims dead connections.
+#include "base/clock.h"
+#include "base/log.h"
+#include "engine/engine_impl.h"
+
+namespace tern::rpc {
+
+using namespace tern::rdma;
+
+void EngineImpl::dispatch_send(DeviceCtx*, const Wc& wc) {
+  const WrKind kind = wr_id_kind(wc.wr_id);
+  const uint32_t s = wr_id_slot(wc.wr_id);
+  ConnBase* c = s < conns.size() ? conns[s].get() : nullptr;
+  if (c == nullptr) return;  // a connection already reclaimed: nothing of ours is waiting for it
+  switch (kind) {
+    case WrKind::kChain:
+      c->on_send_completion(wc);
+      break;
+    case WrKind::kDrain:
+      c->sq_drained = true;
+      c->want_service();
+      break;
+    case WrKind::kNone:
+    case WrKind::kRecv:
+      // A failed WR a driver reported without its wr_id (drivers report
+      // unsignaled failures with what they have): its QP is in error and
+      // the drain marker will follow.
+      break;
+  }
+}
+
+void EngineImpl::dispatch_recv(DeviceCtx* dc, const Wc& wc) {
+  const WrKind kind = wr_id_kind(wc.wr_id);
+  if (kind == WrKind::kDrain) {
+    const uint32_t s = wr_id_slot(wc.wr_id);
+    if (ConnBase* c = s < conns.size() ? conns[s].get() : nullptr) {
+      c->rq_drained = true;
+      c->want_service();
+    }
+    return;
+  }
+  MsgBuf* buf = kind == WrKind::kRecv ? recv_bufs->at(wr_id_value(wc.wr_id)) : nullptr;
+  if (buf == nullptr || buf->where != MsgBuf::Where::kPosted) return;  // not a receive of ours
+  RecvQueue* q = buf->queue < queues.size() ? queues[buf->queue] : nullptr;
+  TERN_CHECK(q != nullptr, "receive completion for buffer %u of a queue that is gone", buf->index);
+  q->completed(buf);
+  auto it = dc->by_qpn.find(wc.qp_num);
+  ConnBase* c = it != dc->by_qpn.end() ? it->second : nullptr;
+  if (c == nullptr || c->rq != q) {
+    // A receive for a QP that is gone (a flush racing its teardown): the
+    // buffer simply goes back.
+    q->give_back(buf);
+    if (q->shared()) queue_needs_post(q);
+    return;
+  }
+  c->on_receive(buf, wc);
+}
+
+void EngineImpl::unlink_service(ConnBase* c) {
+  ConnBase* prev = nullptr;
+  for (ConnBase* p = service_head; p != nullptr; prev = p, p = p->next_service) {
+    if (p != c) continue;
+    if (prev != nullptr) prev->next_service = p->next_service;
+    else service_head = p->next_service;
+    if (service_tail == p) service_tail = prev;
+    break;
+  }
+  c->in_service = false;
+  c->next_service = nullptr;
+}
+
+void EngineImpl::queue_needs_post(RecvQueue* q) {
+  if (q->in_post_list) return;
+  q->in_post_list = true;
+  to_post.push_back(q);
+}
+
+void EngineImpl::wait_for_memory(SrvCall* sc) {
+  if (sc->waiting) return;
+  sc->waiting = true;
+  sc->next_wait = nullptr;
+  if (wait_tail != nullptr) wait_tail->next_wait = sc;
+  else wait_head = sc;
+  wait_tail = sc;
+  st.waiting_for_memory.add();
+  st.memory_waits.add();
+}
+
+void EngineImpl::stop_waiting(SrvCall* sc) {
+  if (!sc->waiting) return;
+  SrvCall* prev = nullptr;
+  for (SrvCall* p = wait_head; p != nullptr; prev = p, p = p->next_wait) {
+    if (p != sc) continue;
+    if (prev != nullptr) prev->next_wait = p->next_wait;
+    else wait_head = p->next_wait;
+    if (wait_tail == p) wait_tail = prev;
+    break;
+  }
+  sc->waiting = false;
+  sc->next_wait = nullptr;
+  st.waiting_for_memory.sub();
+}
+
+bool EngineImpl::memory_moved() const {
+  return bulk->generation() != wait_bulk_gen || send_bufs->out() < wait_send_free;
+}
+
+int EngineImpl::serve_memory_waiters() {
+  // Strictly in order: the head is served first, so a large call is never
+  // starved by small ones; and only when something came back since the
+  // head last failed.
+  int n = 0;
+  while (wait_head != nullptr && memory_moved()) {
+    SrvCall* sc = wait_head;
+    static_cast<ServerConn*>(sc->conn)->process(sc, SrvEvent::kMemory);
+    if (sc->waiting) {
+      wait_bulk_gen = bulk->generation();
+      wait_send_free = send_bufs->out();
+      break;
+    }
+    ++n;
+  }
+  return n;
+}
+
+int EngineImpl::poll() {
+  int work = 0;
+  if (waiting.armed && !waiting.rechecking) work += finish_wait();
+  Wc wc[32];
+  for (auto& dcp : devices) {
+    DeviceCtx* dc = dcp.get();
+    // Send completions first: they free the calls and requests that new
+    // receives will need.
+    int n = dc->scq->poll(wc, 32);
+    for (int i = 0; i < n; ++i) dispatch_send(dc, wc[i]);
+    work += n;
+    n = dc->rcq->poll(wc, 32);
+    for (int i = 0; i < n; ++i) dispatch_recv(dc, wc[i]);
+    work += n;
+  }
+  if (wait_head != nullptr) work += serve_memory_waiters();
+  // Connections with work that waited for resources, each once per pass
+  // (those that ask again during the walk wait for the next pass).
+  ConnBase* c = service_head;
+  service_head = service_tail = nullptr;
+  while (c != nullptr) {
+    ConnBase* next = c->next_service;
+    c->in_service = false;
+    c->next_service = nullptr;
+    bool more = false;
+    work += c->service(&more);
+    if (c->reclaimable()) {
+      // Reclaimed: its QP (and any receive queue of its own) go now. It may
+      // have asked for service again during this pass: off the list first.
+      if (c->in_service) unlink_service(c);
+      const uint32_t s = c->slot;
+      conns[s].reset();
+      free_slots.push_back(s);
+      --nconns;
+    } else if (more) {
+      c->want_service();
+    }
+    c = next;
+  }
+  // Receive buffers back to the device, one post per queue per pass.
+  if (!to_post.empty()) {
+    for (RecvQueue* q : to_post)
+      if (q != nullptr) {
+        q->in_post_list = false;
+        q->post(&st.recvs_posted, &st.recv_batches);
+      }
+    to_post.clear();
+  }
+  // Connection events are the control path and cost system calls (pmd/shm
+  // polls its sockets), so they are checked by time, not per pass: once a
+  // millisecond is prompt for connects and disconnects and free for the
+  // datapath. (Checking on every idle pass cost ~20 system calls per RPC.)
+  uint64_t now = now_ticks();
+  if (now - last_cm_tick >= cm_interval_ticks) {
+    last_cm_tick = now;
+    for (auto& dcp : devices) work += poll_cm(dcp.get());
+  }
+  ++polls;
+  // Another thread wants a stats snapshot (telemetry): one relaxed load per pass.
+  if (snapshot_wanted.load(std::memory_order_relaxed)) publish_snapshot();
+  return work;
+}
+
+void EngineImpl::shutdown() {
+  // Every call still outstanding completes exactly once, and only after its
+  // registrations are fenced: disconnect every connection, let the QPs
+  // drain (flush completions prove no WR of ours is left), then each
+  // connection fails what did not finish.
+  shutting_down = true;
+  bool any = false;
+  for (auto& c : conns) {
+    if (!c) continue;
+    if (c->state == ConnBase::State::kReady || c->state == ConnBase::State::kConnecting)
+      c->on_disconnected(make_error(Errc::kDisconnected, "the engine is shutting down"));
+    any |= c->state == ConnBase::State::kDraining;
+  }
+  if (!any) return;
+  const uint64_t deadline = now_ticks() + ticks_from_ns(2'000'000'000);
+  for (;;) {
+    (void)poll();
+    bool draining = false;
+    for (auto& c : conns) draining |= c && c->state == ConnBase::State::kDraining;
+    if (!draining) break;
+    if (now_ticks() > deadline) {
+      // A device that never flushes: give up waiting. Destroying the QPs
+      // below ends every registration with them.
+      TERN_LOG(kWarn, "engine", "shutdown: connections did not drain within 2 s; tearing them down");
+      for (auto& c : conns)
+        if (c && c->state == ConnBase::State::kDraining) {
+          c->sq_drained = c->rq_drained = true;
+          c->finish_teardown();
+        }
+      break;
+    }
+  }
+}
+
+}  // namespace tern::rpc

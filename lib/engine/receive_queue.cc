@@ -1,0 +1,70 @@
+#include "engine/receive_queue.h"
+
+#include <algorithm>
+
+#include "engine/wr_id.h"
+
+namespace tern::rpc {
+
+using namespace tern::rdma;
+
+uint64_t recv_wr_id(uint32_t buf_index) { return make_wr_id(WrKind::kRecv, 0, buf_index); }
+
+uint32_t RecvQueue::fill() {
+  while (owned_ < target_) {
+    MsgBuf* b = bufs_->get();
+    if (b == nullptr) break;
+    b->queue = id_;
+    mine_.push_back(b);
+    ++owned_;
+    give_back(b);
+  }
+  return owned_;
+}
+
+uint32_t RecvQueue::post(Counter* posted_counter, Counter* batches_counter) {
+  // Receives go back in batches: one post_recv (one doorbell) for many.
+  RecvWr wrs[64];
+  Sge sges[64];
+  size_t done = 0;
+  while (done < pending_.size()) {
+    int n = 0;
+    for (; n < 64 && done + n < pending_.size(); ++n) {
+      MsgBuf* b = pending_[done + n];
+      // I1: a buffer on its way back to the device is attached to nothing.
+      TERN_ASSERT(b->where == MsgBuf::Where::kQueued && b->queue == id_);
+      sges[n] = Sge{reinterpret_cast<uint64_t>(b->data), b->cap, lkey_};
+      wrs[n] = RecvWr{recv_wr_id(b->index), &sges[n], 1};
+      b->where = MsgBuf::Where::kPosted;
+    }
+    int err = 0;
+    int got = srq_ != nullptr ? srq_->post_recv(wrs, n, &err) : qp_->post_recv(wrs, n, &err);
+    if (got < 0) got = 0;
+    for (int i = got; i < n; ++i) pending_[done + i]->where = MsgBuf::Where::kQueued;
+    posted_ += static_cast<uint32_t>(got);
+    posted_counter->add(static_cast<uint64_t>(got));
+    batches_counter->add();
+    done += static_cast<size_t>(got);
+    if (got < n) break;
+  }
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
+  return static_cast<uint32_t>(done);
+}
+
+uint32_t RecvQueue::release_all() {
+  uint32_t dropped = 0;
+  for (MsgBuf* b : mine_) {
+    if (b->where == MsgBuf::Where::kHeld) continue;  // a call still holds it: it comes back through give_back
+    if (b->where == MsgBuf::Where::kPosted) ++dropped;
+    b->where = MsgBuf::Where::kHeld;
+    bufs_->put(b);
+    --owned_;
+  }
+  mine_.erase(std::remove_if(mine_.begin(), mine_.end(), [](MsgBuf* b) { return b->where == MsgBuf::Where::kPool; }),
+              mine_.end());
+  pending_.clear();
+  posted_ = 0;
+  return dropped;
+}
+
+}  // namespace tern::rpc

@@ -1,0 +1,79 @@
+// RecvQueue: the receive buffers posted to one receive queue -- a device's
+// shared receive queue, which every connection of the engine on that device
+// draws from, or, on a device without SRQs (or a connection in a protection
+// domain of its own), one QP's own receive queue -- and the grant policy
+// (credits.h) that keeps what peers may send within what is posted.
+//
+// Buffers come from the engine's MsgBufPool up to `target`, go to the
+// device in batches (one post_recv per 64: one doorbell for many), come back
+// with a receive completion, are held by the call or reply they carry, and
+// are queued to be posted again once that is done.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/stats.h"
+#include "engine/credits.h"
+#include "engine/msg_buf.h"
+#include "rdmadev/rdmadev.h"
+
+namespace tern::rpc {
+
+// wr_id of a receive: the buffer's index in the pool (kinds: engine_impl.h).
+uint64_t recv_wr_id(uint32_t buf_index);
+
+class RecvQueue {
+ public:
+  // Posts to `srq`, or to `qp` when srq is null. `id` goes into each
+  // buffer (MsgBuf::queue) so that a completion finds its queue.
+  // `lkey`: the arena's registration in the PD of the SRQ or QP.
+  RecvQueue(MsgBufPool* bufs, uint32_t target, uint32_t max_grant, rdma::Srq* srq, rdma::Qp* qp, uint16_t id,
+            uint32_t lkey)
+      : bufs_(bufs), target_(target), srq_(srq), qp_(qp), id_(id), lkey_(lkey), grants_(target, max_grant) {}
+
+  // Takes buffers from the pool up to `target` (those the pool can give) and
+  // queues them. Returns how many it holds in all.
+  uint32_t fill();
+  // A buffer this queue posted is done with: it goes back to the device.
+  void give_back(MsgBuf* b) {
+    b->where = MsgBuf::Where::kQueued;
+    pending_.push_back(b);
+  }
+  // Posts what is queued (batched). Returns how many were posted; a
+  // refusal leaves the rest queued.
+  uint32_t post(Counter* posted_counter, Counter* batches_counter);
+  // A receive completion took b off the device.
+  void completed(MsgBuf* b) {
+    TERN_ASSERT(b->where == MsgBuf::Where::kPosted && b->queue == id_);
+    b->where = MsgBuf::Where::kHeld;
+    --posted_;
+  }
+  // Teardown (the QP or SRQ is destroyed, so nothing is posted any more):
+  // every buffer this queue holds that is not held by a call goes back to
+  // the pool; returns how many were still posted (dropped by the device).
+  uint32_t release_all();
+
+  uint32_t posted() const { return posted_; }
+  uint32_t owned() const { return owned_; }
+  uint32_t target() const { return target_; }
+  uint16_t id() const { return id_; }
+  bool shared() const { return srq_ != nullptr; }
+  GrantPolicy& grants() { return grants_; }
+  void set_qp(rdma::Qp* qp) { qp_ = qp; }
+  bool in_post_list = false;  // on the engine's list of queues with buffers to post
+
+ private:
+  MsgBufPool* bufs_;
+  uint32_t target_;
+  rdma::Srq* srq_;
+  rdma::Qp* qp_;
+  uint16_t id_;
+  uint32_t lkey_;
+  GrantPolicy grants_;
+  uint32_t posted_ = 0, owned_ = 0;
+  std::vector<MsgBuf*> pending_;
+  std::vector<MsgBuf*> mine_;  // every buffer this queue took from the pool
+};
+
+}  // namespace tern::rpc

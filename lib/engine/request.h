@@ -1,0 +1,109 @@
+// A client call's life, as one state machine (the way SPDK's
+// nvmf_rdma_request_process keeps an NVMe-oF request's): the states, a
+// comment on each, and every transition in ClientConn::process
+// (client_call.cc). A request has two owners (the 2026 xprtrdma patch set):
+// the RPC side, from call() until its callback has run, and the Send side,
+// from the moment its Send is posted until a completion proves that Send
+// done (Sends are mostly unsignaled, so that can come long after the reply).
+// It goes back to the pool only when both have let go.
+//
+// Invariants (asserted where they are checkable, always on in test builds):
+//  I1 A receive buffer is the device's from post to completion, then the
+//     CPU's until it is posted again; a buffer on its way back to the device
+//     is attached to no request.
+//  I2 While a request holds a reply buffer, that buffer is not reposted: the
+//     request detaches it before giving it back.
+//  I3 A call completes only after every registration it made is
+//     invalidated (LOCAL_INV chain completed, the peer's Send With
+//     Invalidate, or the MR destroyed after its QP drained).
+//  I4 A request returns to the pool only when both owners have let go.
+//  I5 A request in the pool has no owner, no reply, no MRs, no send buffer,
+//     no staging and no xid in any table.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/chunks.h"
+#include "engine/conn_stats.h"
+#include "engine/engine.h"
+#include "engine/mr_free_list.h"
+#include "engine/msg_buf.h"
+
+namespace tern::rpc {
+
+class ClientConn;
+
+enum class ReqState : uint8_t {
+  // In the engine's pool: no owner, holds nothing (I5).
+  kFree,
+  // Accepted by call() and queued on its connection: waits for a credit, a
+  // receive reservation, a send buffer, MRs, long-call staging or
+  // send-queue room. Holds its arguments (copied) and nothing else.
+  kBacklog,
+  // REG_MRs and Send posted: waits for the reply. Holds a credit, its xid's
+  // entry in the connection's table, its send buffer (until the Send side
+  // lets go) and its registrations.
+  kSent,
+  // The reply is attached (I2) and the LOCAL_INV chain for its
+  // registrations is posted: the chain's completion completes the call (I3).
+  kInvalidating,
+  // Its connection was lost while it was sent or invalidating: it waits for
+  // the QP to drain, then its MRs (state unknown) are destroyed and it
+  // completes with kDisconnected.
+  kOrphaned,
+  // Completed: the callback has run and the RPC side has let go, but the
+  // Send side still holds it (its Send is not yet known complete, so its
+  // send buffer may still be read by the device). Between "completed" and
+  // "both owners let go"; the Send side's release frees it.
+  kCompleted,
+};
+const char* req_state_name(ReqState s);
+
+// What happens to a request: the inputs of ClientConn::process.
+enum class ReqEvent : uint8_t {
+  kSubmit,        // call() accepted it, or a retry from the backlog: try to send it
+  kReply,         // a reply matched its xid (attached as Request::reply)
+  kReplyFailed,   // a reply for it that cannot be used: fail it with Request::result's status
+  kInvalidated,   // its LOCAL_INV chain completed successfully
+  kSendReleased,  // a send-queue completion walked past its Send's context (or teardown did)
+  kConnLost,      // its connection is lost (draining): a call in flight is orphaned
+  kDrained,       // its connection's QP is drained: orphans and the backlog fail
+};
+
+struct Request {
+  ReqState state = ReqState::kFree;
+  bool send_owner = false;   // I4: the Send side holds it
+  bool rpc_owner = false;    // I4: the RPC side holds it (call() to callback)
+  bool refused = false;      // its memory could not be registered: fails from the backlog
+  uint32_t index = 0;        // in the engine's request table: send contexts name it
+  uint32_t xid = 0;
+  ClientConn* conn = nullptr;
+  Call call{};
+  // The call's inline arguments and credentials, copied at call() (a call
+  // may be marshaled from the backlog, after the caller's buffers are gone).
+  std::vector<uint8_t> args_copy;
+  AuthSys auth_copy;
+  // The chunk lists the caller gave, copied (Call::read_chunks / write_chunks).
+  int nreads = 0, nwrites = 0;
+  ReadChunk reads[kMaxReadChunks];
+  std::span<uint8_t> writes[kMaxWriteChunks];
+  MsgBuf* sendbuf = nullptr;   // from the engine's pool while marshaled and until the Send side lets go
+  uint8_t* replybuf = nullptr; // bulk pool: reply chunk room
+  uint8_t* longbuf = nullptr;  // bulk pool: a long call's RPC message (position-zero read chunk)
+  EngineMr* mrs = nullptr;     // registered for this call (I3)
+  MsgBuf* reply = nullptr;     // attached receive (I2)
+  bool holds_recv = false;     // reserved a receive buffer for its reply (RecvQueue grants)
+  bool long_call = false;      // sent as RDMA_NOMSG: the message goes in a position-zero read chunk
+  bool waited = false;         // counted once as waiting (credits or memory)
+  bool inv_waiting = false;    // its LOCAL_INV chain waits for send-queue room
+  uint32_t rpc_len = 0;        // ONC RPC header + inline arguments
+  Request* act_prev = nullptr; // the connection's requests in flight (sent, invalidating, orphaned)
+  Request* act_next = nullptr;
+  CallReply result{};
+  uint64_t t_call = 0;         // ticks at call(), for the RTT
+  ProcCounters* pc = nullptr;  // this procedure's counters
+  Request* next = nullptr;     // backlog link
+};
+
+}  // namespace tern::rpc

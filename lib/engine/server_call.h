@@ -1,0 +1,122 @@
+// A server call's life, as one state machine: the states, a comment on each,
+// and every transition in ServerConn::process (server_recv.cc). Like a
+// client request it has two owners: the handler side, from the moment the
+// call is received until the handler replies (the engine holds that side
+// while it pulls read chunks), and the Send side, from the reply's post
+// until a completion proves its Send (and the RDMA WRITEs before it) done.
+// It returns to the engine's pool only when both have let go, and only then
+// do its buffers go back: the device may read its send buffer, its bulk
+// results and its reply staging until that completion.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "engine/chunks.h"
+#include "engine/conn_stats.h"
+#include "engine/engine.h"
+#include "engine/msg_buf.h"
+
+namespace tern::rpc {
+
+class ServerConn;
+struct HandlerEntry;
+
+enum class SrvState : uint8_t {
+  // In the engine's pool: no owner, holds nothing.
+  kFree,
+  // Received and decoded: waits, in the engine's FIFO, for what it needs
+  // from the shared pools before anything else happens -- a send buffer for
+  // its reply, and from the bulk pool its read chunks' destinations (unless
+  // the handler places them), its write chunks' result buffers (handlers
+  // without a Placer) and its reply-chunk staging. All or nothing, so that
+  // no two waiting calls can each hold what the other needs.
+  kWaitMemory,
+  // RDMA READs of its read chunks are posted (of the position-zero chunk
+  // alone, first, for an RDMA_NOMSG call); their completion moves it on.
+  kPulling,
+  // The handler owns it until reply() or reply_error().
+  kInHandler,
+  // The reply is encoded into its buffers, with its WRITEs and Send in its
+  // chain: waits for send-queue room (the chain is posted from poll()).
+  kReplyQueued,
+  // The reply's chain is posted. The Send side holds it until a completion
+  // walks past its context: answered, not yet released.
+  kSent,
+  // Its connection died while the handler held it: reply() is refused, and
+  // the call is freed then.
+  kOrphaned,
+};
+const char* srv_state_name(SrvState s);
+
+enum class SrvEvent : uint8_t {
+  kReceived,      // a call arrived (rep attached, header decoded): take its memory
+  kMemory,        // its turn in the memory FIFO, or send-queue room to pull
+  kPulled,        // its READ chain completed (status in the event's wc)
+  kReplied,       // the reply is encoded (reply(), reply_error(), or the engine's own answer)
+  kRoom,          // retry a queued reply's post
+  kSendReleased,  // a send-queue completion walked past its reply's context
+  kConnLost,      // its connection is lost (draining)
+  kDrained,       // its connection's QP is drained
+};
+
+class SrvCall final : public ServerCall {
+ public:
+  uint32_t xid() const override { return xid_; }
+  uint32_t prog() const override { return prog_; }
+  uint32_t vers() const override { return vers_; }
+  uint32_t proc() const override { return proc_; }
+  std::span<const uint8_t> args() const override { return args_; }
+  std::span<const uint8_t> bulk() const override;
+  std::span<const ReadChunkData> read_chunks() const override { return {data_, static_cast<size_t>(ndata_)}; }
+  uint32_t write_chunk_count() const override { return static_cast<uint32_t>(chunks.nwrites); }
+  uint32_t write_chunk_capacity(uint32_t chunk) const override;
+  std::span<uint8_t> write_chunk_buffer(uint32_t chunk, uint32_t len) override;
+  Status reply(std::span<const uint8_t> results, std::span<const uint8_t> bulk) override;
+  Status reply_chunks(std::span<const uint8_t> results, std::span<const std::span<const uint8_t>> bulk) override;
+  Status reply_error(AcceptStat stat) override;
+
+  SrvState state = SrvState::kFree;
+  bool handler_owner = false;  // the handler side (the engine's, while pulling)
+  bool send_owner = false;     // the Send side
+  bool error_only = false;     // an RDMA_ERROR answer, not a call
+  bool pull_waiting = false;   // its READs wait for send-queue room
+  int answer = -1;             // >= 0: the engine answers it itself with this accept_stat (no handler runs)
+  uint32_t answer_low = 0, answer_high = 0;
+  uint32_t index = 0;          // in the engine's call table: send contexts and READ wr_ids name it
+  ServerConn* conn = nullptr;
+  uint32_t xid_ = 0, prog_ = 0, vers_ = 0, proc_ = 0;
+  std::span<const uint8_t> args_;
+  MsgBuf* rep = nullptr;        // the receive holding the call's bytes, until its reply is encoded
+  MsgBuf* sendbuf = nullptr;    // the reply message, until the Send side lets go
+  ChunkLists chunks;            // as the client sent them
+  bool nomsg = false;           // the call came in its position-zero read chunk
+  bool msg_pulled = false;      // RDMA_NOMSG: the message is pulled and decoded
+  uint32_t inv_rkey = 0;        // for Send With Invalidate, 0: none
+  // Where each read chunk is pulled to, and whether the engine's pool owns it.
+  uint8_t* read_dst[kMaxReadChunks] = {};
+  bool read_pooled[kMaxReadChunks] = {};
+  int ndata_ = 0;               // read chunks the handler sees (position zero excluded)
+  ReadChunkData data_[kMaxReadChunks];
+  uint8_t* write_buf[kMaxWriteChunks] = {};  // bulk pool: result buffers (handlers without a Placer)
+  uint8_t* staging = nullptr;   // bulk pool: a reply too large for inline, RDMA-written into the reply chunk
+  uint32_t staging_cap = 0;
+  const HandlerEntry* handler = nullptr;
+  // The reply as reply() encoded it, from which its chain is built (again,
+  // if it had to wait for room): the message in sendbuf, a long reply's
+  // body in staging, and the bulk data of each write chunk.
+  uint32_t msg_len = 0;
+  uint32_t long_len = 0;   // > 0: RDMA_NOMSG reply through the reply chunk
+  int nbulk = 0;
+  const uint8_t* bulk_src[kMaxWriteChunks] = {};
+  uint32_t bulk_len[kMaxWriteChunks] = {};
+  uint32_t bulk_lkey[kMaxWriteChunks] = {};
+  int reply_wrs = 0;       // WRs its chain takes
+  uint64_t t_recv = 0;          // ticks when its message arrived, for the RTT
+  ProcCounters* pc = nullptr;   // the handler's procedure counters, or the engine's "unknown"
+  SrvCall* next_wait = nullptr; // the engine's memory FIFO
+  bool waiting = false;
+  SrvCall* next_free = nullptr; // the engine's pool
+};
+
+}  // namespace tern::rpc

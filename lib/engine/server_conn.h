@@ -1,0 +1,81 @@
+// ServerConn: a connection accepted by this engine's listen(), and the
+// server datapath, split as svcrdma splits it: receiving and deciding what a
+// call needs (server_recv.cc), pulling read chunks and pushing write and
+// reply chunks with RDMA READ and WRITE (server_rw.cc), and sending the
+// reply (server_reply.cc). Every state change of a server call is in
+// ServerConn::process (server_call.h has the states).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+
+#include "engine/connection.h"
+#include "engine/credits.h"
+#include "engine/server_call.h"
+
+namespace tern::rpc {
+
+class ServerConn final : public ConnBase {
+ public:
+  ServerConn(EngineImpl* eng, DeviceCtx* dc);
+  ~ServerConn() override;
+
+  // ---- Connection
+  ConnectionInfo info() const override;
+  int call(const Call&) override { return ENOTCONN; }
+  uint32_t outstanding() const override { return grant.unreplied; }
+
+  // ---- ConnBase hooks
+  bool reclaimable() const override { return state == State::kDead && calls_held == 0; }
+  int service(bool* more) override;
+  void ctx_done(const SendCtx& ctx, bool own, const rdma::Wc* wc) override;
+  void on_message(MsgBuf* buf) override;  // server_recv.cc
+  void on_lost() override;
+  void on_drained() override;
+
+  // Every transition of a server call (server_call.h).
+  void process(SrvCall* sc, SrvEvent ev, const rdma::Wc* wc = nullptr);
+  // reply() and reply_error() of a call of this connection (server_reply.cc).
+  Status reply(SrvCall* sc, std::span<const uint8_t> results, std::span<const std::span<const uint8_t>> bulk,
+               int accept);
+
+  ConnGrant grant;
+  uint32_t calls_held = 0;  // server calls of this connection not yet back in the pool
+
+ private:
+  void handle_call(MsgBuf* rep);
+  // Answers a message it cannot serve with RDMA_ERROR (ERR_VERS / ERR_CHUNK);
+  // dropped when there is no room to answer.
+  void send_rdma_error(MsgBuf* rep, uint32_t xid, bool vers);
+  // Decodes the RPC call header (inline, or the pulled RDMA_NOMSG message),
+  // finds the handler and asks its Placer. False: answered already (garbage,
+  // no such procedure...) or refused.
+  bool decode_rpc(SrvCall* sc);
+  // What the call needs from the pools, all or nothing (server_recv.cc).
+  bool take_memory(SrvCall* sc);
+  void drop_memory(SrvCall* sc);
+  // Posts the RDMA READs of the read chunks still to pull (server_rw.cc):
+  // the position-zero chunk alone while an RDMA_NOMSG message is unread.
+  enum class Pull : uint8_t { kPosted, kNothing, kNoRoom };
+  Pull post_reads(SrvCall* sc);
+  // Starts pulling (or waits for room, or goes on when there is nothing).
+  void pull(SrvCall* sc);
+  // What follows a completed pull: decode an RDMA_NOMSG message and pull
+  // the rest, or run the handler.
+  void after_pull(SrvCall* sc);
+  // Builds the reply's chain (WRITEs into write and reply chunks, then the
+  // Send) from what reply() recorded (server_rw.cc).
+  void build_reply_chain(SrvCall* sc, WrChain& chain);
+  void dispatch(SrvCall* sc);
+  void answer_now(SrvCall* sc, int accept, uint32_t low, uint32_t high);
+  bool try_post_reply(SrvCall* sc);
+  void free_call(SrvCall* sc);
+  // Calls received while no server call object was free: served as they free up.
+  std::deque<MsgBuf*> deferred;
+  // Replies waiting for send-queue room, in order.
+  std::deque<SrvCall*> queued;
+  // Calls whose RDMA READs wait for send-queue room, in order.
+  std::deque<SrvCall*> pulls;
+};
+
+}  // namespace tern::rpc

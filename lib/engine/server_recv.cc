@@ -1,0 +1,550 @@
+// Server datapath, the receive side: a received call is decoded (a bad
+// header gets RDMA_ERROR or is dropped, as RFC 8166 says), counted against
+// the connection's credits, given what it needs from the shared pools (all
+// or nothing, in FIFO order), its read chunks pulled (server_rw.cc), and its
+// handler run. Every transition of a server call is in ServerConn::process.
+#include <algorithm>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "engine/engine_impl.h"
+#include "engine/wire.h"
+
+namespace tern::rpc {
+
+using namespace tern::rdma;
+
+const char* srv_state_name(SrvState s) {
+  switch (s) {
+    case SrvState::kFree: return "free";
+    case SrvState::kWaitMemory: return "wait-memory";
+    case SrvState::kPulling: return "pulling";
+    case SrvState::kInHandler: return "in-handler";
+    case SrvState::kReplyQueued: return "reply-queued";
+    case SrvState::kSent: return "sent";
+    case SrvState::kOrphaned: return "orphaned";
+  }
+  return "?";
+}
+
+ServerConn::ServerConn(EngineImpl* e, DeviceCtx* d) : ConnBase(e, d, true) {}
+
+ServerConn::~ServerConn() {
+  for (MsgBuf* b : deferred) give_back(b);
+  if (rq != nullptr) rq->grants().leave(&grant);
+}
+
+ConnectionInfo ServerConn::info() const { return ConnectionInfo{inline_send, inline_recv, remote_inv, grant.granted}; }
+
+void ServerConn::on_message(MsgBuf* rep) {
+  if (!deferred.empty()) {
+    // Calls that came while no server call was free go first, in order.
+    deferred.push_back(rep);
+    eng->st.calls_deferred.add();
+    want_service();
+    return;
+  }
+  handle_call(rep);
+}
+
+void ServerConn::handle_call(MsgBuf* rep) {
+  wire::Incoming in;
+  wire::decode_call_header(std::span<const uint8_t>(rep->data, rep->len), &in);
+  switch (in.verdict) {
+    case wire::Incoming::Verdict::kDrop:
+      eng->st.bad_headers.add();
+      give_back(rep);
+      return;
+    case wire::Incoming::Verdict::kErrVers:
+    case wire::Incoming::Verdict::kErrChunk:
+      eng->st.bad_headers.add();
+      send_rdma_error(rep, in.xid, in.verdict == wire::Incoming::Verdict::kErrVers);
+      return;
+    case wire::Incoming::Verdict::kOk:
+      break;
+  }
+  // Credits: a client may have no more calls outstanding than its grant
+  // (credits.h explains why the check can be strict). More is a protocol
+  // error: it is using receive buffers other connections were promised.
+  if (!rq->grants().on_call(&grant)) {
+    give_back(rep);
+    protocol_error(make_error(Errc::kRemoteError, "it sent call %u with %u outstanding, over its grant of %u",
+                              in.xid, grant.unreplied, grant.granted));
+    return;
+  }
+  SrvCall* sc = eng->srv_calls.get();
+  if (sc == nullptr) {
+    // Every server call is busy: the message waits with its buffer (which
+    // its grant accounts for) until one frees up.
+    rq->grants().on_replied(&grant);
+    eng->st.calls_deferred.add();
+    deferred.push_front(rep);
+    want_service();
+    return;
+  }
+  TERN_ASSERT(sc->state == SrvState::kFree && !sc->handler_owner && !sc->send_owner);
+  ++calls_held;
+  sc->conn = this;
+  sc->error_only = false;
+  sc->xid_ = in.xid;
+  sc->prog_ = sc->vers_ = sc->proc_ = 0;
+  sc->t_recv = now_ticks();
+  sc->rep = rep;
+  sc->chunks = in.chunks;
+  sc->nomsg = in.nomsg;
+  sc->msg_pulled = false;
+  sc->args_ = in.body;
+  sc->answer = -1;
+  sc->handler = nullptr;
+  sc->ndata_ = 0;
+  sc->pc = nullptr;
+  cs.calls.add();
+  // Send With Invalidate is possible when the call carries exactly one rkey
+  // (as Linux svcrdma does it).
+  sc->inv_rkey = 0;
+  if (remote_inv) {
+    uint32_t key = 0;
+    bool one = true;
+    auto see = [&](uint32_t h) {
+      if (key == 0) key = h;
+      else if (h != key) one = false;
+    };
+    const ChunkLists& ch = sc->chunks;
+    for (int c = 0; c < ch.nreads; ++c)
+      for (int i = 0; i < ch.reads[c].nsegs; ++i) see(ch.reads[c].segs[i].handle);
+    for (int c = 0; c < ch.nwrites; ++c)
+      for (int i = 0; i < ch.writes[c].nsegs; ++i) see(ch.writes[c].segs[i].handle);
+    for (int i = 0; i < ch.reply.nsegs; ++i) see(ch.reply.segs[i].handle);
+    if (one) sc->inv_rkey = key;
+  }
+  // Chunks larger than this server takes: RFC 8166's ERR_CHUNK.
+  const EngineOptions& o = eng->opt;
+  uint64_t bulk = 0;
+  bool too_big = false;
+  for (int c = 0; c < sc->chunks.nreads; ++c) {
+    if (sc->chunks.reads[c].position == 0) too_big |= sc->chunks.reads[c].length() > o.max_long_call;
+    else bulk += sc->chunks.reads[c].length();
+  }
+  too_big |= bulk > o.max_bulk;
+  if (too_big) {
+    sc->state = SrvState::kSent;  // never handed to anyone: freed below
+    sc->rep = nullptr;
+    rq->grants().on_replied(&grant);
+    free_call(sc);
+    send_rdma_error(rep, in.xid, false);
+    return;
+  }
+  sc->handler_owner = true;  // the engine holds the handler's side until the handler runs
+  sc->state = SrvState::kWaitMemory;
+  if (!sc->nomsg) {
+    if (!decode_rpc(sc)) return;
+  } else {
+    // The message is in the position-zero chunk: the receive's job is done.
+    sc->rep = nullptr;
+    sc->args_ = {};
+    give_back(rep);
+  }
+  process(sc, SrvEvent::kReceived);
+}
+
+bool ServerConn::decode_rpc(SrvCall* sc) {
+  std::span<const uint8_t> msg = sc->args_;
+  if (sc->nomsg) msg = std::span<const uint8_t>(sc->read_dst[0], sc->chunks.reads[0].length());
+  wire::RpcCall rc;
+  if (!wire::decode_rpc_call(msg, sc->xid_, &rc)) {
+    // RFC 5531's answers: the engine replies itself once it has a buffer.
+    sc->answer = rc.rpc_mismatch ? wire::kReplyRpcMismatch
+                 : rc.bad_auth   ? wire::kReplyAuthError
+                                 : static_cast<int>(AcceptStat::kGarbageArgs);
+    sc->pc = eng->proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, true);
+    return true;
+  }
+  sc->prog_ = rc.prog, sc->vers_ = rc.vers, sc->proc_ = rc.proc;
+  sc->args_ = rc.args;
+  AcceptStat why;
+  uint32_t low = 0, high = 0;
+  sc->handler = eng->handlers.find(rc.prog, rc.vers, rc.proc, &why, &low, &high);
+  // Calls no handler serves share one entry: a peer cannot grow the table.
+  sc->pc = sc->handler != nullptr ? sc->handler->pc : eng->proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, true);
+  if (sc->handler == nullptr) {
+    sc->answer = static_cast<int>(why);
+    sc->answer_low = low, sc->answer_high = high;
+    return true;
+  }
+  // The data chunks' positions, as the handler sees them: from the start of
+  // its arguments. An RDMA_NOMSG message's chunks must fall inside it.
+  const size_t hdr = rc.header_len;
+  sc->ndata_ = 0;
+  for (int c = 0; c < sc->chunks.nreads; ++c) {
+    uint32_t pos = sc->chunks.reads[c].position;
+    if (pos == 0) continue;
+    if (pos < hdr || pos > msg.size()) {
+      sc->answer = static_cast<int>(AcceptStat::kGarbageArgs);
+      return true;
+    }
+    sc->data_[sc->ndata_++] = ReadChunkData{static_cast<uint32_t>(pos - hdr), {}};
+  }
+  // Handler-directed placement: the target names where each chunk lands.
+  if (sc->handler->place != nullptr) {
+    int k = 0;
+    for (int c = 0; c < sc->chunks.nreads; ++c) {
+      if (sc->chunks.reads[c].position == 0) continue;
+      const uint32_t len = static_cast<uint32_t>(sc->chunks.reads[c].length());
+      std::span<uint8_t> dst = sc->handler->place(sc->handler->ctx, sc, static_cast<uint32_t>(k++), len);
+      uint32_t lkey;
+      if (dst.empty()) continue;
+      if (dst.size() < len || !pdc->lkey_of(dst.data(), len, &lkey)) {
+        TERN_LOG(kError, "engine", "placer of %u/%u/%u returned %zu bytes%s for a %u-byte chunk: using the pool",
+                 sc->prog_, sc->vers_, sc->proc_, dst.size(), dst.size() < len ? "" : " of unregistered memory", len);
+        continue;
+      }
+      if (sc->read_pooled[c]) {
+        eng->bulk->put(sc->read_dst[c]);
+        sc->read_pooled[c] = false;
+      }
+      sc->read_dst[c] = dst.data();
+    }
+    // It brings its own memory for bulk results too (write_chunk_buffer()
+    // still draws from the pool on demand).
+    for (uint8_t*& w : sc->write_buf)
+      if (w != nullptr) {
+        eng->bulk->put(w);
+        w = nullptr;
+      }
+  }
+  return true;
+}
+
+bool ServerConn::take_memory(SrvCall* sc) {
+  // All or nothing: either the call gets everything it needs from the pools
+  // or it holds nothing, so calls waiting for memory can never each hold
+  // what another needs.
+  BulkPool& pool = *eng->bulk;
+  const EngineOptions& o = eng->opt;
+  const bool placer = sc->handler != nullptr && sc->handler->place != nullptr;
+  uint8_t* got[kMaxReadChunks + kMaxWriteChunks + 1];
+  int n = 0;
+  auto undo = [&] {
+    for (int i = 0; i < n; ++i) pool.put(got[i]);
+    for (int c = 0; c < kMaxReadChunks; ++c)
+      if (sc->read_pooled[c]) sc->read_dst[c] = nullptr, sc->read_pooled[c] = false;
+    for (uint8_t*& w : sc->write_buf) w = nullptr;
+    sc->staging = nullptr;
+    return false;
+  };
+  auto take = [&](size_t len) -> uint8_t* {
+    uint8_t* p = pool.get(std::max<size_t>(len, 1));
+    if (p != nullptr) got[n++] = p;
+    return p;
+  };
+  if (sc->sendbuf == nullptr && (sc->sendbuf = eng->send_bufs->get()) == nullptr) return false;
+  if (sc->answer < 0) {
+    for (int c = 0; c < sc->chunks.nreads; ++c) {
+      if (sc->read_dst[c] != nullptr) continue;  // placed by the handler
+      if ((sc->read_dst[c] = take(sc->chunks.reads[c].length())) == nullptr) return undo();
+      sc->read_pooled[c] = true;
+    }
+    // Bulk results: set aside before the handler runs, so that it never
+    // lacks them. A handler with a Placer brings its own.
+    if (!placer || (sc->nomsg && !sc->msg_pulled))
+      for (int c = 0; c < sc->chunks.nwrites; ++c) {
+        uint64_t cap = std::min<uint64_t>(sc->chunks.writes[c].capacity(), o.max_bulk);
+        if (cap == 0) continue;
+        if ((sc->write_buf[c] = take(cap)) == nullptr) return undo();
+      }
+  }
+  if (sc->chunks.has_reply) {
+    sc->staging_cap = static_cast<uint32_t>(std::min<uint64_t>(sc->chunks.reply.capacity(), o.max_reply + 256u));
+    if (sc->staging_cap > 0 && (sc->staging = take(sc->staging_cap)) == nullptr) return undo();
+  }
+  return true;
+}
+
+void ServerConn::drop_memory(SrvCall* sc) {
+  for (int c = 0; c < kMaxReadChunks; ++c) {
+    if (sc->read_pooled[c]) eng->bulk->put(sc->read_dst[c]);
+    sc->read_dst[c] = nullptr;
+    sc->read_pooled[c] = false;
+  }
+  for (uint8_t*& w : sc->write_buf) {
+    if (w != nullptr) eng->bulk->put(w);
+    w = nullptr;
+  }
+  if (sc->staging != nullptr) eng->bulk->put(sc->staging);
+  sc->staging = nullptr;
+  if (sc->sendbuf != nullptr) eng->send_bufs->put(sc->sendbuf);
+  sc->sendbuf = nullptr;
+}
+
+// Every transition of a server call: see server_call.h for the states.
+void ServerConn::process(SrvCall* sc, SrvEvent ev, const Wc* wc) {
+  switch (ev) {
+    case SrvEvent::kReceived:
+    case SrvEvent::kMemory: {
+      if (sc->state == SrvState::kPulling && sc->pull_waiting) {
+        // Its READs waited for send-queue room.
+        sc->pull_waiting = false;
+        pull(sc);
+        return;
+      }
+      TERN_ASSERT(sc->state == SrvState::kWaitMemory);
+      if (!take_memory(sc)) {
+        eng->wait_for_memory(sc);
+        return;
+      }
+      if (sc->waiting) eng->stop_waiting(sc);
+      if (sc->answer >= 0) {
+        answer_now(sc, sc->answer, sc->answer_low, sc->answer_high);
+        return;
+      }
+      if (sc->chunks.nreads > 0) {
+        sc->state = SrvState::kPulling;
+        pull(sc);
+        return;
+      }
+      dispatch(sc);
+      return;
+    }
+    case SrvEvent::kPulled: {
+      TERN_ASSERT(sc->state == SrvState::kPulling);
+      if (wc->status != WcStatus::kSuccess) {
+        // The pull failed (the client's rkey was refused, or the QP died):
+        // the connection is gone; the drain frees the call.
+        if (state == State::kReady) {
+          Status why = make_error(Errc::kRemoteError, "RDMA READ of its read chunk failed: %s",
+                                  wc_status_name(wc->status));
+          // The client named memory it does not let us read.
+          if (wc->status == WcStatus::kRemAccessErr || wc->status == WcStatus::kRemInvReqErr)
+            protocol_error(std::move(why));
+          else
+            on_disconnected(std::move(why));
+        }
+        return;
+      }
+      after_pull(sc);
+      return;
+    }
+    case SrvEvent::kReplied:
+      // reply() encoded it: post it, or queue it for room.
+      TERN_ASSERT(sc->state == SrvState::kInHandler);
+      sc->handler_owner = false;
+      if (!try_post_reply(sc)) {
+        sc->state = SrvState::kReplyQueued;
+        queued.push_back(sc);
+        want_service();
+      }
+      return;
+    case SrvEvent::kRoom:
+      TERN_ASSERT(sc->state == SrvState::kReplyQueued);
+      (void)try_post_reply(sc);
+      return;
+    case SrvEvent::kSendReleased:
+      // The reply's WRITEs and Send are done: its buffers may be reused.
+      sc->send_owner = false;
+      if (sc->state == SrvState::kSent) free_call(sc);
+      return;
+    case SrvEvent::kConnLost:
+      switch (sc->state) {
+        case SrvState::kWaitMemory:  // never started: nothing posted
+        case SrvState::kReplyQueued:  // never posted
+          sc->handler_owner = false;
+          free_call(sc);
+          return;
+        case SrvState::kInHandler:
+          sc->state = SrvState::kOrphaned;  // its reply is refused and frees it
+          return;
+        default:
+          return;  // pulling or sent: WRs in flight, the drain decides
+      }
+    case SrvEvent::kDrained:
+      if (sc->state == SrvState::kPulling) {
+        sc->handler_owner = false;
+        free_call(sc);
+      } else if (sc->state == SrvState::kSent && !sc->send_owner) {
+        free_call(sc);  // its post was refused: no completion will release it
+      }
+      return;
+  }
+}
+
+void ServerConn::pull(SrvCall* sc) {
+  switch (post_reads(sc)) {
+    case Pull::kPosted:
+      return;
+    case Pull::kNothing:
+      after_pull(sc);
+      return;
+    case Pull::kNoRoom:
+      sc->pull_waiting = true;
+      pulls.push_back(sc);
+      want_service();
+      return;
+  }
+}
+
+void ServerConn::after_pull(SrvCall* sc) {
+  if (sc->nomsg && !sc->msg_pulled) {
+    // The RDMA_NOMSG message is here: decode it, let the handler place the
+    // other chunks, and pull them.
+    sc->msg_pulled = true;
+    cs.nomsg.add();
+    (void)decode_rpc(sc);
+    if (sc->answer >= 0) {
+      answer_now(sc, sc->answer, sc->answer_low, sc->answer_high);
+      return;
+    }
+    if (sc->chunks.nreads > 1) {
+      pull(sc);
+      return;
+    }
+  }
+  dispatch(sc);
+}
+
+void ServerConn::dispatch(SrvCall* sc) {
+  // The handler sees each read chunk's data where it was pulled to.
+  int k = 0;
+  for (int c = 0; c < sc->chunks.nreads; ++c) {
+    if (sc->chunks.reads[c].position == 0) continue;
+    sc->data_[k].data = std::span<const uint8_t>(sc->read_dst[c], sc->chunks.reads[c].length());
+    ++k;
+  }
+  uint64_t bulk = 0;
+  for (int c = 0; c < sc->chunks.nreads; ++c)
+    if (sc->chunks.reads[c].position != 0) bulk += sc->chunks.reads[c].length();
+  if (bulk > 0) {
+    cs.read_chunks.add();
+    cs.read_chunk_bytes.add(bulk);
+  }
+  sc->state = SrvState::kInHandler;
+  sc->handler_owner = true;
+  sc->pc->ops.add();
+  sc->pc->bytes_received.add((sc->rep != nullptr ? sc->rep->len : 0) + bulk);
+  sc->handler->h(sc->handler->ctx, sc);
+}
+
+void ServerConn::answer_now(SrvCall* sc, int accept, uint32_t low, uint32_t high) {
+  sc->state = SrvState::kInHandler;
+  sc->handler_owner = true;
+  sc->pc->ops.add();
+  sc->answer_low = low, sc->answer_high = high;
+  (void)reply(sc, {}, {}, accept);
+}
+
+void ServerConn::free_call(SrvCall* sc) {
+  TERN_ASSERT(!sc->handler_owner && !sc->send_owner);
+  if (sc->waiting) eng->stop_waiting(sc);
+  drop_memory(sc);
+  if (MsgBuf* rep = sc->rep) {
+    sc->rep = nullptr;
+    give_back(rep);
+  }
+  sc->state = SrvState::kFree;
+  sc->conn = nullptr;
+  sc->handler = nullptr;
+  sc->pc = nullptr;
+  sc->chunks.clear();
+  sc->args_ = {};
+  sc->ndata_ = 0;
+  sc->pull_waiting = false;
+  sc->answer = -1;
+  sc->msg_len = sc->long_len = 0;
+  sc->nbulk = 0;
+  eng->srv_calls.put(sc);
+  --calls_held;
+  if (state == State::kDead && calls_held == 0) want_service();  // to be reclaimed
+}
+
+int ServerConn::service(bool* more) {
+  int work = 0;
+  *more = false;
+  if (state == State::kReady) {
+    // Replies waiting for room, in order.
+    while (!queued.empty() && state == State::kReady) {
+      SrvCall* sc = queued.front();
+      process(sc, SrvEvent::kRoom);
+      if (sc->state == SrvState::kReplyQueued) break;
+      queued.pop_front();
+      ++work;
+    }
+    // Calls whose READs wait for room, in order.
+    while (!pulls.empty() && state == State::kReady) {
+      SrvCall* sc = pulls.front();
+      pulls.pop_front();
+      process(sc, SrvEvent::kMemory);
+      if (sc->pull_waiting) {
+        // Still no room: back to the front, where it was.
+        pulls.pop_back();
+        pulls.push_front(sc);
+        break;
+      }
+      ++work;
+    }
+    // Calls that came while every server call was busy.
+    while (!deferred.empty() && state == State::kReady) {
+      MsgBuf* rep = deferred.front();
+      SrvCall* probe = eng->srv_calls.get();
+      if (probe == nullptr) break;
+      eng->srv_calls.put(probe);
+      deferred.pop_front();
+      handle_call(rep);
+      ++work;
+    }
+    *more = !queued.empty() || !deferred.empty() || !pulls.empty();
+  }
+  if (state == State::kDraining) {
+    if (!drained()) post_drain_markers();
+    if (drained()) {
+      finish_teardown();
+      ++work;
+    } else {
+      *more = true;
+    }
+  }
+  return work;
+}
+
+void ServerConn::ctx_done(const SendCtx& ctx, bool own, const Wc* wc) {
+  switch (ctx.kind) {
+    case SendCtxKind::kReplySend:
+      process(eng->srv_calls.at(ctx.obj), SrvEvent::kSendReleased);
+      break;
+    case SendCtxKind::kRead: {
+      // Always signaled: only its own completion (or teardown) reaches it.
+      SrvCall* sc = eng->srv_calls.at(ctx.obj);
+      if (own && wc != nullptr && sc->state == SrvState::kPulling) process(sc, SrvEvent::kPulled, wc);
+      break;
+    }
+    case SendCtxKind::kCallSend:
+    case SendCtxKind::kInvalidate:
+    case SendCtxKind::kCancelled:
+      break;
+  }
+}
+
+void ServerConn::on_lost() {
+  // Replies that never went out, and calls still waiting for memory, are
+  // dropped now; those with WRs in flight wait for the drain.
+  queued.clear();
+  pulls.clear();
+  for (MsgBuf* b : deferred) give_back(b);
+  deferred.clear();
+  for (uint32_t i = 0; i < eng->srv_calls.made(); ++i) {
+    SrvCall* sc = eng->srv_calls.at(i);
+    if (sc->conn == this && sc->state != SrvState::kFree) {
+      sc->pull_waiting = false;
+      process(sc, SrvEvent::kConnLost);
+    }
+  }
+}
+
+void ServerConn::on_drained() {
+  for (uint32_t i = 0; i < eng->srv_calls.made(); ++i) {
+    SrvCall* sc = eng->srv_calls.at(i);
+    if (sc->conn == this && sc->state != SrvState::kFree) process(sc, SrvEvent::kDrained);
+  }
+  // Its credits go back to the pool for other connections.
+  rq->grants().leave(&grant);
+}
+
+}  // namespace tern::rpc

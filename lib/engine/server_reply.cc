@@ -1,0 +1,214 @@
+// Server datapath, the reply side (svc_rdma_sendto.c's part): reply()
+// encodes the RPC reply -- inline when it fits what the client receives,
+// through the client's reply chunk as RDMA_NOMSG when it does not, and
+// RDMA_ERROR / ERR_CHUNK when it fits nowhere the client offered -- records
+// what its RDMA WRITEs carry, and posts [WRITE..., SEND] (a Send With
+// Invalidate when the client registered one rkey and both ends agreed on
+// remote invalidation, RFC 8797), or queues it until the send queue has room.
+#include <algorithm>
+#include <cstring>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "engine/engine_impl.h"
+#include "engine/wire.h"
+
+namespace tern::rpc {
+
+using namespace tern::rdma;
+
+void written_chunks(const SrvCall* sc, ChunkLists* out);  // server_rw.cc
+
+std::span<const uint8_t> SrvCall::bulk() const {
+  return ndata_ > 0 ? data_[0].data : std::span<const uint8_t>();
+}
+
+uint32_t SrvCall::write_chunk_capacity(uint32_t chunk) const {
+  if (chunk >= static_cast<uint32_t>(chunks.nwrites)) return 0;
+  return static_cast<uint32_t>(std::min<uint64_t>(chunks.writes[chunk].capacity(), UINT32_MAX));
+}
+
+std::span<uint8_t> SrvCall::write_chunk_buffer(uint32_t chunk, uint32_t len) {
+  const EngineOptions& o = conn->eng->opt;
+  TERN_REQUIRE(chunk < kMaxWriteChunks, "write_chunk_buffer(%u): at most %d write chunks", chunk, kMaxWriteChunks);
+  TERN_REQUIRE(len <= o.max_bulk, "write_chunk_buffer(%u) over max_bulk %u", len, o.max_bulk);
+  BulkPool& pool = *conn->eng->bulk;
+  if (write_buf[chunk] != nullptr && pool.block_size(write_buf[chunk]) >= len) return {write_buf[chunk], len};
+  // Not set aside (a handler with a Placer, or more than the chunk holds):
+  // from the pool now, which may have nothing left.
+  uint8_t* p = pool.get(std::max<uint32_t>(len, 1));
+  if (p == nullptr) return {};
+  if (write_buf[chunk] != nullptr) pool.put(write_buf[chunk]);
+  write_buf[chunk] = p;
+  return {p, len};
+}
+
+Status SrvCall::reply(std::span<const uint8_t> results, std::span<const uint8_t> bulk) {
+  if (bulk.empty()) return conn->reply(this, results, {}, 0);
+  std::span<const uint8_t> one[1] = {bulk};
+  return conn->reply(this, results, one, 0);
+}
+
+Status SrvCall::reply_chunks(std::span<const uint8_t> results, std::span<const std::span<const uint8_t>> bulk) {
+  return conn->reply(this, results, bulk, 0);
+}
+
+Status SrvCall::reply_error(AcceptStat stat) {
+  TERN_REQUIRE(stat != AcceptStat::kSuccess, "reply_error(kSuccess): use reply()");
+  return conn->reply(this, {}, {}, static_cast<int>(stat));
+}
+
+Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::span<const std::span<const uint8_t>> bulk,
+                         int accept) {
+  if (sc->state == SrvState::kOrphaned) {
+    // Its connection died while the handler held it: nobody to answer.
+    sc->handler_owner = false;
+    free_call(sc);
+    return make_error(Errc::kDisconnected, "the connection of call %u is gone", sc->xid_);
+  }
+  TERN_REQUIRE(sc->state == SrvState::kInHandler, "reply() on a call that is not waiting for one (state %s)",
+               srv_state_name(sc->state));
+  if (bulk.size() > static_cast<size_t>(sc->chunks.nwrites) && !(bulk.size() == 1 && bulk[0].empty()))
+    return make_error(Errc::kInvalidArgument, "reply: bulk data for %zu write chunks, the client offered %d",
+                      bulk.size(), sc->chunks.nwrites);
+  uint32_t lkeys[kMaxWriteChunks] = {};
+  for (size_t c = 0; c < bulk.size(); ++c) {
+    if (bulk[c].empty()) continue;
+    if (bulk[c].size() > sc->write_chunk_capacity(static_cast<uint32_t>(c)))
+      return make_error(Errc::kInvalidArgument, "reply: %zu bulk bytes for write chunk %zu, the client offered %u",
+                        bulk[c].size(), c, sc->write_chunk_capacity(static_cast<uint32_t>(c)));
+    if (!pdc->lkey_of(bulk[c].data(), bulk[c].size(), &lkeys[c]))
+      return make_error(Errc::kInvalidArgument,
+                        "reply: bulk data must be in registered memory (bulk_buffer(), Engine::alloc or "
+                        "register_memory)");
+  }
+  const uint32_t credits = rq->grants().grant_for_reply(&grant);
+  sc->nbulk = static_cast<int>(bulk.size());
+  for (size_t c = 0; c < bulk.size(); ++c) {
+    sc->bulk_src[c] = bulk[c].data();
+    sc->bulk_len[c] = static_cast<uint32_t>(bulk[c].size());
+    sc->bulk_lkey[c] = lkeys[c];
+  }
+  sc->long_len = 0;
+  uint32_t low = sc->answer_low, high = sc->answer_high;
+  // The RPC reply message: inline if it fits what the client receives
+  // (RFC 8797: our send threshold is its receive size), else RDMA-written
+  // into the client's reply chunk with an RDMA_NOMSG header.
+  uint8_t* sb = sc->sendbuf->data;
+  const size_t room = inline_send;
+  ChunkLists written;
+  written_chunks(sc, &written);
+  size_t hdr = wire::encode_reply_header(nullptr, 0, sc->xid_, credits, written, false);
+  size_t body = 0;
+  if (hdr + results.size() < room)
+    body = wire::encode_rpc_reply(sb + hdr, room - hdr, sc->xid_, accept, low, high, results);
+  bool err_chunk = false;
+  if (body == 0) {
+    if (sc->staging != nullptr)
+      sc->long_len = static_cast<uint32_t>(
+          wire::encode_rpc_reply(sc->staging, sc->staging_cap, sc->xid_, accept, low, high, results));
+    if (sc->long_len == 0) {
+      err_chunk = true;  // the results fit nowhere the client offered: RFC 8166's ERR_CHUNK
+    } else {
+      written_chunks(sc, &written);
+      hdr = wire::encode_reply_header(sb, room, sc->xid_, credits, written, true);
+      TERN_CHECK(hdr != 0, "an RDMA_NOMSG reply header does not fit %zu bytes", room);
+      sc->msg_len = static_cast<uint32_t>(hdr);
+    }
+  } else {
+    // The transport header goes first, and is as long as measured: its
+    // length depends on the segment counts only.
+    size_t h2 = wire::encode_reply_header(sb, hdr, sc->xid_, credits, written, false);
+    TERN_CHECK(h2 == hdr, "reply header measured %zu bytes, encoded %zu", hdr, h2);
+    sc->msg_len = static_cast<uint32_t>(hdr + body);
+  }
+  if (err_chunk) {
+    sc->nbulk = 0;
+    sc->long_len = 0;
+    sc->msg_len = static_cast<uint32_t>(wire::encode_rdma_error(sb, room, sc->xid_, credits, false));
+    eng->st.rdma_errors_sent.add();
+    cs.errors.add();
+  }
+  // The call's receive buffer goes back now: the reply holds copies of what
+  // it needed.
+  if (MsgBuf* rep = sc->rep) {
+    sc->rep = nullptr;
+    give_back(rep);
+  }
+  rq->grants().on_replied(&grant);
+  // Counted once, here: a reply that waits for room is posted later as is.
+  uint64_t bulk_bytes = 0;
+  int writes = 0;
+  for (int c = 0; c < sc->nbulk; ++c) bulk_bytes += sc->bulk_len[c];
+  for (int c = 0; c < written.nwrites && c < sc->nbulk; ++c)
+    for (int i = 0; i < written.writes[c].nsegs; ++i) writes += written.writes[c].segs[i].length > 0;
+  if (sc->long_len > 0)
+    for (int i = 0; i < written.reply.nsegs; ++i) writes += written.reply.segs[i].length > 0;
+  eng->st.rdma_writes.add(static_cast<uint64_t>(writes));
+  eng->st.replies.add();
+  cs.replies.add();
+  cs.sends.add();
+  cs.bytes_sent.add(sc->msg_len);
+  if (bulk_bytes > 0) {
+    cs.write_chunks.add();
+    cs.write_chunk_bytes.add(bulk_bytes);
+    eng->st.write_chunks.add();
+  }
+  if (sc->long_len > 0) {
+    eng->st.reply_chunks.add();
+    cs.nomsg.add();
+    cs.reply_chunks.add();
+    cs.reply_chunk_bytes.add(sc->long_len);
+  }
+  if (sc->inv_rkey != 0) {
+    eng->st.remote_invalidations.add();
+    cs.remote_invalidations.add();
+  }
+  if (sc->pc != nullptr) sc->pc->bytes_sent.add(sc->msg_len + bulk_bytes + sc->long_len);
+  record_rtt(sc->pc, sc->t_recv, accept != 0 || err_chunk);
+  process(sc, SrvEvent::kReplied);
+  return Status::ok();
+}
+
+bool ServerConn::try_post_reply(SrvCall* sc) {
+  WrChain& chain = eng->chain;
+  build_reply_chain(sc, chain);
+  if (!room(chain.size())) return false;
+  sc->state = SrvState::kSent;
+  // A refusal fails the connection; the drain frees the call.
+  if (post(chain, SendCtxKind::kReplySend, sc->index)) sc->send_owner = true;
+  return true;
+}
+
+void ServerConn::send_rdma_error(MsgBuf* rep, uint32_t xid, bool vers) {
+  SrvCall* sc = eng->srv_calls.get();
+  MsgBuf* sb = sc != nullptr ? eng->send_bufs->get() : nullptr;
+  if (sb == nullptr || !room(1)) {
+    // No room to answer: drop it, as for garbage.
+    if (sb != nullptr) eng->send_bufs->put(sb);
+    if (sc != nullptr) eng->srv_calls.put(sc);
+    give_back(rep);
+    return;
+  }
+  ++calls_held;
+  sc->conn = this;
+  sc->error_only = true;
+  sc->xid_ = xid;
+  sc->sendbuf = sb;
+  sc->nbulk = 0;
+  sc->long_len = 0;
+  sc->inv_rkey = 0;
+  sc->chunks.clear();
+  sc->msg_len = static_cast<uint32_t>(wire::encode_rdma_error(sb->data, inline_send, xid, grant.granted, vers));
+  give_back(rep);
+  eng->st.rdma_errors_sent.add();
+  cs.errors.add();
+  cs.sends.add();
+  cs.bytes_sent.add(sc->msg_len);
+  sc->state = SrvState::kSent;
+  WrChain& chain = eng->chain;
+  build_reply_chain(sc, chain);
+  if (post(chain, SendCtxKind::kReplySend, sc->index)) sc->send_owner = true;
+}
+
+}  // namespace tern::rpc
