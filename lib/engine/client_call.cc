@@ -185,6 +185,7 @@ int ClientConn::call(const Call& c) {
   else backlog_head = r;
   backlog_tail = r;
   ++backlog_len;
+  demand_peak = std::max(demand_peak, credits.in_flight() + backlog_len);
   if (backlog_head == r) {
     in_call_ = true;  // completions come only from poll(): a refusal waits for it
     process(r, ReqEvent::kSubmit);
@@ -285,9 +286,13 @@ ClientConn::SendResult ClientConn::send(Request* r) {
         rv < 0)
       return unmap(rv);
   }
+  // The credits we would like (RFC 8166's rdma_credit in a call): the most
+  // calls we had in flight and waiting since the last reply, up to our
+  // maximum. The server's grant follows it.
+  const uint32_t want = std::min<uint32_t>(o.credits, std::max(demand_peak, credits.in_flight() + backlog_len));
   uint8_t* sb = r->sendbuf->data;
-  size_t len = r->long_call ? wire::encode_nomsg_call(sb, inline_send, r->xid, o.credits, ch)
-                            : wire::encode_call(sb, inline_send, r->xid, o.credits, ch, c, c.args);
+  size_t len = r->long_call ? wire::encode_nomsg_call(sb, inline_send, r->xid, want, ch)
+                            : wire::encode_call(sb, inline_send, r->xid, want, ch, c, c.args);
   TERN_CHECK(len != 0, "call header does not fit the inline threshold (checked at call())");
   const int nreg = chain.size();
   chain.add_one_sge(WrOpcode::kSend, sb, static_cast<uint32_t>(len), arena_lkey);

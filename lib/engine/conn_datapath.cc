@@ -8,10 +8,16 @@ namespace tern::rpc {
 
 using namespace tern::rdma;
 
-bool ConnBase::post(WrChain& chain, SendCtxKind kind, uint32_t obj) {
+bool ConnBase::post(WrChain& chain, SendCtxKind kind, uint32_t obj, bool signal) {
   bool signaled = false;
   int err = 0;
-  SendQueue::Posted p = sq.post(qp.get(), slot, chain, kind, obj, &signaled, &err);
+  // When the shared pools run low, every Send is signaled: an unsignaled
+  // Send holds its request (or server call) and its send buffer until a
+  // later completion on its connection walks past it, and a connection that
+  // goes idle may never post that later WR. Signaled, each Send gives its
+  // buffers back on its own completion, so the pools always come back.
+  signal |= eng->pools_low();
+  SendQueue::Posted p = sq.post(qp.get(), slot, chain, kind, obj, &signaled, &err, signal);
   eng->st.sends.add();
   if (signaled) eng->st.sends_signaled.add();
   if (p == SendQueue::Posted::kOk) return true;

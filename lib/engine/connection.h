@@ -74,8 +74,9 @@ class ConnBase : public Connection {
   // A receive completion on this connection's QP (the buffer is held).
   void on_receive(MsgBuf* buf, const rdma::Wc& wc);
   // The one post path (send_queue.h): false if the QP refused the chain,
-  // and then the connection is failing.
-  bool post(WrChain& chain, SendCtxKind kind, uint32_t obj);
+  // and then the connection is failing. `signal` asks for a completion
+  // beyond the send-context ring's batching.
+  bool post(WrChain& chain, SendCtxKind kind, uint32_t obj, bool signal = false);
   bool room(int wrs) const { return sq.room(wrs); }
   // A receive buffer this connection is done with goes back to its queue.
   void give_back(MsgBuf* buf);

@@ -11,17 +11,22 @@
 // pool of receive buffers (a device's shared receive queue, or one
 // connection's own receive queue) never add up to more buffers than the pool
 // has. Each connection holds at least one credit from the moment it is
-// admitted (a connection that cannot be given one is refused). A connection
-// that uses every credit it has (it had all of them outstanding when a reply
-// is sent) gets more, doubling up to the per-connection maximum, while the
-// pool has credits to spare; one that uses few gives one back per reply when
-// the pool runs out, so that busier ones can grow. The grant falls by at
-// most one per reply: the client may still have the old grant's worth of
-// calls in flight when it reads the new one, and only a decrement of one
-// keeps that within the new grant (its reply's own call is already here).
-// Which is also why a server can check every arriving call strictly: a
-// client with more calls outstanding than its grant broke the protocol.
-// An idle connection keeps the grant it has (only a reply can lower it).
+// admitted (a connection that cannot be given one is refused). Grants follow
+// load: a call's own credit field says how many the client would like (RFC
+// 8166 §3.3.1; a Tern client asks for what it has in flight and waiting, the
+// Linux client for its maximum), and the next reply grants that much, up to
+// the per-connection maximum, while the pool has credits to spare. A grant
+// above what the client asks for, or held while the pool runs out and the
+// client uses less than half of it, falls by one per reply: the client may
+// still have the old grant's worth of calls in flight when it reads the new
+// one, and only a decrement of one keeps that within the new grant (its
+// reply's own call is already here). That is also why a server can check
+// every arriving call strictly: a client with more calls outstanding than
+// its grant broke the protocol. An idle connection keeps the grant it has
+// (only a reply can lower it), so that idle connections cannot crowd out
+// new ones the pool keeps one credit in reserve for every connection that
+// may still come (up to EngineOptions::max_connections), and grants grow
+// only from what is left.
 #pragma once
 
 #include <algorithm>
@@ -69,11 +74,14 @@ class GrantPolicy {
   uint32_t free() const { return free_; }
   uint32_t max_per_conn() const { return max_; }
 
+  // Keep one credit for each of up to `n` connections not yet admitted.
+  void set_reserve(uint32_t n) { reserve_ = std::min(n, total_); }
   // A new connection takes one credit. False: the pool cannot give one, and
   // the connection must be refused.
   bool admit(ConnGrant* c) {
     if (free_ == 0) return false;
     --free_;
+    ++admitted_;
     c->granted = 1;
     c->unreplied = 0;
     c->admitted = true;
@@ -83,8 +91,14 @@ class GrantPolicy {
   void leave(ConnGrant* c) {
     if (!c->admitted) return;
     free_ += c->granted;
+    --admitted_;
     c->granted = 0;
     c->admitted = false;
+  }
+  // Credits a grant may grow by: what is free beyond the reserve.
+  uint32_t spare() const {
+    const uint32_t keep = reserve_ > admitted_ ? reserve_ - admitted_ : 0;
+    return free_ > keep ? free_ - keep : 0;
   }
   // A call arrived. False: the client has more outstanding than it was
   // granted (a protocol error; the call is not counted).
@@ -94,13 +108,15 @@ class GrantPolicy {
     return true;
   }
   // The grant to send in a reply to one of c's calls (still counted in
-  // c->unreplied); recorded as c's grant.
-  uint32_t grant_for_reply(ConnGrant* c) {
-    if (c->unreplied >= c->granted && c->granted < max_ && free_ > 0) {
-      uint32_t add = std::min({c->granted, max_ - c->granted, free_});
+  // c->unreplied), whose credit field asked for `wanted`; recorded as c's
+  // grant.
+  uint32_t grant_for_reply(ConnGrant* c, uint32_t wanted) {
+    const uint32_t target = std::clamp<uint32_t>(wanted, 1, max_);
+    if (target > c->granted && spare() > 0) {
+      uint32_t add = std::min(target - c->granted, spare());
       c->granted += add;
       free_ -= add;
-    } else if (free_ == 0 && c->granted > 1 && c->unreplied * 2 < c->granted) {
+    } else if (c->granted > 1 && (target < c->granted || (spare() == 0 && c->unreplied * 2 < c->granted))) {
       --c->granted;
       ++free_;
     }
@@ -114,7 +130,7 @@ class GrantPolicy {
   // shared with the server's grants when an engine both serves and calls on
   // one device. False: none to spare now (the call waits).
   bool reserve() {
-    if (free_ == 0) return false;
+    if (spare() == 0) return false;
     --free_;
     return true;
   }
@@ -129,6 +145,7 @@ class GrantPolicy {
 
  private:
   uint32_t free_, total_, max_;
+  uint32_t reserve_ = 0, admitted_ = 0;
 };
 
 }  // namespace tern::rpc

@@ -129,7 +129,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& given) {
 }
 
 EngineImpl::EngineImpl(const EngineOptions& o)
-    : opt(o), requests(o.max_calls), srv_calls(std::max<uint32_t>(o.recv_buffers * 2 + 64, 256)) {}
+    : opt(o), requests(o.max_calls), srv_calls(std::max<uint32_t>(o.recv_buffers * 2 + 64, 256)),
+      srv_call_cap(std::max<uint32_t>(o.recv_buffers * 2 + 64, 256)) {}
 
 EngineImpl::~EngineImpl() {
   // Every outstanding call completes once, after its registrations are
@@ -283,6 +284,8 @@ Result<DeviceCtx*> EngineImpl::device(std::string_view spec) {
       queues[qid] = dc->recv.get();
       uint32_t got = dc->recv->fill();
       dc->recv->grants().resize(got);
+      // A first credit in reserve for every connection the engine may hold.
+      dc->recv->grants().set_reserve(opt.max_connections);
       if (got < depth)
         TERN_LOG(kWarn, "engine", "%s: only %u of %u receive buffers fit (EngineOptions::recv_buffers, arena_bytes)",
                  dc->spec.c_str(), got, depth);

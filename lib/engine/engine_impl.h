@@ -102,6 +102,13 @@ class EngineImpl final : public Engine {
   void queue_needs_post(RecvQueue* q);
   // Takes c off the service list (it is being reclaimed).
   void unlink_service(ConnBase* c);
+  // The shared send buffers or server calls are three quarters used, or a
+  // call waits for bulk memory: Sends are signaled so that what they hold
+  // comes back promptly (ConnBase::post).
+  bool pools_low() const {
+    return wait_head != nullptr || send_bufs->out() * 4 >= send_bufs->max_count() * 3 ||
+           srv_calls.out() * 4 >= srv_call_cap * 3;
+  }
   bool memory_moved() const;
 
   // Wait mode (engine_wait.cc): after prepare_wait() said idle, the first
@@ -136,6 +143,7 @@ class EngineImpl final : public Engine {
   std::unique_ptr<BulkPool> bulk;
   SlabTable<Request> requests;
   SlabTable<SrvCall> srv_calls;
+  uint32_t srv_call_cap = 0;
   bool poison = false;  // test builds: recycled buffers are poisoned
   // Server calls waiting for memory (FIFO), and what the pools looked like
   // when the head last failed (retried only once something came back).

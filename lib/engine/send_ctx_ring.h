@@ -58,12 +58,14 @@ class SendCtxRing {
   // signaled: always for LOCAL_INV and READ chains; for Sends every
   // `batch`-th, and whenever the ring would otherwise fill with contexts no
   // completion will walk.
-  uint32_t acquire(SendCtxKind kind, uint32_t obj, uint64_t seq, bool* signal) {
+  // `force`: the caller wants this one signaled (its connection goes
+  // quiet, or the engine's pools run low: see ConnBase::post).
+  uint32_t acquire(SendCtxKind kind, uint32_t obj, uint64_t seq, bool* signal, bool force = false) {
     TERN_REQUIRE(!full(), "send context ring full; check room() first");
     uint32_t idx = head_++;
     ctx_[idx & mask_] = SendCtx{kind, obj, seq};
     ++since_signal_;
-    *signal = kind == SendCtxKind::kInvalidate || kind == SendCtxKind::kRead || since_signal_ >= batch_ ||
+    *signal = force || kind == SendCtxKind::kInvalidate || kind == SendCtxKind::kRead || since_signal_ >= batch_ ||
               in_use() + batch_ > size();
     if (*signal) since_signal_ = 0;
     return idx;

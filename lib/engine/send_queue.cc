@@ -7,11 +7,11 @@ namespace tern::rpc {
 using namespace tern::rdma;
 
 SendQueue::Posted SendQueue::post(Qp* qp, uint32_t conn_slot, WrChain& chain, SendCtxKind kind, uint32_t obj,
-                                  bool* signaled, int* err) {
+                                  bool* signaled, int* err, bool signal) {
   TERN_ASSERT(!chain.empty() && room(chain.size()));
   const auto n = static_cast<uint32_t>(chain.size());
   uint64_t seq = budget_.post(n);
-  uint32_t idx = ring_.acquire(kind, obj, seq, signaled);
+  uint32_t idx = ring_.acquire(kind, obj, seq, signaled, signal);
   const uint64_t id = make_wr_id(WrKind::kChain, conn_slot, idx);
   SendWr* w = chain.data();
   // Every WR carries the chain's wr_id: a failed unsignaled WR (which does

@@ -33,8 +33,9 @@ class SendQueue {
   };
   // Posts `chain` (room() checked first) for the object obj of `kind`;
   // *signaled says whether its last WR was signaled, *err why a refusal.
+  // `signal` forces the last WR to be signaled.
   Posted post(rdma::Qp* qp, uint32_t conn_slot, WrChain& chain, SendCtxKind kind, uint32_t obj, bool* signaled,
-              int* err);
+              int* err, bool signal = false);
 
   // A completion of one of our chains (successful or not): walks the ring
   // through its context, retiring the send-queue budget up to the walked

@@ -86,6 +86,7 @@ class SrvCall final : public ServerCall {
   uint32_t index = 0;          // in the engine's call table: send contexts and READ wr_ids name it
   ServerConn* conn = nullptr;
   uint32_t xid_ = 0, prog_ = 0, vers_ = 0, proc_ = 0;
+  uint32_t wanted = 1;          // the credits its client asked for (RFC 8166 rdma_credit)
   std::span<const uint8_t> args_;
   MsgBuf* rep = nullptr;        // the receive holding the call's bytes, until its reply is encoded
   MsgBuf* sendbuf = nullptr;    // the reply message, until the Send side lets go

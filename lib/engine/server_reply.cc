@@ -82,7 +82,7 @@ Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::spa
                         "reply: bulk data must be in registered memory (bulk_buffer(), Engine::alloc or "
                         "register_memory)");
   }
-  const uint32_t credits = rq->grants().grant_for_reply(&grant);
+  const uint32_t credits = rq->grants().grant_for_reply(&grant, sc->wanted);
   sc->nbulk = static_cast<int>(bulk.size());
   for (size_t c = 0; c < bulk.size(); ++c) {
     sc->bulk_src[c] = bulk[c].data();
@@ -175,8 +175,14 @@ bool ServerConn::try_post_reply(SrvCall* sc) {
   build_reply_chain(sc, chain);
   if (!room(chain.size())) return false;
   sc->state = SrvState::kSent;
+  // The reply that leaves its connection with no call in progress is
+  // signaled (svcrdma signals every reply): a connection that goes quiet
+  // then holds no server call and no send buffer, where a batched one
+  // would hold up to a batch of them for as long as it stays idle. Under
+  // load replies are batched as usual.
+  const bool quiet = grant.unreplied == 0 && deferred.empty();
   // A refusal fails the connection; the drain frees the call.
-  if (post(chain, SendCtxKind::kReplySend, sc->index)) sc->send_owner = true;
+  if (post(chain, SendCtxKind::kReplySend, sc->index, quiet)) sc->send_owner = true;
   return true;
 }
 

@@ -57,19 +57,23 @@ TEST(GrantPolicy, AdmitsOneCreditPerConnectionUntilThePoolIsGranted) {
   EXPECT_EQ(p.free(), 0u);
 }
 
-TEST(GrantPolicy, ABusyConnectionDoublesUpToItsMaximumWhileThePoolLasts) {
-  GrantPolicy p(100, 16);
+TEST(GrantPolicy, TheGrantFollowsWhatTheClientAsksForWithinItsMaximumAndThePool) {
+  GrantPolicy p(20, 16);
   ConnGrant c;
   ASSERT_TRUE(p.admit(&c));
-  std::vector<uint32_t> grants;
-  for (int i = 0; i < 6; ++i) {
-    // The client keeps every credit busy: all granted calls arrive, then one reply.
-    while (c.unreplied < c.granted) ASSERT_TRUE(p.on_call(&c));
-    grants.push_back(p.grant_for_reply(&c));
-    p.on_replied(&c);
-  }
-  EXPECT_EQ(grants, (std::vector<uint32_t>{2, 4, 8, 16, 16, 16}));
-  EXPECT_EQ(p.free(), 100u - 16);
+  ASSERT_TRUE(p.on_call(&c));
+  EXPECT_EQ(p.grant_for_reply(&c, 8), 8u) << "granted what it asked for";
+  p.on_replied(&c);
+  ASSERT_TRUE(p.on_call(&c));
+  EXPECT_EQ(p.grant_for_reply(&c, 100), 16u) << "never more than the per-connection maximum";
+  p.on_replied(&c);
+  EXPECT_EQ(p.free(), 4u);
+  ConnGrant d;
+  ASSERT_TRUE(p.admit(&d));
+  ASSERT_TRUE(p.on_call(&d));
+  EXPECT_EQ(p.grant_for_reply(&d, 16), 4u) << "no more than the pool has left";
+  EXPECT_EQ(p.free(), 0u);
+  p.on_replied(&d);
 }
 
 TEST(GrantPolicy, StrictCheckCatchesAClientOverItsGrant) {
@@ -81,34 +85,35 @@ TEST(GrantPolicy, StrictCheckCatchesAClientOverItsGrant) {
   EXPECT_EQ(c.unreplied, 1u) << "the refused call is not counted";
 }
 
-TEST(GrantPolicy, UnderPressureALightlyUsedConnectionGivesBackOnePerReply) {
+TEST(GrantPolicy, AGrantFallsByOnePerReplyToWhatIsAskedOrUnderPressure) {
   GrantPolicy p(8, 8);
   ConnGrant big, small;
   ASSERT_TRUE(p.admit(&big));
   ASSERT_TRUE(p.admit(&small));
-  // big grows to take all but small's credit.
-  while (big.granted < 7) {
-    while (big.unreplied < big.granted) ASSERT_TRUE(p.on_call(&big));
-    (void)p.grant_for_reply(&big);
-    while (big.unreplied > 0) p.on_replied(&big);
-  }
+  ASSERT_TRUE(p.on_call(&big));
+  EXPECT_EQ(p.grant_for_reply(&big, 7), 7u);
+  p.on_replied(&big);
   EXPECT_EQ(p.free(), 0u);
-  // Now big is lightly used: each reply gives back exactly one (the client
-  // may still act on the old grant minus this reply's own call).
+  // The client asks for less: one per reply, never faster (it may still
+  // have the old grant's worth in flight).
   ASSERT_TRUE(p.on_call(&big));
-  EXPECT_EQ(p.grant_for_reply(&big), 6u);
+  EXPECT_EQ(p.grant_for_reply(&big, 2), 6u);
   p.on_replied(&big);
-  EXPECT_EQ(p.free(), 1u);
-  // With room in the pool, an idle connection is not shrunk.
   ASSERT_TRUE(p.on_call(&big));
-  EXPECT_EQ(p.grant_for_reply(&big), 6u);
+  EXPECT_EQ(p.grant_for_reply(&big, 2), 5u);
   p.on_replied(&big);
-  // And the freed credit goes to the one that needs it.
+  EXPECT_EQ(p.free(), 2u);
+  // What came back goes to the connection that asks for it.
   ASSERT_TRUE(p.on_call(&small));
-  EXPECT_EQ(p.grant_for_reply(&small), 2u);
+  EXPECT_EQ(p.grant_for_reply(&small, 4), 3u);
+  p.on_replied(&small);
   EXPECT_EQ(p.free(), 0u);
-  uint32_t total = big.granted + small.granted;
-  EXPECT_LE(total, 8u) << "grants never add up to more buffers than the pool has";
+  // The pool is out and big uses less than half of its 5: it gives one back
+  // even while asking for more.
+  ASSERT_TRUE(p.on_call(&big));
+  EXPECT_EQ(p.grant_for_reply(&big, 8), 4u);
+  p.on_replied(&big);
+  EXPECT_LE(big.granted + small.granted, 8u) << "grants never add up to more buffers than the pool has";
 }
 
 TEST(GrantPolicy, ClientReservationsShareThePool) {

