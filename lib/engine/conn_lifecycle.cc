@@ -102,9 +102,9 @@ Status ConnBase::setup_queues() {
     own_rq = std::make_unique<RecvQueue>(eng->recv_bufs.get(), own_depth, o.credits, nullptr, qp.get(), qid,
                                          pdc->arena_lkey());
     eng->queues[qid] = own_rq.get();
-    uint32_t got = own_rq->fill();
-    if (got < 2) return make_error(Errc::kNoResources, "engine: no receive buffers left (EngineOptions::recv_buffers)");
-    own_rq->grants().resize(got);
+    // Two to start (a first credit and a spare); more as load asks.
+    if (own_rq->grow(2) < 2)
+      return make_error(Errc::kNoResources, "engine: no receive buffers left (EngineOptions::recv_buffers)");
     rq = own_rq.get();
     // Receives may be posted before the connection is up.
     eng->queue_needs_post(rq);

@@ -283,7 +283,6 @@ Result<DeviceCtx*> EngineImpl::device(std::string_view spec) {
                                              dc->shared->arena_lkey());
       queues[qid] = dc->recv.get();
       uint32_t got = dc->recv->fill();
-      dc->recv->grants().resize(got);
       // A first credit in reserve for every connection the engine may hold.
       dc->recv->grants().set_reserve(opt.max_connections);
       if (got < depth)

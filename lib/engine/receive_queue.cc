@@ -10,16 +10,19 @@ using namespace tern::rdma;
 
 uint64_t recv_wr_id(uint32_t buf_index) { return make_wr_id(WrKind::kRecv, 0, buf_index); }
 
-uint32_t RecvQueue::fill() {
-  while (owned_ < target_) {
+uint32_t RecvQueue::grow(uint32_t n) {
+  uint32_t took = 0;
+  while (took < n && owned_ < target_) {
     MsgBuf* b = bufs_->get();
     if (b == nullptr) break;
     b->queue = id_;
     mine_.push_back(b);
     ++owned_;
+    ++took;
     give_back(b);
   }
-  return owned_;
+  if (took > 0) grants_.resize(grants_.total() + took);
+  return took;
 }
 
 uint32_t RecvQueue::post(Counter* posted_counter, Counter* batches_counter) {

@@ -30,11 +30,16 @@ class RecvQueue {
   // `lkey`: the arena's registration in the PD of the SRQ or QP.
   RecvQueue(MsgBufPool* bufs, uint32_t target, uint32_t max_grant, rdma::Srq* srq, rdma::Qp* qp, uint16_t id,
             uint32_t lkey)
-      : bufs_(bufs), target_(target), srq_(srq), qp_(qp), id_(id), lkey_(lkey), grants_(target, max_grant) {}
+      : bufs_(bufs), target_(target), srq_(srq), qp_(qp), id_(id), lkey_(lkey), grants_(0, max_grant) {}
 
   // Takes buffers from the pool up to `target` (those the pool can give) and
   // queues them. Returns how many it holds in all.
-  uint32_t fill();
+  uint32_t fill() { return grow(target_); }
+  // Takes up to n more buffers (never beyond `target`) and adds them to the
+  // grant budget. A connection's own queue starts small and grows as its
+  // peer's load asks for credits (server) or its calls in flight for
+  // receive reservations (client). Returns how many it took.
+  uint32_t grow(uint32_t n);
   // A buffer this queue posted is done with: it goes back to the device.
   void give_back(MsgBuf* b) {
     b->where = MsgBuf::Where::kQueued;

@@ -82,6 +82,10 @@ Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::spa
                         "reply: bulk data must be in registered memory (bulk_buffer(), Engine::alloc or "
                         "register_memory)");
   }
+  // A queue of this connection's own grows as the client asks for credits.
+  if (!rq->shared() && sc->wanted > grant.granted && rq->grants().spare() < sc->wanted - grant.granted &&
+      rq->grow(sc->wanted - grant.granted) > 0)
+    eng->queue_needs_post(rq);
   const uint32_t credits = rq->grants().grant_for_reply(&grant, sc->wanted);
   sc->nbulk = static_cast<int>(bulk.size());
   for (size_t c = 0; c < bulk.size(); ++c) {
