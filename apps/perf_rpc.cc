@@ -353,16 +353,14 @@ int server_body(ServerEngine* se) {
   EngineOptions eo;
   eo.credits = o.credits;
   eo.max_bulk = o.max_bulk;
-  // What one connection carves (engine.cc, Conn::setup_queues): a receive
-  // buffer per credit, and per server call (credits + a signal batch of
-  // slack) a send buffer, a bulk buffer and a reply-chunk area.
-  size_t per_call = round_up(eo.inline_send, 4096) + round_up(eo.max_bulk, 4096) + round_up(eo.max_reply + 256, 4096);
-  size_t per_conn = (eo.credits + 4) * static_cast<size_t>(eo.inline_recv) +
-                    (eo.credits + eo.send_batch + 4) * per_call;
-  // The engine carves each connection's buffers from its arena when the
-  // connection comes, and hands a closed connection's buffers to the next
-  // one, so the arena is sized for --clients connections at once.
-  eo.arena_bytes = (8u << 20) + o.clients * per_conn;
+  // Connections no longer carve memory of their own: receive and send
+  // buffers and bulk memory are the engine's shared pools. The bulk pool
+  // must hold a block of max_bulk (a power of two) and, for throughput, a
+  // few calls' worth at once; --clients connections share it.
+  size_t block = 4096;
+  while (block < eo.max_bulk || block < eo.max_reply + 256u) block <<= 1;
+  eo.bulk_pool_bytes = std::max<size_t>(64u << 20, block * std::max<size_t>(8, o.clients * 2));
+  eo.arena_bytes = eo.bulk_pool_bytes + (64u << 20);
   auto e = Engine::create(eo);
   if (!e) return fail("cannot create an engine: " + e.status().to_string());
   se->eng = std::move(e).value();
@@ -821,11 +819,17 @@ int ClientEngine::run() {
   eo.credits = op.qd;
   eo.backlog = op.qd;  // never more than qd calls exist at once
   eo.max_bulk = std::max<uint32_t>(eo.max_bulk, max_bulk);
-  // Our bulk buffers, plus what the engine carves: send and receive buffers,
-  // and a reply-chunk buffer per request once results may not fit inline.
-  size_t bytes = (16u << 20) + op.qd * round_up(max_bulk, 4096);
-  if (max_size + 128 > 1024) bytes += (2 * static_cast<size_t>(op.qd) + 64) * round_up(eo.max_reply + 256 + 4096, 4096);
-  eo.arena_bytes = bytes;
+  // Our bulk buffers (Engine::alloc), plus the engine's pools: message
+  // buffers, and a bulk pool for reply-chunk staging (a block per call in
+  // flight once results may not fit inline) and long calls.
+  size_t block = 4096;
+  while (block < eo.max_bulk || block < eo.max_reply + 256u) block <<= 1;
+  eo.bulk_pool_bytes = std::max<size_t>(8u << 20, block * 2);
+  if (max_size + 128 > 1024) eo.bulk_pool_bytes += static_cast<size_t>(op.qd) * round_up(eo.max_reply + 256, 4096) * 2;
+  eo.recv_buffers = std::max<uint32_t>(64, op.qd * 2);
+  eo.send_buffers = eo.recv_buffers + 64;
+  eo.arena_bytes = eo.bulk_pool_bytes + op.qd * round_up(max_bulk, 4096) +
+                   size_t{eo.recv_buffers} * eo.inline_recv + size_t{eo.send_buffers} * eo.inline_send + (4u << 20);
   auto e = Engine::create(eo);
   if (!e) {
     fail("cannot create an engine: %s", e.status().to_string().c_str());

@@ -20,7 +20,8 @@
 // The engine's bookkeeping, one thread unless said otherwise:
 //   BM_SendCtxRing/batch         SendCtxRing acquire per Send, complete_through
 //                                per signaled one (the Send owner's release)
-//   BM_RequestPool/n             ObjectPool get/put of n requests (calls in flight)
+//   BM_RequestPool/n             SlabTable get/put of n requests (calls in flight)
+//   BM_BulkPool/size             BulkPool get+put of one block (buddy split and merge)
 //   BM_MrFreeListLocal/n         MrFreeList get/put of n MRs (a call's chunks)
 //   BM_MrFreeListRemote/n        put_remote of n MRs, then get (take_remote)
 //   BM_MrFreeListCrossThread     the owner gets MRs and hands them to a thread
@@ -34,15 +35,17 @@
 #include <benchmark/benchmark.h>
 
 #include <cinttypes>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
 #include "bench_util.h"
 #include "engine/engine.h"
-#include "engine/engine_impl.h"
+#include "engine/bulk_pool.h"
 #include "engine/mr_free_list.h"
-#include "engine/object_pool.h"
+#include "engine/request.h"
 #include "engine/send_ctx_ring.h"
+#include "engine/slab_table.h"
 
 namespace tern::bench {
 namespace {
@@ -348,42 +351,62 @@ void BM_RpcRoundTrip(benchmark::State& state) {
 // ================================================================ engine bookkeeping
 
 // One Send context per iteration; every `batch`-th is signaled, and its
-// completion releases the batch (what Conn::on_send_wc does).
+// completion releases the batch (what SendQueue::complete does).
 void BM_SendCtxRing(benchmark::State& state) {
   const uint32_t batch = static_cast<uint32_t>(state.range(0));
   SendCtxRing ring(128, batch);
-  int owner = 0;
   uint64_t released = 0, acquired = 0;
-  auto release = [&](void* o) {
-    if (o != &owner) die("SendCtxRing released a foreign owner");
+  auto release = [&](const SendCtx& c, bool) {
+    if (c.obj != 7) die("SendCtxRing released a foreign owner");
     ++released;
   };
   for (auto _ : state) {
     bool signal = false;
-    uint32_t idx = ring.acquire(&owner, &signal);
+    uint32_t idx = ring.acquire(SendCtxKind::kCallSend, 7, acquired, &signal);
     ++acquired;
     if (signal) ring.complete_through(idx, release);
   }
-  ring.release_all(release);
+  ring.release_all([&](const SendCtx& c) { release(c, false); });
   if (released != acquired) die("SendCtxRing: %" PRIu64 " acquired, %" PRIu64 " released", acquired, released);
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
 }
 
 std::vector<EngineMr> make_mrs(size_t n) { return std::vector<EngineMr>(n); }
 
-// The pool a connection takes its requests from (and a server its calls).
+// The table an engine takes its requests from (and a server its calls).
 void BM_RequestPool(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0));
-  ObjectPool<Request> pool;
-  pool.create(1024);
+  SlabTable<Request> pool(1024);
   std::vector<Request*> got(n);
   for (auto _ : state) {
     for (size_t k = 0; k < n; ++k) got[k] = pool.get();
     benchmark::DoNotOptimize(got.data());
     for (size_t k = 0; k < n; ++k) pool.put(got[k]);
   }
-  if (!pool.all_free()) die("ObjectPool lost requests: %u of %u free", pool.free_count(), pool.size());
+  if (pool.out() != 0) die("SlabTable lost requests: %u out", pool.out());
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
+}
+
+// The engine's bulk pool: one block of `size` bytes taken and given back
+// while a quarter of the pool is held in mixed sizes (so splits and merges
+// happen, as under a gateway's load).
+void BM_BulkPool(benchmark::State& state) {
+  const size_t size = static_cast<size_t>(state.range(0));
+  const size_t bytes = 64u << 20;
+  auto* mem = static_cast<uint8_t*>(std::aligned_alloc(4096, bytes));
+  BulkPool pool(mem, bytes, 4096, 1u << 20);
+  std::vector<uint8_t*> held;
+  for (size_t s = 4096; pool.in_use() < bytes / 4; s = s >= (1u << 20) ? 4096 : s * 4) held.push_back(pool.get(s));
+  for (auto _ : state) {
+    uint8_t* p = pool.get(size);
+    if (p == nullptr) die("BulkPool ran dry");
+    benchmark::DoNotOptimize(p);
+    pool.put(p);
+  }
+  for (uint8_t* p : held) pool.put(p);
+  if (pool.in_use() != 0) die("BulkPool lost %zu bytes", pool.in_use());
+  std::free(mem);
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
 }
 
 void BM_MrFreeListLocal(benchmark::State& state) {
@@ -484,6 +507,7 @@ BENCHMARK(BM_RpcRoundTrip)
     ->ArgsProduct({{4 << 10, 64 << 10, 1 << 20}, {0, 1}})
     ->UseRealTime();
 BENCHMARK(BM_SendCtxRing)->ArgName("batch")->Arg(1)->Arg(16);
+BENCHMARK(BM_BulkPool)->ArgName("size")->Arg(4096)->Arg(64 << 10)->Arg(1 << 20);
 BENCHMARK(BM_RequestPool)->ArgName("n")->Arg(1)->Arg(32);
 BENCHMARK(BM_MrFreeListLocal)->ArgName("n")->Arg(1)->Arg(16);
 BENCHMARK(BM_MrFreeListRemote)->ArgName("n")->Arg(1)->Arg(16);

@@ -101,18 +101,29 @@ void engine_wrappers(const uint8_t* data, size_t size) {
   wire::Incoming in;
   wire::decode_call_header(msg, &in);
   if (in.verdict != wire::Incoming::Verdict::kOk) return;
-  FUZZ_CHECK(in.nread >= 0 && in.nread <= tern::rpc::kMaxChunkSegs, "nread %d", in.nread);
-  FUZZ_CHECK(in.nwrite >= 0 && in.nwrite <= tern::rpc::kMaxChunkSegs, "nwrite %d", in.nwrite);
-  FUZZ_CHECK(in.nreply >= 0 && in.nreply <= tern::rpc::kMaxChunkSegs, "nreply %d", in.nreply);
-  for (int i = 0; i < in.nread; ++i)
-    FUZZ_CHECK(in.reads[i].position == in.reads[0].position, "two read chunks accepted");
+  const tern::rpc::ChunkLists& ch = in.chunks;
+  FUZZ_CHECK(ch.nreads >= 0 && ch.nreads <= tern::rpc::kMaxReadChunks, "%d read chunks", ch.nreads);
+  FUZZ_CHECK(ch.nwrites >= 0 && ch.nwrites <= tern::rpc::kMaxWriteChunks, "%d write chunks", ch.nwrites);
+  FUZZ_CHECK(ch.read_segments() <= tern::rpc::kMaxReadSegs, "%d read segments", ch.read_segments());
+  for (int c = 0; c < ch.nreads; ++c) {
+    FUZZ_CHECK(ch.reads[c].nsegs >= 1 && ch.reads[c].nsegs <= tern::rpc::kMaxChunkSegs, "read chunk of %d segments",
+               ch.reads[c].nsegs);
+    FUZZ_CHECK(ch.reads[c].position % 4 == 0, "read chunk at unaligned position %u", ch.reads[c].position);
+    if (c > 0) FUZZ_CHECK(ch.reads[c].position > ch.reads[c - 1].position, "read chunks out of order or merged");
+  }
+  for (int c = 0; c < ch.nwrites; ++c)
+    FUZZ_CHECK(ch.writes[c].nsegs >= 0 && ch.writes[c].nsegs <= tern::rpc::kMaxChunkSegs, "write chunk of %d segments",
+               ch.writes[c].nsegs);
+  FUZZ_CHECK(!ch.has_reply || (ch.reply.nsegs >= 0 && ch.reply.nsegs <= tern::rpc::kMaxChunkSegs), "reply chunk");
   if (in.nomsg) {
-    FUZZ_CHECK(in.nread > 0 && in.reads[0].position == 0, "RDMA_NOMSG accepted without a position-zero chunk");
+    FUZZ_CHECK(ch.nreads > 0 && ch.reads[0].position == 0, "RDMA_NOMSG accepted without a position-zero chunk");
     return;
   }
+  FUZZ_CHECK(ch.nreads == 0 || ch.reads[0].position != 0, "RDMA_MSG accepted with a position-zero chunk");
   FUZZ_CHECK_WITHIN(in.body, data, size);
-  FUZZ_CHECK(in.nread == 0 || in.reads[0].position <= in.body.size(), "read chunk at %u past a %zu-byte call",
-             in.reads[0].position, in.body.size());
+  for (int c = 0; c < ch.nreads; ++c)
+    FUZZ_CHECK(ch.reads[c].position <= in.body.size(), "read chunk at %u past a %zu-byte call", ch.reads[c].position,
+               in.body.size());
   wire::RpcCall c;
   if (wire::decode_rpc_call(in.body, in.xid, &c)) FUZZ_CHECK_WITHIN(c.args, in.body.data(), in.body.size());
 }
