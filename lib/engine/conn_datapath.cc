@@ -32,17 +32,23 @@ bool ConnBase::post(WrChain& chain, SendCtxKind kind, uint32_t obj, bool signal)
 void ConnBase::on_send_completion(const Wc& wc) {
   // The chain's own object first: a failed READ says best why it failed.
   sq.complete(wc, [&](const SendCtx& c, bool own) { ctx_done(c, own, &wc); });
-  if (wc.status != WcStatus::kSuccess && wc.status != WcStatus::kWrFlushErr && state != State::kDraining &&
-      state != State::kDead) {
+  if (wc.status != WcStatus::kSuccess && state != State::kDraining && state != State::kDead) {
     // A failed WR: the QP is in error now. The remote statuses say the peer
     // refused what we did: it named memory it does not let us reach, or
     // broke the protocol. Whichever chain it was, the connection is lost.
+    // A flush says the QP went to error for another reason (the peer went
+    // away): the connection event may follow, but the loss is now.
     Status why = make_error(Errc::kRemoteError, "%s failed: %s", wc_opcode_name(wc.opcode), wc_status_name(wc.status));
     if (wc.status == WcStatus::kRemAccessErr || wc.status == WcStatus::kRemInvReqErr ||
         wc.status == WcStatus::kRemOpErr)
       protocol_error(std::move(why));
-    else
+    else if (wc.status == WcStatus::kWrFlushErr) {
+      on_disconnected(make_error(Errc::kDisconnected, "the QP went to error (its WRs are flushed)"));
+      lost_to_flush = true;
+      eng->cm_due = true;  // the driver's event says why: read it in this same poll()
+    } else {
       on_disconnected(std::move(why));
+    }
   }
   if (state == State::kReady) want_service();  // room for what waits for it
 }
@@ -53,11 +59,19 @@ void ConnBase::on_receive(MsgBuf* buf, const Wc& wc) {
     // advertised) fails only when the peer sent more than it may or, with
     // Send With Invalidate, named an rkey that is not ours to invalidate;
     // devices differ in the status they say it with (rxe: LOC_QP_OP_ERR).
+    // A flush means the QP is in error: the connection is lost now, before
+    // its connection event, or the buffer would be posted back to a QP that
+    // flushes it straight back.
     if (wc.status != WcStatus::kWrFlushErr)
       protocol_error(make_error(Errc::kRemoteError,
                                 "a receive failed: %s (a message over %u bytes, or a Send With Invalidate of an rkey "
                                 "that is not ours)",
                                 wc_status_name(wc.status), buf->cap));
+    else if (state == State::kReady || state == State::kConnecting) {
+      on_disconnected(make_error(Errc::kDisconnected, "the QP went to error (its receives are flushed)"));
+      lost_to_flush = true;
+      eng->cm_due = true;  // the driver's event says why: read it in this same poll()
+    }
     give_back(buf);
     return;
   }

@@ -59,7 +59,17 @@ std::string ConnBase::peer_name() const {
 }
 
 void ConnBase::protocol_error(Status reason) {
-  if (state == State::kDraining || state == State::kDead) return;
+  // A connection already lost to a flush (its QP went to error before the
+  // driver's event said why) still hears the reason: the peer's fault.
+  if ((state == State::kDraining || state == State::kDead) && !lost_to_flush) return;
+  if (lost_to_flush && (state == State::kDraining || state == State::kDead)) {
+    lost_to_flush = false;
+    eng->st.protocol_errors.add();
+    why = reason;
+    TERN_LOG(kWarn, "engine", "conn %llu: dropping the connection to %s: %s", static_cast<unsigned long long>(id),
+             peer_name().c_str(), reason.message().c_str());
+    return;
+  }
   eng->st.protocol_errors.add();
   TERN_LOG(kWarn, "engine", "conn %llu: dropping the connection to %s: %s", static_cast<unsigned long long>(id),
            peer_name().c_str(), reason.message().c_str());

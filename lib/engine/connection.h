@@ -119,6 +119,7 @@ class ConnBase : public Connection {
   uint32_t inline_send = 1024, inline_recv = 1024;
   bool remote_inv = false;  // ConnectionInfo::remote_invalidation
   bool user_closed = false;
+  bool lost_to_flush = false;  // lost because its WRs flushed, before the driver said why
   bool sq_drained = false, rq_drained = false;
   bool sq_marker = false, rq_marker = false;  // drain markers posted
   bool in_service = false;  // on the engine's service list

@@ -160,6 +160,7 @@ class EngineImpl final : public Engine {
   uint64_t next_conn_id = 1;
   double ns_per_tick = 1.0;
   uint64_t last_cm_tick = 0, cm_interval_ticks = 0;
+  bool cm_due = false;  // a connection just failed: read connection events in this poll()
   bool shutting_down = false;
   // The counters of (prog, vers, proc) on one side, made on first use. The
   // client's table is bounded by kMaxProcs (further procedures share one

@@ -181,7 +181,8 @@ int EngineImpl::poll() {
   // millisecond is prompt for connects and disconnects and free for the
   // datapath. (Checking on every idle pass cost ~20 system calls per RPC.)
   uint64_t now = now_ticks();
-  if (now - last_cm_tick >= cm_interval_ticks) {
+  if (cm_due || now - last_cm_tick >= cm_interval_ticks) {
+    cm_due = false;
     last_cm_tick = now;
     for (auto& dcp : devices) work += poll_cm(dcp.get());
   }
