@@ -763,7 +763,13 @@ bool ShmQp::drain_ctl() {
     if (m.type == kMsgSegment) {
       bad = map_peer_segment(m, fd);
     } else if (m.type == kMsgWake) {
-      st_.wakes_received.add();  // its work is in the rings; progress() finds it
+      // Its work is in the rings, and progress() finds it -- unless this
+      // WAKE is read after this pass's progress, by the connection-event
+      // poll of the very poll() that is a host's second look before it
+      // sleeps: then the WAKE was the only news of that work. Keep it on our
+      // own eventfd while armed, so the sleep ends at once.
+      st_.wakes_received.add();
+      if (dev_->armed()) dev_->self_wake();
     } else if (m.type == kMsgBye) {
       peer_gone_ = true;  // the state word says the same; this covers a peer that never mapped it
     } else {

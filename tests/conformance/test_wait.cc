@@ -105,6 +105,44 @@ TEST_P(WaitTest, PeerSendWakesAnArmedReceiverAndNothingElseDoes) {
   EXPECT_FALSE(readable_now(fd)) << "the wait fd stayed readable after ack_wait";
 }
 
+// The second look polls the CQs, then the connection events. A peer that
+// publishes between the two and wakes us must still wake us, even though
+// reading connection events is what reads pmd/shm's WAKE message: a host
+// whose second look found nothing would otherwise sleep through the SEND
+// (the lost wake-up seen as a 3 s stall in wait_mode_test under TSan).
+TEST_P(WaitTest, AWakeReadWithConnectionEventsStillEndsTheSleep) {
+  Buf src, dst;
+  ASSERT_TRUE(client.alloc(4096, kAccessLocalWrite, &src));
+  ASSERT_TRUE(server.alloc(4096, kAccessLocalWrite, &dst));
+  Sge rs = dst.sge(0, 4096), ss = src.sge(0, 64);
+  // Warm up unarmed (pmd/shm passes the segment once per connection).
+  ASSERT_TRUE(server.post_recv({wr_recv(0x60, &rs, 1)}));
+  ASSERT_TRUE(client.post_send({wr_send(0x60, &ss, 1)}));
+  Wc r, s;
+  ASSERT_TRUE(poller.wait_recv1(server, &r));
+  ASSERT_TRUE(poller.wait_send1(client, &s));
+  server.dev->ack_wait();
+  ASSERT_TRUE(server.post_recv({wr_recv(0x61, &rs, 1)}));
+
+  ASSERT_TRUE(arm(server));
+  // The second look, first half: the CQs, before the peer sends.
+  Wc none[4];
+  EXPECT_EQ(server.send_cq->poll(none, 4) + server.recv_cq->poll(none, 4), 0);
+  // The peer sends and wakes us (our device is armed).
+  ASSERT_TRUE(client.post_send({wr_send(0x62, &ss, 1)}));
+  client.poll_once();
+  // Second half: connection events, and there are none.
+  CmEvent ev;
+  EXPECT_FALSE(server.dev->poll_cm(&ev));
+  // Nothing found, so the host sleeps: it must be woken at once.
+  EXPECT_TRUE(becomes_readable(server.dev->wait_fd(), kWait, [&] { client.poll_once(); }))
+      << "a wake-up read with the connection events was lost; " << server.describe();
+  server.dev->ack_wait();
+  ASSERT_TRUE(poller.wait_recv1(server, &r));
+  EXPECT_TRUE(wc_is(r, 0x61, WcStatus::kSuccess, WcOpcode::kRecv));
+  ASSERT_TRUE(poller.wait_send1(client, &s));
+}
+
 TEST_P(WaitTest, PeerExecutingOurSendWakesAnArmedSender) {
   Buf src, dst;
   ASSERT_TRUE(client.alloc(4096, kAccessLocalWrite, &src));
