@@ -84,6 +84,10 @@ struct DeviceCaps {
   // another connection's registration marks it invalid there, so it is
   // never invalidated again, and drops the sender.
   bool remote_inv_qp_bound = false;
+  // Shared receive queues (Device::create_srq, QpInit::srq): how many
+  // receives one can hold and SGEs per receive; 0 when the device has none.
+  uint32_t max_srq_wr = 0;
+  uint32_t max_srq_sge = 0;
 };
 
 // ---------------------------------------------------------------- memory
@@ -266,6 +270,8 @@ enum class QpState : uint8_t {
 };
 const char* qp_state_name(QpState s);
 
+class Srq;
+
 struct QpInit {
   Pd* pd = nullptr;
   Cq* send_cq = nullptr;
@@ -274,6 +280,10 @@ struct QpInit {
   uint32_t rq_depth = 128;
   uint32_t max_send_sge = 4;
   uint32_t max_recv_sge = 1;
+  // Receives come from this shared receive queue (same device, same PD)
+  // instead of the QP's own receive queue: rq_depth and max_recv_sge are
+  // ignored and Qp::post_recv fails with EINVAL. See Srq.
+  Srq* srq = nullptr;
 };
 
 // Faults a driver can inject for tests (pmd/shm implements all of them).
@@ -287,6 +297,38 @@ struct Fault {
   Kind kind;
   uint64_t count = 0;
   uint64_t delay_ns = 0;
+};
+
+// A shared receive queue (ibv_srq): receive buffers that every QP created
+// with it (QpInit::srq) consumes, so a server holds one pool of receive
+// buffers for all its connections instead of a queue per connection.
+//  - A message arriving on any of those QPs takes the oldest posted receive
+//    (FIFO across the SRQ); its completion goes to that QP's receive CQ with
+//    that QP's qp_num and the receive's own wr_id.
+//  - With no receive posted, a SEND waits (RNR, as for an empty receive
+//    queue: the sender is held back, nothing fails) until one is posted.
+//  - A QP going to error flushes none of the SRQ's receives: they stay for
+//    the other QPs. A message that was being received on it when it failed
+//    gives its receive back to the SRQ or completes it in error on its CQ.
+//    Once the flush completion of a send WR posted after the QP entered the
+//    error state (a drain marker, as ib_drain_qp posts) has been polled, no
+//    receive completion for that QP will appear any more.
+//  - Destroy every QP using an SRQ before the SRQ; receives still posted
+//    when the SRQ is destroyed are dropped without completions (the caller
+//    owns their buffers again).
+//  - Wait mode: posting a receive that lets a waiting SEND land wakes an
+//    armed host, as a QP's own post_recv does.
+class Srq {
+ public:
+  virtual ~Srq() = default;
+  // As Qp::post_recv: how many were accepted from the front; *err EAGAIN
+  // when the SRQ is full, EINVAL for a malformed WR.
+  virtual int post_recv(const RecvWr* wrs, int n, int* err) = 0;
+  // Receives it can hold.
+  virtual uint32_t capacity() const = 0;
+  // Receives posted and not yet consumed.
+  virtual uint32_t posted() const = 0;
+  virtual StatsView stats() const { return {}; }
 };
 
 // Datapath error codes returned through post_*'s `err` out-parameter.
@@ -356,6 +398,12 @@ class Device {
   virtual Result<std::unique_ptr<Pd>> alloc_pd() = 0;
   virtual Result<std::unique_ptr<Cq>> create_cq(uint32_t capacity) = 0;
   virtual Result<std::unique_ptr<Qp>> create_qp(const QpInit& init) = 0;
+  // A shared receive queue of `depth` receives, each of up to max_sge SGEs,
+  // for QPs of `pd` (caps().max_srq_wr == 0: kUnsupported).
+  virtual Result<std::unique_ptr<Srq>> create_srq(Pd* pd, uint32_t depth, uint32_t max_sge) {
+    (void)pd, (void)depth, (void)max_sge;
+    return make_error(Errc::kUnsupported, "this driver has no shared receive queue");
+  }
 
   // Server side: accept connections at the device's address.
   virtual Status listen() = 0;
