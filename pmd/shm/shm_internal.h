@@ -1,7 +1,8 @@
 // pmd/shm private classes. Control path: shm_device.cc (device, connection
 // management), shm_ctl.cc (socket messages), shm_mem.cc (PD, MR table).
-// Datapath: shm_qp.cc (post, execute, complete), shm_cq.cc. Wait mode:
-// shm_wait.cc (the device's epoll set, WAKE messages, arming).
+// Datapath: shm_qp.cc (post, execute, complete), shm_cq.cc, shm_srq.cc
+// (receive queues: a QP's own and the shared one). Wait mode: shm_wait.cc
+// (the device's epoll set, WAKE messages, arming).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,13 @@ using namespace tern::rdma;
 
 class ShmDevice;
 class ShmQp;
+class ShmSrq;
+
+// Where a local SGE points, once its lkey has been checked: our own memory.
+struct LocalSpan {
+  uint8_t* p;
+  uint32_t len;
+};
 
 // ---------------------------------------------------------------- memory
 
@@ -60,6 +68,7 @@ class ShmPd final : public Pd {
   // the peer names.
   const MrEntry* lookup_remote(uint32_t rkey, uint64_t addr, uint64_t len, uint32_t need, uint32_t qpn) const;
   MrEntry* entry(uint32_t index) { return index < mrs_.size() ? &mrs_[index] : nullptr; }
+  ShmDevice* device() const { return dev_; }
   const mem::Segment& segment(uint32_t i) const { return segs_[i]; }
   uint32_t alloc_index();
   void free_index(uint32_t index);
@@ -123,6 +132,82 @@ class ShmCq final : public Cq {
   uint32_t head_ = 0, count_ = 0;
   std::vector<ShmQp*> qps_;  // progressed by poll()
   bool armed_ = false;       // arm() until the device's ack_wait()
+};
+
+// ---------------------------------------------------------------- receive queues (shm_srq.cc)
+
+// Posted receives, oldest first: a QP's own receive queue, or the one an SRQ
+// holds for all its QPs. Lkeys are checked at post time against the PD; a
+// receive that fails the check is kept with its status and fails the QP
+// whose message lands in it, as verbs reports a bad receive.
+class ShmRecvQueue {
+ public:
+  struct Entry {
+    uint64_t wr_id;
+    uint64_t capacity;  // bytes its SGEs hold
+    WcStatus status;    // kSuccess, or why a message cannot land in it
+    uint32_t num_sge;
+    LocalSpan* sge;     // num_sge spans, in sges_
+  };
+  // Storage for `depth` receives of up to max_sge SGEs each.
+  void init(uint32_t depth, uint32_t max_sge);
+  bool empty() const { return head_ == tail_; }
+  uint32_t size() const { return tail_ - head_; }
+  uint32_t depth() const { return depth_; }
+  // As Qp::post_recv (EAGAIN full, EINVAL malformed), checked against `pd`.
+  int post(ShmPd* pd, const RecvWr* wrs, int n, int* err);
+  Entry& front() { return entries_[head_ % depth_]; }
+  void pop() { ++head_; }
+
+ private:
+  std::vector<Entry> entries_;
+  std::vector<LocalSpan> sges_;
+  uint32_t depth_ = 0, max_sge_ = 0;
+  uint32_t head_ = 0, tail_ = 0;  // free-running
+};
+
+struct ShmSrqStats {
+  // posted: receives accepted; consumed: receives a message landed in (or
+  // that failed the QP it reached: a bad lkey); rnr_waits: times a SEND
+  // found the SRQ empty and waited; returned: receives a message that broke
+  // the rules was about to use, left in place for the other QPs.
+  Counter posted, consumed, rnr_waits, returned;
+};
+
+// A shared receive queue (rdmadev.h's Srq): one ShmRecvQueue that every QP
+// created with it takes its receives from, in post order whichever QP the
+// message arrives on. It belongs to the device's thread like everything else
+// there, so no locking; the QPs that use it are listed for the device's
+// bookkeeping only.
+class ShmSrq final : public Srq {
+ public:
+  ShmSrq(ShmDevice* dev, ShmPd* pd, uint32_t depth, uint32_t max_sge);
+  ~ShmSrq() override;
+  int post_recv(const RecvWr* wrs, int n, int* err) override;
+  uint32_t capacity() const override { return q_.depth(); }
+  uint32_t posted() const override { return q_.size(); }
+  StatsView stats() const override;
+
+  ShmDevice* device() const { return dev_; }
+  ShmPd* pd() const { return pd_; }
+  ShmRecvQueue& queue() { return q_; }
+  ShmSrqStats& st() { return st_; }
+  void attach(ShmQp* qp) { qps_.push_back(qp); }
+  void detach(ShmQp* qp);
+  // A SEND found the SRQ empty and waits: the next post must wake an armed
+  // host (wait mode), for no peer will ring again for that SEND.
+  void note_starved() {
+    starved_ = true;
+    st_.rnr_waits.add();
+  }
+
+ private:
+  ShmDevice* dev_;
+  ShmPd* pd_;
+  ShmRecvQueue q_;
+  std::vector<ShmQp*> qps_;
+  bool starved_ = false;
+  ShmSrqStats st_;
 };
 
 // ---------------------------------------------------------------- queue pair
@@ -196,18 +281,8 @@ class ShmQp final : public Qp {
       uint64_t addr, length;
     } reg;               // kRegMr
     uint32_t num_local;  // kRdmaRead: sink SGEs in `local`
-    struct Local {
-      uint8_t* p;
-      uint32_t len;
-    } local[kMaxSge];
+    LocalSpan local[kMaxSge];
     ShmDesc desc;       // remote ops: what goes into the ring
-  };
-  struct RqEntry {
-    uint64_t wr_id;
-    WcStatus status;
-    uint32_t num_sge;
-    uint64_t capacity;
-    std::vector<SqEntry::Local> sge;
   };
   struct PeerSeg {
     const uint8_t* base = nullptr;
@@ -283,9 +358,11 @@ class ShmQp final : public Qp {
   // Send queue: [sq_head_, sq_next_) issued, [sq_next_, sq_tail_) waiting.
   std::vector<SqEntry> sq_;
   uint32_t sq_mask_ = 0, sq_head_ = 0, sq_next_ = 0, sq_tail_ = 0;
-  // Receive queue.
-  std::vector<RqEntry> rq_;
-  uint32_t rq_size_ = 0, rq_head_ = 0, rq_tail_ = 0;
+  // Receives: our own queue (rq_), or the SRQ's (QpInit::srq; rq_ stays
+  // empty then). recv_ is the one inbound SENDs take from.
+  ShmRecvQueue rq_;
+  ShmSrq* srq_ = nullptr;
+  ShmRecvQueue* recv_ = nullptr;
 
   std::vector<PeerSeg> peer_segs_;
   std::vector<uint8_t> exported_;  // per PD segment: sent to the peer
@@ -317,6 +394,10 @@ class ShmConnRequest final : public ConnRequest {
   uint64_t area_size;
   uint32_t peer_qpn;
 };
+
+// Receives one shared receive queue holds at most (caps().max_srq_wr): a
+// server's one pool for all its connections, so deeper than a QP's queue.
+inline constexpr uint32_t kMaxSrqWr = 1u << 16;
 
 struct ShmDeviceConfig {
   std::string path;
@@ -360,12 +441,16 @@ class ShmDevice final : public Device {
   Result<std::unique_ptr<Pd>> alloc_pd() override;
   Result<std::unique_ptr<Cq>> create_cq(uint32_t capacity) override;
   Result<std::unique_ptr<Qp>> create_qp(const QpInit& init) override;
+  Result<std::unique_ptr<Srq>> create_srq(Pd* pd, uint32_t depth, uint32_t max_sge) override;
   Status listen() override;
   Status connect(Qp* qp, std::span<const uint8_t> private_data) override;
   Status accept(ConnRequest* req, Qp* qp, std::span<const uint8_t> private_data) override;
   Status reject(ConnRequest* req, std::span<const uint8_t> private_data) override;
   Status disconnect(Qp* qp) override;
   bool poll_cm(CmEvent* ev) override;
+  // SRQs alive, for the destructor's check (shm_srq.cc keeps it).
+  void srq_made() { ++srqs_; }
+  void srq_gone() { --srqs_; }
   // Wait mode (shm_wait.cc).
   int wait_fd() override;
   Status arm_wait() override;
@@ -400,6 +485,7 @@ class ShmDevice final : public Device {
   DeviceCaps caps_;
   int listen_fd_ = -1;
   uint32_t next_qpn_ = 1;
+  uint32_t srqs_ = 0;
   std::vector<ShmQp*> qps_;
   struct Pending {
     int fd;
