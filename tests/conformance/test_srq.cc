@@ -259,6 +259,7 @@ TEST_P(SrqErrorTest, TooLargeSendFailsOnlyItsOwnQp) {
     ++consumed;
   }
   ASSERT_LE(consumed, 1u) << "one message can reach one receive: " << server.describe();
+  RecordProperty("receives_consumed_by_the_failed_qp", static_cast<int>(consumed));
   server.recv_wcs.clear();
   EXPECT_EQ(server.srq->posted(), 4 - consumed);
   // The receives after it were not written; the one it reached was not
@@ -345,6 +346,9 @@ TEST_P(SrqTest, NoReceiveCompletionOfAQpAfterItsDrainMarker) {
     ++landed_n;
   }
   EXPECT_EQ(server.srq->posted(), kN - landed_n) << "every receive is either completed or still posted";
+  // How the device behaved (rxe: whether it says LAST_WQE_REACHED at all).
+  RecordProperty("landed_before_the_marker", static_cast<int>(landed_n));
+  RecordProperty("device_stats", format_stats(server.dev->stats()));
   for (uint32_t k = landed_n; k < kN; ++k) ASSERT_TRUE(one_message(1, k, 70 + k, 32));
 }
 
