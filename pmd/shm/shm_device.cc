@@ -463,6 +463,7 @@ void ShmDevice::watch_established() {
 }
 
 bool ShmDevice::poll_cm(CmEvent* ev) {
+  sweep_idle();
   if (events_.empty()) {
     accept_new();
     read_hellos();

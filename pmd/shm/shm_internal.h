@@ -2,7 +2,8 @@
 // management), shm_ctl.cc (socket messages), shm_mem.cc (PD, MR table).
 // Datapath: shm_qp.cc (post, execute, complete), shm_cq.cc, shm_srq.cc
 // (receive queues: a QP's own and the shared one). Wait mode: shm_wait.cc
-// (the device's epoll set, WAKE messages, arming).
+// (the device's epoll set, WAKE messages, arming). Memory an idle QP gives
+// back: shm_idle.cc.
 #pragma once
 
 #include <cstdint>
@@ -217,7 +218,18 @@ struct ShmQpStats {
   Counter reg_mr, local_inv, remote_inv, rnr_waits, ring_full, cq_full, flushed;
   Counter protection_errors, corrupt_descs, protocol_errors;
   Counter wakes_sent, wakes_received;  // wait mode: WAKE messages
+  Counter sq_grows, idle_trims;        // memory: send queue array doublings, idle give-backs
 };
+
+// Memory per connection (shm_idle.cc, docs/shm-driver.md). A send queue
+// array starts this small and doubles on demand; a connected QP with nothing
+// outstanding and no activity for kIdleTrimNs gives its memory back: the
+// array shrinks to this again, and the slot pages of its outbound ring are
+// returned to the system (the peer's driver does the same with its own).
+// The device looks every kIdleSweepNs, from poll_cm and arm_wait.
+inline constexpr uint32_t kSqInitial = 16;
+inline constexpr uint64_t kIdleTrimNs = 1'000'000'000;
+inline constexpr uint64_t kIdleSweepNs = 250'000'000;
 
 class ShmQp final : public Qp {
  public:
@@ -263,26 +275,38 @@ class ShmQp final : public Qp {
   // in monotonic_ns(); 0 if none.
   uint64_t delay_deadline_ns() const;
 
+  // Control path (shm_idle.cc): called by the device's idle sweep. Notes
+  // activity, or gives memory back once the QP has been idle long enough.
+  void trim_if_idle(uint64_t now_ns);
+
  private:
+  // One send-queue WR, from post until its completion is retired. Kept
+  // small (~300 bytes): a busy QP holds as many as it has outstanding.
   struct SqEntry {
-    uint64_t wr_id;
-    WcOpcode opcode;
-    bool signaled;
-    bool remote;      // occupies a ring descriptor
-    bool issued;      // executed (local) or published (remote)
-    WcStatus status;  // kSuccess, or the error found at post/issue time
-    uint32_t byte_len;
-    uint32_t ring_index;
-    uint64_t issue_tick;
-    uint32_t cap_psn;   // kRdmaRead under pcap=: the request's PSN, for its response
-    uint32_t inv_rkey;  // kLocalInv
-    struct {
+    struct RegFields {
       uint32_t index, rkey, lkey, access;
       uint64_t addr, length;
-    } reg;               // kRegMr
-    uint32_t num_local;  // kRdmaRead: sink SGEs in `local`
-    LocalSpan local[kMaxSge];
-    ShmDesc desc;       // remote ops: what goes into the ring
+    };
+    uint64_t wr_id;
+    uint64_t issue_tick;
+    uint32_t byte_len;
+    uint32_t ring_index;
+    uint32_t cap_psn;    // kRdmaRead under pcap=: the request's PSN, for its response
+    uint32_t num_local;  // kRdmaRead: sink SGEs (read_sink)
+    WcOpcode opcode;
+    WcStatus status;     // kSuccess, or the error found at post/issue time
+    bool signaled;
+    bool remote;         // occupies a ring descriptor
+    bool issued;         // executed (local) or published (remote)
+    union {
+      // Remote ops: what goes into the ring, our private copy. A READ
+      // publishes no SGEs (its SGEs are our sink, nobody else's business):
+      // its sge[] holds the sink list instead (read_sink), and only the
+      // header is copied into the ring (issue()).
+      ShmDesc desc;
+      RegFields reg;      // kRegMr
+      uint32_t inv_rkey;  // kLocalInv
+    };
   };
   struct PeerSeg {
     const uint8_t* base = nullptr;
@@ -290,6 +314,15 @@ class ShmQp final : public Qp {
   };
 
   WcStatus build_send_entry(const SendWr& wr, SqEntry* e);
+  // A READ's k-th sink SGE, kept in its descriptor's unpublished sge[].
+  static void set_read_sink(SqEntry* e, uint32_t k, uint8_t* p, uint32_t len) {
+    e->desc.sge[k] = ShmSge{0, len, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p))};
+  }
+  static LocalSpan read_sink(const SqEntry& e, uint32_t k) {
+    return {reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(e.desc.sge[k].offset)), e.desc.sge[k].length};
+  }
+  // The send queue array is full but the QP's depth allows more: double it.
+  void grow_sq();
   void issue();
   bool issue_local(SqEntry* e);
   void complete_sends();
@@ -356,8 +389,11 @@ class ShmQp final : public Qp {
   uint32_t in_cons_ = 0;
 
   // Send queue: [sq_head_, sq_next_) issued, [sq_next_, sq_tail_) waiting.
-  std::vector<SqEntry> sq_;
-  uint32_t sq_mask_ = 0, sq_head_ = 0, sq_next_ = 0, sq_tail_ = 0;
+  // Entry i is sq_[i & sq_mask_]. The array starts at kSqInitial entries
+  // and doubles when a post finds it full (grow_sq), up to sq_depth rounded
+  // up to a power of two; an idle QP gives the rest back (trim_if_idle).
+  std::unique_ptr<SqEntry[]> sq_;
+  uint32_t sq_cap_ = 0, sq_mask_ = 0, sq_head_ = 0, sq_next_ = 0, sq_tail_ = 0;
   // Receives: our own queue (rq_), or the SRQ's (QpInit::srq; rq_ stays
   // empty then). recv_ is the one inbound SENDs take from.
   ShmRecvQueue rq_;
@@ -366,6 +402,11 @@ class ShmQp final : public Qp {
 
   std::vector<PeerSeg> peer_segs_;
   std::vector<uint8_t> exported_;  // per PD segment: sent to the peer
+
+  // Idle trimming (shm_idle.cc): what the last sweep saw, and since when.
+  uint32_t seen_tail_ = 0, seen_prod_ = 0, seen_cons_ = 0;
+  uint64_t active_ns_ = 0;
+  bool trimmed_ = true;  // nothing to give back until something happens
 
   // Faults.
   int64_t fail_after_ = -1;
@@ -461,6 +502,8 @@ class ShmDevice final : public Device {
     if (armed_) self_wake();
   }
   void forget_qp(ShmQp* qp);
+  // Every kIdleSweepNs: lets idle QPs give memory back (shm_idle.cc).
+  void sweep_idle();
   const ShmDeviceConfig& config() const { return cfg_; }
   RocePcap* pcap() const { return pcap_.get(); }
   void set_pcap(std::unique_ptr<RocePcap> p) { pcap_ = std::move(p); }
@@ -486,6 +529,7 @@ class ShmDevice final : public Device {
   int listen_fd_ = -1;
   uint32_t next_qpn_ = 1;
   uint32_t srqs_ = 0;
+  uint64_t next_sweep_ns_ = 0;
   std::vector<ShmQp*> qps_;
   struct Pending {
     int fd;

@@ -41,9 +41,10 @@ ShmQp::ShmQp(ShmDevice* dev, ShmPd* pd, const QpInit& init, uint32_t qpn)
       init_(init),
       qpn_(qpn),
       pcap_(dev->pcap()) {
-  uint32_t sq = next_pow2(init.sq_depth);
-  sq_.resize(sq);
-  sq_mask_ = sq - 1;
+  // Small at first: most QPs never have many WRs outstanding (grow_sq).
+  sq_cap_ = std::min(kSqInitial, next_pow2(init.sq_depth));
+  sq_.reset(new SqEntry[sq_cap_]);
+  sq_mask_ = sq_cap_ - 1;
   if (init.srq != nullptr) {
     // rq_depth and max_recv_sge do not apply: receives are the SRQ's.
     srq_ = static_cast<ShmSrq*>(init.srq);
@@ -79,7 +80,8 @@ StatsView ShmQp::stats() const {
           {"ring_full", &st_.ring_full},     {"cq_full", &st_.cq_full},
           {"flushed", &st_.flushed},         {"protection_errors", &st_.protection_errors},
           {"corrupt_descs", &st_.corrupt_descs}, {"wakes_sent", &st_.wakes_sent},
-          {"wakes_received", &st_.wakes_received}};
+          {"wakes_received", &st_.wakes_received}, {"sq_grows", &st_.sq_grows},
+          {"idle_trims", &st_.idle_trims}};
 }
 
 Status ShmQp::inject_fault(const Fault& f) {
@@ -144,7 +146,7 @@ WcStatus ShmQp::build_send_entry(const SendWr& wr, SqEntry* e) {
     if (m == nullptr) return WcStatus::kLocProtErr;
     uint8_t* p = m->host + (s.addr - m->iova);
     if (is_read) {
-      e->local[i] = {p, s.length};
+      set_read_sink(e, i, p, s.length);
     } else {
       d.sge[i] = ShmSge{m->seg, s.length, static_cast<uint64_t>(p - m->seg_base)};
     }
@@ -187,6 +189,7 @@ int ShmQp::post_send(const SendWr* wrs, int n, int* err) {
       *err = EINVAL;
       break;
     }
+    if (TERN_UNLIKELY(sq_tail_ - sq_head_ == sq_cap_)) grow_sq();
     SqEntry& e = sq_[sq_tail_ & sq_mask_];
     e.status = build_send_entry(wr, &e);
     ++sq_tail_;
@@ -197,6 +200,19 @@ int ShmQp::post_send(const SendWr* wrs, int n, int* err) {
   // on an armed CQ would never make: it is woken for it.
   if (i > 0 && scq_->armed()) dev_->self_wake();
   return i;
+}
+
+void ShmQp::grow_sq() {
+  // Rare (a QP's first bursts, or the first after an idle trim) and cheap
+  // next to what filled it: the outstanding entries move to their places
+  // under the new mask.
+  const uint32_t cap = sq_cap_ * 2;
+  std::unique_ptr<SqEntry[]> n(new SqEntry[cap]);
+  for (uint32_t i = sq_head_; i != sq_tail_; ++i) n[i & (cap - 1)] = sq_[i & sq_mask_];
+  sq_ = std::move(n);
+  sq_cap_ = cap;
+  sq_mask_ = cap - 1;
+  st_.sq_grows.add();
 }
 
 int ShmQp::post_recv(const RecvWr* wrs, int n, int* err) {
@@ -343,12 +359,13 @@ bool ShmQp::copy_read_response(SqEntry& e) {
   if (ps == nullptr) return false;
   const uint8_t* src = ps->base + off;
   for (uint32_t k = 0; k < e.num_local; ++k) {
-    std::memcpy(e.local[k].p, src, e.local[k].len);
-    src += e.local[k].len;
+    const LocalSpan sink = read_sink(e, k);
+    std::memcpy(sink.p, src, sink.len);
+    src += sink.len;
   }
   if (TERN_UNLIKELY(pcap_ != nullptr)) {
     RocePcap::Piece pieces[kMaxSge];
-    for (uint32_t k = 0; k < e.num_local; ++k) pieces[k] = {e.local[k].p, e.local[k].len};
+    for (uint32_t k = 0; k < e.num_local; ++k) pieces[k] = {read_sink(e, k).p, read_sink(e, k).len};
     pcap_->read_response(cap_flow(), RocePcap::Dir::kOut, e.cap_psn, {pieces, e.num_local});
   }
   return true;
