@@ -238,11 +238,15 @@ class VerbsSrq final : public Srq {
     return true;
   }
   VerbsSrqStats& st() { return st_; }
+  // QPs created with it (rdmadev.h: they go first).
+  void attach() { ++qps_; }
+  void detach() { --qps_; }
 
  private:
   VerbsDevice* dev_;
   VerbsPd* pd_;
   ibv_srq* srq_;
+  uint32_t qps_ = 0;
   uint32_t depth_, max_sge_, index_;
   uint16_t gen_;
   std::vector<uint64_t> wr_ids_;  // per slot

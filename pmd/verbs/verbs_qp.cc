@@ -36,6 +36,7 @@ VerbsQp::VerbsQp(VerbsDevice* dev, VerbsPd* pd, VerbsCq* scq, VerbsCq* rcq, cons
   // post_recv never reaches.
   rq_.init(srq_ != nullptr ? 0 : init.rq_depth);
   rwr_.resize(srq_ != nullptr ? 0 : init.rq_depth);
+  if (srq_ != nullptr) srq_->attach();
   swr_.resize(init.sq_depth);
   const DeviceCaps& c = dev->caps();
   if (FastRegProvider* fr = dev->fast_reg_provider()) {
@@ -76,6 +77,7 @@ VerbsQp::~VerbsQp() {
   dev_->forget_qp(this);
   if (int rc = ibv_destroy_qp(qp_); rc != 0)
     TERN_LOG(kWarn, "verbs", "ibv_destroy_qp(%u): %s", qp_->qp_num, std::strerror(rc));
+  if (srq_ != nullptr) srq_->detach();  // the SRQ's receives stay posted, for its other QPs
 }
 
 StatsView VerbsQp::stats() const {

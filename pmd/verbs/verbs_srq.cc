@@ -27,8 +27,10 @@ VerbsSrq::VerbsSrq(VerbsDevice* dev, VerbsPd* pd, ibv_srq* srq, uint32_t depth, 
 }
 
 VerbsSrq::~VerbsSrq() {
-  // Receives still posted go with it, without completions (rdmadev.h); a
-  // QP still using it makes ibv_destroy_srq fail with EBUSY.
+  // Receives still posted go with it, without completions (rdmadev.h). Its
+  // QPs must be gone (ibv_destroy_srq would fail with EBUSY, and they would
+  // keep a pointer to it).
+  TERN_ASSERT(qps_ == 0, "SRQ destroyed while %u QPs use it", qps_);
   dev_->forget_srq(this);
   if (int rc = ibv_destroy_srq(srq_); rc != 0)
     TERN_LOG(kWarn, "verbs", "ibv_destroy_srq: %s (QPs still use it?)", std::strerror(rc));
