@@ -25,6 +25,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "shm/shm_internal.h"
 
 namespace tern::shm {
@@ -56,6 +58,7 @@ void ShmQp::trim_if_idle(uint64_t now) {
     sq_.reset(new SqEntry[kSqInitial]);  // empty: nothing to move
     sq_cap_ = kSqInitial;
     sq_mask_ = kSqInitial - 1;
+    sq_limit_ = std::min(kSqInitial, init_.sq_depth);
   }
   if (out_slots_ == nullptr || vanished_) return;
   // The whole pages inside our outbound slots; the pages they share with

@@ -6,6 +6,7 @@
 // back: shm_idle.cc.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -156,7 +157,8 @@ class ShmRecvQueue {
   uint32_t size() const { return tail_ - head_; }
   uint32_t depth() const { return depth_; }
   // As Qp::post_recv (EAGAIN full, EINVAL malformed), checked against `pd`.
-  int post(ShmPd* pd, const RecvWr* wrs, int n, int* err);
+  // Inline (below): posting receives is on every RPC's path.
+  inline int post(ShmPd* pd, const RecvWr* wrs, int n, int* err);
   Entry& front() { return entries_[head_ % depth_]; }
   void pop() { ++head_; }
 
@@ -166,6 +168,40 @@ class ShmRecvQueue {
   uint32_t depth_ = 0, max_sge_ = 0;
   uint32_t head_ = 0, tail_ = 0;  // free-running
 };
+
+inline int ShmRecvQueue::post(ShmPd* pd, const RecvWr* wrs, int n, int* err) {
+  *err = 0;
+  int i = 0;
+  for (; i < n; ++i) {
+    const RecvWr& wr = wrs[i];
+    if (tail_ - head_ >= depth_) {
+      *err = EAGAIN;
+      break;
+    }
+    if (wr.num_sge > max_sge_ || (wr.num_sge != 0 && wr.sg_list == nullptr)) {
+      *err = EINVAL;
+      break;
+    }
+    Entry& r = entries_[tail_ % depth_];
+    r.wr_id = wr.wr_id;
+    r.status = WcStatus::kSuccess;
+    r.num_sge = wr.num_sge;
+    r.capacity = 0;
+    for (uint32_t k = 0; k < wr.num_sge; ++k) {
+      const Sge& s = wr.sg_list[k];
+      const MrEntry* m = pd->lookup_local(s.lkey, s.addr, s.length, kAccessLocalWrite);
+      if (m == nullptr) {
+        r.status = WcStatus::kLocProtErr;  // reported when a message lands in it, as verbs do
+        r.sge[k] = {nullptr, 0};
+        continue;
+      }
+      r.sge[k] = {m->host + (s.addr - m->iova), s.length};
+      r.capacity += s.length;
+    }
+    ++tail_;
+  }
+  return i;
+}
 
 struct ShmSrqStats {
   // posted: receives accepted; consumed: receives a message landed in (or
@@ -394,6 +430,9 @@ class ShmQp final : public Qp {
   // up to a power of two; an idle QP gives the rest back (trim_if_idle).
   std::unique_ptr<SqEntry[]> sq_;
   uint32_t sq_cap_ = 0, sq_mask_ = 0, sq_head_ = 0, sq_next_ = 0, sq_tail_ = 0;
+  // min(sq_cap_, sq_depth): post_send's one comparison per WR; at it the
+  // queue is either full (EAGAIN) or the array must grow.
+  uint32_t sq_limit_ = 0;
   // Receives: our own queue (rq_), or the SRQ's (QpInit::srq; rq_ stays
   // empty then). recv_ is the one inbound SENDs take from.
   ShmRecvQueue rq_;

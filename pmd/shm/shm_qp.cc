@@ -45,6 +45,7 @@ ShmQp::ShmQp(ShmDevice* dev, ShmPd* pd, const QpInit& init, uint32_t qpn)
   sq_cap_ = std::min(kSqInitial, next_pow2(init.sq_depth));
   sq_.reset(new SqEntry[sq_cap_]);
   sq_mask_ = sq_cap_ - 1;
+  sq_limit_ = std::min(sq_cap_, init.sq_depth);
   if (init.srq != nullptr) {
     // rq_depth and max_recv_sge do not apply: receives are the SRQ's.
     srq_ = static_cast<ShmSrq*>(init.srq);
@@ -180,16 +181,18 @@ int ShmQp::post_send(const SendWr* wrs, int n, int* err) {
   int i = 0;
   for (; i < n; ++i) {
     const SendWr& wr = wrs[i];
-    if (sq_tail_ - sq_head_ >= init_.sq_depth) {
-      *err = EAGAIN;
-      break;
+    if (TERN_UNLIKELY(sq_tail_ - sq_head_ >= sq_limit_)) {
+      if (sq_tail_ - sq_head_ >= init_.sq_depth) {
+        *err = EAGAIN;
+        break;
+      }
+      grow_sq();
     }
     if (wr.num_sge > init_.max_send_sge || (wr.num_sge != 0 && wr.sg_list == nullptr) ||
         static_cast<uint8_t>(wr.opcode) > static_cast<uint8_t>(WrOpcode::kLocalInv)) {
       *err = EINVAL;
       break;
     }
-    if (TERN_UNLIKELY(sq_tail_ - sq_head_ == sq_cap_)) grow_sq();
     SqEntry& e = sq_[sq_tail_ & sq_mask_];
     e.status = build_send_entry(wr, &e);
     ++sq_tail_;
@@ -212,6 +215,7 @@ void ShmQp::grow_sq() {
   sq_ = std::move(n);
   sq_cap_ = cap;
   sq_mask_ = cap - 1;
+  sq_limit_ = std::min(cap, init_.sq_depth);
   st_.sq_grows.add();
 }
 
@@ -500,22 +504,22 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
         return Exec::kWait;
       }
       ShmRecvQueue::Entry& r = rq.front();
-      if (r.status != WcStatus::kSuccess) {
-        // Our own bad receive (an lkey refused at post time): the QP whose
-        // message reaches it fails, as on verbs, SRQ or not.
-        rcq_->push(Wc{r.wr_id, 0, 0, qpn_, r.status, WcOpcode::kRecv, 0, 0});
-        rq.pop();
-        if (srq_ != nullptr) srq_->st().consumed.add();
-        reject_inbound(index, WcStatus::kRemOpErr, "receive buffer has a bad lkey");
-        return Exec::kFailed;
-      }
-      // From here on the peer's message is what is wrong. With our own queue
-      // the receive completes in error, as verbs does. A receive of an SRQ is
-      // left where it is, unwritten, for the next message on any of its QPs
-      // (rdmadev.h allows either): a peer that breaks the rules on its own
-      // connection must not use up a receive that another peer's message
-      // would have landed in.
-      if (d.length > r.capacity) {
+      if (TERN_UNLIKELY(r.status != WcStatus::kSuccess || d.length > r.capacity)) {
+        if (r.status != WcStatus::kSuccess) {
+          // Our own bad receive (an lkey refused at post time): the QP whose
+          // message reaches it fails, as on verbs, SRQ or not.
+          rcq_->push(Wc{r.wr_id, 0, 0, qpn_, r.status, WcOpcode::kRecv, 0, 0});
+          rq.pop();
+          if (srq_ != nullptr) srq_->st().consumed.add();
+          reject_inbound(index, WcStatus::kRemOpErr, "receive buffer has a bad lkey");
+          return Exec::kFailed;
+        }
+        // The peer's message is too large. With our own queue the receive
+        // completes in error, as verbs does. A receive of an SRQ is left
+        // where it is, unwritten, for the next message on any of its QPs
+        // (rdmadev.h allows either): a peer that breaks the rules on its own
+        // connection must not use up a receive that another peer's message
+        // would have landed in. (The same below for a bad SEND_WITH_INV.)
         if (srq_ == nullptr) {
           rcq_->push(Wc{r.wr_id, 0, 0, qpn_, WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0});
           rq.pop();

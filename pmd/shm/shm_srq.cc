@@ -30,40 +30,6 @@ void ShmRecvQueue::init(uint32_t depth, uint32_t max_sge) {
   for (uint32_t i = 0; i < depth; ++i) entries_[i].sge = sges_.data() + static_cast<size_t>(i) * max_sge;
 }
 
-int ShmRecvQueue::post(ShmPd* pd, const RecvWr* wrs, int n, int* err) {
-  *err = 0;
-  int i = 0;
-  for (; i < n; ++i) {
-    const RecvWr& wr = wrs[i];
-    if (tail_ - head_ >= depth_) {
-      *err = EAGAIN;
-      break;
-    }
-    if (wr.num_sge > max_sge_ || (wr.num_sge != 0 && wr.sg_list == nullptr)) {
-      *err = EINVAL;
-      break;
-    }
-    Entry& r = entries_[tail_ % depth_];
-    r.wr_id = wr.wr_id;
-    r.status = WcStatus::kSuccess;
-    r.num_sge = wr.num_sge;
-    r.capacity = 0;
-    for (uint32_t k = 0; k < wr.num_sge; ++k) {
-      const Sge& s = wr.sg_list[k];
-      const MrEntry* m = pd->lookup_local(s.lkey, s.addr, s.length, kAccessLocalWrite);
-      if (m == nullptr) {
-        r.status = WcStatus::kLocProtErr;  // reported when a message lands in it, as verbs do
-        r.sge[k] = {nullptr, 0};
-        continue;
-      }
-      r.sge[k] = {m->host + (s.addr - m->iova), s.length};
-      r.capacity += s.length;
-    }
-    ++tail_;
-  }
-  return i;
-}
-
 // ---------------------------------------------------------------- the shared receive queue
 
 ShmSrq::ShmSrq(ShmDevice* dev, ShmPd* pd, uint32_t depth, uint32_t max_sge) : dev_(dev), pd_(pd) {
