@@ -17,12 +17,16 @@
 // and the server's memory is read (--fresh: no busy phase, connections that
 // never carried anything):
 //   heap      glibc's bytes in use (mallinfo2: arenas + mmapped chunks),
-//             now minus before the first connection, per connection;
-//   anon RSS  anonymous resident memory, the same difference: what of that
-//             heap was touched (plus anything else anonymous);
+//             now minus before the first connection, per connection: what
+//             the connections hold;
+//   anon RSS  anonymous resident memory, the same difference, for
+//             information: it also counts freed memory the allocator keeps
+//             for the process's next allocations (more of it when
+//             MALLOC_PERTURB_ is set, as meson test does), which no
+//             connection holds;
 //   area      resident pages of the server's mappings of the connection
 //             areas (Rss of memfd:tern-shm-conn in /proc/self/smaps).
-// With --budget, exits 1 when anon RSS + area per connection is over it.
+// The total is heap + area. With --budget, exits 1 when it is over.
 // Under a sanitizer the heap is the sanitizer's and is not measured.
 #include <malloc.h>
 #include <signal.h>
@@ -325,6 +329,7 @@ int run_server(const Opts& o, const char* self) {
     usleep(200);
   }
   const uint64_t heap = heap_in_use() - heap0, anon = anon_rss() - anon0, area = area_rss() - area0;
+  // (anon may have shrunk: unsigned wrap, printed as signed.)
   const double n = o.conns;
   std::printf("connections %u (server QPs: sq_depth %u, %s), client ring %u slots (area %zu bytes)\n", o.conns,
               o.sq, o.srq > 0 ? ("one SRQ of " + std::to_string(o.srq)).c_str()
@@ -339,16 +344,16 @@ int run_server(const Opts& o, const char* self) {
   std::printf("heap per idle connection: not measured (sanitizer build)\n");
   (void)heap;
   (void)anon;
-  const double anon_per = 0;
+  const double heap_per = 0;
 #else
-  std::printf("heap per idle connection:     %9.0f bytes allocated, %9.0f bytes resident (anonymous RSS)\n",
-              static_cast<double>(heap) / n, static_cast<double>(anon) / n);
-  const double anon_per = static_cast<double>(anon) / n;
+  const double heap_per = static_cast<double>(heap) / n;
+  std::printf("heap per idle connection:     %9.0f bytes in use (anonymous RSS grew %.0f per connection)\n", heap_per,
+              static_cast<double>(static_cast<int64_t>(anon)) / n);
 #endif
   std::printf("area per idle connection:     %9.0f bytes resident (%.1f pages)\n", static_cast<double>(area) / n,
               static_cast<double>(area) / n / 4096);
-  const double total = anon_per + static_cast<double>(area) / n;
-  std::printf("total per idle connection:    %9.0f bytes (%.1f KiB) touched\n", total, total / 1024);
+  const double total = heap_per + static_cast<double>(area) / n;
+  std::printf("total per idle connection:    %9.0f bytes (%.1f KiB), heap + area\n", total, total / 1024);
 
   for (auto& q : s.qps) (void)s.dev->disconnect(q.get());
   int st = 0;
