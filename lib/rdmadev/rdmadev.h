@@ -280,9 +280,10 @@ struct QpInit {
   uint32_t rq_depth = 128;
   uint32_t max_send_sge = 4;
   uint32_t max_recv_sge = 1;
-  // Receives come from this shared receive queue (same device, same PD)
-  // instead of the QP's own receive queue: rq_depth and max_recv_sge are
-  // ignored and Qp::post_recv fails with EINVAL. See Srq.
+  // Receives come from this shared receive queue (same device, same PD:
+  // create_qp fails with kInvalidArgument otherwise) instead of the QP's own
+  // receive queue: rq_depth and max_recv_sge are ignored and Qp::post_recv
+  // fails with EINVAL, in every state. See Srq.
   Srq* srq = nullptr;
 };
 
@@ -309,10 +310,18 @@ struct Fault {
 //    queue: the sender is held back, nothing fails) until one is posted.
 //  - A QP going to error flushes none of the SRQ's receives: they stay for
 //    the other QPs. A message that was being received on it when it failed
-//    gives its receive back to the SRQ or completes it in error on its CQ.
-//    Once the flush completion of a send WR posted after the QP entered the
-//    error state (a drain marker, as ib_drain_qp posts) has been polled, no
-//    receive completion for that QP will appear any more.
+//    (its peer's too-large SEND, say) gives its receive back to the SRQ or
+//    completes it in error on its CQ; the next messages of the other QPs
+//    take the SRQ's receives from there, oldest first.
+//  - Drain: once the flush completion of a send WR posted after the QP
+//    entered the error state (a drain marker, as ib_drain_qp posts) has been
+//    polled, no receive completion for that QP is added to its receive CQ
+//    any more: those of the receives it did take are in that CQ by then
+//    (poll it empty to have them all). Drain a QP of an SRQ this way before
+//    destroying it: a device may drop the completions a destroyed QP left
+//    in a CQ (mlx5 cleans them out), and their receives are then lost to
+//    the SRQ for good. Completions it does not drop are delivered with the
+//    destroyed QP's qp_num.
 //  - Destroy every QP using an SRQ before the SRQ; receives still posted
 //    when the SRQ is destroyed are dropped without completions (the caller
 //    owns their buffers again).

@@ -97,10 +97,13 @@ ShmDevice::ShmDevice(const ShmDeviceConfig& cfg) : cfg_(cfg) {
   caps_.fast_reg_qp_bound = cfg.qp_bound;
   caps_.remote_inv_qp_bound = cfg.qp_bound && cfg.fast_reg && cfg.inv_qp_check;
   if (!cfg.fast_reg) caps_.max_fast_reg_depth = 0;
+  caps_.max_srq_wr = kMaxSrqWr;
+  caps_.max_srq_sge = kMaxSge;
 }
 
 ShmDevice::~ShmDevice() {
   TERN_ASSERT(qps_.empty(), "device destroyed with %zu QPs alive", qps_.size());
+  TERN_ASSERT(srqs_ == 0, "device destroyed with %u SRQs alive", srqs_);
   if (listen_fd_ >= 0) {
     close(listen_fd_);
     unlink(cfg_.path.c_str());
@@ -124,11 +127,17 @@ Result<std::unique_ptr<Qp>> ShmDevice::create_qp(const QpInit& init) {
   auto* rcq = dynamic_cast<ShmCq*>(init.recv_cq);
   if (pd == nullptr || scq == nullptr || rcq == nullptr)
     return make_error(Errc::kInvalidArgument, "create_qp: pd, send_cq and recv_cq must come from an shm device");
-  if (init.sq_depth == 0 || init.sq_depth > caps_.max_qp_wr || init.rq_depth == 0 ||
-      init.rq_depth > caps_.max_qp_wr)
+  // With an SRQ the QP has no receive queue: rq_depth and max_recv_sge are
+  // not looked at (rdmadev.h), but the SRQ must be this device's, on this PD.
+  auto* srq = init.srq != nullptr ? dynamic_cast<ShmSrq*>(init.srq) : nullptr;
+  if (init.srq != nullptr && (srq == nullptr || srq->device() != this || srq->pd() != pd))
+    return make_error(Errc::kInvalidArgument, "create_qp: the SRQ must come from this shm device and the QP's PD");
+  const bool own_rq = srq == nullptr;
+  if (init.sq_depth == 0 || init.sq_depth > caps_.max_qp_wr ||
+      (own_rq && (init.rq_depth == 0 || init.rq_depth > caps_.max_qp_wr)))
     return make_error(Errc::kInvalidArgument, "create_qp: queue depths %u/%u not in [1, %u]", init.sq_depth,
                       init.rq_depth, caps_.max_qp_wr);
-  if (init.max_send_sge > kMaxSge || init.max_recv_sge > kMaxSge)
+  if (init.max_send_sge > kMaxSge || (own_rq && init.max_recv_sge > kMaxSge))
     return make_error(Errc::kInvalidArgument, "create_qp: at most %u SGEs per WR", kMaxSge);
   auto* qp = new ShmQp(this, pd, init, next_qpn_++);
   qps_.push_back(qp);
@@ -454,6 +463,7 @@ void ShmDevice::watch_established() {
 }
 
 bool ShmDevice::poll_cm(CmEvent* ev) {
+  sweep_idle();
   if (events_.empty()) {
     accept_new();
     read_hellos();

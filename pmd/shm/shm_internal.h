@@ -1,9 +1,12 @@
 // pmd/shm private classes. Control path: shm_device.cc (device, connection
 // management), shm_ctl.cc (socket messages), shm_mem.cc (PD, MR table).
-// Datapath: shm_qp.cc (post, execute, complete), shm_cq.cc. Wait mode:
-// shm_wait.cc (the device's epoll set, WAKE messages, arming).
+// Datapath: shm_qp.cc (post, execute, complete), shm_cq.cc, shm_srq.cc
+// (receive queues: a QP's own and the shared one). Wait mode: shm_wait.cc
+// (the device's epoll set, WAKE messages, arming). Memory an idle QP gives
+// back: shm_idle.cc.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -23,6 +26,13 @@ using namespace tern::rdma;
 
 class ShmDevice;
 class ShmQp;
+class ShmSrq;
+
+// Where a local SGE points, once its lkey has been checked: our own memory.
+struct LocalSpan {
+  uint8_t* p;
+  uint32_t len;
+};
 
 // ---------------------------------------------------------------- memory
 
@@ -60,6 +70,7 @@ class ShmPd final : public Pd {
   // the peer names.
   const MrEntry* lookup_remote(uint32_t rkey, uint64_t addr, uint64_t len, uint32_t need, uint32_t qpn) const;
   MrEntry* entry(uint32_t index) { return index < mrs_.size() ? &mrs_[index] : nullptr; }
+  ShmDevice* device() const { return dev_; }
   const mem::Segment& segment(uint32_t i) const { return segs_[i]; }
   uint32_t alloc_index();
   void free_index(uint32_t index);
@@ -125,6 +136,117 @@ class ShmCq final : public Cq {
   bool armed_ = false;       // arm() until the device's ack_wait()
 };
 
+// ---------------------------------------------------------------- receive queues (shm_srq.cc)
+
+// Posted receives, oldest first: a QP's own receive queue, or the one an SRQ
+// holds for all its QPs. Lkeys are checked at post time against the PD; a
+// receive that fails the check is kept with its status and fails the QP
+// whose message lands in it, as verbs reports a bad receive.
+class ShmRecvQueue {
+ public:
+  struct Entry {
+    uint64_t wr_id;
+    uint64_t capacity;  // bytes its SGEs hold
+    WcStatus status;    // kSuccess, or why a message cannot land in it
+    uint32_t num_sge;
+    LocalSpan* sge;     // num_sge spans, in sges_
+  };
+  // Storage for `depth` receives of up to max_sge SGEs each.
+  void init(uint32_t depth, uint32_t max_sge);
+  bool empty() const { return head_ == tail_; }
+  uint32_t size() const { return tail_ - head_; }
+  uint32_t depth() const { return depth_; }
+  // As Qp::post_recv (EAGAIN full, EINVAL malformed), checked against `pd`.
+  // Inline (below): posting receives is on every RPC's path.
+  inline int post(ShmPd* pd, const RecvWr* wrs, int n, int* err);
+  Entry& front() { return entries_[head_ % depth_]; }
+  void pop() { ++head_; }
+
+ private:
+  std::vector<Entry> entries_;
+  std::vector<LocalSpan> sges_;
+  uint32_t depth_ = 0, max_sge_ = 0;
+  uint32_t head_ = 0, tail_ = 0;  // free-running
+};
+
+inline int ShmRecvQueue::post(ShmPd* pd, const RecvWr* wrs, int n, int* err) {
+  *err = 0;
+  int i = 0;
+  for (; i < n; ++i) {
+    const RecvWr& wr = wrs[i];
+    if (tail_ - head_ >= depth_) {
+      *err = EAGAIN;
+      break;
+    }
+    if (wr.num_sge > max_sge_ || (wr.num_sge != 0 && wr.sg_list == nullptr)) {
+      *err = EINVAL;
+      break;
+    }
+    Entry& r = entries_[tail_ % depth_];
+    r.wr_id = wr.wr_id;
+    r.status = WcStatus::kSuccess;
+    r.num_sge = wr.num_sge;
+    r.capacity = 0;
+    for (uint32_t k = 0; k < wr.num_sge; ++k) {
+      const Sge& s = wr.sg_list[k];
+      const MrEntry* m = pd->lookup_local(s.lkey, s.addr, s.length, kAccessLocalWrite);
+      if (m == nullptr) {
+        r.status = WcStatus::kLocProtErr;  // reported when a message lands in it, as verbs do
+        r.sge[k] = {nullptr, 0};
+        continue;
+      }
+      r.sge[k] = {m->host + (s.addr - m->iova), s.length};
+      r.capacity += s.length;
+    }
+    ++tail_;
+  }
+  return i;
+}
+
+struct ShmSrqStats {
+  // posted: receives accepted; consumed: receives a message landed in (or
+  // that failed the QP it reached: a bad lkey); rnr_waits: times a SEND
+  // found the SRQ empty and waited; returned: receives a message that broke
+  // the rules was about to use, left in place for the other QPs.
+  Counter posted, consumed, rnr_waits, returned;
+};
+
+// A shared receive queue (rdmadev.h's Srq): one ShmRecvQueue that every QP
+// created with it takes its receives from, in post order whichever QP the
+// message arrives on. It belongs to the device's thread like everything else
+// there, so no locking; the QPs that use it are listed for the device's
+// bookkeeping only.
+class ShmSrq final : public Srq {
+ public:
+  ShmSrq(ShmDevice* dev, ShmPd* pd, uint32_t depth, uint32_t max_sge);
+  ~ShmSrq() override;
+  int post_recv(const RecvWr* wrs, int n, int* err) override;
+  uint32_t capacity() const override { return q_.depth(); }
+  uint32_t posted() const override { return q_.size(); }
+  StatsView stats() const override;
+
+  ShmDevice* device() const { return dev_; }
+  ShmPd* pd() const { return pd_; }
+  ShmRecvQueue& queue() { return q_; }
+  ShmSrqStats& st() { return st_; }
+  void attach(ShmQp* qp) { qps_.push_back(qp); }
+  void detach(ShmQp* qp);
+  // A SEND found the SRQ empty and waits: the next post must wake an armed
+  // host (wait mode), for no peer will ring again for that SEND.
+  void note_starved() {
+    starved_ = true;
+    st_.rnr_waits.add();
+  }
+
+ private:
+  ShmDevice* dev_;
+  ShmPd* pd_;
+  ShmRecvQueue q_;
+  std::vector<ShmQp*> qps_;
+  bool starved_ = false;
+  ShmSrqStats st_;
+};
+
 // ---------------------------------------------------------------- queue pair
 
 struct ShmQpStats {
@@ -132,7 +254,18 @@ struct ShmQpStats {
   Counter reg_mr, local_inv, remote_inv, rnr_waits, ring_full, cq_full, flushed;
   Counter protection_errors, corrupt_descs, protocol_errors;
   Counter wakes_sent, wakes_received;  // wait mode: WAKE messages
+  Counter sq_grows, idle_trims;        // memory: send queue array doublings, idle give-backs
 };
+
+// Memory per connection (shm_idle.cc, docs/shm-driver.md). A send queue
+// array starts this small and doubles on demand; a connected QP with nothing
+// outstanding and no activity for kIdleTrimNs gives its memory back: the
+// array shrinks to this again, and the slot pages of its outbound ring are
+// returned to the system (the peer's driver does the same with its own).
+// The device looks every kIdleSweepNs, from poll_cm and arm_wait.
+inline constexpr uint32_t kSqInitial = 16;
+inline constexpr uint64_t kIdleTrimNs = 1'000'000'000;
+inline constexpr uint64_t kIdleSweepNs = 250'000'000;
 
 class ShmQp final : public Qp {
  public:
@@ -178,36 +311,38 @@ class ShmQp final : public Qp {
   // in monotonic_ns(); 0 if none.
   uint64_t delay_deadline_ns() const;
 
+  // Control path (shm_idle.cc): called by the device's idle sweep. Notes
+  // activity, or gives memory back once the QP has been idle long enough.
+  void trim_if_idle(uint64_t now_ns);
+
  private:
+  // One send-queue WR, from post until its completion is retired. Kept
+  // small (~300 bytes): a busy QP holds as many as it has outstanding.
   struct SqEntry {
-    uint64_t wr_id;
-    WcOpcode opcode;
-    bool signaled;
-    bool remote;      // occupies a ring descriptor
-    bool issued;      // executed (local) or published (remote)
-    WcStatus status;  // kSuccess, or the error found at post/issue time
-    uint32_t byte_len;
-    uint32_t ring_index;
-    uint64_t issue_tick;
-    uint32_t cap_psn;   // kRdmaRead under pcap=: the request's PSN, for its response
-    uint32_t inv_rkey;  // kLocalInv
-    struct {
+    struct RegFields {
       uint32_t index, rkey, lkey, access;
       uint64_t addr, length;
-    } reg;               // kRegMr
-    uint32_t num_local;  // kRdmaRead: sink SGEs in `local`
-    struct Local {
-      uint8_t* p;
-      uint32_t len;
-    } local[kMaxSge];
-    ShmDesc desc;       // remote ops: what goes into the ring
-  };
-  struct RqEntry {
+    };
     uint64_t wr_id;
-    WcStatus status;
-    uint32_t num_sge;
-    uint64_t capacity;
-    std::vector<SqEntry::Local> sge;
+    uint64_t issue_tick;
+    uint32_t byte_len;
+    uint32_t ring_index;
+    uint32_t cap_psn;    // kRdmaRead under pcap=: the request's PSN, for its response
+    uint32_t num_local;  // kRdmaRead: sink SGEs (read_sink)
+    WcOpcode opcode;
+    WcStatus status;     // kSuccess, or the error found at post/issue time
+    bool signaled;
+    bool remote;         // occupies a ring descriptor
+    bool issued;         // executed (local) or published (remote)
+    union {
+      // Remote ops: what goes into the ring, our private copy. A READ
+      // publishes no SGEs (its SGEs are our sink, nobody else's business):
+      // its sge[] holds the sink list instead (read_sink), and only the
+      // header is copied into the ring (issue()).
+      ShmDesc desc;
+      RegFields reg;      // kRegMr
+      uint32_t inv_rkey;  // kLocalInv
+    };
   };
   struct PeerSeg {
     const uint8_t* base = nullptr;
@@ -215,6 +350,15 @@ class ShmQp final : public Qp {
   };
 
   WcStatus build_send_entry(const SendWr& wr, SqEntry* e);
+  // A READ's k-th sink SGE, kept in its descriptor's unpublished sge[].
+  static void set_read_sink(SqEntry* e, uint32_t k, uint8_t* p, uint32_t len) {
+    e->desc.sge[k] = ShmSge{0, len, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p))};
+  }
+  static LocalSpan read_sink(const SqEntry& e, uint32_t k) {
+    return {reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(e.desc.sge[k].offset)), e.desc.sge[k].length};
+  }
+  // The send queue array is full but the QP's depth allows more: double it.
+  void grow_sq();
   void issue();
   bool issue_local(SqEntry* e);
   void complete_sends();
@@ -281,14 +425,27 @@ class ShmQp final : public Qp {
   uint32_t in_cons_ = 0;
 
   // Send queue: [sq_head_, sq_next_) issued, [sq_next_, sq_tail_) waiting.
-  std::vector<SqEntry> sq_;
-  uint32_t sq_mask_ = 0, sq_head_ = 0, sq_next_ = 0, sq_tail_ = 0;
-  // Receive queue.
-  std::vector<RqEntry> rq_;
-  uint32_t rq_size_ = 0, rq_head_ = 0, rq_tail_ = 0;
+  // Entry i is sq_[i & sq_mask_]. The array starts at kSqInitial entries
+  // and doubles when a post finds it full (grow_sq), up to sq_depth rounded
+  // up to a power of two; an idle QP gives the rest back (trim_if_idle).
+  std::unique_ptr<SqEntry[]> sq_;
+  uint32_t sq_cap_ = 0, sq_mask_ = 0, sq_head_ = 0, sq_next_ = 0, sq_tail_ = 0;
+  // min(sq_cap_, sq_depth): post_send's one comparison per WR; at it the
+  // queue is either full (EAGAIN) or the array must grow.
+  uint32_t sq_limit_ = 0;
+  // Receives: our own queue (rq_), or the SRQ's (QpInit::srq; rq_ stays
+  // empty then). recv_ is the one inbound SENDs take from.
+  ShmRecvQueue rq_;
+  ShmSrq* srq_ = nullptr;
+  ShmRecvQueue* recv_ = nullptr;
 
   std::vector<PeerSeg> peer_segs_;
   std::vector<uint8_t> exported_;  // per PD segment: sent to the peer
+
+  // Idle trimming (shm_idle.cc): what the last sweep saw, and since when.
+  uint32_t seen_tail_ = 0, seen_prod_ = 0, seen_cons_ = 0;
+  uint64_t active_ns_ = 0;
+  bool trimmed_ = true;  // nothing to give back until something happens
 
   // Faults.
   int64_t fail_after_ = -1;
@@ -317,6 +474,10 @@ class ShmConnRequest final : public ConnRequest {
   uint64_t area_size;
   uint32_t peer_qpn;
 };
+
+// Receives one shared receive queue holds at most (caps().max_srq_wr): a
+// server's one pool for all its connections, so deeper than a QP's queue.
+inline constexpr uint32_t kMaxSrqWr = 1u << 16;
 
 struct ShmDeviceConfig {
   std::string path;
@@ -360,12 +521,16 @@ class ShmDevice final : public Device {
   Result<std::unique_ptr<Pd>> alloc_pd() override;
   Result<std::unique_ptr<Cq>> create_cq(uint32_t capacity) override;
   Result<std::unique_ptr<Qp>> create_qp(const QpInit& init) override;
+  Result<std::unique_ptr<Srq>> create_srq(Pd* pd, uint32_t depth, uint32_t max_sge) override;
   Status listen() override;
   Status connect(Qp* qp, std::span<const uint8_t> private_data) override;
   Status accept(ConnRequest* req, Qp* qp, std::span<const uint8_t> private_data) override;
   Status reject(ConnRequest* req, std::span<const uint8_t> private_data) override;
   Status disconnect(Qp* qp) override;
   bool poll_cm(CmEvent* ev) override;
+  // SRQs alive, for the destructor's check (shm_srq.cc keeps it).
+  void srq_made() { ++srqs_; }
+  void srq_gone() { --srqs_; }
   // Wait mode (shm_wait.cc).
   int wait_fd() override;
   Status arm_wait() override;
@@ -376,6 +541,8 @@ class ShmDevice final : public Device {
     if (armed_) self_wake();
   }
   void forget_qp(ShmQp* qp);
+  // Every kIdleSweepNs: lets idle QPs give memory back (shm_idle.cc).
+  void sweep_idle();
   const ShmDeviceConfig& config() const { return cfg_; }
   RocePcap* pcap() const { return pcap_.get(); }
   void set_pcap(std::unique_ptr<RocePcap> p) { pcap_ = std::move(p); }
@@ -400,6 +567,8 @@ class ShmDevice final : public Device {
   DeviceCaps caps_;
   int listen_fd_ = -1;
   uint32_t next_qpn_ = 1;
+  uint32_t srqs_ = 0;
+  uint64_t next_sweep_ns_ = 0;
   std::vector<ShmQp*> qps_;
   struct Pending {
     int fd;

@@ -41,18 +41,28 @@ ShmQp::ShmQp(ShmDevice* dev, ShmPd* pd, const QpInit& init, uint32_t qpn)
       init_(init),
       qpn_(qpn),
       pcap_(dev->pcap()) {
-  uint32_t sq = next_pow2(init.sq_depth);
-  sq_.resize(sq);
-  sq_mask_ = sq - 1;
-  rq_size_ = init.rq_depth;
-  rq_.resize(rq_size_);
-  for (auto& r : rq_) r.sge.resize(init.max_recv_sge);
+  // Small at first: most QPs never have many WRs outstanding (grow_sq).
+  sq_cap_ = std::min(kSqInitial, next_pow2(init.sq_depth));
+  sq_.reset(new SqEntry[sq_cap_]);
+  sq_mask_ = sq_cap_ - 1;
+  sq_limit_ = std::min(sq_cap_, init.sq_depth);
+  if (init.srq != nullptr) {
+    // rq_depth and max_recv_sge do not apply: receives are the SRQ's.
+    srq_ = static_cast<ShmSrq*>(init.srq);
+    srq_->attach(this);
+    recv_ = &srq_->queue();
+  } else {
+    rq_.init(init.rq_depth, init.max_recv_sge);
+    recv_ = &rq_;
+  }
   scq_->attach(this);
   if (rcq_ != scq_) rcq_->attach(this);
 }
 
 ShmQp::~ShmQp() {
   if (state_ == QpState::kRts) disconnect_gracefully();
+  // The SRQ's receives are left as they are, for its other QPs (rdmadev.h).
+  if (srq_ != nullptr) srq_->detach(this);
   scq_->detach(this);
   if (rcq_ != scq_) rcq_->detach(this);
   dev_->forget_qp(this);
@@ -71,7 +81,8 @@ StatsView ShmQp::stats() const {
           {"ring_full", &st_.ring_full},     {"cq_full", &st_.cq_full},
           {"flushed", &st_.flushed},         {"protection_errors", &st_.protection_errors},
           {"corrupt_descs", &st_.corrupt_descs}, {"wakes_sent", &st_.wakes_sent},
-          {"wakes_received", &st_.wakes_received}};
+          {"wakes_received", &st_.wakes_received}, {"sq_grows", &st_.sq_grows},
+          {"idle_trims", &st_.idle_trims}};
 }
 
 Status ShmQp::inject_fault(const Fault& f) {
@@ -136,7 +147,7 @@ WcStatus ShmQp::build_send_entry(const SendWr& wr, SqEntry* e) {
     if (m == nullptr) return WcStatus::kLocProtErr;
     uint8_t* p = m->host + (s.addr - m->iova);
     if (is_read) {
-      e->local[i] = {p, s.length};
+      set_read_sink(e, i, p, s.length);
     } else {
       d.sge[i] = ShmSge{m->seg, s.length, static_cast<uint64_t>(p - m->seg_base)};
     }
@@ -170,9 +181,12 @@ int ShmQp::post_send(const SendWr* wrs, int n, int* err) {
   int i = 0;
   for (; i < n; ++i) {
     const SendWr& wr = wrs[i];
-    if (sq_tail_ - sq_head_ >= init_.sq_depth) {
-      *err = EAGAIN;
-      break;
+    if (TERN_UNLIKELY(sq_tail_ - sq_head_ >= sq_limit_)) {
+      if (sq_tail_ - sq_head_ >= init_.sq_depth) {
+        *err = EAGAIN;
+        break;
+      }
+      grow_sq();
     }
     if (wr.num_sge > init_.max_send_sge || (wr.num_sge != 0 && wr.sg_list == nullptr) ||
         static_cast<uint8_t>(wr.opcode) > static_cast<uint8_t>(WrOpcode::kLocalInv)) {
@@ -191,37 +205,26 @@ int ShmQp::post_send(const SendWr* wrs, int n, int* err) {
   return i;
 }
 
+void ShmQp::grow_sq() {
+  // Rare (a QP's first bursts, or the first after an idle trim) and cheap
+  // next to what filled it: the outstanding entries move to their places
+  // under the new mask.
+  const uint32_t cap = sq_cap_ * 2;
+  std::unique_ptr<SqEntry[]> n(new SqEntry[cap]);
+  for (uint32_t i = sq_head_; i != sq_tail_; ++i) n[i & (cap - 1)] = sq_[i & sq_mask_];
+  sq_ = std::move(n);
+  sq_cap_ = cap;
+  sq_mask_ = cap - 1;
+  sq_limit_ = std::min(cap, init_.sq_depth);
+  st_.sq_grows.add();
+}
+
 int ShmQp::post_recv(const RecvWr* wrs, int n, int* err) {
-  *err = 0;
-  int i = 0;
-  for (; i < n; ++i) {
-    const RecvWr& wr = wrs[i];
-    if (rq_tail_ - rq_head_ >= init_.rq_depth) {
-      *err = EAGAIN;
-      break;
-    }
-    if (wr.num_sge > init_.max_recv_sge || (wr.num_sge != 0 && wr.sg_list == nullptr)) {
-      *err = EINVAL;
-      break;
-    }
-    RqEntry& r = rq_[rq_tail_ % rq_size_];
-    r.wr_id = wr.wr_id;
-    r.status = WcStatus::kSuccess;
-    r.num_sge = wr.num_sge;
-    r.capacity = 0;
-    for (uint32_t k = 0; k < wr.num_sge; ++k) {
-      const Sge& s = wr.sg_list[k];
-      const MrEntry* m = pd_->lookup_local(s.lkey, s.addr, s.length, kAccessLocalWrite);
-      if (m == nullptr) {
-        r.status = WcStatus::kLocProtErr;  // reported when a message lands in it, as verbs do
-        r.sge[k] = {nullptr, 0};
-        continue;
-      }
-      r.sge[k] = {m->host + (s.addr - m->iova), s.length};
-      r.capacity += s.length;
-    }
-    ++rq_tail_;
+  if (srq_ != nullptr) {
+    *err = EINVAL;  // rdmadev.h: a QP on an SRQ has no receive queue of its own
+    return 0;
   }
+  int i = rq_.post(pd_, wrs, n, err);
   // A SEND waiting for a receive (or a flush, in error) completes now.
   if (i > 0 && rcq_->armed()) dev_->self_wake();
   return i;
@@ -360,12 +363,13 @@ bool ShmQp::copy_read_response(SqEntry& e) {
   if (ps == nullptr) return false;
   const uint8_t* src = ps->base + off;
   for (uint32_t k = 0; k < e.num_local; ++k) {
-    std::memcpy(e.local[k].p, src, e.local[k].len);
-    src += e.local[k].len;
+    const LocalSpan sink = read_sink(e, k);
+    std::memcpy(sink.p, src, sink.len);
+    src += sink.len;
   }
   if (TERN_UNLIKELY(pcap_ != nullptr)) {
     RocePcap::Piece pieces[kMaxSge];
-    for (uint32_t k = 0; k < e.num_local; ++k) pieces[k] = {e.local[k].p, e.local[k].len};
+    for (uint32_t k = 0; k < e.num_local; ++k) pieces[k] = {read_sink(e, k).p, read_sink(e, k).len};
     pcap_->read_response(cap_flow(), RocePcap::Dir::kOut, e.cap_psn, {pieces, e.num_local});
   }
   return true;
@@ -419,11 +423,13 @@ void ShmQp::complete_sends() {
 }
 
 void ShmQp::flush_recvs() {
-  while (rq_head_ != rq_tail_) {
-    RqEntry& r = rq_[rq_head_ % rq_size_];
+  // Our own queue only: an SRQ's receives belong to its other QPs as well
+  // and stay posted (rq_ is empty on a QP of an SRQ).
+  while (!rq_.empty()) {
+    ShmRecvQueue::Entry& r = rq_.front();
     if (!push_wc(rcq_, Wc{r.wr_id, 0, 0, qpn_, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0})) return;
     st_.flushed.add();
-    ++rq_head_;
+    rq_.pop();
   }
 }
 
@@ -487,22 +493,40 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
   switch (d.op) {
     case kOpSend:
     case kOpSendInv: {
-      if (rq_head_ == rq_tail_) {
+      ShmRecvQueue& rq = *recv_;
+      if (rq.empty()) {
         st_.rnr_waits.add();  // receiver not ready: RC with infinite RNR retry waits
+        if (srq_ != nullptr) srq_->note_starved();
         return Exec::kWait;
       }
       if (rcq_->full()) {
         st_.cq_full.add();
         return Exec::kWait;
       }
-      RqEntry& r = rq_[rq_head_ % rq_size_];
-      if (r.status != WcStatus::kSuccess || d.length > r.capacity) {
-        WcStatus mine = r.status != WcStatus::kSuccess ? r.status : WcStatus::kLocLenErr;
-        rcq_->push(Wc{r.wr_id, 0, 0, qpn_, mine, WcOpcode::kRecv, 0, 0});
-        ++rq_head_;
-        reject_inbound(index, mine == WcStatus::kLocLenErr ? WcStatus::kRemInvReqErr : WcStatus::kRemOpErr,
-                       mine == WcStatus::kLocLenErr ? "message larger than the receive buffer"
-                                                    : "receive buffer has a bad lkey");
+      ShmRecvQueue::Entry& r = rq.front();
+      if (TERN_UNLIKELY(r.status != WcStatus::kSuccess || d.length > r.capacity)) {
+        if (r.status != WcStatus::kSuccess) {
+          // Our own bad receive (an lkey refused at post time): the QP whose
+          // message reaches it fails, as on verbs, SRQ or not.
+          rcq_->push(Wc{r.wr_id, 0, 0, qpn_, r.status, WcOpcode::kRecv, 0, 0});
+          rq.pop();
+          if (srq_ != nullptr) srq_->st().consumed.add();
+          reject_inbound(index, WcStatus::kRemOpErr, "receive buffer has a bad lkey");
+          return Exec::kFailed;
+        }
+        // The peer's message is too large. With our own queue the receive
+        // completes in error, as verbs does. A receive of an SRQ is left
+        // where it is, unwritten, for the next message on any of its QPs
+        // (rdmadev.h allows either): a peer that breaks the rules on its own
+        // connection must not use up a receive that another peer's message
+        // would have landed in. (The same below for a bad SEND_WITH_INV.)
+        if (srq_ == nullptr) {
+          rcq_->push(Wc{r.wr_id, 0, 0, qpn_, WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0});
+          rq.pop();
+        } else {
+          srq_->st().returned.add();
+        }
+        reject_inbound(index, WcStatus::kRemInvReqErr, "message larger than the receive buffer");
         return Exec::kFailed;
       }
       uint8_t flags = 0;
@@ -511,8 +535,12 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
         MrEntry* m = pd_->entry(rkey_index(d.key));
         if (m == nullptr || !m->in_use || !m->fast || !m->valid || m->key != rkey_key(d.key) ||
             (dev_->config().qp_bound && dev_->config().inv_qp_check && m->qpn != qpn_)) {
-          rcq_->push(Wc{r.wr_id, 0, 0, qpn_, WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0});
-          ++rq_head_;
+          if (srq_ == nullptr) {
+            rcq_->push(Wc{r.wr_id, 0, 0, qpn_, WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0});
+            rq.pop();
+          } else {
+            srq_->st().returned.add();
+          }
           st_.protection_errors.add();
           reject_inbound(index, WcStatus::kRemInvReqErr, "SEND_WITH_INV names no valid fast MR");
           return Exec::kFailed;
@@ -538,7 +566,8 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
         }
       }
       rcq_->push(Wc{r.wr_id, d.length, inv, qpn_, WcStatus::kSuccess, WcOpcode::kRecv, flags, 0});
-      ++rq_head_;
+      rq.pop();
+      if (srq_ != nullptr) srq_->st().consumed.add();
       if (TERN_UNLIKELY(pcap_ != nullptr)) capture_executed(d, src, nullptr);
       break;
     }

@@ -101,6 +101,7 @@ void ShmDevice::self_wake() {
 
 Status ShmDevice::arm_wait() {
   TERN_TRY(enable_wait());
+  sweep_idle();  // a host about to sleep may not call poll_cm for a while
   armed_ = true;
   if (!events_.empty()) self_wake();
   uint64_t at = 0;

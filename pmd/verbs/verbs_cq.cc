@@ -75,6 +75,15 @@ int VerbsCq::poll(Wc* wc, int max) {
     const bool inv_quirk = dev_->inv_flag_quirk();
     for (;;) {
       const uint64_t id = cq_->wr_id;
+      if (TERN_UNLIKELY(wr_id_is_srq(id))) {
+        if (srq_completion(id, &wc[n])) ++n;
+        if (n == max) break;
+        if (ibv_next_poll(cq_) != 0) {
+          if (dev_->next_poll_ends()) goto ended;  // see below
+          break;
+        }
+        continue;
+      }
       VerbsQp* qp = dev_->qp_at(wr_id_qp(id), wr_id_gen(id));
       const bool recv = wr_id_recv(id);
       const uint32_t seq = wr_id_seq(id);
@@ -131,8 +140,53 @@ int VerbsCq::poll(Wc* wc, int max) {
   return n;
 }
 
+// A receive of an SRQ: its slot gives the user's wr_id back, the CQE's
+// qp_num says which QP's message took it. The QP may have been destroyed
+// since (rxe leaves its completions in the CQ): the completion is still
+// delivered, for the receive has left the SRQ and its buffer is the
+// caller's again.
+bool VerbsCq::srq_completion(uint64_t id, Wc* w) {
+  VerbsSrq* srq = dev_->srq_at(wr_id_srq(id), wr_id_gen(id));
+  uint64_t user = 0;
+  if (srq == nullptr || !srq->take(wr_id_srq_slot(id), &user)) return false;  // a destroyed SRQ's
+  const uint32_t qpn = ibv_wc_read_qp_num(cq_);
+  VerbsQp* qp = dev_->qp_by_num(qpn);
+  if (qp != nullptr && qp->srq() != srq) qp = nullptr;  // not one of its QPs (a number reused since)
+  *w = Wc{};
+  w->wr_id = user;
+  w->opcode = WcOpcode::kRecv;
+  w->qp_num = qpn;
+  srq->st().completions.add();
+  if (qp != nullptr) qp->st().completions.add();
+  const WcStatus st = map_status(cq_->status);
+  w->status = st;
+  if (st == WcStatus::kSuccess) {
+    w->byte_len = ibv_wc_read_byte_len(cq_);
+    if (qp != nullptr && qp->state() == QpState::kConnecting && !qp->active) dev_->established_by_receive(qp);
+    unsigned f = ibv_wc_read_wc_flags(cq_);
+    if ((f & IBV_WC_WITH_INV) || (dev_->inv_flag_quirk() && (f & IBV_WC_IP_CSUM_OK))) {
+      w->flags = kWcWithInv;
+      w->invalidated_rkey = ibv_wc_read_invalidated_rkey(cq_);
+      if (qp != nullptr) qp->st().remote_inv.add();
+    }
+  } else {
+    srq->st().errors.add();
+    if (qp != nullptr) {
+      if (st == WcStatus::kWrFlushErr) qp->st().flushed.add();
+      else qp->st().errors.add();
+      qp->hw_error(st);
+    }
+  }
+  return true;
+}
+
 // QPs in error: WRs posted after the error (marked sw) complete here, in
-// order, once the hardware has flushed everything before them.
+// order, once the hardware has flushed everything before them. On a QP of an
+// SRQ the send queue's sw WRs also wait until the device has said it takes
+// no more receives for the QP (IBV_EVENT_QP_LAST_WQE_REACHED), or for the
+// grace: such a WR is a drain marker, and once its flush is polled no receive
+// completion of the QP may follow (rdmadev.h). Receive completions the
+// device made before that event are in the receive CQ already.
 int VerbsCq::poll_pending(Wc* wc, int max) {
   int n = 0;
   const uint64_t now = monotonic_ns();
@@ -146,6 +200,7 @@ int VerbsCq::poll_pending(Wc* wc, int max) {
       ShadowRing& r = recv ? qp->rq() : qp->sq();
       while (r.head != r.tail && n < max) {
         const ShadowRing::Entry& e = r.at(r.head);
+        if (e.sw && !recv && qp->srq() != nullptr && !qp->last_wqe_reached() && !grace_over) break;
         if (!e.sw) {
           if (!grace_over) break;  // the hardware's flush should come
           if (!recv && !e.signaled) {

@@ -187,6 +187,12 @@ Status VerbsDevice::init() {
   caps_.max_cqe = static_cast<uint32_t>(a.max_cqe);
   caps_.max_mr_size = a.max_mr_size;
   caps_.max_private_data = kMaxPrivateData;
+  // Shared receive queues, as deep as the device allows and the wr_id's slot
+  // field can name (verbs_internal.h).
+  if (a.max_srq > 0 && a.max_srq_wr > 0 && a.max_srq_sge > 0) {
+    caps_.max_srq_wr = std::min<uint32_t>(static_cast<uint32_t>(a.max_srq_wr), kMaxSrqWr);
+    caps_.max_srq_sge = static_cast<uint32_t>(a.max_srq_sge);
+  }
   max_rd_atom_ = static_cast<uint8_t>(std::min(a.max_qp_rd_atom, 255));
   max_init_rd_atom_ = static_cast<uint8_t>(std::min(a.max_qp_init_rd_atom, 255));
 
@@ -264,6 +270,8 @@ void VerbsDevice::attach_fast_reg() {
 VerbsDevice::~VerbsDevice() {
   TERN_ASSERT(std::all_of(qps_.begin(), qps_.end(), [](VerbsQp* q) { return q == nullptr; }),
               "verbs device destroyed with QPs alive");
+  TERN_ASSERT(std::all_of(srqs_.begin(), srqs_.end(), [](VerbsSrq* q) { return q == nullptr; }),
+              "verbs device destroyed with SRQs alive");
   if (cm_ctx_ != nullptr) async_unsubscribe(cm_ctx_, this);
   if (ctx_ != nullptr && ctx_ != cm_ctx_) async_unsubscribe(ctx_, this);
   for (rdma_cm_id* id : parked_ids_) rdma_destroy_id(id);
@@ -309,11 +317,18 @@ Result<std::unique_ptr<Qp>> VerbsDevice::create_qp(const QpInit& in) {
   auto* rcq = dynamic_cast<VerbsCq*>(in.recv_cq);
   if (pd == nullptr || scq == nullptr || rcq == nullptr || pd->device() != this)
     return make_error(Errc::kInvalidArgument, "create_qp: pd, send_cq and recv_cq must come from this verbs device");
-  if (in.sq_depth == 0 || in.sq_depth > caps_.max_qp_wr || in.rq_depth == 0 || in.rq_depth > caps_.max_qp_wr)
+  // With an SRQ there is no receive queue: rq_depth and max_recv_sge are not
+  // looked at (rdmadev.h). The SRQ must be this device's and on the QP's PD.
+  auto* srq = in.srq != nullptr ? dynamic_cast<VerbsSrq*>(in.srq) : nullptr;
+  if (in.srq != nullptr && (srq == nullptr || srq_at(srq->index(), srq->gen()) != srq || srq->pd() != pd))
+    return make_error(Errc::kInvalidArgument, "create_qp: the SRQ must come from this verbs device and the QP's PD");
+  const bool own_rq = srq == nullptr;
+  if (in.sq_depth == 0 || in.sq_depth > caps_.max_qp_wr ||
+      (own_rq && (in.rq_depth == 0 || in.rq_depth > caps_.max_qp_wr)))
     return make_error(Errc::kInvalidArgument, "create_qp: queue depths %u/%u not in [1, %u]", in.sq_depth,
                       in.rq_depth, caps_.max_qp_wr);
-  if (in.max_send_sge == 0 || in.max_send_sge > caps_.max_send_sge || in.max_recv_sge == 0 ||
-      in.max_recv_sge > caps_.max_recv_sge)
+  if (in.max_send_sge == 0 || in.max_send_sge > caps_.max_send_sge ||
+      (own_rq && (in.max_recv_sge == 0 || in.max_recv_sge > caps_.max_recv_sge)))
     return make_error(Errc::kInvalidArgument, "create_qp: SGEs %u/%u not in [1, %u/%u]", in.max_send_sge,
                       in.max_recv_sge, caps_.max_send_sge, caps_.max_recv_sge);
   if (removed_) return make_error(Errc::kDisconnected, "verbs: %s was removed", caps_.name.c_str());
@@ -329,9 +344,10 @@ Result<std::unique_ptr<Qp>> VerbsDevice::create_qp(const QpInit& in) {
   qa.send_cq = scq->ibv();
   qa.recv_cq = rcq->ibv();
   qa.cap.max_send_wr = in.sq_depth;
-  qa.cap.max_recv_wr = in.rq_depth;
+  qa.cap.max_recv_wr = own_rq ? in.rq_depth : 0;
   qa.cap.max_send_sge = in.max_send_sge;
-  qa.cap.max_recv_sge = in.max_recv_sge;
+  qa.cap.max_recv_sge = own_rq ? in.max_recv_sge : 0;
+  qa.srq = own_rq ? nullptr : srq->ibv();
   qa.sq_sig_all = 0;
   qa.pd = pd->pd();
   qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
@@ -341,8 +357,9 @@ Result<std::unique_ptr<Qp>> VerbsDevice::create_qp(const QpInit& in) {
   if (caps_.remote_invalidation) qa.send_ops_flags |= IBV_QP_EX_WITH_SEND_WITH_INV;
   ibv_qp* qp = fr_ != nullptr ? fr_->create_qp(&qa) : ibv_create_qp_ex(ctx_, &qa);
   if (qp == nullptr)
-    return make_sys_error(Errc::kNoResources, errno, "verbs: ibv_create_qp_ex(sq %u, rq %u, sge %u/%u) on %s",
-                          in.sq_depth, in.rq_depth, in.max_send_sge, in.max_recv_sge, caps_.name.c_str());
+    return make_sys_error(Errc::kNoResources, errno, "verbs: ibv_create_qp_ex(sq %u, rq %u, sge %u/%u%s) on %s",
+                          in.sq_depth, own_rq ? in.rq_depth : 0, in.max_send_sge, own_rq ? in.max_recv_sge : 0,
+                          own_rq ? "" : ", srq", caps_.name.c_str());
   // INIT now, so that receives may be posted before connecting (rdmadev.h).
   // RoCE and IB both use pkey index 0 for rdma_cm's default pkey.
   ibv_qp_attr at;
@@ -363,11 +380,13 @@ Result<std::unique_ptr<Qp>> VerbsDevice::create_qp(const QpInit& in) {
   uint16_t gen = ++gens_[index];
   auto* q = new VerbsQp(this, pd, scq, rcq, in, qp, index, gen);
   qps_[index] = q;
+  by_num_[qp->qp_num] = q;
   return std::unique_ptr<Qp>(q);
 }
 
 void VerbsDevice::forget_qp(VerbsQp* qp) {
   if (qp->index() < qps_.size() && qps_[qp->index()] == qp) qps_[qp->index()] = nullptr;
+  if (auto it = by_num_.find(qp->qp_num()); it != by_num_.end() && it->second == qp) by_num_.erase(it);
   errored_.erase(std::remove(errored_.begin(), errored_.end(), qp), errored_.end());
   // Events already queued for it must not hand out a dangling pointer.
   for (auto it = events_.begin(); it != events_.end();) {

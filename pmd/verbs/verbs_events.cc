@@ -132,7 +132,8 @@ StatsView VerbsDevice::stats() const {
           {"port_active", &dst_.port_active},   {"device_fatal", &dst_.device_fatal},
           {"qp_fatal", &dst_.qp_fatal},         {"qp_req_err", &dst_.qp_req_err},
           {"qp_access_err", &dst_.qp_access_err}, {"comm_est", &dst_.comm_est},
-          {"addr_change", &dst_.addr_change},   {"other_events", &dst_.other_events}};
+          {"addr_change", &dst_.addr_change},   {"last_wqe_reached", &dst_.last_wqe_reached},
+          {"other_events", &dst_.other_events}};
 }
 
 void VerbsDevice::poll_async() {
@@ -141,12 +142,6 @@ void VerbsDevice::poll_async() {
   // A FastRegProvider's own context holds the QPs: their events come there.
   if (ctx_ != cm_ctx_) async_drain(ctx_, this, &evs);
   for (const AsyncEvent& e : evs) handle_async(e);
-}
-
-VerbsQp* VerbsDevice::qp_by_num(uint32_t qp_num) const {
-  for (VerbsQp* q : qps_)
-    if (q != nullptr && q->qp_num() == qp_num) return q;
-  return nullptr;
 }
 
 Status VerbsDevice::check_port(const char* what) {
@@ -225,6 +220,15 @@ void VerbsDevice::handle_async(const AsyncEvent& e) {
       if (VerbsQp* qp = qp_by_num(e.qp_num)) {
         dst_.comm_est.add();
         if (qp->state() == QpState::kConnecting && qp->cm_id() != nullptr) (void)rdma_notify(qp->cm_id(), e.type);
+      }
+      return;
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+      // A QP of an SRQ in error will take no more receives from it, and the
+      // completions of those it took are in its CQ: its drain markers'
+      // flushes may be delivered now (rdmadev.h's drain rule, verbs_cq.cc).
+      if (VerbsQp* qp = qp_by_num(e.qp_num)) {
+        dst_.last_wqe_reached.add();
+        qp->note_last_wqe_reached();
       }
       return;
     case IBV_EVENT_SQ_DRAINED:

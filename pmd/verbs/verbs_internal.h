@@ -5,6 +5,7 @@
 //   verbs_device.cc  opening (by device name or by address), caps, object creation
 //   verbs_mem.cc     PD, long-lived MRs, FastMr = type-2 memory window (and its REG_MR builder)
 //   verbs_qp.cc      QP state and posting: receives, the legacy ibv_post_send path, flushes
+//   verbs_srq.cc     shared receive queues: ibv_create_srq, posting, their completions
 //   verbs_wr_api.cc  posting a chain through the ibv_wr_* builder (one doorbell per chain)
 //   verbs_cq.cc      extended-CQ polling and translation to tern Wc
 //   verbs_cm.cc      rdma_cm: listen/connect/accept/reject/disconnect, events
@@ -20,6 +21,11 @@
 // The CQ maps it back through the device's QP table in O(1), which also makes
 // completions of a destroyed QP (rxe leaves them in the CQ) harmless.
 //
+// A receive posted to a shared receive queue belongs to no QP until a message
+// takes it, so its wr_id names the SRQ instead: qp index kSrqQpIndex, the
+// SRQ's generation, and [srq index:12][slot:20] in place of the sequence. The
+// completion's qp_num says which QP it was.
+//
 // Drivers built on pmd/verbs (pmd/mlx5) include this header too; what they
 // may replace is in verbs_hooks.h.
 #pragma once
@@ -32,6 +38,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/clock.h"
@@ -58,7 +65,18 @@ inline constexpr uint16_t wr_id_gen(uint64_t id) { return static_cast<uint16_t>(
 inline constexpr uint32_t wr_id_qp(uint64_t id) { return static_cast<uint32_t>(id >> 33) & 0x7fff; }
 inline constexpr bool wr_id_recv(uint64_t id) { return (id >> 32) & 1; }
 inline constexpr uint32_t wr_id_seq(uint64_t id) { return static_cast<uint32_t>(id); }
-inline constexpr uint32_t kMaxQpsPerDevice = 0x8000;
+// QP index 0x7fff marks an SRQ receive (above), so a device has one QP less.
+inline constexpr uint32_t kSrqQpIndex = 0x7fff;
+inline constexpr uint32_t kMaxQpsPerDevice = kSrqQpIndex;
+inline constexpr uint32_t kSrqSlotBits = 20;
+inline constexpr uint32_t kMaxSrqsPerDevice = 1u << (32 - kSrqSlotBits);
+inline constexpr uint32_t kMaxSrqWr = 1u << kSrqSlotBits;
+inline constexpr uint64_t encode_srq_wr_id(uint16_t gen, uint32_t srq_index, uint32_t slot) {
+  return encode_wr_id(gen, kSrqQpIndex, true, (srq_index << kSrqSlotBits) | slot);
+}
+inline constexpr bool wr_id_is_srq(uint64_t id) { return wr_id_recv(id) && wr_id_qp(id) == kSrqQpIndex; }
+inline constexpr uint32_t wr_id_srq(uint64_t id) { return wr_id_seq(id) >> kSrqSlotBits; }
+inline constexpr uint32_t wr_id_srq_slot(uint64_t id) { return wr_id_seq(id) & (kMaxSrqWr - 1); }
 
 // ---------------------------------------------------------------- private data
 
@@ -176,12 +194,66 @@ class VerbsCq final : public Cq {
 
  private:
   int poll_pending(Wc* wc, int max);
+  // Translates the current CQE, a receive of an SRQ; false to drop it.
+  bool srq_completion(uint64_t id, Wc* w);
 
   VerbsDevice* dev_;
   ibv_cq_ex* cq_;
   uint32_t cap_;
   std::vector<VerbsQp*> pending_;
   uint32_t unacked_events_ = 0;
+};
+
+// ---------------------------------------------------------------- shared receive queue
+
+struct VerbsSrqStats {
+  Counter posted, completions, errors, full, doorbells;
+};
+
+// ibv_srq with a slot table for its receives' wr_ids. Messages on different
+// QPs take receives in post order, but their completions may be polled from
+// different CQs in any order, so slots are freed one by one (a free list),
+// not retired in order as a QP's shadow ring is.
+class VerbsSrq final : public Srq {
+ public:
+  VerbsSrq(VerbsDevice* dev, VerbsPd* pd, ibv_srq* srq, uint32_t depth, uint32_t max_sge, uint32_t index,
+           uint16_t gen);
+  ~VerbsSrq() override;
+  int post_recv(const RecvWr* wrs, int n, int* err) override;
+  uint32_t capacity() const override { return depth_; }
+  uint32_t posted() const override { return depth_ - static_cast<uint32_t>(free_.size()); }
+  StatsView stats() const override;
+
+  ibv_srq* ibv() const { return srq_; }
+  VerbsPd* pd() const { return pd_; }
+  uint16_t gen() const { return gen_; }
+  uint32_t index() const { return index_; }
+  // A completion named `slot`: the user's wr_id, and the slot is free again.
+  // False when the slot holds no receive (a stale or foreign completion).
+  bool take(uint32_t slot, uint64_t* wr_id) {
+    if (slot >= depth_ || !busy_[slot]) return false;
+    busy_[slot] = 0;
+    *wr_id = wr_ids_[slot];
+    free_.push_back(slot);
+    return true;
+  }
+  VerbsSrqStats& st() { return st_; }
+  // QPs created with it (rdmadev.h: they go first).
+  void attach() { ++qps_; }
+  void detach() { --qps_; }
+
+ private:
+  VerbsDevice* dev_;
+  VerbsPd* pd_;
+  ibv_srq* srq_;
+  uint32_t qps_ = 0;
+  uint32_t depth_, max_sge_, index_;
+  uint16_t gen_;
+  std::vector<uint64_t> wr_ids_;  // per slot
+  std::vector<uint8_t> busy_;     // per slot: posted, not yet completed
+  std::vector<uint32_t> free_;    // free slots, the next one at the back
+  std::vector<ibv_recv_wr> rwr_;  // scratch for a post_recv chain
+  VerbsSrqStats st_;
 };
 
 // ---------------------------------------------------------------- queue pair
@@ -256,6 +328,15 @@ class VerbsQp final : public Qp {
   // A completion with an error status: the QP is in error now (verbs semantics).
   void hw_error(WcStatus why);
   uint64_t error_since() const { return error_since_; }
+  // QpInit::srq, or nullptr. A QP of an SRQ has no receive queue (rq() is
+  // empty) and, once in error, holds back its send-queue flushes of WRs
+  // posted after the error (drain markers) until the device says it will
+  // take no more receives from the SRQ for it (IBV_EVENT_QP_LAST_WQE_REACHED,
+  // verbs_events.cc) or the flush grace is over (verbs_cq.cc): rdmadev.h's
+  // drain rule.
+  VerbsSrq* srq() const { return srq_; }
+  bool last_wqe_reached() const { return last_wqe_reached_; }
+  void note_last_wqe_reached() { last_wqe_reached_ = true; }
 
   // Control path (verbs_cm.cc).
   ibv_qp* ibv() const { return qp_; }
@@ -292,6 +373,8 @@ class VerbsQp final : public Qp {
   uint16_t gen_;
   QpState state_ = QpState::kInit;
   uint64_t error_since_ = 0;
+  VerbsSrq* srq_ = nullptr;
+  bool last_wqe_reached_ = false;
   rdma_cm_id* cm_id_ = nullptr;
   std::vector<uint8_t> peer_private_, my_private_;
   ShadowRing sq_, rq_;
@@ -334,7 +417,7 @@ bool async_inbox_pending(ibv_context* ctx, VerbsDevice* dev);
 
 struct VerbsDeviceStats {
   Counter async_events, port_err, port_active, device_fatal, qp_fatal, qp_req_err, qp_access_err, comm_est,
-      addr_change, other_events;
+      addr_change, last_wqe_reached, other_events;
 };
 
 // ---------------------------------------------------------------- connections
@@ -379,6 +462,7 @@ class VerbsDevice final : public Device {
   Result<std::unique_ptr<Pd>> alloc_pd() override;
   Result<std::unique_ptr<Cq>> create_cq(uint32_t capacity) override;
   Result<std::unique_ptr<Qp>> create_qp(const QpInit& init) override;
+  Result<std::unique_ptr<Srq>> create_srq(Pd* pd, uint32_t depth, uint32_t max_sge) override;
   Status listen() override;
   Status connect(Qp* qp, std::span<const uint8_t> private_data) override;
   Status accept(ConnRequest* req, Qp* qp, std::span<const uint8_t> private_data) override;
@@ -427,6 +511,18 @@ class VerbsDevice final : public Device {
     return q != nullptr && q->gen() == gen ? q : nullptr;
   }
   void forget_qp(VerbsQp* qp);
+  VerbsSrq* srq_at(uint32_t index, uint16_t gen) const {
+    if (index >= srqs_.size()) return nullptr;
+    VerbsSrq* s = srqs_[index];
+    return s != nullptr && s->gen() == gen ? s : nullptr;
+  }
+  void forget_srq(VerbsSrq* srq);
+  // This device's QP with that number, or nullptr (destroyed, or another
+  // device's on a shared context). O(1): SRQ receive completions need it.
+  VerbsQp* qp_by_num(uint32_t qp_num) const {
+    auto it = by_num_.find(qp_num);
+    return it == by_num_.end() ? nullptr : it->second;
+  }
   void queue_event(CmEvent ev) {
     events_.push_back(std::move(ev));
     if (armed_) self_wake();
@@ -459,7 +555,6 @@ class VerbsDevice final : public Device {
   void poll_async();
   void handle_async(const AsyncEvent& e);
   void qp_async_error(VerbsQp* qp, ibv_event_type t);
-  VerbsQp* qp_by_num(uint32_t qp_num) const;
   // kDisconnected when the port is down or the device gone (connect, listen).
   Status check_port(const char* what);
   // ack_timeout=N: applied to an id before its QP goes to RTS.
@@ -490,6 +585,9 @@ class VerbsDevice final : public Device {
   rdma_cm_id* listen_id_ = nullptr;
   std::vector<VerbsQp*> qps_;      // by index; nullptr = free
   std::vector<uint16_t> gens_;     // per index, bumped on reuse
+  std::unordered_map<uint32_t, VerbsQp*> by_num_;  // the same QPs by qp_num
+  std::vector<VerbsSrq*> srqs_;    // by index; nullptr = free
+  std::vector<uint16_t> srq_gens_;
   std::vector<VerbsQp*> errored_;  // QPs whose CQ saw an error, for poll_cm
   std::vector<std::unique_ptr<VerbsConnRequest>> requests_;
   std::vector<rdma_cm_id*> parked_ids_;

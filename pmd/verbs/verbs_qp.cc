@@ -30,10 +30,13 @@ void ShadowRing::init(uint32_t d) {
 VerbsQp::VerbsQp(VerbsDevice* dev, VerbsPd* pd, VerbsCq* scq, VerbsCq* rcq, const QpInit& init, ibv_qp* qp,
                  uint32_t index, uint16_t gen)
     : dev_(dev), pd_(pd), scq_(scq), rcq_(rcq), init_(init), qp_(qp), qpx_(ibv_qp_to_qp_ex(qp)), index_(index),
-      gen_(gen) {
+      gen_(gen), srq_(static_cast<VerbsSrq*>(init.srq)) {
   sq_.init(init.sq_depth);
-  rq_.init(init.rq_depth);
-  rwr_.resize(init.rq_depth);
+  // A QP of an SRQ has no receive queue: an empty ring (always full) that
+  // post_recv never reaches.
+  rq_.init(srq_ != nullptr ? 0 : init.rq_depth);
+  rwr_.resize(srq_ != nullptr ? 0 : init.rq_depth);
+  if (srq_ != nullptr) srq_->attach();
   swr_.resize(init.sq_depth);
   const DeviceCaps& c = dev->caps();
   if (FastRegProvider* fr = dev->fast_reg_provider()) {
@@ -74,6 +77,7 @@ VerbsQp::~VerbsQp() {
   dev_->forget_qp(this);
   if (int rc = ibv_destroy_qp(qp_); rc != 0)
     TERN_LOG(kWarn, "verbs", "ibv_destroy_qp(%u): %s", qp_->qp_num, std::strerror(rc));
+  if (srq_ != nullptr) srq_->detach();  // the SRQ's receives stay posted, for its other QPs
 }
 
 StatsView VerbsQp::stats() const {
@@ -254,6 +258,10 @@ int VerbsQp::post_send_legacy(const SendWr* wrs, int n, int* err) {
 int VerbsQp::post_recv(const RecvWr* wrs, int n, int* err) {
   st_.post_calls.add();
   *err = 0;
+  if (srq_ != nullptr) {
+    *err = EINVAL;  // rdmadev.h: receives go to the SRQ
+    return 0;
+  }
   if (state_ == QpState::kError) return flush_recvs(wrs, n, err);
   const uint32_t start = rq_.tail;
   int i = 0;

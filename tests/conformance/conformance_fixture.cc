@@ -190,6 +190,7 @@ Side::~Side() {
   // Explicit order: QPs, CQs, MRs, PD, device, then the memory under them.
   extra_qps.clear();
   qp.reset();
+  srq.reset();
   send_cq.reset();
   recv_cq.reset();
   fast_mrs.clear();

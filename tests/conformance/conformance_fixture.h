@@ -112,6 +112,7 @@ struct Side {
   std::vector<std::unique_ptr<Mr>> mrs;
   std::vector<std::unique_ptr<FastMr>> fast_mrs;
   std::unique_ptr<Cq> send_cq, recv_cq;
+  std::unique_ptr<Srq> srq;                    // made by tests; destroyed after the QPs
   std::unique_ptr<Qp> qp;
   std::vector<std::unique_ptr<Qp>> extra_qps;  // made by tests; destroyed before qp
 

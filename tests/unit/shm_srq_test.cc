@@ -1,0 +1,301 @@
+// pmd/shm's shared receive queue against a hostile peer: a server's QPs on
+// one SRQ, one connected to a well-behaved client (the real driver), the
+// others each to a hand-made client (tests/fuzz/shm_peer.h) that writes one
+// descriptor the server must refuse. Whatever it writes, its connection
+// alone fails: the SRQ's receives stay posted, nothing is written into
+// them, no completion appears, and the good client's messages then land in
+// them, oldest first.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+
+#include "../fuzz/shm_peer.h"
+#include "base/log.h"
+#include "mem/arena.h"
+#include "rdmadev/rdmadev.h"
+#include "shm/shm_layout.h"
+
+namespace tern::shm {
+namespace {
+
+using namespace tern::rdma;
+
+constexpr uint32_t kSlots = 16;            // the hostile client's rings
+constexpr uint32_t kRecvs = 4;
+constexpr size_t kRecvLen = 256;
+constexpr size_t kSegLen = 64 << 10;       // the hostile client's exported memory
+constexpr uint8_t kUntouched = 0xEE;
+
+uint64_t counter(const StatsView& v, const char* name) {
+  for (const StatEntry& e : v)
+    if (std::strcmp(e.name, name) == 0) return e.counter->get();
+  ADD_FAILURE() << "no counter " << name;
+  return 0;
+}
+
+// One end of a connection made with the real driver.
+struct End {
+  std::unique_ptr<mem::Arena> arena;
+  std::unique_ptr<Device> dev;
+  std::unique_ptr<Pd> pd;
+  std::unique_ptr<Mr> mr;
+  std::unique_ptr<Cq> scq, rcq;
+  std::unique_ptr<Srq> srq;
+  std::vector<std::unique_ptr<Qp>> qps;
+  ~End() {
+    qps.clear();
+    srq.reset();
+    scq.reset();
+    rcq.reset();
+    mr.reset();
+    pd.reset();
+    dev.reset();
+  }
+  void open(const std::string& spec, const char* name) {
+    arena = std::move(mem::Arena::create({.size = 1u << 20, .huge = mem::HugePages::kNever, .name = name})).value();
+    auto d = open_device(spec);
+    ASSERT_TRUE(d) << d.status().to_string();
+    dev = std::move(d).value();
+    pd = std::move(dev->alloc_pd()).value();
+    mr = std::move(pd->reg_mr(arena->base(), arena->size(), kAccessLocalWrite)).value();
+    scq = std::move(dev->create_cq(256)).value();
+    rcq = std::move(dev->create_cq(256)).value();
+  }
+  uint8_t* base() const { return static_cast<uint8_t*>(arena->base()); }
+  QpInit qp_init() const {
+    QpInit in;
+    in.pd = pd.get(), in.send_cq = scq.get(), in.recv_cq = rcq.get();
+    in.sq_depth = 32, in.rq_depth = 32, in.max_send_sge = 2, in.max_recv_sge = 1;
+    in.srq = srq.get();
+    return in;
+  }
+};
+
+// A client written by hand: its own connection area, hello and segment.
+struct Hostile {
+  int sock = -1;
+  int area_fd = -1;
+  uint8_t* area = nullptr;
+  uint32_t prod = 0;
+  ~Hostile() {
+    if (area != nullptr) munmap(area, area_size(kSlots));
+    if (area_fd >= 0) close(area_fd);
+    if (sock >= 0) close(sock);
+  }
+  ShmDesc* slots() { return reinterpret_cast<ShmDesc*>(area + kSlotsOffset); }
+  ShmRing* ring() { return reinterpret_cast<ShmRing*>(area + kRingOffset); }
+  void publish(const ShmDesc& d) {
+    std::memcpy(&slots()[prod % kSlots], &d, sizeof d);
+    ring()->prod.store(++prod, std::memory_order_release);
+  }
+};
+
+class ShmSrqPeerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    set_log_level(LogLevel::kError);  // each refused descriptor is logged at info
+    path_ = "/tmp/tern-srq-unit-" + std::to_string(getpid()) + ".sock";
+    unlink(path_.c_str());
+    server_.open("shm:path=" + path_, "tern-srq-server");
+    ASSERT_FALSE(HasFatalFailure());
+    ASSERT_TRUE(server_.dev->listen().is_ok());
+    auto s = server_.dev->create_srq(server_.pd.get(), 8, 1);
+    ASSERT_TRUE(s) << s.status().to_string();
+    server_.srq = std::move(s).value();
+    client_.open("shm:path=" + path_, "tern-srq-client");
+    ASSERT_FALSE(HasFatalFailure());
+    client_.qps.push_back(std::move(client_.dev->create_qp(client_.qp_init())).value());
+    ASSERT_TRUE(client_.dev->connect(client_.qps[0].get(), {}).is_ok());
+    good_ = accept_next();
+    ASSERT_NE(good_, nullptr);
+    ASSERT_TRUE(wait_for([&] { return client_.qps[0]->state() == QpState::kRts; }, "the good client connected"));
+
+    std::memset(server_.base(), kUntouched, kRecvs * kRecvLen);
+    std::vector<Sge> sg(kRecvs);
+    std::vector<RecvWr> w(kRecvs);
+    for (uint32_t k = 0; k < kRecvs; ++k) {
+      sg[k] = Sge{reinterpret_cast<uint64_t>(server_.base() + k * kRecvLen), kRecvLen, server_.mr->lkey()};
+      w[k] = RecvWr{100 + k, &sg[k], 1};
+    }
+    int err = 0;
+    ASSERT_EQ(server_.srq->post_recv(w.data(), kRecvs, &err), static_cast<int>(kRecvs));
+  }
+  void TearDown() override {
+    server_.qps.clear();
+    client_.qps.clear();
+    unlink(path_.c_str());
+  }
+
+  // Polls everything (both CQs of both real ends, both CMs) until pred().
+  bool wait_for(const std::function<bool()>& pred, const char* what) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < end) {
+      poll_all();
+      if (pred()) return true;
+    }
+    ADD_FAILURE() << "timed out waiting for " << what;
+    return false;
+  }
+  void poll_all() {
+    Wc wc[16];
+    for (End* e : {&server_, &client_}) {
+      int n = e->rcq->poll(wc, 16);
+      for (int i = 0; i < n; ++i) (e == &server_ ? server_recv_ : client_recv_).push_back(wc[i]);
+      n = e->scq->poll(wc, 16);
+      for (int i = 0; i < n; ++i) (e == &server_ ? server_send_ : client_send_).push_back(wc[i]);
+      CmEvent ev;
+      while (e->dev->poll_cm(&ev)) (e == &server_ ? server_cm_ : client_cm_).push_back(std::move(ev));
+    }
+  }
+  // Accepts the next connection request on a new server QP of the SRQ.
+  Qp* accept_next() {
+    ConnRequest* req = nullptr;
+    if (!wait_for(
+            [&] {
+              for (auto it = server_cm_.begin(); it != server_cm_.end(); ++it)
+                if (it->type == CmEventType::kConnectRequest) {
+                  req = it->request;
+                  server_cm_.erase(it);
+                  return true;
+                }
+              return false;
+            },
+            "a connect request"))
+      return nullptr;
+    auto q = server_.dev->create_qp(server_.qp_init());
+    EXPECT_TRUE(q) << q.status().to_string();
+    if (!q) return nullptr;
+    server_.qps.push_back(std::move(q).value());
+    Qp* qp = server_.qps.back().get();
+    EXPECT_TRUE(server_.dev->accept(req, qp, {}).is_ok());
+    return qp;
+  }
+  // A hand-made client, connected, its 64 KiB segment 0 exported.
+  std::unique_ptr<Hostile> connect_hostile(Qp** server_qp) {
+    auto h = std::make_unique<Hostile>();
+    h->sock = fuzz::connect_client(path_);
+    EXPECT_GE(h->sock, 0);
+    size_t len = area_size(kSlots);
+    h->area_fd = fuzz::make_memfd(len, fuzz::kGoodSeals, 0);
+    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, h->area_fd, 0);
+    EXPECT_NE(p, MAP_FAILED);
+    h->area = static_cast<uint8_t*>(p);
+    fuzz::init_area(h->area, kSlots);
+    ShmMsg m = fuzz::hello_msg(kSlots);
+    fuzz::send_raw(h->sock, &m, sizeof m, &h->area_fd, 1);
+    *server_qp = accept_next();
+    int seg = fuzz::make_memfd(kSegLen, fuzz::kGoodSeals, 0xAB);
+    ShmMsg s;
+    std::memset(&s, 0, sizeof s);
+    s.magic = kAreaMagic;
+    s.version = kLayoutVersion;
+    s.type = kMsgSegment;
+    s.seg_index = 0;
+    s.seg_length = kSegLen;
+    fuzz::send_raw(h->sock, &s, sizeof s, &seg, 1);
+    close(seg);
+    return h;
+  }
+  static ShmDesc send_desc(uint32_t index, uint32_t len) {
+    ShmDesc d;
+    std::memset(&d, 0, sizeof d);
+    d.index = index;
+    d.op = kOpSend;
+    d.num_sge = 1;
+    d.length = len;
+    d.sge[0] = ShmSge{0, len, 0};
+    return d;
+  }
+
+  std::string path_;
+  End server_, client_;
+  Qp* good_ = nullptr;
+  std::vector<Wc> server_recv_, server_send_, client_recv_, client_send_;
+  std::vector<CmEvent> server_cm_, client_cm_;
+};
+
+struct Case {
+  const char* what;
+  std::function<void(ShmDesc&)> make;  // from a valid 64-byte SEND at index 0
+  bool reaches_a_receive;              // the checks get as far as taking one
+};
+
+TEST_F(ShmSrqPeerTest, NoPeerCanUseUpOrWriteAnotherPeersSrqReceives) {
+  const Case cases[] = {
+      {"a SEND larger than the receive", [](ShmDesc& d) { d.length = 1024, d.sge[0].length = 1024; }, true},
+      {"a SEND_WITH_INV of an rkey that names no fast MR", [](ShmDesc& d) { d.op = kOpSendInv, d.key = 0x12345; },
+       true},
+      {"a stale index", [](ShmDesc& d) { d.index += 5; }, false},
+      {"an unknown op", [](ShmDesc& d) { d.op = 9; }, false},
+      {"too many SGEs", [](ShmDesc& d) { d.num_sge = kMaxSge + 1; }, false},
+      {"an SGE in a segment it never exported", [](ShmDesc& d) { d.sge[0].seg = 7; }, false},
+      {"an SGE past the end of its segment", [](ShmDesc& d) { d.sge[0].offset = kSegLen - 10; }, false},
+      {"a second SGE that is bad, the first good",
+       [](ShmDesc& d) {
+         d.num_sge = 2, d.length = 128;
+         d.sge[1] = ShmSge{0, 64, uint64_t{1} << 40};
+       },
+       false},
+      {"a length that is not the sum of its SGEs", [](ShmDesc& d) { d.length = 32; }, false},
+  };
+  uint64_t returned = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    Qp* bad = nullptr;
+    auto h = connect_hostile(&bad);
+    ASSERT_NE(bad, nullptr);
+    ShmDesc d = send_desc(h->prod, 64);
+    c.make(d);
+    h->publish(d);
+    ASSERT_TRUE(wait_for([&] { return bad->state() == QpState::kError; }, "the hostile connection to fail"));
+    bool told = false;
+    for (const CmEvent& ev : server_cm_) told |= ev.type == CmEventType::kDisconnected && ev.qp == bad && ev.peer_fault;
+    EXPECT_TRUE(told) << "kDisconnected with peer_fault for the hostile QP";
+    server_cm_.clear();
+    EXPECT_TRUE(server_recv_.empty()) << "a receive completed: wr_id " << server_recv_[0].wr_id << " qp "
+                                      << server_recv_[0].qp_num;
+    EXPECT_EQ(server_.srq->posted(), kRecvs) << "a receive left the SRQ";
+    for (size_t i = 0; i < kRecvs * kRecvLen; ++i)
+      ASSERT_EQ(server_.base()[i], kUntouched) << "receive memory written at byte " << i;
+    EXPECT_EQ(good_->state(), QpState::kRts);
+    if (c.reaches_a_receive) ++returned;
+    EXPECT_EQ(counter(server_.srq->stats(), "returned"), returned);
+    server_.qps.pop_back();  // the hostile QP, destroyed while its peer is still there
+  }
+  EXPECT_EQ(counter(server_.srq->stats(), "consumed"), 0u);
+
+  // The good client's messages take every receive, oldest first.
+  Sge src{reinterpret_cast<uint64_t>(client_.base()), 200, client_.mr->lkey()};
+  for (uint32_t k = 0; k < kRecvs; ++k) {
+    std::memset(client_.base(), static_cast<int>(k + 1), 200);
+    SendWr w;
+    w.wr_id = k;
+    w.sg_list = &src;
+    w.num_sge = 1;
+    w.opcode = WrOpcode::kSend;
+    w.flags = kWrSignaled;
+    int err = 0;
+    ASSERT_EQ(client_.qps[0]->post_send(&w, 1, &err), 1);
+    ASSERT_TRUE(wait_for([&] { return server_recv_.size() == 1 && client_send_.size() == 1; }, "the message"));
+    const Wc& r = server_recv_[0];
+    EXPECT_EQ(r.wr_id, 100 + k);
+    EXPECT_EQ(r.status, WcStatus::kSuccess);
+    EXPECT_EQ(r.qp_num, good_->qp_num());
+    EXPECT_EQ(r.byte_len, 200u);
+    EXPECT_EQ(server_.base()[k * kRecvLen], k + 1);
+    EXPECT_EQ(server_.base()[k * kRecvLen + 199], k + 1);
+    EXPECT_EQ(server_.base()[k * kRecvLen + 200], kUntouched);
+    EXPECT_EQ(client_send_[0].status, WcStatus::kSuccess);
+    server_recv_.clear();
+    client_send_.clear();
+  }
+  EXPECT_EQ(counter(server_.srq->stats(), "consumed"), kRecvs);
+  EXPECT_EQ(counter(server_.srq->stats(), "posted"), kRecvs);
+}
+
+}  // namespace
+}  // namespace tern::shm
