@@ -226,8 +226,12 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   if (!credits.can_send()) return wait(false);
   // A receive buffer for the reply, reserved from the pool it will land in.
   if (!r->holds_recv) {
-    if (!rq->grants().reserve() && !(rq->grow(1) == 1 && rq->grants().reserve())) return wait(true);
-    if (!rq->shared()) eng->queue_needs_post(rq);
+    // The queue grows on demand: a connection's own by one, a shared one by
+    // a batch (from the engine's receive buffers, while they last).
+    if (!rq->grants().reserve()) {
+      if (rq->grow(rq->shared() ? 16 : 1) == 0 || !rq->grants().reserve()) return wait(true);
+      eng->queue_needs_post(rq);
+    }
     r->holds_recv = true;
   }
   if (r->sendbuf == nullptr && (r->sendbuf = eng->send_bufs->get()) == nullptr) return wait(true);

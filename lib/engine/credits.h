@@ -66,16 +66,19 @@ struct ConnGrant {
 
 class GrantPolicy {
  public:
-  // `buffers`: receive buffers the pool can hold; `max_per_conn`: the most
-  // one connection is granted.
-  GrantPolicy(uint32_t buffers, uint32_t max_per_conn) : free_(buffers), total_(buffers), max_(max_per_conn) {}
+  // `buffers`: receive buffers the pool holds now; `max_per_conn`: the most
+  // one connection is granted. The pool may grow later (resize), up to
+  // `capacity` (0: what it holds now).
+  GrantPolicy(uint32_t buffers, uint32_t max_per_conn, uint32_t capacity = 0)
+      : free_(buffers), total_(buffers), max_(max_per_conn), capacity_(std::max(capacity, buffers)) {}
 
   uint32_t total() const { return total_; }
   uint32_t free() const { return free_; }
   uint32_t max_per_conn() const { return max_; }
+  uint32_t capacity() const { return capacity_; }
 
   // Keep one credit for each of up to `n` connections not yet admitted.
-  void set_reserve(uint32_t n) { reserve_ = std::min(n, total_); }
+  void set_reserve(uint32_t n) { reserve_ = std::min(n, capacity_); }
   // A new connection takes one credit. False: the pool cannot give one, and
   // the connection must be refused.
   bool admit(ConnGrant* c) {
@@ -95,10 +98,13 @@ class GrantPolicy {
     c->granted = 0;
     c->admitted = false;
   }
-  // Credits a grant may grow by: what is free beyond the reserve.
+  // Credits a grant or a reservation may still take, the reserve for
+  // connections yet to come kept back: what is free now and what the pool
+  // can still grow by.
   uint32_t spare() const {
     const uint32_t keep = reserve_ > admitted_ ? reserve_ - admitted_ : 0;
-    return free_ > keep ? free_ - keep : 0;
+    const uint32_t room = free_ + (capacity_ - total_);
+    return room > keep ? room - keep : 0;
   }
   // A call arrived. False: the client has more outstanding than it was
   // granted (a protocol error; the call is not counted).
@@ -109,11 +115,13 @@ class GrantPolicy {
   }
   // The grant to send in a reply to one of c's calls (still counted in
   // c->unreplied), whose credit field asked for `wanted`; recorded as c's
-  // grant.
+  // grant. Grows only into buffers that are posted (free now): the caller
+  // grows the pool first when it can.
   uint32_t grant_for_reply(ConnGrant* c, uint32_t wanted) {
     const uint32_t target = std::clamp<uint32_t>(wanted, 1, max_);
-    if (target > c->granted && spare() > 0) {
-      uint32_t add = std::min(target - c->granted, spare());
+    const uint32_t can = std::min(spare(), free_);
+    if (target > c->granted && can > 0) {
+      uint32_t add = std::min(target - c->granted, can);
       c->granted += add;
       free_ -= add;
     } else if (c->granted > 1 && (target < c->granted || (spare() == 0 && c->unreplied * 2 < c->granted))) {
@@ -128,23 +136,23 @@ class GrantPolicy {
   }
   // A client call in flight reserves one buffer for its reply: the pool is
   // shared with the server's grants when an engine both serves and calls on
-  // one device. False: none to spare now (the call waits).
+  // one device. False: none posted and spare now (grow, or the call waits).
   bool reserve() {
-    if (spare() == 0) return false;
+    if (spare() == 0 || free_ == 0) return false;
     --free_;
     return true;
   }
   void unreserve() { ++free_; }
-  // The pool holds `buffers` now (a receive queue filled to less than its
-  // target when the engine's receive pool ran short).
+  // The pool holds `buffers` now (it grew, or could not be filled).
   void resize(uint32_t buffers) {
     if (buffers >= total_) free_ += buffers - total_;
     else free_ -= std::min(free_, total_ - buffers);
     total_ = buffers;
+    capacity_ = std::max(capacity_, buffers);
   }
 
  private:
-  uint32_t free_, total_, max_;
+  uint32_t free_, total_, max_, capacity_;
   uint32_t reserve_ = 0, admitted_ = 0;
 };
 

@@ -282,12 +282,10 @@ Result<DeviceCtx*> EngineImpl::device(std::string_view spec) {
       dc->recv = std::make_unique<RecvQueue>(recv_bufs.get(), depth, opt.credits, dc->srq.get(), nullptr, qid,
                                              dc->shared->arena_lkey());
       queues[qid] = dc->recv.get();
-      uint32_t got = dc->recv->fill();
-      // A first credit in reserve for every connection the engine may hold.
-      dc->recv->grants().set_reserve(opt.max_connections);
-      if (got < depth)
-        TERN_LOG(kWarn, "engine", "%s: only %u of %u receive buffers fit (EngineOptions::recv_buffers, arena_bytes)",
-                 dc->spec.c_str(), got, depth);
+      // A first batch now; the queue grows with load (credits a server
+      // grants, replies a client waits for) up to `depth`, from the
+      // engine's receive buffers, which every device draws on.
+      dc->recv->grow(std::min<uint32_t>(depth, 64));
       queue_needs_post(dc->recv.get());
     } else {
       TERN_LOG(kWarn, "engine", "%s: no shared receive queue (%s): each connection posts its own receives",
@@ -360,6 +358,10 @@ Status EngineImpl::listen(std::string_view spec) {
                       spec.data());
   TERN_TRY((*dcr)->dev->listen());
   (*dcr)->listening = true;
+  // A first credit kept for every connection the server may accept (up to
+  // half the receive pool, so that grants can still grow).
+  if (RecvQueue* q = (*dcr)->recv.get())
+    q->grants().set_reserve(std::min(opt.max_connections, q->target() / 2));
   return Status::ok();
 }
 
@@ -390,6 +392,7 @@ void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
   Status s = c->setup_queues();
   uint8_t pdata[64];
   size_t n = wire::encode_pdata(pdata, sizeof pdata, opt.inline_send, opt.inline_recv, dc->offer_inv);
+  if (s && c->rq->grants().free() == 0 && c->rq->grow(16) > 0) queue_needs_post(c->rq);
   if (s && !c->rq->grants().admit(&c->grant))
     s = make_error(Errc::kNoResources, "no receive buffer to grant the connection its first credit");
   if (s) {

@@ -158,6 +158,15 @@ int EngineImpl::poll() {
       // Reclaimed: its QP (and any receive queue of its own) go now. It may
       // have asked for service again during this pass: off the list first.
       if (c->in_service) unlink_service(c);
+      // A QP on the shared receive queue: its last receive completions are
+      // in the receive CQ by now (the drain rule, rdmadev.h), and a device
+      // may drop what a destroyed QP left there (mlx5), losing those
+      // buffers to the queue for good. Take them first.
+      if (c->own_rq == nullptr && c->dc->srq) {
+        Wc left[32];
+        for (int n; (n = c->dc->rcq->poll(left, 32)) > 0;)
+          for (int i = 0; i < n; ++i) dispatch_recv(c->dc, left[i]);
+      }
       const uint32_t s = c->slot;
       conns[s].reset();
       free_slots.push_back(s);

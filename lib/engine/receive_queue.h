@@ -30,7 +30,7 @@ class RecvQueue {
   // `lkey`: the arena's registration in the PD of the SRQ or QP.
   RecvQueue(MsgBufPool* bufs, uint32_t target, uint32_t max_grant, rdma::Srq* srq, rdma::Qp* qp, uint16_t id,
             uint32_t lkey)
-      : bufs_(bufs), target_(target), srq_(srq), qp_(qp), id_(id), lkey_(lkey), grants_(0, max_grant) {}
+      : bufs_(bufs), target_(target), srq_(srq), qp_(qp), id_(id), lkey_(lkey), grants_(0, max_grant, target) {}
 
   // Takes buffers from the pool up to `target` (those the pool can give) and
   // queues them. Returns how many it holds in all.

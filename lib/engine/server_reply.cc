@@ -82,10 +82,13 @@ Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::spa
                         "reply: bulk data must be in registered memory (bulk_buffer(), Engine::alloc or "
                         "register_memory)");
   }
-  // A queue of this connection's own grows as the client asks for credits.
-  if (!rq->shared() && sc->wanted > grant.granted && rq->grants().spare() < sc->wanted - grant.granted &&
-      rq->grow(sc->wanted - grant.granted) > 0)
-    eng->queue_needs_post(rq);
+  // The receive queue grows as clients ask for credits (up to its depth,
+  // while the engine's receive buffers last).
+  if (sc->wanted > grant.granted) {
+    const uint32_t want = std::min<uint32_t>(std::min<uint32_t>(sc->wanted, eng->opt.credits) - grant.granted,
+                                             rq->grants().spare());
+    if (rq->grants().free() < want && rq->grow(want - rq->grants().free()) > 0) eng->queue_needs_post(rq);
+  }
   const uint32_t credits = rq->grants().grant_for_reply(&grant, sc->wanted);
   sc->nbulk = static_cast<int>(bulk.size());
   for (size_t c = 0; c < bulk.size(); ++c) {
