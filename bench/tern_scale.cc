@@ -77,15 +77,47 @@ void raise_nofile() {
   }
 }
 
-uint64_t rss_kib(pid_t pid) {
+// A process's resident memory from /proc/<pid>/status, in KiB: "VmRSS",
+// "RssAnon" (its heap and private mappings) or "RssShmem" (shared memory it
+// touched: the arena, and the shm connection areas it maps).
+uint64_t status_kib(pid_t pid, const char* field) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/status", pid);
   FILE* f = std::fopen(path, "r");
   if (f == nullptr) return 0;
   char line[256];
   uint64_t kib = 0;
+  const size_t n = std::strlen(field);
   while (std::fgets(line, sizeof line, f) != nullptr)
-    if (std::sscanf(line, "VmRSS: %" SCNu64, &kib) == 1) break;
+    if (std::strncmp(line, field, n) == 0 && line[n] == ':') {
+      kib = std::strtoull(line + n + 1, nullptr, 10);
+      break;
+    }
+  std::fclose(f);
+  return kib;
+}
+uint64_t rss_kib(pid_t pid) { return status_kib(pid, "VmRSS"); }
+
+// Resident KiB of a process's mappings whose name contains `name`
+// (/proc/<pid>/smaps): pmd/shm's connection areas are "tern-shm-conn".
+uint64_t mapped_kib(pid_t pid, const char* name) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/smaps", pid);
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return 0;
+  char line[512];
+  bool in = false;
+  uint64_t kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long a, b;
+    if (std::sscanf(line, "%lx-%lx ", &a, &b) == 2 && std::strchr(line, ' ') != nullptr &&
+        std::strncmp(line, "Rss:", 4) != 0 && line[0] != ' ') {
+      in = std::strstr(line, name) != nullptr;
+      continue;
+    }
+    uint64_t v = 0;
+    if (in && std::sscanf(line, "Rss: %" SCNu64, &v) == 1) kib += v;
+  }
   std::fclose(f);
   return kib;
 }
@@ -251,6 +283,7 @@ int client(const Opts& o, const std::string& spec, pid_t server) {
   run.ns_per_tick = 1e9 / tick_hz();
   run.bulk_len = o.bulk;
   const uint64_t rss0 = rss_kib(server);
+  const uint64_t anon0 = status_kib(server, "RssAnon"), area0 = mapped_kib(server, "tern-shm-conn");
   std::vector<Slot> slots(o.conns);
   for (Slot& s : slots) {
     auto c = e.connect(spec);
@@ -304,10 +337,27 @@ int client(const Opts& o, const std::string& spec, pid_t server) {
     any = false;
     for (Slot& s : slots) any |= s.busy;
   }
-  for (int i = 0; i < 2000; ++i) e.poll();
-  usleep(200 * 1000);
+  // Idle for 1.5 s: pmd/shm trims a connection idle for a second (its send
+  // queue array, its ring's pages), as a gateway's idle peers would be.
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+       std::chrono::steady_clock::now() < until;)
+    e.poll();
   const uint64_t rss_idle = rss_kib(server);
-  const double per_conn_kib = o.conns > 0 ? static_cast<double>(rss_idle - std::min(rss0, rss_idle)) / o.conns : 0;
+  const uint64_t anon_idle = status_kib(server, "RssAnon"), area_idle = mapped_kib(server, "tern-shm-conn");
+  if (const char* dump = std::getenv("TERN_SCALE_SMAPS")) {
+    // For looking into where an idle connection's memory is.
+    std::string cmd = "cp /proc/" + std::to_string(server) + "/smaps " + dump;
+    (void)!std::system(cmd.c_str());
+  }
+  // What an idle connection costs the server: its private memory (heap) and
+  // the pages of its connection's shared area it holds. Its resident set
+  // grows by more -- every connection maps the client's arena and the
+  // kernel faults a few neighbouring pages in (fault-around) -- but those
+  // pages are the client's, resident anyway: no memory is spent on them.
+  const double heap_kib = static_cast<double>(anon_idle - std::min(anon0, anon_idle)) / o.conns;
+  const double area_kib = static_cast<double>(area_idle - std::min(area0, area_idle)) / o.conns;
+  const double per_conn_kib = heap_kib + area_kib;
+  const double rss_per_conn = static_cast<double>(rss_idle - std::min(rss0, rss_idle)) / o.conns;
   run.lat.reset();
   run.ok = run.failed = run.corrupt = run.bulk_calls = 0;
   for (Slot& s : slots) s.n = 0;
@@ -333,9 +383,9 @@ int client(const Opts& o, const std::string& spec, pid_t server) {
   const double rate = static_cast<double>(run.ok) / secs;
   std::printf("%6u conns  %9" PRIu64 " calls  %10.0f calls/s  p50 %7" PRIu64 " ns  p99 %8" PRIu64
               " ns  p99.9 %8" PRIu64 " ns  bulk %7" PRIu64 "  failed %" PRIu64 "  corrupt %" PRIu64
-              "  never %" PRIu64 "  server idle %.1f KiB/conn (RSS %" PRIu64 " -> %" PRIu64 " KiB)\n",
+              "  never %" PRIu64 "  server idle %.1f KiB/conn (heap %.1f + area %.1f; RSS %.1f KiB/conn)\n",
               o.conns, calls, rate, run.lat.percentile(50), run.lat.percentile(99), run.lat.percentile(99.9),
-              run.bulk_calls, run.failed, run.corrupt, lost, per_conn_kib, rss0, rss_idle);
+              run.bulk_calls, run.failed, run.corrupt, lost, per_conn_kib, heap_kib, area_kib, rss_per_conn);
   if (run.first_error[0] != 0) std::printf("first error: %s\n", run.first_error);
   if (!o.json.empty()) {
     FILE* f = o.json == "-" ? stdout : std::fopen(o.json.c_str(), "w");
@@ -345,10 +395,11 @@ int client(const Opts& o, const std::string& spec, pid_t server) {
                    "\"p50_ns\":%" PRIu64 ",\"p99_ns\":%" PRIu64 ",\"p999_ns\":%" PRIu64 ",\"bulk_calls\":%" PRIu64
                    ",\"failed\":%" PRIu64 ",\"corrupt\":%" PRIu64 ",\"never_completed\":%" PRIu64
                    ",\"server_rss_kib_before\":%" PRIu64 ",\"server_rss_kib_idle\":%" PRIu64
-                   ",\"server_idle_kib_per_conn\":%.1f}\n",
+                   ",\"server_idle_kib_per_conn\":%.1f,\"heap_kib_per_conn\":%.1f,\"area_kib_per_conn\":%.1f,"
+                   "\"rss_kib_per_conn\":%.1f}\n",
                    o.conns, secs, calls, run.ok, rate, run.lat.percentile(50), run.lat.percentile(99),
                    run.lat.percentile(99.9), run.bulk_calls, run.failed, run.corrupt, lost, rss0, rss_idle,
-                   per_conn_kib);
+                   per_conn_kib, heap_kib, area_kib, rss_per_conn);
       if (f != stdout) std::fclose(f);
     }
   }

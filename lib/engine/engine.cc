@@ -375,8 +375,12 @@ void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
   // connection that cannot be served.
   const char* refuse = nullptr;
   if (nconns >= opt.max_connections) refuse = "max_connections reached";
-  if (refuse == nullptr && dc->recv && dc->recv->grants().free() == 0)
-    refuse = "every receive buffer is granted (EngineOptions::recv_buffers)";
+  if (refuse == nullptr && dc->recv && dc->recv->grants().free() == 0) {
+    // The shared queue grows before a connection is refused for want of a
+    // first credit.
+    if (dc->recv->grow(16) > 0) queue_needs_post(dc->recv.get());
+    else refuse = "every receive buffer is granted (EngineOptions::recv_buffers)";
+  }
   if (refuse != nullptr) {
     st.connections_refused.add();
     if (!dc->warned_full) {
@@ -392,7 +396,6 @@ void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
   Status s = c->setup_queues();
   uint8_t pdata[64];
   size_t n = wire::encode_pdata(pdata, sizeof pdata, opt.inline_send, opt.inline_recv, dc->offer_inv);
-  if (s && c->rq->grants().free() == 0 && c->rq->grow(16) > 0) queue_needs_post(c->rq);
   if (s && !c->rq->grants().admit(&c->grant))
     s = make_error(Errc::kNoResources, "no receive buffer to grant the connection its first credit");
   if (s) {
