@@ -94,7 +94,8 @@ int ClientConn::call(const Call& c) {
   // lists included (a full transport header alone is 1728 bytes, more than
   // RFC 8166's default threshold), so count the segments each chunk needs.
   const bool want_reply = c.max_results + 128 > inline_recv;
-  const size_t rpc_len = wire::call_rpc_header_len(c) + c.args.size();
+  const size_t rpc_hdr = wire::call_rpc_header_len(c);
+  const size_t rpc_len = rpc_hdr + c.args.size();
   ChunkLists shape;
   shape.clear();
   if (nr > 0 || nw > 0 || want_reply) {
@@ -168,10 +169,10 @@ int ClientConn::call(const Call& c) {
   std::copy(writes, writes + nw, r->writes);
   r->long_call = long_call;
   r->rpc_len = static_cast<uint32_t>(rpc_len);
+  r->rpc_hdr = static_cast<uint32_t>(rpc_hdr);
   r->waited = false;
   r->xid = next_xid++;
   if (r->xid == 0) r->xid = next_xid++;
-  r->result = CallReply{CallStatus::kOk, r->xid, {}, 0};
   eng->st.calls.add();
   cs.calls.add();
   cs.backlog_depth.add(backlog_len);
@@ -265,7 +266,7 @@ ClientConn::SendResult ClientConn::send(Request* r) {
     rc.position = 0;
     if (int rv = map(r->longbuf, n, arena_lkey, kAccessRemoteRead, rc.segs, &rc.nsegs); rv < 0) return unmap(rv);
   }
-  const uint32_t hdr = static_cast<uint32_t>(wire::call_rpc_header_len(c));
+  const uint32_t hdr = r->rpc_hdr;
   for (int i = 0; i < r->nreads; ++i) {
     const ReadChunk& src = r->reads[i];
     uint32_t lkey = 0;
@@ -363,16 +364,15 @@ int ClientConn::service(bool* more) {
     work += flush_backlog();
     head_waits_for_credit = head_waits_for_credit && backlog_head != nullptr;
     // LOCAL_INV chains that found no send-queue room.
-    for (Request* r = active_head; r != nullptr && state == State::kReady; r = r->act_next)
-      if (r->inv_waiting) {
-        process(r, ReqEvent::kReply);
-        if (!r->inv_waiting) ++work;
-      }
-    bool inv_waits = false;
-    for (Request* r = active_head; r != nullptr; r = r->act_next) inv_waits |= r->inv_waiting;
+    if (inv_waits > 0)
+      for (Request* r = active_head; r != nullptr && state == State::kReady; r = r->act_next)
+        if (r->inv_waiting) {
+          process(r, ReqEvent::kReply);
+          if (!r->inv_waiting) ++work;
+        }
     // A head waiting for a credit needs a reply, which services us again;
     // one waiting for memory or room retries from the next poll.
-    *more = inv_waits || (backlog_head != nullptr && !head_waits_for_credit);
+    *more = inv_waits > 0 || (backlog_head != nullptr && !head_waits_for_credit);
   }
   if (state == State::kDraining) {
     if (!drained()) post_drain_markers();
@@ -433,6 +433,7 @@ void ClientConn::process(Request* r, ReqEvent ev) {
       chain.clear();
       int n = r->mrs != nullptr ? pdc->reg->invalidate(r->mrs, chain) : 0;
       if (n == 0) {
+        if (r->inv_waiting) --inv_waits;
         r->inv_waiting = false;
         if (r->mrs != nullptr) pdc->reg->release(&r->mrs);  // nothing left registered: no LOCAL_INV posted
         finish(r, r->result.status);
@@ -441,10 +442,12 @@ void ClientConn::process(Request* r, ReqEvent ev) {
       if (!room(n)) {
         // The send queue is full: the chain waits for room (the service
         // list retries it), as any other WR would.
+        if (!r->inv_waiting) ++inv_waits;
         r->inv_waiting = true;
         want_service();
         return;
       }
+      if (r->inv_waiting) --inv_waits;
       r->inv_waiting = false;
       eng->st.local_inv_chains.add();
       cs.local_inv_chains.add();
@@ -478,6 +481,7 @@ void ClientConn::process(Request* r, ReqEvent ev) {
       // nothing of it is released until that is proved (the drain).
       if (r->state == ReqState::kSent || r->state == ReqState::kInvalidating) {
         r->state = ReqState::kOrphaned;
+        if (r->inv_waiting) --inv_waits;
         r->inv_waiting = false;
       }
       return;
@@ -532,10 +536,11 @@ void ClientConn::finish(Request* r, CallStatus status) {
     if (r->state == ReqState::kSent || r->state == ReqState::kOrphaned) xids.erase(r->xid);
   }
   r->state = ReqState::kCompleted;
-  r->result.status = status;
-  r->result.xid = r->xid;
-  if (status != CallStatus::kOk) {
-    r->result.results = {};
+  if (r->reply == nullptr) {
+    r->result = CallReply{status, r->xid, {}, 0};  // no reply: nothing but the status
+  } else {
+    r->result.status = status;
+    if (status != CallStatus::kOk) r->result.results = {};
   }
   bool error = status != CallStatus::kOk;
   if (r->reply != nullptr) {
@@ -565,12 +570,13 @@ void ClientConn::maybe_free(Request* r) {
     eng->send_bufs->put(r->sendbuf);
     r->sendbuf = nullptr;
   }
+  // Only what a later user reads before setting it: the rest is written
+  // afresh by call() and by the reply.
   r->state = ReqState::kFree;
-  r->call = Call{};
+  r->call.done = nullptr;
   r->refused = false;
   r->pc = nullptr;
   r->conn = nullptr;
-  r->result = CallReply{};
   eng->requests.put(r);
 }
 

@@ -29,6 +29,7 @@ class ClientConn final : public ConnBase {
 
   // ---- ConnBase hooks
   bool reclaimable() const override { return state == State::kDead && user_closed; }
+  bool has_waiting() const override { return backlog_head != nullptr || inv_waits > 0; }
   int service(bool* more) override;
   void ctx_done(const SendCtx& ctx, bool own, const rdma::Wc* wc) override;
   void on_message(MsgBuf* buf) override;  // client_reply.cc
@@ -63,6 +64,7 @@ class ClientConn final : public ConnBase {
   bool head_waits_for_credit = false;
   bool in_call_ = false;  // inside call(): nothing may complete
   uint32_t demand_peak = 0;  // most calls in flight and waiting since the last reply
+  uint32_t inv_waits = 0;    // requests whose LOCAL_INV chain waits for room
 
  private:
   enum class SendResult : uint8_t { kSent, kWait, kWaitCredit, kRefused, kConnFailed };

@@ -54,13 +54,13 @@ void ClientConn::on_message(MsgBuf* rep) {
     // §4.5: a requester never answers a bad header).
     if (r != nullptr) fail_reply(r, rep, CallStatus::kBadReply);
     else give_back(rep);
-    want_service();
+    if (has_waiting()) want_service();
     return;
   }
   // The server's grant: at least one, never more than we asked for.
   credits.grant(h.credits);
   demand_peak = credits.in_flight() + backlog_len;
-  want_service();  // a credit may be what the backlog waits for
+  if (backlog_head != nullptr) want_service();  // a credit may be what the backlog waits for
   if (r == nullptr) {
     // Not a call we are waiting for (late, duplicated or forged): drop it.
     eng->st.bad_headers.add();

@@ -50,7 +50,7 @@ void ConnBase::on_send_completion(const Wc& wc) {
       on_disconnected(std::move(why));
     }
   }
-  if (state == State::kReady) want_service();  // room for what waits for it
+  if (state == State::kReady && has_waiting()) want_service();  // room for what waits for it
 }
 
 void ConnBase::on_receive(MsgBuf* buf, const Wc& wc) {

@@ -41,7 +41,7 @@ ConnBase::ConnBase(EngineImpl* e, DeviceCtx* d, bool srv)
 
 ConnBase::~ConnBase() {
   if (state == State::kReady || state == State::kConnecting) (void)dc->dev->disconnect(qp.get());
-  if (by_qpn_entered) dc->by_qpn.erase(qp->qp_num());
+  if (by_qpn_entered) dc->forget_qpn(qp->qp_num());
   // The QP first: nothing can reach this connection's buffers after it.
   qp.reset();
   if (own_rq) {
@@ -106,6 +106,7 @@ Status ConnBase::setup_queues() {
   if (!q) return q.status();
   qp = std::move(q).value();
   dc->by_qpn[qp->qp_num()] = this;
+  if (dc->last_qpn == qp->qp_num()) dc->last_qpn = UINT32_MAX;
   by_qpn_entered = true;
   if (own_queue) {
     uint16_t qid = eng->add_queue(nullptr);

@@ -86,6 +86,10 @@ class ConnBase : public Connection {
   virtual int service(bool* more) = 0;
   // Asks to be serviced from the next poll().
   void want_service();
+  // Whether anything of this connection waits for resources (a backlog,
+  // a LOCAL_INV chain, queued replies or pulls, deferred receives): a
+  // completion that frees room services it only then.
+  virtual bool has_waiting() const = 0;
 
   // ---- role hooks
   // A send context walked by a completion (own: the completion's own

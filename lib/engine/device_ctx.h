@@ -73,7 +73,22 @@ struct DeviceCtx {
   std::unique_ptr<rdma::Srq> srq;
   std::unique_ptr<RecvQueue> recv;
   // Connections by QP number: a receive completion names its QP only.
+  // The last one found is remembered: consecutive receives are mostly for
+  // the same connection.
   std::unordered_map<uint32_t, ConnBase*> by_qpn;
+  uint32_t last_qpn = UINT32_MAX;
+  ConnBase* last_conn = nullptr;
+  ConnBase* conn_of(uint32_t qpn) {
+    if (qpn == last_qpn) return last_conn;
+    auto it = by_qpn.find(qpn);
+    ConnBase* c = it != by_qpn.end() ? it->second : nullptr;
+    last_qpn = qpn, last_conn = c;
+    return c;
+  }
+  void forget_qpn(uint32_t qpn) {
+    by_qpn.erase(qpn);
+    if (last_qpn == qpn) last_qpn = UINT32_MAX, last_conn = nullptr;
+  }
   bool listening = false;
   ChunkReg chunk_reg = ChunkReg::kFastReg;
   // Client connections get a PdCtx of their own (fast registrations are

@@ -424,8 +424,8 @@ int EngineImpl::poll_cm(DeviceCtx* dc) {
     if (ev.qp != nullptr) {
       // A connection event names the QP, not the connection: find it by
       // number (QP numbers are per device).
-      auto it = dc->by_qpn.find(ev.qp->qp_num());
-      if (it != dc->by_qpn.end() && it->second->qp.get() == ev.qp) conn = it->second;
+      ConnBase* c = dc->conn_of(ev.qp->qp_num());
+      if (c != nullptr && c->qp.get() == ev.qp) conn = c;
     }
     switch (ev.type) {
       case CmEventType::kConnectRequest:

@@ -49,8 +49,7 @@ void EngineImpl::dispatch_recv(DeviceCtx* dc, const Wc& wc) {
   RecvQueue* q = buf->queue < queues.size() ? queues[buf->queue] : nullptr;
   TERN_CHECK(q != nullptr, "receive completion for buffer %u of a queue that is gone", buf->index);
   q->completed(buf);
-  auto it = dc->by_qpn.find(wc.qp_num);
-  ConnBase* c = it != dc->by_qpn.end() ? it->second : nullptr;
+  ConnBase* c = dc->conn_of(wc.qp_num);
   if (c == nullptr || c->rq != q) {
     // A receive for a QP that is gone (a flush racing its teardown): the
     // buffer simply goes back.

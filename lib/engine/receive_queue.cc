@@ -27,12 +27,12 @@ uint32_t RecvQueue::grow(uint32_t n) {
 
 uint32_t RecvQueue::post(Counter* posted_counter, Counter* batches_counter) {
   // Receives go back in batches: one post_recv (one doorbell) for many.
-  RecvWr wrs[64];
-  Sge sges[64];
+  RecvWr* wrs = wrs_.get();
+  Sge* sges = sges_.get();
   size_t done = 0;
   while (done < pending_.size()) {
     int n = 0;
-    for (; n < 64 && done + n < pending_.size(); ++n) {
+    for (; n < kBatch && done + n < pending_.size(); ++n) {
       MsgBuf* b = pending_[done + n];
       // I1: a buffer on its way back to the device is attached to nothing.
       TERN_ASSERT(b->where == MsgBuf::Where::kQueued && b->queue == id_);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "base/stats.h"
@@ -79,6 +80,11 @@ class RecvQueue {
   uint32_t posted_ = 0, owned_ = 0;
   std::vector<MsgBuf*> pending_;
   std::vector<MsgBuf*> mine_;  // every buffer this queue took from the pool
+  // Scratch for one post_recv call, kept so that a post builds only the
+  // WRs it posts (arrays on the stack were constructed whole every time).
+  static constexpr int kBatch = 64;
+  std::unique_ptr<rdma::RecvWr[]> wrs_{new rdma::RecvWr[kBatch]};
+  std::unique_ptr<rdma::Sge[]> sges_{new rdma::Sge[kBatch]};
 };
 
 }  // namespace tern::rpc

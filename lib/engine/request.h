@@ -98,6 +98,7 @@ struct Request {
   bool waited = false;         // counted once as waiting (credits or memory)
   bool inv_waiting = false;    // its LOCAL_INV chain waits for send-queue room
   uint32_t rpc_len = 0;        // ONC RPC header + inline arguments
+  uint32_t rpc_hdr = 0;        // ONC RPC header alone (read chunk positions follow it)
   Request* act_prev = nullptr; // the connection's requests in flight (sent, invalidating, orphaned)
   Request* act_next = nullptr;
   CallReply result{};

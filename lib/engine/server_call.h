@@ -101,6 +101,7 @@ class SrvCall final : public ServerCall {
   ReadChunkData data_[kMaxReadChunks];
   uint8_t* write_buf[kMaxWriteChunks] = {};  // bulk pool: result buffers (handlers without a Placer)
   uint8_t* staging = nullptr;   // bulk pool: a reply too large for inline, RDMA-written into the reply chunk
+  bool pool_memory = false;     // it took (or tried to take) bulk-pool memory: drop_memory has work
   uint32_t staging_cap = 0;
   const HandlerEntry* handler = nullptr;
   // The reply as reply() encoded it, from which its chain is built (again,

@@ -27,6 +27,7 @@ class ServerConn final : public ConnBase {
 
   // ---- ConnBase hooks
   bool reclaimable() const override { return state == State::kDead && calls_held == 0; }
+  bool has_waiting() const override { return !queued.empty() || !pulls.empty() || !deferred.empty(); }
   int service(bool* more) override;
   void ctx_done(const SendCtx& ctx, bool own, const rdma::Wc* wc) override;
   void on_message(MsgBuf* buf) override;  // server_recv.cc

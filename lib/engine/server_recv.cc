@@ -48,8 +48,19 @@ void ServerConn::on_message(MsgBuf* rep) {
 }
 
 void ServerConn::handle_call(MsgBuf* rep) {
+  SrvCall* sc = eng->srv_calls.get();
+  if (sc == nullptr) {
+    // Every server call is busy: the message waits with its buffer until
+    // one frees up (its grant accounts for the buffer).
+    eng->st.calls_deferred.add();
+    deferred.push_front(rep);
+    want_service();
+    return;
+  }
+  // The header's chunk lists go straight into the call (no copy of them).
   wire::Incoming in;
-  wire::decode_call_header(std::span<const uint8_t>(rep->data, rep->len), &in);
+  wire::decode_call_header(std::span<const uint8_t>(rep->data, rep->len), &in, &sc->chunks);
+  if (in.verdict != wire::Incoming::Verdict::kOk) eng->srv_calls.put(sc);
   switch (in.verdict) {
     case wire::Incoming::Verdict::kDrop:
       eng->st.bad_headers.add();
@@ -67,19 +78,10 @@ void ServerConn::handle_call(MsgBuf* rep) {
   // (credits.h explains why the check can be strict). More is a protocol
   // error: it is using receive buffers other connections were promised.
   if (!rq->grants().on_call(&grant)) {
+    eng->srv_calls.put(sc);
     give_back(rep);
     protocol_error(make_error(Errc::kRemoteError, "it sent call %u with %u outstanding, over its grant of %u",
                               in.xid, grant.unreplied, grant.granted));
-    return;
-  }
-  SrvCall* sc = eng->srv_calls.get();
-  if (sc == nullptr) {
-    // Every server call is busy: the message waits with its buffer (which
-    // its grant accounts for) until one frees up.
-    rq->grants().on_replied(&grant);
-    eng->st.calls_deferred.add();
-    deferred.push_front(rep);
-    want_service();
     return;
   }
   TERN_ASSERT(sc->state == SrvState::kFree && !sc->handler_owner && !sc->send_owner);
@@ -91,7 +93,6 @@ void ServerConn::handle_call(MsgBuf* rep) {
   sc->prog_ = sc->vers_ = sc->proc_ = 0;
   sc->t_recv = now_ticks();
   sc->rep = rep;
-  sc->chunks = in.chunks;
   sc->nomsg = in.nomsg;
   sc->msg_pulled = false;
   sc->args_ = in.body;
@@ -204,6 +205,7 @@ bool ServerConn::decode_rpc(SrvCall* sc) {
         sc->read_pooled[c] = false;
       }
       sc->read_dst[c] = dst.data();
+      sc->pool_memory = true;  // drop_memory resets the placement too
     }
     // It brings its own memory for bulk results too (write_chunk_buffer()
     // still draws from the pool on demand).
@@ -236,6 +238,7 @@ bool ServerConn::take_memory(SrvCall* sc) {
   auto take = [&](size_t len) -> uint8_t* {
     uint8_t* p = pool.get(std::max<size_t>(len, 1));
     if (p != nullptr) got[n++] = p;
+    sc->pool_memory = true;
     return p;
   };
   if (sc->sendbuf == nullptr && (sc->sendbuf = eng->send_bufs->get()) == nullptr) return false;
@@ -262,6 +265,10 @@ bool ServerConn::take_memory(SrvCall* sc) {
 }
 
 void ServerConn::drop_memory(SrvCall* sc) {
+  if (sc->sendbuf != nullptr) eng->send_bufs->put(sc->sendbuf);
+  sc->sendbuf = nullptr;
+  if (!sc->pool_memory) return;  // the common case: an inline call held only its send buffer
+  sc->pool_memory = false;
   for (int c = 0; c < kMaxReadChunks; ++c) {
     if (sc->read_pooled[c]) eng->bulk->put(sc->read_dst[c]);
     sc->read_dst[c] = nullptr;
@@ -273,8 +280,6 @@ void ServerConn::drop_memory(SrvCall* sc) {
   }
   if (sc->staging != nullptr) eng->bulk->put(sc->staging);
   sc->staging = nullptr;
-  if (sc->sendbuf != nullptr) eng->send_bufs->put(sc->sendbuf);
-  sc->sendbuf = nullptr;
 }
 
 // Every transition of a server call: see server_call.h for the states.

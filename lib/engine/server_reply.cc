@@ -38,6 +38,7 @@ std::span<uint8_t> SrvCall::write_chunk_buffer(uint32_t chunk, uint32_t len) {
   // from the pool now, which may have nothing left.
   uint8_t* p = pool.get(std::max<uint32_t>(len, 1));
   if (p == nullptr) return {};
+  pool_memory = true;
   if (write_buf[chunk] != nullptr) pool.put(write_buf[chunk]);
   write_buf[chunk] = p;
   return {p, len};

@@ -101,6 +101,8 @@ void put_chunks(rr::ChunkLists* out, const ChunkLists& ch) {
 }  // namespace
 
 size_t transport_header_len(const ChunkLists& ch) {
+  // Most calls carry no chunks: the fixed header and three empty lists.
+  if (ch.nreads == 0 && ch.nwrites == 0 && !ch.has_reply) return rr::kMinMsgHeaderSize;
   // Built and measured by the encoder itself, so the two cannot disagree.
   rr::Header h;
   h.proc = rr::Proc::kMsg;
@@ -189,12 +191,12 @@ CallStatus decode_rpc_reply(std::span<const uint8_t> body, uint32_t xid, std::sp
   }
 }
 
-void decode_call_header(std::span<const uint8_t> msg, Incoming* in) {
+void decode_call_header(std::span<const uint8_t> msg, Incoming* in, ChunkLists* chunks) {
   rr::Header h;
   rr::DecodeResult d = rr::decode_header(msg, &h);
   in->xid = h.xid;
   in->credits = h.credit;
-  in->chunks.clear();
+  chunks->clear();
   switch (d.status) {
     case rr::DecodeStatus::kOk: break;
     case rr::DecodeStatus::kVersionMismatch: in->verdict = Incoming::Verdict::kErrVers; return;
@@ -225,7 +227,7 @@ void decode_call_header(std::span<const uint8_t> msg, Incoming* in) {
   // in the order they are listed; chunks are kept by increasing position.
   // An XDR position is a multiple of four; position zero is the whole
   // message, and only RDMA_NOMSG has (and must have) it.
-  ChunkLists& ch = in->chunks;
+  ChunkLists& ch = *chunks;
   for (uint32_t i = 0; i < h.chunks.nreads; ++i) {
     const rr::ReadSegment& s = h.chunks.reads[i];
     if (s.position % 4 != 0 || (s.position == 0 && !in->nomsg)) return bad();
@@ -293,6 +295,7 @@ bool decode_rpc_call(std::span<const uint8_t> body, uint32_t xid, RpcCall* c) {
 
 size_t encode_reply_header(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, const ChunkLists& written,
                            bool nomsg) {
+  if (buf == nullptr && !nomsg) return transport_header_len(written);
   rr::Header h;
   h.xid = xid;
   h.credit = credits;

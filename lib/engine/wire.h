@@ -61,16 +61,17 @@ CallStatus decode_rpc_reply(std::span<const uint8_t> body, uint32_t xid, std::sp
 
 // ---- server
 
-// A decoded call header.
+// A decoded call header; its chunk lists go where the caller says (a
+// server call's own, so that they are not copied).
 struct Incoming {
   uint32_t xid = 0;
   uint32_t credits = 0;
   enum class Verdict : uint8_t { kOk, kErrVers, kErrChunk, kDrop } verdict = Verdict::kOk;
-  bool nomsg = false;  // RDMA_NOMSG: the call is in the position-zero read chunk (chunks.reads[0])
-  ChunkLists chunks;   // read chunks grouped by position, in increasing order
+  bool nomsg = false;  // RDMA_NOMSG: the call is in the position-zero read chunk (chunks->reads[0])
   std::span<const uint8_t> body;  // the RPC call message (RDMA_MSG)
 };
-void decode_call_header(std::span<const uint8_t> msg, Incoming* in);
+// *chunks gets the read chunks grouped by position, in increasing order.
+void decode_call_header(std::span<const uint8_t> msg, Incoming* in, ChunkLists* chunks);
 // The ONC RPC call header: prog/vers/proc and where args start. False: GARBAGE
 // (the caller answers as RFC 5531 says, or drops when even the xid is unknown).
 struct RpcCall {

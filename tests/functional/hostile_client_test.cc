@@ -468,6 +468,26 @@ TEST_F(HostileClient, AFloodOfCallsIsServedWithinCredits) {
   EXPECT_EQ(srv->stats().protocol_errors.get(), 0u);
 }
 
+// Calls beyond the grant while earlier ones are still being served: the
+// client is using receive buffers promised to other connections (they come
+// from one shared queue), so it is dropped with a warning, and the calls it
+// had within its grant are not answered on the dead connection.
+TEST_F(HostileClient, CallsOverTheGrantDropTheConnection) {
+  std::vector<ServerCall*> held;
+  constexpr uint32_t kHold = 77;
+  srv->handle(kProg, kVers, kHold, [](void* ctx, ServerCall* c) { static_cast<std::vector<ServerCall*>*>(ctx)->push_back(c); },
+              &held);
+  uint8_t args[4] = {1, 1, 1, 1};
+  // A fresh connection has one credit (RFC 8166): the second call is over it.
+  ASSERT_TRUE(raw->post_send(call_msg(3000, kHold, rr::ChunkLists{}, args, 1)));
+  ASSERT_TRUE(wait([&] { return held.size() == 1; }));
+  // The next may find the connection already gone.
+  for (uint32_t i = 1; i < 3; ++i) (void)raw->post_send(call_msg(3000 + i, kHold, rr::ChunkLists{}, args, 1));
+  expect_dropped("over its grant");
+  EXPECT_EQ(held.size(), 1u) << "a call over the grant reached its handler";
+  for (ServerCall* c : held) EXPECT_FALSE(c->reply({}).is_ok()) << "a reply on the dropped connection";
+}
+
 // A client that stops taking replies: the server's replies wait for its
 // receives; other clients are served as before (TearDown checks).
 TEST_F(HostileClient, APeerThatStopsReceivingStallsOnlyItself) {

@@ -99,9 +99,9 @@ void engine_wrappers(const uint8_t* data, size_t size) {
 
   // Server side: a call.
   wire::Incoming in;
-  wire::decode_call_header(msg, &in);
+  tern::rpc::ChunkLists ch;
+  wire::decode_call_header(msg, &in, &ch);
   if (in.verdict != wire::Incoming::Verdict::kOk) return;
-  const tern::rpc::ChunkLists& ch = in.chunks;
   FUZZ_CHECK(ch.nreads >= 0 && ch.nreads <= tern::rpc::kMaxReadChunks, "%d read chunks", ch.nreads);
   FUZZ_CHECK(ch.nwrites >= 0 && ch.nwrites <= tern::rpc::kMaxWriteChunks, "%d write chunks", ch.nwrites);
   FUZZ_CHECK(ch.read_segments() <= tern::rpc::kMaxReadSegs, "%d read segments", ch.read_segments());

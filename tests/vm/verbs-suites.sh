@@ -25,6 +25,14 @@ suite conformance env TERN_CONFORMANCE_DEVICES="$dev" "$build/tests/conformance/
 suite conformance-mlx5-fallback env TERN_CONFORMANCE_DEVICES="mlx5:${dev#verbs:}" \
   "$build/tests/conformance/tern-conformance" --gtest_brief=1
 suite rpc-functional env TERN_RPC_DEVICE="$dev" "$build/tests/functional/tern-rpc-functional" --gtest_brief=1
+# RFC 8166's chunks in full (several of each, long calls, placement), and
+# the engine's shared pools and limits, over the device's shared receive queue.
+suite chunks env TERN_RPC_DEVICE="$dev" "$build/tests/functional/tern-chunks" --gtest_brief=1
+suite pools env TERN_RPC_DEVICE="$dev" "$build/tests/functional/tern-pools" --gtest_brief=1
+# A server engine serving 64 connections at once over rxe, every reply checked.
+if [[ -x $build/bench/tern-scale ]]; then
+  suite scale-64 "$build/bench/tern-scale" --conns 64 --seconds 3 --dev "$dev,port=20999"
+fi
 # mw=off: a device without fast registration, so the engine falls back to its
 # registration cache (ibv_reg_mr per chunk), which it allows only for trusted
 # peers; the tests that do not count FRWR/invalidation work.
