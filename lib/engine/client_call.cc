@@ -23,6 +23,7 @@ const char* req_state_name(ReqState s) {
     case ReqState::kInvalidating: return "invalidating";
     case ReqState::kOrphaned: return "orphaned";
     case ReqState::kCompleted: return "completed";
+    case ReqState::kAbandoned: return "abandoned";
   }
   return "?";
 }
@@ -54,8 +55,10 @@ int segs_for(const Registrar& reg, const void* p, uint64_t len) {
 
 }  // namespace
 
-int ClientConn::call(const Call& c) {
-  if (state != State::kReady) return ENOTCONN;
+int ClientConn::call(const Call& c, uint32_t* xid_out) {
+  // Calls wait in the backlog while the connection re-establishes itself;
+  // before it was ever up, or once it failed for good, there is nowhere to send them.
+  if (!(life == State::kReady || (was_ready && pub == ConnState::kReconnecting))) return ENOTCONN;
   if (c.done == nullptr) return EINVAL;
   const EngineOptions& o = eng->opt;
   const size_t nreads = c.read_chunks.size() + (c.bulk_send.empty() ? 0 : 1);
@@ -150,8 +153,22 @@ int ClientConn::call(const Call& c) {
   // I5: a pooled request carries nothing.
   TERN_ASSERT(r->state == ReqState::kFree && !r->rpc_owner && !r->send_owner && r->reply == nullptr &&
               r->mrs == nullptr && r->sendbuf == nullptr && r->longbuf == nullptr && r->replybuf == nullptr);
+  r->nreads = nr;
+  std::copy(reads, reads + nr, r->reads);
+  r->nwrites = nw;
+  std::copy(writes, writes + nw, r->writes);
+  r->long_call = long_call;
+  r->rpc_len = static_cast<uint32_t>(rpc_len);
+  r->rpc_hdr = static_cast<uint32_t>(rpc_hdr);
+  enter(r, c, false);
+  if (xid_out != nullptr) *xid_out = r->xid;
+  return 0;
+}
+
+void ClientConn::enter(Request* r, const Call& c, bool probe) {
   r->conn = this;
   r->rpc_owner = true;
+  r->probe = probe;
   r->call = c;
   // A call may wait in the backlog and be marshaled from a later poll():
   // nothing the caller passed by pointer may be read after call() returns.
@@ -163,31 +180,30 @@ int ClientConn::call(const Call& c) {
   }
   r->call.read_chunks = {};
   r->call.write_chunks = {};
-  r->nreads = nr;
-  std::copy(reads, reads + nr, r->reads);
-  r->nwrites = nw;
-  std::copy(writes, writes + nw, r->writes);
-  r->long_call = long_call;
-  r->rpc_len = static_cast<uint32_t>(rpc_len);
-  r->rpc_hdr = static_cast<uint32_t>(rpc_hdr);
   r->waited = false;
+  r->retransmits = 0;
+  r->expire = CallStatus::kOk;
   r->xid = next_xid++;
   if (r->xid == 0) r->xid = next_xid++;
   eng->st.calls.add();
   cs.calls.add();
   cs.backlog_depth.add(backlog_len);
   r->t_call = now_ticks();
+  r->deadline = c.timeout_ns > 0 ? r->t_call + ticks_from_ns(c.timeout_ns) : 0;
+  if (r->deadline != 0) link_deadline(r);
   r->pc = eng->proc_counters(c.prog, c.vers, c.proc, false);
   r->pc->ops.add();
+  if (!probe) last_prog = c.prog, last_vers = c.vers;
   // Into the backlog, in order; the head goes out at once if it can.
   r->state = ReqState::kBacklog;
   r->next = nullptr;
+  r->bl_prev = backlog_tail;
   if (backlog_tail) backlog_tail->next = r;
   else backlog_head = r;
   backlog_tail = r;
   ++backlog_len;
   demand_peak = std::max(demand_peak, credits.in_flight() + backlog_len);
-  if (backlog_head == r) {
+  if (backlog_head == r && life == State::kReady) {
     in_call_ = true;  // completions come only from poll(): a refusal waits for it
     process(r, ReqEvent::kSubmit);
     in_call_ = false;
@@ -198,14 +214,19 @@ int ClientConn::call(const Call& c) {
   } else {
     eng->st.backlogged.add();
   }
-  return 0;
 }
 
 void ClientConn::pop_backlog(Request* r) {
   TERN_ASSERT(r == backlog_head);
-  backlog_head = r->next;
-  if (backlog_head == nullptr) backlog_tail = nullptr;
-  r->next = nullptr;
+  unlink_backlog(r);
+}
+
+void ClientConn::unlink_backlog(Request* r) {
+  if (r->bl_prev != nullptr) r->bl_prev->next = r->next;
+  else backlog_head = r->next;
+  if (r->next != nullptr) r->next->bl_prev = r->bl_prev;
+  else backlog_tail = r->bl_prev;
+  r->next = r->bl_prev = nullptr;
   --backlog_len;
 }
 
@@ -348,7 +369,7 @@ ClientConn::SendResult ClientConn::send(Request* r) {
 
 int ClientConn::flush_backlog() {
   int n = 0;
-  while (backlog_head != nullptr && state == State::kReady) {
+  while (backlog_head != nullptr && life == State::kReady) {
     Request* r = backlog_head;
     process(r, ReqEvent::kSubmit);
     if (backlog_head == r) break;  // the head waits: so does everything behind it
@@ -360,12 +381,12 @@ int ClientConn::flush_backlog() {
 int ClientConn::service(bool* more) {
   int work = 0;
   *more = false;
-  if (state == State::kReady) {
+  if (life == State::kReady) {
     work += flush_backlog();
     head_waits_for_credit = head_waits_for_credit && backlog_head != nullptr;
     // LOCAL_INV chains that found no send-queue room.
     if (inv_waits > 0)
-      for (Request* r = active_head; r != nullptr && state == State::kReady; r = r->act_next)
+      for (Request* r = active_head; r != nullptr && life == State::kReady; r = r->act_next)
         if (r->inv_waiting) {
           process(r, ReqEvent::kReply);
           if (!r->inv_waiting) ++work;
@@ -374,7 +395,7 @@ int ClientConn::service(bool* more) {
     // one waiting for memory or room retries from the next poll.
     *more = inv_waits > 0 || (backlog_head != nullptr && !head_waits_for_credit);
   }
-  if (state == State::kDraining) {
+  if (life == State::kDraining) {
     if (!drained()) post_drain_markers();
     if (drained()) {
       finish_teardown();
@@ -414,7 +435,7 @@ void ClientConn::process(Request* r, ReqEvent ev) {
           pop_backlog(r);
           link_active(r);
           // A refused post failed the connection: the call is an orphan.
-          if (res == SendResult::kConnFailed || state != State::kReady) r->state = ReqState::kOrphaned;
+          if (res == SendResult::kConnFailed || life != State::kReady) r->state = ReqState::kOrphaned;
           return;
       }
       return;
@@ -488,17 +509,99 @@ void ClientConn::process(Request* r, ReqEvent ev) {
     case ReqEvent::kDrained:
       // The QP is drained. The registrations of a call that did not finish
       // are in an unknown state (a REG_MR or LOCAL_INV may have been
-      // flushed): destroyed, never reused, then it completes once.
-      if (r->state == ReqState::kBacklog) {
-        pop_backlog(r);
-        finish(r, CallStatus::kDisconnected);
-      } else if (r->state == ReqState::kOrphaned) {
-        if (r->mrs != nullptr) pdc->reg->destroy(&r->mrs);
-        // Its reply came before the loss: now fenced, its results stand.
-        finish(r, r->reply != nullptr ? r->result.status : CallStatus::kDisconnected);
+      // flushed): destroyed, never reused (seed 003). Then it completes once
+      // -- or, when the connection re-establishes itself, it is sent again
+      // with its xid (reconnecting_ says; on_drained requeues it).
+      switch (r->state) {
+        case ReqState::kBacklog:
+          if (reconnecting_) {
+            // It waits for the new connection; a reservation it holds was on
+            // the old one's receive queue.
+            if (r->holds_recv) {
+              rq->grants().unreserve();
+              r->holds_recv = false;
+            }
+            return;
+          }
+          unlink_backlog(r);
+          finish(r, r->expire != CallStatus::kOk ? r->expire : CallStatus::kDisconnected);
+          return;
+        case ReqState::kOrphaned:
+          if (r->mrs != nullptr) pdc->reg->destroy(&r->mrs);
+          if (r->expire != CallStatus::kOk) {
+            finish(r, r->expire);  // timed out or cancelled: now fenced
+          } else if (r->reply != nullptr) {
+            finish(r, r->result.status);  // its reply came before the loss: its results stand
+          } else if (!reconnecting_ || r->call.no_retry || r->probe) {
+            finish(r, CallStatus::kDisconnected);
+          } else {
+            requeue(r);
+          }
+          return;
+        case ReqState::kAbandoned:
+          // Its late reply will never come: what it kept goes back.
+          unlink_active(r);
+          --active;
+          if (r->holds_recv) {
+            rq->grants().unreserve();
+            r->holds_recv = false;
+          }
+          r->state = ReqState::kCompleted;
+          maybe_free(r);
+          return;
+        default:
+          return;
       }
-      return;
+    case ReqEvent::kExpire:
+      // Its deadline passed, or its caller cancelled it (r->expire says
+      // which). Its memory goes back only once nothing can reach it.
+      switch (r->state) {
+        case ReqState::kBacklog:
+          // Never sent: no credit spent, nothing registered.
+          unlink_backlog(r);
+          if (r->sendbuf != nullptr) {
+            eng->send_bufs->put(r->sendbuf);
+            r->sendbuf = nullptr;
+          }
+          finish(r, r->expire);
+          if (backlog_head != nullptr) want_service();
+          return;
+        case ReqState::kSent:
+          if (r->mrs == nullptr) {
+            // Nothing of the caller's is reachable: it completes now, and
+            // keeps its credit and xid for the late reply.
+            abandon(r, r->expire);
+            return;
+          }
+          // Its registrations are the server's to use until the reply; the
+          // only way to fence them without it is the seeds': drop the
+          // connection, drain, destroy them (xprtrdma's timeout forces a
+          // disconnect too). The other calls are sent again.
+          declare_dead(make_error(Errc::kTimedOut, "call %u %s with registrations the server may still use", r->xid,
+                                  r->expire == CallStatus::kCancelled ? "was cancelled" : "timed out"));
+          return;
+        case ReqState::kOrphaned:
+          return;  // completes with r->expire at the drain
+        default:
+          return;  // its reply is in (invalidating), or it is done
+      }
   }
+}
+
+void ClientConn::requeue(Request* r) {
+  // Sent again on the new connection, with the same xid, ahead of the calls
+  // that never went out (on_drained puts them in their first order).
+  unlink_active(r);
+  --active;
+  if (r->holds_recv) {
+    rq->grants().unreserve();
+    r->holds_recv = false;
+  }
+  r->state = ReqState::kBacklog;
+  ++r->retransmits;
+  cs.retransmits.add();
+  eng->st.retransmits.add();
+  requeued_.push_back(r);
 }
 
 void ClientConn::link_active(Request* r) {
@@ -528,6 +631,8 @@ void ClientConn::drop_staging(Request* r) {
 void ClientConn::finish(Request* r, CallStatus status) {
   // I3: every MR of this call is invalidated before its results are seen.
   TERN_ASSERT(r->mrs == nullptr, "call completing with registered MRs");
+  if (r->on_deadline_list) unlink_deadline(r);
+  if (status == CallStatus::kTimedOut) cs.timeouts.add();
   const bool was_active = r->state == ReqState::kInvalidating || r->state == ReqState::kOrphaned ||
                           r->state == ReqState::kSent;
   if (was_active) {
@@ -549,6 +654,7 @@ void ClientConn::finish(Request* r, CallStatus status) {
     cs.errors.add();  // failed without a reply (connection lost, memory refused)
     if (r->pc != nullptr) r->pc->errors.add();
   }
+  r->result.retransmits = r->retransmits;
   if (r->call.done != nullptr) r->call.done(r->call.ctx, r->result);
   // I2: detach the reply buffer before it goes back to the device.
   if (MsgBuf* rep = r->reply) {
@@ -601,18 +707,48 @@ void ClientConn::ctx_done(const SendCtx& ctx, bool own, const Wc* wc) {
 
 void ClientConn::on_lost() {
   for (Request* r = active_head; r != nullptr; r = r->act_next) process(r, ReqEvent::kConnLost);
+  if (pub == ConnState::kReady) set_pub(reconnect_wanted() ? ConnState::kReconnecting : ConnState::kFailed, why);
+}
+
+bool ClientConn::reconnect_wanted() const {
+  return !user_closed && !gave_up_ && eng->opt.reconnect && was_ready && !eng->shutting_down;
 }
 
 void ClientConn::on_drained() {
-  while (backlog_head != nullptr) process(backlog_head, ReqEvent::kDrained);
+  reconnecting_ = reconnect_wanted();
+  requeued_.clear();
+  for (Request* r = backlog_head; r != nullptr;) {
+    Request* next = r->next;
+    process(r, ReqEvent::kDrained);
+    r = next;
+  }
   while (active_head != nullptr) {
     Request* r = active_head;
-    TERN_ASSERT(r->state == ReqState::kOrphaned);
+    TERN_ASSERT(r->state == ReqState::kOrphaned || r->state == ReqState::kAbandoned);
     process(r, ReqEvent::kDrained);
     TERN_CHECK(active_head != r, "an orphaned request did not complete at the drain");
   }
   xids.clear();
   credits.reset();
+  probe_in_flight = false;
+  if (!reconnecting_) {
+    set_pub(user_closed ? ConnState::kClosed : ConnState::kFailed, why);
+    return;
+  }
+  // The calls to send again go first, in the order they were first sent
+  // (xids are given in order), then those that never went out.
+  std::sort(requeued_.begin(), requeued_.end(), [](Request* a, Request* b) { return a->xid < b->xid; });
+  for (auto it = requeued_.rbegin(); it != requeued_.rend(); ++it) {
+    Request* r = *it;
+    r->bl_prev = nullptr;
+    r->next = backlog_head;
+    if (backlog_head != nullptr) backlog_head->bl_prev = r;
+    else backlog_tail = r;
+    backlog_head = r;
+    ++backlog_len;
+  }
+  requeued_.clear();
+  schedule_reconnect();
 }
 
 }  // namespace tern::rpc

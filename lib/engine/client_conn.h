@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/connection.h"
 #include "engine/credits.h"
@@ -24,17 +25,27 @@ class ClientConn final : public ConnBase {
 
   // ---- Connection
   ConnectionInfo info() const override;
-  int call(const Call& c) override;  // client_call.cc
+  int call(const Call& c, uint32_t* xid) override;  // client_call.cc
+  int cancel(uint32_t xid) override;                // client_recovery.cc
+  void on_state_change(StateCallback cb, void* ctx) override {
+    state_cb = cb;
+    state_ctx = ctx;
+  }
+  ConnState state() const override { return pub; }
+  bool ready() const override { return life == State::kReady; }
+  bool failed() const override { return pub == ConnState::kFailed || pub == ConnState::kClosed; }
   uint32_t outstanding() const override { return credits.in_flight(); }
+  void close() override;
 
   // ---- ConnBase hooks
-  bool reclaimable() const override { return state == State::kDead && user_closed; }
+  bool reclaimable() const override { return life == State::kDead && user_closed; }
   bool has_waiting() const override { return backlog_head != nullptr || inv_waits > 0; }
   int service(bool* more) override;
   void ctx_done(const SendCtx& ctx, bool own, const rdma::Wc* wc) override;
   void on_message(MsgBuf* buf) override;  // client_reply.cc
   void on_lost() override;
   void on_drained() override;
+  void on_up() override;
 
   // Every transition of a request (request.h).
   void process(Request* r, ReqEvent ev);
@@ -50,9 +61,34 @@ class ClientConn final : public ConnBase {
   // A live registration of this connection's calls in flight with `rkey`.
   EngineMr* live_registration(uint32_t rkey);
 
+  // ---- recovery (client_recovery.cc)
+  // Once a millisecond (and at wait-mode wake-ups): deadlines, keepalive,
+  // connect timeouts and reconnect attempts. Returns work done.
+  int tick(uint64_t now);
+  // The next time tick() has something to do (ticks; 0: nothing).
+  uint64_t next_tick() const;
+  // The host-visible state changes (and the callback hears it).
+  void set_pub(ConnState to, const Status& why);
+  // Declares the connection dead (keepalive, connect timeout): it drains,
+  // then reconnects or fails.
+  void declare_dead(Status why);
+
   CreditWindow credits;
   XidTable xids;
   uint32_t next_xid;
+  ConnState pub = ConnState::kConnecting;
+  StateCallback state_cb = nullptr;
+  void* state_ctx = nullptr;
+  bool was_ready = false;         // established at least once: a loss reconnects
+  uint64_t lost_at = 0;           // ticks: when this outage began (give-up deadline)
+  uint64_t next_attempt = 0;      // ticks: the next reconnect attempt
+  uint64_t backoff_ns = 0;        // the current backoff, before jitter
+  uint64_t connect_deadline = 0;  // ticks: a connect attempt under way fails then
+  uint64_t t_last_recv = 0;       // ticks: the last message received
+  bool probe_in_flight = false;
+  uint32_t last_prog = 0, last_vers = 0;  // what a keepalive probe calls
+  Request* dl_head = nullptr;     // deadlines, earliest first
+  Request* dl_tail = nullptr;
   // The backlog: accepted calls not yet sent, in order.
   Request* backlog_head = nullptr;
   Request* backlog_tail = nullptr;
@@ -72,8 +108,32 @@ class ClientConn final : public ConnBase {
   SendResult send(Request* r);
   int flush_backlog();
   void pop_backlog(Request* r);
+  void unlink_backlog(Request* r);
+  // Enters an accepted call (call(), a probe) into the backlog and tries it.
+  void enter(Request* r, const Call& c, bool probe);
+  // Deadlines (client_recovery.cc).
+  void link_deadline(Request* r);
+  void unlink_deadline(Request* r);
+  // Completes r to its caller with `status` but keeps its credit and xid
+  // for a late reply (kAbandoned).
+  void abandon(Request* r, CallStatus status);
+  // After the drain: requeue what will be sent again, then a new QP.
+  void schedule_reconnect();
+  void reconnect_now();
+ public:
+  void give_up(Status why);
+ private:
+  void send_probe();
+  static void probe_done(void* ctx, const CallReply& r);
+  bool reconnect_wanted() const;
+  void requeue(Request* r);
+  bool reconnecting_ = false;        // on_drained: the connection will be re-established
+  bool gave_up_ = false;
+  std::vector<Request*> requeued_;   // on_drained: calls to send again
   void link_active(Request* r);
+ public:
   void unlink_active(Request* r);
+ private:
   // Gives back what a request holds for its chunks and staging.
   void drop_staging(Request* r);
   // The call is done (its registrations fenced): callback, then the RPC side lets go.

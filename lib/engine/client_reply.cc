@@ -20,9 +20,31 @@ void ClientConn::on_message(MsgBuf* rep) {
   // The xid leads every RPC-over-RDMA header whatever its version or
   // procedure, so even a reply we cannot use names the call it answers.
   uint32_t xid = decoded ? h.xid : wire::leading_xid(msg);
+  t_last_recv = t_last;
   Request* r = nullptr;
   if (uint32_t idx; xids.find(xid, &idx)) {
     r = eng->requests.at(idx);
+    if (r != nullptr && r->conn == this && r->state == ReqState::kAbandoned && (rep->wc_flags & kWcWithInv) == 0) {
+      // The late reply of a call that timed out or was cancelled: its
+      // caller has its status. Dropped and counted; what the call kept
+      // (its credit, its receive reservation, its xid) goes back.
+      eng->st.late_replies.add();
+      cs.bad_xids.add();
+      if (decoded) credits.grant(h.credits);
+      credits.answered();
+      xids.erase(r->xid);
+      unlink_active(r);
+      --active;
+      if (r->holds_recv) {
+        rq->grants().unreserve();
+        r->holds_recv = false;
+      }
+      r->state = ReqState::kCompleted;
+      maybe_free(r);
+      give_back(rep);
+      if (backlog_head != nullptr) want_service();
+      return;
+    }
     if (r == nullptr || r->conn != this || r->state != ReqState::kSent || r->reply != nullptr) r = nullptr;
   }
   // Remote invalidation (RFC 8797) first, whatever becomes of the reply: the

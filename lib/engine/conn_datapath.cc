@@ -17,7 +17,7 @@ bool ConnBase::post(WrChain& chain, SendCtxKind kind, uint32_t obj, bool signal)
   // goes idle may never post that later WR. Signaled, each Send gives its
   // buffers back on its own completion, so the pools always come back.
   signal |= eng->pools_low();
-  SendQueue::Posted p = sq.post(qp.get(), slot, chain, kind, obj, &signaled, &err, signal);
+  SendQueue::Posted p = sq_->post(qp.get(), slot, chain, kind, obj, &signaled, &err, signal);
   eng->st.sends.add();
   if (signaled) eng->st.sends_signaled.add();
   if (p == SendQueue::Posted::kOk) return true;
@@ -31,8 +31,8 @@ bool ConnBase::post(WrChain& chain, SendCtxKind kind, uint32_t obj, bool signal)
 
 void ConnBase::on_send_completion(const Wc& wc) {
   // The chain's own object first: a failed READ says best why it failed.
-  sq.complete(wc, [&](const SendCtx& c, bool own) { ctx_done(c, own, &wc); });
-  if (wc.status != WcStatus::kSuccess && state != State::kDraining && state != State::kDead) {
+  sq_->complete(wc, [&](const SendCtx& c, bool own) { ctx_done(c, own, &wc); });
+  if (wc.status != WcStatus::kSuccess && life != State::kDraining && life != State::kDead) {
     // A failed WR: the QP is in error now. The remote statuses say the peer
     // refused what we did: it named memory it does not let us reach, or
     // broke the protocol. Whichever chain it was, the connection is lost.
@@ -50,7 +50,7 @@ void ConnBase::on_send_completion(const Wc& wc) {
       on_disconnected(std::move(why));
     }
   }
-  if (state == State::kReady && has_waiting()) want_service();  // room for what waits for it
+  if (life == State::kReady && has_waiting()) want_service();  // room for what waits for it
 }
 
 void ConnBase::on_receive(MsgBuf* buf, const Wc& wc) {
@@ -67,7 +67,7 @@ void ConnBase::on_receive(MsgBuf* buf, const Wc& wc) {
                                 "a receive failed: %s (a message over %u bytes, or a Send With Invalidate of an rkey "
                                 "that is not ours)",
                                 wc_status_name(wc.status), buf->cap));
-    else if (state == State::kReady || state == State::kConnecting) {
+    else if (life == State::kReady || life == State::kConnecting) {
       on_disconnected(make_error(Errc::kDisconnected, "the QP went to error (its receives are flushed)"));
       lost_to_flush = true;
       eng->cm_due = true;  // the driver's event says why: read it in this same poll()
@@ -75,7 +75,7 @@ void ConnBase::on_receive(MsgBuf* buf, const Wc& wc) {
     give_back(buf);
     return;
   }
-  if (state == State::kDraining || state == State::kDead) {
+  if (life == State::kDraining || life == State::kDead) {
     // A message that was already on its way when the connection was lost.
     give_back(buf);
     return;
@@ -83,7 +83,7 @@ void ConnBase::on_receive(MsgBuf* buf, const Wc& wc) {
   // A message proves the connection is up, even when the device's
   // ESTABLISHED event is still queued (the engine polls CM events once a
   // millisecond, and on verbs the client's first SEND can overtake its RTU).
-  if (state == State::kConnecting && server) on_established({});
+  if (life == State::kConnecting && server) on_established({});
   buf->len = wc.byte_len;
   buf->wc_flags = wc.flags;
   buf->inv_rkey = wc.invalidated_rkey;
@@ -100,7 +100,7 @@ void ConnBase::give_back(MsgBuf* buf) {
   q->give_back(buf);
   // A queue of this connection's own is posted to only while its QP can
   // take receives; a QP in error would flush them straight back.
-  if (q->shared() || state == State::kReady || state == State::kConnecting) eng->queue_needs_post(q);
+  if (q->shared() || life == State::kReady || life == State::kConnecting) eng->queue_needs_post(q);
 }
 
 void ConnBase::want_service() {

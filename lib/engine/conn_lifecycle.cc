@@ -34,14 +34,11 @@ uint32_t ring_size_for(const EngineOptions& o) { return pow2_at_least(o.credits 
 }  // namespace
 
 ConnBase::ConnBase(EngineImpl* e, DeviceCtx* d, bool srv)
-    : eng(e), dc(d), server(srv), id(e->next_conn_id++), pdc(d->shared.get()),
-      sq(sq_depth_for(e->opt, d->dev->caps()), ring_size_for(e->opt),
-         std::min(e->opt.send_batch, ring_size_for(e->opt) / 2)),
-      t_created(now_ticks()) {}
+    : eng(e), dc(d), server(srv), id(e->next_conn_id++), pdc(d->shared.get()), t_created(now_ticks()) {}
 
 ConnBase::~ConnBase() {
-  if (state == State::kReady || state == State::kConnecting) (void)dc->dev->disconnect(qp.get());
-  if (by_qpn_entered) dc->forget_qpn(qp->qp_num());
+  if (qp && (life == State::kReady || life == State::kConnecting)) (void)dc->dev->disconnect(qp.get());
+  if (by_qpn_entered && qp) dc->forget_qpn(qp->qp_num());
   // The QP first: nothing can reach this connection's buffers after it.
   qp.reset();
   if (own_rq) {
@@ -61,8 +58,8 @@ std::string ConnBase::peer_name() const {
 void ConnBase::protocol_error(Status reason) {
   // A connection already lost to a flush (its QP went to error before the
   // driver's event said why) still hears the reason: the peer's fault.
-  if ((state == State::kDraining || state == State::kDead) && !lost_to_flush) return;
-  if (lost_to_flush && (state == State::kDraining || state == State::kDead)) {
+  if ((life == State::kDraining || life == State::kDead) && !lost_to_flush) return;
+  if (lost_to_flush && (life == State::kDraining || life == State::kDead)) {
     lost_to_flush = false;
     eng->st.protocol_errors.add();
     why = reason;
@@ -93,11 +90,15 @@ Status ConnBase::setup_queues() {
   // grant (server), and one to spare.
   const bool own_queue = !dc->recv || own_pd;
   const uint32_t own_depth = o.credits + 1;
+  // A send-context ring for this QP (a reconnect makes a fresh one).
+  const uint32_t ring = ring_size_for(o);
+  sq_ = std::make_unique<SendQueue>(sq_depth_for(o, caps), ring, std::min(o.send_batch, ring / 2));
+  sq_drained = rq_drained = sq_marker = rq_marker = false;
   QpInit qi;
   qi.pd = pdc->pd.get();
   qi.send_cq = dc->scq.get();
   qi.recv_cq = dc->rcq.get();
-  qi.sq_depth = sq.budget().depth();
+  qi.sq_depth = sq_->budget().depth();
   qi.rq_depth = own_queue ? std::min<uint32_t>(caps.max_qp_wr, own_depth + 1) : 1;  // +1: the drain marker
   qi.max_send_sge = std::min<uint32_t>(caps.max_send_sge, 2);
   qi.max_recv_sge = 1;
@@ -129,11 +130,11 @@ Status ConnBase::setup_queues() {
 }
 
 void ConnBase::on_established(std::span<const uint8_t> peer_pdata) {
-  if (state != State::kConnecting) return;  // a server may learn it first from a receive
+  if (life != State::kConnecting) return;  // a server may learn it first from a receive
   if (!server)
     wire::negotiate(peer_pdata, eng->opt.inline_send, eng->opt.inline_recv, dc->offer_inv, false, &inline_send,
                     &inline_recv, &remote_inv);
-  state = State::kReady;
+  life = State::kReady;
   t_established = t_last = now_ticks();
   register_telemetry();
   TERN_LOG(kInfo, "engine", "conn %llu: connection to %s up: inline send %u recv %u, remote invalidation %s",
@@ -144,15 +145,16 @@ void ConnBase::on_established(std::span<const uint8_t> peer_pdata) {
              "conn %llu: connection to %s registers chunks through the registration cache: the peer can reach "
              "those pages after the calls that offered them, until they are evicted (trusted peers only)",
              static_cast<unsigned long long>(id), peer_name().c_str());
+  on_up();
   want_service();  // a client's backlog may wait for this
 }
 
 void ConnBase::on_disconnected(Status reason) {
-  if (state == State::kDraining || state == State::kDead) return;
+  if (life == State::kDraining || life == State::kDead || life == State::kReconnecting) return;
   why = std::move(reason);
   eng->st.disconnects.add();
-  bool was_connecting = state == State::kConnecting;
-  state = State::kDraining;
+  bool was_connecting = life == State::kConnecting;
+  life = State::kDraining;
   // The engine may give up on a connection whose QP is still up (a post it
   // could not make): put the QP in error first, or the drain below would
   // never complete and MRs with a REG_MR in flight would be destroyed.
@@ -189,9 +191,29 @@ void ConnBase::post_drain_markers() {
   }
 }
 
+void ConnBase::drop_qp() {
+  // Drained: nothing of ours is on the QP. Its last receive completions
+  // first (a device may drop what a destroyed QP left in its CQ), then the
+  // QP, then what was its alone.
+  if (own_rq == nullptr && dc->srq) {
+    Wc left[32];
+    for (int n; (n = dc->rcq->poll(left, 32)) > 0;)
+      for (int i = 0; i < n; ++i) eng->dispatch_recv(dc, left[i]);
+  }
+  if (by_qpn_entered) dc->forget_qpn(qp->qp_num());
+  by_qpn_entered = false;
+  qp.reset();
+  if (own_rq) {
+    own_rq->release_all();
+    eng->remove_queue(own_rq->id());
+    own_rq.reset();
+  }
+  rq = nullptr;
+}
+
 void ConnBase::close() {
   user_closed = true;
-  if (state == State::kReady || state == State::kConnecting) {
+  if (life == State::kReady || life == State::kConnecting) {
     (void)dc->dev->disconnect(qp.get());
     on_disconnected(make_error(Errc::kDisconnected, "closed locally"));
   }
@@ -201,8 +223,8 @@ void ConnBase::close() {
 void ConnBase::finish_teardown() {
   // The QP is drained: no WR of ours is outstanding. Release the owners of
   // the unsignaled tail, then the role fails every call that did not finish.
-  sq.release_all([&](const SendCtx& c) { ctx_done(c, false, nullptr); });
-  state = State::kDead;
+  sq_->release_all([&](const SendCtx& c) { ctx_done(c, false, nullptr); });
+  life = State::kDead;
   on_drained();
 }
 

@@ -5,6 +5,9 @@
 //
 // A connection's life:
 //   kConnecting -> kReady -> kDraining -> kDead -> reclaimed
+//                     ^          |
+//                     |          v            (a client connection that reconnects)
+//                 kConnecting <- kReconnecting
 //   kConnecting: client: connect() sent, no answer yet; server: accepted,
 //                not yet established (its first receive establishes it).
 //   kReady:      calls flow.
@@ -19,6 +22,9 @@
 //                calls destroyed, and every call completed once
 //                (kDisconnected). A client connection waits for close(); a
 //                server connection for the handlers still holding its calls.
+//   kReconnecting: (client) drained like kDead, but its QP is gone and a new
+//                one will be made and connected when the backoff says; calls
+//                to be sent again wait in the backlog.
 #pragma once
 
 #include <cstdint>
@@ -39,14 +45,18 @@ class EngineImpl;
 
 class ConnBase : public Connection {
  public:
-  enum class State : uint8_t { kConnecting, kReady, kDraining, kDead };
+  enum class State : uint8_t { kConnecting, kReady, kDraining, kDead, kReconnecting };
 
   ConnBase(EngineImpl* eng, DeviceCtx* dc, bool server);
   ~ConnBase() override;
 
   // ---- Connection (the parts both roles share)
-  bool ready() const override { return state == State::kReady; }
-  bool failed() const override { return state == State::kDraining || state == State::kDead; }
+  bool ready() const override { return life == State::kReady; }
+  bool failed() const override { return life == State::kDraining || life == State::kDead; }
+  // Destroys the QP (drained) and what belonged to it alone -- its receive
+  // queue, its send-context ring -- so that a new one can be made
+  // (reconnect) in the same slot, PD and registrar.
+  void drop_qp();
   Status error() const override { return why; }
   ConnectionStats stats() const override;  // engine_stats.cc
   void close() override;
@@ -77,7 +87,7 @@ class ConnBase : public Connection {
   // and then the connection is failing. `signal` asks for a completion
   // beyond the send-context ring's batching.
   bool post(WrChain& chain, SendCtxKind kind, uint32_t obj, bool signal = false);
-  bool room(int wrs) const { return sq.room(wrs); }
+  bool room(int wrs) const { return sq_->room(wrs); }
   // A receive buffer this connection is done with goes back to its queue.
   void give_back(MsgBuf* buf);
   // Work waiting for resources (a backlog, queued replies, deferred
@@ -101,6 +111,8 @@ class ConnBase : public Connection {
   virtual void on_lost() = 0;
   // The QP is drained: fail and release everything of the role.
   virtual void on_drained() = 0;
+  // The connection came up (kReady).
+  virtual void on_up() {}
 
   // Records one finished call's RTT on the connection and its procedure.
   void record_rtt(ProcCounters* pc, uint64_t t0, bool error);
@@ -109,14 +121,16 @@ class ConnBase : public Connection {
   EngineImpl* eng;
   DeviceCtx* dc;
   bool server;
-  State state = State::kConnecting;
+  State life = State::kConnecting;  // as above; Connection::state() is what the host sees
   Status why;
   uint32_t slot = 0;  // in the engine's connection table: wr_ids name it
   uint64_t id = 0;    // engine-unique, never reused: log lines say "conn <id>"
   PdCtx* pdc = nullptr;           // dc->shared, or own_pd
   std::unique_ptr<PdCtx> own_pd;  // DeviceCtx::pd_per_conn (client)
   std::unique_ptr<rdma::Qp> qp;
-  SendQueue sq;
+  std::unique_ptr<SendQueue> sq_;  // remade with each QP
+  SendQueue& sq() { return *sq_; }
+  const SendQueue& sq() const { return *sq_; }
   RecvQueue* rq = nullptr;             // dc->recv, or own_rq
   std::unique_ptr<RecvQueue> own_rq;   // a receive queue of its own (no SRQ, or own PD)
   // Negotiated (RFC 8797).

@@ -29,6 +29,8 @@ const char* call_status_name(CallStatus s) {
     case CallStatus::kBadReply: return "bad reply";
     case CallStatus::kTooLarge: return "too large";
     case CallStatus::kNoRegistration: return "memory could not be registered";
+    case CallStatus::kTimedOut: return "timed out";
+    case CallStatus::kCancelled: return "cancelled";
   }
   return "?";
 }
@@ -338,15 +340,18 @@ Result<Connection*> EngineImpl::connect(std::string_view spec) {
   if (!dcr) return dcr.status();
   auto* c = new ClientConn(this, *dcr);
   enter(c);
+  clients.push_back(c);
   Status s = c->setup_queues();
   uint8_t pdata[64];
   size_t n = wire::encode_pdata(pdata, sizeof pdata, opt.inline_send, opt.inline_recv, (*dcr)->offer_inv);
   if (s) s = (*dcr)->dev->connect(c->qp.get(), std::span<const uint8_t>(pdata, n));
   if (!s) {
-    c->state = ConnBase::State::kDead;
+    c->life = ConnBase::State::kDead;
     c->user_closed = true;  // never handed out: reclaimed from the next poll
+    c->want_service();
     return s;
   }
+  c->connect_deadline = now_ticks() + ticks_from_ns(uint64_t{opt.connect_timeout_ms} * 1'000'000);
   return static_cast<Connection*>(c);
 }
 
@@ -409,7 +414,7 @@ void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
     TERN_LOG(kError, "engine", "refusing a connection: %s", s.to_string().c_str());
     st.connections_refused.add();
     (void)dc->dev->reject(ev.request, {});
-    c->state = ConnBase::State::kDead;
+    c->life = ConnBase::State::kDead;
     return;
   }
   dc->warned_full = false;

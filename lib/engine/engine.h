@@ -103,6 +103,31 @@ struct EngineOptions {
   // Client requests (calls accepted and not yet released) in the whole
   // engine; call() answers EAGAIN past it.
   uint32_t max_calls = 65536;
+
+  // ---- recovery (docs/engine.md, "Recovery"; docs/reliability.md)
+  // A client connection that was up and is lost re-establishes itself:
+  // attempts back off from reconnect_min_ms, doubling to reconnect_max_ms,
+  // each with +-25% jitter; after reconnect_give_up_ms without success it
+  // fails for good (0: never gives up). Calls in flight at the loss are sent
+  // again on the new connection with the same xid, unless Call::no_retry.
+  // Off: a lost connection fails its calls with kDisconnected (the host
+  // connects anew).
+  bool reconnect = true;
+  uint32_t reconnect_min_ms = 10;
+  uint32_t reconnect_max_ms = 2000;
+  uint32_t reconnect_give_up_ms = 60000;
+  // A connect attempt with no answer for this long fails.
+  uint32_t connect_timeout_ms = 5000;
+  // RDMA connections have no keepalive of their own. A client connection
+  // with calls outstanding that has received nothing for keepalive_ms, or
+  // that has been idle for keepalive_idle_ms, is probed with an RPC NULL
+  // call (of the program it last called); a probe unanswered for
+  // keepalive_timeout_ms -- or calls outstanding with no credit to probe
+  // with and nothing received for keepalive_ms + keepalive_timeout_ms --
+  // declares the connection dead (then it reconnects). 0: off.
+  uint32_t keepalive_ms = 5000;
+  uint32_t keepalive_idle_ms = 30000;
+  uint32_t keepalive_timeout_ms = 5000;
 };
 
 // ---------------------------------------------------------------- client calls
@@ -121,6 +146,8 @@ enum class CallStatus : uint8_t {
   kTooLarge,      // the results did not fit where the call said they would
   kNoRegistration,  // the call's bulk memory could not be registered (registration
                     // cache: the device refused reg_mr; the log says why). Never sent.
+  kTimedOut,        // its Call::timeout_ns passed first (it may or may not have run)
+  kCancelled,       // Connection::cancel() (it may or may not have run)
 };
 
 // Read and write chunks a call may carry (bulk_send and bulk_recv included).
@@ -139,6 +166,8 @@ struct CallReply {
   // Call::write_chunks; nwrites of them.
   uint32_t nwrites = 0;
   uint32_t write_lens[kMaxCallWriteChunks] = {};
+  // Times it was sent again on a new connection after a loss.
+  uint32_t retransmits = 0;
 };
 
 using CallDone = void (*)(void* ctx, const CallReply& reply);
@@ -188,6 +217,15 @@ struct Call {
   const AuthSys* auth = nullptr;
   CallDone done = nullptr;
   void* ctx = nullptr;
+  // Completes with kTimedOut when no reply came within this many
+  // nanoseconds of call() (0: no deadline). A call still waiting to be sent
+  // expires without spending a credit; one in flight completes once every
+  // registration it made is fenced (docs/engine.md, "Deadlines").
+  uint64_t timeout_ns = 0;
+  // Not sent again after a connection loss: completes with kDisconnected
+  // instead (a call that must not run twice, to a server with no duplicate
+  // request cache).
+  bool no_retry = false;
 };
 
 // ---------------------------------------------------------------- server calls
@@ -236,6 +274,19 @@ class ServerCall {
   // client offered: the rest are returned empty).
   virtual Status reply_chunks(std::span<const uint8_t> results, std::span<const std::span<const uint8_t>> bulk) = 0;
   virtual Status reply_error(AcceptStat stat) = 0;
+  // Answers nothing: the call is released unanswered (a duplicate of a
+  // call still being served: the client sends it again if it must). Its
+  // client's credit stays taken until that client's own recovery.
+  virtual void drop() = 0;
+  // Who sent it, the same across its client's reconnects: its process on
+  // shm ("pid 1234 uid 1000"), its address on verbs ("169.254.77.1"). With
+  // xid() and args_digest(), what a duplicate request cache keys on
+  // (engine/duplicate_cache.h), as nfsd's does.
+  virtual std::string_view peer_id() const = 0;
+  // A digest of the call's arguments: the inline ones and the read
+  // chunks' data (64-bit FNV-1a), so that a retransmission can be told from
+  // another call that happens to reuse an xid.
+  virtual uint64_t args_digest() const = 0;
 };
 
 using Handler = void (*)(void* ctx, ServerCall* call);
@@ -294,20 +345,45 @@ struct ProcedureStats {
   LatencySummary rtt;
 };
 
+// A client connection's state, as the host sees it (Connection::state()).
+enum class ConnState : uint8_t {
+  kConnecting,    // the first connect is under way
+  kReady,         // connected: calls flow
+  kReconnecting,  // lost, and re-establishing itself: calls wait (or expire)
+  kFailed,        // lost for good (refused, unreachable, gave up, or reconnect off)
+  kClosed,        // close() was called
+};
+const char* conn_state_name(ConnState s);
+
+class Connection;
+// A client connection changed state; `why` says why it left kReady (or
+// failed). Called inside poll(), on the engine's thread.
+using StateCallback = void (*)(void* ctx, Connection* conn, ConnState from, ConnState to, const Status& why);
+
 class Connection {
  public:
   virtual ~Connection() = default;
   virtual bool ready() const = 0;      // connected and usable
-  virtual bool failed() const = 0;     // disconnected, refused or lost: make a new one
-  virtual Status error() const = 0;    // why, when failed()
+  virtual bool failed() const = 0;     // lost for good (or closed): make a new one
+  virtual Status error() const = 0;    // why, when failed() (or why the last loss)
   virtual ConnectionInfo info() const = 0;
-  // Client: issues a call. 0, or EAGAIN (backlog full), ENOTCONN (not ready or
-  // failed), EINVAL (malformed: too large inline, unregistered bulk memory),
-  // EMSGSIZE (bulk over max_bulk), ENOTSUP (the call needs chunks, and the
-  // device has no fast registration while EngineOptions::trusted_peers is
-  // off). Completion always arrives through call.done once call() returned
-  // 0, even if the connection is lost.
-  virtual int call(const Call& call) = 0;
+  virtual ConnState state() const { return ready() ? ConnState::kReady : failed() ? ConnState::kFailed : ConnState::kConnecting; }
+  // Client: issues a call. 0, or EAGAIN (backlog full), ENOTCONN (not yet
+  // connected, or failed), EINVAL (malformed: unregistered bulk memory, bad
+  // chunk positions), EMSGSIZE (over max_bulk, max_long_call or a chunk
+  // list's segments), ENOTSUP (the call needs chunks, and the device has no
+  // fast registration while EngineOptions::trusted_peers is off). While the
+  // connection is re-establishing itself calls are accepted and wait.
+  // Completion always arrives through call.done once call() returned 0,
+  // even if the connection is lost. *xid, if given, is the call's xid (for
+  // cancel()).
+  virtual int call(const Call& call, uint32_t* xid = nullptr) = 0;
+  // Client: cancels the call with this xid. It completes with kCancelled,
+  // once every registration it made is fenced (maybe from a later poll()).
+  // 0, or ENOENT (no such call outstanding on this connection).
+  virtual int cancel(uint32_t xid) { (void)xid; return ENOENT; }
+  // Client: state changes reach `cb` (nullptr: none).
+  virtual void on_state_change(StateCallback cb, void* ctx) { (void)cb, (void)ctx; }
   virtual uint32_t outstanding() const = 0;
   virtual ConnectionStats stats() const = 0;
   // Done with this connection: a graceful close if it is up; outstanding
@@ -344,6 +420,15 @@ struct EngineStats {
   Counter memory_waits;
   // Client calls sent as RDMA_NOMSG (long calls).
   Counter long_calls;
+  // Recovery (docs/engine.md, "Recovery"): connections re-established,
+  // attempts made, calls sent again after a loss, replies that came after
+  // their call timed out or was cancelled, keepalive probes sent and
+  // connections they (or silence) declared dead, connections declared dead
+  // for any reason, cancels.
+  Counter reconnects, reconnect_attempts, retransmits, late_replies, keepalive_probes, keepalive_failures;
+  Counter declared_dead, cancels;
+  // Server calls a handler released unanswered (ServerCall::drop).
+  Counter calls_dropped;
 };
 
 class Engine {

@@ -132,6 +132,11 @@ class EngineImpl final : public Engine {
   std::vector<std::unique_ptr<ConnBase>> conns;
   std::vector<uint32_t> free_slots;
   uint32_t nconns = 0;
+  // Client connections: their timers (deadlines, keepalive, reconnects)
+  // run from poll()'s millisecond tick.
+  std::vector<ClientConn*> clients;
+  // The earliest time a client's tick has work (ticks; 0: none), for wait mode.
+  uint64_t next_client_tick() const;
   // Receive queues by id (MsgBuf::queue names it).
   std::vector<RecvQueue*> queues;
   std::vector<uint16_t> free_queue_ids;
@@ -176,6 +181,8 @@ class EngineImpl final : public Engine {
     size_t devices_added = 0;  // devices[0..devices_added) are in epfd
     bool armed = false;        // prepare_wait() armed the devices; poll() acks
     bool rechecking = false;   // prepare_wait()'s own poll(): keep them armed
+    int timer_fd = -1;         // the clients' next tick, for a sleeping host
+    uint64_t timer_at = 0;     // CLOCK_MONOTONIC ns it is armed for (0: disarmed)
     ~WaitState();
   } waiting;
   // Cross-thread snapshots (stats_json_snapshot).

@@ -4,6 +4,8 @@
 // number its connection), retries server calls waiting for memory, services
 // connections with work waiting for resources, posts receive buffers back in
 // batches, and reclaims dead connections.
+#include <algorithm>
+
 #include "base/clock.h"
 #include "base/log.h"
 #include "engine/engine_impl.h"
@@ -167,6 +169,13 @@ int EngineImpl::poll() {
           for (int i = 0; i < n; ++i) dispatch_recv(c->dc, left[i]);
       }
       const uint32_t s = c->slot;
+      if (!c->server) {
+        auto it = std::find(clients.begin(), clients.end(), static_cast<ClientConn*>(c));
+        if (it != clients.end()) {
+          *it = clients.back();
+          clients.pop_back();
+        }
+      }
       conns[s].reset();
       free_slots.push_back(s);
       --nconns;
@@ -193,6 +202,9 @@ int EngineImpl::poll() {
     cm_due = false;
     last_cm_tick = now;
     for (auto& dcp : devices) work += poll_cm(dcp.get());
+    // Client timers: deadlines, keepalive, connect timeouts, reconnects.
+    // By index: a callback may make a new connection.
+    for (size_t i = 0; i < clients.size(); ++i) work += clients[i]->tick(now);
   }
   ++polls;
   // Another thread wants a stats snapshot (telemetry): one relaxed load per pass.
@@ -200,32 +212,44 @@ int EngineImpl::poll() {
   return work;
 }
 
+uint64_t EngineImpl::next_client_tick() const {
+  uint64_t at = 0;
+  for (const ClientConn* c : clients) {
+    uint64_t t = c->next_tick();
+    if (t != 0 && (at == 0 || t < at)) at = t;
+  }
+  return at;
+}
+
 void EngineImpl::shutdown() {
   // Every call still outstanding completes exactly once, and only after its
   // registrations are fenced: disconnect every connection, let the QPs
   // drain (flush completions prove no WR of ours is left), then each
-  // connection fails what did not finish.
+  // connection fails what did not finish. None reconnects.
   shutting_down = true;
   bool any = false;
+  for (ClientConn* c : clients)
+    if (c->life == ConnBase::State::kReconnecting)
+      c->give_up(make_error(Errc::kDisconnected, "the engine is shutting down"));
   for (auto& c : conns) {
     if (!c) continue;
-    if (c->state == ConnBase::State::kReady || c->state == ConnBase::State::kConnecting)
+    if (c->life == ConnBase::State::kReady || c->life == ConnBase::State::kConnecting)
       c->on_disconnected(make_error(Errc::kDisconnected, "the engine is shutting down"));
-    any |= c->state == ConnBase::State::kDraining;
+    any |= c->life == ConnBase::State::kDraining;
   }
   if (!any) return;
   const uint64_t deadline = now_ticks() + ticks_from_ns(2'000'000'000);
   for (;;) {
     (void)poll();
     bool draining = false;
-    for (auto& c : conns) draining |= c && c->state == ConnBase::State::kDraining;
+    for (auto& c : conns) draining |= c && c->life == ConnBase::State::kDraining;
     if (!draining) break;
     if (now_ticks() > deadline) {
       // A device that never flushes: give up waiting. Destroying the QPs
       // below ends every registration with them.
       TERN_LOG(kWarn, "engine", "shutdown: connections did not drain within 2 s; tearing them down");
       for (auto& c : conns)
-        if (c && c->state == ConnBase::State::kDraining) {
+        if (c && c->life == ConnBase::State::kDraining) {
           c->sq_drained = c->rq_drained = true;
           c->finish_teardown();
         }

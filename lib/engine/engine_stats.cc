@@ -29,6 +29,7 @@ const char* state_name(ConnBase::State s) {
     case ConnBase::State::kReady: return "ready";
     case ConnBase::State::kDraining: return "draining";
     case ConnBase::State::kDead: return "dead";
+    case ConnBase::State::kReconnecting: return "reconnecting";
   }
   return "?";
 }
@@ -132,6 +133,15 @@ StatsView EngineImpl::fixed_view() const {
                  {"waiting_for_memory", &st.waiting_for_memory},
                  {"memory_waits", &st.memory_waits},
                  {"long_calls", &st.long_calls},
+                 {"reconnects", &st.reconnects},
+                 {"reconnect_attempts", &st.reconnect_attempts},
+                 {"retransmits", &st.retransmits},
+                 {"late_replies", &st.late_replies},
+                 {"keepalive_probes", &st.keepalive_probes},
+                 {"keepalive_failures", &st.keepalive_failures},
+                 {"declared_dead", &st.declared_dead},
+                 {"cancels", &st.cancels},
+                 {"calls_dropped", &st.calls_dropped},
                  {"bulk_pool_in_use", &bulk->stats().in_use},
                  {"bulk_pool_high_water", &bulk->stats().high_water},
                  {"bulk_pool_empty", &bulk->stats().empty},
@@ -243,7 +253,7 @@ ConnectionStats ConnBase::stats() const {
   s.id = id;
   s.server = server;
   s.peer = peer_name();
-  s.state = state_name(state);
+  s.state = state_name(life);
   uint64_t now = now_ticks();
   auto ns = [&](uint64_t ticks) { return static_cast<uint64_t>(static_cast<double>(ticks) * eng->ns_per_tick); };
   if (t_established != 0) {
@@ -379,7 +389,7 @@ PoolAudit EngineImpl::audit() const {
   a.bulk_blocks_out = bulk->blocks_out();
   a.mrs_registered = st.rkeys_live.get();
   for (const auto& c : conns)
-    if (c) a.send_ctxs_in_use += c->sq.contexts_in_use();
+    if (c && c->sq_) a.send_ctxs_in_use += c->sq().contexts_in_use();
   return a;
 }
 

@@ -3,10 +3,12 @@
 // poll(). The protocol a host follows is in engine.h; the drivers' side
 // (Cq::arm, Device::wait_fd / arm_wait / ack_wait) in rdmadev.h.
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <cerrno>
 
+#include "base/clock.h"
 #include "engine/engine_impl.h"
 
 namespace tern::rpc {
@@ -21,6 +23,15 @@ Status join_devices(EngineImpl& e) {
   if (w.epfd < 0) {
     w.epfd = epoll_create1(EPOLL_CLOEXEC);
     if (w.epfd < 0) return make_sys_error(Errc::kNoResources, errno, "engine: epoll_create1 for wait mode");
+    // The engine's own deadlines (calls' timeouts, keepalive, reconnect
+    // attempts) wake a sleeping host through this timer.
+    w.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (w.timer_fd < 0) return make_sys_error(Errc::kNoResources, errno, "engine: timerfd_create for wait mode");
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = UINT64_MAX;
+    if (epoll_ctl(w.epfd, EPOLL_CTL_ADD, w.timer_fd, &ev) != 0)
+      return make_sys_error(Errc::kInternal, errno, "engine: epoll_ctl(ADD) for its timer");
   }
   for (; w.devices_added < e.devices.size(); ++w.devices_added) {
     DeviceCtx* dc = e.devices[w.devices_added].get();
@@ -41,6 +52,7 @@ Status join_devices(EngineImpl& e) {
 
 EngineImpl::WaitState::~WaitState() {
   if (epfd >= 0) close(epfd);
+  if (timer_fd >= 0) close(timer_fd);
 }
 
 int EngineImpl::wait_fd() {
@@ -54,6 +66,24 @@ Result<bool> EngineImpl::prepare_wait() {
   TERN_TRY(join_devices(*this));
   // Armed from here: whatever happens next, the next poll() acks.
   waiting.armed = true;
+  // The clients' next timer: a deadline due now means work, not sleep.
+  if (const uint64_t at = next_client_tick(); at != 0) {
+    const uint64_t now = now_ticks();
+    if (at <= now) {
+      cm_due = true;
+      waiting.armed = false;
+      return false;
+    }
+    const uint64_t when = monotonic_ns() + static_cast<uint64_t>(ns_from_ticks(at - now));
+    if (when != waiting.timer_at) {
+      itimerspec its{};
+      its.it_value.tv_sec = static_cast<time_t>(when / 1'000'000'000u);
+      its.it_value.tv_nsec = static_cast<long>(when % 1'000'000'000u);
+      if (timerfd_settime(waiting.timer_fd, TFD_TIMER_ABSTIME, &its, nullptr) != 0)
+        return make_sys_error(Errc::kInternal, errno, "engine: timerfd_settime");
+      waiting.timer_at = when;
+    }
+  }
   for (auto& dc : devices) {
     TERN_TRY(dc->scq->arm());
     TERN_TRY(dc->rcq->arm());
@@ -76,6 +106,14 @@ Result<bool> EngineImpl::prepare_wait() {
 int EngineImpl::finish_wait() {
   waiting.armed = false;
   int events = 0;
+  // The engine's timer fired: its clients' ticks run in this poll().
+  if (waiting.timer_at != 0 && monotonic_ns() >= waiting.timer_at) {
+    uint64_t v;
+    (void)!read(waiting.timer_fd, &v, sizeof v);
+    waiting.timer_at = 0;
+    cm_due = true;
+    ++events;
+  }
   // ack_wait disarms and consumes what fired; poll_cm at once, not at the
   // next millisecond tick: a connection event may be what woke us.
   for (auto& dc : devices)

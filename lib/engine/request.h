@@ -57,6 +57,12 @@ enum class ReqState : uint8_t {
   // send buffer may still be read by the device). Between "completed" and
   // "both owners let go"; the Send side's release frees it.
   kCompleted,
+  // Timed out or cancelled while sent, with nothing registered: its caller
+  // has its status, but the server may still answer. It keeps its credit,
+  // its receive reservation and its xid's entry until that late reply
+  // (dropped and counted) or the connection's end; it holds no memory of
+  // the caller's.
+  kAbandoned,
 };
 const char* req_state_name(ReqState s);
 
@@ -68,7 +74,8 @@ enum class ReqEvent : uint8_t {
   kInvalidated,   // its LOCAL_INV chain completed successfully
   kSendReleased,  // a send-queue completion walked past its Send's context (or teardown did)
   kConnLost,      // its connection is lost (draining): a call in flight is orphaned
-  kDrained,       // its connection's QP is drained: orphans and the backlog fail
+  kDrained,       // its connection's QP is drained: orphans are sent again, or fail
+  kExpire,        // its deadline passed, or its caller cancelled it (Request::expire says which)
 };
 
 struct Request {
@@ -99,8 +106,17 @@ struct Request {
   bool inv_waiting = false;    // its LOCAL_INV chain waits for send-queue room
   uint32_t rpc_len = 0;        // ONC RPC header + inline arguments
   uint32_t rpc_hdr = 0;        // ONC RPC header alone (read chunk positions follow it)
-  Request* act_prev = nullptr; // the connection's requests in flight (sent, invalidating, orphaned)
+  Request* act_prev = nullptr; // the connection's requests in flight (sent, invalidating, orphaned, abandoned)
   Request* act_next = nullptr;
+  Request* bl_prev = nullptr;  // backlog link (next is the other way)
+  // Recovery (client_recovery.cc).
+  uint64_t deadline = 0;       // ticks; 0: none
+  Request* dl_prev = nullptr;  // the connection's deadline list, earliest first
+  Request* dl_next = nullptr;
+  bool on_deadline_list = false;
+  CallStatus expire = CallStatus::kOk;  // kTimedOut / kCancelled once expired: its status at the drain
+  uint32_t retransmits = 0;
+  bool probe = false;          // an internal keepalive probe (RPC NULL)
   CallReply result{};
   uint64_t t_call = 0;         // ticks at call(), for the RTT
   ProcCounters* pc = nullptr;  // this procedure's counters

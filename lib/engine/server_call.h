@@ -75,6 +75,9 @@ class SrvCall final : public ServerCall {
   Status reply(std::span<const uint8_t> results, std::span<const uint8_t> bulk) override;
   Status reply_chunks(std::span<const uint8_t> results, std::span<const std::span<const uint8_t>> bulk) override;
   Status reply_error(AcceptStat stat) override;
+  void drop() override;
+  std::string_view peer_id() const override;
+  uint64_t args_digest() const override;
 
   SrvState state = SrvState::kFree;
   bool handler_owner = false;  // the handler side (the engine's, while pulling)

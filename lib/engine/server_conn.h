@@ -22,11 +22,11 @@ class ServerConn final : public ConnBase {
 
   // ---- Connection
   ConnectionInfo info() const override;
-  int call(const Call&) override { return ENOTCONN; }
+  int call(const Call&, uint32_t*) override { return ENOTCONN; }
   uint32_t outstanding() const override { return grant.unreplied; }
 
   // ---- ConnBase hooks
-  bool reclaimable() const override { return state == State::kDead && calls_held == 0; }
+  bool reclaimable() const override { return life == State::kDead && calls_held == 0; }
   bool has_waiting() const override { return !queued.empty() || !pulls.empty() || !deferred.empty(); }
   int service(bool* more) override;
   void ctx_done(const SendCtx& ctx, bool own, const rdma::Wc* wc) override;
@@ -39,6 +39,9 @@ class ServerConn final : public ConnBase {
   // reply() and reply_error() of a call of this connection (server_reply.cc).
   Status reply(SrvCall* sc, std::span<const uint8_t> results, std::span<const std::span<const uint8_t>> bulk,
                int accept);
+  void drop(SrvCall* sc);  // ServerCall::drop
+  void on_up() override { peer_key = qp->peer_host(); }
+  std::string peer_key;  // Qp::peer_host(): the client as it stays across its reconnects
 
   ConnGrant grant;
   uint32_t calls_held = 0;  // server calls of this connection not yet back in the pool

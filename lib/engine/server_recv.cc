@@ -316,7 +316,7 @@ void ServerConn::process(SrvCall* sc, SrvEvent ev, const Wc* wc) {
       if (wc->status != WcStatus::kSuccess) {
         // The pull failed (the client's rkey was refused, or the QP died):
         // the connection is gone; the drain frees the call.
-        if (state == State::kReady) {
+        if (life == State::kReady) {
           Status why = make_error(Errc::kRemoteError, "RDMA READ of its read chunk failed: %s",
                                   wc_status_name(wc->status));
           // The client named memory it does not let us read.
@@ -458,15 +458,15 @@ void ServerConn::free_call(SrvCall* sc) {
   sc->nbulk = 0;
   eng->srv_calls.put(sc);
   --calls_held;
-  if (state == State::kDead && calls_held == 0) want_service();  // to be reclaimed
+  if (life == State::kDead && calls_held == 0) want_service();  // to be reclaimed
 }
 
 int ServerConn::service(bool* more) {
   int work = 0;
   *more = false;
-  if (state == State::kReady) {
+  if (life == State::kReady) {
     // Replies waiting for room, in order.
-    while (!queued.empty() && state == State::kReady) {
+    while (!queued.empty() && life == State::kReady) {
       SrvCall* sc = queued.front();
       process(sc, SrvEvent::kRoom);
       if (sc->state == SrvState::kReplyQueued) break;
@@ -474,7 +474,7 @@ int ServerConn::service(bool* more) {
       ++work;
     }
     // Calls whose READs wait for room, in order.
-    while (!pulls.empty() && state == State::kReady) {
+    while (!pulls.empty() && life == State::kReady) {
       SrvCall* sc = pulls.front();
       pulls.pop_front();
       process(sc, SrvEvent::kMemory);
@@ -487,7 +487,7 @@ int ServerConn::service(bool* more) {
       ++work;
     }
     // Calls that came while every server call was busy.
-    while (!deferred.empty() && state == State::kReady) {
+    while (!deferred.empty() && life == State::kReady) {
       MsgBuf* rep = deferred.front();
       SrvCall* probe = eng->srv_calls.get();
       if (probe == nullptr) break;
@@ -498,7 +498,7 @@ int ServerConn::service(bool* more) {
     }
     *more = !queued.empty() || !deferred.empty() || !pulls.empty();
   }
-  if (state == State::kDraining) {
+  if (life == State::kDraining) {
     if (!drained()) post_drain_markers();
     if (drained()) {
       finish_teardown();

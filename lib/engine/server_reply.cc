@@ -54,6 +54,25 @@ Status SrvCall::reply_chunks(std::span<const uint8_t> results, std::span<const s
   return conn->reply(this, results, bulk, 0);
 }
 
+void SrvCall::drop() {
+  TERN_REQUIRE(state == SrvState::kInHandler || state == SrvState::kOrphaned,
+               "drop() on a call that is not waiting for a reply (state %s)", srv_state_name(state));
+  conn->drop(this);
+}
+
+std::string_view SrvCall::peer_id() const { return conn->peer_key; }
+
+uint64_t SrvCall::args_digest() const {
+  // FNV-1a over the inline arguments, then each read chunk's data.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](std::span<const uint8_t> b) {
+    for (uint8_t v : b) h = (h ^ v) * 1099511628211ull;
+  };
+  mix(args_);
+  for (int i = 0; i < ndata_; ++i) mix(data_[i].data);
+  return h;
+}
+
 Status SrvCall::reply_error(AcceptStat stat) {
   TERN_REQUIRE(stat != AcceptStat::kSuccess, "reply_error(kSuccess): use reply()");
   return conn->reply(this, {}, {}, static_cast<int>(stat));
@@ -176,6 +195,15 @@ Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::spa
   record_rtt(sc->pc, sc->t_recv, accept != 0 || err_chunk);
   process(sc, SrvEvent::kReplied);
   return Status::ok();
+}
+
+void ServerConn::drop(SrvCall* sc) {
+  // Released unanswered. Its receive buffer and memory go back now; its
+  // client's credit stays taken (no reply carries it back).
+  const bool orphaned = sc->state == SrvState::kOrphaned;
+  sc->handler_owner = false;
+  if (!orphaned) eng->st.calls_dropped.add();
+  free_call(sc);
 }
 
 bool ServerConn::try_post_reply(SrvCall* sc) {

@@ -357,6 +357,10 @@ class Qp {
   // "pid 1234 uid 1000" (shm), "169.254.77.1:20049" (verbs). Empty until the
   // connection is being set up; control path only.
   virtual std::string peer() const { return {}; }
+  // The other end as it stays across its reconnects: its process on shm
+  // ("pid 1234 uid 1000"), its address on verbs ("169.254.77.1"): what a
+  // server's duplicate request cache keys on. Empty until connected.
+  virtual std::string peer_host() const { return {}; }
   // Driver counters for this QP (descriptors, bytes, doorbells, rnr waits...).
   virtual StatsView stats() const = 0;
   virtual Status inject_fault(const Fault& f) {

@@ -292,6 +292,7 @@ class ShmQp final : public Qp {
   void set_peer_qpn(uint32_t qpn) { peer_qpn_ = qpn; }
   // "pid 1234 uid 1000 qp 7": the process and the QP at the other end.
   std::string peer() const override;
+  std::string peer_host() const override;
   int socket_fd() const { return sock_; }
   void set_state(QpState s) { state_ = s; }
   ShmDevice* device() const { return dev_; }

@@ -866,6 +866,11 @@ std::string ShmQp::peer() const {
   return "pid " + std::to_string(peer_pid_) + " uid " + std::to_string(peer_uid_) + " qp " + std::to_string(peer_qpn_);
 }
 
+std::string ShmQp::peer_host() const {
+  if (sock_ < 0 && peer_pid_ < 0) return {};
+  return "pid " + std::to_string(peer_pid_) + " uid " + std::to_string(peer_uid_);
+}
+
 Status ShmQp::attach_area(int area_fd, bool is_client, uint32_t ring_slots, size_t area_len) {
   void* p = mmap(nullptr, area_len, PROT_READ | PROT_WRITE, MAP_SHARED, area_fd, 0);
   if (p == MAP_FAILED) return make_sys_error(Errc::kNoResources, errno, "shm: mapping the connection area");

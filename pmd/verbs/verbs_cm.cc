@@ -470,4 +470,15 @@ std::string VerbsQp::peer() const {
   return who;
 }
 
+std::string VerbsQp::peer_host() const {
+  if (cm_id_ == nullptr) return {};
+  // The address alone: a client's port and QP change when it reconnects.
+  const sockaddr* sa = rdma_get_peer_addr(cm_id_);
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (sa->sa_family == AF_INET) inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, host, sizeof host);
+  else if (sa->sa_family == AF_INET6)
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, host, sizeof host);
+  return host;
+}
+
 }  // namespace tern::verbs

@@ -318,6 +318,7 @@ class VerbsQp final : public Qp {
   const QpInit& init() const override { return init_; }
   StatsView stats() const override;
   std::string peer() const override;
+  std::string peer_host() const override;
 
   // Datapath helpers for VerbsCq.
   ShadowRing& sq() { return sq_; }

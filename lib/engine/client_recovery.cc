@@ -1,0 +1,292 @@
+// Client recovery, as xprtrdma does it (docs/engine.md, "Recovery"):
+// deadlines and cancel, keepalive probes (RDMA connections have none of
+// their own), and reconnecting after a loss -- backoff with a floor, a
+// ceiling and jitter, a give-up deadline, RFC 8797 private data negotiated
+// anew -- with the calls that were in flight sent again with their xids
+// once every registration of the old connection is fenced (the drain, then
+// the MRs destroyed: seed 003). The Connection object lives across it all.
+#include <algorithm>
+#include <random>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "engine/engine_impl.h"
+#include "engine/wire.h"
+
+namespace tern::rpc {
+
+using namespace tern::rdma;
+
+const char* conn_state_name(ConnState s) {
+  switch (s) {
+    case ConnState::kConnecting: return "connecting";
+    case ConnState::kReady: return "ready";
+    case ConnState::kReconnecting: return "reconnecting";
+    case ConnState::kFailed: return "failed";
+    case ConnState::kClosed: return "closed";
+  }
+  return "?";
+}
+
+void ClientConn::set_pub(ConnState to, const Status& reason) {
+  if (pub == to) return;
+  const ConnState from = pub;
+  pub = to;
+  if (state_cb != nullptr) state_cb(state_ctx, this, from, to, reason);
+}
+
+void ClientConn::declare_dead(Status reason) {
+  if (life != State::kReady && life != State::kConnecting) return;
+  eng->st.declared_dead.add();
+  TERN_LOG(kWarn, "engine", "conn %llu: connection to %s declared dead: %s", static_cast<unsigned long long>(id),
+           peer_name().c_str(), reason.message().c_str());
+  on_disconnected(std::move(reason));
+}
+
+void ClientConn::close() {
+  user_closed = true;
+  if (life == State::kReconnecting) {
+    // Between attempts: no QP to drain. What waits fails now.
+    reconnecting_ = false;
+    on_drained();
+    life = State::kDead;
+  } else if (life == State::kReady || life == State::kConnecting) {
+    (void)dc->dev->disconnect(qp.get());
+    on_disconnected(make_error(Errc::kDisconnected, "closed locally"));
+  }
+  set_pub(ConnState::kClosed, make_error(Errc::kDisconnected, "closed locally"));
+  want_service();  // to be reclaimed
+}
+
+// ---------------------------------------------------------------- deadlines and cancel
+
+void ClientConn::link_deadline(Request* r) {
+  // Mostly one timeout per connection: a new deadline is the latest, so
+  // the walk from the tail stops at once.
+  Request* after = dl_tail;
+  while (after != nullptr && after->deadline > r->deadline) after = after->dl_prev;
+  r->dl_prev = after;
+  r->dl_next = after != nullptr ? after->dl_next : dl_head;
+  if (r->dl_next != nullptr) r->dl_next->dl_prev = r;
+  else dl_tail = r;
+  if (after != nullptr) after->dl_next = r;
+  else dl_head = r;
+  r->on_deadline_list = true;
+}
+
+void ClientConn::unlink_deadline(Request* r) {
+  if (r->dl_prev != nullptr) r->dl_prev->dl_next = r->dl_next;
+  else dl_head = r->dl_next;
+  if (r->dl_next != nullptr) r->dl_next->dl_prev = r->dl_prev;
+  else dl_tail = r->dl_prev;
+  r->dl_prev = r->dl_next = nullptr;
+  r->on_deadline_list = false;
+}
+
+int ClientConn::cancel(uint32_t xid) {
+  Request* r = nullptr;
+  if (uint32_t idx; xids.find(xid, &idx)) r = eng->requests.at(idx);
+  if (r == nullptr)
+    for (Request* b = backlog_head; b != nullptr && r == nullptr; b = b->next)
+      if (b->xid == xid) r = b;
+  if (r == nullptr)
+    for (Request* a = active_head; a != nullptr && r == nullptr; a = a->act_next)
+      if (a->xid == xid && (a->state == ReqState::kOrphaned || a->state == ReqState::kSent)) r = a;
+  if (r == nullptr || r->conn != this || r->probe || r->expire != CallStatus::kOk ||
+      (r->state != ReqState::kBacklog && r->state != ReqState::kSent && r->state != ReqState::kOrphaned))
+    return ENOENT;
+  eng->st.cancels.add();
+  r->expire = CallStatus::kCancelled;
+  if (r->on_deadline_list) unlink_deadline(r);
+  // Completions come only from poll(): a call that can complete at once
+  // does so from the next one (the deadline list, due now).
+  r->deadline = now_ticks();
+  link_deadline(r);
+  want_service();
+  return 0;
+}
+
+void ClientConn::abandon(Request* r, CallStatus status) {
+  // Its caller learns the status now; the request keeps its credit, its
+  // receive reservation and its xid until the late reply or the drain.
+  if (r->on_deadline_list) unlink_deadline(r);
+  if (status == CallStatus::kTimedOut) cs.timeouts.add();
+  cs.errors.add();
+  if (r->pc != nullptr) r->pc->errors.add();
+  r->result = CallReply{status, r->xid, {}, 0};
+  r->result.retransmits = r->retransmits;
+  r->state = ReqState::kAbandoned;
+  if (r->call.done != nullptr) r->call.done(r->call.ctx, r->result);
+  r->call.done = nullptr;
+  r->rpc_owner = false;
+}
+
+void ClientConn::on_up() {
+  // Up, or up again: the outage is over.
+  const bool again = was_ready;
+  was_ready = true;
+  lost_at = 0;
+  backoff_ns = 0;
+  connect_deadline = 0;
+  t_last_recv = now_ticks();
+  if (again) eng->st.reconnects.add();
+  set_pub(ConnState::kReady, Status::ok());
+}
+
+// ---------------------------------------------------------------- keepalive
+
+void ClientConn::send_probe() {
+  Request* r = eng->requests.get();
+  if (r == nullptr) return;
+  Call c{last_prog, last_vers, 0};  // the RPC NULL procedure (RFC 5531)
+  c.done = &ClientConn::probe_done;
+  c.ctx = this;
+  c.timeout_ns = uint64_t{eng->opt.keepalive_timeout_ms} * 1'000'000;
+  r->nreads = r->nwrites = 0;
+  r->long_call = false;
+  r->rpc_hdr = static_cast<uint32_t>(wire::call_rpc_header_len(c));
+  r->rpc_len = r->rpc_hdr;
+  probe_in_flight = true;
+  eng->st.keepalive_probes.add();
+  enter(r, c, true);
+}
+
+void ClientConn::probe_done(void* ctx, const CallReply& rep) {
+  auto* c = static_cast<ClientConn*>(ctx);
+  c->probe_in_flight = false;
+  // Any answer (PROG_UNAVAIL, PROC_UNAVAIL... included) proves the server
+  // alive; silence past the probe's timeout proves the opposite.
+  if (rep.status == CallStatus::kTimedOut && c->life == State::kReady) {
+    c->eng->st.keepalive_failures.add();
+    c->declare_dead(make_error(Errc::kTimedOut, "keepalive: the server did not answer an RPC NULL call within %u ms",
+                               c->eng->opt.keepalive_timeout_ms));
+  }
+}
+
+// ---------------------------------------------------------------- reconnecting
+
+void ClientConn::schedule_reconnect() {
+  // Drained: the old QP goes, with what was its alone; its slot, PD and
+  // registrar stay for the next one.
+  drop_qp();
+  life = State::kReconnecting;
+  const uint64_t now = now_ticks();
+  if (lost_at == 0) lost_at = now;
+  const EngineOptions& o = eng->opt;
+  backoff_ns = backoff_ns == 0 ? uint64_t{o.reconnect_min_ms} * 1'000'000
+                               : std::min<uint64_t>(backoff_ns * 2, uint64_t{o.reconnect_max_ms} * 1'000'000);
+  // +-25% jitter, so that many clients of one server do not come back in step.
+  static thread_local std::minstd_rand rng(static_cast<uint32_t>(monotonic_ns()));
+  const uint64_t jitter = backoff_ns / 2 > 0 ? rng() % (backoff_ns / 2) : 0;
+  next_attempt = now + ticks_from_ns(backoff_ns - backoff_ns / 4 + jitter);
+  TERN_LOG(kInfo, "engine", "conn %llu: reconnecting to %s in %llu ms (%u calls waiting)",
+           static_cast<unsigned long long>(id), dc->spec.c_str(),
+           static_cast<unsigned long long>(ns_from_ticks(next_attempt - now) / 1'000'000), backlog_len);
+}
+
+void ClientConn::give_up(Status reason) {
+  gave_up_ = true;
+  why = std::move(reason);
+  TERN_LOG(kWarn, "engine", "conn %llu: giving up on %s: %s", static_cast<unsigned long long>(id), dc->spec.c_str(),
+           why.message().c_str());
+  reconnecting_ = false;
+  on_drained();  // no QP: everything waiting fails now
+  life = State::kDead;
+}
+
+void ClientConn::reconnect_now() {
+  eng->st.reconnect_attempts.add();
+  Status s = setup_queues();
+  uint8_t pdata[64];
+  size_t n = wire::encode_pdata(pdata, sizeof pdata, eng->opt.inline_send, eng->opt.inline_recv, dc->offer_inv);
+  if (s) s = dc->dev->connect(qp.get(), std::span<const uint8_t>(pdata, n));
+  if (!s) {
+    TERN_LOG(kInfo, "engine", "conn %llu: reconnect attempt failed: %s", static_cast<unsigned long long>(id),
+             s.to_string().c_str());
+    why = s;
+    if (qp) drop_qp();
+    life = State::kDead;  // schedule_reconnect sets kReconnecting again
+    schedule_reconnect();
+    return;
+  }
+  life = State::kConnecting;
+  connect_deadline = now_ticks() + ticks_from_ns(uint64_t{eng->opt.connect_timeout_ms} * 1'000'000);
+}
+
+// ---------------------------------------------------------------- the tick
+
+int ClientConn::tick(uint64_t now) {
+  int work = 0;
+  const EngineOptions& o = eng->opt;
+  // Deadlines, earliest first.
+  while (dl_head != nullptr && dl_head->deadline <= now) {
+    Request* r = dl_head;
+    unlink_deadline(r);
+    if (r->expire == CallStatus::kOk) r->expire = CallStatus::kTimedOut;
+    process(r, ReqEvent::kExpire);
+    ++work;
+  }
+  switch (life) {
+    case State::kReconnecting:
+      if (now < next_attempt) break;
+      if (o.reconnect_give_up_ms != 0 &&
+          ns_from_ticks(now - lost_at) >= static_cast<double>(o.reconnect_give_up_ms) * 1e6) {
+        give_up(make_error(Errc::kTimedOut, "no connection for %u ms (EngineOptions::reconnect_give_up_ms): %s",
+                           o.reconnect_give_up_ms, why.message().c_str()));
+      } else {
+        reconnect_now();
+      }
+      ++work;
+      break;
+    case State::kConnecting:
+      if (connect_deadline != 0 && now > connect_deadline) {
+        connect_deadline = 0;
+        on_disconnected(make_error(Errc::kTimedOut, "no answer to the connect within %u ms", o.connect_timeout_ms));
+        ++work;
+      }
+      break;
+    case State::kReady: {
+      if (o.keepalive_ms == 0 || probe_in_flight) break;
+      const double quiet_ms = ns_from_ticks(now - t_last_recv) / 1e6;
+      if (credits.in_flight() > 0 && quiet_ms >= o.keepalive_ms) {
+        if (credits.can_send() && last_prog != 0) {
+          send_probe();
+        } else if (quiet_ms >= static_cast<double>(o.keepalive_ms) + o.keepalive_timeout_ms) {
+          // Every credit is taken by calls that get no answer: no probe can
+          // go out, and the silence says enough.
+          eng->st.keepalive_failures.add();
+          declare_dead(make_error(Errc::kTimedOut, "no reply for %.0f ms with %u calls outstanding", quiet_ms,
+                                  credits.in_flight()));
+        }
+        ++work;
+      } else if (credits.in_flight() == 0 && o.keepalive_idle_ms != 0 && last_prog != 0 &&
+                 ns_from_ticks(now - t_last) / 1e6 >= o.keepalive_idle_ms) {
+        send_probe();
+        ++work;
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  return work;
+}
+
+uint64_t ClientConn::next_tick() const {
+  uint64_t at = 0;
+  auto earlier = [&](uint64_t t) {
+    if (t != 0 && (at == 0 || t < at)) at = t;
+  };
+  if (dl_head != nullptr) earlier(dl_head->deadline);
+  const EngineOptions& o = eng->opt;
+  if (life == State::kReconnecting) earlier(next_attempt);
+  if (life == State::kConnecting) earlier(connect_deadline);
+  if (life == State::kReady && o.keepalive_ms != 0 && !probe_in_flight) {
+    if (credits.in_flight() > 0) earlier(t_last_recv + ticks_from_ns(uint64_t{o.keepalive_ms} * 1'000'000));
+    else if (o.keepalive_idle_ms != 0 && last_prog != 0)
+      earlier(t_last + ticks_from_ns(uint64_t{o.keepalive_idle_ms} * 1'000'000));
+  }
+  return at;
+}
+
+}  // namespace tern::rpc
