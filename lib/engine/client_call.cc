@@ -202,7 +202,6 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
   else backlog_head = r;
   backlog_tail = r;
   ++backlog_len;
-  demand_peak = std::max(demand_peak, credits.in_flight() + backlog_len);
   if (backlog_head == r && life == State::kReady) {
     in_call_ = true;  // completions come only from poll(): a refusal waits for it
     process(r, ReqEvent::kSubmit);
@@ -313,10 +312,12 @@ ClientConn::SendResult ClientConn::send(Request* r) {
         rv < 0)
       return unmap(rv);
   }
-  // The credits we would like (RFC 8166's rdma_credit in a call): the most
-  // calls we had in flight and waiting since the last reply, up to our
-  // maximum. The server's grant follows it.
-  const uint32_t want = std::min<uint32_t>(o.credits, std::max(demand_peak, credits.in_flight() + backlog_len));
+  // The credits we would like (RFC 8166's rdma_credit in a call): our whole
+  // window, as the Linux client asks. A grant travels only in a reply, so a
+  // client that asked for no more than it uses now could never get another
+  // call to a server that holds (answers later) every call it already has;
+  // the server bounds what it gives by its own pool (credits.h).
+  const uint32_t want = o.credits;
   uint8_t* sb = r->sendbuf->data;
   size_t len = r->long_call ? wire::encode_nomsg_call(sb, inline_send, r->xid, want, ch)
                             : wire::encode_call(sb, inline_send, r->xid, want, ch, c, c.args);

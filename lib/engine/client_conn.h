@@ -99,7 +99,6 @@ class ClientConn final : public ConnBase {
   uint32_t active = 0;
   bool head_waits_for_credit = false;
   bool in_call_ = false;  // inside call(): nothing may complete
-  uint32_t demand_peak = 0;  // most calls in flight and waiting since the last reply
   uint32_t inv_waits = 0;    // requests whose LOCAL_INV chain waits for room
 
  private:

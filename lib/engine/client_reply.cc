@@ -81,7 +81,6 @@ void ClientConn::on_message(MsgBuf* rep) {
   }
   // The server's grant: at least one, never more than we asked for.
   credits.grant(h.credits);
-  demand_peak = credits.in_flight() + backlog_len;
   if (backlog_head != nullptr) want_service();  // a credit may be what the backlog waits for
   if (r == nullptr) {
     // Not a call we are waiting for (late, duplicated or forged): drop it.

@@ -13,8 +13,9 @@
 // has. Each connection holds at least one credit from the moment it is
 // admitted (a connection that cannot be given one is refused). Grants follow
 // load: a call's own credit field says how many the client would like (RFC
-// 8166 §3.3.1; a Tern client asks for what it has in flight and waiting, the
-// Linux client for its maximum), and the next reply grants that much, up to
+// 8166 §3.3.1; a Tern client, like Linux's, asks for its whole window, since
+// a grant can only travel in a reply and a server may hold calls), and the
+// next reply grants that much, up to
 // the per-connection maximum, while the pool has credits to spare. A grant
 // above what the client asks for, or held while the pool runs out and the
 // client uses less than half of it, falls by one per reply: the client may

@@ -210,7 +210,9 @@ TEST(Pools, AServerPastMaxConnectionsRefusesCleanly) {
   // Once one goes, a new one is accepted.
   (*b)->close();
   (*c)->close();
-  f.wait([] { return false; }, 50);
+  // A verbs server learns of the close through the CM, later than shm's.
+  ASSERT_TRUE(f.wait([&] { return stat_of(*f.srv, "connections") == 1; }))
+      << stat_of(*f.srv, "connections") << " connections held";
   auto d = f.cli->connect(f.path);
   ASSERT_TRUE(d.is_ok());
   ASSERT_TRUE(f.wait([&] { return (*d)->ready() || (*d)->failed(); }));
