@@ -3,6 +3,8 @@
 // (a credit, a receive reservation for its reply, a send buffer, staging,
 // MRs, send-queue room) and is posted as [REG_MR..., SEND] with one
 // doorbell. Every transition of a request is in ClientConn::process.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -14,6 +16,21 @@
 namespace tern::rpc {
 
 using namespace tern::rdma;
+
+namespace {
+
+// A connection's first xid: random-looking, as Linux's client seeds it, so
+// that a restarted client process (or another connection of this one) does
+// not reuse the xids a server's duplicate request cache remembers.
+uint32_t first_xid(uint64_t conn_id) {
+  uint64_t z = monotonic_ns() ^ (uint64_t{static_cast<uint32_t>(getpid())} << 32) ^ (conn_id * 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  const uint32_t x = static_cast<uint32_t>(z ^ (z >> 31));
+  return x != 0 ? x : 1;
+}
+
+}  // namespace
 
 const char* req_state_name(ReqState s) {
   switch (s) {
@@ -29,7 +46,7 @@ const char* req_state_name(ReqState s) {
 }
 
 ClientConn::ClientConn(EngineImpl* e, DeviceCtx* d)
-    : ConnBase(e, d, false), credits(e->opt.credits), xids(e->opt.credits), next_xid(1) {}
+    : ConnBase(e, d, false), credits(e->opt.credits), xids(e->opt.credits), next_xid(first_xid(id)) {}
 
 ClientConn::~ClientConn() {
   // Calls that never finished (the engine is going away with the device
@@ -185,14 +202,16 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
   r->expire = CallStatus::kOk;
   r->xid = next_xid++;
   if (r->xid == 0) r->xid = next_xid++;
-  eng->st.calls.add();
-  cs.calls.add();
-  cs.backlog_depth.add(backlog_len);
+  if (!probe) {  // keepalive probes are counted as such, not as the host's calls
+    eng->st.calls.add();
+    cs.calls.add();
+    cs.backlog_depth.add(backlog_len);
+  }
   r->t_call = now_ticks();
   r->deadline = c.timeout_ns > 0 ? r->t_call + ticks_from_ns(c.timeout_ns) : 0;
   if (r->deadline != 0) link_deadline(r);
-  r->pc = eng->proc_counters(c.prog, c.vers, c.proc, false);
-  r->pc->ops.add();
+  r->pc = probe ? nullptr : eng->proc_counters(c.prog, c.vers, c.proc, false);
+  if (r->pc != nullptr) r->pc->ops.add();
   if (!probe) last_prog = c.prog, last_vers = c.vers;
   // Into the backlog, in order; the head goes out at once if it can.
   r->state = ReqState::kBacklog;
@@ -364,7 +383,7 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   }
   if (ch.nwrites > 0) cs.write_chunks.add();
   if (ch.has_reply) cs.reply_chunks.add();
-  r->pc->bytes_sent.add(len + bulk + (r->long_call ? r->rpc_len : 0));
+  if (r->pc != nullptr) r->pc->bytes_sent.add(len + bulk + (r->long_call ? r->rpc_len : 0));
   return SendResult::kSent;
 }
 
@@ -649,7 +668,9 @@ void ClientConn::finish(Request* r, CallStatus status) {
     if (status != CallStatus::kOk) r->result.results = {};
   }
   bool error = status != CallStatus::kOk;
-  if (r->reply != nullptr) {
+  if (r->probe) {
+    t_last = now_ticks();  // a keepalive probe: not the host's call, not in its figures
+  } else if (r->reply != nullptr) {
     record_rtt(r->pc, r->t_call, error);  // a reply came: its round trip counts
   } else if (error) {
     cs.errors.add();  // failed without a reply (connection lost, memory refused)

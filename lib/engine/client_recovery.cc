@@ -32,7 +32,9 @@ void ClientConn::set_pub(ConnState to, const Status& reason) {
   if (pub == to) return;
   const ConnState from = pub;
   pub = to;
-  if (state_cb != nullptr) state_cb(state_ctx, this, from, to, reason);
+  // Not while the engine is being destroyed: what the callback's context
+  // points at may be gone by then (calls still complete, they must).
+  if (state_cb != nullptr && !eng->shutting_down) state_cb(state_ctx, this, from, to, reason);
 }
 
 void ClientConn::declare_dead(Status reason) {

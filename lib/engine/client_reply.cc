@@ -134,7 +134,7 @@ void ClientConn::on_message(MsgBuf* rep) {
   uint64_t written = 0;
   for (uint32_t i = 0; i < res.nwrites; ++i) written += res.write_lens[i];
   cs.write_chunk_bytes.add(written);
-  r->pc->bytes_received.add(rep->len + written + reply_chunk_bytes);
+  if (r->pc != nullptr) r->pc->bytes_received.add(rep->len + written + reply_chunk_bytes);
   eng->st.replies.add();
   cs.replies.add();
   process(r, ReqEvent::kReply);

@@ -9,20 +9,24 @@
 //   DuplicateCache drc(4096);
 //   void handle_create(void* ctx, ServerCall* c) {
 //     std::vector<uint8_t> cached;
-//     switch (drc.begin(*c, &cached)) {
+//     switch (drc.begin(c, &cached)) {
 //       case DuplicateCache::Found::kDone: (void)c->reply(cached); return;  // answered before
-//       case DuplicateCache::Found::kInProgress: c->drop(); return;         // still being served
+//       case DuplicateCache::Found::kInProgress: return;  // the cache answers it with the first copy
 //       case DuplicateCache::Found::kNew: break;
 //     }
 //     ... do it, encode `results` ...
-//     drc.done(*c, results);
+//     drc.done(*c, results);  // before reply(): reply() ends c
 //     (void)c->reply(results);
 //   }
 //
-// Only inline results are kept (bulk results through write chunks are not:
-// cache calls whose results fit inline, as nfsd caches small replies).
-// Bounded: past max_entries the least recently used finished entry goes.
-// Single-threaded, like the engine it serves.
+// A retransmission that arrives while its first copy is still being served
+// (a handler that answers later) is held by the cache and answered with the
+// first copy's results when done() is called; forget() answers it with
+// SYSTEM_ERR. Only inline results are kept (bulk results through write
+// chunks are not: cache calls whose results fit inline, as nfsd caches small
+// replies). Bounded: past max_entries the least recently used finished entry
+// goes. Single-threaded, like the engine it serves; destroy it before the
+// engine (held calls are dropped then).
 #pragma once
 
 #include <cstddef>
@@ -40,16 +44,21 @@ namespace tern::rpc {
 class DuplicateCache {
  public:
   explicit DuplicateCache(size_t max_entries = 4096) : max_(max_entries) {}
+  ~DuplicateCache();
+  DuplicateCache(const DuplicateCache&) = delete;
+  DuplicateCache& operator=(const DuplicateCache&) = delete;
 
   enum class Found : uint8_t {
     kNew,         // not seen: now entered as in progress; call done() when it is answered
-    kInProgress,  // seen and still being served: drop this copy
+    kInProgress,  // seen and still being served: the cache holds this copy and answers it
     kDone,        // answered before: *results holds the reply's results
   };
-  Found begin(const ServerCall& c, std::vector<uint8_t>* results);
-  // The call's results, kept for a retransmission to find.
+  Found begin(ServerCall* c, std::vector<uint8_t>* results);
+  // The call's results, kept for a retransmission to find; copies of it
+  // held meanwhile are answered with them now.
   void done(const ServerCall& c, std::span<const uint8_t> results);
-  // The call failed before it changed anything: forget it.
+  // The call failed before it changed anything: forget it (held copies get
+  // SYSTEM_ERR).
   void forget(const ServerCall& c);
 
   size_t size() const { return map_.size(); }
@@ -74,6 +83,7 @@ class DuplicateCache {
     bool done = false;
     std::vector<uint8_t> results;
     std::list<Key>::iterator lru;
+    std::vector<ServerCall*> held;  // retransmissions that came while it was in progress
   };
   static Key key_of(const ServerCall& c);
   void evict();

@@ -357,7 +357,8 @@ const char* conn_state_name(ConnState s);
 
 class Connection;
 // A client connection changed state; `why` says why it left kReady (or
-// failed). Called inside poll(), on the engine's thread.
+// failed). Called inside poll(), on the engine's thread; not while the
+// engine is being destroyed.
 using StateCallback = void (*)(void* ctx, Connection* conn, ConnState from, ConnState to, const Status& why);
 
 class Connection {

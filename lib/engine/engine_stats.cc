@@ -439,4 +439,11 @@ Accounting accounting(const Engine& e) {
 
 bool poisons(const Engine& e) { return static_cast<const EngineImpl&>(e).poison; }
 
+Status inject_fault(Connection* c, const rdma::Fault& f) {
+  auto* k = static_cast<ConnBase*>(c);
+  if (!k->qp || k->life != ConnBase::State::kReady)
+    return make_error(Errc::kBadState, "conn %llu has no connected QP now", static_cast<unsigned long long>(k->id));
+  return k->qp->inject_fault(f);
+}
+
 }  // namespace tern::rpc::testing

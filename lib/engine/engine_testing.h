@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "rdmadev/rdmadev.h"
 
 namespace tern::rpc::testing {
 
@@ -23,5 +24,10 @@ struct Accounting {
 Accounting accounting(const Engine& e);
 // Whether recycled buffers are poisoned (test builds).
 bool poisons(const Engine& e);
+// Injects a driver fault (rdmadev.h's Fault) into the QP a connection runs
+// on now, as the recovery tests and tern-soak break connections on purpose.
+// kBadState when it has none (between reconnect attempts); kUnsupported
+// from drivers without fault injection (pmd/shm has it).
+Status inject_fault(Connection* c, const rdma::Fault& f);
 
 }  // namespace tern::rpc::testing

@@ -6,6 +6,7 @@
 // Invalidate when the client registered one rkey and both ends agreed on
 // remote invalidation, RFC 8797), or queues it until the send queue has room.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "base/clock.h"
@@ -63,14 +64,24 @@ void SrvCall::drop() {
 std::string_view SrvCall::peer_id() const { return conn->peer_key; }
 
 uint64_t SrvCall::args_digest() const {
-  // FNV-1a over the inline arguments, then each read chunk's data.
-  uint64_t h = 1469598103934665603ull;
+  // Eight bytes a step (a 1 MiB write chunk in well under a millisecond),
+  // each folded in with a multiply and a rotate, the length last: a digest
+  // to tell calls apart, not a cryptographic one.
+  uint64_t h = 0x9E3779B97F4A7C15ull;
   auto mix = [&](std::span<const uint8_t> b) {
-    for (uint8_t v : b) h = (h ^ v) * 1099511628211ull;
+    size_t i = 0;
+    for (; i + 8 <= b.size(); i += 8) {
+      uint64_t w;
+      std::memcpy(&w, b.data() + i, 8);
+      h = std::rotl((h ^ w) * 0xFF51AFD7ED558CCDull, 29);
+    }
+    uint64_t tail = 0;
+    std::memcpy(&tail, b.data() + i, b.size() - i);
+    h = std::rotl((h ^ tail ^ (uint64_t{b.size()} << 56)) * 0xC4CEB9FE1A85EC53ull, 31);
   };
   mix(args_);
   for (int i = 0; i < ndata_; ++i) mix(data_[i].data);
-  return h;
+  return h ^ (h >> 33);
 }
 
 Status SrvCall::reply_error(AcceptStat stat) {

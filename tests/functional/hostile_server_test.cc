@@ -72,6 +72,9 @@ class HostileServer : public ::testing::Test {
 
   void start(EngineOptions co, std::string spec_suffix = "") {
     co.arena_bytes = 128u << 20;
+    // A hostile server costs its connection: these tests see it fail (a
+    // reconnect would only meet the same server again).
+    co.reconnect = false;
     cli = Engine::create(co).value();
     EngineOptions so;
     so.arena_bytes = 128u << 20;

@@ -411,10 +411,13 @@ TEST(Rpc, ManyCallsInFlightAllComplete) {
   EXPECT_LT(f.cli->stats().sends_signaled.get(), f.cli->stats().sends.get()) << "Sends are signaled in batches";
 }
 
-// Connection loss with calls in flight (some holding MRs): every call
-// completes exactly once with kDisconnected, and nothing leaks.
+// Connection loss with calls in flight (some holding MRs), reconnecting
+// off: every call completes exactly once with kDisconnected, and nothing
+// leaks.
 TEST(Rpc, ConnectionLossFailsOutstandingCallsOnce) {
-  Fixture f;
+  EngineOptions so, co;
+  co.reconnect = false;  // recovery_test.cc has the calls sent again
+  Fixture f(so, co);
   constexpr int kCalls = 8;
   std::vector<Pending> ps(kCalls);
   std::vector<int> completions(kCalls, 0);
@@ -856,7 +859,9 @@ TEST(Rpc, StatsSnapshotFromAnotherThread) {
 // MRs destroyed because their connection was lost mid-call are counted as
 // orphans (xprtrdma's orphaned_mrs).
 TEST(Rpc, StatsCountMrsAndOrphans) {
-  Fixture f;
+  EngineOptions so, co;
+  co.reconnect = false;
+  Fixture f(so, co);
   auto* bulk = static_cast<uint8_t*>(f.cli->alloc(8192));
   ASSERT_NO_FATAL_FAILURE(f.fill_and_check(bulk, 8192, 1));
   auto by_name = [&](std::string_view n) {
