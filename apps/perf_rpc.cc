@@ -818,6 +818,9 @@ int ClientEngine::run() {
   EngineOptions eo;
   eo.credits = op.qd;
   eo.backlog = op.qd;  // never more than qd calls exist at once
+  // A benchmark measures one connection: a loss ends the run with its
+  // reason instead of reconnecting and mixing two connections' figures.
+  eo.reconnect = false;
   eo.max_bulk = std::max<uint32_t>(eo.max_bulk, max_bulk);
   // Our bulk buffers (Engine::alloc), plus the engine's pools: message
   // buffers, and a bulk pool for reply-chunk staging (a block per call in
