@@ -563,5 +563,60 @@ TEST(Recovery, DestroyingTheEngineCompletesEveryCallOnce) {
   f.later.clear();
 }
 
+
+// call() accepts a whole window of calls plus a whole backlog whatever the
+// Send completions are doing: a request waiting for its Send's completion
+// (the device may still read its buffer) no longer takes a place that a
+// new call needs. Once, call() said EAGAIN below credits + backlog while
+// completions lagged. Here the server is not polled while the calls go out
+// (so nothing it is sent completes), and afterwards every Send completion
+// is held back 200 ms while replies flow.
+TEST(Recovery, CallsUpToCreditsPlusBacklogAreAcceptedWhileSendCompletionsLag) {
+  SKIP_UNLESS_SHM();
+  EngineOptions so, co;
+  so.credits = co.credits = 8;
+  co.backlog = 8;
+  Fixture f(so, co);
+  warm(f);
+  ASSERT_TRUE(f.wait([&] { return f.conn->info().credits == 8; })) << "grant " << f.conn->info().credits;
+  Status s = testing::inject_fault(f.conn, Fault{Fault::Kind::kDelayCompletions, 0, 200'000'000});
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  constexpr int kRounds = 4;
+  std::vector<Counted> got(kRounds * (8 + 8) + 1);
+  std::vector<uint32_t> args(got.size());
+  size_t next = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    // Grants follow load (at most 8 here); the window is what was granted.
+    const int grant = static_cast<int>(f.conn->info().credits);
+    ASSERT_GE(grant, 1);
+    int accepted = 0;
+    for (;;) {
+      ASSERT_LE(accepted, 8 + 8) << "call() accepted more than credits + backlog";
+      args[next] = static_cast<uint32_t>(next);
+      Call c{kProg, kVers, kEcho};
+      c.args = {reinterpret_cast<const uint8_t*>(&args[next]), sizeof(uint32_t)};
+      c.done = Counted::cb, c.ctx = &got[next];
+      const int rc = f.conn->call(c);
+      if (rc == EAGAIN) break;
+      ASSERT_EQ(rc, 0);
+      ++accepted, ++next;
+      f.cli->poll();  // the client sends what its credits allow; the server sleeps
+    }
+    EXPECT_EQ(accepted, grant + 8) << "round " << round << ": " << f.conn->outstanding() << " outstanding";
+    ASSERT_TRUE(f.wait([&] {
+      for (size_t i = 0; i < next; ++i)
+        if (got[i].count == 0) return false;
+      return true;
+    })) << "round " << round;
+  }
+  for (size_t i = 0; i < next; ++i) {
+    EXPECT_EQ(got[i].count, 1) << i;
+    EXPECT_EQ(got[i].reply.status, CallStatus::kOk) << i;
+    uint32_t v = 0;
+    if (got[i].results.size() == 4) std::memcpy(&v, got[i].results.data(), 4);
+    EXPECT_EQ(v, i);
+  }
+}
+
 }  // namespace
 }  // namespace tern::rpc
