@@ -45,6 +45,7 @@ struct Options {
   OutFile json, csv;
   std::string plot;        // PNG of the latency distribution, drawn by gnuplot
   bool histogram = false;  // print the latency histogram
+  bool engine_stats = false;  // --rpc: the engines' stats_json() on stderr at the end
   bool wait = false;       // --rpc: sleep in the engine's wait mode when idle
   bool sweep = false;      // -a: every power-of-two size up to the top one
   // RPC mode.

@@ -392,6 +392,7 @@ int server_body(ServerEngine* se) {
     }
     if (leave_at != 0 && now_ticks() > leave_at) break;
   }
+  if (o.engine_stats) std::fprintf(stderr, "tern-perf server: engine %u: %s\n", se->index, se->eng->stats_json().c_str());
   se->eng.reset();  // closes connections and the listener (and its socket)
   se->state.store(kDone);
   return 0;
@@ -869,6 +870,7 @@ int ClientEngine::run() {
       rc = 0;
     }
   }
+  if (op.engine_stats) std::fprintf(stderr, "tern-perf client: %s\n", eng->stats_json().c_str());
   eng.reset();
   state.store(rc == 0 ? kDone : kFailed);
   return rc;
