@@ -155,8 +155,12 @@ int parse(int argc, char** argv, Args* a) {
 }
 
 // The engine's device spec: verbs on the named device (or the one that routes
-// to the server), or the spec given, with the server's address and port.
+// to the server), or the spec given, with the server's address and port
+// (but a shm spec, which has none).
 std::string device_spec(const Args& a) {
+  // pmd/shm names its server by socket path, not address: --server is only
+  // what the report calls it (the app tests' fake server).
+  if (a.dev.rfind("shm:", 0) == 0) return a.dev;
   std::string base = a.dev.find(':') != std::string::npos ? a.dev + ","
                      : a.dev.empty()                      ? std::string("verbs:")
                                                           : "verbs:dev=" + a.dev + ",";
