@@ -5,6 +5,9 @@
 // flight. Reports bytes, time, MB/s, per-READ latency (p50/p99) and how the
 // chunks' rkeys were invalidated; --verify compares every byte with a local
 // copy. NFSv4.0 without OPEN (READ-bypass stateid, RFC 7530 §9.1.4.3).
+// Every call has a deadline (--timeout), READs included; NFS4ERR_DELAY is
+// waited out with backoff and a lost connection is resumed (NfsClient), and
+// the report says how often that happened.
 #include <fcntl.h>
 #include <getopt.h>
 #include <unistd.h>
@@ -59,7 +62,9 @@ void usage(FILE* f) {
                "  --verify FILE         compare every byte with this local file\n"
                "  --json FILE           also write the result as one JSON object (\"-\": stdout, and\n"
                "                        the human report goes to stderr)\n"
-               "  --timeout S           per-call and connect timeout (default 10)\n"
+               "  --timeout S           deadline of each call -- every READ included, with its\n"
+               "                        NFS4ERR_DELAY retries and any reconnect -- and of\n"
+               "                        connecting (default 10)\n"
                "  --quiet               no progress line\n"
                "  --busy-poll           spin on the CPU while waiting for replies (lowest latency);\n"
                "                        by default it sleeps in the engine's wait mode\n"
@@ -150,8 +155,12 @@ int parse(int argc, char** argv, Args* a) {
 }
 
 // The engine's device spec: verbs on the named device (or the one that routes
-// to the server), or the spec given, with the server's address and port.
+// to the server), or the spec given, with the server's address and port
+// (but a shm spec, which has none).
 std::string device_spec(const Args& a) {
+  // pmd/shm names its server by socket path, not address: --server is only
+  // what the report calls it (the app tests' fake server).
+  if (a.dev.rfind("shm:", 0) == 0) return a.dev;
   std::string base = a.dev.find(':') != std::string::npos ? a.dev + ","
                      : a.dev.empty()                      ? std::string("verbs:")
                                                           : "verbs:dev=" + a.dev + ",";
@@ -294,6 +303,8 @@ int main(int argc, char** argv) {
   }
   const rpc::EngineStats& st = cli->engine().stats();
   uint64_t inv0 = st.remote_invalidations.get(), local0 = st.local_inv_chains.get();
+  uint64_t reconn0 = st.reconnects.get();
+  NfsClientStats ns0 = cli->stats();
   bool tty = !a.quiet && isatty(STDERR_FILENO);
 
   uint64_t t0 = monotonic_ns(), last_progress = t0;
@@ -304,9 +315,8 @@ int main(int argc, char** argv) {
       if (!s.busy && !run.todo.empty()) {
         auto [off, len] = run.todo.front();
         int err = cli->read_async(run.fh, off, {s.buf, len}, &on_read, &ctxs[i]);
-        if (err == EAGAIN) break;  // the engine's backlog is full: poll first
-        if (err != 0) {
-          run.error = make_sys_error(Errc::kDisconnected, err, "READ at %" PRIu64 " not sent", off);
+        if (err != 0) {  // refused outright (bad memory, too large): NfsClient retries everything else itself
+          run.error = make_sys_error(Errc::kInvalidArgument, err, "READ at %" PRIu64 " not sent", off);
           break;
         }
         run.todo.pop_front();
@@ -336,6 +346,10 @@ int main(int argc, char** argv) {
   }
   double mbps = secs > 0 ? static_cast<double>(run.bytes) / 1e6 / secs : 0;
   uint64_t rinv = st.remote_invalidations.get() - inv0, linv = st.local_inv_chains.get() - local0;
+  uint64_t reconnects = st.reconnects.get() - reconn0;
+  const NfsClientStats& ns = cli->stats();
+  uint64_t retransmits = ns.retransmits - ns0.retransmits, delay_retries = ns.delay_retries - ns0.delay_retries,
+           reissues = ns.reissues - ns0.reissues, new_conns = ns.new_connections - ns0.new_connections;
   rpc::ConnectionInfo ci = cli->connection().info();
   apps::Percentiles lat = apps::percentiles(run.lat);
   const char* verified = a.verify.empty() ? "null" : (run.mismatch_at < 0 ? "true" : "false");
@@ -347,6 +361,10 @@ int main(int argc, char** argv) {
   std::fprintf(out, "  rkeys invalidated by the server (Send With Invalidate): %" PRIu64 ", LOCAL_INV chains: %" PRIu64 "\n",
                rinv, linv);
   std::fprintf(out, "  connection: inline %u/%u bytes, %u credits\n", ci.inline_send, ci.inline_recv, ci.credits);
+  std::fprintf(out,
+               "  recovery: %" PRIu64 " reconnects, %" PRIu64 " READs retransmitted, %" PRIu64
+               " NFS4ERR_DELAY retries, %" PRIu64 " READs reissued on %" PRIu64 " new connections\n",
+               reconnects, retransmits, delay_retries, reissues, new_conns);
   if (!a.verify.empty())
     std::fprintf(out, "  verify against %s: %s\n", a.verify.c_str(), run.mismatch_at < 0 ? "identical" : "DIFFERENT");
   if (a.json.f != nullptr) {
@@ -356,11 +374,13 @@ int main(int argc, char** argv) {
                  "\"latency_ns\":{\"min\":%.1f,\"p50\":%.1f,\"p99\":%.1f,\"p99_9\":%.1f,\"max\":%.1f,\"mean\":%.1f,"
                  "\"stdev\":%.1f,\"samples\":%" PRIu64 "},\"lat_us_p50\":%.1f,\"lat_us_p99\":%.1f,"
                  "\"remote_invalidations\":%" PRIu64 ",\"local_inv_chains\":%" PRIu64
-                 ",\"inline_send\":%u,\"inline_recv\":%u,\"credits\":%u,\"verified\":%s}\n",
+                 ",\"inline_send\":%u,\"inline_recv\":%u,\"credits\":%u,\"reconnects\":%" PRIu64
+                 ",\"retransmits\":%" PRIu64 ",\"delay_retries\":%" PRIu64 ",\"reissues\":%" PRIu64
+                 ",\"new_connections\":%" PRIu64 ",\"verified\":%s}\n",
                  apps::json_escape(server_name(a)).c_str(), apps::json_escape(a.path).c_str(), run.bytes, secs, mbps,
                  run.reads, run.chunk, run.chunk, a.qd, lat.min_ns, lat.p50_ns, lat.p99_ns, lat.p999_ns, lat.max_ns,
                  lat.mean_ns, lat.stdev_ns, lat.count, lat.p50_ns / 1000, lat.p99_ns / 1000, rinv, linv, ci.inline_send,
-                 ci.inline_recv, ci.credits, verified);
+                 ci.inline_recv, ci.credits, reconnects, retransmits, delay_retries, reissues, new_conns, verified);
     if (std::string why; !a.json.close(&why)) {
       std::fprintf(stderr, "tern-nfs-read: %s\n", why.c_str());
       return 1;

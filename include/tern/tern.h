@@ -63,7 +63,7 @@ extern "C" {
 
 /* The version of this header's API; tern_c_api_version() says which version
  * the library linked in was built with. */
-#define TERN_C_API_VERSION 1
+#define TERN_C_API_VERSION 2
 uint32_t tern_c_api_version(void) TERN_NOEXCEPT;
 
 /* ------------------------------------------------------------------ handles */
@@ -135,6 +135,29 @@ typedef struct tern_engine_opts {
    * offered it, as the registration cache requires; default false
    * (docs/security.md). */
   bool trusted_peers;
+
+  /* ---- since TERN_C_API_VERSION 2: recovery (docs/engine.md, "Recovery") */
+  /* A client connection that was up and is lost re-establishes itself:
+   * attempts back off from reconnect_min_ms (default 10), doubling to
+   * reconnect_max_ms (2000), each with +-25% jitter; after
+   * reconnect_give_up_ms (60000; 0: never) without success it fails for
+   * good. Calls in flight at the loss are sent again on the new connection
+   * with the same xid, unless tern_call.no_retry. false: a lost connection
+   * fails its calls with TERN_CALL_DISCONNECTED. Default true. */
+  bool reconnect;
+  uint32_t reconnect_min_ms;
+  uint32_t reconnect_max_ms;
+  uint32_t reconnect_give_up_ms;
+  /* A connect attempt with no answer for this long fails; default 5000. */
+  uint32_t connect_timeout_ms;
+  /* Keepalive (RDMA has none): a client connection with calls outstanding
+   * that has received nothing for keepalive_ms (default 5000), or idle for
+   * keepalive_idle_ms (30000), is probed with an RPC NULL call; a probe
+   * unanswered for keepalive_timeout_ms (5000) declares the connection dead
+   * (then it reconnects). 0: that check is off. */
+  uint32_t keepalive_ms;
+  uint32_t keepalive_idle_ms;
+  uint32_t keepalive_timeout_ms;
 } tern_engine_opts;
 
 /* Fills *opts with the defaults and sets opts->size = size, which must be
@@ -149,8 +172,9 @@ int tern_engine_create(const tern_engine_opts* opts, tern_engine** engine) TERN_
 
 /* Destroys the engine and everything it owns: its connections, their
  * registrations and memory, tern_engine_alloc() buffers. Calls still
- * outstanding never complete (their callbacks do not run): close connections
- * and poll until every callback has run first. NULL is ignored. */
+ * outstanding complete inside it, once each, with TERN_CALL_DISCONNECTED
+ * (after their registrations are fenced); state-change callbacks do not
+ * run. NULL is ignored. */
 void tern_engine_destroy(tern_engine* engine) TERN_NOEXCEPT;
 
 /* One pass over every queue and connection; runs the callbacks that are due.
@@ -226,7 +250,12 @@ typedef enum tern_call_status {
   /* The results did not fit where the call said they would. */
   TERN_CALL_TOO_LARGE = 10,
   /* The call's bulk memory could not be registered; nothing was sent. */
-  TERN_CALL_NO_REGISTRATION = 11
+  TERN_CALL_NO_REGISTRATION = 11,
+  /* Its tern_call.timeout_ns passed first (it may or may not have run). It
+   * completes only once the server can no longer reach its bulk memory. */
+  TERN_CALL_TIMED_OUT = 12,
+  /* tern_conn_cancel() (it may or may not have run); same fencing. */
+  TERN_CALL_CANCELLED = 13
 } tern_call_status;
 
 /* "ok", "disconnected", "procedure unavailable", ...; never NULL. */
@@ -241,6 +270,9 @@ typedef struct tern_call_reply {
   size_t results_len;
   /* Bytes the server placed into the call's bulk_recv. */
   uint32_t bulk_recv_len;
+  /* Since version 2: times the call was sent again on a new connection
+   * after a loss. */
+  uint32_t retransmits;
 } tern_call_reply;
 
 typedef void (*tern_call_done_fn)(void* ctx, const tern_call_reply* reply);
@@ -291,6 +323,17 @@ typedef struct tern_call {
    * or closed (TERN_CALL_DISCONNECTED). */
   tern_call_done_fn done;
   void* ctx;
+  /* ---- since TERN_C_API_VERSION 2 */
+  /* Completes with TERN_CALL_TIMED_OUT when no reply came within this many
+   * nanoseconds of tern_conn_call() (0: no deadline). A call still waiting
+   * for a credit expires without being sent; one in flight completes once
+   * every registration it made is fenced (the connection may be dropped
+   * and re-established for that, as Linux's client does). */
+  uint64_t timeout_ns;
+  /* Not sent again after a connection loss: completes with
+   * TERN_CALL_DISCONNECTED instead (a call that must not run twice, to a
+   * server without a duplicate request cache). */
+  bool no_retry;
 } tern_call;
 
 /* ------------------------------------------------------------------ connections */
@@ -307,8 +350,32 @@ typedef struct tern_conn_info {
   bool remote_invalidation;
 } tern_conn_info;
 
+/* A client connection's state (since version 2). */
+typedef enum tern_conn_state {
+  TERN_CONN_CONNECTING = 0,   /* the first connect is under way */
+  TERN_CONN_READY = 1,        /* connected: calls flow */
+  TERN_CONN_RECONNECTING = 2, /* lost, re-establishing itself: calls wait (or expire) */
+  TERN_CONN_FAILED = 3,       /* lost for good (refused, unreachable, gave up, or reconnect off) */
+  TERN_CONN_CLOSED = 4        /* tern_conn_close() was called */
+} tern_conn_state;
+
+/* "connecting", "ready", ...; never NULL. */
+const char* tern_conn_state_name(tern_conn_state state) TERN_NOEXCEPT;
+
 /* Connected and usable. */
 bool tern_conn_ready(const tern_conn* conn) TERN_NOEXCEPT;
+/* Where the connection is (since version 2). */
+tern_conn_state tern_conn_get_state(const tern_conn* conn) TERN_NOEXCEPT;
+
+/* A client connection changed state: inside tern_engine_poll(), on the
+ * engine's thread, never during tern_engine_destroy() or tern_conn_close().
+ * `err` is 0, or a negative errno saying why it left READY (or failed),
+ * with the reason as text in `why` (valid during the call; "" when err is
+ * 0). */
+typedef void (*tern_conn_state_fn)(void* ctx, tern_conn* conn, tern_conn_state from, tern_conn_state to, int err,
+                                   const char* why);
+/* State changes of `conn` reach fn (NULL: none); 0 or -EINVAL. */
+int tern_conn_on_state_change(tern_conn* conn, tern_conn_state_fn fn, void* ctx) TERN_NOEXCEPT;
 /* Disconnected, refused or lost: close it and make a new one. */
 bool tern_conn_failed(const tern_conn* conn) TERN_NOEXCEPT;
 /* Why it failed: 0 if it has not, else a negative errno, and the reason as
@@ -326,6 +393,15 @@ int tern_conn_info_get(const tern_conn* conn, tern_conn_info* info) TERN_NOEXCEP
  * holds, max_results over max_reply), -ENOTSUP (the call needs chunks and
  * the device has no fast registration while trusted_peers is off). */
 int tern_conn_call(tern_conn* conn, const tern_call* call) TERN_NOEXCEPT;
+
+/* The same, and the call's xid into *xid (for tern_conn_cancel). While the
+ * connection is re-establishing itself, calls are accepted and wait. */
+int tern_conn_call_xid(tern_conn* conn, const tern_call* call, uint32_t* xid) TERN_NOEXCEPT;
+
+/* Client: cancels the call with this xid. It completes with
+ * TERN_CALL_CANCELLED from a later poll, once every registration it made is
+ * fenced. 0, or -ENOENT (no such call outstanding on this connection). */
+int tern_conn_cancel(tern_conn* conn, uint32_t xid) TERN_NOEXCEPT;
 
 /* Client: calls sent and not yet answered. Calls waiting in the backlog for
  * a credit are not counted: the count never exceeds the server's grant. */
@@ -389,6 +465,18 @@ int tern_server_call_reply(tern_server_call* call, const void* results, size_t r
  * that or an unknown value, and the call still waits). Otherwise as
  * tern_server_call_reply. */
 int tern_server_call_reply_error(tern_server_call* call, tern_accept_stat stat) TERN_NOEXCEPT;
+
+/* Since version 2. Answers nothing: the call is released unanswered (a
+ * duplicate of a call still being served: its client sends it again if it
+ * must). `call` is gone after this. */
+void tern_server_call_drop(tern_server_call* call) TERN_NOEXCEPT;
+/* Who sent it, the same across its client's reconnects ("pid 1234 uid
+ * 1000" on shm, an address on verbs): NUL-terminated into buf (truncated to
+ * len); returns its length as snprintf does. */
+size_t tern_server_call_peer_id(const tern_server_call* call, char* buf, size_t len) TERN_NOEXCEPT;
+/* A 64-bit digest (FNV-1a) of the call's arguments, inline and read chunks:
+ * with the xid and the peer, what a duplicate request cache keys on. */
+uint64_t tern_server_call_args_digest(const tern_server_call* call) TERN_NOEXCEPT;
 
 /* ------------------------------------------------------------------ shareable memory */
 

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "capi/capi_impl.h"
 
@@ -14,6 +15,24 @@ namespace {
 
 // The first version's tern_call ends here; a caller's struct must hold it all.
 constexpr size_t kCallV1Size = offsetof(tern_call, ctx) + sizeof(void*);
+// Version 2 added timeout_ns and no_retry.
+constexpr size_t kCallV2Size = offsetof(tern_call, no_retry) + sizeof(bool);
+
+static_assert(TERN_CONN_CONNECTING == static_cast<int>(rpc::ConnState::kConnecting));
+static_assert(TERN_CONN_READY == static_cast<int>(rpc::ConnState::kReady));
+static_assert(TERN_CONN_RECONNECTING == static_cast<int>(rpc::ConnState::kReconnecting));
+static_assert(TERN_CONN_FAILED == static_cast<int>(rpc::ConnState::kFailed));
+static_assert(TERN_CONN_CLOSED == static_cast<int>(rpc::ConnState::kClosed));
+
+void state_trampoline(void* ctx, rpc::Connection*, rpc::ConnState from, rpc::ConnState to, const Status& why) {
+  auto* c = static_cast<tern_conn*>(ctx);
+  if (c->state_fn == nullptr) return;
+  int err = why.is_ok() ? 0 : -capi::errno_for(why.code());
+  if (!why.is_ok() && err == 0) err = -ENOTCONN;
+  std::string text = why.is_ok() ? std::string() : why.to_string();
+  c->state_fn(c->state_ctx, c, static_cast<tern_conn_state>(from), static_cast<tern_conn_state>(to), err,
+              text.c_str());
+}
 
 // Completion of a call issued from C: the record goes back to the pool before
 // the callback runs, so a callback that issues the next call reuses it.
@@ -28,6 +47,7 @@ void call_done_trampoline(void* ctx, const rpc::CallReply& r) {
   reply.results = r.results.data();
   reply.results_len = r.results.size();
   reply.bulk_recv_len = r.bulk_recv_len;
+  reply.retransmits = r.retransmits;
   done(user, &reply);
 }
 
@@ -81,7 +101,33 @@ int tern_conn_info_get(const tern_conn* c, tern_conn_info* info) noexcept {
   return 0;
 }
 
-int tern_conn_call(tern_conn* c, const tern_call* call) noexcept {
+tern_conn_state tern_conn_get_state(const tern_conn* c) noexcept {
+  return static_cast<tern_conn_state>(c->conn->state());
+}
+
+const char* tern_conn_state_name(tern_conn_state s) noexcept {
+  if (static_cast<int>(s) < TERN_CONN_CONNECTING || static_cast<int>(s) > TERN_CONN_CLOSED)
+    return "unknown connection state";
+  return rpc::conn_state_name(static_cast<rpc::ConnState>(s));
+}
+
+int tern_conn_on_state_change(tern_conn* c, tern_conn_state_fn fn, void* ctx) noexcept {
+  if (c == nullptr) return fail_static(-EINVAL, "tern_conn_on_state_change: no connection");
+  c->state_fn = fn;
+  c->state_ctx = ctx;
+  if (fn == nullptr) c->conn->on_state_change(nullptr, nullptr);
+  else c->conn->on_state_change(&state_trampoline, c);
+  return 0;
+}
+
+int tern_conn_cancel(tern_conn* c, uint32_t xid) noexcept {
+  if (c == nullptr) return -EINVAL;
+  return -c->conn->cancel(xid);
+}
+
+int tern_conn_call(tern_conn* c, const tern_call* call) noexcept { return tern_conn_call_xid(c, call, nullptr); }
+
+int tern_conn_call_xid(tern_conn* c, const tern_call* call, uint32_t* xid) noexcept {
   if (call == nullptr || call->size < kCallV1Size || call->done == nullptr) return -EINVAL;
   if ((call->args == nullptr && call->args_len != 0) || (call->bulk_send == nullptr && call->bulk_send_len != 0) ||
       (call->bulk_recv == nullptr && call->bulk_recv_len != 0))
@@ -94,6 +140,10 @@ int tern_conn_call(tern_conn* c, const tern_call* call) noexcept {
   rc.bulk_send = {static_cast<const uint8_t*>(call->bulk_send), call->bulk_send_len};
   rc.bulk_recv = {static_cast<uint8_t*>(call->bulk_recv), call->bulk_recv_len};
   rc.max_results = call->max_results;
+  if (call->size >= kCallV2Size) {
+    rc.timeout_ns = call->timeout_ns;
+    rc.no_retry = call->no_retry;
+  }
   capi::CallRecord* rec = c->owner->take_record();
   if (rec == nullptr) return -EAGAIN;
   if (call->auth != nullptr) {
@@ -107,7 +157,7 @@ int tern_conn_call(tern_conn* c, const tern_call* call) noexcept {
   rec->ctx = call->ctx;
   rc.done = &call_done_trampoline;
   rc.ctx = rec;
-  int r = c->conn->call(rc);
+  int r = c->conn->call(rc, xid);
   if (r != 0) {
     c->owner->give_back(rec);
     return -r;
@@ -118,7 +168,8 @@ int tern_conn_call(tern_conn* c, const tern_call* call) noexcept {
 void tern_conn_close(tern_conn* c) noexcept {
   if (c == nullptr) return;
   // Outstanding calls complete later through their records, which belong to
-  // the engine: the handle can go now.
+  // the engine: the handle can go now, and no state change may reach it.
+  c->conn->on_state_change(nullptr, nullptr);
   c->conn->close();
   c->owner->unlink(c);
   delete c;

@@ -19,6 +19,9 @@ namespace {
 
 // The first version's options end here; a caller's struct must hold them all.
 constexpr size_t kOptsV1Size = offsetof(tern_engine_opts, trusted_peers) + sizeof(bool);
+// Version 2 added the recovery options; a caller's struct that ends before
+// them leaves them at the engine's defaults.
+constexpr size_t kOptsV2Size = offsetof(tern_engine_opts, keepalive_timeout_ms) + sizeof(uint32_t);
 
 // Records are allocated in blocks of this many and never freed before the
 // engine: the pool grows to the most calls ever in flight at once.
@@ -81,6 +84,14 @@ void tern_engine_opts_init(tern_engine_opts* opts, size_t size) noexcept {
   o.registration = static_cast<tern_registration>(d.registration);
   o.remote_invalidation = d.remote_invalidation;
   o.trusted_peers = d.trusted_peers;
+  o.reconnect = d.reconnect;
+  o.reconnect_min_ms = d.reconnect_min_ms;
+  o.reconnect_max_ms = d.reconnect_max_ms;
+  o.reconnect_give_up_ms = d.reconnect_give_up_ms;
+  o.connect_timeout_ms = d.connect_timeout_ms;
+  o.keepalive_ms = d.keepalive_ms;
+  o.keepalive_idle_ms = d.keepalive_idle_ms;
+  o.keepalive_timeout_ms = d.keepalive_timeout_ms;
   // A caller built against a later header has fields this library does not
   // know: zero them (their "unset"). One built against an earlier header gets
   // only what it has room for.
@@ -111,6 +122,16 @@ int tern_engine_create(const tern_engine_opts* opts, tern_engine** out) noexcept
     o.registration = static_cast<rpc::EngineOptions::Registration>(opts->registration);
     o.remote_invalidation = opts->remote_invalidation;
     o.trusted_peers = opts->trusted_peers;
+    if (opts->size >= kOptsV2Size) {
+      o.reconnect = opts->reconnect;
+      o.reconnect_min_ms = opts->reconnect_min_ms;
+      o.reconnect_max_ms = opts->reconnect_max_ms;
+      o.reconnect_give_up_ms = opts->reconnect_give_up_ms;
+      o.connect_timeout_ms = opts->connect_timeout_ms;
+      o.keepalive_ms = opts->keepalive_ms;
+      o.keepalive_idle_ms = opts->keepalive_idle_ms;
+      o.keepalive_timeout_ms = opts->keepalive_timeout_ms;
+    }
   }
   std::unique_ptr<tern_engine> e(new (std::nothrow) tern_engine);
   if (!e) return fail_static(-EAGAIN, "tern_engine_create: out of memory");

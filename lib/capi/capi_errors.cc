@@ -68,6 +68,8 @@ static_assert(TERN_CALL_RDMA_ERROR == static_cast<int>(rpc::CallStatus::kRdmaErr
 static_assert(TERN_CALL_BAD_REPLY == static_cast<int>(rpc::CallStatus::kBadReply));
 static_assert(TERN_CALL_TOO_LARGE == static_cast<int>(rpc::CallStatus::kTooLarge));
 static_assert(TERN_CALL_NO_REGISTRATION == static_cast<int>(rpc::CallStatus::kNoRegistration));
+static_assert(TERN_CALL_TIMED_OUT == static_cast<int>(rpc::CallStatus::kTimedOut));
+static_assert(TERN_CALL_CANCELLED == static_cast<int>(rpc::CallStatus::kCancelled));
 
 extern "C" {
 
@@ -93,7 +95,7 @@ const char* tern_strerror(int rc) noexcept {
 const char* tern_last_error(void) noexcept { return capi::t_last.msg; }
 
 const char* tern_call_status_name(tern_call_status status) noexcept {
-  if (static_cast<int>(status) < TERN_CALL_OK || static_cast<int>(status) > TERN_CALL_NO_REGISTRATION)
+  if (static_cast<int>(status) < TERN_CALL_OK || static_cast<int>(status) > TERN_CALL_CANCELLED)
     return "unknown call status";
   return rpc::call_status_name(static_cast<rpc::CallStatus>(status));
 }

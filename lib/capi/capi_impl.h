@@ -48,6 +48,9 @@ struct HandlerRecord {
 struct tern_conn {
   tern::rpc::Connection* conn;
   tern_engine* owner;
+  // The host's state-change callback (tern_conn_on_state_change).
+  tern_conn_state_fn state_fn;
+  void* state_ctx;
   // The engine's list of open handles, to free what is left at destroy.
   tern_conn* prev;
   tern_conn* next;

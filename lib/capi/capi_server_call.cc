@@ -1,5 +1,9 @@
 // tern_server_call: a received call and its answer. The handle is the
 // rpc::ServerCall itself.
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+
 #include "capi/capi_impl.h"
 
 using namespace tern;
@@ -58,5 +62,19 @@ int tern_server_call_reply_error(tern_server_call* c, tern_accept_stat stat) noe
   if (stat <= TERN_ACCEPT_SUCCESS || stat > TERN_ACCEPT_SYSTEM_ERR) return -EINVAL;
   return reply_status(cxx(c)->reply_error(static_cast<rpc::AcceptStat>(stat)));
 }
+
+void tern_server_call_drop(tern_server_call* c) noexcept { cxx(c)->drop(); }
+
+size_t tern_server_call_peer_id(const tern_server_call* c, char* buf, size_t len) noexcept {
+  std::string_view id = cxx(c)->peer_id();
+  if (buf != nullptr && len > 0) {
+    size_t n = std::min(id.size(), len - 1);
+    std::memcpy(buf, id.data(), n);
+    buf[n] = 0;
+  }
+  return id.size();
+}
+
+uint64_t tern_server_call_args_digest(const tern_server_call* c) noexcept { return cxx(c)->args_digest(); }
 
 }  // extern "C"

@@ -5,12 +5,16 @@
  * and from a host arena registered with tern_engine_register_memory), error
  * replies, unknown procedures, statistics by name, errors with text, a log
  * sink, and a close with calls outstanding (each completes once,
- * disconnected).
+ * disconnected). Recovery (version 2): deadlines, cancel, no_retry, the
+ * recovery options, connection states and their callback, the recovery
+ * counters, a server dropping a call, peer ids and argument digests, and an
+ * engine destroyed with calls outstanding (each completes once).
  */
 /* clock_gettime, unlink: POSIX, which -std=c11 alone hides. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +42,7 @@ enum {
   P_FILL = 3,       /* args: u32 len, u32 seed -> len bytes of pat(seed) into the write chunk */
   P_REFUSE = 4,     /* answers PROC_UNAVAIL through reply_error */
   P_LATER = 5,      /* held by the test, answered (or not) later */
+  P_DROP = 6,       /* dropped unanswered; records peer id and digest */
   MAX_HELD = 64
 };
 
@@ -58,6 +63,9 @@ typedef struct fixture {
   tern_server_call* held[MAX_HELD];
   int nheld;
   int refuse_success_rc; /* what reply_error(TERN_ACCEPT_SUCCESS) returned */
+  int dropped;
+  char peer[128];
+  uint64_t digests[4];
 } fixture;
 
 /* Polls both engines (srv may be NULL) until *flag reaches want or 5 s pass. */
@@ -134,12 +142,22 @@ static void h_later(void* ctx, tern_server_call* call) {
   f->held[f->nheld++] = call;
 }
 
+static void h_drop(void* ctx, tern_server_call* call) {
+  fixture* f = ctx;
+  size_t n = tern_server_call_peer_id(call, f->peer, sizeof f->peer);
+  CHECK(n > 0 && n == strlen(f->peer), "peer id '%s' (%zu)", f->peer, n);
+  if (f->dropped < 4) f->digests[f->dropped] = tern_server_call_args_digest(call);
+  f->dropped++;
+  tern_server_call_drop(call);
+}
+
 /* ---------------------------------------------------------------- client side */
 
 typedef struct pending {
   int done; /* completions seen: must end at exactly 1 */
   tern_call_status status;
   uint32_t bulk_recv_len;
+  uint32_t retransmits;
   uint8_t results[256];
   size_t results_len;
 } pending;
@@ -149,6 +167,7 @@ static void on_done(void* ctx, const tern_call_reply* r) {
   p->done++;
   p->status = r->status;
   p->bulk_recv_len = r->bulk_recv_len;
+  p->retransmits = r->retransmits;
   p->results_len = r->results_len;
   if (r->results_len <= sizeof p->results && r->results_len > 0) memcpy(p->results, r->results, r->results_len);
 }
@@ -167,7 +186,10 @@ static void call_and_wait(fixture* f, tern_call* c, pending* p) {
   CHECK(poll_until(f, &p->done, 1), "the call never completed");
 }
 
-static void setup(fixture* f) {
+static void setup_with(fixture* f, const tern_engine_opts* client_opts);
+static void setup(fixture* f) { setup_with(f, NULL); }
+
+static void setup_with(fixture* f, const tern_engine_opts* client_opts) {
   static int n;
   tern_engine_opts o;
   memset(f, 0, sizeof *f);
@@ -175,6 +197,7 @@ static void setup(fixture* f) {
   snprintf(f->spec, sizeof f->spec, "shm:path=%s", f->path);
   tern_engine_opts_init(&o, sizeof o);
   CHECK(tern_engine_create(&o, &f->srv) == 0, "server engine");
+  if (client_opts != NULL) o = *client_opts;
   o.arena_bytes = 32u << 20;
   CHECK(tern_engine_create(&o, &f->cli) == 0, "client engine");
   CHECK(tern_engine_handle(f->srv, PROG, VERS, P_ECHO, h_echo, f) == 0, "handle");
@@ -182,6 +205,7 @@ static void setup(fixture* f) {
   CHECK(tern_engine_handle(f->srv, PROG, VERS, P_FILL, h_fill, f) == 0, "handle");
   CHECK(tern_engine_handle(f->srv, PROG, VERS, P_REFUSE, h_refuse, f) == 0, "handle");
   CHECK(tern_engine_handle(f->srv, PROG, VERS, P_LATER, h_later, f) == 0, "handle");
+  CHECK(tern_engine_handle(f->srv, PROG, VERS, P_DROP, h_drop, f) == 0, "handle");
   CHECK(tern_engine_listen(f->srv, f->spec) == 0, "listen on %s", f->spec);
   CHECK(tern_engine_connect(f->cli, f->spec, &f->conn) == 0, "connect to %s", f->spec);
   uint64_t end = now_ms() + 5000;
@@ -560,6 +584,215 @@ static void test_close_with_calls_outstanding(void) {
   teardown(&f);
 }
 
+typedef struct states {
+  int n;
+  tern_conn_state from[16], to[16];
+  int last_err;
+  char last_why[256];
+} states;
+
+static void on_state(void* ctx, tern_conn* conn, tern_conn_state from, tern_conn_state to, int err, const char* why) {
+  states* s = ctx;
+  (void)conn;
+  if (s->n < 16) {
+    s->from[s->n] = from;
+    s->to[s->n] = to;
+  }
+  s->n++;
+  if (err != 0) {
+    s->last_err = err;
+    snprintf(s->last_why, sizeof s->last_why, "%s", why);
+  }
+}
+
+static int saw_state(const states* s, tern_conn_state to) {
+  for (int i = 0; i < s->n && i < 16; ++i)
+    if (s->to[i] == to) return 1;
+  return 0;
+}
+
+static uint64_t stat_of(tern_engine* e, const char* name) {
+  uint64_t v = 0;
+  CHECK(tern_engine_stat(e, name, &v) == 0, "no counter %s", name);
+  return v;
+}
+
+static void wait_ready(fixture* f) {
+  uint64_t end = now_ms() + 5000;
+  while (tern_conn_get_state(f->conn) != TERN_CONN_READY && now_ms() < end) poll_for(f, 1);
+}
+
+/* The recovery options: defaults, and a caller of version 1 (a smaller
+ * struct) still creates an engine. */
+static void test_recovery_options(void) {
+  tern_engine_opts o;
+  tern_engine_opts_init(&o, sizeof o);
+  CHECK(o.reconnect && o.reconnect_min_ms == 10 && o.reconnect_max_ms == 2000 && o.reconnect_give_up_ms == 60000 &&
+            o.connect_timeout_ms == 5000 && o.keepalive_ms == 5000 && o.keepalive_idle_ms == 30000 &&
+            o.keepalive_timeout_ms == 5000,
+        "recovery defaults");
+  tern_engine* e = NULL;
+  tern_engine_opts v1;
+  tern_engine_opts_init(&v1, offsetof(tern_engine_opts, reconnect));
+  v1.arena_bytes = 8u << 20;
+  CHECK(tern_engine_create(&v1, &e) == 0, "a version-1 options struct");
+  tern_engine_destroy(e);
+  CHECK(strcmp(tern_call_status_name(TERN_CALL_TIMED_OUT), "timed out") == 0, "name of TIMED_OUT");
+  CHECK(strcmp(tern_call_status_name(TERN_CALL_CANCELLED), "cancelled") == 0, "name of CANCELLED");
+  CHECK(strcmp(tern_conn_state_name(TERN_CONN_RECONNECTING), "reconnecting") == 0, "state name: %s",
+        tern_conn_state_name(TERN_CONN_RECONNECTING));
+  CHECK(strcmp(tern_conn_state_name((tern_conn_state)42), "unknown connection state") == 0, "unknown state");
+}
+
+/* Deadlines and cancel: an inline call and a chunked one past their
+ * deadlines, a cancelled call; the server's late answers are dropped and
+ * counted; a dropped call times out; the connection comes back. */
+static void test_deadlines_and_cancel(void) {
+  fixture f;
+  tern_engine_opts co;
+  tern_engine_opts_init(&co, sizeof co);
+  co.reconnect_min_ms = 5;
+  co.reconnect_max_ms = 50;
+  setup_with(&f, &co);
+  states st;
+  memset(&st, 0, sizeof st);
+  CHECK(tern_conn_on_state_change(f.conn, on_state, &st) == 0, "on_state_change");
+  CHECK(tern_conn_get_state(f.conn) == TERN_CONN_READY, "state %s", tern_conn_state_name(tern_conn_get_state(f.conn)));
+  tern_call echo = {.size = sizeof echo, .prog = PROG, .vers = VERS, .proc = P_ECHO};
+  pending p;
+  call_and_wait(&f, &echo, &p); /* a reply: the credits for what follows */
+
+  /* Inline, past its deadline: completes at once; its late reply is dropped. */
+  tern_call c = {.size = sizeof c, .prog = PROG, .vers = VERS, .proc = P_LATER, .timeout_ns = 20000000};
+  pending late;
+  call_and_wait(&f, &c, &late);
+  CHECK(late.status == TERN_CALL_TIMED_OUT, "inline call past its deadline: %s", tern_call_status_name(late.status));
+  CHECK(f.nheld == 1, "the server holds it (%d)", f.nheld);
+  CHECK(tern_server_call_reply(f.held[0], "x", 1, NULL, 0) == 0, "late reply");
+  f.nheld = 0;
+  uint64_t end = now_ms() + 5000;
+  while (stat_of(f.cli, "late_replies") < 1 && now_ms() < end) poll_for(&f, 1);
+  CHECK(stat_of(f.cli, "late_replies") == 1, "late_replies");
+  CHECK(late.done == 1, "completed %d times", late.done);
+
+  /* Cancel: one held by the server. */
+  uint32_t xid = 0;
+  pending cancelled;
+  tern_call h = {.size = sizeof h, .prog = PROG, .vers = VERS, .proc = P_LATER};
+  memset(&cancelled, 0, sizeof cancelled);
+  h.done = on_done;
+  h.ctx = &cancelled;
+  CHECK(tern_conn_call_xid(f.conn, &h, &xid) == 0 && xid != 0, "call_xid");
+  CHECK(poll_until(&f, &f.nheld, 1), "not held");
+  CHECK(tern_server_call_xid(f.held[0]) == xid, "the xid it was given is the one on the wire");
+  CHECK(tern_conn_cancel(f.conn, xid + 12345) == -ENOENT, "cancel of an unknown xid");
+  CHECK(tern_conn_cancel(f.conn, xid) == 0, "cancel");
+  CHECK(cancelled.done == 0, "completed inside tern_conn_cancel");
+  CHECK(poll_until(&f, &cancelled.done, 1) && cancelled.status == TERN_CALL_CANCELLED, "cancelled: %s",
+        tern_call_status_name(cancelled.status));
+  CHECK(tern_conn_cancel(f.conn, xid) == -ENOENT, "cancel twice");
+  CHECK(stat_of(f.cli, "cancels") == 1, "cancels");
+  (void)tern_server_call_reply(f.held[0], NULL, 0, NULL, 0);
+  f.nheld = 0;
+
+  /* A dropped call (no answer ever) with a write chunk past its deadline:
+   * completes once fenced -- the connection is dropped and comes back. */
+  uint8_t* bulk = tern_engine_alloc(f.cli, 4096, 0);
+  CHECK(bulk != NULL, "alloc");
+  uint32_t arg = 7;
+  tern_call d = {.size = sizeof d, .prog = PROG, .vers = VERS, .proc = P_DROP, .args = &arg, .args_len = 4,
+                 .bulk_recv = bulk, .bulk_recv_len = 4096, .timeout_ns = 30000000};
+  pending dropped;
+  call_and_wait(&f, &d, &dropped);
+  CHECK(dropped.status == TERN_CALL_TIMED_OUT, "dropped: %s", tern_call_status_name(dropped.status));
+  CHECK(f.dropped == 1 && f.peer[0] != 0, "the server dropped it (%d), peer '%s'", f.dropped, f.peer);
+  CHECK(stat_of(f.srv, "calls_dropped") == 1, "calls_dropped");
+  CHECK(stat_of(f.cli, "rkeys_live") == 0, "its registration fenced");
+  wait_ready(&f);
+  CHECK(saw_state(&st, TERN_CONN_RECONNECTING) && tern_conn_get_state(f.conn) == TERN_CONN_READY,
+        "ready -> reconnecting -> ready (%d changes, now %s)", st.n, tern_conn_state_name(tern_conn_get_state(f.conn)));
+  CHECK(st.last_err < 0 && st.last_why[0] != 0, "why it left ready: %d '%s'", st.last_err, st.last_why);
+  CHECK(stat_of(f.cli, "reconnects") >= 1 && stat_of(f.cli, "declared_dead") >= 1, "recovery counters");
+  /* The same arguments digest the same; others differ. Each of these times
+   * out and drops the connection again: wait until it is back before the
+   * next, so that it is not left to expire unsent. */
+  pending d2;
+  call_and_wait(&f, &d, &d2);
+  wait_ready(&f);
+  arg = 8;
+  pending d3;
+  call_and_wait(&f, &d, &d3);
+  wait_ready(&f);
+  CHECK(f.dropped == 3 && f.digests[0] == f.digests[1] && f.digests[1] != f.digests[2], "args digests");
+  call_and_wait(&f, &echo, &p);
+  CHECK(p.status == TERN_CALL_OK && p.retransmits == 0, "the connection works: %s", tern_call_status_name(p.status));
+  teardown(&f);
+}
+
+/* The server goes away: a no_retry call fails at the loss, the others wait
+ * for the reconnect until reconnect_give_up_ms, then the connection fails
+ * for good and they complete disconnected. */
+static void test_give_up_and_no_retry(void) {
+  fixture f;
+  tern_engine_opts co;
+  tern_engine_opts_init(&co, sizeof co);
+  co.reconnect_min_ms = 5;
+  co.reconnect_max_ms = 20;
+  co.reconnect_give_up_ms = 200;
+  setup_with(&f, &co);
+  states st;
+  memset(&st, 0, sizeof st);
+  CHECK(tern_conn_on_state_change(f.conn, on_state, &st) == 0, "on_state_change");
+  tern_call echo = {.size = sizeof echo, .prog = PROG, .vers = VERS, .proc = P_ECHO};
+  pending p;
+  call_and_wait(&f, &echo, &p);
+  pending retried, once;
+  tern_call a = {.size = sizeof a, .prog = PROG, .vers = VERS, .proc = P_LATER};
+  tern_call b = {.size = sizeof b, .prog = PROG, .vers = VERS, .proc = P_LATER, .no_retry = true};
+  CHECK(issue(&f, &a, &retried) == 0 && issue(&f, &b, &once) == 0, "issue");
+  CHECK(poll_until(&f, &f.nheld, 2), "not held");
+  f.nheld = 0;
+  tern_engine_destroy(f.srv); /* its calls go with it */
+  f.srv = NULL;
+  CHECK(poll_until(&f, &once.done, 1) && once.status == TERN_CALL_DISCONNECTED, "no_retry: %s",
+        tern_call_status_name(once.status));
+  CHECK(retried.done == 0, "the other call waits for the reconnect");
+  CHECK(poll_until(&f, &retried.done, 1) && retried.status == TERN_CALL_DISCONNECTED, "after giving up: %s",
+        tern_call_status_name(retried.status));
+  CHECK(tern_conn_get_state(f.conn) == TERN_CONN_FAILED && tern_conn_failed(f.conn), "failed for good");
+  CHECK(saw_state(&st, TERN_CONN_RECONNECTING) && st.to[(st.n < 16 ? st.n : 16) - 1] == TERN_CONN_FAILED,
+        "reconnecting then failed (%d changes)", st.n);
+  CHECK(stat_of(f.cli, "reconnect_attempts") >= 1, "reconnect_attempts");
+  CHECK(once.done == 1 && retried.done == 1, "each once");
+  tern_conn_close(f.conn);
+  f.conn = NULL;
+  tern_engine_destroy(f.cli);
+  unlink(f.path);
+}
+
+/* Destroying a client engine completes its outstanding calls, once each,
+ * inside tern_engine_destroy. */
+static void test_destroy_completes_calls(void) {
+  enum { N = 4 };
+  fixture f;
+  setup(&f);
+  pending ps[N];
+  uint8_t* bulk = tern_engine_alloc(f.cli, N * 4096, 0);
+  for (int i = 0; i < N; ++i) {
+    tern_call c = {.size = sizeof c, .prog = PROG, .vers = VERS, .proc = P_LATER,
+                   .bulk_recv = bulk + i * 4096, .bulk_recv_len = 4096};
+    CHECK(issue(&f, &c, &ps[i]) == 0, "issue %d", i);
+  }
+  CHECK(poll_until(&f, &f.nheld, 1), "not held");
+  tern_engine_destroy(f.cli);
+  for (int i = 0; i < N; ++i)
+    CHECK(ps[i].done == 1 && ps[i].status == TERN_CALL_DISCONNECTED, "call %d: %d completions, %s", i, ps[i].done,
+          tern_call_status_name(ps[i].status));
+  for (int i = 0; i < f.nheld; ++i) (void)tern_server_call_reply(f.held[i], NULL, 0, NULL, 0);
+  tern_engine_destroy(f.srv);
+  unlink(f.path);
+}
+
 int main(void) {
   struct {
     const char* name;
@@ -572,6 +805,10 @@ int main(void) {
       {"errors", test_errors},
       {"logging", test_logging},
       {"close_with_calls_outstanding", test_close_with_calls_outstanding},
+      {"recovery_options", test_recovery_options},
+      {"deadlines_and_cancel", test_deadlines_and_cancel},
+      {"give_up_and_no_retry", test_give_up_and_no_retry},
+      {"destroy_completes_calls", test_destroy_completes_calls},
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; ++i) {
     tests[i].fn();
