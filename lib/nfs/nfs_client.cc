@@ -381,7 +381,7 @@ Result<NfsClient::SyncReply> NfsClient::call_sync(uint32_t vers, uint32_t proc, 
   Slot* s = take_slot();
   s->vers = vers;
   s->proc = proc;
-  std::memcpy(s->args, args.data(), args.size());
+  if (!args.empty()) std::memcpy(s->args, args.data(), args.size());  // NULL has no arguments (and a null data())
   s->args_len = args.size();
   s->bulk_send = bulk_send;
   s->bulk_recv = bulk_recv;
