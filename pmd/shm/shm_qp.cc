@@ -61,6 +61,7 @@ ShmQp::ShmQp(ShmDevice* dev, ShmPd* pd, const QpInit& init, uint32_t qpn)
 
 ShmQp::~ShmQp() {
   if (state_ == QpState::kRts) disconnect_gracefully();
+  fence_reads();
   // The SRQ's receives are left as they are, for its other QPs (rdmadev.h).
   if (srq_ != nullptr) srq_->detach(this);
   scq_->detach(this);
@@ -359,6 +360,11 @@ bool ShmQp::copy_read_response(SqEntry& e) {
   uint32_t seg = slot.read_seg;
   uint64_t off = slot.read_offset;
   if (e.byte_len == 0) return true;
+  // The owner granted the range when it executed the READ; once its QP
+  // has left RTS it may have fenced and reused that memory (reads_fenced).
+  // Checked before the copy, and after it: a copy that overlapped the
+  // fence may hold newer bytes, and fails as well.
+  if (peer_reads_fenced()) return false;
   const PeerSeg* ps = peer_segment(seg, off, e.byte_len);
   if (ps == nullptr) return false;
   const uint8_t* src = ps->base + off;
@@ -367,6 +373,8 @@ bool ShmQp::copy_read_response(SqEntry& e) {
     std::memcpy(sink.p, src, sink.len);
     src += sink.len;
   }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (peer_reads_fenced()) return false;
   if (TERN_UNLIKELY(pcap_ != nullptr)) {
     RocePcap::Piece pieces[kMaxSge];
     for (uint32_t k = 0; k < e.num_local; ++k) pieces[k] = {read_sink(e, k).p, read_sink(e, k).len};
@@ -410,7 +418,7 @@ void ShmQp::complete_sends() {
       st = WcStatus::kWrFlushErr;
     }
     if (st == WcStatus::kSuccess && e.opcode == WcOpcode::kRdmaRead && !copy_read_response(e))
-      st = WcStatus::kRemOpErr;
+      st = in_error ? WcStatus::kWrFlushErr : WcStatus::kRemOpErr;
     bool need_wc = st != WcStatus::kSuccess || e.signaled;
     if (need_wc && !push_wc(scq_, Wc{e.wr_id, e.byte_len, 0, qpn_, st, e.opcode, 0, 0})) break;
     if (e.issued && e.remote) out_done_ = e.ring_index + 1;
@@ -732,10 +740,21 @@ void ShmQp::write_own_state(uint32_t st) {
   ring_peer();
 }
 
+void ShmQp::fence_reads() {
+  // Even when vanishing: a vanished QP's host lives on and reuses its
+  // memory (a dead process's memory is never reused, so nothing is lost).
+  if (my_ep_ != nullptr) my_ep_->reads_fenced.store(1, std::memory_order_seq_cst);
+}
+
+bool ShmQp::peer_reads_fenced() const {
+  return peer_ep_ != nullptr && peer_ep_->reads_fenced.load(std::memory_order_acquire) != 0;
+}
+
 void ShmQp::enter_error(Status why) {
   if (state_ == QpState::kError) return;
   bool was_connected = state_ == QpState::kRts;
   state_ = QpState::kError;
+  fence_reads();
   // Nothing on the socket matters any more; flushes are ours to deliver.
   if (sock_ >= 0) dev_->unwatch_fd(sock_);
   if (dev_->armed()) dev_->self_wake();
@@ -759,6 +778,7 @@ void ShmQp::enter_error(Status why) {
 
 void ShmQp::disconnect_gracefully() {
   if (state_ != QpState::kRts) return;
+  fence_reads();
   write_own_state(kEpClosed);
   if (sock_ >= 0) {
     ShmMsg m = make_msg(kMsgBye);
