@@ -70,12 +70,15 @@ struct alignas(kCacheLine) ShmEndpoint {
   // and one that flips it costs us one WAKE message per change.
   std::atomic<uint32_t> wait_word;
   // Set (1) by the owner when its QP leaves RTS -- error, vanishing,
-  // disconnect, destruction -- and never cleared: from then on the owner
-  // may fence and reuse memory it granted to the peer's READs (a READ is
-  // granted when the owner executes it, and copied when the peer retires
-  // it). The peer checks it before and after each copy: a READ whose copy
-  // could overlap the fence fails rather than carry newer bytes. On a real
-  // device the response left with the old ones; here the copy is late.
+  // disconnect, destruction -- before it reads the peer's consumer index
+  // to decide what it flushes, and never cleared: from then on the owner
+  // may reuse the memory its unexecuted descriptors name (Send and WRITE
+  // sources) and memory it granted to the peer's READs (a READ is granted
+  // when the owner executes it, and copied when the peer retires it). The
+  // peer checks it before executing a descriptor and after each copy: a
+  // copy that could overlap the fence is not completed (a READ fails, a
+  // Send or WRITE is left unexecuted) rather than carry newer bytes. On a
+  // real device the data left with the old bytes; here copies are late.
   std::atomic<uint32_t> reads_fenced;
 };
 static_assert(sizeof(ShmEndpoint) == kCacheLine);

@@ -573,6 +573,11 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
           p += n, left -= n, soff += n;
         }
       }
+      // The peer's QP left RTS while we copied: it may have flushed this
+      // Send and reused its buffer, so the copy may hold newer bytes. The
+      // receive stays posted, uncompleted (reads_fenced, shm_layout.h).
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (peer_reads_fenced()) return Exec::kWait;
       rcq_->push(Wc{r.wr_id, d.length, inv, qpn_, WcStatus::kSuccess, WcOpcode::kRecv, flags, 0});
       rq.pop();
       if (srq_ != nullptr) srq_->st().consumed.add();
@@ -592,6 +597,11 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
         std::memcpy(dst, src[k], d.sge[k].length);
         dst += d.sge[k].length;
       }
+      // As for a Send: a WRITE the peer may have flushed is not executed
+      // (what it wrote is in memory its call offered, and that call is not
+      // answered on this connection any more).
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (peer_reads_fenced()) return Exec::kWait;
       if (TERN_UNLIKELY(pcap_ != nullptr)) capture_executed(d, src, nullptr);
       break;
     }
@@ -636,6 +646,10 @@ void ShmQp::execute_inbound() {
   for (uint32_t budget = std::min(avail, kExecBurst); budget > 0; --budget) {
     // Copy the descriptor out of shared memory before checking it, so the
     // peer cannot change it between the check and the use.
+    // Once the peer's QP has left RTS it flushes what we have not
+    // executed and may reuse the memory those descriptors name: execute
+    // none of them (reads_fenced, shm_layout.h).
+    if (peer_reads_fenced()) break;
     ShmDesc d;
     const ShmDesc* slot = &in_slots_[in_cons_ & slot_mask_];
     std::memcpy(&d, slot, kDescHeader);

@@ -271,5 +271,40 @@ TEST_F(ShmMemoryTest, AReadNeverCompletesWithDataWrittenAfterItsOwnerFencedIt) {
   EXPECT_NE(wc.status, WcStatus::kSuccess) << "the data is gone: the READ is flushed";
 }
 
+// The same for a Send: once the sender's QP is lost it flushes the Sends
+// the receiver has not executed, and its host reuses their buffers at once.
+// The receiver, executing late, must not deliver the newer bytes as the
+// message. (tern-soak: a server ran an orphaned call whose arguments were
+// the client's next message, under the first one's length.)
+TEST_F(ShmMemoryTest, ASendFlushedByItsSenderIsNeverReceivedWithNewerBytes) {
+  constexpr uint32_t kLen = 2048;
+  uint8_t* src = client_.base() + (1u << 20);
+  uint8_t* dst = server_.base() + (2u << 20);
+  std::memset(src, 0xa5, kLen);
+  std::memset(dst, 0, kLen);
+  Sge rs = server_.sge(2u << 20, kLen);
+  RecvWr r{88, &rs, 1};
+  int err = 0;
+  ASSERT_EQ(server_.qp->post_recv(&r, 1, &err), 1);
+  Sge sg = client_.sge(1u << 20, kLen);
+  SendWr snd{};
+  snd.wr_id = 40001, snd.sg_list = &sg, snd.num_sge = 1, snd.opcode = WrOpcode::kSend, snd.flags = kWrSignaled;
+  ASSERT_EQ(client_.qp->post_send(&snd, 1, &err), 1);
+  // The sender's QP is lost before the receiver ran; its Send is flushed
+  // and the buffer goes to its next use.
+  ASSERT_TRUE(client_.qp->inject_fault(Fault{Fault::Kind::kDropConnection}).is_ok());
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  while (std::chrono::steady_clock::now() < end && client_.send_wcs.empty()) client_.poll();
+  ASSERT_EQ(client_.send_wcs.size(), 1u);
+  EXPECT_EQ(client_.send_wcs[0].status, WcStatus::kWrFlushErr);
+  std::memset(src, 0x5a, kLen);
+  settle(std::chrono::milliseconds(100));
+  for (const Wc& wc : server_.recv_wcs) {
+    if (wc.status != WcStatus::kSuccess) continue;
+    for (uint32_t i = 0; i < kLen; ++i)
+      ASSERT_EQ(dst[i], 0xa5) << "a message received with bytes its sender wrote after flushing it, at " << i;
+  }
+}
+
 }  // namespace
 }  // namespace tern
