@@ -253,6 +253,10 @@ struct Opts {
   uint32_t proc_fault_ms = 4000;  // mean interval between process faults
   uint32_t keepalive_ms = 300, keepalive_timeout_ms = 300;
   std::string path, json_path, logdir;
+  // A device spec other than pmd/shm's (verbs over rxe in the VM stage):
+  // then no driver faults (inject_fault is pmd/shm's), the others stay.
+  std::string device;
+  bool driver_faults = true;
   bool keep_logs = false, verbose = false;
   bool proc_faults = true;
 };
@@ -575,6 +579,13 @@ void Client::fault(uint64_t now) {
   }
   rdma::Fault f{rdma::Fault::Kind::kDropConnection};
   Ctr what = k_f_drop;
+  if (!g_o.driver_faults && pick < 75) {
+    // No fault injection in this driver: the host closes the connection.
+    close_conn(e, k);
+    cs.retry_at = now + rnd(20);
+    add(slot_, k_f_close);
+    return;
+  }
   if (pick < 30) {
   } else if (pick < 55) {
     f.kind = rdma::Fault::Kind::kFailAfterWrs;
@@ -629,7 +640,7 @@ void Client::snapshot_engines() {
 
 int Client::run() {
   g_client = this;
-  spec_ = "shm:path=" + g_o.path;
+  spec_ = g_o.device.empty() ? "shm:path=" + g_o.path : g_o.device;
   boxes_.resize(g_o.engines);
   for (Box& b : boxes_) {
     auto r = Engine::create(client_engine_options());
@@ -891,7 +902,7 @@ int Server::run() {
   drc_ = std::make_unique<DuplicateCache>(1u << 16);
   e_->handle(kProg, kVers, kNull, &Server::null_handler, this);
   for (uint32_t p : {kEcho, kRead, kWrite, kBig, kAdd}) e_->handle(kProg, kVers, p, &Server::handler, this);
-  Status s = e_->listen("shm:path=" + g_o.path);
+  Status s = e_->listen(g_o.device.empty() ? "shm:path=" + g_o.path : g_o.device);
   if (!s.is_ok()) {
     std::fprintf(stderr, "tern-soak: server listen: %s\n", s.to_string().c_str());
     return 2;
@@ -1242,7 +1253,7 @@ void usage(FILE* f) {
       "  --calls N           ... or until N calls were issued and\n"
       "  --faults N          N faults injected (both: whichever is later)\n"
       "  --max-seconds S     end a --calls/--faults run after S seconds anyway\n"
-      "  --ci                the CI preset: --seconds 75 (under ASan it takes about 2 minutes)\n"
+      "  --ci                the CI preset: --seconds 100 (about 2 minutes under ASan)\n"
       "  --clients N         client processes (3)\n"
       "  --engines N         engines per client (2)\n"
       "  --conns N           connections per engine (2)\n"
@@ -1252,6 +1263,9 @@ void usage(FILE* f) {
       "  --no-proc-faults    no SIGKILL/SIGSTOP\n"
       "  --keepalive-ms N    clients' keepalive_ms and keepalive_timeout_ms (300)\n"
       "  --path P            the server's socket (default /tmp/tern-soak-PID.sock)\n"
+      "  --device SPEC       another device, e.g. verbs:dev=rxe0,addr=169.254.77.1,port=20998:\n"
+      "                      no driver faults there (closes instead); the others stay\n"
+      "  --no-driver-faults  closes instead of dropped QPs, QP errors and delays\n"
       "  --logdir D          each process's stderr (default /tmp/tern-soak-PID.d; removed on a pass)\n"
       "  --keep-logs         keep the log directory after a pass\n"
       "  --json FILE         also write the report as JSON (- for stdout)\n"
@@ -1277,7 +1291,8 @@ int main(int argc, char** argv) {
     g_command += argv[i];
   }
   enum { kSeed = 256, kSeconds, kCalls, kFaults, kMaxSeconds, kCi, kClients, kEngines, kConns, kWindow, kFaultMs,
-         kProcFaultMs, kNoProcFaults, kKeepalive, kPath, kLogdir, kKeepLogs, kJson, kVerbose, kHelp };
+         kProcFaultMs, kNoProcFaults, kKeepalive, kPath, kLogdir, kKeepLogs, kJson, kVerbose, kHelp, kDevice,
+         kNoDriverFaults };
   static const option longs[] = {
       {"seed", required_argument, nullptr, kSeed},          {"seconds", required_argument, nullptr, kSeconds},
       {"calls", required_argument, nullptr, kCalls},        {"faults", required_argument, nullptr, kFaults},
@@ -1289,6 +1304,7 @@ int main(int argc, char** argv) {
       {"path", required_argument, nullptr, kPath},          {"logdir", required_argument, nullptr, kLogdir},
       {"keep-logs", no_argument, nullptr, kKeepLogs},       {"json", required_argument, nullptr, kJson},
       {"verbose", no_argument, nullptr, kVerbose},          {"help", no_argument, nullptr, kHelp},
+      {"device", required_argument, nullptr, kDevice},      {"no-driver-faults", no_argument, nullptr, kNoDriverFaults},
       {nullptr, 0, nullptr, 0}};
   auto count = [&](const char* what, uint64_t max) {
     uint64_t v;
@@ -1314,7 +1330,7 @@ int main(int argc, char** argv) {
       case kCalls: g_o.target_calls = count("calls", 1ull << 40); break;
       case kFaults: g_o.target_faults = count("faults", 1ull << 40); break;
       case kMaxSeconds: g_o.max_seconds = secs("max-seconds"); break;
-      case kCi: g_o.seconds = 75; break;
+      case kCi: g_o.seconds = 100; break;
       case kClients: g_o.clients = static_cast<uint32_t>(count("clients", 32)); break;
       case kEngines: g_o.engines = static_cast<uint32_t>(count("engines", 16)); break;
       case kConns: g_o.conns = static_cast<uint32_t>(count("conns", 64)); break;
@@ -1331,6 +1347,8 @@ int main(int argc, char** argv) {
       case kJson: g_o.json_path = optarg; break;
       case kVerbose: g_o.verbose = true; break;
       case kHelp: usage(stdout); return 0;
+      case kDevice: g_o.device = optarg; break;
+      case kNoDriverFaults: g_o.driver_faults = false; break;
       default: usage(stderr); return 2;
     }
   }
@@ -1343,6 +1361,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tern-soak: --clients, --engines, --conns and --window must be at least 1\n");
     return 2;
   }
+  if (!g_o.device.empty() && !g_o.device.starts_with("shm:")) g_o.driver_faults = false;
   if (g_o.keepalive_ms == 0) {
     std::fprintf(stderr, "tern-soak: --keepalive-ms 0 would leave a stopped server undetected\n");
     return 2;
@@ -1363,8 +1382,10 @@ int main(int argc, char** argv) {
   }
   g_sh = new (m) Shared();
   std::printf("tern-soak: seed %" PRIu64 "; reproduce with: %s\n", g_seed, g_command.c_str());
-  std::printf("tern-soak: %u clients x %u engines x %u connections, window %u, logs in %s\n", g_o.clients,
-              g_o.engines, g_o.conns, g_o.window, g_o.logdir.c_str());
+  std::printf("tern-soak: %u clients x %u engines x %u connections, window %u, over %s%s, logs in %s\n",
+              g_o.clients, g_o.engines, g_o.conns, g_o.window,
+              g_o.device.empty() ? ("shm:path=" + g_o.path).c_str() : g_o.device.c_str(),
+              g_o.driver_faults ? "" : " (no driver faults)", g_o.logdir.c_str());
   std::fflush(stdout);
   signal(SIGINT, on_sigint);
   signal(SIGTERM, on_sigint);
@@ -1375,7 +1396,7 @@ int main(int argc, char** argv) {
   uint64_t bad = 0;
   for (int c = kFirstInvariant; c < kNumCtr; ++c) bad += total(static_cast<Ctr>(c));
   const bool pass = bad == 0 && total(k_ok) > 0;
-  unlink(g_o.path.c_str());
+  if (g_o.device.empty()) unlink(g_o.path.c_str());
   if (pass && !g_o.keep_logs) {
     for (const std::string& l : g_logs) unlink(l.c_str());
     rmdir(g_o.logdir.c_str());
