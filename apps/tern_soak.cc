@@ -1185,8 +1185,11 @@ int supervise() {
   return 0;
 }
 
+// The human report; stderr when the JSON goes to stdout (as tern-perf does).
+FILE* g_human = stdout;
+
 void report(double secs) {
-  FILE* out = stdout;
+  FILE* out = g_human;
   std::fprintf(out, "\ntern-soak report (seed %" PRIu64 ", %.1f s)\n", g_seed, secs);
   std::fprintf(out, "reproduce: %s\n\n", g_command.c_str());
   auto row = [&](Ctr c) { std::fprintf(out, "  %-78s %12" PRIu64 "\n", kCtrDesc[c], total(c)); };
@@ -1381,12 +1384,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   g_sh = new (m) Shared();
-  std::printf("tern-soak: seed %" PRIu64 "; reproduce with: %s\n", g_seed, g_command.c_str());
-  std::printf("tern-soak: %u clients x %u engines x %u connections, window %u, over %s%s, logs in %s\n",
+  if (g_o.json_path == "-") g_human = stderr;
+  std::fprintf(g_human, "tern-soak: seed %" PRIu64 "; reproduce with: %s\n", g_seed, g_command.c_str());
+  std::fprintf(g_human, "tern-soak: %u clients x %u engines x %u connections, window %u, over %s%s, logs in %s\n",
               g_o.clients, g_o.engines, g_o.conns, g_o.window,
               g_o.device.empty() ? ("shm:path=" + g_o.path).c_str() : g_o.device.c_str(),
               g_o.driver_faults ? "" : " (no driver faults)", g_o.logdir.c_str());
-  std::fflush(stdout);
+  std::fflush(g_human);
   signal(SIGINT, on_sigint);
   signal(SIGTERM, on_sigint);
   signal(SIGPIPE, SIG_IGN);
@@ -1401,7 +1405,7 @@ int main(int argc, char** argv) {
     for (const std::string& l : g_logs) unlink(l.c_str());
     rmdir(g_o.logdir.c_str());
   } else {
-    std::printf("logs: %s\n", g_o.logdir.c_str());
+    std::fprintf(g_human, "logs: %s\n", g_o.logdir.c_str());
   }
   munmap(m, sizeof(Shared));
   return pass ? 0 : 1;
