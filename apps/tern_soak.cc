@@ -42,7 +42,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -755,10 +755,6 @@ class Server {
   int run();
 
  private:
-  struct Deferred {
-    ServerCall* c;
-    uint64_t due_ns;
-  };
   static void handler(void* ctx, ServerCall* c) { static_cast<Server*>(ctx)->handle(c); }
   static void null_handler(void*, ServerCall* c) { (void)c->reply({}); }
   void handle(ServerCall* c);
@@ -773,7 +769,7 @@ class Server {
   std::mt19937_64 rng_;
   std::unique_ptr<Engine> e_;
   std::unique_ptr<DuplicateCache> drc_;
-  std::deque<Deferred> later_;
+  std::multimap<uint64_t, ServerCall*> later_;  // by when they are answered
   // Non-idempotent executions by (client, seq), in this incarnation.
   std::unordered_map<uint64_t, std::unordered_map<uint64_t, uint32_t>> execs_;
 };
@@ -813,8 +809,12 @@ void Server::handle(ServerCall* c) {
     }
   }
   if (rng_() % 10 == 0) {
+    // Answered later: mostly within 3 ms; one in twenty after 20-150 ms,
+    // long enough for a retransmission (after a fault meanwhile) to meet
+    // its first copy still in progress in the DuplicateCache.
     add(slot_, k_s_deferred);
-    later_.push_back({c, monotonic_ns() + (rng_() % 3000) * 1000});
+    const uint64_t us = rng_() % 20 == 0 ? 20'000 + rng_() % 130'000 : rng_() % 3000;
+    later_.emplace(monotonic_ns() + us * 1000, c);
     return;
   }
   answer(c);
@@ -910,9 +910,9 @@ int Server::run() {
   auto serve_later = [&](bool all) {
     const uint64_t now = monotonic_ns();
     int n = 0;
-    while (!later_.empty() && (all || later_.front().due_ns <= now)) {
-      ServerCall* c = later_.front().c;
-      later_.pop_front();
+    while (!later_.empty() && (all || later_.begin()->first <= now)) {
+      ServerCall* c = later_.begin()->second;
+      later_.erase(later_.begin());
       answer(c);
       ++n;
     }
