@@ -9,7 +9,8 @@
 #      Soft-RoCE (rxe0) in a qemu VM (scripts/rxe-vm), when this machine can
 #      run it (x86_64, qemu installable, root to build the image once);
 #      otherwise it says why and the summary says the stage was skipped;
-#   3. ASan+UBSan build: the suites of stage 1;
+#   3. ASan+UBSan build: the suites of stage 1, and the fault soak's short
+#      mode (tern-soak --ci);
 #   4. TSan build: the suites that run code on more than one thread;
 #   5. fuzzing (scripts/fuzz.sh): every libFuzzer target over its committed
 #      corpus, then for TERN_FUZZ_SECONDS (default 30) each.
@@ -57,6 +58,9 @@ scripts/build.sh build-asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db
   -Dbenchmarks=false -Dapps=true
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-asan --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite conformance --suite functional --suite apps
+# The fault soak's short mode (tern-soak --ci, docs/reliability.md): about two minutes.
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  meson test -C build-asan --no-rebuild --print-errorlogs --suite soak
 
 stage "TSan build (build-tsan/)"
 scripts/build.sh build-tsan -Dbuildtype=debug -Db_sanitize=thread -Db_lundef=false \

@@ -414,7 +414,11 @@ void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
     TERN_LOG(kError, "engine", "refusing a connection: %s", s.to_string().c_str());
     st.connections_refused.add();
     (void)dc->dev->reject(ev.request, {});
+    // Reclaimed from the next poll, like a connect that failed at once:
+    // nothing else would ever look at it, and it would hold its slot, its
+    // QP, its place under max_connections and its first credit for good.
     c->life = ConnBase::State::kDead;
+    c->want_service();
     return;
   }
   dc->warned_full = false;

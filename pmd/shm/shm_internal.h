@@ -367,6 +367,9 @@ class ShmQp final : public Qp {
   enum class Exec { kDone, kWait, kFailed };
   Exec execute_one(const ShmDesc& d, uint32_t index);
   bool copy_read_response(SqEntry& e);
+  // reads_fenced (shm_layout.h): ours, set once our QP leaves RTS; the peer's, read.
+  void fence_reads();
+  bool peer_reads_fenced() const;
   void reject_inbound(uint32_t index, WcStatus status, const char* why);
   void flush_recvs();
   bool export_segment(uint32_t seg);

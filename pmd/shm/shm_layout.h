@@ -39,7 +39,8 @@ namespace tern::shm {
 
 inline constexpr uint32_t kAreaMagic = 0x5445524e;  // "TERN"
 // 2: the endpoint's wait word and the WAKE message (wait mode).
-inline constexpr uint16_t kLayoutVersion = 2;
+// 3: the endpoint's reads_fenced word.
+inline constexpr uint16_t kLayoutVersion = 3;
 inline constexpr size_t kCacheLine = 64;
 
 inline constexpr uint32_t kMaxSge = 13;        // SGEs per descriptor (fits a 256-byte slot)
@@ -68,6 +69,17 @@ struct alignas(kCacheLine) ShmEndpoint {
   // A hint only: a peer that ignores it merely leaves its own calls waiting,
   // and one that flips it costs us one WAKE message per change.
   std::atomic<uint32_t> wait_word;
+  // Set (1) by the owner when its QP leaves RTS -- error, vanishing,
+  // disconnect, destruction -- before it reads the peer's consumer index
+  // to decide what it flushes, and never cleared: from then on the owner
+  // may reuse the memory its unexecuted descriptors name (Send and WRITE
+  // sources) and memory it granted to the peer's READs (a READ is granted
+  // when the owner executes it, and copied when the peer retires it). The
+  // peer checks it before executing a descriptor and after each copy: a
+  // copy that could overlap the fence is not completed (a READ fails, a
+  // Send or WRITE is left unexecuted) rather than carry newer bytes. On a
+  // real device the data left with the old bytes; here copies are late.
+  std::atomic<uint32_t> reads_fenced;
 };
 static_assert(sizeof(ShmEndpoint) == kCacheLine);
 

@@ -61,6 +61,7 @@ ShmQp::ShmQp(ShmDevice* dev, ShmPd* pd, const QpInit& init, uint32_t qpn)
 
 ShmQp::~ShmQp() {
   if (state_ == QpState::kRts) disconnect_gracefully();
+  fence_reads();
   // The SRQ's receives are left as they are, for its other QPs (rdmadev.h).
   if (srq_ != nullptr) srq_->detach(this);
   scq_->detach(this);
@@ -359,6 +360,11 @@ bool ShmQp::copy_read_response(SqEntry& e) {
   uint32_t seg = slot.read_seg;
   uint64_t off = slot.read_offset;
   if (e.byte_len == 0) return true;
+  // The owner granted the range when it executed the READ; once its QP
+  // has left RTS it may have fenced and reused that memory (reads_fenced).
+  // Checked before the copy, and after it: a copy that overlapped the
+  // fence may hold newer bytes, and fails as well.
+  if (peer_reads_fenced()) return false;
   const PeerSeg* ps = peer_segment(seg, off, e.byte_len);
   if (ps == nullptr) return false;
   const uint8_t* src = ps->base + off;
@@ -367,6 +373,8 @@ bool ShmQp::copy_read_response(SqEntry& e) {
     std::memcpy(sink.p, src, sink.len);
     src += sink.len;
   }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (peer_reads_fenced()) return false;
   if (TERN_UNLIKELY(pcap_ != nullptr)) {
     RocePcap::Piece pieces[kMaxSge];
     for (uint32_t k = 0; k < e.num_local; ++k) pieces[k] = {read_sink(e, k).p, read_sink(e, k).len};
@@ -410,7 +418,7 @@ void ShmQp::complete_sends() {
       st = WcStatus::kWrFlushErr;
     }
     if (st == WcStatus::kSuccess && e.opcode == WcOpcode::kRdmaRead && !copy_read_response(e))
-      st = WcStatus::kRemOpErr;
+      st = in_error ? WcStatus::kWrFlushErr : WcStatus::kRemOpErr;
     bool need_wc = st != WcStatus::kSuccess || e.signaled;
     if (need_wc && !push_wc(scq_, Wc{e.wr_id, e.byte_len, 0, qpn_, st, e.opcode, 0, 0})) break;
     if (e.issued && e.remote) out_done_ = e.ring_index + 1;
@@ -565,6 +573,11 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
           p += n, left -= n, soff += n;
         }
       }
+      // The peer's QP left RTS while we copied: it may have flushed this
+      // Send and reused its buffer, so the copy may hold newer bytes. The
+      // receive stays posted, uncompleted (reads_fenced, shm_layout.h).
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (peer_reads_fenced()) return Exec::kWait;
       rcq_->push(Wc{r.wr_id, d.length, inv, qpn_, WcStatus::kSuccess, WcOpcode::kRecv, flags, 0});
       rq.pop();
       if (srq_ != nullptr) srq_->st().consumed.add();
@@ -584,6 +597,11 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
         std::memcpy(dst, src[k], d.sge[k].length);
         dst += d.sge[k].length;
       }
+      // As for a Send: a WRITE the peer may have flushed is not executed
+      // (what it wrote is in memory its call offered, and that call is not
+      // answered on this connection any more).
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (peer_reads_fenced()) return Exec::kWait;
       if (TERN_UNLIKELY(pcap_ != nullptr)) capture_executed(d, src, nullptr);
       break;
     }
@@ -628,6 +646,10 @@ void ShmQp::execute_inbound() {
   for (uint32_t budget = std::min(avail, kExecBurst); budget > 0; --budget) {
     // Copy the descriptor out of shared memory before checking it, so the
     // peer cannot change it between the check and the use.
+    // Once the peer's QP has left RTS it flushes what we have not
+    // executed and may reuse the memory those descriptors name: execute
+    // none of them (reads_fenced, shm_layout.h).
+    if (peer_reads_fenced()) break;
     ShmDesc d;
     const ShmDesc* slot = &in_slots_[in_cons_ & slot_mask_];
     std::memcpy(&d, slot, kDescHeader);
@@ -732,10 +754,21 @@ void ShmQp::write_own_state(uint32_t st) {
   ring_peer();
 }
 
+void ShmQp::fence_reads() {
+  // Even when vanishing: a vanished QP's host lives on and reuses its
+  // memory (a dead process's memory is never reused, so nothing is lost).
+  if (my_ep_ != nullptr) my_ep_->reads_fenced.store(1, std::memory_order_seq_cst);
+}
+
+bool ShmQp::peer_reads_fenced() const {
+  return peer_ep_ != nullptr && peer_ep_->reads_fenced.load(std::memory_order_acquire) != 0;
+}
+
 void ShmQp::enter_error(Status why) {
   if (state_ == QpState::kError) return;
   bool was_connected = state_ == QpState::kRts;
   state_ = QpState::kError;
+  fence_reads();
   // Nothing on the socket matters any more; flushes are ours to deliver.
   if (sock_ >= 0) dev_->unwatch_fd(sock_);
   if (dev_->armed()) dev_->self_wake();
@@ -759,6 +792,7 @@ void ShmQp::enter_error(Status why) {
 
 void ShmQp::disconnect_gracefully() {
   if (state_ != QpState::kRts) return;
+  fence_reads();
   write_own_state(kEpClosed);
   if (sock_ >= 0) {
     ShmMsg m = make_msg(kMsgBye);

@@ -523,6 +523,46 @@ TEST(Recovery, ADuplicateOfACallInProgressIsAnsweredWithIt) {
   EXPECT_EQ(d.results, std::vector<uint8_t>(res, res + 4));
 }
 
+// A client that goes away between its connection request and the
+// server's accept (killed, or its engine destroyed) leaves the server
+// nothing: the connection the server made for it is refused and reclaimed,
+// not held for good with its slot, QP and first credit (found by tern-soak:
+// a server that outlived many killed clients kept every such connection,
+// up to max_connections).
+TEST(Recovery, AClientGoneBeforeItsAcceptIsNotHeldByTheServer) {
+  SKIP_UNLESS_SHM();
+  auto srv = Engine::create(EngineOptions{}).value();
+  const std::string path = next_spec();
+  ASSERT_OK(srv->listen(path));
+  constexpr int kGone = 3;
+  for (int i = 0; i < kGone; ++i) {
+    auto cli = Engine::create(EngineOptions{}).value();
+    ASSERT_TRUE(cli->connect(path).is_ok());
+    cli.reset();  // before the server has looked at the request
+  }
+  EXPECT_TRUE(poll_until({srv.get()}, [&] { return srv->stats().connections_refused.get() >= kGone; }, 3000))
+      << "refused " << srv->stats().connections_refused.get();
+  EXPECT_TRUE(poll_until({srv.get()}, [&] { return srv->stats().connections.get() == 0; }, 3000))
+      << srv->stats().connections.get() << " connections still held";
+  testing::Accounting a = testing::accounting(*srv);
+  EXPECT_TRUE(a.idle()) << a.to_string();
+  // And it still serves.
+  auto cli = Engine::create(EngineOptions{}).value();
+  srv->handle(kProg, kVers, kEcho, &Fixture::echo, nullptr);
+  Connection* c = cli->connect(path).value();
+  ASSERT_TRUE(poll_until({srv.get(), cli.get()}, [&] { return c->ready() || c->failed(); }));
+  ASSERT_TRUE(c->ready()) << c->error().to_string();
+  Counted d;
+  Call call{kProg, kVers, kEcho};
+  call.done = &Counted::cb, call.ctx = &d;
+  ASSERT_EQ(c->call(call), 0);
+  ASSERT_TRUE(poll_until({srv.get(), cli.get()}, [&] { return d.count == 1; }));
+  EXPECT_EQ(d.reply.status, CallStatus::kOk);
+  cli.reset();
+  srv.reset();
+  remove_spec(path);
+}
+
 // Destroying the client engine completes every call exactly once: those in
 // the backlog, those in flight with registrations (after fencing), and
 // those of a connection that is re-establishing itself.

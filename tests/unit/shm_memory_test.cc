@@ -231,5 +231,80 @@ TEST_F(ShmMemoryTest, AnIdleConnectionGivesMemoryBackAndWorksAfterwards) {
   EXPECT_EQ(server_.qp->state(), QpState::kRts);
 }
 
+// An RDMA READ is granted by the owner of the memory when it executes the
+// descriptor, and its data copied by the initiator when it retires it. If
+// the owner's QP is lost in between (the peer vanished, or its host dropped
+// the connection) the owner may fence and reuse that memory at once, as a
+// host does once its QP has drained (the engine completes the call whose
+// read chunk it was). The initiator must then never complete the READ
+// successfully with what the memory holds now: on a real device the
+// response left with the old bytes. Found by tern-soak: a server that saw
+// its connection's loss late (slow, or SIGSTOPped) ran a call on a read
+// chunk that already held the client's next call's data.
+TEST_F(ShmMemoryTest, AReadNeverCompletesWithDataWrittenAfterItsOwnerFencedIt) {
+  constexpr uint32_t kLen = 8192;
+  uint8_t* src = server_.base() + (1u << 20);
+  uint8_t* dst = client_.base() + (3u << 20);
+  std::memset(src, 0xa5, kLen);
+  std::memset(dst, 0, kLen);
+  Sge sg = client_.sge(3u << 20, kLen);
+  SendWr rd{};
+  rd.wr_id = 30001, rd.sg_list = &sg, rd.num_sge = 1, rd.opcode = WrOpcode::kRdmaRead, rd.flags = kWrSignaled;
+  rd.remote_addr = reinterpret_cast<uint64_t>(src);
+  rd.rkey = server_.mr->rkey();
+  int err = 0;
+  ASSERT_EQ(client_.qp->post_send(&rd, 1, &err), 1);
+  // Only the owner runs: it executes the READ (grants the range).
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  while (std::chrono::steady_clock::now() < end) server_.poll();
+  ASSERT_TRUE(client_.send_wcs.empty());
+  // The owner's QP is lost, and the memory goes to its next use.
+  ASSERT_TRUE(server_.qp->inject_fault(Fault{Fault::Kind::kDropConnection}).is_ok());
+  std::memset(src, 0x5a, kLen);
+  ASSERT_TRUE(wait_for([&] { return !client_.send_wcs.empty(); }, "the READ's completion"));
+  const Wc& wc = client_.send_wcs[0];
+  EXPECT_EQ(wc.wr_id, 30001u);
+  if (wc.status == WcStatus::kSuccess) {
+    for (uint32_t i = 0; i < kLen; ++i)
+      ASSERT_EQ(dst[i], 0xa5) << "a successful READ carried bytes written after its owner fenced them, at " << i;
+  }
+  EXPECT_NE(wc.status, WcStatus::kSuccess) << "the data is gone: the READ is flushed";
+}
+
+// The same for a Send: once the sender's QP is lost it flushes the Sends
+// the receiver has not executed, and its host reuses their buffers at once.
+// The receiver, executing late, must not deliver the newer bytes as the
+// message. (tern-soak: a server ran an orphaned call whose arguments were
+// the client's next message, under the first one's length.)
+TEST_F(ShmMemoryTest, ASendFlushedByItsSenderIsNeverReceivedWithNewerBytes) {
+  constexpr uint32_t kLen = 2048;
+  uint8_t* src = client_.base() + (1u << 20);
+  uint8_t* dst = server_.base() + (2u << 20);
+  std::memset(src, 0xa5, kLen);
+  std::memset(dst, 0, kLen);
+  Sge rs = server_.sge(2u << 20, kLen);
+  RecvWr r{88, &rs, 1};
+  int err = 0;
+  ASSERT_EQ(server_.qp->post_recv(&r, 1, &err), 1);
+  Sge sg = client_.sge(1u << 20, kLen);
+  SendWr snd{};
+  snd.wr_id = 40001, snd.sg_list = &sg, snd.num_sge = 1, snd.opcode = WrOpcode::kSend, snd.flags = kWrSignaled;
+  ASSERT_EQ(client_.qp->post_send(&snd, 1, &err), 1);
+  // The sender's QP is lost before the receiver ran; its Send is flushed
+  // and the buffer goes to its next use.
+  ASSERT_TRUE(client_.qp->inject_fault(Fault{Fault::Kind::kDropConnection}).is_ok());
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  while (std::chrono::steady_clock::now() < end && client_.send_wcs.empty()) client_.poll();
+  ASSERT_EQ(client_.send_wcs.size(), 1u);
+  EXPECT_EQ(client_.send_wcs[0].status, WcStatus::kWrFlushErr);
+  std::memset(src, 0x5a, kLen);
+  settle(std::chrono::milliseconds(100));
+  for (const Wc& wc : server_.recv_wcs) {
+    if (wc.status != WcStatus::kSuccess) continue;
+    for (uint32_t i = 0; i < kLen; ++i)
+      ASSERT_EQ(dst[i], 0xa5) << "a message received with bytes its sender wrote after flushing it, at " << i;
+  }
+}
+
 }  // namespace
 }  // namespace tern

@@ -51,6 +51,13 @@ suite hostile-server-rkeys env TERN_RPC_DEVICE="$dev" "$build/tests/functional/t
   --gtest_filter='HostileServer.AWellBehaved*:HostileServer.SendWithInvalidate*:HostileServer.Stray*:HostileServerNoInv.*:Endings/RkeyProbe.*:Registrations/OtherConnection.*:Devices/OtherConnectionInv.*:HostileServer.WritesOutside*:HostileServer.LongLived*'
 suite hostile-client-rkeys env TERN_RPC_DEVICE="$dev" "$build/tests/functional/tern-hostile-client" --gtest_brief=1 \
   --gtest_filter='HostileClient.ReadChunkWithAnUnknownRkey*:HostileClient.WriteChunkWithAnUnknownRkey*:HostileClient.WriteChunkOfferedReadOnly*:HostileClient.ReadChunkLongerThan*:HostileClient.SendWithInvalidateToTheServer*:HostileClient.LongLived*'
+# The fault soak, short, over rxe (docs/reliability.md): connections closed by
+# the host, cancels, deadlines, SIGKILL and SIGSTOP of clients and of the
+# server, every payload checked; pmd/shm's driver faults (dropped QPs, QP
+# errors, delayed completions) have no rxe counterpart here.
+if [[ -x $build/apps/tern-soak ]]; then
+  suite soak "$build/apps/tern-soak" --seconds 30 --clients 2 --engines 1 --device "$dev,port=20998"
+fi
 # The kernel's NFS server (svcrdma) on 169.254.77.1:20049; the test starts it.
 suite nfs-interop "$build/tests/interop/tern-nfs-interop" --gtest_brief=1
 # Last: it takes dum0 down and deletes rxe0 (tests/vm/device_events_test.cc).
