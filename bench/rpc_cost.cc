@@ -5,14 +5,16 @@
 // call counts and reports instructions per RPC, both sides and pmd/shm
 // included: a figure that does not move with the machine's load, for
 // comparing revisions where wall-clock ratios are too noisy.
-//   tern-rpc-cost CALLS [BULK [DIR]]    BULK bytes through a write (DIR w,
-//                                        default) or read (r) chunk; 0: inline
+//   tern-rpc-cost CALLS [BULK [DIR [QD]]]  BULK bytes through a write (DIR w,
+//                                        default) or read (r) chunk; 0: inline;
+//                                        QD calls kept in flight (default 1)
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 
@@ -49,14 +51,15 @@ int fail(const char* what) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: tern-rpc-cost CALLS [BULK [r|w]]\n");
+    std::fprintf(stderr, "usage: tern-rpc-cost CALLS [BULK [r|w [QD]]]\n");
     return 2;
   }
   long calls = std::strtol(argv[1], nullptr, 10);
   long bulk = argc > 2 ? std::strtol(argv[2], nullptr, 10) : 0;
   bool read_dir = argc > 3 && argv[3][0] == 'r';
-  if (calls <= 0 || bulk < 0 || bulk > (1 << 20)) {
-    std::fprintf(stderr, "tern-rpc-cost: CALLS must be > 0 and BULK in [0, 1 MiB]\n");
+  long qd = argc > 4 ? std::strtol(argv[4], nullptr, 10) : 1;
+  if (calls <= 0 || bulk < 0 || bulk > (1 << 20) || qd < 1 || qd > 32) {
+    std::fprintf(stderr, "tern-rpc-cost: CALLS must be > 0, BULK in [0, 1 MiB], QD in [1, 32]\n");
     return 2;
   }
   std::string spec = "shm:path=/tmp/tern-rpc-cost-" + std::to_string(getpid()) + ".sock";
@@ -79,22 +82,37 @@ int main(int argc, char** argv) {
     if (c->failed()) return fail("connection failed");
   }
   uint8_t args[32] = {1, 2, 3};
-  auto* buf = static_cast<uint8_t*>(bulk > 0 ? (*cli)->alloc(static_cast<size_t>(bulk)) : nullptr);
+  // One bulk buffer per call in flight.
+  std::vector<uint8_t*> bufs(static_cast<size_t>(qd), nullptr);
+  if (bulk > 0)
+    for (auto& b : bufs) b = static_cast<uint8_t*>((*cli)->alloc(static_cast<size_t>(bulk)));
+  std::vector<Done> slots(static_cast<size_t>(qd));
+  std::vector<bool> busy(static_cast<size_t>(qd), false);
   // A fixed warm-up first, so that two runs differ only by their extra calls.
-  for (long i = 0; i < 1000 + calls; ++i) {
-    Done d;
-    Call call{kProg, kVers, kEcho};
-    call.args = args;
-    if (bulk > 0 && read_dir) call.bulk_send = std::span<const uint8_t>(buf, static_cast<size_t>(bulk));
-    if (bulk > 0 && !read_dir) call.bulk_recv = std::span<uint8_t>(buf, static_cast<size_t>(bulk));
-    call.done = on_done;
-    call.ctx = &d;
-    if (c->call(call) != 0) return fail("call refused");
-    while (!d.done) {
-      (*cli)->poll();
-      (*srv)->poll();
+  const long total = 1000 + calls;
+  long issued = 0, finished = 0;
+  while (finished < total) {
+    for (long k = 0; k < qd && issued < total; ++k) {
+      if (busy[k]) continue;
+      slots[k] = Done{};
+      Call call{kProg, kVers, kEcho};
+      call.args = args;
+      if (bulk > 0 && read_dir) call.bulk_send = std::span<const uint8_t>(bufs[k], static_cast<size_t>(bulk));
+      if (bulk > 0 && !read_dir) call.bulk_recv = std::span<uint8_t>(bufs[k], static_cast<size_t>(bulk));
+      call.done = on_done;
+      call.ctx = &slots[k];
+      if (c->call(call) != 0) return fail("call refused");
+      busy[k] = true;
+      ++issued;
     }
-    if (d.status != CallStatus::kOk) return fail(call_status_name(d.status));
+    (*cli)->poll();
+    (*srv)->poll();
+    for (long k = 0; k < qd; ++k) {
+      if (!busy[k] || !slots[k].done) continue;
+      if (slots[k].status != CallStatus::kOk) return fail(call_status_name(slots[k].status));
+      busy[k] = false;
+      ++finished;
+    }
   }
   unlink(spec.c_str() + std::strlen("shm:path="));
   return 0;
