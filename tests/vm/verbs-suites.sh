@@ -55,8 +55,15 @@ suite hostile-client-rkeys env TERN_RPC_DEVICE="$dev" "$build/tests/functional/t
 # the host, cancels, deadlines, SIGKILL and SIGSTOP of clients and of the
 # server, every payload checked; pmd/shm's driver faults (dropped QPs, QP
 # errors, delayed completions) have no rxe counterpart here.
+# No soak through port flaps here: after rxe0's port goes down and up under
+# a loaded engine (connections failing, reconnects refused while it is
+# down), rxe in this kernel completes no connect at all -- not even to the
+# kernel's own NFS server -- until rxe0 is re-created (docs/reliability.md).
+# One connection across a port flap is device_events_test's case.
 if [[ -x $build/apps/tern-soak ]]; then
   suite soak "$build/apps/tern-soak" --seconds 30 --clients 2 --engines 1 --device "$dev,port=20998"
+else
+  summary+=("SKIPPED soak (no $build/apps/tern-soak: configure with -Dapps=true)")
 fi
 # The kernel's NFS server (svcrdma) on 169.254.77.1:20049; the test starts it.
 suite nfs-interop "$build/tests/interop/tern-nfs-interop" --gtest_brief=1
