@@ -51,6 +51,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/version.h"
 #include "cli_args.h"
 #include "engine/duplicate_cache.h"
 #include "engine/engine.h"
@@ -1273,6 +1274,7 @@ void usage(FILE* f) {
       "  --keep-logs         keep the log directory after a pass\n"
       "  --json FILE         also write the report as JSON (- for stdout)\n"
       "  --verbose           engine warnings in the logs (default: errors only)\n"
+      "  --version           print the version and exit\n"
       "\n"
       "Rules: every call completes exactly once. kOk needs its payload verified. A\n"
       "call may fail only with kTimedOut if it carried a deadline, kCancelled if the\n"
@@ -1283,6 +1285,10 @@ void usage(FILE* f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
+    std::printf("tern-soak %s\n", tern::version());
+    return 0;
+  }
   g_command = "tern-soak";
   for (int i = 1; i < argc; ++i) {
     if (std::string_view(argv[i]) == "--seed" && i + 1 < argc) {
