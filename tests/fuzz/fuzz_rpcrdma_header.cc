@@ -88,8 +88,8 @@ void engine_wrappers(const uint8_t* data, size_t size) {
   wire::Reply r;
   if (wire::decode_reply_header(msg, &r)) {
     FUZZ_CHECK_WITHIN(r.body, data, size);
-    FUZZ_CHECK(r.write_chunks >= 0 && r.write_chunks <= static_cast<int>(rr::kMaxWriteChunks), "%d write chunks",
-               r.write_chunks);
+    FUZZ_CHECK(r.nwrites >= 0 && r.nwrites <= tern::rpc::kMaxWriteChunks, "%d write chunks",
+               r.nwrites);
     if (r.kind == wire::Reply::Kind::kMsg) {
       std::span<const uint8_t> results;
       tern::rpc::CallStatus st = wire::decode_rpc_reply(r.body, r.xid, &results);
