@@ -415,15 +415,7 @@ int ClientConn::service(bool* more) {
     // one waiting for memory or room retries from the next poll.
     *more = inv_waits > 0 || (backlog_head != nullptr && !head_waits_for_credit);
   }
-  if (life == State::kDraining) {
-    if (!drained()) post_drain_markers();
-    if (drained()) {
-      finish_teardown();
-      ++work;
-    } else {
-      *more = true;
-    }
-  }
+  if (life == State::kDraining) work += step_drain(more);
   return work;
 }
 
@@ -537,10 +529,7 @@ void ClientConn::process(Request* r, ReqEvent ev) {
           if (reconnecting_) {
             // It waits for the new connection; a reservation it holds was on
             // the old one's receive queue.
-            if (r->holds_recv) {
-              rq->grants().unreserve();
-              r->holds_recv = false;
-            }
+            release_recv(r);
             return;
           }
           unlink_backlog(r);
@@ -560,14 +549,7 @@ void ClientConn::process(Request* r, ReqEvent ev) {
           return;
         case ReqState::kAbandoned:
           // Its late reply will never come: what it kept goes back.
-          unlink_active(r);
-          --active;
-          if (r->holds_recv) {
-            rq->grants().unreserve();
-            r->holds_recv = false;
-          }
-          r->state = ReqState::kCompleted;
-          maybe_free(r);
+          retire_abandoned(r);
           return;
         default:
           return;
@@ -613,10 +595,7 @@ void ClientConn::requeue(Request* r) {
   // that never went out (on_drained puts them in their first order).
   unlink_active(r);
   --active;
-  if (r->holds_recv) {
-    rq->grants().unreserve();
-    r->holds_recv = false;
-  }
+  release_recv(r);
   r->state = ReqState::kBacklog;
   ++r->retransmits;
   cs.retransmits.add();
@@ -638,14 +617,25 @@ void ClientConn::unlink_active(Request* r) {
   r->act_prev = r->act_next = nullptr;
 }
 
+void ClientConn::release_recv(Request* r) {
+  if (!r->holds_recv) return;
+  rq->grants().unreserve();
+  r->holds_recv = false;
+}
+
+void ClientConn::retire_abandoned(Request* r) {
+  unlink_active(r);
+  --active;
+  release_recv(r);
+  r->state = ReqState::kCompleted;
+  maybe_free(r);
+}
+
 void ClientConn::drop_staging(Request* r) {
   if (r->longbuf != nullptr) eng->bulk->put(r->longbuf);
   if (r->replybuf != nullptr) eng->bulk->put(r->replybuf);
   r->longbuf = r->replybuf = nullptr;
-  if (r->holds_recv) {
-    rq->grants().unreserve();
-    r->holds_recv = false;
-  }
+  release_recv(r);
 }
 
 void ClientConn::finish(Request* r, CallStatus status) {

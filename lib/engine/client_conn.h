@@ -135,6 +135,11 @@ class ClientConn final : public ConnBase {
  private:
   // Gives back what a request holds for its chunks and staging.
   void drop_staging(Request* r);
+  // Gives back r's receive reservation, if it holds one.
+  void release_recv(Request* r);
+  // An abandoned call's late reply came, or will never come: what it kept
+  // (its place among the active calls, its reservation) goes back.
+  void retire_abandoned(Request* r);
   // The call is done (its registrations fenced): callback, then the RPC side lets go.
   void finish(Request* r, CallStatus status);
   void maybe_free(Request* r);

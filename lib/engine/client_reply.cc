@@ -33,14 +33,7 @@ void ClientConn::on_message(MsgBuf* rep) {
       if (decoded) credits.grant(h.credits);
       credits.answered();
       xids.erase(r->xid);
-      unlink_active(r);
-      --active;
-      if (r->holds_recv) {
-        rq->grants().unreserve();
-        r->holds_recv = false;
-      }
-      r->state = ReqState::kCompleted;
-      maybe_free(r);
+      retire_abandoned(r);
       give_back(rep);
       if (backlog_head != nullptr) want_service();
       return;

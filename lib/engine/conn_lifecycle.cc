@@ -170,6 +170,16 @@ void ConnBase::on_disconnected(Status reason) {
            peer_name().c_str(), why.to_string().c_str());
 }
 
+int ConnBase::step_drain(bool* more) {
+  if (!drained()) post_drain_markers();
+  if (!drained()) {
+    *more = true;
+    return 0;
+  }
+  finish_teardown();
+  return 1;
+}
+
 void ConnBase::post_drain_markers() {
   // Drain as ib_drain_qp does: a WR posted to a QP in error is flushed after
   // everything before it, so its flush completion proves the queue is empty

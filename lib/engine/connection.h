@@ -73,6 +73,9 @@ class ConnBase : public Connection {
   void post_drain_markers();
   bool drained() const { return sq_drained && rq_drained; }
   void finish_teardown();
+  // One service step of a draining connection: markers posted until the QP
+  // is drained, then the teardown. 1 when it tore down; *more while it waits.
+  int step_drain(bool* more);
   // Whether the engine may destroy it now.
   virtual bool reclaimable() const = 0;
   // "client connection to pid 1234 uid 0 (shm:path=...)": who, for log lines.

@@ -498,15 +498,7 @@ int ServerConn::service(bool* more) {
     }
     *more = !queued.empty() || !deferred.empty() || !pulls.empty();
   }
-  if (life == State::kDraining) {
-    if (!drained()) post_drain_markers();
-    if (drained()) {
-      finish_teardown();
-      ++work;
-    } else {
-      *more = true;
-    }
-  }
+  if (life == State::kDraining) work += step_drain(more);
   return work;
 }
 
