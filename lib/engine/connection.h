@@ -150,6 +150,10 @@ class ConnBase : public Connection {
   ConnCounters cs;
   Histogram rtt;
   uint64_t t_created = 0, t_established = 0, t_last = 0;  // ticks
+  // The engine's receive batch this connection last had a completion in,
+  // and the index of its last one there (EngineImpl::more_in_batch).
+  uint32_t rx_batch = 0;
+  int rx_last = 0;
   std::string peer_fixed;
   // Telemetry: "conn" source "<engine>.<id>" while established; its
   // provider reads only counters, the histogram and peer_fixed. Last

@@ -161,6 +161,15 @@ class EngineImpl final : public Engine {
   ConnBase* service_tail = nullptr;
   // The scratch chain every post is built in (one thread, one at a time).
   WrChain chain;
+  // The receive batch poll() is dispatching: its number (bumped per batch,
+  // and after it, so that nothing outside a batch matches) and the index of
+  // the completion being dispatched. A connection remembers the last index
+  // of its own in the batch (ConnBase::rx_*): more_in_batch() lets a server
+  // leave a reply unsignaled when another call of the same connection is
+  // already in hand (see ServerConn::try_post_reply).
+  uint32_t rx_batch = 0;
+  int rx_pos = 0;
+  bool more_in_batch(const ConnBase* c) const;
   uint64_t polls = 0;
   uint64_t next_conn_id = 1;
   double ns_per_tick = 1.0;

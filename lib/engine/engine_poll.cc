@@ -62,6 +62,8 @@ void EngineImpl::dispatch_recv(DeviceCtx* dc, const Wc& wc) {
   c->on_receive(buf, wc);
 }
 
+bool EngineImpl::more_in_batch(const ConnBase* c) const { return c->rx_batch == rx_batch && c->rx_last > rx_pos; }
+
 void EngineImpl::unlink_service(ConnBase* c) {
   ConnBase* prev = nullptr;
   for (ConnBase* p = service_head; p != nullptr; prev = p, p = p->next_service) {
@@ -141,7 +143,19 @@ int EngineImpl::poll() {
     for (int i = 0; i < n; ++i) dispatch_send(dc, wc[i]);
     work += n;
     n = dc->rcq->poll(wc, 32);
-    for (int i = 0; i < n; ++i) dispatch_recv(dc, wc[i]);
+    if (n > 1) {
+      // Where each connection's last receive of the batch is, first: a
+      // reply need not be signaled while its connection has another call
+      // in hand (one signal per batch rather than one per reply).
+      ++rx_batch;
+      for (int i = 0; i < n; ++i)
+        if (ConnBase* c = dc->conn_of(wc[i].qp_num)) c->rx_batch = rx_batch, c->rx_last = i;
+    }
+    for (int i = 0; i < n; ++i) {
+      rx_pos = i;
+      dispatch_recv(dc, wc[i]);
+    }
+    ++rx_batch;  // nothing matches it outside the batch
     work += n;
   }
   if (wait_head != nullptr) work += serve_memory_waiters();

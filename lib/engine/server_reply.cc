@@ -226,8 +226,11 @@ bool ServerConn::try_post_reply(SrvCall* sc) {
   // signaled (svcrdma signals every reply): a connection that goes quiet
   // then holds no server call and no send buffer, where a batched one
   // would hold up to a batch of them for as long as it stays idle. Under
-  // load replies are batched as usual.
-  const bool quiet = grant.unreplied == 0 && deferred.empty();
+  // load replies are batched as usual. A call of the same connection later
+  // in the receive batch being dispatched counts as in progress: its reply
+  // comes in this same poll() and is the one signaled (without this, a
+  // server answering each call as it arrives signals every reply).
+  const bool quiet = grant.unreplied == 0 && deferred.empty() && !eng->more_in_batch(this);
   // A refusal fails the connection; the drain frees the call.
   if (post(chain, SendCtxKind::kReplySend, sc->index, quiet)) sc->send_owner = true;
   return true;

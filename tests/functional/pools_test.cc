@@ -185,6 +185,42 @@ TEST(Pools, IdleConnectionsHoldNothingOfThePools) {
   for (Connection* c : more) c->close();
 }
 
+TEST(Pools, ABatchOfCallsGetsOneSignaledReply) {
+  // Calls of one connection that arrive together are answered in one poll:
+  // only the last reply (the one that leaves the connection quiet) is
+  // signaled, and the connection still holds nothing once it is idle.
+  EngineOptions so, co;
+  Fixture f(so, co);
+  raise_credits(f, 8);
+  f.wait([] { return false; }, 20);  // settle: the server's Sends completed
+  const uint64_t before = stat_of(*f.srv, "sends_signaled");
+  const uint64_t replies_before = stat_of(*f.srv, "replies");
+  std::vector<Pending> ps(8);
+  for (auto& p : ps) {
+    Call c{kProg, kVers, kEcho};
+    c.done = on_done, c.ctx = &p;
+    ASSERT_EQ(f.conn->call(c), 0);
+  }
+  // The calls are all on their way before the server polls once.
+  ASSERT_TRUE(f.wait([&] {
+    for (auto& p : ps)
+      if (!p.done) return false;
+    return true;
+  }));
+  for (auto& p : ps) EXPECT_EQ(p.reply.status, CallStatus::kOk);
+  f.wait([] { return false; }, 20);
+  EXPECT_EQ(stat_of(*f.srv, "replies") - replies_before, 8u);
+  // One signal per receive batch: the driver may hand over the eight calls
+  // in more than one batch, never in eight.
+  const uint64_t signaled = stat_of(*f.srv, "sends_signaled") - before;
+  EXPECT_GE(signaled, 1u);
+  EXPECT_LE(signaled, 2u) << "every reply was signaled";
+  testing::Accounting a = testing::accounting(*f.srv);
+  EXPECT_EQ(a.srv_calls_out, 0u) << a.to_string();
+  EXPECT_EQ(a.send_bufs_out, 0u) << a.to_string();
+  EXPECT_EQ(a.send_ctxs_in_use, 0u) << a.to_string();
+}
+
 TEST(Pools, AServerPastMaxConnectionsRefusesCleanly) {
   EngineOptions so, co;
   so.max_connections = 2;
