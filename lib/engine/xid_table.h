@@ -18,7 +18,8 @@ class XidTable {
   // Room for `max_entries` xids at once.
   explicit XidTable(uint32_t max_entries) {
     uint32_t cap = 4;
-    while (cap < 2 * max_entries) cap <<= 1;
+    shift_ = 30;
+    while (cap < 2 * max_entries) cap <<= 1, --shift_;
     slots_.assign(cap, Slot{0, 0});
     mask_ = cap - 1;
     max_ = max_entries;
@@ -78,10 +79,16 @@ class XidTable {
   struct Slot {
     uint32_t xid, obj;
   };
-  uint32_t home(uint32_t xid) const { return (xid * 0x9E3779B1u) >> 7 & mask_; }
+  // Fibonacci hashing: the product's top bits. Consecutive xids -- what a
+  // connection sends -- land in distinct slots spread over the table, so at
+  // the usual load (a window of consecutive xids, half the table) probes and
+  // backward shifts are almost never needed. (Taking middle bits instead
+  // left clusters of ~6 at the default 32 credits: ~60 instructions per
+  // erase.)
+  uint32_t home(uint32_t xid) const { return (xid * 0x9E3779B1u) >> shift_; }
 
   std::vector<Slot> slots_;
-  uint32_t mask_ = 0, max_ = 0, size_ = 0;
+  uint32_t mask_ = 0, max_ = 0, size_ = 0, shift_ = 30;
 };
 
 }  // namespace tern::rpc
