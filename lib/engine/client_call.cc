@@ -210,7 +210,15 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
   r->t_call = now_ticks();
   r->deadline = c.timeout_ns > 0 ? r->t_call + ticks_from_ns(c.timeout_ns) : 0;
   if (r->deadline != 0) link_deadline(r);
-  r->pc = probe ? nullptr : eng->proc_counters(c.prog, c.vers, c.proc, false);
+  if (probe) {
+    r->pc = nullptr;
+  } else {
+    if (c.prog != pc_key[0] || c.vers != pc_key[1] || c.proc != pc_key[2]) {
+      pc_last = eng->proc_counters(c.prog, c.vers, c.proc, false);
+      pc_key[0] = c.prog, pc_key[1] = c.vers, pc_key[2] = c.proc;
+    }
+    r->pc = pc_last;
+  }
   if (r->pc != nullptr) r->pc->ops.add();
   if (!probe) last_prog = c.prog, last_vers = c.vers;
   // Into the backlog, in order; the head goes out at once if it can.

@@ -87,6 +87,10 @@ class ClientConn final : public ConnBase {
   uint64_t t_last_recv = 0;       // ticks: the last message received
   bool probe_in_flight = false;
   uint32_t last_prog = 0, last_vers = 0;  // what a keepalive probe calls
+  // The counters of the procedure last called (the engine's table is a
+  // hash map; a connection mostly calls one procedure after another).
+  uint32_t pc_key[3] = {UINT32_MAX, UINT32_MAX, UINT32_MAX};
+  ProcCounters* pc_last = nullptr;
   Request* dl_head = nullptr;     // deadlines, earliest first
   Request* dl_tail = nullptr;
   // The backlog: accepted calls not yet sent, in order.

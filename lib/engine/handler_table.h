@@ -47,6 +47,9 @@ class HandlerTable {
     uint32_t low, high;
   };
   std::unordered_map<Key, std::unique_ptr<HandlerEntry>, KeyHash> by_key_;
+  // The entry found last: a server mostly sees runs of one procedure.
+  // Entries are never removed and keep their address, so it stays valid.
+  mutable const HandlerEntry* last_ = nullptr;
   std::unordered_map<uint64_t, bool> prog_vers_;      // (prog << 32 | vers) served
   std::unordered_map<uint32_t, Versions> versions_;  // per program
 };
