@@ -382,7 +382,7 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   }
   cs.sends.add();
   cs.bytes_sent.add(len);
-  t_last = now_ticks();
+  t_last = eng->now_tick;  // coarse (EngineImpl::now_tick)
   uint64_t bulk = 0;
   for (int i = 0; i < r->nreads; ++i) bulk += r->reads[i].data.size();
   if (nread_user > 0) {

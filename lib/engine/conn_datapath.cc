@@ -89,7 +89,7 @@ void ConnBase::on_receive(MsgBuf* buf, const Wc& wc) {
   buf->inv_rkey = wc.invalidated_rkey;
   cs.recvs.add();
   cs.bytes_received.add(wc.byte_len);
-  t_last = now_ticks();
+  t_last = eng->now_tick;  // coarse: keepalive and idle time need no more
   on_message(buf);
 }
 

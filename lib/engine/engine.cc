@@ -95,6 +95,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& given) {
   TERN_TRY(log_init());
   auto e = std::make_unique<EngineImpl>(o);
   e->cm_interval_ticks = ticks_from_ns(1'000'000);
+  e->now_tick = now_ticks();
   e->ns_per_tick = 1e9 / tick_hz();
   auto a = mem::Arena::create({.size = o.arena_bytes, .name = "tern-engine"});
   if (!a) return a.status();
