@@ -13,6 +13,12 @@
 
 namespace tern::rpc::wire {
 
+namespace testing {
+// The plain shapes' fast paths (wire.cc) on (default) or off, so that tests
+// can compare them with the general codecs. Not thread-safe; tests only.
+void use_fast_paths(bool on);
+}  // namespace testing
+
 // RFC 8797 private data this end sends at connect/accept.
 size_t encode_pdata(uint8_t* out, size_t cap, uint32_t inline_send, uint32_t inline_recv, bool remote_inv);
 // What both ends can use, from our offer and the peer's private data (RFC 8166

@@ -1,0 +1,217 @@
+// The engine's wire adapter (lib/engine/wire.cc): its fast paths for the
+// plain shapes (RDMA_MSG with no chunk lists, AUTH_NONE calls, accepted
+// SUCCESS replies) must write the same bytes as the general codecs, and must
+// take a peer's message only when the general decoder would accept it with
+// the same result. Compared here on every shape and on every one-word
+// mutation and truncation of them.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/wire.h"
+#include "xdr/xdr.h"
+
+namespace tern::rpc::wire {
+namespace {
+
+struct FastOff {
+  FastOff() { testing::use_fast_paths(false); }
+  ~FastOff() { testing::use_fast_paths(true); }
+};
+
+std::vector<uint8_t> encode_both(bool fast, const std::function<size_t(uint8_t*, size_t)>& enc, size_t cap) {
+  std::vector<uint8_t> b(cap + 8, 0xA5);
+  size_t n;
+  if (fast) {
+    n = enc(b.data(), cap);
+  } else {
+    FastOff off;
+    n = enc(b.data(), cap);
+  }
+  if (n == 0) return {};
+  b.resize(n);
+  return b;
+}
+
+std::vector<Call> calls() {
+  static AuthSys sys = [] {
+    AuthSys a;
+    a.machine = "gateway-7";
+    a.uid = 1000, a.gid = 100, a.ngids = 2, a.gids[0] = 4, a.gids[1] = 27;
+    return a;
+  }();
+  static AuthSys empty_machine;  // machine empty: AUTH_NONE, as the engine sends it
+  std::vector<Call> v;
+  for (uint32_t proc : {0u, 1u, 0xFFFFFFFFu}) {
+    Call c{0x20000042, 3, proc};
+    v.push_back(c);
+    c.auth = &sys;
+    v.push_back(c);
+    c.auth = &empty_machine;
+    v.push_back(c);
+  }
+  return v;
+}
+
+TEST(WireFastPath, CallEncodersWriteWhatTheGeneralCodecsWrite) {
+  std::vector<uint8_t> args(100);
+  for (size_t i = 0; i < args.size(); ++i) args[i] = static_cast<uint8_t>(i * 7);
+  ChunkLists none;
+  none.clear();
+  for (const Call& c : calls())
+    for (size_t alen : {size_t{0}, size_t{4}, size_t{32}, size_t{100}}) {
+      auto a = std::span<const uint8_t>(args.data(), alen);
+      size_t hl_fast = call_rpc_header_len(c), hl_gen;
+      {
+        FastOff off;
+        hl_gen = call_rpc_header_len(c);
+      }
+      EXPECT_EQ(hl_fast, hl_gen);
+      auto call = [&](uint8_t* b, size_t cap) { return encode_call(b, cap, 0x1234567, 31, none, c, a); };
+      auto rpc = [&](uint8_t* b, size_t cap) { return encode_rpc_call(b, cap, 0x1234567, c, a); };
+      for (const std::function<size_t(uint8_t*, size_t)>& enc :
+           {std::function<size_t(uint8_t*, size_t)>(call), std::function<size_t(uint8_t*, size_t)>(rpc)}) {
+        auto full = encode_both(false, enc, 1024);
+        ASSERT_FALSE(full.empty());
+        EXPECT_EQ(encode_both(true, enc, 1024), full) << "proc " << c.proc << " args " << alen;
+        // One byte short: both refuse.
+        EXPECT_TRUE(encode_both(true, enc, full.size() - 1).empty());
+        EXPECT_TRUE(encode_both(false, enc, full.size() - 1).empty());
+        EXPECT_EQ(encode_both(true, enc, full.size()), full);
+      }
+    }
+}
+
+TEST(WireFastPath, ReplyEncodersWriteWhatTheGeneralCodecsWrite) {
+  std::vector<uint8_t> res(64, 0x3C);
+  ChunkLists none;
+  none.clear();
+  for (size_t rlen : {size_t{0}, size_t{8}, size_t{64}})
+    for (int accept : {0, 1, 2, 3, 4, 5, kReplyRpcMismatch, kReplyAuthError}) {
+      auto r = std::span<const uint8_t>(res.data(), rlen);
+      auto rpc = [&](uint8_t* b, size_t cap) { return encode_rpc_reply(b, cap, 0xABCDEF, accept, 2, 4, r); };
+      auto full = encode_both(false, rpc, 512);
+      ASSERT_FALSE(full.empty());
+      EXPECT_EQ(encode_both(true, rpc, 512), full) << "accept " << accept;
+      EXPECT_TRUE(encode_both(true, rpc, full.size() - 1).empty());
+    }
+  auto hdr = [&](uint8_t* b, size_t cap) { return encode_reply_header(b, cap, 0xABCDEF, 17, none, false); };
+  auto full = encode_both(false, hdr, 256);
+  ASSERT_EQ(full.size(), 28u);
+  EXPECT_EQ(encode_both(true, hdr, 256), full);
+  EXPECT_TRUE(encode_both(true, hdr, 27).empty());
+}
+
+// Every one-word mutation (with values that matter to the decoders) and
+// every truncation of `msg`.
+std::vector<std::vector<uint8_t>> variants(const std::vector<uint8_t>& msg) {
+  std::vector<std::vector<uint8_t>> out{msg};
+  const uint32_t values[] = {0, 1, 2, 3, 4, 5, 6, 7, 100, 0x1234567, 0xABCDEF, 0xFFFFFFFF};
+  for (size_t w = 0; w + 4 <= msg.size() && w < 16 * 4; w += 4)
+    for (uint32_t v : values) {
+      auto m = msg;
+      xdr::detail::store_be32(m.data() + w, v);
+      out.push_back(m);
+    }
+  for (size_t n = 0; n < msg.size(); ++n) out.emplace_back(msg.begin(), msg.begin() + static_cast<long>(n));
+  return out;
+}
+
+std::string describe(const Reply& r, std::span<const uint8_t> msg) {
+  char b[200];
+  std::snprintf(b, sizeof b, "xid %x cr %u kind %d nw %d reply %d/%llu body @%td+%zu", r.xid, r.credits,
+                static_cast<int>(r.kind), r.nwrites, r.has_reply_chunk,
+                static_cast<unsigned long long>(r.reply_chunk_len), r.body.data() - msg.data(), r.body.size());
+  return b;
+}
+
+TEST(WireFastPath, ReplyDecodersAgreeWithTheGeneralCodecs) {
+  std::vector<uint8_t> res(12, 0x77);
+  std::vector<uint8_t> msg(28 + 24 + res.size());
+  ChunkLists none;
+  none.clear();
+  ASSERT_EQ(encode_reply_header(msg.data(), msg.size(), 0x1234567, 9, none, false), 28u);
+  ASSERT_EQ(encode_rpc_reply(msg.data() + 28, msg.size() - 28, 0x1234567, 0, 0, 0, res), 24 + res.size());
+  int taken = 0;
+  for (const auto& m : variants(msg)) {
+    Reply f, g;
+    bool okf = decode_reply_header(m, &f), okg;
+    {
+      FastOff off;
+      okg = decode_reply_header(m, &g);
+    }
+    ASSERT_EQ(okf, okg) << describe(g, m);
+    if (!okf) continue;
+    ++taken;
+    EXPECT_EQ(describe(f, m), describe(g, m));
+    std::span<const uint8_t> rf, rg;
+    CallStatus sf = decode_rpc_reply(f.body, 0x1234567, &rf), sg;
+    {
+      FastOff off;
+      sg = decode_rpc_reply(g.body, 0x1234567, &rg);
+    }
+    EXPECT_EQ(sf, sg);
+    if (sf == CallStatus::kOk) {
+      EXPECT_EQ(rf.data(), rg.data());
+      EXPECT_EQ(rf.size(), rg.size());
+    }
+  }
+  EXPECT_GT(taken, 10);
+}
+
+TEST(WireFastPath, CallDecodersAgreeWithTheGeneralCodecs) {
+  std::vector<uint8_t> args(20, 0x11);
+  ChunkLists none;
+  none.clear();
+  for (const Call& c : calls()) {
+    std::vector<uint8_t> msg(512);
+    size_t n = encode_call(msg.data(), msg.size(), 0x1234567, 30, none, c, args);
+    ASSERT_GT(n, 0u);
+    msg.resize(n);
+    int ok = 0;
+    for (const auto& m : variants(msg)) {
+      Incoming f, g;
+      ChunkLists cf, cg;
+      decode_call_header(m, &f, &cf);
+      {
+        FastOff off;
+        decode_call_header(m, &g, &cg);
+      }
+      ASSERT_EQ(f.verdict, g.verdict);
+      if (f.verdict != Incoming::Verdict::kOk) continue;
+      EXPECT_EQ(f.xid, g.xid);
+      EXPECT_EQ(f.credits, g.credits);
+      EXPECT_EQ(f.nomsg, g.nomsg);
+      EXPECT_EQ(f.body.data(), g.body.data());
+      EXPECT_EQ(f.body.size(), g.body.size());
+      EXPECT_EQ(cf.nreads, cg.nreads);
+      EXPECT_EQ(cf.nwrites, cg.nwrites);
+      EXPECT_EQ(cf.has_reply, cg.has_reply);
+      if (f.nomsg) continue;
+      RpcCall rf, rg;
+      bool okf = decode_rpc_call(f.body, f.xid, &rf), okg;
+      {
+        FastOff off;
+        okg = decode_rpc_call(g.body, g.xid, &rg);
+      }
+      ASSERT_EQ(okf, okg);
+      EXPECT_EQ(rf.rpc_mismatch, rg.rpc_mismatch);
+      EXPECT_EQ(rf.bad_auth, rg.bad_auth);
+      if (!okf) continue;
+      ++ok;
+      EXPECT_EQ(rf.prog, rg.prog);
+      EXPECT_EQ(rf.vers, rg.vers);
+      EXPECT_EQ(rf.proc, rg.proc);
+      EXPECT_EQ(rf.header_len, rg.header_len);
+      EXPECT_EQ(rf.args.data(), rg.args.data());
+      EXPECT_EQ(rf.args.size(), rg.args.size());
+    }
+    EXPECT_GT(ok, 10);
+  }
+}
+
+}  // namespace
+}  // namespace tern::rpc::wire
