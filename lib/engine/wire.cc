@@ -158,6 +158,20 @@ size_t transport_header_len(const ChunkLists& ch) {
   return rr::encoded_size(h);
 }
 
+namespace {
+// The general paths are out of line: their header structs are large, and a
+// frame holding them would be set up on the fast paths too.
+[[gnu::noinline]] size_t encode_msg_header_general(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits,
+                                                   const ChunkLists& ch) {
+  rr::Header h;
+  h.xid = xid;
+  h.credit = credits;
+  h.proc = rr::Proc::kMsg;
+  put_chunks(&h.chunks, ch);
+  return rr::encode_header(h, std::span<uint8_t>(buf, cap));
+}
+}  // namespace
+
 size_t encode_call(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, const ChunkLists& ch, const Call& c,
                    std::span<const uint8_t> args) {
   size_t n1;
@@ -165,18 +179,24 @@ size_t encode_call(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, con
     if (cap < kPlainRdmaHdr) return 0;
     put_plain_rdma_msg(buf, xid, credits);
     n1 = kPlainRdmaHdr;
-  } else {
-    rr::Header h;
-    h.xid = xid;
-    h.credit = credits;
-    h.proc = rr::Proc::kMsg;
-    put_chunks(&h.chunks, ch);
-    n1 = rr::encode_header(h, std::span<uint8_t>(buf, cap));
-    if (n1 == 0) return 0;
+  } else if ((n1 = encode_msg_header_general(buf, cap, xid, credits, ch)) == 0) {
+    return 0;
   }
   size_t n2 = encode_rpc_call(buf + n1, cap - n1, xid, c, args);
   return n2 == 0 ? 0 : n1 + n2;
 }
+
+namespace {
+[[gnu::noinline]] size_t encode_rpc_call_general(uint8_t* buf, size_t cap, uint32_t xid, const Call& c,
+                                                 std::span<const uint8_t> args) {
+  uint8_t scratch[oc::kMaxAuthBodySize];
+  oc::CallHeader rh = rpc_call_header(c, xid, scratch, sizeof scratch);
+  size_t n = oc::encode_call(rh, std::span<uint8_t>(buf, cap));
+  if (n == 0 || n + args.size() > cap) return 0;
+  if (!args.empty()) std::memcpy(buf + n, args.data(), args.size());
+  return n + args.size();
+}
+}  // namespace
 
 size_t encode_rpc_call(uint8_t* buf, size_t cap, uint32_t xid, const Call& c, std::span<const uint8_t> args) {
   if (g_fast_paths && plain_auth(c)) {
@@ -187,12 +207,7 @@ size_t encode_rpc_call(uint8_t* buf, size_t cap, uint32_t xid, const Call& c, st
     if (!args.empty()) std::memcpy(buf + kPlainCallHdr, args.data(), args.size());
     return kPlainCallHdr + args.size();
   }
-  uint8_t scratch[oc::kMaxAuthBodySize];
-  oc::CallHeader rh = rpc_call_header(c, xid, scratch, sizeof scratch);
-  size_t n = oc::encode_call(rh, std::span<uint8_t>(buf, cap));
-  if (n == 0 || n + args.size() > cap) return 0;
-  if (!args.empty()) std::memcpy(buf + n, args.data(), args.size());
-  return n + args.size();
+  return encode_rpc_call_general(buf, cap, xid, c, args);
 }
 
 size_t encode_nomsg_call(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, const ChunkLists& ch) {
@@ -204,20 +219,8 @@ size_t encode_nomsg_call(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credit
   return rr::encode_header(h, std::span<uint8_t>(buf, cap));
 }
 
-bool decode_reply_header(std::span<const uint8_t> msg, Reply* r) {
-  if (plain_rdma_msg(msg)) {
-    const uint8_t* p = msg.data();
-    r->xid = word(p, 0);
-    r->credits = word(p, 2);
-    r->kind = Reply::Kind::kMsg;
-    r->body = msg.subspan(kPlainRdmaHdr);
-    // The RPC message's own xid must match (rpcrdma::rpc_xid_matches).
-    if (r->body.size() < 4 || load_be32(r->body.data()) != r->xid) return false;
-    r->nwrites = 0;
-    r->has_reply_chunk = false;
-    r->reply_chunk_len = 0;
-    return true;
-  }
+namespace {
+[[gnu::noinline]] bool decode_reply_header_general(std::span<const uint8_t> msg, Reply* r) {
   rr::Header h;
   rr::DecodeResult d = rr::decode_header(msg, &h);
   // A requester never answers a bad header (RFC 8166 §4.5.2): it drops it.
@@ -245,20 +248,32 @@ bool decode_reply_header(std::span<const uint8_t> msg, Reply* r) {
   r->reply_chunk_len = h.chunks.has_reply ? h.chunks.reply.total_length() : 0;
   return true;
 }
+}  // namespace
+
+bool decode_reply_header(std::span<const uint8_t> msg, Reply* r) {
+  if (plain_rdma_msg(msg)) {
+    const uint8_t* p = msg.data();
+    r->xid = word(p, 0);
+    r->credits = word(p, 2);
+    r->kind = Reply::Kind::kMsg;
+    r->body = msg.subspan(kPlainRdmaHdr);
+    // The RPC message's own xid must match (rpcrdma::rpc_xid_matches).
+    if (r->body.size() < 4 || load_be32(r->body.data()) != r->xid) return false;
+    r->nwrites = 0;
+    r->has_reply_chunk = false;
+    r->reply_chunk_len = 0;
+    return true;
+  }
+  return decode_reply_header_general(msg, r);
+}
 
 uint32_t leading_xid(std::span<const uint8_t> msg) {
   return msg.size() >= 4 ? xdr::detail::load_be32(msg.data()) : 0;
 }
 
-CallStatus decode_rpc_reply(std::span<const uint8_t> body, uint32_t xid, std::span<const uint8_t>* results) {
-  if (g_fast_paths && body.size() >= kPlainReplyHdr) {
-    const uint8_t* p = body.data();
-    if (word(p, 0) == xid && word(p, 1) == static_cast<uint32_t>(oc::MsgType::kReply) &&
-        (word(p, 2) | word(p, 3) | word(p, 4) | word(p, 5)) == 0) {  // ACCEPTED, AUTH_NONE verifier, SUCCESS
-      *results = body.subspan(kPlainReplyHdr);
-      return CallStatus::kOk;
-    }
-  }
+namespace {
+[[gnu::noinline]] CallStatus decode_rpc_reply_general(std::span<const uint8_t> body, uint32_t xid,
+                                                      std::span<const uint8_t>* results) {
   oc::ReplyHeader rh;
   oc::ReplyDecodeResult d = oc::decode_reply(body, &rh);
   if (d.status != oc::ReplyDecodeStatus::kOk || rh.xid != xid) return CallStatus::kBadReply;
@@ -274,20 +289,22 @@ CallStatus decode_rpc_reply(std::span<const uint8_t> body, uint32_t xid, std::sp
     default: return CallStatus::kSystemErr;
   }
 }
+}  // namespace
 
-void decode_call_header(std::span<const uint8_t> msg, Incoming* in, ChunkLists* chunks) {
-  if (plain_rdma_msg(msg)) {
-    const uint8_t* p = msg.data();
-    in->xid = word(p, 0);
-    in->credits = word(p, 2);
-    chunks->clear();
-    in->nomsg = false;
-    in->body = msg.subspan(kPlainRdmaHdr);
-    // The transport and RPC xids must agree (RFC 8166 §4.5.2: ERR_CHUNK).
-    in->verdict = in->body.size() >= 4 && load_be32(in->body.data()) == in->xid ? Incoming::Verdict::kOk
-                                                                                 : Incoming::Verdict::kErrChunk;
-    return;
+CallStatus decode_rpc_reply(std::span<const uint8_t> body, uint32_t xid, std::span<const uint8_t>* results) {
+  if (g_fast_paths && body.size() >= kPlainReplyHdr) {
+    const uint8_t* p = body.data();
+    if (word(p, 0) == xid && word(p, 1) == static_cast<uint32_t>(oc::MsgType::kReply) &&
+        (word(p, 2) | word(p, 3) | word(p, 4) | word(p, 5)) == 0) {  // ACCEPTED, AUTH_NONE verifier, SUCCESS
+      *results = body.subspan(kPlainReplyHdr);
+      return CallStatus::kOk;
+    }
   }
+  return decode_rpc_reply_general(body, xid, results);
+}
+
+namespace {
+[[gnu::noinline]] void decode_call_header_general(std::span<const uint8_t> msg, Incoming* in, ChunkLists* chunks) {
   rr::Header h;
   rr::DecodeResult d = rr::decode_header(msg, &h);
   in->xid = h.xid;
@@ -369,20 +386,26 @@ void decode_call_header(std::span<const uint8_t> msg, Incoming* in, ChunkLists* 
     if (ch.reads[c].position > in->body.size()) return bad();
   in->verdict = Incoming::Verdict::kOk;
 }
+}  // namespace
 
-bool decode_rpc_call(std::span<const uint8_t> body, uint32_t xid, RpcCall* c) {
-  if (g_fast_paths && body.size() >= kPlainCallHdr) {
-    const uint8_t* p = body.data();
-    if (word(p, 0) == xid && word(p, 1) == static_cast<uint32_t>(oc::MsgType::kCall) &&
-        word(p, 2) == oc::kRpcVersion && (word(p, 6) | word(p, 7) | word(p, 8) | word(p, 9)) == 0) {
-      c->prog = word(p, 3);
-      c->vers = word(p, 4);
-      c->proc = word(p, 5);
-      c->args = body.subspan(kPlainCallHdr);
-      c->header_len = kPlainCallHdr;
-      return true;
-    }
+void decode_call_header(std::span<const uint8_t> msg, Incoming* in, ChunkLists* chunks) {
+  if (plain_rdma_msg(msg)) {
+    const uint8_t* p = msg.data();
+    in->xid = word(p, 0);
+    in->credits = word(p, 2);
+    chunks->clear();
+    in->nomsg = false;
+    in->body = msg.subspan(kPlainRdmaHdr);
+    // The transport and RPC xids must agree (RFC 8166 §4.5.2: ERR_CHUNK).
+    in->verdict = in->body.size() >= 4 && load_be32(in->body.data()) == in->xid ? Incoming::Verdict::kOk
+                                                                                 : Incoming::Verdict::kErrChunk;
+    return;
   }
+  decode_call_header_general(msg, in, chunks);
+}
+
+namespace {
+[[gnu::noinline]] bool decode_rpc_call_general(std::span<const uint8_t> body, uint32_t xid, RpcCall* c) {
   oc::CallHeader h;
   oc::CallDecodeResult d = oc::decode_call(body, &h);
   switch (d.status) {
@@ -400,15 +423,27 @@ bool decode_rpc_call(std::span<const uint8_t> body, uint32_t xid, RpcCall* c) {
   c->header_len = d.header_len;
   return true;
 }
+}  // namespace
 
-size_t encode_reply_header(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, const ChunkLists& written,
-                           bool nomsg) {
-  if (buf == nullptr && !nomsg) return transport_header_len(written);
-  if (g_fast_paths && !nomsg && written.nwrites == 0 && !written.has_reply) {
-    if (cap < kPlainRdmaHdr) return 0;
-    put_plain_rdma_msg(buf, xid, credits);
-    return kPlainRdmaHdr;
+bool decode_rpc_call(std::span<const uint8_t> body, uint32_t xid, RpcCall* c) {
+  if (g_fast_paths && body.size() >= kPlainCallHdr) {
+    const uint8_t* p = body.data();
+    if (word(p, 0) == xid && word(p, 1) == static_cast<uint32_t>(oc::MsgType::kCall) &&
+        word(p, 2) == oc::kRpcVersion && (word(p, 6) | word(p, 7) | word(p, 8) | word(p, 9)) == 0) {
+      c->prog = word(p, 3);
+      c->vers = word(p, 4);
+      c->proc = word(p, 5);
+      c->args = body.subspan(kPlainCallHdr);
+      c->header_len = kPlainCallHdr;
+      return true;
+    }
   }
+  return decode_rpc_call_general(body, xid, c);
+}
+
+namespace {
+[[gnu::noinline]] size_t encode_reply_header_general(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits,
+                                                     const ChunkLists& written, bool nomsg) {
   rr::Header h;
   h.xid = xid;
   h.credit = credits;
@@ -421,17 +456,22 @@ size_t encode_reply_header(uint8_t* buf, size_t cap, uint32_t xid, uint32_t cred
   if (buf == nullptr) return rr::encoded_size(h);
   return rr::encode_header(h, std::span<uint8_t>(buf, cap));
 }
+}  // namespace
 
-size_t encode_rpc_reply(uint8_t* buf, size_t cap, uint32_t xid, int accept_stat, uint32_t low, uint32_t high,
-                        std::span<const uint8_t> results) {
-  if (g_fast_paths && accept_stat == static_cast<int>(oc::AcceptStat::kSuccess)) {
-    if (kPlainReplyHdr + results.size() > cap) return 0;
-    store_be32(buf, xid);
-    store_be32(buf + 4, static_cast<uint32_t>(oc::MsgType::kReply));
-    for (int i = 2; i < 6; ++i) store_be32(buf + 4 * i, 0);  // ACCEPTED, AUTH_NONE verifier, SUCCESS
-    if (!results.empty()) std::memcpy(buf + kPlainReplyHdr, results.data(), results.size());
-    return kPlainReplyHdr + results.size();
+size_t encode_reply_header(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, const ChunkLists& written,
+                           bool nomsg) {
+  if (buf == nullptr && !nomsg) return transport_header_len(written);
+  if (g_fast_paths && !nomsg && written.nwrites == 0 && !written.has_reply) {
+    if (cap < kPlainRdmaHdr) return 0;
+    put_plain_rdma_msg(buf, xid, credits);
+    return kPlainRdmaHdr;
   }
+  return encode_reply_header_general(buf, cap, xid, credits, written, nomsg);
+}
+
+namespace {
+[[gnu::noinline]] size_t encode_rpc_reply_general(uint8_t* buf, size_t cap, uint32_t xid, int accept_stat,
+                                                  uint32_t low, uint32_t high, std::span<const uint8_t> results) {
   oc::ReplyHeader rh;
   rh.xid = xid;
   if (accept_stat == kReplyRpcMismatch) {  // RPC version mismatch: MSG_DENIED, versions 2..2
@@ -456,6 +496,20 @@ size_t encode_rpc_reply(uint8_t* buf, size_t cap, uint32_t xid, int accept_stat,
     n += results.size();
   }
   return n;
+}
+}  // namespace
+
+size_t encode_rpc_reply(uint8_t* buf, size_t cap, uint32_t xid, int accept_stat, uint32_t low, uint32_t high,
+                        std::span<const uint8_t> results) {
+  if (g_fast_paths && accept_stat == static_cast<int>(oc::AcceptStat::kSuccess)) {
+    if (kPlainReplyHdr + results.size() > cap) return 0;
+    store_be32(buf, xid);
+    store_be32(buf + 4, static_cast<uint32_t>(oc::MsgType::kReply));
+    for (int i = 2; i < 6; ++i) store_be32(buf + 4 * i, 0);  // ACCEPTED, AUTH_NONE verifier, SUCCESS
+    if (!results.empty()) std::memcpy(buf + kPlainReplyHdr, results.data(), results.size());
+    return kPlainReplyHdr + results.size();
+  }
+  return encode_rpc_reply_general(buf, cap, xid, accept_stat, low, high, results);
 }
 
 size_t encode_rdma_error(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, bool vers) {
