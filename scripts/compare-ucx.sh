@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Tern next to UCX on this host, in one run, pinned the same way (server or
+# peer on CPU 1, client on CPU 0), 32-byte messages:
+#   - the cache-line round trip between the two CPUs (bench/tern-cacheline),
+#   - UCX: uct posix am_lat, ucp_am_lat (UCX_TLS=posix,self), ucp_am_bw,
+#   - tern-perf over pmd/shm: raw SEND round trip and rate (depth 32),
+#     RPC round trip and rate (depth 32),
+# each ROUNDS times, alternating, and prints the medians and the ratios that
+# issue 11 sets goals for (docs/performance.md, "Tern next to UCX").
+# Installs ucx-utils (Debian) if missing. Needs an otherwise idle machine;
+# about 20 s per round.
+#   scripts/compare-ucx.sh [--rounds N] [--seconds S] [--json FILE]
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+rounds=3 seconds=2 json_out=""
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --rounds) rounds=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    --json) json_out=$2; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "compare-ucx.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
+  esac
+done
+[[ $(nproc) -ge 2 ]] || { echo "compare-ucx.sh: needs two CPUs" >&2; exit 1; }
+"$top/scripts/setup.sh"
+if ! command -v ucx_perftest >/dev/null; then
+  echo "compare-ucx.sh: installing ucx-utils" >&2
+  sudo_=""; [[ $(id -u) -ne 0 ]] && sudo_=sudo
+  $sudo_ apt-get install -y -qq ucx-utils >/dev/null 2>&1 ||
+    { $sudo_ apt-get update -qq && $sudo_ apt-get install -y -qq ucx-utils >/dev/null; }
+fi
+"$top/scripts/build.sh" build-perf -Dbuildtype=release -Dtests=false
+P="$top/build-perf/apps/tern-perf"
+CL="$top/build-perf/bench/tern-cacheline"
+out=$(mktemp -d /tmp/tern-ucx-XXXXXX)
+S=$(mktemp -u /tmp/tern-ucx-XXXXXX.sock)
+port=$((13000 + RANDOM % 2000))
+trap 'rm -f "$S"' EXIT
+iters=$((seconds * 500000))  # ucx_perftest counts iterations, not time
+
+ucx() {  # name, test, [VAR=value...] [ucx_perftest args...] -> its final line in $out/name.R
+  local name=$1 test=$2 sp line a
+  shift 2
+  local envs=() args=()
+  for a in "$@"; do
+    if [[ $a == *=* ]]; then envs+=("$a"); else args+=("$a"); fi
+  done
+  port=$((port + 1))
+  env "${envs[@]}" ucx_perftest -c 1 -t "$test" -s 32 -n "$iters" -p "$port" "${args[@]}" >"$out/$name.$r.srv" 2>&1 &
+  sp=$!
+  sleep 0.5
+  if ! line=$(env "${envs[@]}" timeout 120 ucx_perftest 127.0.0.1 -c 0 -t "$test" -s 32 -n "$iters" -p "$port" \
+    "${args[@]}" -f 2>&1 | tail -1); then
+    echo "compare-ucx.sh: ucx_perftest $test failed: $line" >&2
+  fi
+  wait "$sp" 2>/dev/null || true
+  echo "$line" >"$out/$name.$r"
+}
+
+tern() {  # name, server args, client args
+  local name=$1 sargs=$2 cargs=$3 sp
+  rm -f "$S"
+  # shellcheck disable=SC2086
+  "$P" server $sargs --dev "shm:path=$S" --lcore 1 --once --quiet &
+  sp=$!
+  for _ in $(seq 100); do [[ -S $S ]] && break; sleep 0.02; done
+  # shellcheck disable=SC2086
+  "$P" client $cargs --dev "shm:path=$S" --lcore 0 --seconds "$seconds" --quiet --json "$out/$name.$r.json" \
+    >/dev/null 2>&1 || echo "compare-ucx.sh: tern-perf $name failed" >&2
+  wait "$sp" 2>/dev/null || true
+}
+
+for ((r = 1; r <= rounds; ++r)); do
+  echo "round $r/$rounds" >&2
+  "$CL" --json >"$out/cl.$r.json"
+  ucx uct_am_lat am_lat -x posix -d memory
+  tern send_lat "" "--mode lat --size 32"
+  ucx ucp_am_lat ucp_am_lat UCX_TLS=posix,self
+  tern rpc_lat "--rpc" "--rpc --mode lat --size 32"
+  ucx ucp_am_bw ucp_am_bw UCX_TLS=posix,self
+  tern send_bw "" "--mode bw --qd 32 --size 32"
+  tern rpc_bw "--rpc" "--rpc --mode bw --qd 32 --size 32"
+  "$CL" --json >"$out/cl2.$r.json"
+done
+
+python3 - "$out" "$rounds" "$json_out" <<'PY'
+import json, statistics, sys
+out, rounds, json_out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def med(v):
+    v = [x for x in v if x is not None]
+    return statistics.median(v) if v else float('nan')
+def ucx(name, col):
+    # ucx_perftest -f: iterations, p50, average, overall (usec; one-way for latency tests),
+    # bandwidth average, overall (MB/s), message rate average, overall (msg/s)
+    v = []
+    for r in range(1, rounds + 1):
+        try:
+            f = open(f"{out}/{name}.{r}").read().split()
+            v.append(float(f[col]))
+        except Exception:
+            v.append(None)
+    return med(v)
+def tern(name, get):
+    v = []
+    for r in range(1, rounds + 1):
+        try:
+            v.append(get(json.load(open(f"{out}/{name}.{r}.json"))))
+        except Exception:
+            v.append(None)
+    return med(v)
+cl = med([json.load(open(f"{out}/{n}.{r}.json"))['rtt_ns']['p50'] for r in range(1, rounds + 1) for n in ('cl', 'cl2')])
+f = {
+    'cacheline_rtt_ns': cl,
+    'uct_posix_am_lat_rtt_ns': 2000 * ucx('uct_am_lat', 1),
+    'ucp_am_lat_rtt_ns': 2000 * ucx('ucp_am_lat', 1),
+    'ucp_am_bw_msgs_per_s': ucx('ucp_am_bw', 7),
+    'send_rtt_p50_ns': tern('send_lat', lambda j: j['latency_ns']['p50']),
+    'send_rtt_p99_9_ns': tern('send_lat', lambda j: j['latency_ns']['p99_9']),
+    'send_qd32_per_s': tern('send_bw', lambda j: j['requests_per_s']),
+    'rpc_rtt_p50_ns': tern('rpc_lat', lambda j: j['latency_ns']['p50']),
+    'rpc_rtt_p99_9_ns': tern('rpc_lat', lambda j: j['latency_ns']['p99_9']),
+    'rpc_qd32_per_s': tern('rpc_bw', lambda j: j['requests_per_s']),
+}
+print(f"medians of {rounds} rounds (server/peer on CPU 1, client on CPU 0, 32-byte messages)\n")
+print(f"{'what':44} {'figure':>14}  {'x cache-line RTT':>16}")
+rows = [
+    ('cache-line round trip', f['cacheline_rtt_ns'], 'ns'),
+    ('UCX uct posix am_lat, round trip (2x one-way)', f['uct_posix_am_lat_rtt_ns'], 'ns'),
+    ('UCX ucp_am_lat, round trip (2x one-way)', f['ucp_am_lat_rtt_ns'], 'ns'),
+    ('tern-perf raw SEND, round trip p50', f['send_rtt_p50_ns'], 'ns'),
+    ('tern-perf RPC, round trip p50', f['rpc_rtt_p50_ns'], 'ns'),
+    ('tern-perf RPC, round trip p99.9', f['rpc_rtt_p99_9_ns'], 'ns'),
+    ('UCX ucp_am_bw, one-way messages', f['ucp_am_bw_msgs_per_s'], '/s'),
+    ('tern-perf raw SEND, depth 32', f['send_qd32_per_s'], '/s'),
+    ('tern-perf RPC, depth 32', f['rpc_qd32_per_s'], '/s'),
+]
+for name, v, unit in rows:
+    x = f"{v / cl:16.2f}" if unit == 'ns' else ''
+    val = f"{v:11.0f} ns" if unit == 'ns' else f"{v / 1e6:10.2f} M/s"
+    print(f"{name:44} {val:>14}  {x}")
+goals = [
+    ('RPC p50 / ucp_am_lat round trip', f['rpc_rtt_p50_ns'] / f['ucp_am_lat_rtt_ns'], '<=', 0.75),
+    ('RPC p50 / cache-line round trip', f['rpc_rtt_p50_ns'] / cl, '<=', 2.0),
+    ('RPC p99.9 / RPC p50', f['rpc_rtt_p99_9_ns'] / f['rpc_rtt_p50_ns'], '<=', 3.0),
+    ('raw SEND p50 / cache-line round trip', f['send_rtt_p50_ns'] / cl, '<=', 1.3),
+    ('RPC depth-32 rate / ucp_am_bw rate', f['rpc_qd32_per_s'] / f['ucp_am_bw_msgs_per_s'], '>=', 1.0),
+]
+print(f"\n{'issue 11 goal':44} {'measured':>9} {'goal':>8}")
+for name, v, op, g in goals:
+    ok = v <= g if op == '<=' else v >= g
+    print(f"{name:44} {v:9.2f} {op + ' ' + str(g):>8}  {'met' if ok else 'short'}")
+f['goals'] = {n: {'measured': v, 'goal': f"{op} {g}"} for n, v, op, g in goals}
+if json_out:
+    json.dump(f, open(json_out, 'w'), indent=1)
+PY
+echo "raw results in $out" >&2
