@@ -46,6 +46,7 @@ struct Options {
   std::string plot;        // PNG of the latency distribution, drawn by gnuplot
   bool histogram = false;  // print the latency histogram
   bool engine_stats = false;  // --rpc: the engines' stats_json() on stderr at the end
+  bool breakdown = false;     // --rpc: time each stage of every call; print where the round trip goes
   bool wait = false;       // --rpc: sleep in the engine's wait mode when idle
   bool sweep = false;      // -a: every power-of-two size up to the top one
   // RPC mode.

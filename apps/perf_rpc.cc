@@ -51,6 +51,28 @@ using namespace tern::rpc;
 
 namespace {
 
+// --breakdown: where the round trip goes, one line per stage, with each
+// stage's share of the mean round trip (the stages tile it; send_done on the
+// client and pull on the server are not on every call's path).
+void print_breakdown(FILE* out, const char* who, const std::vector<std::pair<const char*, LatencySummary>>& bd) {
+  if (bd.empty()) return;
+  double total = 0;  // all calls' round trips, summed (ns)
+  for (const auto& [name, l] : bd)
+    if (std::strcmp(name, "total") == 0) total = static_cast<double>(l.mean) * static_cast<double>(l.count);
+  std::fprintf(out, "%s: where the round trip goes (ns)\n", who);
+  std::fprintf(out, "  %-11s %12s %9s %9s %9s %9s  %s\n", "stage", "count", "mean", "p50", "p99", "p99.9",
+               "share of the total");
+  for (const auto& [name, l] : bd) {
+    char share[16] = "";
+    if (total > 0 && std::strcmp(name, "total") != 0 && std::strcmp(name, "send_done") != 0)
+      std::snprintf(share, sizeof share, "%5.1f%%",
+                    100.0 * static_cast<double>(l.mean) * static_cast<double>(l.count) / total);
+    std::fprintf(out, "  %-11s %12llu %9llu %9llu %9llu %9llu  %s\n", name, static_cast<unsigned long long>(l.count),
+                 static_cast<unsigned long long>(l.mean), static_cast<unsigned long long>(l.p50),
+                 static_cast<unsigned long long>(l.p99), static_cast<unsigned long long>(l.p999), share);
+  }
+}
+
 // ---------------------------------------------------------------- the program
 
 constexpr uint32_t kPerfProg = 0x2054504d;  // "TPM" in 0x20000000-0x3fffffff (RFC 5531 §7.3)
@@ -353,6 +375,7 @@ int server_body(ServerEngine* se) {
   EngineOptions eo;
   eo.credits = o.credits;
   eo.max_bulk = o.max_bulk;
+  eo.breakdown = o.breakdown;
   // Connections no longer carve memory of their own: receive and send
   // buffers and bulk memory are the engine's shared pools. The bulk pool
   // must hold a block of max_bulk (a power of two) and, for throughput, a
@@ -393,6 +416,11 @@ int server_body(ServerEngine* se) {
     if (leave_at != 0 && now_ticks() > leave_at) break;
   }
   if (o.engine_stats) std::fprintf(stderr, "tern-perf server: engine %u: %s\n", se->index, se->eng->stats_json().c_str());
+  if (o.breakdown) {
+    char who[64];
+    std::snprintf(who, sizeof who, "tern-perf server: engine %u", se->index);
+    print_breakdown(stderr, who, se->eng->breakdown(true));
+  }
   se->eng.reset();  // closes connections and the listener (and its socket)
   se->state.store(kDone);
   return 0;
@@ -822,6 +850,7 @@ int ClientEngine::run() {
   // A benchmark measures one connection: a loss ends the run with its
   // reason instead of reconnecting and mixing two connections' figures.
   eo.reconnect = false;
+  eo.breakdown = op.breakdown;
   eo.max_bulk = std::max<uint32_t>(eo.max_bulk, max_bulk);
   // Our bulk buffers (Engine::alloc), plus the engine's pools: message
   // buffers, and a bulk pool for reply-chunk staging (a block per call in
@@ -871,6 +900,11 @@ int ClientEngine::run() {
     }
   }
   if (op.engine_stats) std::fprintf(stderr, "tern-perf client: %s\n", eng->stats_json().c_str());
+  if (op.breakdown && rc == 0) {
+    char who[64];
+    std::snprintf(who, sizeof who, "tern-perf client: engine %u", index);
+    print_breakdown(stderr, who, eng->breakdown(false));
+  }
   eng.reset();
   state.store(rc == 0 ? kDone : kFailed);
   return rc;

@@ -95,6 +95,9 @@ void usage(FILE* f) {
                "                     (either one on stdout moves the human report to stderr)\n"
                "  --histogram        print the latency histogram (and put it in the JSON)\n"
                "  --engine-stats     --rpc: print each engine's counters (JSON) on stderr at the end\n"
+               "  --breakdown        --rpc: time each stage of every call (client: queue, wire,\n"
+               "                     invalidate, complete; server: pull, wait, handler, post) and\n"
+               "                     print where the round trip goes on stderr at the end\n"
                "  --plot FILE.png    draw the latency distribution (needs gnuplot)\n"
                "  --wait             --rpc: sleep in epoll when idle instead of busy-polling\n"
                "                     (the engine's wait mode; both ends may use it)\n"
@@ -197,7 +200,8 @@ bool parse(int argc, char** argv, Options* o, bool* help) {
   else if (role != "client") return bad("the first argument must be server or client, not '%s'", argv[1]);
   enum : int {
     kDev = 1000, kMode, kSize, kQd, kSeconds, kIters, kWarmup, kLcore, kEal, kOnce, kJson, kQuiet, kHelp, kRpc,
-    kBulk, kBulkDir, kEngines, kCheckEvery, kTimeout, kCredits, kMaxBulk, kClients, kCsv, kPlot, kHistogram, kSweep, kWait, kEngineStats
+    kBulk, kBulkDir, kEngines, kCheckEvery, kTimeout, kCredits, kMaxBulk, kClients, kCsv, kPlot, kHistogram, kSweep, kWait, kEngineStats,
+    kBreakdown
   };
   static option longs[] = {{"dev", 1, nullptr, kDev},           {"mode", 1, nullptr, kMode},
                            {"size", 1, nullptr, kSize},         {"qd", 1, nullptr, kQd},
@@ -213,7 +217,7 @@ bool parse(int argc, char** argv, Options* o, bool* help) {
                            {"check-every", 1, nullptr, kCheckEvery}, {"timeout", 1, nullptr, kTimeout},
                            {"credits", 1, nullptr, kCredits},   {"max-bulk", 1, nullptr, kMaxBulk},
                            {"clients", 1, nullptr, kClients},   {"wait", 0, nullptr, kWait},
-                           {"engine-stats", 0, nullptr, kEngineStats},
+                           {"engine-stats", 0, nullptr, kEngineStats}, {"breakdown", 0, nullptr, kBreakdown},
                            {nullptr, 0, nullptr, 0}};
   // perftest's short flags: -s size, -n iterations, -D duration, -a all sizes;
   // -q is the queue depth here (perftest's -t).
@@ -289,6 +293,7 @@ bool parse(int argc, char** argv, Options* o, bool* help) {
       case kPlot: o->plot = optarg, client_only(); break;
       case kHistogram: o->histogram = true, client_only(); break;
       case kEngineStats: o->engine_stats = true; break;
+      case kBreakdown: o->breakdown = true; break;
       case kSweep: o->sweep = true, name = "all-sizes", client_only(); break;
       case kQuiet: o->quiet = true; break;
       case kWait: o->wait = true; break;

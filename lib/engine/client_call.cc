@@ -208,6 +208,7 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
     cs.backlog_depth.add(backlog_len);
   }
   r->t_call = now_ticks();
+  r->ts_posted = r->ts_recv = r->ts_fenced = 0;
   r->deadline = c.timeout_ns > 0 ? r->t_call + ticks_from_ns(c.timeout_ns) : 0;
   if (r->deadline != 0) link_deadline(r);
   if (probe) {
@@ -370,6 +371,7 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   // The Send owner's reference is taken only once the WRs are posted (the
   // 2026 patch set's rule: a failed post must not hold the request).
   r->send_owner = true;
+  if (TERN_UNLIKELY(bd != nullptr)) r->ts_posted = now_ticks();
   // Counted once the call is committed: an attempt that ran short of MRs or
   // send-queue room is retried from the backlog and must not count twice.
   int nread_user = ch.nreads - (r->long_call ? 1 : 0);
@@ -477,6 +479,7 @@ void ClientConn::process(Request* r, ReqEvent ev) {
         if (r->inv_waiting) --inv_waits;
         r->inv_waiting = false;
         if (r->mrs != nullptr) pdc->reg->release(&r->mrs);  // nothing left registered: no LOCAL_INV posted
+        r->ts_fenced = r->ts_recv;  // nothing to fence: no time spent on it
         finish(r, r->result.status);
         return;
       }
@@ -505,12 +508,14 @@ void ClientConn::process(Request* r, ReqEvent ev) {
       TERN_ASSERT(r->state == ReqState::kInvalidating || r->state == ReqState::kOrphaned);
       if (r->state == ReqState::kOrphaned && r->reply == nullptr) return;
       pdc->reg->release(&r->mrs);
+      if (TERN_UNLIKELY(bd != nullptr)) r->ts_fenced = now_ticks();
       finish(r, r->result.status);
       return;
     case ReqEvent::kSendReleased:
       // Its Send is done: the device no longer reads its send buffer.
       TERN_ASSERT(r->send_owner);
       r->send_owner = false;
+      if (TERN_UNLIKELY(bd != nullptr)) bd->record(Stage::kSendDone, r->ts_posted, now_ticks());
       if (r->sendbuf != nullptr) {
         eng->send_bufs->put(r->sendbuf);
         r->sendbuf = nullptr;
@@ -670,6 +675,14 @@ void ClientConn::finish(Request* r, CallStatus status) {
     t_last = now_ticks();  // a keepalive probe: not the host's call, not in its figures
   } else if (r->reply != nullptr) {
     record_rtt(r->pc, r->t_call, error);  // a reply came: its round trip counts
+    if (TERN_UNLIKELY(bd != nullptr)) {
+      const uint64_t now = eng->now_tick;  // record_rtt's reading
+      bd->record(Stage::kQueue, r->t_call, r->ts_posted);
+      bd->record(Stage::kWire, r->ts_posted, r->ts_recv);
+      bd->record(Stage::kInvalidate, r->ts_recv, r->ts_fenced);
+      bd->record(Stage::kComplete, r->ts_fenced, now);
+      bd->record(Stage::kTotal, r->t_call, now);
+    }
   } else if (error) {
     cs.errors.add();  // failed without a reply (connection lost, memory refused)
     if (r->pc != nullptr) r->pc->errors.add();

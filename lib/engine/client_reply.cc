@@ -5,6 +5,7 @@
 // request moves on (ClientConn::process: invalidation, completion).
 #include <algorithm>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "engine/engine_impl.h"
 #include "engine/wire.h"
@@ -84,6 +85,7 @@ void ClientConn::on_message(MsgBuf* rep) {
   }
   // I2: the reply buffer stays attached until the call completes.
   r->reply = rep;
+  if (TERN_UNLIKELY(bd != nullptr)) r->ts_recv = now_ticks();
   CallReply& res = r->result;
   res = CallReply{CallStatus::kOk, r->xid, {}, 0};
   uint64_t reply_chunk_bytes = 0;

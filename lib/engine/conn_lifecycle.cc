@@ -34,9 +34,12 @@ uint32_t ring_size_for(const EngineOptions& o) { return pow2_at_least(o.credits 
 }  // namespace
 
 ConnBase::ConnBase(EngineImpl* e, DeviceCtx* d, bool srv)
-    : eng(e), dc(d), server(srv), id(e->next_conn_id++), pdc(d->shared.get()), t_created(now_ticks()) {}
+    : eng(e), dc(d), server(srv), id(e->next_conn_id++), pdc(d->shared.get()), t_created(now_ticks()) {
+  if (e->opt.breakdown) bd = std::make_unique<Breakdown>(e->ns_per_tick);
+}
 
 ConnBase::~ConnBase() {
+  if (bd != nullptr && eng->bd_gone[server]) eng->bd_gone[server]->merge(*bd);
   if (qp && (life == State::kReady || life == State::kConnecting)) (void)dc->dev->disconnect(qp.get());
   if (by_qpn_entered && qp) dc->forget_qpn(qp->qp_num());
   // The QP first: nothing can reach this connection's buffers after it.

@@ -32,6 +32,7 @@
 #include <string>
 
 #include "base/histogram.h"
+#include "engine/breakdown.h"
 #include "engine/conn_stats.h"
 #include "engine/device_ctx.h"
 #include "engine/engine.h"
@@ -149,6 +150,9 @@ class ConnBase : public Connection {
   // Observability (conn_stats.h): written only by the engine's thread.
   ConnCounters cs;
   Histogram rtt;
+  // Where the round trips go, stage by stage: only with
+  // EngineOptions::breakdown (null otherwise; each stamp tests it).
+  std::unique_ptr<Breakdown> bd;
   uint64_t t_created = 0, t_established = 0, t_last = 0;  // ticks
   // The engine's receive batch this connection last had a completion in,
   // and the index of its last one there (EngineImpl::more_in_batch).

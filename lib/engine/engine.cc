@@ -96,6 +96,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& given) {
   auto e = std::make_unique<EngineImpl>(o);
   e->cm_interval_ticks = ticks_from_ns(1'000'000);
   e->now_tick = now_ticks();
+  if (o.breakdown)
+    for (auto& b : e->bd_gone) b = std::make_unique<Breakdown>(e->ns_per_tick);
   e->ns_per_tick = 1e9 / tick_hz();
   auto a = mem::Arena::create({.size = o.arena_bytes, .name = "tern-engine"});
   if (!a) return a.status();

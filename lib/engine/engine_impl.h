@@ -72,6 +72,7 @@ class EngineImpl final : public Engine {
   const EngineStats& stats() const override { return st; }
   StatsView stats_view() const override;
   std::vector<ConnectionStats> connection_stats() const override;
+  std::vector<std::pair<const char*, LatencySummary>> breakdown(bool server) const override;
   std::vector<ProcedureStats> procedure_stats() const override;
   std::string stats_json() const override;
   std::string stats_json_snapshot(int wait_ms) override;
@@ -179,6 +180,9 @@ class EngineImpl final : public Engine {
   // RPC's time (perf, tern-perf --rpc --qd 32).
   static constexpr uint32_t kClockPasses = 8;
   uint64_t now_tick = 0;
+  // Breakdown (EngineOptions::breakdown): what connections already gone
+  // measured, client side [0] and server side [1] (merged at teardown).
+  std::unique_ptr<Breakdown> bd_gone[2];
   uint32_t clock_skip = 0;
   uint64_t next_conn_id = 1;
   double ns_per_tick = 1.0;

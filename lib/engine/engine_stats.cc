@@ -269,7 +269,29 @@ ConnectionStats ConnBase::stats() const {
   if (qp)
     for (const StatEntry& e : qp->stats()) s.counters.emplace_back(e.name, e.counter->get());
   s.rtt = summarize(rtt);
+  if (bd != nullptr) {
+    auto add = [&](Stage st) { s.breakdown.emplace_back(stage_name(st), summarize(bd->of(st))); };
+    if (server)
+      for (Stage st : kServerStages) add(st);
+    else
+      for (Stage st : kClientStages) add(st);
+  }
   return s;
+}
+
+std::vector<std::pair<const char*, LatencySummary>> EngineImpl::breakdown(bool server) const {
+  std::vector<std::pair<const char*, LatencySummary>> out;
+  if (!bd_gone[server]) return out;
+  auto all = std::make_unique<Breakdown>(ns_per_tick);  // ~80 KiB: not on the stack
+  all->merge(*bd_gone[server]);
+  for (const auto& c : conns)
+    if (c != nullptr && c->server == server && c->bd != nullptr) all->merge(*c->bd);
+  auto add = [&](Stage st) { out.emplace_back(stage_name(st), summarize(all->of(st))); };
+  if (server)
+    for (Stage st : kServerStages) add(st);
+  else
+    for (Stage st : kClientStages) add(st);
+  return out;
 }
 
 std::vector<ConnectionStats> EngineImpl::connection_stats() const {

@@ -119,6 +119,9 @@ struct Request {
   bool probe = false;          // an internal keepalive probe (RPC NULL)
   CallReply result{};
   uint64_t t_call = 0;         // ticks at call(), for the RTT
+  // Breakdown stamps (ticks; 0 when not taken): its Send posted, its reply
+  // received, its registrations fenced (breakdown.h).
+  uint64_t ts_posted = 0, ts_recv = 0, ts_fenced = 0;
   ProcCounters* pc = nullptr;  // this procedure's counters
   Request* next = nullptr;     // backlog link
 };

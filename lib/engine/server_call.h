@@ -118,6 +118,9 @@ class SrvCall final : public ServerCall {
   uint32_t bulk_lkey[kMaxWriteChunks] = {};
   int reply_wrs = 0;       // WRs its chain takes
   uint64_t t_recv = 0;          // ticks when its message arrived, for the RTT
+  // Breakdown stamps (ticks; 0 when not taken): read chunks pulled, handler
+  // called, reply() called (breakdown.h).
+  uint64_t ts_pulled = 0, ts_handler = 0, ts_replied = 0;
   ProcCounters* pc = nullptr;   // the handler's procedure counters, or the engine's "unknown"
   SrvCall* next_wait = nullptr; // the engine's memory FIFO
   bool waiting = false;

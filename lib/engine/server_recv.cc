@@ -92,6 +92,7 @@ void ServerConn::handle_call(MsgBuf* rep) {
   sc->wanted = in.credits;
   sc->prog_ = sc->vers_ = sc->proc_ = 0;
   sc->t_recv = now_ticks();
+  sc->ts_pulled = sc->ts_handler = sc->ts_replied = 0;
   sc->rep = rep;
   sc->nomsg = in.nomsg;
   sc->msg_pulled = false;
@@ -389,6 +390,7 @@ void ServerConn::pull(SrvCall* sc) {
 }
 
 void ServerConn::after_pull(SrvCall* sc) {
+  if (TERN_UNLIKELY(bd != nullptr)) sc->ts_pulled = now_ticks();
   if (sc->nomsg && !sc->msg_pulled) {
     // The RDMA_NOMSG message is here: decode it, let the handler place the
     // other chunks, and pull them.
@@ -426,6 +428,7 @@ void ServerConn::dispatch(SrvCall* sc) {
   sc->handler_owner = true;
   sc->pc->ops.add();
   sc->pc->bytes_received.add((sc->rep != nullptr ? sc->rep->len : 0) + bulk);
+  if (TERN_UNLIKELY(bd != nullptr)) sc->ts_handler = now_ticks();
   sc->handler->h(sc->handler->ctx, sc);
 }
 
@@ -456,6 +459,7 @@ void ServerConn::free_call(SrvCall* sc) {
   sc->answer = -1;
   sc->msg_len = sc->long_len = 0;
   sc->nbulk = 0;
+  sc->ts_pulled = sc->ts_handler = sc->ts_replied = 0;
   eng->srv_calls.put(sc);
   --calls_held;
   if (life == State::kDead && calls_held == 0) want_service();  // to be reclaimed

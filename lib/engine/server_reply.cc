@@ -97,6 +97,7 @@ Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::spa
     free_call(sc);
     return make_error(Errc::kDisconnected, "the connection of call %u is gone", sc->xid_);
   }
+  if (TERN_UNLIKELY(bd != nullptr)) sc->ts_replied = now_ticks();
   TERN_REQUIRE(sc->state == SrvState::kInHandler, "reply() on a call that is not waiting for one (state %s)",
                srv_state_name(sc->state));
   if (bulk.size() > static_cast<size_t>(sc->chunks.nwrites) && !(bulk.size() == 1 && bulk[0].empty()))
@@ -233,6 +234,14 @@ bool ServerConn::try_post_reply(SrvCall* sc) {
   const bool quiet = grant.unreplied == 0 && deferred.empty() && !eng->more_in_batch(this);
   // A refusal fails the connection; the drain frees the call.
   if (post(chain, SendCtxKind::kReplySend, sc->index, quiet)) sc->send_owner = true;
+  if (TERN_UNLIKELY(bd != nullptr) && sc->ts_replied != 0) {
+    const uint64_t now = now_ticks();
+    bd->record(Stage::kPull, sc->t_recv, sc->ts_pulled);
+    bd->record(Stage::kWait, sc->ts_pulled != 0 ? sc->ts_pulled : sc->t_recv, sc->ts_handler);
+    bd->record(Stage::kHandler, sc->ts_handler, sc->ts_replied);
+    bd->record(Stage::kPost, sc->ts_replied, now);
+    bd->record(Stage::kTotal, sc->t_recv, now);
+  }
   return true;
 }
 

@@ -94,4 +94,31 @@ assert all(r["requests"] == 50 and r["checks"]["stamps"] == r["engine_stats"]["c
 PY
 [[ -s "$dir/bulk.png" ]] || fail "no sweep plot"
 stop_server
+
+# --breakdown: where the round trip goes, on both sides (64 KiB through a read
+# chunk, so the server pulls and the client invalidates).
+start_server --rpc --breakdown --once
+"$perf" client --rpc --breakdown --dev "shm:path=$sock" --bulk 64K --bulk-dir read -n 200 --warmup 10 --quiet \
+  >/dev/null 2>"$dir/bd.client" || fail "--breakdown: $(cat "$dir/bd.client")"
+wait $spid || fail "server exited with $?"
+spid=
+py "$dir/bd.client" "$dir/server.log" <<'PY' || fail "breakdown: $(cat "$dir/bd.client" "$dir/server.log")"
+import sys
+def table(path):
+    rows, on = {}, False
+    for line in open(path):
+        if "where the round trip goes" in line: on = True; continue
+        f = line.split()
+        if on and len(f) >= 6 and f[1].isdigit(): rows[f[0]] = [int(x) for x in f[1:6]]
+    return rows
+c, s = table(sys.argv[1]), table(sys.argv[2])
+assert list(c) == ["queue", "wire", "invalidate", "complete", "total", "send_done"], c
+assert list(s) == ["pull", "wait", "handler", "post", "total"], s
+calls = c["total"][0]
+assert calls == 210 and all(c[k][0] == calls for k in ("queue", "wire", "invalidate", "complete")), c
+assert s["pull"][0] == calls and s["total"][0] == calls, s  # every call had a read chunk to pull
+assert c["wire"][1] > 0 and s["pull"][1] > 0, (c, s)
+# the stages tile the round trip: their means add up to the total's
+assert abs(sum(c[k][1] for k in ("queue", "wire", "invalidate", "complete")) - c["total"][1]) <= 4, c
+PY
 echo "perf outputs: ok"

@@ -777,6 +777,61 @@ TEST(Rpc, StatsCountEachConnectionAndProcedure) {
   EXPECT_NE(sj.find("\"side\":\"server\""), std::string::npos);
 }
 
+TEST(Rpc, BreakdownTimesEachStageOfEveryCall) {
+  EngineOptions so, co;
+  so.breakdown = co.breakdown = true;
+  Fixture f(so, co);
+  Call c;
+  c.proc = kEcho;
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(f.call(c).reply.status, CallStatus::kOk);
+  auto* bulk = static_cast<uint8_t*>(f.cli->alloc(65536));
+  ASSERT_NO_FATAL_FAILURE(f.fill_and_check(bulk, 65536, 3));  // write chunk
+  Call s;
+  s.proc = kSum;
+  s.bulk_send = std::span<const uint8_t>(bulk, 32768);  // read chunk
+  ASSERT_EQ(f.call(s).reply.status, CallStatus::kOk);
+
+  auto stage = [](const ConnectionStats& st, const char* name) -> const LatencySummary* {
+    for (const auto& [n, l] : st.breakdown)
+      if (std::strcmp(n, name) == 0) return &l;
+    return nullptr;
+  };
+  ConnectionStats cs = f.conn->stats();
+  std::vector<std::string> names;
+  for (const auto& b : cs.breakdown) names.emplace_back(b.first);
+  EXPECT_EQ(names, (std::vector<std::string>{"queue", "wire", "invalidate", "complete", "total", "send_done"}));
+  uint64_t sum_of_means = 0;
+  for (const char* n : {"queue", "wire", "invalidate", "complete"}) {
+    const LatencySummary* l = stage(cs, n);
+    ASSERT_NE(l, nullptr) << n;
+    EXPECT_EQ(l->count, 7u) << n;
+    sum_of_means += l->mean;
+  }
+  const LatencySummary* total = stage(cs, "total");
+  ASSERT_NE(total, nullptr);
+  EXPECT_EQ(total->count, 7u);
+  EXPECT_GT(stage(cs, "wire")->mean, 0u);
+  // The stages tile the round trip: their means add up to its mean (each
+  // mean is exact; each sample rounds down to a nanosecond, so allow a few).
+  EXPECT_NEAR(static_cast<double>(sum_of_means), static_cast<double>(total->mean), 4.0);
+  EXPECT_LE(total->mean, cs.rtt.max);
+  EXPECT_LE(stage(cs, "send_done")->count, 7u);
+
+  std::vector<ConnectionStats> all = f.srv->connection_stats();
+  ASSERT_EQ(all.size(), 1u);
+  names.clear();
+  for (const auto& b : all[0].breakdown) names.emplace_back(b.first);
+  EXPECT_EQ(names, (std::vector<std::string>{"pull", "wait", "handler", "post", "total"}));
+  EXPECT_EQ(stage(all[0], "pull")->count, 1u) << "only the call with a read chunk pulls";
+  for (const char* n : {"wait", "handler", "post", "total"}) EXPECT_EQ(stage(all[0], n)->count, 7u) << n;
+
+  // Off (the default): nothing kept.
+  Fixture g;
+  ASSERT_EQ(g.call(c).reply.status, CallStatus::kOk);
+  EXPECT_TRUE(g.conn->stats().breakdown.empty());
+  for (const ConnectionStats& st : g.srv->connection_stats()) EXPECT_TRUE(st.breakdown.empty());
+}
+
 // The same figures are readable from outside the process: engines,
 // connections and procedures are telemetry sources (docs/observability.md),
 // which the Unix-socket and DPDK exporters serve.
