@@ -208,7 +208,7 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
     cs.backlog_depth.add(backlog_len);
   }
   r->t_call = now_ticks();
-  r->ts_posted = r->ts_recv = r->ts_fenced = 0;
+  if (TERN_UNLIKELY(bd != nullptr)) r->ts_posted = r->ts_recv = r->ts_fenced = 0;
   r->deadline = c.timeout_ns > 0 ? r->t_call + ticks_from_ns(c.timeout_ns) : 0;
   if (r->deadline != 0) link_deadline(r);
   if (probe) {

@@ -92,7 +92,7 @@ void ServerConn::handle_call(MsgBuf* rep) {
   sc->wanted = in.credits;
   sc->prog_ = sc->vers_ = sc->proc_ = 0;
   sc->t_recv = now_ticks();
-  sc->ts_pulled = sc->ts_handler = sc->ts_replied = 0;
+  if (TERN_UNLIKELY(bd != nullptr)) sc->ts_pulled = sc->ts_handler = sc->ts_replied = 0;
   sc->rep = rep;
   sc->nomsg = in.nomsg;
   sc->msg_pulled = false;
@@ -459,7 +459,7 @@ void ServerConn::free_call(SrvCall* sc) {
   sc->answer = -1;
   sc->msg_len = sc->long_len = 0;
   sc->nbulk = 0;
-  sc->ts_pulled = sc->ts_handler = sc->ts_replied = 0;
+  sc->ts_pulled = sc->ts_handler = sc->ts_replied = 0;  // send_rdma_error's calls skip handle_call
   eng->srv_calls.put(sc);
   --calls_held;
   if (life == State::kDead && calls_held == 0) want_service();  // to be reclaimed
