@@ -17,7 +17,10 @@
 //   a call cancelled;
 //   by the supervisor: SIGKILL of a client (restarted), SIGKILL of the
 //   server (restarted: clients reconnect and retransmit), the server
-//   stopped (SIGSTOP) past the clients' keepalive, then continued.
+//   stopped (SIGSTOP) past the clients' keepalive, then continued;
+//   with --flap-netdev, the RDMA port taken down and up again (`ip link
+//   set NETDEV down`, up again after --flap-down-ms), --flaps times, each
+//   followed by a check that every client completes calls again.
 //
 // At the end every client stops calling, waits for its calls, closes its
 // connections, checks that each engine is idle (testing::accounting) and
@@ -98,6 +101,7 @@ namespace {
   X(f_kill_client, "fault: client SIGKILLed")                                                   \
   X(f_kill_server, "fault: server SIGKILLed")                                                   \
   X(f_stop_server, "fault: server SIGSTOPped past the keepalive")                               \
+  X(f_port_flap, "fault: port down, then up (--flap-netdev)")                                   \
   X(server_restarts, "server restarts")                                                         \
   X(client_restarts, "client restarts")                                                         \
   /* engine counters (clients), as last seen */                                                 \
@@ -129,7 +133,8 @@ namespace {
   X(inv_exec_twice, "INVARIANT non-idempotent calls executed twice by one server")              \
   X(inv_conn_failed, "INVARIANT connections failed for good after being up")                    \
   X(inv_crashes, "INVARIANT processes that died unasked (signal or exit status)")               \
-  X(inv_hung, "INVARIANT processes that did not finish in time")
+  X(inv_hung, "INVARIANT processes that did not finish in time")                                \
+  X(inv_flap_stuck, "INVARIANT port flaps after which a client completed no call within 30 s")
 
 enum Ctr : int {
 #define X(n, d) k_##n,
@@ -156,14 +161,28 @@ struct Slot {
   std::atomic<uint64_t> status[kNumStatus];  // client completions by CallStatus
   std::atomic<uint64_t> outstanding;         // client calls in flight now
   std::atomic<uint32_t> finished;            // the process ended its teardown
+  std::atomic<uint32_t> held;                // waiting in honour_hold()
 };
 
 constexpr int kMaxSlots = 8192;
 struct Shared {
   std::atomic<uint32_t> stop_clients, stop_server;
+  std::atomic<uint32_t> hold;  // the supervisor holds every process between polls (a port flap)
   Slot slots[kMaxSlots];
 };
 Shared* g_sh = nullptr;
+
+// Between two polls, where no engine is half-way through sending a CM
+// message, a process waits while the supervisor holds it (port flaps).
+void honour_hold(Slot* s) {
+  if (g_sh->hold.load(std::memory_order_acquire) == 0) return;
+  s->held.store(1);
+  while (g_sh->hold.load(std::memory_order_acquire) != 0) {
+    timespec ts{0, 1'000'000};
+    nanosleep(&ts, nullptr);
+  }
+  s->held.store(0);
+}
 
 inline void add(Slot* s, Ctr c, uint64_t n = 1) { s->c[c].fetch_add(n, std::memory_order_relaxed); }
 inline void set(Slot* s, Ctr c, uint64_t v) { s->c[c].store(v, std::memory_order_relaxed); }
@@ -260,6 +279,9 @@ struct Opts {
   bool driver_faults = true;
   bool keep_logs = false, verbose = false;
   bool proc_faults = true;
+  // Port flaps: `ip link set flap_netdev down`, up again flap_down_ms later.
+  std::string flap_netdev;
+  uint32_t flaps = 2, flap_down_ms = 2000;
 };
 Opts g_o;
 
@@ -663,6 +685,7 @@ int Client::run() {
   uint64_t next_fault = now_ms() + static_cast<uint64_t>(gap(rng_));
   uint64_t last_tend = 0, last_snap = 0;
   while (g_sh->stop_clients.load(std::memory_order_relaxed) == 0) {
+    honour_hold(slot_);
     int work = 0;
     for (Box& b : boxes_) work += b.e->poll();
     const uint64_t now = now_ms();
@@ -920,6 +943,7 @@ int Server::run() {
     return n;
   };
   while (g_sh->stop_server.load(std::memory_order_relaxed) == 0) {
+    honour_hold(slot_);
     int work = e_->poll();
     work += serve_later(false);
     if (work == 0) sleep_us(30);
@@ -988,7 +1012,7 @@ uint64_t total(Ctr c) {
 uint64_t total_faults() {
   uint64_t s = 0;
   for (Ctr c : {k_f_drop, k_f_qp_error, k_f_delay, k_f_close, k_f_cancel, k_f_kill_client, k_f_kill_server,
-                k_f_stop_server})
+                k_f_stop_server, k_f_port_flap})
     s += total(c);
   return s;
 }
@@ -1038,6 +1062,35 @@ int supervise() {
   }
   uint64_t next_proc_fault = now_ms() + 500 + static_cast<uint64_t>(gap(rng));
   uint64_t continue_at = 0;
+
+  // Port flaps (--flap-netdev), evenly spread over a --seconds run. The
+  // port goes down with every process of the soak held between two polls
+  // for a moment: rxe (Linux 6.1) breaks its CM for good when a CM message
+  // is still on its way out as the port goes down -- already in rxe's send
+  // path, or between the driver's look at the port and its send
+  // (docs/reliability.md) -- and what the engines send while the port is
+  // down is theirs to hold back (nothing). So the flap meets calls in
+  // flight, QPs with work queued and everything the engines do while the
+  // port is down and after it is up, but no CM message on its way out at
+  // the instant of the transition. (SIGSTOP would not do: it can stop a
+  // process between the look and the send.)
+  std::vector<uint64_t> flap_at;
+  if (!g_o.flap_netdev.empty() && g_o.seconds > 0)
+    for (uint32_t k = 0; k < g_o.flaps; ++k)
+      flap_at.push_back(t0 + static_cast<uint64_t>(g_o.seconds * 1000 * (k + 1) / (g_o.flaps + 1)));
+  size_t next_flap = 0;
+  uint64_t flap_up_due = 0;   // the port is down; up again then
+  uint64_t flap_up_at = 0;    // the port came up then: watching every client complete calls again
+  uint64_t flap_down_at = 0;
+  std::vector<std::pair<int, uint64_t>> ok_at_up;  // per client: its slot and k_ok when the port came up
+  auto link = [&](const char* updown) {
+    const std::string cmd = "ip link set " + g_o.flap_netdev + " " + updown;
+    int rc = std::system(cmd.c_str());
+    if (rc != 0) {
+      std::fprintf(stderr, "tern-soak: `%s` failed (status %d)\n", cmd.c_str(), rc);
+      add(me, k_inv_flap_stuck);
+    }
+  };
   uint64_t last_report = now_ms();
   auto crash = [&](Child& c, int status, const char* role) {
     add(me, k_inv_crashes);
@@ -1070,6 +1123,9 @@ int supervise() {
   };
   auto done_yet = [&](uint64_t now) {
     if (g_interrupted) return true;
+    if (flap_up_due != 0 || flap_up_at != 0) return false;  // a flap's end is part of the run
+    if (next_flap < flap_at.size() && now - t0 < static_cast<uint64_t>(g_o.seconds * 1000) + 60'000)
+      return false;  // a flap put off (a process did not stop): up to a minute more for it
     if (g_o.seconds > 0) return now - t0 >= static_cast<uint64_t>(g_o.seconds * 1000);
     if (g_o.max_seconds > 0 && now - t0 >= static_cast<uint64_t>(g_o.max_seconds * 1000)) return true;
     return total(k_calls) >= g_o.target_calls && total_faults() >= g_o.target_faults;
@@ -1125,6 +1181,69 @@ int supervise() {
         continue_at = now + g_o.keepalive_ms + g_o.keepalive_timeout_ms + 200 + rnd(1000);
       }
     }
+    if (flap_up_due != 0 && now >= flap_up_due) {
+      link("up");
+      flap_up_due = 0;
+      flap_up_at = now_ms();
+      ok_at_up.clear();
+      for (Child& c : clients) ok_at_up.emplace_back(c.slot, g_sh->slots[c.slot].c[k_ok].load());
+      std::fprintf(stderr, "tern-soak: %.1f s: port flap %zu: %s up again after %.1f s down\n", (flap_up_at - t0) / 1000.0,
+                   next_flap, g_o.flap_netdev.c_str(), (flap_up_at - flap_down_at) / 1000.0);
+    } else if (flap_up_at != 0) {
+      // Calls complete again in every client (a restarted client: any call).
+      bool all = true;
+      for (size_t i = 0; i < clients.size(); ++i)
+        all &= g_sh->slots[clients[i].slot].c[k_ok].load() >
+               (clients[i].slot == ok_at_up[i].first ? ok_at_up[i].second : 0);
+      if (all) {
+        std::fprintf(stderr, "tern-soak: %.1f s: port flap %zu: every client completes calls again, %.2f s after up\n",
+                     (now - t0) / 1000.0, next_flap, (now - flap_up_at) / 1000.0);
+        flap_up_at = 0;
+      } else if (now - flap_up_at >= 30'000) {
+        std::fprintf(stderr, "tern-soak: port flap %zu: a client completed no call within 30 s of the port coming up\n",
+                     next_flap);
+        add(me, k_inv_flap_stuck);
+        flap_up_at = 0;
+      }
+    } else if (next_flap < flap_at.size() && now >= flap_at[next_flap]) {
+      // Everyone waits between two polls (a server a SIGSTOP fault holds
+      // is not waited for: with process faults a flap may still meet a CM
+      // message half sent); what rxe has queued for the wire goes; the
+      // port goes down; everyone goes on.
+      std::vector<int> slots;
+      if (server.pid > 0 && !server.stopped) slots.push_back(server.slot);
+      for (Child& c : clients)
+        if (c.pid > 0) slots.push_back(c.slot);
+      // A process that does not come to a stop (one inside a long call:
+      // rxe's QP destruction can take seconds) is given another chance a
+      // second later; the run is extended for it (done_yet).
+      g_sh->hold.store(1, std::memory_order_release);
+      const uint64_t give_up = now_ms() + 2000;
+      int busy = -1;
+      for (;;) {
+        busy = -1;
+        for (int sl : slots)
+          if (g_sh->slots[sl].held.load() == 0) busy = sl;
+        if (busy < 0 || now_ms() >= give_up) break;
+        sleep_us(1000);
+      }
+      if (busy >= 0) {
+        g_sh->hold.store(0, std::memory_order_release);
+        std::fprintf(stderr, "tern-soak: port flap %zu: slot %d did not stop between polls within 2 s; again in 1 s\n",
+                     next_flap + 1, busy);
+        flap_at[next_flap] = now_ms() + 1000;
+        continue;
+      }
+      ++next_flap;
+      add(me, k_f_port_flap);
+      sleep_us(100'000);
+      flap_down_at = now_ms();
+      link("down");
+      g_sh->hold.store(0, std::memory_order_release);
+      flap_up_due = flap_down_at + g_o.flap_down_ms;
+      std::fprintf(stderr, "tern-soak: %.1f s: port flap %zu: %s down\n", (flap_down_at - t0) / 1000.0, next_flap,
+                   g_o.flap_netdev.c_str());
+    }
     if (now - last_report >= 10'000) {
       last_report = now;
       std::fprintf(stderr, "tern-soak: %.0f s: %" PRIu64 " calls, %" PRIu64 " ok, %" PRIu64 " faults\n",
@@ -1134,6 +1253,12 @@ int supervise() {
 
   // The end: the server runs (continued, or restarted), every client
   // finishes its calls and tears down, then the server does.
+  if (flap_up_due != 0) link("up");  // interrupted during a flap
+  if (next_flap < flap_at.size() && !g_interrupted) {
+    std::fprintf(stderr, "tern-soak: %zu of %zu port flaps could not be made (a process never stopped between polls)\n",
+                 flap_at.size() - next_flap, flap_at.size());
+    add(me, k_inv_flap_stuck);
+  }
   std::fprintf(stderr, "tern-soak: stopping after %.1f s\n", (now_ms() - t0) / 1000.0);
   if (server.pid > 0 && server.stopped) kill(server.pid, SIGCONT);
   server.stopped = false;
@@ -1270,6 +1395,11 @@ void usage(FILE* f) {
       "  --device SPEC       another device, e.g. verbs:dev=rxe0,addr=169.254.77.1,port=20998:\n"
       "                      no driver faults there (closes instead); the others stay\n"
       "  --no-driver-faults  closes instead of dropped QPs, QP errors and delays\n"
+      "  --flap-netdev NAME  port flaps: `ip link set NAME down`, then up (root; the rxe\n"
+      "                      VM's dum0), spread over a --seconds run; after each, every\n"
+      "                      client must complete calls again within 30 s\n"
+      "  --flaps N           how many (2)\n"
+      "  --flap-down-ms N    how long the port stays down (2000)\n"
       "  --logdir D          each process's stderr (default /tmp/tern-soak-PID.d; removed on a pass)\n"
       "  --keep-logs         keep the log directory after a pass\n"
       "  --json FILE         also write the report as JSON (- for stdout)\n"
@@ -1301,7 +1431,7 @@ int main(int argc, char** argv) {
   }
   enum { kSeed = 256, kSeconds, kCalls, kFaults, kMaxSeconds, kCi, kClients, kEngines, kConns, kWindow, kFaultMs,
          kProcFaultMs, kNoProcFaults, kKeepalive, kPath, kLogdir, kKeepLogs, kJson, kVerbose, kHelp, kDevice,
-         kNoDriverFaults };
+         kNoDriverFaults, kFlapNetdev, kFlaps, kFlapDownMs };
   static const option longs[] = {
       {"seed", required_argument, nullptr, kSeed},          {"seconds", required_argument, nullptr, kSeconds},
       {"calls", required_argument, nullptr, kCalls},        {"faults", required_argument, nullptr, kFaults},
@@ -1314,6 +1444,8 @@ int main(int argc, char** argv) {
       {"keep-logs", no_argument, nullptr, kKeepLogs},       {"json", required_argument, nullptr, kJson},
       {"verbose", no_argument, nullptr, kVerbose},          {"help", no_argument, nullptr, kHelp},
       {"device", required_argument, nullptr, kDevice},      {"no-driver-faults", no_argument, nullptr, kNoDriverFaults},
+      {"flap-netdev", required_argument, nullptr, kFlapNetdev}, {"flaps", required_argument, nullptr, kFlaps},
+      {"flap-down-ms", required_argument, nullptr, kFlapDownMs},
       {nullptr, 0, nullptr, 0}};
   auto count = [&](const char* what, uint64_t max) {
     uint64_t v;
@@ -1358,6 +1490,9 @@ int main(int argc, char** argv) {
       case kHelp: usage(stdout); return 0;
       case kDevice: g_o.device = optarg; break;
       case kNoDriverFaults: g_o.driver_faults = false; break;
+      case kFlapNetdev: g_o.flap_netdev = optarg; break;
+      case kFlaps: g_o.flaps = static_cast<uint32_t>(count("flaps", 100)); break;
+      case kFlapDownMs: g_o.flap_down_ms = static_cast<uint32_t>(count("flap-down-ms", 600'000)); break;
       default: usage(stderr); return 2;
     }
   }
@@ -1371,6 +1506,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!g_o.device.empty() && !g_o.device.starts_with("shm:")) g_o.driver_faults = false;
+  if (!g_o.flap_netdev.empty() && (g_o.seconds <= 0 || g_o.device.empty() || g_o.device.starts_with("shm:"))) {
+    std::fprintf(stderr, "tern-soak: --flap-netdev needs --seconds and an RDMA --device on that netdev\n");
+    return 2;
+  }
   if (g_o.keepalive_ms == 0) {
     std::fprintf(stderr, "tern-soak: --keepalive-ms 0 would leave a stopped server undetected\n");
     return 2;

@@ -83,6 +83,7 @@ class ClientConn final : public ConnBase {
   uint64_t lost_at = 0;           // ticks: when this outage began (give-up deadline)
   uint64_t next_attempt = 0;      // ticks: the next reconnect attempt
   uint64_t backoff_ns = 0;        // the current backoff, before jitter
+  bool waiting_for_port = false;  // reconnecting: the device's port is down, no attempt until it is up
   uint64_t connect_deadline = 0;  // ticks: a connect attempt under way fails then
   uint64_t t_last_recv = 0;       // ticks: the last message received
   bool probe_in_flight = false;

@@ -235,7 +235,20 @@ int ClientConn::tick(uint64_t now) {
           ns_from_ticks(now - lost_at) >= static_cast<double>(o.reconnect_give_up_ms) * 1e6) {
         give_up(make_error(Errc::kTimedOut, "no connection for %u ms (EngineOptions::reconnect_give_up_ms): %s",
                            o.reconnect_give_up_ms, why.message().c_str()));
+      } else if (!dc->dev->port_up()) {
+        // The port is down: an attempt could only fail (and a connect
+        // whose REQ left as the port went down wedges rxe's CM:
+        // docs/verbs-driver.md). Not an attempt; the port is looked at
+        // again every reconnect_min_ms, so the first attempt follows soon
+        // after it is up (the device reads its events from poll()).
+        if (!waiting_for_port)
+          TERN_LOG(kInfo, "engine", "conn %llu: %s: the device's port is down; reconnecting when it is up",
+                   static_cast<unsigned long long>(id), dc->spec.c_str());
+        waiting_for_port = true;
+        next_attempt = now + ticks_from_ns(uint64_t{std::max(o.reconnect_min_ms, 1u)} * 1'000'000);
       } else {
+        if (waiting_for_port) backoff_ns = 0;  // a new chance: start from the floor again
+        waiting_for_port = false;
         reconnect_now();
       }
       ++work;

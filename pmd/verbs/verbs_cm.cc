@@ -59,10 +59,7 @@ void VerbsDevice::established_by_receive(VerbsQp* qp) {
 }
 
 VerbsConnRequest::~VerbsConnRequest() {
-  if (id != nullptr) {
-    rdma_reject(id, nullptr, 0);
-    rdma_destroy_id(id);
-  }
+  if (id != nullptr) dev->drop_request(id);
 }
 
 Status VerbsDevice::listen() {
@@ -133,6 +130,10 @@ Status VerbsDevice::accept(ConnRequest* reqi, Qp* qpi, std::span<const uint8_t> 
   if (req->id->verbs != cm_ctx_)
     return make_error(Errc::kInvalidArgument, "verbs accept: the request came in on %s, the QP is on %s",
                       ibv_get_device_name(req->id->verbs->device), caps_.name.c_str());
+  // The REP would not leave (cm_may_send); the request is dropped, its REJ
+  // held back with it.
+  if (!cm_may_send("REP"))
+    return make_error(Errc::kDisconnected, "verbs accept: %s port %u went down", caps_.name.c_str(), port_num_);
   uint8_t resp = std::min(max_rd_atom_, req->responder_resources);
   uint8_t init = std::min(max_init_rd_atom_, req->initiator_depth);
   apply_ack_timeout(req->id);
@@ -168,8 +169,7 @@ Status VerbsDevice::reject(ConnRequest* reqi, std::span<const uint8_t> pdata) {
                       kMaxPrivateData);
   uint8_t raw[kCmRawPrivateData];
   encode_private_data(pdata, raw);
-  rdma_reject((*it)->id, raw, kCmRawPrivateData);  // best effort: a client already gone needs no answer
-  rdma_destroy_id((*it)->id);
+  drop_request((*it)->id, std::span<const uint8_t>(raw, kCmRawPrivateData));
   (*it)->id = nullptr;
   requests_.erase(it);
   return Status::ok();
@@ -182,16 +182,17 @@ Status VerbsDevice::disconnect(Qp* qpi) {
     // ERR first, so that everything outstanding flushes now; the DREQ tells
     // the peer; our own kDisconnected comes with rdma_cm's DISCONNECTED.
     qp->enter_error();
-    if (port_up_) {
+    if (cm_may_send("DREQ")) {
       rdma_disconnect(qp->cm_id());
     } else {
-      // rdma_cm's DISCONNECTED would only come after the port is back.
+      // rdma_cm's DISCONNECTED would only come after the port is back (the
+      // DREQ waits for it: send_dreq).
       report_disconnected(qp, make_error(Errc::kDisconnected, "verbs: closed locally while %s port %u is down",
                                          caps_.name.c_str(), port_num_));
     }
   } else if (qp->state() == QpState::kConnecting) {
     if (qp->cm_id() != nullptr) {
-      rdma_destroy_id(qp->cm_id());
+      destroy_cm_id(qp->cm_id());  // a REJ (REQ sent) or a DREQ (REP received): not through a down port
       qp->set_cm_id(nullptr);
     }
     report_disconnected(qp, make_error(Errc::kDisconnected, "connect abandoned"));
@@ -222,15 +223,52 @@ void VerbsDevice::report_disconnected(VerbsQp* qp, Status why, bool peer_fault) 
   queue_event(std::move(ev));
 }
 
-// While the port is down a DREQ can only fail, and on rxe (kernel 6.1) a
-// failed send on the CM's own QP1 stops that QP for good: no connection on
-// the device works again until it is re-created. So a DREQ (from
-// rdma_disconnect or from destroying a connected id) waits for the port:
-// the local side is already reported and flushed, and the peer learns when
-// the port is back (or from its own failing WRs).
+// CM messages wait for the port. While the port is down a CM message can
+// only fail, and on rxe (kernel 6.1) one failed send on the CM's QP1 ends
+// that QP's receiving for good: QP1 is back in RTS afterwards and sends,
+// but every CM message that arrives is dropped, so no connection on the
+// device completes until it is re-created (measured in the VM:
+// docs/verbs-driver.md). Any message does it -- a REQ as much as a
+// DREQ. So none is sent while the port is down: no REQ (the connect fails),
+// no REP (the accept fails), no RTU (the connect fails), no REJ and no
+// DREQ (destroying an id that would send one parks it), no DREQ or DREP
+// from rdma_disconnect (deferred). What is held back goes when the port is
+// active again.
+//
+// The PORT_ERR event comes a little after the port is down, and the engine
+// reads events about once a millisecond (later still when its thread is
+// not running), so the port's state is read from the device before each
+// message. (On rxe over a netdev without link settings, each read also
+// logs "speed is unknown" in the kernel's log; control path only.) What
+// the kernel's CM retransmits on its own -- a REQ, REP or DREQ still
+// unanswered when the port went down -- cannot be held back from here.
+bool VerbsDevice::cm_may_send(const char* what) {
+  if (removed_) return true;  // nothing left to wedge; removal wants the ids gone
+  if (!port_up_) {
+    dst_.cm_held.add();
+    return false;
+  }
+  ibv_port_attr pa;
+  std::memset(&pa, 0, sizeof pa);
+  if (ibv_query_port(cm_ctx_, port_num_, &pa) == 0 && pa.state != IBV_PORT_ACTIVE) {
+    // port_up_ stays as the events say: PORT_ERR is on its way, and the
+    // PORT_ACTIVE after it sends what is held back.
+    dst_.port_down_early.add();
+    dst_.cm_held.add();
+    TERN_LOG(kInfo, "verbs", "%s port %u is %s before its event came: %s held back", caps_.name.c_str(),
+             port_num_, ibv_port_state_str(pa.state), what);
+    return false;
+  }
+  return true;
+}
+
+// A DREQ (from rdma_disconnect or from destroying a connected id), or the
+// DREP answering the peer's DREQ, waits for the port: the local side is
+// already reported and flushed, and the peer learns when the port is back
+// (or from its own failing WRs).
 void VerbsDevice::send_dreq(VerbsQp* qp) {
   if (qp->cm_id() == nullptr) return;
-  if (port_up_ || removed_) {
+  if (cm_may_send("DREQ/DREP")) {
     rdma_disconnect(qp->cm_id());
     qp->dreq_deferred = false;
   } else {
@@ -238,16 +276,33 @@ void VerbsDevice::send_dreq(VerbsQp* qp) {
   }
 }
 
+void VerbsDevice::destroy_cm_id(rdma_cm_id* id) {
+  if (cm_may_send("destroy")) rdma_destroy_id(id);
+  else park_cm_id(id);
+}
+
 void VerbsDevice::park_cm_id(rdma_cm_id* id) {
   id->context = nullptr;  // its QP is gone: its late events are dropped (handle_event)
   parked_ids_.push_back(id);
 }
 
+void VerbsDevice::drop_request(rdma_cm_id* id, std::span<const uint8_t> raw_pdata) {
+  if (!cm_may_send("REJ")) {
+    park_cm_id(id);  // its REJ goes when it is destroyed
+    return;
+  }
+  // Best effort: a client already gone needs no answer.
+  rdma_reject(id, raw_pdata.empty() ? nullptr : raw_pdata.data(), static_cast<uint8_t>(raw_pdata.size()));
+  rdma_destroy_id(id);
+}
+
 void VerbsDevice::flush_deferred_cm() {
   for (VerbsQp* q : qps_)
     if (q != nullptr && q->dreq_deferred) send_dreq(q);
-  for (rdma_cm_id* id : parked_ids_) rdma_destroy_id(id);
+  if (parked_ids_.empty() || !cm_may_send("destroy")) return;  // down again already: the next PORT_ACTIVE
+  std::vector<rdma_cm_id*> ids = std::move(parked_ids_);
   parked_ids_.clear();
+  for (rdma_cm_id* id : ids) rdma_destroy_id(id);
 }
 
 void VerbsDevice::apply_ack_timeout(rdma_cm_id* id) {
@@ -295,7 +350,7 @@ void VerbsDevice::handle_event(const rdma_cm_event& e, std::vector<uint8_t> pdat
       return;
     }
     id->context = nullptr;
-    requests_.push_back(std::make_unique<VerbsConnRequest>(id, pdata, e.param.conn.responder_resources,
+    requests_.push_back(std::make_unique<VerbsConnRequest>(this, id, pdata, e.param.conn.responder_resources,
                                                            e.param.conn.initiator_depth));
     CmEvent ev{CmEventType::kConnectRequest};
     ev.request = requests_.back().get();
@@ -346,6 +401,12 @@ void VerbsDevice::handle_event(const rdma_cm_event& e, std::vector<uint8_t> pdat
       return;
     case RDMA_CM_EVENT_ROUTE_RESOLVED: {
       if (!connecting) return;
+      if (!cm_may_send("REQ")) {  // no REQ through a down port
+        fail_connect(qp, CmEventType::kUnreachable,
+                     make_error(Errc::kDisconnected, "verbs: %s port %u went down while connecting to %s",
+                                caps_.name.c_str(), port_num_, cfg_.addr.c_str()));
+        return;
+      }
       uint8_t raw[kCmRawPrivateData];
       encode_private_data(qp->my_private(), raw);
       rdma_conn_param p;
@@ -364,6 +425,12 @@ void VerbsDevice::handle_event(const rdma_cm_event& e, std::vector<uint8_t> pdat
     case RDMA_CM_EVENT_CONNECT_RESPONSE: {
       // rdma_cm does not own the QP, so the REP comes to us: RTR, RTS, RTU.
       if (!connecting) return;
+      if (!cm_may_send("RTU")) {  // no RTU (nor REJ) through a down port; the id's REJ waits with it
+        fail_connect(qp, CmEventType::kUnreachable,
+                     make_error(Errc::kDisconnected, "verbs: %s port %u went down while connecting to %s",
+                                caps_.name.c_str(), port_num_, cfg_.addr.c_str()));
+        return;
+      }
       // The REP's values as the CM reports them to this end (already
       // swapped): responder_resources = the server's initiator depth, the
       // RDMA Reads it will have outstanding toward us (read chunks).
@@ -372,7 +439,7 @@ void VerbsDevice::handle_event(const rdma_cm_event& e, std::vector<uint8_t> pdat
       Status st = qp->to_rtr_rts(id, resp, init);
       if (st.is_ok() && rdma_establish(id) != 0) st = make_sys_error(Errc::kDisconnected, errno, "rdma_establish");
       if (!st.is_ok()) {
-        rdma_reject(id, nullptr, 0);
+        if (cm_may_send("REJ")) rdma_reject(id, nullptr, 0);
         fail_connect(qp, CmEventType::kUnreachable, st);
         return;
       }
@@ -416,6 +483,15 @@ void VerbsDevice::handle_event(const rdma_cm_event& e, std::vector<uint8_t> pdat
       return;
     }
     case RDMA_CM_EVENT_DISCONNECTED:
+      if (qp->disconnect_reported) {
+        // Lost and reported already (a QP error, a local close): still
+        // answer the peer's DREQ now, or its CM sends it again every few
+        // seconds until our id is destroyed -- and one of those sends
+        // meeting a down port breaks rxe's CM (cm_may_send). After our own
+        // DREQ's answer this sends nothing.
+        send_dreq(qp);
+        return;
+      }
       report_disconnected(qp, make_error(Errc::kDisconnected, "verbs: the connection was closed (QP %u)", qp->qp_num()));
       return;
     default:

@@ -418,18 +418,26 @@ bool async_inbox_pending(ibv_context* ctx, VerbsDevice* dev);
 
 struct VerbsDeviceStats {
   Counter async_events, port_err, port_active, device_fatal, qp_fatal, qp_req_err, qp_access_err, comm_est,
-      addr_change, last_wqe_reached, other_events;
+      addr_change, last_wqe_reached, other_events,
+      // CM messages (REQ, REP, RTU, REJ, DREQ/DREP) not sent because the port
+      // was down; of those, the times the port was found down before its
+      // PORT_ERR event had come.
+      cm_held, port_down_early;
 };
 
 // ---------------------------------------------------------------- connections
 
 class VerbsConnRequest final : public ConnRequest {
  public:
-  VerbsConnRequest(rdma_cm_id* id, std::vector<uint8_t> pdata, uint8_t resp_res, uint8_t init_depth)
-      : id(id), responder_resources(resp_res), initiator_depth(init_depth) {
+  VerbsConnRequest(VerbsDevice* dev, rdma_cm_id* id, std::vector<uint8_t> pdata, uint8_t resp_res,
+                   uint8_t init_depth)
+      : dev(dev), id(id), responder_resources(resp_res), initiator_depth(init_depth) {
     private_data_ = std::move(pdata);
   }
+  // Rejects the request (unless accepted: id is then nullptr), as
+  // VerbsDevice::drop_request says.
   ~VerbsConnRequest() override;
+  VerbsDevice* dev;
   rdma_cm_id* id;
   // From the REQ as the CM reports it to this end (ib_cm swaps the two):
   // responder_resources is the peer's initiator depth (RDMA Reads it may
@@ -531,11 +539,22 @@ class VerbsDevice final : public Device {
   // A receive completed on an accepted QP before its ESTABLISHED event.
   void established_by_receive(VerbsQp* qp);
   void note_qp_error(VerbsQp* qp);
-  // A CM message (DREQ) cannot leave through a down port; see send_dreq.
+  // No CM message may leave through a down port (verbs_cm.cc, "CM messages
+  // wait for the port"): whether one may now. Also true once the device is
+  // gone (nothing is left to wedge).
+  bool cm_may_send(const char* what);
+  // A DREQ (or the DREP answering one) waits for the port; see send_dreq.
   void send_dreq(VerbsQp* qp);
-  // The id of a QP destroyed while the port is down: destroying it would
-  // send a DREQ, so it waits for the port (or the device's end).
+  // Destroys an id, or, when that would send a CM message (a REJ or a
+  // DREQ) and the port is down, parks it until the port is up again (or
+  // the device's end). Ids that never sent or received a REQ send nothing,
+  // but are parked all the same: the driver does not track the CM's states.
+  void destroy_cm_id(rdma_cm_id* id);
   void park_cm_id(rdma_cm_id* id);
+  // Rejects a connection request nobody accepted and destroys its id; with
+  // the port down, no REJ: the id is parked (its REJ goes when it is
+  // destroyed, once the port is up).
+  void drop_request(rdma_cm_id* id, std::span<const uint8_t> raw_pdata = {});
   void flush_deferred_cm();
 
  private:

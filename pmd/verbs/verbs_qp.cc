@@ -59,10 +59,10 @@ VerbsQp::VerbsQp(VerbsDevice* dev, VerbsPd* pd, VerbsCq* scq, VerbsCq* rcq, cons
 
 VerbsQp::~VerbsQp() {
   if (cm_id_ != nullptr) {
-    // Destroying a connected id sends the peer a DREQ: it sees kDisconnected.
-    // Not through a down port, though (VerbsDevice::send_dreq).
-    if (dev_->port_up()) rdma_destroy_id(cm_id_);
-    else dev_->park_cm_id(cm_id_);
+    // Destroying a connected id sends the peer a DREQ (a connecting one a
+    // REJ): it sees kDisconnected. Not through a down port, though
+    // (VerbsDevice::cm_may_send): then the id waits for the port.
+    dev_->destroy_cm_id(cm_id_);
     cm_id_ = nullptr;
   }
   // Windows bound through this QP must let go of it before it is destroyed

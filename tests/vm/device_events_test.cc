@@ -304,6 +304,105 @@ TEST(DeviceEvents, EngineCallsInFlightCompleteOnceWhenThePortGoesDown) {
   poll_until([] { return port_state().find("ACTIVE") != std::string::npos; }, kLong);
 }
 
+// ---------------------------------------------------------------- the engine across port flaps
+
+// Two flaps under a client engine that reconnects. While the port is down
+// its connection is lost and the calls made then wait; no reconnect attempt
+// is made (an attempt could only fail, and a CM message that fails on rxe's
+// QP1 wedges its CM: docs/verbs-driver.md); the DREQs of both ends wait for
+// the port. Once the port is up the client reconnects, every call completes
+// once with kOk, and the second flap behaves as the first: nothing the
+// engines did across the first one broke rxe0's CM.
+TEST(DeviceEvents, EngineReconnectsWhenThePortIsBackAndEveryCallCompletesOnce) {
+  SKIP_UNLESS_IN_VM();
+  LinkUpGuard guard;
+  constexpr uint32_t kEcho = 2;
+  rpc::EngineOptions so;
+  so.arena_bytes = 128u << 20;
+  rpc::EngineOptions co = so;
+  co.reconnect = true;
+  co.reconnect_min_ms = 5;
+  co.reconnect_max_ms = 100;
+  co.reconnect_give_up_ms = 0;
+  co.keepalive_ms = 0;  // the port, not silence, ends the connection here
+  auto srv = rpc::Engine::create(so).value();
+  auto cli = rpc::Engine::create(co).value();
+  srv->handle(
+      kProg, kVers, kEcho, [](void*, rpc::ServerCall* c) { (void)c->reply(c->args()); }, nullptr);
+  const std::string spec = spec_for(20504);
+  ASSERT_TRUE(srv->listen(spec).is_ok());
+  auto cr = cli->connect(spec);
+  ASSERT_TRUE(cr.is_ok()) << cr.status().to_string();
+  rpc::Connection* conn = cr.value();
+  auto poll_until = [&](const std::function<bool()>& pred, Duration limit) {
+    auto end = SteadyClock::now() + limit;
+    while (SteadyClock::now() < end) {
+      srv->poll();
+      cli->poll();
+      if (pred()) return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(poll_until([&] { return conn->ready() || conn->failed(); }, kLong));
+  ASSERT_TRUE(conn->ready()) << conn->error().to_string();
+  const uint8_t arg[4] = {1, 2, 3, 4};
+  auto issue = [&](Done* d) {
+    rpc::Call c;
+    c.prog = kProg, c.vers = kVers, c.proc = kEcho, c.done = &Done::cb, c.ctx = d;
+    c.args = arg;
+    c.max_results = sizeof arg;
+    return conn->call(c);
+  };
+  {
+    Done first;
+    ASSERT_EQ(issue(&first), 0);
+    ASSERT_TRUE(poll_until([&] { return first.count == 1; }, kLong));
+    ASSERT_EQ(first.status, rpc::CallStatus::kOk);
+  }
+  for (int flap = 1; flap <= 2; ++flap) {
+    SCOPED_TRACE("flap " + std::to_string(flap));
+    const uint64_t attempts0 = cli->stats().reconnect_attempts.get();
+    const uint64_t reconnects0 = cli->stats().reconnects.get();
+    ASSERT_EQ(sh(std::string("ip link set ") + kNetdev + " down"), 0);
+    poll_until([] { return false; }, std::chrono::milliseconds(500));  // the engines see PORT_ERR
+    // Calls made while the port is down: the first SEND meets the dead
+    // port, the connection is lost, and they wait for the next one.
+    constexpr int kCalls = 6;
+    std::vector<Done> done(kCalls);
+    for (Done& d : done) ASSERT_EQ(issue(&d), 0);
+    poll_until([] { return false; }, std::chrono::seconds(3));
+    for (const Done& d : done) EXPECT_EQ(d.count, 0) << "a call completed while the port was down";
+    EXPECT_FALSE(conn->ready());
+    EXPECT_FALSE(conn->failed());
+    EXPECT_EQ(cli->stats().reconnect_attempts.get(), attempts0) << "reconnect attempts while the port was down";
+
+    ASSERT_EQ(sh(std::string("ip link set ") + kNetdev + " up"), 0);
+    auto t0 = SteadyClock::now();
+    ASSERT_TRUE(poll_until(
+        [&] {
+          for (const Done& d : done)
+            if (d.count == 0) return false;
+          return true;
+        },
+        kLong))
+        << "calls made while the port was down did not complete after it came up; reconnect attempts "
+        << cli->stats().reconnect_attempts.get() - attempts0 << "; connection: " << conn->error().to_string();
+    std::printf("[ info ] flap %d: %d calls completed %lld ms after the port came up (%llu reconnect attempts)\n",
+                flap, kCalls,
+                static_cast<long long>(
+                    std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - t0).count()),
+                static_cast<unsigned long long>(cli->stats().reconnect_attempts.get() - attempts0));
+    poll_until([] { return false; }, std::chrono::milliseconds(300));  // no second completion
+    for (const Done& d : done) {
+      EXPECT_EQ(d.count, 1);
+      EXPECT_EQ(d.status, rpc::CallStatus::kOk);
+    }
+    EXPECT_TRUE(conn->ready());
+    EXPECT_GE(cli->stats().reconnects.get(), reconnects0 + 1);
+  }
+  EXPECT_EQ(conn->outstanding(), 0u);
+}
+
 // ---------------------------------------------------------------- device removal
 
 // Last: rxe0 is deleted and made again (as scripts/rxe-vm/init makes it).
