@@ -160,7 +160,12 @@ class HostileClient : public ::testing::Test {
   // `why` (or `why2`: who notices first, the device or the engine, depends
   // on the driver and on whether receives come from a shared queue).
   void expect_dropped(std::string_view why, std::string_view why2 = {}) {
-    EXPECT_TRUE(raw->wait([&] { return raw->in_error() || raw->disconnected(); }, 3000))
+    // On rxe in the VM the peer sometimes learns of the drop only ~5 s late
+    // (seen intermittently on SendWithInvalidateToTheServer..., before and
+    // after the port-flap work; the kernel CM's DREQ retransmission comes
+    // after ~4.8 s there, so a first DREQ that goes missing would explain
+    // it -- not proven). The server's side is checked at once below.
+    EXPECT_TRUE(raw->wait([&] { return raw->in_error() || raw->disconnected(); }, on_shm() ? 3000 : 10000))
         << "the server kept a connection whose peer broke the protocol";
     EXPECT_TRUE(wait([&] { return srv->stats().protocol_errors.get() == 1; }, 1000))
         << "protocol_errors " << srv->stats().protocol_errors.get();
