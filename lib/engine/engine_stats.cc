@@ -23,6 +23,17 @@ LatencySummary summarize(const Histogram& h) {
   return s;
 }
 
+// A side's stages of b, in round-trip order (ConnectionStats::breakdown).
+std::vector<std::pair<const char*, LatencySummary>> breakdown_rows(const Breakdown& b, bool server) {
+  std::vector<std::pair<const char*, LatencySummary>> out;
+  auto add = [&](Stage st) { out.emplace_back(stage_name(st), summarize(b.of(st))); };
+  if (server)
+    for (Stage st : kServerStages) add(st);
+  else
+    for (Stage st : kClientStages) add(st);
+  return out;
+}
+
 const char* state_name(ConnBase::State s) {
   switch (s) {
     case ConnBase::State::kConnecting: return "connecting";
@@ -269,29 +280,17 @@ ConnectionStats ConnBase::stats() const {
   if (qp)
     for (const StatEntry& e : qp->stats()) s.counters.emplace_back(e.name, e.counter->get());
   s.rtt = summarize(rtt);
-  if (bd != nullptr) {
-    auto add = [&](Stage st) { s.breakdown.emplace_back(stage_name(st), summarize(bd->of(st))); };
-    if (server)
-      for (Stage st : kServerStages) add(st);
-    else
-      for (Stage st : kClientStages) add(st);
-  }
+  if (bd != nullptr) s.breakdown = breakdown_rows(*bd, server);
   return s;
 }
 
 std::vector<std::pair<const char*, LatencySummary>> EngineImpl::breakdown(bool server) const {
-  std::vector<std::pair<const char*, LatencySummary>> out;
-  if (!bd_gone[server]) return out;
+  if (!bd_gone[server]) return {};
   auto all = std::make_unique<Breakdown>(ns_per_tick);  // ~80 KiB: not on the stack
   all->merge(*bd_gone[server]);
   for (const auto& c : conns)
     if (c != nullptr && c->server == server && c->bd != nullptr) all->merge(*c->bd);
-  auto add = [&](Stage st) { out.emplace_back(stage_name(st), summarize(all->of(st))); };
-  if (server)
-    for (Stage st : kServerStages) add(st);
-  else
-    for (Stage st : kClientStages) add(st);
-  return out;
+  return breakdown_rows(*all, server);
 }
 
 std::vector<ConnectionStats> EngineImpl::connection_stats() const {
