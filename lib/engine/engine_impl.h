@@ -94,7 +94,10 @@ class EngineImpl final : public Engine {
 
   // ---- datapath (engine_poll.cc)
   void dispatch_send(DeviceCtx* dc, const rdma::Wc& wc);
-  void dispatch_recv(DeviceCtx* dc, const rdma::Wc& wc);
+  // A receive completion; `owner` is dc->conn_of(wc.qp_num), which poll()
+  // has already looked up for the batch.
+  void dispatch_recv(DeviceCtx* dc, const rdma::Wc& wc, ConnBase* owner);
+  void dispatch_recv(DeviceCtx* dc, const rdma::Wc& wc) { dispatch_recv(dc, wc, dc->conn_of(wc.qp_num)); }
   // Server calls waiting for memory, in order.
   void wait_for_memory(SrvCall* sc);
   void stop_waiting(SrvCall* sc);

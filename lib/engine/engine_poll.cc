@@ -36,7 +36,7 @@ void EngineImpl::dispatch_send(DeviceCtx*, const Wc& wc) {
   }
 }
 
-void EngineImpl::dispatch_recv(DeviceCtx* dc, const Wc& wc) {
+void EngineImpl::dispatch_recv(DeviceCtx*, const Wc& wc, ConnBase* c) {
   const WrKind kind = wr_id_kind(wc.wr_id);
   if (kind == WrKind::kDrain) {
     const uint32_t s = wr_id_slot(wc.wr_id);
@@ -51,7 +51,6 @@ void EngineImpl::dispatch_recv(DeviceCtx* dc, const Wc& wc) {
   RecvQueue* q = buf->queue < queues.size() ? queues[buf->queue] : nullptr;
   TERN_CHECK(q != nullptr, "receive completion for buffer %u of a queue that is gone", buf->index);
   q->completed(buf);
-  ConnBase* c = dc->conn_of(wc.qp_num);
   if (c == nullptr || c->rq != q) {
     // A receive for a QP that is gone (a flush racing its teardown): the
     // buffer simply goes back.
@@ -143,19 +142,21 @@ int EngineImpl::poll() {
     for (int i = 0; i < n; ++i) dispatch_send(dc, wc[i]);
     work += n;
     n = dc->rcq->poll(wc, 32);
-    if (n > 1) {
-      // Where each connection's last receive of the batch is, first: a
-      // reply need not be signaled while its connection has another call
-      // in hand (one signal per batch rather than one per reply).
+    if (n > 0) {
+      // Each receive's connection, and where each connection's last receive
+      // of the batch is, first: a reply need not be signaled while its
+      // connection has another call in hand (one signal per batch rather
+      // than one per reply).
+      ConnBase* owner[32];
       ++rx_batch;
       for (int i = 0; i < n; ++i)
-        if (ConnBase* c = dc->conn_of(wc[i].qp_num)) c->rx_batch = rx_batch, c->rx_last = i;
+        if ((owner[i] = dc->conn_of(wc[i].qp_num)) != nullptr) owner[i]->rx_batch = rx_batch, owner[i]->rx_last = i;
+      for (int i = 0; i < n; ++i) {
+        rx_pos = i;
+        dispatch_recv(dc, wc[i], owner[i]);
+      }
+      ++rx_batch;  // nothing matches it outside the batch
     }
-    for (int i = 0; i < n; ++i) {
-      rx_pos = i;
-      dispatch_recv(dc, wc[i]);
-    }
-    ++rx_batch;  // nothing matches it outside the batch
     work += n;
   }
   if (wait_head != nullptr) work += serve_memory_waiters();
