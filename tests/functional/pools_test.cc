@@ -25,21 +25,27 @@ uint64_t stat_of(const Engine& e, const char* name) {
   return 0;
 }
 
+// One echo call per element of ps, all issued before any is waited for;
+// returns once every one completed.
+void echo_all(Fixture& f, std::vector<Pending>& ps) {
+  for (auto& p : ps) {
+    Call c{kProg, kVers, kEcho};
+    c.done = on_done, c.ctx = &p;
+    ASSERT_EQ(f.conn->call(c), 0);
+  }
+  ASSERT_TRUE(f.wait([&] {
+    for (auto& p : ps)
+      if (!p.done) return false;
+    return true;
+  }));
+}
+
 // The server's grant follows load: keep every credit busy until the client
 // holds at least n.
 void raise_credits(Fixture& f, uint32_t n) {
   for (int round = 0; round < 4 && f.conn->info().credits < n; ++round) {
     std::vector<Pending> ps(n);
-    for (auto& p : ps) {
-      Call c{kProg, kVers, kEcho};
-      c.done = on_done, c.ctx = &p;
-      ASSERT_EQ(f.conn->call(c), 0);
-    }
-    ASSERT_TRUE(f.wait([&] {
-      for (auto& p : ps)
-        if (!p.done) return false;
-      return true;
-    }));
+    ASSERT_NO_FATAL_FAILURE(echo_all(f, ps));
   }
   ASSERT_GE(f.conn->info().credits, n);
 }
@@ -196,17 +202,7 @@ TEST(Pools, ABatchOfCallsGetsOneSignaledReply) {
   const uint64_t before = stat_of(*f.srv, "sends_signaled");
   const uint64_t replies_before = stat_of(*f.srv, "replies");
   std::vector<Pending> ps(8);
-  for (auto& p : ps) {
-    Call c{kProg, kVers, kEcho};
-    c.done = on_done, c.ctx = &p;
-    ASSERT_EQ(f.conn->call(c), 0);
-  }
-  // The calls are all on their way before the server polls once.
-  ASSERT_TRUE(f.wait([&] {
-    for (auto& p : ps)
-      if (!p.done) return false;
-    return true;
-  }));
+  ASSERT_NO_FATAL_FAILURE(echo_all(f, ps));  // all on their way before the server polls once
   for (auto& p : ps) EXPECT_EQ(p.reply.status, CallStatus::kOk);
   f.wait([] { return false; }, 20);
   EXPECT_EQ(stat_of(*f.srv, "replies") - replies_before, 8u);

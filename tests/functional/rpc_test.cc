@@ -689,9 +689,9 @@ TEST(Rpc, TheJsonCheckRefusesWhatIsNotJson) {
 // Per-connection and per-procedure figures count what really crossed the
 // connection: calls, bytes inline and through each kind of chunk, errors,
 // and a round trip per reply.
-TEST(Rpc, StatsCountEachConnectionAndProcedure) {
-  Fixture f;
-  std::vector<uint8_t> args(100, 1);
+// Five echoes of `args`, then 64 KiB through a write chunk and 32 KiB
+// through a read chunk: seven calls, each kind of bulk once.
+void echoes_and_chunks(Fixture& f, std::span<const uint8_t> args) {
   Call c;
   c.proc = kEcho;
   c.args = args;
@@ -700,8 +700,14 @@ TEST(Rpc, StatsCountEachConnectionAndProcedure) {
   ASSERT_NO_FATAL_FAILURE(f.fill_and_check(bulk, 65536, 3));  // write chunk
   Call s;
   s.proc = kSum;
-  s.bulk_send = std::span<const uint8_t>(bulk, 32768);       // read chunk
+  s.bulk_send = std::span<const uint8_t>(bulk, 32768);  // read chunk
   ASSERT_EQ(f.call(s).reply.status, CallStatus::kOk);
+}
+
+TEST(Rpc, StatsCountEachConnectionAndProcedure) {
+  Fixture f;
+  std::vector<uint8_t> args(100, 1);
+  ASSERT_NO_FATAL_FAILURE(echoes_and_chunks(f, args));
   Call u;
   u.proc = 77;                                               // no handler
   ASSERT_EQ(f.call(u).reply.status, CallStatus::kProcUnavail);
@@ -781,15 +787,7 @@ TEST(Rpc, BreakdownTimesEachStageOfEveryCall) {
   EngineOptions so, co;
   so.breakdown = co.breakdown = true;
   Fixture f(so, co);
-  Call c;
-  c.proc = kEcho;
-  for (int i = 0; i < 5; ++i) ASSERT_EQ(f.call(c).reply.status, CallStatus::kOk);
-  auto* bulk = static_cast<uint8_t*>(f.cli->alloc(65536));
-  ASSERT_NO_FATAL_FAILURE(f.fill_and_check(bulk, 65536, 3));  // write chunk
-  Call s;
-  s.proc = kSum;
-  s.bulk_send = std::span<const uint8_t>(bulk, 32768);  // read chunk
-  ASSERT_EQ(f.call(s).reply.status, CallStatus::kOk);
+  ASSERT_NO_FATAL_FAILURE(echoes_and_chunks(f, {}));
 
   auto stage = [](const ConnectionStats& st, const char* name) -> const LatencySummary* {
     for (const auto& [n, l] : st.breakdown)
@@ -827,6 +825,8 @@ TEST(Rpc, BreakdownTimesEachStageOfEveryCall) {
 
   // Off (the default): nothing kept.
   Fixture g;
+  Call c;
+  c.proc = kEcho;
   ASSERT_EQ(g.call(c).reply.status, CallStatus::kOk);
   EXPECT_TRUE(g.conn->stats().breakdown.empty());
   for (const ConnectionStats& st : g.srv->connection_stats()) EXPECT_TRUE(st.breakdown.empty());

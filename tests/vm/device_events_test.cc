@@ -33,6 +33,18 @@ constexpr const char* kBase = "verbs:dev=rxe0,addr=169.254.77.1";
 // Things in the VM are 10-60x slower than on a host: generous bounds, still bounded.
 constexpr Duration kLong = std::chrono::seconds(30);
 
+// Polls a server and a client engine until pred() holds (true) or `limit`
+// passes (false).
+bool poll_both(rpc::Engine& srv, rpc::Engine& cli, const std::function<bool()>& pred, Duration limit) {
+  auto end = SteadyClock::now() + limit;
+  while (SteadyClock::now() < end) {
+    srv.poll();
+    cli.poll();
+    if (pred()) return true;
+  }
+  return false;
+}
+
 std::string spec_for(int port) { return std::string(kBase) + ",port=" + std::to_string(port); }
 
 std::string port_state() {
@@ -238,13 +250,7 @@ TEST(DeviceEvents, EngineCallsInFlightCompleteOnceWhenThePortGoesDown) {
   ASSERT_TRUE(cr.is_ok()) << cr.status().to_string();
   rpc::Connection* conn = cr.value();
   auto poll_until = [&](const std::function<bool()>& pred, Duration limit) {
-    auto end = SteadyClock::now() + limit;
-    while (SteadyClock::now() < end) {
-      srv->poll();
-      cli->poll();
-      if (pred()) return true;
-    }
-    return false;
+    return poll_both(*srv, *cli, pred, limit);
   };
   ASSERT_TRUE(poll_until([&] { return conn->ready() || conn->failed(); }, kLong));
   ASSERT_TRUE(conn->ready()) << conn->error().to_string();
@@ -335,13 +341,7 @@ TEST(DeviceEvents, EngineReconnectsWhenThePortIsBackAndEveryCallCompletesOnce) {
   ASSERT_TRUE(cr.is_ok()) << cr.status().to_string();
   rpc::Connection* conn = cr.value();
   auto poll_until = [&](const std::function<bool()>& pred, Duration limit) {
-    auto end = SteadyClock::now() + limit;
-    while (SteadyClock::now() < end) {
-      srv->poll();
-      cli->poll();
-      if (pred()) return true;
-    }
-    return false;
+    return poll_both(*srv, *cli, pred, limit);
   };
   ASSERT_TRUE(poll_until([&] { return conn->ready() || conn->failed(); }, kLong));
   ASSERT_TRUE(conn->ready()) << conn->error().to_string();
