@@ -156,7 +156,7 @@ class ConnBase : public Connection {
   uint64_t t_created = 0, t_established = 0, t_last = 0;  // ticks
   // The engine's receive batch this connection last had a completion in,
   // and the index of its last one there (EngineImpl::more_in_batch).
-  uint32_t rx_batch = 0;
+  uint64_t rx_batch = 0;
   int rx_last = 0;
   std::string peer_fixed;
   // Telemetry: "conn" source "<engine>.<id>" while established; its

@@ -171,7 +171,7 @@ class EngineImpl final : public Engine {
   // of its own in the batch (ConnBase::rx_*): more_in_batch() lets a server
   // leave a reply unsignaled when another call of the same connection is
   // already in hand (see ServerConn::try_post_reply).
-  uint32_t rx_batch = 0;
+  uint64_t rx_batch = 0;  // 64 bits: a connection's old mark never comes round again
   int rx_pos = 0;
   bool more_in_batch(const ConnBase* c) const;
   uint64_t polls = 0;

@@ -142,21 +142,21 @@ int EngineImpl::poll() {
     for (int i = 0; i < n; ++i) dispatch_send(dc, wc[i]);
     work += n;
     n = dc->rcq->poll(wc, 32);
-    if (n > 0) {
-      // Each receive's connection, and where each connection's last receive
-      // of the batch is, first: a reply need not be signaled while its
-      // connection has another call in hand (one signal per batch rather
-      // than one per reply).
-      ConnBase* owner[32];
+    // With more than one receive, each one's connection and where each
+    // connection's last receive of the batch is, first: a reply need not be
+    // signaled while its connection has another call in hand (one signal
+    // per batch rather than one per reply). A batch of one needs neither.
+    ConnBase* owner[32];
+    if (n > 1) {
       ++rx_batch;
       for (int i = 0; i < n; ++i)
         if ((owner[i] = dc->conn_of(wc[i].qp_num)) != nullptr) owner[i]->rx_batch = rx_batch, owner[i]->rx_last = i;
-      for (int i = 0; i < n; ++i) {
-        rx_pos = i;
-        dispatch_recv(dc, wc[i], owner[i]);
-      }
-      ++rx_batch;  // nothing matches it outside the batch
     }
+    for (int i = 0; i < n; ++i) {
+      rx_pos = i;
+      dispatch_recv(dc, wc[i], n > 1 ? owner[i] : dc->conn_of(wc[i].qp_num));
+    }
+    ++rx_batch;  // nothing matches it outside the batch
     work += n;
   }
   if (wait_head != nullptr) work += serve_memory_waiters();
