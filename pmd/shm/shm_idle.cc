@@ -15,9 +15,9 @@
 //
 // Punching our outbound slots is safe because nobody reads them any more:
 // every descriptor we published has been executed (the peer's consumer
-// index is past it: it reads a slot only between its index and our
-// producer index) and retired by us (a READ's grant, which the peer writes
-// into the slot, has been read). A peer that reads or writes them anyway
+// index is past it: it reads only the slot at its index, and a punched
+// page's seq word is 0, which no descriptor ever has) and retired by us (a
+// READ's grant, which the peer writes into the slot, has been read). A peer that reads or writes them anyway
 // finds zeros or writes into a page we never look at; a peer's slots,
 // which it may be filling right now, are never punched by us. Nothing of
 // the protocol changes: a peer that does not punch its own ring still works

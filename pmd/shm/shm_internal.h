@@ -329,17 +329,19 @@ class ShmQp final : public Qp {
     uint32_t byte_len;
     uint32_t ring_index;
     uint32_t cap_psn;    // kRdmaRead under pcap=: the request's PSN, for its response
-    uint32_t num_local;  // kRdmaRead: sink SGEs (read_sink)
+    uint32_t num_local;  // kRdmaRead: sink SGEs; inline Send: source SGEs (local_sge)
     WcOpcode opcode;
     WcStatus status;     // kSuccess, or the error found at post/issue time
     bool signaled;
     bool remote;         // occupies a ring descriptor
+    bool inline_msg;     // a Send whose message goes in its descriptor (kDescInline)
     bool issued;         // executed (local) or published (remote)
     union {
       // Remote ops: what goes into the ring, our private copy. A READ
-      // publishes no SGEs (its SGEs are our sink, nobody else's business):
-      // its sge[] holds the sink list instead (read_sink), and only the
-      // header is copied into the ring (issue()).
+      // publishes no SGEs (its SGEs are our sink, nobody else's business),
+      // nor does an inline Send (its message is copied into the slot): their
+      // sge[] holds the local list instead (local_sge), and only the header
+      // is copied into the ring (issue()).
       ShmDesc desc;
       RegFields reg;      // kRegMr
       uint32_t inv_rkey;  // kLocalInv
@@ -351,11 +353,12 @@ class ShmQp final : public Qp {
   };
 
   WcStatus build_send_entry(const SendWr& wr, SqEntry* e);
-  // A READ's k-th sink SGE, kept in its descriptor's unpublished sge[].
-  static void set_read_sink(SqEntry* e, uint32_t k, uint8_t* p, uint32_t len) {
+  // A READ's k-th sink SGE, or an inline Send's k-th source, kept in its
+  // descriptor's unpublished sge[].
+  static void set_local(SqEntry* e, uint32_t k, uint8_t* p, uint32_t len) {
     e->desc.sge[k] = ShmSge{0, len, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p))};
   }
-  static LocalSpan read_sink(const SqEntry& e, uint32_t k) {
+  static LocalSpan local_sge(const SqEntry& e, uint32_t k) {
     return {reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(e.desc.sge[k].offset)), e.desc.sge[k].length};
   }
   // The send queue array is full but the QP's depth allows more: double it.
@@ -365,7 +368,10 @@ class ShmQp final : public Qp {
   void complete_sends();
   void execute_inbound();
   enum class Exec { kDone, kWait, kFailed };
-  Exec execute_one(const ShmDesc& d, uint32_t index);
+  // d: the descriptor at ring index `index`, copied out of `slot`.
+  Exec execute_one(const ShmDesc& d, const ShmDesc* slot, uint32_t index);
+  Exec execute_send(const ShmDesc& d, const uint8_t* const* src, const uint32_t* len, uint32_t n, uint32_t index,
+                    bool from_peer_memory);
   bool copy_read_response(SqEntry& e);
   // reads_fenced (shm_layout.h): ours, set once our QP leaves RTS; the peer's, read.
   void fence_reads();
@@ -384,7 +390,8 @@ class ShmQp final : public Qp {
   // pcap= (rdmadev/roce_pcap.h): what we published, and what we executed.
   RocePcap::Flow& cap_flow();
   void capture_issued(SqEntry& e);
-  void capture_executed(const ShmDesc& d, const uint8_t* const* src, const MrEntry* read_mr);
+  void capture_executed(const ShmDesc& d, const uint8_t* const* src, const uint32_t* len, uint32_t n,
+                        const MrEntry* read_mr);
 
   ShmDevice* dev_;
   ShmPd* pd_;
@@ -416,7 +423,7 @@ class ShmQp final : public Qp {
   ShmRing* in_ = nullptr;
   ShmDesc* out_slots_ = nullptr;
   ShmDesc* in_slots_ = nullptr;
-  uint32_t slots_ = 0, slot_mask_ = 0;
+  uint32_t slots_ = 0, slot_mask_ = 0, slot_shift_ = 0;
 
   // Outbound ring, local copies.
   uint32_t out_prod_ = 0;   // next index we publish

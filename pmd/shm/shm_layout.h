@@ -17,18 +17,25 @@
 //   | slots of ring 1   |
 //   +-------------------+ area size
 //
-// A ring's producer index is written only by its producer; its consumer index
-// only by its consumer. The consumer index is also the acknowledgement: the
-// consumer advances it after it has *executed* the descriptor (data copied,
-// rkeys checked), so RC's in-order completion is just "every descriptor below
-// cons has completed". Bulk data never goes through the ring: descriptors name
-// (segment, offset, length) inside memfds each side passed to the other.
+// A slot is published by its producer writing the descriptor and then, last,
+// with a release store, the slot's sequence word (ShmDesc::seq): the consumer
+// polls the word of the slot at its consumer index, and nothing else, for
+// news. There is no producer index: one cache line moves per small message
+// (the descriptor, with the message inline in it) instead of three (an index,
+// then the descriptor it publishes, then the payload the descriptor names).
+// The consumer index is written only by the consumer, and it is also the
+// acknowledgement: the consumer advances it after it has *executed* the
+// descriptor (data copied, rkeys checked), so RC's in-order completion is just
+// "every descriptor below cons has completed". Messages up to kMaxInline bytes
+// travel inside their descriptor; bulk data never goes through the ring:
+// larger descriptors name (segment, offset, length) inside memfds each side
+// passed to the other.
 //
 // Each process writes only its own memory; it maps the peer's segments
 // read-only. SEND and RDMA_WRITE are executed by the receiver/owner copying out
-// of the initiator's memory; RDMA_READ by the owner granting a validated range
-// that the initiator copies. So a QP in error can never have its memory
-// written by a peer that has not noticed yet.
+// of the initiator's memory (or out of the descriptor, when inline); RDMA_READ
+// by the owner granting a validated range that the initiator copies. So a QP in
+// error can never have its memory written by a peer that has not noticed yet.
 #pragma once
 
 #include <atomic>
@@ -40,7 +47,8 @@ namespace tern::shm {
 inline constexpr uint32_t kAreaMagic = 0x5445524e;  // "TERN"
 // 2: the endpoint's wait word and the WAKE message (wait mode).
 // 3: the endpoint's reads_fenced word.
-inline constexpr uint16_t kLayoutVersion = 3;
+// 4: sequence-numbered slots (no producer index), messages inline in the slot.
+inline constexpr uint16_t kLayoutVersion = 4;
 inline constexpr size_t kCacheLine = 64;
 
 inline constexpr uint32_t kMaxSge = 13;        // SGEs per descriptor (fits a 256-byte slot)
@@ -83,11 +91,12 @@ struct alignas(kCacheLine) ShmEndpoint {
 };
 static_assert(sizeof(ShmEndpoint) == kCacheLine);
 
+// A ring's consumer index, alone in its cache line: the producer reads it to
+// retire its WRs, so no other word may make that line move.
 struct ShmRing {
-  alignas(kCacheLine) std::atomic<uint32_t> prod;  // free-running; producer-written
   alignas(kCacheLine) std::atomic<uint32_t> cons;  // free-running; consumer-written (= executed)
 };
-static_assert(sizeof(ShmRing) == 2 * kCacheLine);
+static_assert(sizeof(ShmRing) == kCacheLine);
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared atomics must be address-free");
 
 enum ShmOp : uint8_t {
@@ -104,6 +113,11 @@ enum ShmDescFlags : uint16_t {
   // passes it, wake the producer if it is armed. Executing the others
   // wakes nobody: an unsignaled Send's completion is nobody's business.
   kDescAckWanted = 1u << 0,
+  // kOpSend / kOpSendInv: the message is in the descriptor itself, `length`
+  // bytes at kInlineOffset (num_sge is 0). The producer never rewrites a
+  // slot before the consumer index has passed it, so what the consumer copies
+  // is what was published, whatever the producer does with its own memory.
+  kDescInline = 1u << 1,
 };
 
 // A (segment, offset, length) inside memory the *producer* exported.
@@ -115,23 +129,44 @@ struct ShmSge {
 static_assert(sizeof(ShmSge) == 16);
 
 struct ShmDesc {
-  uint32_t index;      // must equal the ring index it sits at (catches torn/stale slots)
+  // The publication word, stored last (release) by the producer and polled
+  // (acquire) by the consumer: slot_seq() of the ring index the descriptor
+  // sits at. Never 0, so a slot in a fresh (or punched, shm_idle.cc) page is
+  // never taken for a descriptor; a slot from an earlier lap has the seq of
+  // that lap. A value that is not the one expected is, to the consumer,
+  // simply "not published yet".
+  uint32_t seq;
   uint8_t op;          // ShmOp
   uint8_t num_sge;
   uint16_t flags;      // ShmDescFlags; a hint, never trusted
   uint32_t key;        // kOpWrite/kOpRead: the consumer's rkey; kOpSendInv: rkey to invalidate
-  uint32_t length;     // sum of sge lengths
+  uint32_t length;     // sum of sge lengths (or the inline message's length)
   uint64_t raddr;      // kOpWrite/kOpRead: address in the consumer's MR
+  // From here on, an inline descriptor (kDescInline) holds its message
+  // instead (kInlineOffset, up to kMaxInline bytes).
   // kOpRead response, written by the consumer before it advances `cons`: where in
   // the consumer's exported segment the granted bytes lie. The initiator copies
   // them itself, so that no process ever writes another's memory.
   uint32_t read_seg;
   uint32_t reserved1;
   uint64_t read_offset;
-  uint64_t reserved2;
   ShmSge sge[kMaxSge];
+  uint64_t reserved2;
 };
 static_assert(sizeof(ShmDesc) == 256, "one descriptor per four cache lines");
+static_assert(offsetof(ShmDesc, seq) == 0 && offsetof(ShmDesc, read_seg) == 24);
+
+// Where an inline message starts in its descriptor, and how long it may be:
+// a message of up to 40 bytes shares the cache line of the seq word, one of
+// up to 104 bytes (a 32-byte RPC call with its headers) takes two lines.
+inline constexpr size_t kInlineOffset = offsetof(ShmDesc, read_seg);
+inline constexpr uint32_t kMaxInline = static_cast<uint32_t>(sizeof(ShmDesc) - kInlineOffset);
+static_assert(kMaxInline == 232);
+
+// The seq word of the descriptor at ring index `index` of a ring of
+// 2^slot_shift slots: its lap, plus one (never 0, for any index).
+inline constexpr uint32_t slot_seq(uint32_t index, uint32_t slot_shift) { return (index >> slot_shift) + 1; }
+static_assert(slot_seq(0xffffffffu, 1) != 0 && slot_seq(0, 16) == 1 && slot_seq(65536, 16) == 2);
 
 struct ShmAreaHeader {
   uint32_t magic;

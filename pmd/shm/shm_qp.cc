@@ -28,6 +28,17 @@ uint32_t next_pow2(uint32_t v) {
 bool idx_before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
 
 constexpr size_t kDescHeader = offsetof(ShmDesc, sge);
+// What a producer copies into a slot before its seq word: the fields after it.
+constexpr size_t kSeqEnd = offsetof(ShmDesc, op);
+constexpr size_t kInlineHeader = kInlineOffset - kSeqEnd;  // op .. raddr
+static_assert(kSeqEnd == sizeof(uint32_t));
+
+// The publication word of a slot, shared with the peer.
+inline std::atomic_ref<uint32_t> seq_word(ShmDesc* slot) { return std::atomic_ref<uint32_t>(slot->seq); }
+inline std::atomic_ref<uint32_t> seq_word(const ShmDesc* slot) {
+  return std::atomic_ref<uint32_t>(const_cast<ShmDesc*>(slot)->seq);
+}
+static_assert(std::atomic_ref<uint32_t>::is_always_lock_free && std::atomic_ref<uint32_t>::required_alignment <= 4);
 constexpr uint32_t kExecBurst = 32;
 constexpr uint32_t kCaptureQpnBase = 0x100;
 
@@ -117,6 +128,7 @@ WcStatus ShmQp::build_send_entry(const SendWr& wr, SqEntry* e) {
   e->signaled = (wr.flags & kWrSignaled) != 0;
   e->issued = false;
   e->remote = false;
+  e->inline_msg = false;
   e->byte_len = 0;
   e->num_local = 0;
   bool fast = wr.opcode == WrOpcode::kRegMr || wr.opcode == WrOpcode::kLocalInv || wr.opcode == WrOpcode::kSendWithInv;
@@ -142,19 +154,23 @@ WcStatus ShmQp::build_send_entry(const SendWr& wr, SqEntry* e) {
   ShmDesc& d = e->desc;
   uint64_t total = 0;
   bool is_read = wr.opcode == WrOpcode::kRdmaRead;
+  uint8_t* local[kMaxSge];
   for (uint32_t i = 0; i < wr.num_sge; ++i) {
     const Sge& s = wr.sg_list[i];
     const MrEntry* m = pd_->lookup_local(s.lkey, s.addr, s.length, is_read ? static_cast<uint32_t>(kAccessLocalWrite) : 0u);
     if (m == nullptr) return WcStatus::kLocProtErr;
     uint8_t* p = m->host + (s.addr - m->iova);
-    if (is_read) {
-      set_read_sink(e, i, p, s.length);
-    } else {
-      d.sge[i] = ShmSge{m->seg, s.length, static_cast<uint64_t>(p - m->seg_base)};
-    }
+    local[i] = p;
+    if (!is_read) d.sge[i] = ShmSge{m->seg, s.length, static_cast<uint64_t>(p - m->seg_base)};
     total += s.length;
   }
   if (total > kMaxMessage) return WcStatus::kLocLenErr;
+  // A READ's SGEs are our sink, and a small Send travels in its descriptor:
+  // either way the SGEs stay local (set_local), and the peer needs none.
+  const bool send = wr.opcode == WrOpcode::kSend || wr.opcode == WrOpcode::kSendWithInv;
+  e->inline_msg = send && total <= kMaxInline;
+  if (is_read || e->inline_msg)
+    for (uint32_t i = 0; i < wr.num_sge; ++i) set_local(e, i, local[i], wr.sg_list[i].length);
   e->byte_len = static_cast<uint32_t>(total);
   d.length = static_cast<uint32_t>(total);
   d.raddr = wr.remote_addr;
@@ -166,9 +182,9 @@ WcStatus ShmQp::build_send_entry(const SendWr& wr, SqEntry* e) {
     case WrOpcode::kRdmaWrite: d.op = kOpWrite, d.key = wr.rkey; break;
     default: d.op = kOpRead, d.key = wr.rkey; break;
   }
-  // A READ's SGEs are our sink and stay local; the owner needs none of them.
-  d.num_sge = static_cast<uint8_t>(is_read ? 0 : wr.num_sge);
-  e->num_local = is_read ? wr.num_sge : 0;
+  d.num_sge = static_cast<uint8_t>(is_read || e->inline_msg ? 0 : wr.num_sge);
+  d.flags = e->inline_msg ? kDescInline : 0;
+  e->num_local = is_read || e->inline_msg ? wr.num_sge : 0;
   return WcStatus::kSuccess;
 }
 
@@ -309,19 +325,35 @@ void ShmQp::issue() {
         break;
       }
       e.ring_index = out_prod_;
-      e.desc.index = out_prod_;
       // A host asleep on this WR's completion, or on room in a filling ring
       // (the newest descriptor is always flagged when the ring is full),
       // needs the consumer to wake it; see ShmDescFlags.
-      e.desc.flags = e.signaled || out_prod_ + 1 - out_done_ >= slots_ / 2 ? kDescAckWanted : 0;
+      e.desc.flags = static_cast<uint16_t>((e.desc.flags & kDescInline) |
+                                           (e.signaled || out_prod_ + 1 - out_done_ >= slots_ / 2 ? kDescAckWanted : 0));
       ShmDesc* slot = &out_slots_[out_prod_ & slot_mask_];
-      std::memcpy(slot, &e.desc, kDescHeader + e.desc.num_sge * sizeof(ShmSge));
+      uint8_t* body = reinterpret_cast<uint8_t*>(slot) + kSeqEnd;
+      const uint8_t* mine = reinterpret_cast<const uint8_t*>(&e.desc) + kSeqEnd;
+      if (e.inline_msg) {
+        // The message goes in the slot now: this copy is the one the peer
+        // reads (one cache line for up to 40 bytes), and our buffer is ours
+        // again as far as the peer is concerned.
+        std::memcpy(body, mine, kInlineHeader);
+        uint8_t* dst = reinterpret_cast<uint8_t*>(slot) + kInlineOffset;
+        for (uint32_t k = 0; k < e.num_local; ++k) {
+          const LocalSpan src = local_sge(e, k);
+          std::memcpy(dst, src.p, src.len);
+          dst += src.len;
+        }
+      } else {
+        std::memcpy(body, mine, kDescHeader - kSeqEnd + e.desc.num_sge * sizeof(ShmSge));
+      }
       if (TERN_UNLIKELY(corrupt_next_)) {
         corrupt_next_ = false;
         slot->op = 0xee;
         slot->num_sge = 0xff;
-        slot->index = out_prod_ + 12345;
       }
+      // Published: everything above before the seq word (release).
+      seq_word(slot).store(slot_seq(out_prod_, slot_shift_), std::memory_order_release);
       ++out_prod_;
       published = true;
       if (TERN_UNLIKELY(pcap_ != nullptr)) capture_issued(e);
@@ -336,8 +368,8 @@ void ShmQp::issue() {
     ++sq_next_;
   }
   if (published) {
-    // The doorbell: one release store publishes the whole chain.
-    out_->prod.store(out_prod_, std::memory_order_release);
+    // Each slot's seq word published it; a doorbell is a pass that
+    // published (what a NIC's would be), and a WAKE may be due.
     st_.doorbells.add();
     ring_due_ = true;
   }
@@ -369,7 +401,7 @@ bool ShmQp::copy_read_response(SqEntry& e) {
   if (ps == nullptr) return false;
   const uint8_t* src = ps->base + off;
   for (uint32_t k = 0; k < e.num_local; ++k) {
-    const LocalSpan sink = read_sink(e, k);
+    const LocalSpan sink = local_sge(e, k);
     std::memcpy(sink.p, src, sink.len);
     src += sink.len;
   }
@@ -377,7 +409,7 @@ bool ShmQp::copy_read_response(SqEntry& e) {
   if (peer_reads_fenced()) return false;
   if (TERN_UNLIKELY(pcap_ != nullptr)) {
     RocePcap::Piece pieces[kMaxSge];
-    for (uint32_t k = 0; k < e.num_local; ++k) pieces[k] = {read_sink(e, k).p, read_sink(e, k).len};
+    for (uint32_t k = 0; k < e.num_local; ++k) pieces[k] = {local_sge(e, k).p, local_sge(e, k).len};
     pcap_->read_response(cap_flow(), RocePcap::Dir::kOut, e.cap_psn, {pieces, e.num_local});
   }
   return true;
@@ -469,14 +501,119 @@ void ShmQp::reject_inbound(uint32_t index, WcStatus status, const char* why) {
   protocol_error(make_error(Errc::kRemoteError, "refused its request %u: %s", index, why));
 }
 
-ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
-  if (d.index != index || d.op == 0 || d.op > kOpMax || d.num_sge > kMaxSge || d.length > kMaxMessage) {
+// A SEND or SEND_WITH_INV of the peer's: the message, in n pieces (its
+// SGEs in the peer's segments, or the one inline piece in its slot), lands
+// in our next receive.
+ShmQp::Exec ShmQp::execute_send(const ShmDesc& d, const uint8_t* const* src, const uint32_t* len, uint32_t n,
+                                uint32_t index, bool from_peer_memory) {
+  ShmRecvQueue& rq = *recv_;
+  if (rq.empty()) {
+    st_.rnr_waits.add();  // receiver not ready: RC with infinite RNR retry waits
+    if (srq_ != nullptr) srq_->note_starved();
+    return Exec::kWait;
+  }
+  if (rcq_->full()) {
+    st_.cq_full.add();
+    return Exec::kWait;
+  }
+  ShmRecvQueue::Entry& r = rq.front();
+  if (TERN_UNLIKELY(r.status != WcStatus::kSuccess || d.length > r.capacity)) {
+    if (r.status != WcStatus::kSuccess) {
+      // Our own bad receive (an lkey refused at post time): the QP whose
+      // message reaches it fails, as on verbs, SRQ or not.
+      rcq_->push(Wc{r.wr_id, 0, 0, qpn_, r.status, WcOpcode::kRecv, 0, 0});
+      rq.pop();
+      if (srq_ != nullptr) srq_->st().consumed.add();
+      reject_inbound(index, WcStatus::kRemOpErr, "receive buffer has a bad lkey");
+      return Exec::kFailed;
+    }
+    // The peer's message is too large. With our own queue the receive
+    // completes in error, as verbs does. A receive of an SRQ is left
+    // where it is, unwritten, for the next message on any of its QPs
+    // (rdmadev.h allows either): a peer that breaks the rules on its own
+    // connection must not use up a receive that another peer's message
+    // would have landed in. (The same below for a bad SEND_WITH_INV.)
+    if (srq_ == nullptr) {
+      rcq_->push(Wc{r.wr_id, 0, 0, qpn_, WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0});
+      rq.pop();
+    } else {
+      srq_->st().returned.add();
+    }
+    reject_inbound(index, WcStatus::kRemInvReqErr, "message larger than the receive buffer");
+    return Exec::kFailed;
+  }
+  uint8_t flags = 0;
+  uint32_t inv = 0;
+  if (d.op == kOpSendInv) {
+    MrEntry* m = pd_->entry(rkey_index(d.key));
+    if (m == nullptr || !m->in_use || !m->fast || !m->valid || m->key != rkey_key(d.key) ||
+        (dev_->config().qp_bound && dev_->config().inv_qp_check && m->qpn != qpn_)) {
+      if (srq_ == nullptr) {
+        rcq_->push(Wc{r.wr_id, 0, 0, qpn_, WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0});
+        rq.pop();
+      } else {
+        srq_->st().returned.add();
+      }
+      st_.protection_errors.add();
+      reject_inbound(index, WcStatus::kRemInvReqErr, "SEND_WITH_INV names no valid fast MR");
+      return Exec::kFailed;
+    }
+    // Invalidated before the receive completes: the receiver may reuse the
+    // memory as soon as it sees the completion.
+    m->valid = false;
+    flags = kWcWithInv;
+    inv = d.key;
+    st_.remote_inv.add();
+  }
+  // Scatter the peer's gather list into our receive buffer.
+  uint32_t sk = 0;
+  uint64_t soff = 0;
+  for (uint32_t k = 0; k < n; ++k) {
+    const uint8_t* p = src[k];
+    uint64_t left = len[k];
+    while (left > 0) {
+      while (soff == r.sge[sk].len) ++sk, soff = 0;
+      uint64_t n = std::min<uint64_t>(left, r.sge[sk].len - soff);
+      std::memcpy(r.sge[sk].p + soff, p, n);
+      p += n, left -= n, soff += n;
+    }
+  }
+  // The peer's QP left RTS while we copied: it may have flushed this
+  // Send and reused its buffer, so the copy may hold newer bytes. The
+  // receive stays posted, uncompleted (reads_fenced, shm_layout.h). An
+  // inline message was copied out of its slot, which the peer does not
+  // reuse before our consumer index passes it: nothing to check.
+  if (from_peer_memory) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (peer_reads_fenced()) return Exec::kWait;
+  }
+  rcq_->push(Wc{r.wr_id, d.length, inv, qpn_, WcStatus::kSuccess, WcOpcode::kRecv, flags, 0});
+  rq.pop();
+  if (srq_ != nullptr) srq_->st().consumed.add();
+  if (TERN_UNLIKELY(pcap_ != nullptr)) capture_executed(d, src, len, n, nullptr);
+  return Exec::kDone;
+}
+
+ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, const ShmDesc* slot, uint32_t index) {
+  const bool inline_msg = (d.flags & kDescInline) != 0;
+  if (d.op == 0 || d.op > kOpMax || d.num_sge > kMaxSge || d.length > kMaxMessage ||
+      (inline_msg && (d.num_sge != 0 || d.length > kMaxInline || (d.op != kOpSend && d.op != kOpSendInv)))) {
     st_.corrupt_descs.add();
     reject_inbound(index, WcStatus::kRemInvReqErr, "malformed descriptor");
     return Exec::kFailed;
   }
+  if (inline_msg) {
+    const uint8_t* msg = reinterpret_cast<const uint8_t*>(slot) + kInlineOffset;
+    Exec r = execute_send(d, &msg, &d.length, 1, index, false);
+    if (r == Exec::kDone) {
+      st_.descs_in.add();
+      st_.bytes_in.add(d.length);
+    }
+    return r;
+  }
   uint64_t sum = 0;
   const uint8_t* src[kMaxSge];
+  uint32_t lens[kMaxSge];
   // Looking up a segment not mapped yet reads the queued control messages
   // (drain_ctl), but a mapping, once made, stays until the QP is destroyed
   // (a second "segment" message for its index is a protocol error), so the
@@ -490,6 +627,7 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
       return Exec::kFailed;
     }
     src[k] = ps->base + s.offset;
+    lens[k] = s.length;
     sum += s.length;
   }
   if ((d.op != kOpRead && sum != d.length) || (d.op == kOpRead && d.num_sge != 0)) {
@@ -501,87 +639,8 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
   switch (d.op) {
     case kOpSend:
     case kOpSendInv: {
-      ShmRecvQueue& rq = *recv_;
-      if (rq.empty()) {
-        st_.rnr_waits.add();  // receiver not ready: RC with infinite RNR retry waits
-        if (srq_ != nullptr) srq_->note_starved();
-        return Exec::kWait;
-      }
-      if (rcq_->full()) {
-        st_.cq_full.add();
-        return Exec::kWait;
-      }
-      ShmRecvQueue::Entry& r = rq.front();
-      if (TERN_UNLIKELY(r.status != WcStatus::kSuccess || d.length > r.capacity)) {
-        if (r.status != WcStatus::kSuccess) {
-          // Our own bad receive (an lkey refused at post time): the QP whose
-          // message reaches it fails, as on verbs, SRQ or not.
-          rcq_->push(Wc{r.wr_id, 0, 0, qpn_, r.status, WcOpcode::kRecv, 0, 0});
-          rq.pop();
-          if (srq_ != nullptr) srq_->st().consumed.add();
-          reject_inbound(index, WcStatus::kRemOpErr, "receive buffer has a bad lkey");
-          return Exec::kFailed;
-        }
-        // The peer's message is too large. With our own queue the receive
-        // completes in error, as verbs does. A receive of an SRQ is left
-        // where it is, unwritten, for the next message on any of its QPs
-        // (rdmadev.h allows either): a peer that breaks the rules on its own
-        // connection must not use up a receive that another peer's message
-        // would have landed in. (The same below for a bad SEND_WITH_INV.)
-        if (srq_ == nullptr) {
-          rcq_->push(Wc{r.wr_id, 0, 0, qpn_, WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0});
-          rq.pop();
-        } else {
-          srq_->st().returned.add();
-        }
-        reject_inbound(index, WcStatus::kRemInvReqErr, "message larger than the receive buffer");
-        return Exec::kFailed;
-      }
-      uint8_t flags = 0;
-      uint32_t inv = 0;
-      if (d.op == kOpSendInv) {
-        MrEntry* m = pd_->entry(rkey_index(d.key));
-        if (m == nullptr || !m->in_use || !m->fast || !m->valid || m->key != rkey_key(d.key) ||
-            (dev_->config().qp_bound && dev_->config().inv_qp_check && m->qpn != qpn_)) {
-          if (srq_ == nullptr) {
-            rcq_->push(Wc{r.wr_id, 0, 0, qpn_, WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0});
-            rq.pop();
-          } else {
-            srq_->st().returned.add();
-          }
-          st_.protection_errors.add();
-          reject_inbound(index, WcStatus::kRemInvReqErr, "SEND_WITH_INV names no valid fast MR");
-          return Exec::kFailed;
-        }
-        // Invalidated before the receive completes: the receiver may reuse the
-        // memory as soon as it sees the completion.
-        m->valid = false;
-        flags = kWcWithInv;
-        inv = d.key;
-        st_.remote_inv.add();
-      }
-      // Scatter the peer's gather list into our receive buffer.
-      uint32_t sk = 0;
-      uint64_t soff = 0;
-      for (uint32_t k = 0; k < d.num_sge; ++k) {
-        const uint8_t* p = src[k];
-        uint64_t left = d.sge[k].length;
-        while (left > 0) {
-          while (soff == r.sge[sk].len) ++sk, soff = 0;
-          uint64_t n = std::min<uint64_t>(left, r.sge[sk].len - soff);
-          std::memcpy(r.sge[sk].p + soff, p, n);
-          p += n, left -= n, soff += n;
-        }
-      }
-      // The peer's QP left RTS while we copied: it may have flushed this
-      // Send and reused its buffer, so the copy may hold newer bytes. The
-      // receive stays posted, uncompleted (reads_fenced, shm_layout.h).
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (peer_reads_fenced()) return Exec::kWait;
-      rcq_->push(Wc{r.wr_id, d.length, inv, qpn_, WcStatus::kSuccess, WcOpcode::kRecv, flags, 0});
-      rq.pop();
-      if (srq_ != nullptr) srq_->st().consumed.add();
-      if (TERN_UNLIKELY(pcap_ != nullptr)) capture_executed(d, src, nullptr);
+      Exec r = execute_send(d, src, lens, d.num_sge, index, true);
+      if (r != Exec::kDone) return r;
       break;
     }
     case kOpWrite: {
@@ -602,7 +661,7 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
       // answered on this connection any more).
       std::atomic_thread_fence(std::memory_order_seq_cst);
       if (peer_reads_fenced()) return Exec::kWait;
-      if (TERN_UNLIKELY(pcap_ != nullptr)) capture_executed(d, src, nullptr);
+      if (TERN_UNLIKELY(pcap_ != nullptr)) capture_executed(d, src, lens, d.num_sge, nullptr);
       break;
     }
     case kOpRead: {
@@ -621,7 +680,7 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
       ShmDesc& slot = in_slots_[index & slot_mask_];
       slot.read_seg = m->seg;
       slot.read_offset = static_cast<uint64_t>(m->host + (d.raddr - m->iova) - m->seg_base);
-      if (TERN_UNLIKELY(pcap_ != nullptr)) capture_executed(d, src, m);
+      if (TERN_UNLIKELY(pcap_ != nullptr)) capture_executed(d, src, lens, d.num_sge, m);
       break;
     }
   }
@@ -631,30 +690,24 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, uint32_t index) {
 }
 
 void ShmQp::execute_inbound() {
-  uint32_t prod = in_->prod.load(std::memory_order_acquire);
-  uint32_t avail = prod - in_cons_;
-  if (avail > slots_) {
-    st_.corrupt_descs.add();
-    reject_inbound(in_cons_, WcStatus::kRemInvReqErr, "producer index out of range");
-    return;
-  }
-  uint32_t start = in_cons_;
+  const uint32_t start = in_cons_;
   bool ack_wanted = false;
-  // More than a burst waiting: a host about to sleep must poll again first,
-  // for the peer will not ring for descriptors it published already.
-  if (avail > kExecBurst && dev_->armed()) dev_->self_wake();
-  for (uint32_t budget = std::min(avail, kExecBurst); budget > 0; --budget) {
-    // Copy the descriptor out of shared memory before checking it, so the
-    // peer cannot change it between the check and the use.
+  uint32_t budget = kExecBurst;
+  for (; budget > 0; --budget) {
     // Once the peer's QP has left RTS it flushes what we have not
     // executed and may reuse the memory those descriptors name: execute
     // none of them (reads_fenced, shm_layout.h).
     if (peer_reads_fenced()) break;
-    ShmDesc d;
     const ShmDesc* slot = &in_slots_[in_cons_ & slot_mask_];
+    // Not published yet (or never will be: a peer that writes another
+    // value only stalls its own connection).
+    if (seq_word(slot).load(std::memory_order_acquire) != slot_seq(in_cons_, slot_shift_)) break;
+    // Copy the descriptor out of shared memory before checking it, so the
+    // peer cannot change it between the check and the use.
+    ShmDesc d;
     std::memcpy(&d, slot, kDescHeader);
-    if (d.num_sge <= kMaxSge) std::memcpy(d.sge, slot->sge, d.num_sge * sizeof(ShmSge));
-    Exec r = execute_one(d, in_cons_);
+    if (d.num_sge <= kMaxSge && (d.flags & kDescInline) == 0) std::memcpy(d.sge, slot->sge, d.num_sge * sizeof(ShmSge));
+    Exec r = execute_one(d, slot, in_cons_);
     if (r != Exec::kDone) {
       if (r == Exec::kFailed) return;
       break;
@@ -662,6 +715,12 @@ void ShmQp::execute_inbound() {
     ack_wanted |= (d.flags & kDescAckWanted) != 0;
     ++in_cons_;
   }
+  // A full burst executed and more waiting: a host about to sleep must poll
+  // again first, for the peer will not ring for descriptors it published
+  // already.
+  if (budget == 0 && dev_->armed() &&
+      seq_word(&in_slots_[in_cons_ & slot_mask_]).load(std::memory_order_acquire) == slot_seq(in_cons_, slot_shift_))
+    dev_->self_wake();
   if (in_cons_ != start) {
     in_->cons.store(in_cons_, std::memory_order_release);
     if (ack_wanted) ring_due_ = true;
@@ -683,11 +742,17 @@ RocePcap::Flow& ShmQp::cap_flow() {
 void ShmQp::capture_issued(SqEntry& e) {
   const ShmDesc& d = e.desc;
   RocePcap::Piece pieces[kMaxSge];
-  for (uint32_t k = 0; k < d.num_sge; ++k) {
-    const mem::Segment& seg = pd_->segment(d.sge[k].seg);
-    pieces[k] = {static_cast<const uint8_t*>(seg.base) + d.sge[k].offset, d.sge[k].length};
+  uint32_t n = d.num_sge;
+  if (e.inline_msg) {
+    n = e.num_local;
+    for (uint32_t k = 0; k < n; ++k) pieces[k] = {local_sge(e, k).p, local_sge(e, k).len};
+  } else {
+    for (uint32_t k = 0; k < n; ++k) {
+      const mem::Segment& seg = pd_->segment(d.sge[k].seg);
+      pieces[k] = {static_cast<const uint8_t*>(seg.base) + d.sge[k].offset, d.sge[k].length};
+    }
   }
-  std::span<const RocePcap::Piece> payload(pieces, d.num_sge);
+  std::span<const RocePcap::Piece> payload(pieces, n);
   switch (d.op) {
     case kOpSend: pcap_->send(cap_flow(), RocePcap::Dir::kOut, payload); break;
     case kOpSendInv: pcap_->send(cap_flow(), RocePcap::Dir::kOut, payload, &d.key); break;
@@ -696,10 +761,11 @@ void ShmQp::capture_issued(SqEntry& e) {
   }
 }
 
-void ShmQp::capture_executed(const ShmDesc& d, const uint8_t* const* src, const MrEntry* read_mr) {
+void ShmQp::capture_executed(const ShmDesc& d, const uint8_t* const* src, const uint32_t* len, uint32_t n,
+                             const MrEntry* read_mr) {
   RocePcap::Piece pieces[kMaxSge];
-  for (uint32_t k = 0; k < d.num_sge; ++k) pieces[k] = {src[k], d.sge[k].length};
-  std::span<const RocePcap::Piece> payload(pieces, d.num_sge);
+  for (uint32_t k = 0; k < n; ++k) pieces[k] = {src[k], len[k]};
+  std::span<const RocePcap::Piece> payload(pieces, n);
   switch (d.op) {
     case kOpSend: pcap_->send(cap_flow(), RocePcap::Dir::kIn, payload); break;
     case kOpSendInv: pcap_->send(cap_flow(), RocePcap::Dir::kIn, payload, &d.key); break;
@@ -924,13 +990,11 @@ Status ShmQp::attach_area(int area_fd, bool is_client, uint32_t ring_slots, size
     for (int i = 0; i < 2; ++i) {
       new (&eps[i].state) std::atomic<uint32_t>(0);
       new (&eps[i].wait_word) std::atomic<uint32_t>(0);
-      new (&rings[i].prod) std::atomic<uint32_t>(0);
       new (&rings[i].cons) std::atomic<uint32_t>(0);
     }
   } else if (hdr->magic != kAreaMagic || hdr->version != kLayoutVersion || hdr->ring_slots != ring_slots ||
              hdr->slot_size != sizeof(ShmDesc) || hdr->area_size != area_len ||
-             rings[0].prod.load() != 0 || rings[0].cons.load() != 0 || rings[1].prod.load() != 0 ||
-             rings[1].cons.load() != 0) {
+             rings[0].cons.load() != 0 || rings[1].cons.load() != 0) {
     return make_error(Errc::kRemoteError, "shm: the client's connection area has a bad header");
   }
   int me = is_client ? 0 : 1;
@@ -943,6 +1007,7 @@ Status ShmQp::attach_area(int area_fd, bool is_client, uint32_t ring_slots, size
   in_slots_ = slots + static_cast<size_t>(1 - me) * ring_slots;
   slots_ = ring_slots;
   slot_mask_ = ring_slots - 1;
+  slot_shift_ = static_cast<uint32_t>(__builtin_ctz(ring_slots));
   my_ep_->state.store(kEpActive, std::memory_order_release);
   return Status::ok();
 }

@@ -2,8 +2,8 @@
 // plays the client of a fresh connection by hand (its own connection-area
 // memfd, laid out per pmd/shm/shm_layout.h, sent with its own hello), the
 // server accepts with the real driver, and then the input writes what a peer
-// can write in shared memory (descriptors, the producer index of the peer's
-// ring, the consumer index and READ grants of the server's ring, the peer's
+// can write in shared memory (descriptors and the seq words that publish
+// them, the consumer index and READ grants of the server's ring, the peer's
 // endpoint state words) and what it can send on the socket (segments with
 // memfds, raw control messages), while the server posts work and is driven
 // through its CQs. Nothing may crash, completions must be sane, and no fd
@@ -27,6 +27,8 @@ using namespace tern::shm;
 using fuzz::Input;
 
 constexpr uint32_t kSlots = 16;                       // smallest ring the driver accepts
+constexpr uint32_t kSlotShift = 4;
+static_assert(kSlots == 1u << kSlotShift);
 constexpr size_t kRecvSize = 512;                     // per receive SGE
 constexpr size_t kRecvOffset = 0;                     // receives live in arena[0, 64 KiB)
 constexpr size_t kSendOffset = 64 << 10;              // the server's send sources
@@ -36,7 +38,7 @@ constexpr uint32_t kMaxSegBytes = 64 << 10;           // memfds the harness pass
 
 enum Op : uint8_t {
   kDesc,        // write one descriptor at the next slot of the client's ring
-  kPublish,     // store the client's producer index
+  kPublish,     // store seq words: publish the descriptors written, or any value in any slot
   kAck,         // consume the server's descriptors: cons and READ grants
   kState,       // the client's endpoint words
   kSegment,     // a segment message with a memfd
@@ -59,6 +61,7 @@ struct Conn {
   std::unique_ptr<Qp> qp;
   std::unique_ptr<FastMr> fmr;
   uint32_t prod = 0;       // the client's next descriptor index
+  uint32_t published = 0;  // below: seq words stored (kPublish)
   uint32_t recv_id = 0;
 
   ShmEndpoint* ep(int i) { return reinterpret_cast<ShmEndpoint*>(area + kEndpointOffset) + i; }
@@ -205,24 +208,32 @@ void write_desc(Conn& c, Input& in) {
     s.offset = raw_sge ? in.u64() : in.u16();
     sum += s.length;
   }
-  // Honest fields unless the input says otherwise: the index a slot must
-  // carry, and the length its SGEs add up to (READ: the length asked for).
-  d.index = c.prod;
+  // Honest fields unless the input says otherwise: the length its SGEs add
+  // up to (READ: the length asked for); an inline flag, with the message
+  // (whatever the slot holds) as long as the input says.
   d.length = static_cast<uint32_t>(sum);
   if (d.op == kOpRead) d.length = in.u16();
   if (f & 0x80) {
-    d.index += in.u8() - 128;
+    d.flags = in.u16();
     d.length = in.u32();
   }
-  std::memcpy(&c.slots(0)[c.prod % kSlots], &d, sizeof d);
+  // The seq word stays as the slot had it: kPublish stores it.
+  ShmDesc& slot = c.slots(0)[c.prod % kSlots];
+  d.seq = slot.seq;
+  std::memcpy(&slot, &d, sizeof d);
   ++c.prod;
 }
 
 void ack(Conn& c, Input& in) {
   uint8_t f = in.u8();
   ShmRing* r = c.ring(1);
-  uint32_t sprod = r->prod.load(std::memory_order_acquire);
   uint32_t cons = r->cons.load(std::memory_order_relaxed);
+  // What the server published: the slots from cons on whose seq words say so.
+  uint32_t sprod = cons;
+  while (sprod - cons < kSlots &&
+         std::atomic_ref<uint32_t>(c.slots(1)[sprod % kSlots].seq).load(std::memory_order_acquire) ==
+             slot_seq(sprod, kSlotShift))
+    ++sprod;
   uint32_t to;
   if (f & 0x80) {
     to = in.u32();  // anything at all
@@ -344,7 +355,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     switch (in.u8() % kNumOps) {
       case kDesc: write_desc(c, in); break;
       case kPublish:
-        c.ring(0)->prod.store((in.u8() & 1) ? in.u32() : c.prod, std::memory_order_release);
+        if (in.u8() & 1) {
+          // Any value in any slot: stale, future, or the right one early.
+          uint32_t i = in.u8();
+          std::atomic_ref<uint32_t>(c.slots(0)[i % kSlots].seq).store(in.u32(), std::memory_order_release);
+        } else {
+          for (; c.published != c.prod; ++c.published)
+            std::atomic_ref<uint32_t>(c.slots(0)[c.published % kSlots].seq)
+                .store(slot_seq(c.published, kSlotShift), std::memory_order_release);
+        }
         break;
       case kAck: ack(c, in); break;
       case kState: state(c, in); break;

@@ -361,6 +361,24 @@ void shm_seeds() {
     save("shm_desc", "send", r.b);
   }
   {
+    // Messages inline in their descriptors (kDescInline): one that fits,
+    // one longer than a slot holds, and a WRITE that claims to be inline.
+    Rec r = desc_start(4);
+    auto inline_rec = [&](uint8_t op, uint32_t len) {
+      r.u8(kDesc).u8(0x80).u8(op).u8(0).u16(0).u16(kDescInline).u32(len);
+    };
+    inline_rec(kOpSend, 40);
+    inline_rec(kOpSend, kMaxInline);
+    publish_poll(r);
+    inline_rec(kOpSend, kMaxInline + 1);
+    publish_poll(r);
+    save("shm_desc", "send-inline", r.b);
+    Rec w = desc_start(1);
+    w.u8(kDesc).u8(0x80).u8(kOpWrite).u8(0).u16(0x100).u16(kDescInline).u32(64);
+    publish_poll(w);
+    save("shm_desc", "write-inline", w.b);
+  }
+  {
     Rec r = desc_start(1);
     seg_rec(r, 1, 8192);
     desc_rec(r, kOpWrite, 0, 0, 0x100, {{1, 4000, 0}, {1, 96, 4000}});

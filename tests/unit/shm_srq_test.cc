@@ -25,6 +25,8 @@ namespace {
 using namespace tern::rdma;
 
 constexpr uint32_t kSlots = 16;            // the hostile client's rings
+constexpr uint32_t kSlotShift = 4;
+static_assert(kSlots == 1u << kSlotShift);
 constexpr uint32_t kRecvs = 4;
 constexpr size_t kRecvLen = 256;
 constexpr size_t kSegLen = 64 << 10;       // the hostile client's exported memory
@@ -87,11 +89,16 @@ struct Hostile {
     if (sock >= 0) close(sock);
   }
   ShmDesc* slots() { return reinterpret_cast<ShmDesc*>(area + kSlotsOffset); }
-  ShmRing* ring() { return reinterpret_cast<ShmRing*>(area + kRingOffset); }
-  void publish(const ShmDesc& d) {
-    std::memcpy(&slots()[prod % kSlots], &d, sizeof d);
-    ring()->prod.store(++prod, std::memory_order_release);
+  // Writes d into the next slot and publishes it with the seq word given
+  // (by default the one its ring index calls for).
+  void publish(const ShmDesc& d, uint32_t seq) {
+    ShmDesc* slot = &slots()[prod % kSlots];
+    std::memcpy(reinterpret_cast<uint8_t*>(slot) + sizeof(uint32_t), reinterpret_cast<const uint8_t*>(&d) + sizeof(uint32_t),
+                sizeof d - sizeof(uint32_t));
+    std::atomic_ref<uint32_t>(slot->seq).store(seq, std::memory_order_release);
+    ++prod;
   }
+  void publish(const ShmDesc& d) { publish(d, slot_seq(prod, kSlotShift)); }
 };
 
 class ShmSrqPeerTest : public ::testing::Test {
@@ -200,10 +207,9 @@ class ShmSrqPeerTest : public ::testing::Test {
     close(seg);
     return h;
   }
-  static ShmDesc send_desc(uint32_t index, uint32_t len) {
+  static ShmDesc send_desc(uint32_t len) {
     ShmDesc d;
     std::memset(&d, 0, sizeof d);
-    d.index = index;
     d.op = kOpSend;
     d.num_sge = 1;
     d.length = len;
@@ -229,7 +235,10 @@ TEST_F(ShmSrqPeerTest, NoPeerCanUseUpOrWriteAnotherPeersSrqReceives) {
       {"a SEND larger than the receive", [](ShmDesc& d) { d.length = 1024, d.sge[0].length = 1024; }, true},
       {"a SEND_WITH_INV of an rkey that names no fast MR", [](ShmDesc& d) { d.op = kOpSendInv, d.key = 0x12345; },
        true},
-      {"a stale index", [](ShmDesc& d) { d.index += 5; }, false},
+      {"an inline message longer than a slot holds",
+       [](ShmDesc& d) { d.flags = kDescInline, d.num_sge = 0, d.length = kMaxInline + 1; }, false},
+      {"an inline message that also names SGEs", [](ShmDesc& d) { d.flags = kDescInline; }, false},
+      {"an inline RDMA WRITE", [](ShmDesc& d) { d.op = kOpWrite, d.flags = kDescInline, d.num_sge = 0; }, false},
       {"an unknown op", [](ShmDesc& d) { d.op = 9; }, false},
       {"too many SGEs", [](ShmDesc& d) { d.num_sge = kMaxSge + 1; }, false},
       {"an SGE in a segment it never exported", [](ShmDesc& d) { d.sge[0].seg = 7; }, false},
@@ -248,7 +257,7 @@ TEST_F(ShmSrqPeerTest, NoPeerCanUseUpOrWriteAnotherPeersSrqReceives) {
     Qp* bad = nullptr;
     auto h = connect_hostile(&bad);
     ASSERT_NE(bad, nullptr);
-    ShmDesc d = send_desc(h->prod, 64);
+    ShmDesc d = send_desc(64);
     c.make(d);
     h->publish(d);
     ASSERT_TRUE(wait_for([&] { return bad->state() == QpState::kError; }, "the hostile connection to fail"));
@@ -295,6 +304,52 @@ TEST_F(ShmSrqPeerTest, NoPeerCanUseUpOrWriteAnotherPeersSrqReceives) {
   }
   EXPECT_EQ(counter(server_.srq->stats(), "consumed"), kRecvs);
   EXPECT_EQ(counter(server_.srq->stats(), "posted"), kRecvs);
+}
+
+// Layout v4: a slot is published by its seq word alone. A slot whose word is
+// not the one its ring index calls for -- never written, a stale lap, a lap
+// ahead, any other value -- is not executed, and costs nobody anything; once
+// the peer stores the right word, it is. Inline messages land byte for byte.
+TEST_F(ShmSrqPeerTest, ASlotIsExecutedOnlyOnceItsSeqWordPublishesIt) {
+  Qp* bad = nullptr;
+  auto h = connect_hostile(&bad);
+  ASSERT_NE(bad, nullptr);
+  ShmDesc d = send_desc(64);
+  for (uint32_t seq : {0u, slot_seq(kSlots, kSlotShift), slot_seq(0, kSlotShift) + 5, 0xffffffffu}) {
+    SCOPED_TRACE(seq);
+    h->prod = 0;
+    h->publish(d, seq);
+    for (int i = 0; i < 2000; ++i) poll_all();
+    EXPECT_EQ(bad->state(), QpState::kRts);
+    EXPECT_TRUE(server_recv_.empty());
+    EXPECT_EQ(server_.srq->posted(), kRecvs);
+  }
+  // The right word: executed, from the peer's segment (0xAB).
+  h->prod = 0;
+  h->publish(d);
+  ASSERT_TRUE(wait_for([&] { return server_recv_.size() == 1; }, "the published message"));
+  EXPECT_EQ(server_recv_[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(server_recv_[0].qp_num, bad->qp_num());
+  EXPECT_EQ(server_recv_[0].byte_len, 64u);
+  EXPECT_EQ(server_.base()[0], 0xAB);
+  EXPECT_EQ(server_.base()[63], 0xAB);
+  EXPECT_EQ(server_.base()[64], kUntouched);
+
+  // An inline message: its bytes come from the slot, not from any segment.
+  ShmDesc in = send_desc(0);
+  in.num_sge = 0;
+  in.flags = kDescInline;
+  in.length = kMaxInline;
+  uint8_t* msg = reinterpret_cast<uint8_t*>(&in) + kInlineOffset;
+  for (uint32_t k = 0; k < kMaxInline; ++k) msg[k] = static_cast<uint8_t>(k * 7 + 1);
+  h->publish(in);
+  ASSERT_TRUE(wait_for([&] { return server_recv_.size() == 2; }, "the inline message"));
+  EXPECT_EQ(server_recv_[1].status, WcStatus::kSuccess);
+  EXPECT_EQ(server_recv_[1].byte_len, kMaxInline);
+  for (uint32_t k = 0; k < kMaxInline; ++k)
+    ASSERT_EQ(server_.base()[kRecvLen + k], static_cast<uint8_t>(k * 7 + 1)) << "byte " << k;
+  EXPECT_EQ(server_.base()[kRecvLen + kMaxInline], kUntouched);
+  EXPECT_EQ(bad->state(), QpState::kRts);
 }
 
 }  // namespace
