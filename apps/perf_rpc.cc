@@ -529,6 +529,9 @@ struct StepResult {
   uint64_t measured = 0;
   double seconds = 0;
   uint64_t echo_checks = 0, stamp_checks = 0, full_checks = 0;
+  // The warm-up before the measurement: calls and seconds (--warmup).
+  uint64_t warm_calls = 0;
+  double warm_seconds = 0;
   LatencyHistogram lat;
   CpuMeter cpu;
   std::vector<std::pair<std::string, uint64_t>> stats;  // the engine's counters over the run
@@ -562,7 +565,7 @@ struct ClientEngine {
   uint64_t next_id = 0;  // over the connection's life: a late reply cannot pass for a new call
   uint64_t issued = 0, done = 0, measured = 0, total = UINT64_MAX;  // this run's calls
   uint32_t outstanding = 0;
-  uint64_t t_start = 0, t_end = 0, t_last = 0, deadline = UINT64_MAX, warm_until = UINT64_MAX;
+  uint64_t t_start = 0, t_end = 0, t_last = 0, deadline = UINT64_MAX, warm_until = UINT64_MAX, warm_t0 = 0;
   bool warming = false, stop_issuing = false;
 
   int run();
@@ -683,6 +686,10 @@ void ClientEngine::issue(Slot* s) {
 
 void ClientEngine::start_measuring(uint64_t now) {
   const Options& op = *o;
+  if (warming) {
+    step->warm_calls = done;
+    step->warm_seconds = ns_from_ticks(now - warm_t0) / 1e9;
+  }
   warming = false;
   t_start = t_end = now;
   if (op.iters != 0) total = std::max(issued, done + op.iters);
@@ -795,7 +802,7 @@ bool ClientEngine::measure(uint32_t size_, uint32_t bulk_) {
   t_start = t_end = 0;
   stop_issuing = false;
   measured_now.store(0), done_now.store(0);
-  t_last = now_ticks();
+  t_last = warm_t0 = now_ticks();
   warming = op.warmup > 0;
   if (warming) {
     if (op.warmup_s > 0) warm_until = t_last + static_cast<uint64_t>(op.warmup_s * tick_hz());
@@ -1005,7 +1012,8 @@ int run_rpc_client(const Options& o) {
   const ConnectionInfo& ci = ces[0]->info;
   for (size_t k = 0; k < ces[0]->steps.size(); ++k) {
     RunReport r;
-    uint64_t echo_checks = 0, stamp_checks = 0, full_checks = 0;
+    uint64_t echo_checks = 0, stamp_checks = 0, full_checks = 0, warm_calls = 0;
+    double warm_seconds = 0;
     std::vector<std::pair<std::string, uint64_t>> stats;
     const uint32_t size = ces[0]->steps[k].size, bulk = ces[0]->steps[k].bulk;
     const uint32_t payload = bulk != 0 ? bulk : size;
@@ -1015,6 +1023,8 @@ int run_rpc_client(const Options& o) {
       if (st.seconds > 0) r.rps += static_cast<double>(st.measured) / st.seconds;
       r.seconds = std::max(r.seconds, st.seconds);
       echo_checks += st.echo_checks, stamp_checks += st.stamp_checks, full_checks += st.full_checks;
+      warm_calls += st.warm_calls;
+      warm_seconds = std::max(warm_seconds, st.warm_seconds);
       r.lat.merge(st.lat);
       if (st.cpu.share >= 0) r.cpu_share = r.cpu_share < 0 ? st.cpu.share : std::min(r.cpu_share, st.cpu.share);
       r.preempted += st.cpu.preempted;
@@ -1075,6 +1085,8 @@ int run_rpc_client(const Options& o) {
     x += b;
     std::snprintf(b, sizeof b, ",\"checks\":{\"echo\":%" PRIu64 ",\"stamps\":%" PRIu64 ",\"full\":%" PRIu64 ",\"every\":%u}",
                   echo_checks, stamp_checks, full_checks, o.check_every);
+    x += b;
+    std::snprintf(b, sizeof b, ",\"warmup\":{\"calls\":%" PRIu64 ",\"seconds\":%.6f}", warm_calls, warm_seconds);
     x += b;
     std::snprintf(b, sizeof b,
                   ",\"connection\":{\"inline_send\":%u,\"inline_recv\":%u,\"remote_invalidation\":%s,\"credits\":%u}",
