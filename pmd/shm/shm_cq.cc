@@ -14,7 +14,7 @@ int ShmCq::poll(Wc* wc, int max) {
   int n = 0;
   while (n < max && count_ > 0) {
     wc[n++] = ring_[head_];
-    head_ = (head_ + 1) % cap_;
+    if (++head_ == cap_) head_ = 0;
     --count_;
   }
   return n;

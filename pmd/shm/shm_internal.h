@@ -121,7 +121,9 @@ class ShmCq final : public Cq {
   bool full() const { return count_ == cap_; }
   void push(const Wc& wc) {
     TERN_ASSERT(!full());
-    ring_[(head_ + count_) % cap_] = wc;
+    uint32_t i = head_ + count_;  // < 2 * cap_: a subtraction, not a division, per completion
+    if (i >= cap_) i -= cap_;
+    ring_[i] = wc;
     ++count_;
   }
   void attach(ShmQp* qp) { qps_.push_back(qp); }
@@ -375,7 +377,9 @@ class ShmQp final : public Qp {
   bool copy_read_response(SqEntry& e);
   // reads_fenced (shm_layout.h): ours, set once our QP leaves RTS; the peer's, read.
   void fence_reads();
-  bool peer_reads_fenced() const;
+  bool peer_reads_fenced() const {
+    return peer_ep_ != nullptr && peer_ep_->reads_fenced.load(std::memory_order_acquire) != 0;
+  }
   void reject_inbound(uint32_t index, WcStatus status, const char* why);
   void flush_recvs();
   bool export_segment(uint32_t seg);

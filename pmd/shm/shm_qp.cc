@@ -215,7 +215,12 @@ int ShmQp::post_send(const SendWr* wrs, int n, int* err) {
     ++sq_tail_;
   }
   if (state_ == QpState::kRts) issue();
-  if (ring_due_) ring_peer();
+  // The WAKE check for what this published (ring_peer) waits for our next
+  // progress(), which every host makes before it sleeps (rdmadev.h's wait
+  // protocol polls after posting): its fence waits for the slot's line to
+  // come back from the peer's core, which per post -- 32 calls posted in a
+  // burst -- serialized what the store buffer would otherwise overlap. One
+  // check per poll pass covers the whole burst.
   // Local WRs and failures complete at our next poll, which a host asleep
   // on an armed CQ would never make: it is woken for it.
   if (i > 0 && scq_->armed()) dev_->self_wake();
@@ -416,6 +421,7 @@ bool ShmQp::copy_read_response(SqEntry& e) {
 }
 
 void ShmQp::complete_sends() {
+  if (sq_head_ == sq_tail_) return;  // nothing outstanding: the peer's index is not worth a load
   uint32_t cons = final_cons_;
   if (state_ != QpState::kError && out_ != nullptr) {
     cons = out_->cons.load(std::memory_order_acquire);
@@ -690,6 +696,10 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, const ShmDesc* slot, uint32_t i
 }
 
 void ShmQp::execute_inbound() {
+  // The idle pass: one load of a line that stays in our cache until the
+  // peer writes it.
+  if (seq_word(&in_slots_[in_cons_ & slot_mask_]).load(std::memory_order_acquire) != slot_seq(in_cons_, slot_shift_))
+    return;
   const uint32_t start = in_cons_;
   bool ack_wanted = false;
   uint32_t budget = kExecBurst;
@@ -824,10 +834,6 @@ void ShmQp::fence_reads() {
   // Even when vanishing: a vanished QP's host lives on and reuses its
   // memory (a dead process's memory is never reused, so nothing is lost).
   if (my_ep_ != nullptr) my_ep_->reads_fenced.store(1, std::memory_order_seq_cst);
-}
-
-bool ShmQp::peer_reads_fenced() const {
-  return peer_ep_ != nullptr && peer_ep_->reads_fenced.load(std::memory_order_acquire) != 0;
 }
 
 void ShmQp::enter_error(Status why) {

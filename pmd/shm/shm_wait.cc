@@ -24,12 +24,15 @@
 // fails when the peer's buffer is full, and then the peer is readable anyway.
 //
 // The race between arming and the peer's store is Dekker's: we store our
-// wait word, fence, then poll (loading prod, cons and state); the peer
-// stores prod/cons/state, fences, then loads our wait word. With both fences
+// wait word, fence, then poll (loading seq words, cons and state); the peer
+// stores seq/cons/state, fences, then loads our wait word. With both fences
 // seq_cst, either our poll sees its store or it sees our word armed
-// (C++20 [atomics.fences]), so a WAKE is never lost. The fence costs the
-// busy path a few tens of cycles per poll that stored something, and no
-// system call: the WAKE goes only to a peer that armed.
+// (C++20 [atomics.fences]), so a WAKE is never lost. The fence waits for our
+// stores to drain -- for the line of the slot we published to come back
+// from the peer's core, which is polling it -- so it is paid once per poll
+// pass that published, not per post (ShmQp::post_send leaves it to
+// progress(), which every host runs before it sleeps); and no system call:
+// the WAKE goes only to a peer that armed.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
@@ -164,7 +167,7 @@ bool ShmDevice::ack_wait() {
 Status ShmCq::arm() {
   armed_ = true;
   for (ShmQp* qp : qps_) qp->arm_doorbell();
-  // Our wait words before the re-check poll's loads of prod, cons and state;
+  // Our wait words before the re-check poll's loads of seq words, cons and state;
   // pairs with the fence in ShmQp::ring_peer (see the top of this file).
   std::atomic_thread_fence(std::memory_order_seq_cst);
   return Status::ok();
@@ -186,7 +189,7 @@ void ShmQp::disarm() {
 void ShmQp::ring_peer() {
   ring_due_ = false;
   if (peer_ep_ == nullptr || sock_ < 0 || peer_gone_ || vanished_) return;
-  // Our stores (prod, cons, state) before the load of its wait word.
+  // Our stores (seq words, cons, state) before the load of its wait word.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   // Peer-written, a hint: any value costs us at most one WAKE per change.
   uint32_t w = peer_ep_->wait_word.load(std::memory_order_relaxed);
