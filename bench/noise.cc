@@ -1,0 +1,124 @@
+// tern-noise: how often this machine takes a CPU away from a busy-polling
+// thread, and for how long -- the floor under every tail-latency figure
+// measured here (docs/performance.md, "The machine's noise floor";
+// scripts/compare-ucx.sh). One thread per CPU, pinned, reads the clock in a
+// tight loop; a gap of at least 1 us between two readings is time the
+// thread did not run (an interrupt, the hypervisor, another task). Prints
+// per CPU the gaps per second by length and the share of time lost.
+//
+// A round trip between two polling threads is delayed by every gap on
+// either CPU while it is in flight. When round trips follow each other back
+// to back, a gap delays about one of them, so at R round trips per second
+// the share of round trips delayed by at least L is about
+// (gaps >= L per second, both CPUs) / R: once that passes 0.1%, no
+// transport's p99.9 on this machine can be under L.
+//   tern-noise [--cpus A,B] [--seconds S] [--json]
+#include <pthread.h>
+#include <sched.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace {
+
+// Gap lengths, lower bounds in ns; the last bucket is open.
+constexpr std::array<uint64_t, 7> kBounds = {1000, 2000, 5000, 10000, 30000, 100000, 1000000};
+
+struct Result {
+  std::array<uint64_t, kBounds.size()> gaps{};
+  double lost_ns = 0;
+  double seconds = 0;
+  bool pinned = false;
+};
+
+bool pin(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+void spin(int cpu, double seconds, Result* r) {
+  using Clock = std::chrono::steady_clock;
+  r->pinned = pin(cpu);
+  const auto t0 = Clock::now();
+  const auto end = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  auto last = t0;
+  for (;;) {
+    const auto now = Clock::now();
+    if (now >= end) break;
+    const auto gap = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - last).count());
+    last = now;
+    if (gap < kBounds[0]) continue;
+    size_t b = 0;
+    while (b + 1 < kBounds.size() && gap >= kBounds[b + 1]) ++b;
+    ++r->gaps[b];
+    r->lost_ns += static_cast<double>(gap);
+  }
+  r->seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+const char* label(size_t b) {
+  static const char* names[] = {"1-2us", "2-5us", "5-10us", "10-30us", "30-100us", "100us-1ms", ">=1ms"};
+  static_assert(sizeof names / sizeof names[0] == kBounds.size());
+  return names[b];
+}
+
+int usage() {
+  std::fprintf(stderr, "usage: tern-noise [--cpus A,B] [--seconds S] [--json]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int cpus[2] = {0, 1};
+  double seconds = 2;
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--cpus") == 0 && i + 1 < argc) {
+      if (std::sscanf(argv[++i], "%d,%d", &cpus[0], &cpus[1]) != 2) return usage();
+    } else if (std::strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
+      seconds = std::strtod(argv[++i], nullptr);
+    } else if (std::strcmp(argv[i], "--json") == 0) {
+      json = true;
+    } else {
+      return usage();
+    }
+  }
+  if (seconds <= 0 || seconds > 600 || cpus[0] < 0 || cpus[1] < 0) return usage();
+  Result r[2];
+  std::thread other(spin, cpus[1], seconds, &r[1]);
+  spin(cpus[0], seconds, &r[0]);
+  other.join();
+  for (int k = 0; k < 2; ++k)
+    if (!r[k].pinned) std::fprintf(stderr, "tern-noise: cannot pin to CPU %d\n", cpus[k]);
+  if (json) {
+    std::printf("{\"seconds\": %.3f, \"bounds_ns\": [", r[0].seconds);
+    for (size_t b = 0; b < kBounds.size(); ++b) std::printf("%s%llu", b ? ", " : "", static_cast<unsigned long long>(kBounds[b]));
+    std::printf("], \"cpus\": [");
+    for (int k = 0; k < 2; ++k) {
+      std::printf("%s{\"cpu\": %d, \"gaps_per_s\": [", k ? ", " : "", cpus[k]);
+      for (size_t b = 0; b < kBounds.size(); ++b)
+        std::printf("%s%.1f", b ? ", " : "", static_cast<double>(r[k].gaps[b]) / r[k].seconds);
+      std::printf("], \"lost_pct\": %.3f}", 100 * r[k].lost_ns / (r[k].seconds * 1e9));
+    }
+    std::printf("]}\n");
+    return 0;
+  }
+  std::printf("time a busy-polling thread did not run, gaps per second by length (%.1f s):\n", r[0].seconds);
+  std::printf("%-6s", "CPU");
+  for (size_t b = 0; b < kBounds.size(); ++b) std::printf(" %10s", label(b));
+  std::printf(" %10s\n", "time lost");
+  for (int k = 0; k < 2; ++k) {
+    std::printf("%-6d", cpus[k]);
+    for (size_t b = 0; b < kBounds.size(); ++b) std::printf(" %10.0f", static_cast<double>(r[k].gaps[b]) / r[k].seconds);
+    std::printf(" %9.2f%%\n", 100 * r[k].lost_ns / (r[k].seconds * 1e9));
+  }
+  return 0;
+}
