@@ -355,6 +355,9 @@ class ShmQp final : public Qp {
   };
 
   WcStatus build_send_entry(const SendWr& wr, SqEntry* e);
+  // A single-SGE Send of up to kMaxInline bytes with nothing queued ahead of
+  // it, published at once; false (nothing done) when it is not that case.
+  bool post_inline_send(const SendWr& wr);
   // A READ's k-th sink SGE, or an inline Send's k-th source, kept in its
   // descriptor's unpublished sge[].
   static void set_local(SqEntry* e, uint32_t k, uint8_t* p, uint32_t len) {
@@ -365,7 +368,8 @@ class ShmQp final : public Qp {
   }
   // The send queue array is full but the QP's depth allows more: double it.
   void grow_sq();
-  void issue();
+  // Publishes what waits in the send queue; true if it published any descriptor.
+  bool issue();
   bool issue_local(SqEntry* e);
   void complete_sends();
   void execute_inbound();

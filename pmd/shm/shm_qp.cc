@@ -188,6 +188,45 @@ WcStatus ShmQp::build_send_entry(const SendWr& wr, SqEntry* e) {
   return WcStatus::kSuccess;
 }
 
+bool ShmQp::post_inline_send(const SendWr& wr) {
+  // The datapath's commonest WR -- one small Send, nothing queued ahead of
+  // it, room in the ring -- straight into its slot: what build_send_entry
+  // and issue() do for it, without the general cases' copies and branches.
+  // Anything else (and anything that fails a check) takes the general path,
+  // which says why.
+  const Sge& s = wr.sg_list[0];
+  if (sq_next_ != sq_tail_ || out_prod_ - out_done_ >= slots_ || sq_tail_ - sq_head_ >= sq_limit_) return false;
+  const MrEntry* m = pd_->lookup_local(s.lkey, s.addr, s.length, 0);
+  if (m == nullptr) return false;
+  SqEntry& e = sq_[sq_tail_ & sq_mask_];
+  e.wr_id = wr.wr_id;
+  e.opcode = WcOpcode::kSend;
+  e.status = WcStatus::kSuccess;
+  e.signaled = (wr.flags & kWrSignaled) != 0;
+  e.remote = true;
+  e.inline_msg = true;
+  e.issued = true;
+  e.byte_len = s.length;
+  e.num_local = 0;
+  e.ring_index = out_prod_;
+  ShmDesc* slot = &out_slots_[out_prod_ & slot_mask_];
+  slot->op = kOpSend;
+  slot->num_sge = 0;
+  slot->flags = static_cast<uint16_t>(kDescInline |
+                                      (e.signaled || out_prod_ + 1 - out_done_ >= slots_ / 2 ? kDescAckWanted : 0));
+  slot->key = 0;
+  slot->length = s.length;
+  slot->raddr = 0;
+  std::memcpy(reinterpret_cast<uint8_t*>(slot) + kInlineOffset, m->host + (s.addr - m->iova), s.length);
+  seq_word(slot).store(slot_seq(out_prod_, slot_shift_), std::memory_order_release);
+  ++out_prod_;
+  ++sq_tail_;
+  ++sq_next_;
+  st_.descs_out.add();
+  st_.bytes_out.add(s.length);
+  return true;
+}
+
 int ShmQp::post_send(const SendWr* wrs, int n, int* err) {
   st_.post_calls.add();
   *err = 0;
@@ -195,9 +234,19 @@ int ShmQp::post_send(const SendWr* wrs, int n, int* err) {
     *err = ENOTCONN;
     return 0;
   }
+  // No fault injection, capture or held-back completions: those want the
+  // general path's bookkeeping for every WR.
+  const bool plain =
+      state_ == QpState::kRts && fail_after_ < 0 && !corrupt_next_ && pcap_ == nullptr && delay_ticks_ == 0;
+  int fast = 0;
   int i = 0;
   for (; i < n; ++i) {
     const SendWr& wr = wrs[i];
+    if (plain && wr.opcode == WrOpcode::kSend && wr.num_sge == 1 && wr.sg_list != nullptr &&
+        wr.sg_list[0].length <= kMaxInline && init_.max_send_sge >= 1 && post_inline_send(wr)) {
+      ++fast;
+      continue;
+    }
     if (TERN_UNLIKELY(sq_tail_ - sq_head_ >= sq_limit_)) {
       if (sq_tail_ - sq_head_ >= init_.sq_depth) {
         *err = EAGAIN;
@@ -214,7 +263,14 @@ int ShmQp::post_send(const SendWr* wrs, int n, int* err) {
     e.status = build_send_entry(wr, &e);
     ++sq_tail_;
   }
-  if (state_ == QpState::kRts) issue();
+  bool published = fast > 0;
+  if (state_ == QpState::kRts) published |= issue();
+  if (published) {
+    // A doorbell is a post that published (what a NIC's would be), and a
+    // WAKE may be due.
+    st_.doorbells.add();
+    ring_due_ = true;
+  }
   // The WAKE check for what this published (ring_peer) waits for our next
   // progress(), which every host makes before it sleeps (rdmadev.h's wait
   // protocol polls after posting): its fence waits for the slot's line to
@@ -309,7 +365,7 @@ bool ShmQp::export_segment(uint32_t seg) {
   return true;
 }
 
-void ShmQp::issue() {
+bool ShmQp::issue() {
   bool published = false;
   while (sq_next_ != sq_tail_) {
     SqEntry& e = sq_[sq_next_ & sq_mask_];
@@ -372,12 +428,7 @@ void ShmQp::issue() {
     if (fail_after_ > 0) --fail_after_;
     ++sq_next_;
   }
-  if (published) {
-    // Each slot's seq word published it; a doorbell is a pass that
-    // published (what a NIC's would be), and a WAKE may be due.
-    st_.doorbells.add();
-    ring_due_ = true;
-  }
+  return published;
 }
 
 // ---------------------------------------------------------------- completing
@@ -816,7 +867,10 @@ void ShmQp::progress() {
   }
   if (state_ == QpState::kRts) {
     execute_inbound();
-    if (state_ == QpState::kRts) issue();
+    if (state_ == QpState::kRts && issue()) {
+      st_.doorbells.add();
+      ring_due_ = true;
+    }
   }
   complete_sends();
   if (state_ == QpState::kError) flush_recvs();
