@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # perftest next to tern-perf on rxe0, in one run of the Soft-RoCE VM: the
 # round-trip latency of a raw verbs SEND / RDMA WRITE ping-pong (ib_send_lat,
-# ib_write_lat over rdma_cm, 2 and 32 bytes) against Tern's raw SEND echo and
+# ib_write_lat over rdma_cm, 2, 32 and 100 bytes) against Tern's raw SEND echo and
 # its RPC round trip (32 bytes) over pmd/verbs. Prints one table and the
 # ratios; --json FILE also writes them. TCG emulation: compare within one
 # run, never across machines.
@@ -40,7 +40,7 @@ while (($#)); do
     --keep) keep=$(realpath -m "$2"); shift 2 ;;
     --clocks) clocks=$2; shift 2 ;;
     --json) json=$(realpath -m "$2"); shift 2 ;;
-    -h | --help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "measure-rxe: unknown option $1" >&2; exit 2 ;;
     *) build=$1; shift ;;
   esac
@@ -89,7 +89,11 @@ def perftest(path):
     hdr = next(i for i, l in enumerate(lines) if l.strip().startswith("#bytes"))
     # #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%  (usec)
     v = lines[hdr + 1].split()
-    return {"p50_us": 2 * float(v[4]), "p99_us": 2 * float(v[7])}
+    p50, p99 = 2 * float(v[4]), 2 * float(v[7])
+    # perftest prints inf when its CPU-frequency check fails: no figure.
+    if not (0 < p50 < float("inf")):
+        raise ValueError(f"perftest printed {v[4]}")
+    return {"p50_us": p50, "p99_us": p99}
 
 def tern(path):
     j = json.load(open(path))
@@ -97,11 +101,12 @@ def tern(path):
 
 cases = [("ib_send_lat_s2", "ib_send_lat -R -s 2 (perftest SEND)", perftest, "{}.{}.txt"),
          ("ib_send_lat_s32", "ib_send_lat -R -s 32 (perftest SEND)", perftest, "{}.{}.txt"),
+         ("ib_send_lat_s100", "ib_send_lat -R -s 100 (an RPC's bytes)", perftest, "{}.{}.txt"),
          ("ib_write_lat_s32", "ib_write_lat -R -s 32 (perftest WRITE)", perftest, "{}.{}.txt")]
 for s in sides:
     cases += [("tern_send." + s, f"tern-perf raw SEND echo, 32 B ({s})", tern, "{}.{}.json"),
               ("tern_rpc." + s, f"tern-perf RPC round trip, 32 B ({s})", tern, "{}.{}.json")]
-    if os.path.exists(os.path.join(out, f"tern_shm_send.{s}.1.json")):
+    if any(f.startswith(f"tern_shm_send.{s}.") for f in os.listdir(out)):
         cases += [("tern_shm_send." + s, f"  over pmd/shm in the VM: raw SEND ({s})", tern, "{}.{}.json"),
                   ("tern_shm_rpc." + s, f"  over pmd/shm in the VM: RPC ({s})", tern, "{}.{}.json")]
 r = {"rounds": rounds, "iters": iters, "runs": {}}
@@ -126,7 +131,7 @@ for key, label, _, _ in cases:
 ratios = {}
 for s in sides:
     for what in ("send", "rpc"):
-        for base in ("ib_send_lat_s2", "ib_send_lat_s32"):
+        for base in ("ib_send_lat_s2", "ib_send_lat_s32", "ib_send_lat_s100"):
             v = []
             for k in range(rounds):
                 a, b = r["runs"][f"tern_{what}.{s}"][k], r["runs"][base][k]
