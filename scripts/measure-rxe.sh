@@ -8,7 +8,7 @@
 #
 #   scripts/measure-rxe.sh [BUILDDIR] [--iters N] [--rounds R] [--against REV]
 #                          [--syscalls] [--counters] [--clocks LIST] [--shm]
-#                          [--json FILE] [--keep DIR]
+#                          [--devargs LIST] [--json FILE] [--keep DIR]
 #
 # BUILDDIR (default build-perf, configured release with apps) must hold
 # apps/tern-perf; the script builds it if missing. --rounds runs every case R
@@ -24,11 +24,12 @@
 # auto,tsc,monotonic; default auto, the guest's choice); docs/performance.md
 # says why tsc is the one to compare with perftest there. --shm also runs
 # tern-perf over pmd/shm inside the VM: the engine's own cost there, without
-# rxe, under the same emulation.
+# rxe, under the same emulation. --devargs LIST (commas, e.g. inline=0) adds
+# a variant of this tree's binary per entry, with it added to the verbs spec.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-build=build-perf iters=5000 json= rounds=1 against= syscalls=0 counters=0 clocks=auto keep= shm=0
+build=build-perf iters=5000 json= rounds=1 against= syscalls=0 counters=0 clocks=auto keep= shm=0 devargs=
 while (($#)); do
   case $1 in
     --iters) iters=$2; shift 2 ;;
@@ -37,10 +38,11 @@ while (($#)); do
     --syscalls) syscalls=1; shift ;;
     --counters) counters=1; shift ;;
     --shm) shm=1; shift ;;
+    --devargs) devargs=$2; shift 2 ;;
     --keep) keep=$(realpath -m "$2"); shift 2 ;;
     --clocks) clocks=$2; shift 2 ;;
     --json) json=$(realpath -m "$2"); shift 2 ;;
-    -h | --help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "measure-rxe: unknown option $1" >&2; exit 2 ;;
     *) build=$1; shift ;;
   esac
@@ -72,15 +74,16 @@ fi
 env_args=(-e ITERS="$iters" -e ROUNDS="$rounds" -e SYSCALLS="$syscalls" -e COUNTERS="$counters" -e OUT="$out"
   -e PERF="$build/apps/tern-perf")
 [[ -n $old ]] && env_args+=(-e PERF_OLD="$old")
-env_args+=(-e CLOCKS="${clocks//,/ }" -e SHM="$shm")
+env_args+=(-e CLOCKS="${clocks//,/ }" -e SHM="$shm" -e DEVARGS="${devargs//,/ }")
 scripts/rxe-vm/rxe-vm run --timeout 1800 "${env_args[@]}" -- "$top/tests/vm/measure-in-vm.sh"
-python3 - "$out" "$json" "$rounds" "$iters" "$([[ -n $old ]] && echo 1 || echo 0)" "$syscalls" "$counters" "$clocks" <<'PY'
+python3 - "$out" "$json" "$rounds" "$iters" "$([[ -n $old ]] && echo 1 || echo 0)" "$syscalls" "$counters" "$clocks" "$devargs" <<'PY'
 import json, sys, os, re, statistics as stt
 out, jpath, rounds, iters, have_old, syscalls = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1", sys.argv[6] == "1"
 counters = sys.argv[7] == "1"
 clocks = sys.argv[8].split(",")
 # Variant names as measure-in-vm.sh makes them.
-sides = [s + ("-" + c if len(clocks) > 1 else "") for s in (["new", "old"] if have_old else ["new"]) for c in clocks]
+extra = ["new+" + a for a in sys.argv[9].split(",") if a]
+sides = [s + ("-" + c if len(clocks) > 1 else "") for s in (["new", "old"] if have_old else ["new"]) + extra for c in clocks]
 
 def perftest(path):
     # perftest prints one-way latency (half the round trip): doubled here, so

@@ -11,6 +11,8 @@
 #   SHM      1: also tern-perf over pmd/shm in the VM (no rxe: what the
 #            engine itself costs there, emulated alike), as tern_shm_send/rpc
 #            (this tree's binary only: the engine is the same in both)
+#   DEVARGS  device-spec additions, e.g. "inline=0": each is one more variant
+#            of this tree's binary, named new+ADDITION (verbs:...,ADDITION)
 #   CLOCKS   TERN_CLOCK values to run tern-perf with, e.g. "auto tsc"
 #            (default "auto": the guest's choice); each is a variant
 #   SYSCALLS 1: afterwards, count system calls per round trip (below)
@@ -19,11 +21,12 @@
 #            write chunk ($OUT/counters.KIND.{client,server}.txt)
 set -euo pipefail
 : "${OUT:?}" "${PERF:?}" "${ITERS:=5000}" "${ROUNDS:=1}" "${SYSCALLS:=0}" "${COUNTERS:=0}" "${PERF_OLD:=}"
-: "${CLOCKS:=auto}" "${SHM:=0}"
+: "${CLOCKS:=auto}" "${SHM:=0}" "${DEVARGS:=}"
 addr=169.254.77.1
 port=20500
 clk=auto     # TERN_CLOCK for tern(): auto (unset) or a value
 devkind=verbs  # tern() over rxe0, or shm
+devextra=      # appended to tern()'s verbs spec
 
 perftest() {  # perftest NAME SIZE TAG: server, then client; the client's table to $OUT/NAME_sSIZE.TAG.txt
   local name=$1 size=$2 tag=$3
@@ -38,7 +41,7 @@ tern() {  # tern BINARY NAME [--rpc [CLIENT ARGS]]: tern-perf echo latency to $O
   local bin=$1 name=$2
   shift 2
   port=$((port + 1))
-  local dev="verbs:dev=rxe0,addr=$addr,port=$port"
+  local dev="verbs:dev=rxe0,addr=$addr,port=$port$devextra"
   [[ $devkind == shm ]] && dev="shm:path=/run/tern-measure-$port.sock"
   local envc=(env -u TERN_CLOCK)
   [[ $clk != auto ]] && envc=(env TERN_CLOCK="$clk")
@@ -63,6 +66,7 @@ tern() {  # tern BINARY NAME [--rpc [CLIENT ARGS]]: tern-perf echo latency to $O
 # every clock of CLOCKS; named SIDE, or SIDE-CLOCK when there are several.
 sides=(new)
 [[ -n $PERF_OLD ]] && sides=(new old)
+for a in $DEVARGS; do sides+=("new+$a"); done
 read -r -a clocks <<<"$CLOCKS"
 variants=()
 for side in "${sides[@]}"; do
@@ -74,11 +78,12 @@ vname() {  # vname SIDE:CLOCK
 vrun() {  # vrun SIDE:CLOCK NAME [ARGS]: tern with that binary and clock
   local v=$1 name=$2
   shift 2
-  local bin=$PERF
-  [[ ${v%%:*} == old ]] && bin=$PERF_OLD
+  local bin=$PERF side=${v%%:*}
+  [[ $side == old ]] && bin=$PERF_OLD
+  [[ $side == new+* ]] && devextra=",${side#new+}"
   clk=${v#*:}
   tern "$bin" "$name" "$@"
-  clk=auto
+  clk=auto devextra=
 }
 for ((r = 1; r <= ROUNDS; ++r)); do
   echo "measure-in-vm: round $r of $ROUNDS"
