@@ -355,7 +355,16 @@ Result<std::unique_ptr<Qp>> VerbsDevice::create_qp(const QpInit& in) {
   if (caps_.fast_reg) qa.send_ops_flags |= IBV_QP_EX_WITH_LOCAL_INV;
   if (caps_.memory_windows) qa.send_ops_flags |= IBV_QP_EX_WITH_BIND_MW;
   if (caps_.remote_invalidation) qa.send_ops_flags |= IBV_QP_EX_WITH_SEND_WITH_INV;
+  // Inline sends (inline_fits): asked for, and without them if the device
+  // refuses the size (a device with less room per WQE).
+  qa.cap.max_inline_data = cfg_.max_inline;
   ibv_qp* qp = fr_ != nullptr ? fr_->create_qp(&qa) : ibv_create_qp_ex(ctx_, &qa);
+  if (qp == nullptr && cfg_.max_inline != 0) {
+    TERN_LOG(kInfo, "verbs", "%s: no QP with %u bytes inline (%s); creating it without inline sends",
+             caps_.name.c_str(), cfg_.max_inline, std::strerror(errno));
+    qa.cap.max_inline_data = 0;
+    qp = fr_ != nullptr ? fr_->create_qp(&qa) : ibv_create_qp_ex(ctx_, &qa);
+  }
   if (qp == nullptr)
     return make_sys_error(Errc::kNoResources, errno, "verbs: ibv_create_qp_ex(sq %u, rq %u, sge %u/%u%s) on %s",
                           in.sq_depth, own_rq ? in.rq_depth : 0, in.max_send_sge, own_rq ? in.max_recv_sge : 0,
@@ -378,7 +387,10 @@ Result<std::unique_ptr<Qp>> VerbsDevice::create_qp(const QpInit& in) {
     gens_.push_back(0);
   }
   uint16_t gen = ++gens_[index];
-  auto* q = new VerbsQp(this, pd, scq, rcq, in, qp, index, gen);
+  // The provider reports what it granted (it may round up): never more
+  // than was asked.
+  const uint32_t max_inline = std::min(qa.cap.max_inline_data, cfg_.max_inline);
+  auto* q = new VerbsQp(this, pd, scq, rcq, in, qp, index, gen, max_inline);
   qps_[index] = q;
   by_num_[qp->qp_num] = q;
   return std::unique_ptr<Qp>(q);
@@ -404,7 +416,7 @@ VerbsQp* VerbsDevice::own_qp(Qp* qp) {
 // ---------------------------------------------------------------- driver
 
 Result<VerbsConfig> parse_verbs_config(const DevArgs& a, const char* driver) {
-  TERN_TRY(a.check_keys({"dev", "addr", "port", "depth", "mw", "ack_timeout"}));
+  TERN_TRY(a.check_keys({"dev", "addr", "port", "depth", "mw", "ack_timeout", "inline"}));
   VerbsConfig cfg;
   cfg.dev = a.get("dev");
   cfg.addr = a.get("addr");
@@ -436,6 +448,12 @@ Result<VerbsConfig> parse_verbs_config(const DevArgs& a, const char* driver) {
                         static_cast<unsigned long long>(*t));
     cfg.ack_timeout = static_cast<int>(*t);
   }
+  auto inl = a.get_u64("inline", cfg.max_inline);
+  TERN_TRY(inl);
+  if (*inl > 1024)
+    return make_error(Errc::kInvalidArgument, "%s: inline=%llu not in [0, 1024] (bytes sent inline; 0: never)", driver,
+                      static_cast<unsigned long long>(*inl));
+  cfg.max_inline = static_cast<uint32_t>(*inl);
   return cfg;
 }
 
@@ -444,7 +462,7 @@ class VerbsDriver final : public Driver {
   const char* name() const override { return "verbs"; }
   const char* usage() const override {
     return "verbs:[dev=<rdma device>][,addr=<ip to listen on / connect to>][,port=<n, default 20049>]"
-           "[,depth=<fast-reg pages>][,mw=on|off][,ack_timeout=<1..31: 4.096 us << n>]";
+           "[,depth=<fast-reg pages>][,mw=on|off][,ack_timeout=<1..31: 4.096 us << n>][,inline=<bytes, default 256>]";
   }
   Result<std::unique_ptr<Device>> open(const DevArgs& a) override {
     auto cfg = parse_verbs_config(a, "verbs");

@@ -259,7 +259,7 @@ class VerbsSrq final : public Srq {
 // ---------------------------------------------------------------- queue pair
 
 struct VerbsQpStats {
-  Counter post_calls, doorbells, send_wrs, recv_wrs, bytes_out, completions;
+  Counter post_calls, doorbells, send_wrs, recv_wrs, bytes_out, completions, inline_sends;
   Counter reg_mr, local_inv, send_inv, remote_inv, errors, flushed, sw_flushed, sq_full, rq_full;
 };
 
@@ -287,6 +287,31 @@ struct ShadowRing {
   bool outstanding(uint32_t seq) const { return seq - head < tail - head; }
 };
 
+// Whether a SEND or RDMA WRITE of these SGEs goes inline (IBV_SEND_INLINE:
+// the provider copies the bytes into the work queue entry at post time, so
+// the device reads no buffer; on hardware one DMA read less per WR, eRPC's
+// choice for small messages): at most `max_inline` bytes in all, and every
+// SGE inside a registration of this PD under its own lkey. Inline, the
+// device never looks at the lkey, so without that check a SEND from an
+// unregistered or foreign buffer would succeed instead of failing as
+// rdmadev.h says; and the copy touches only pinned, registered memory.
+inline bool inline_fits(const MrTable& mrs, uint32_t max_inline, const Sge* sg, uint32_t n) {
+  if (n == 0 || sg == nullptr) return false;
+  uint64_t total = 0;
+  for (uint32_t k = 0; k < n; ++k) {
+    total += sg[k].length;
+    if (total > max_inline) return false;
+  }
+  for (uint32_t k = 0; k < n; ++k) {
+    const ibv_mr* m = mrs.find(sg[k].lkey);
+    const uint64_t base = m != nullptr ? reinterpret_cast<uint64_t>(m->addr) : 0;
+    if (m == nullptr || sg[k].addr < base || sg[k].addr - base > m->length ||
+        sg[k].length > m->length - (sg[k].addr - base))
+      return false;
+  }
+  return true;
+}
+
 // What posting a chain through the ibv_wr_* builder needs of its QP. Apart
 // from VerbsQp so that a unit test can run post_send_wr_api() against a fake
 // ibv_qp_ex: ibv_wr_* are inline forwards to its function pointers.
@@ -295,6 +320,8 @@ struct WrApiQueue {
   ShadowRing* sq = nullptr;
   VerbsQpStats* st = nullptr;
   RegMrBuilder* reg = nullptr;  // nullptr: kRegMr is malformed here
+  const MrTable* mrs = nullptr;  // the PD's registrations (inline_fits)
+  uint32_t max_inline = 0;       // the QP's inline limit; 0: never inline
   uint32_t max_sge = 0;
   uint32_t qp_index = 0;
   uint16_t gen = 0;
@@ -307,8 +334,9 @@ int post_send_wr_api(const WrApiQueue& q, const SendWr* wrs, int n, int* err);
 
 class VerbsQp final : public Qp {
  public:
+  // max_inline: what ibv_create_qp_ex granted (cap.max_inline_data).
   VerbsQp(VerbsDevice* dev, VerbsPd* pd, VerbsCq* scq, VerbsCq* rcq, const QpInit& init, ibv_qp* qp,
-          uint32_t index, uint16_t gen);
+          uint32_t index, uint16_t gen, uint32_t max_inline);
   ~VerbsQp() override;
 
   int post_send(const SendWr* wrs, int n, int* err) override;
@@ -372,6 +400,7 @@ class VerbsQp final : public Qp {
   ibv_qp_ex* qpx_;
   uint32_t index_;
   uint16_t gen_;
+  uint32_t max_inline_;
   QpState state_ = QpState::kInit;
   uint64_t error_since_ = 0;
   VerbsSrq* srq_ = nullptr;
@@ -455,6 +484,10 @@ struct VerbsConfig {
   // RC local ACK timeout exponent (4.096 us << n) for this device's
   // connections, through RDMA_OPTION_ID_ACK_TIMEOUT; -1: rdma_cm's own.
   int ack_timeout = -1;
+  // SENDs and RDMA WRITEs of at most this many bytes go inline (inline_fits);
+  // asked of each QP, and less when the device grants less. 0: never.
+  // 256 holds a small RPC's call or reply with its RPC-over-RDMA header.
+  uint32_t max_inline = 256;
 };
 // The spec keys of `verbs:` (dev, addr, port, depth, mw, ack_timeout), checked; messages
 // name `driver`, so that drivers built on pmd/verbs take the same keys.

@@ -28,9 +28,9 @@ void ShadowRing::init(uint32_t d) {
 }
 
 VerbsQp::VerbsQp(VerbsDevice* dev, VerbsPd* pd, VerbsCq* scq, VerbsCq* rcq, const QpInit& init, ibv_qp* qp,
-                 uint32_t index, uint16_t gen)
+                 uint32_t index, uint16_t gen, uint32_t max_inline)
     : dev_(dev), pd_(pd), scq_(scq), rcq_(rcq), init_(init), qp_(qp), qpx_(ibv_qp_to_qp_ex(qp)), index_(index),
-      gen_(gen), srq_(static_cast<VerbsSrq*>(init.srq)) {
+      gen_(gen), max_inline_(max_inline), srq_(static_cast<VerbsSrq*>(init.srq)) {
   sq_.init(init.sq_depth);
   // A QP of an SRQ has no receive queue: an empty ring (always full) that
   // post_recv never reaches.
@@ -50,6 +50,8 @@ VerbsQp::VerbsQp(VerbsDevice* dev, VerbsPd* pd, VerbsCq* scq, VerbsCq* rcq, cons
   wq_.sq = &sq_;
   wq_.st = &st_;
   wq_.reg = reg_.get();
+  wq_.mrs = &pd->mrs();
+  wq_.max_inline = max_inline;
   wq_.max_sge = init.max_send_sge;
   wq_.qp_index = index;
   wq_.gen = gen;
@@ -83,6 +85,7 @@ VerbsQp::~VerbsQp() {
 StatsView VerbsQp::stats() const {
   return {{"post_calls", &st_.post_calls},   {"doorbells", &st_.doorbells},   {"send_wrs", &st_.send_wrs},
           {"recv_wrs", &st_.recv_wrs},       {"bytes_out", &st_.bytes_out},   {"completions", &st_.completions},
+          {"inline_sends", &st_.inline_sends},
           {"reg_mr", &st_.reg_mr},           {"local_inv", &st_.local_inv},   {"send_inv", &st_.send_inv},
           {"remote_inv", &st_.remote_inv},   {"errors", &st_.errors},         {"flushed", &st_.flushed},
           {"sw_flushed", &st_.sw_flushed},   {"sq_full", &st_.sq_full},       {"rq_full", &st_.rq_full}};
@@ -202,6 +205,12 @@ int VerbsQp::post_send_legacy(const SendWr* wrs, int n, int* err) {
     if (has_sge) {
       x.sg_list = const_cast<ibv_sge*>(sg);
       x.num_sge = static_cast<int>(w.num_sge);
+      // The provider copies an inline WR's bytes inside ibv_post_send.
+      if (w.opcode != WrOpcode::kRdmaRead && max_inline_ != 0 &&
+          inline_fits(pd_->mrs(), max_inline_, w.sg_list, w.num_sge)) {
+        x.send_flags |= IBV_SEND_INLINE;
+        st_.inline_sends.add();
+      }
     }
     switch (w.opcode) {
       case WrOpcode::kSend: x.opcode = IBV_WR_SEND; break;

@@ -10,6 +10,25 @@
 
 namespace tern::verbs {
 
+namespace {
+
+// The WR's data: inline (copied now, see inline_fits) or as SGEs.
+void set_data(const WrApiQueue& q, ibv_qp_ex* qpx, const SendWr& w) {
+  if (q.max_inline != 0 && q.mrs != nullptr && inline_fits(*q.mrs, q.max_inline, w.sg_list, w.num_sge)) {
+    ibv_data_buf buf[4];
+    if (w.num_sge <= 4) {
+      for (uint32_t k = 0; k < w.num_sge; ++k)
+        buf[k] = ibv_data_buf{reinterpret_cast<void*>(w.sg_list[k].addr), w.sg_list[k].length};
+      ibv_wr_set_inline_data_list(qpx, w.num_sge, buf);
+      q.st->inline_sends.add();
+      return;
+    }
+  }
+  ibv_wr_set_sge_list(qpx, w.num_sge, reinterpret_cast<const ibv_sge*>(w.sg_list));
+}
+
+}  // namespace
+
 int post_send_wr_api(const WrApiQueue& q, const SendWr* wrs, int n, int* err) {
   ShadowRing& sq = *q.sq;
   VerbsQpStats& st = *q.st;
@@ -49,16 +68,16 @@ int post_send_wr_api(const WrApiQueue& q, const SendWr* wrs, int n, int* err) {
     switch (w.opcode) {
       case WrOpcode::kSend:
         ibv_wr_send(qpx);
-        ibv_wr_set_sge_list(qpx, w.num_sge, sg);
+        set_data(q, qpx, w);
         break;
       case WrOpcode::kSendWithInv:
         ibv_wr_send_inv(qpx, w.invalidate_rkey);
-        ibv_wr_set_sge_list(qpx, w.num_sge, sg);
+        set_data(q, qpx, w);
         st.send_inv.add();
         break;
       case WrOpcode::kRdmaWrite:
         ibv_wr_rdma_write(qpx, w.rkey, w.remote_addr);
-        ibv_wr_set_sge_list(qpx, w.num_sge, sg);
+        set_data(q, qpx, w);
         break;
       case WrOpcode::kRdmaRead:
         ibv_wr_rdma_read(qpx, w.rkey, w.remote_addr);

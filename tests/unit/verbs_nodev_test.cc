@@ -44,15 +44,17 @@ TEST(VerbsNoDev, ArgumentsAreCheckedFirst) {
   for (const char* bad : {"verbs", "verbs:dev=rxe0,tern_bogus=1", "verbs:dev=rxe0,port=0",
                           "verbs:dev=rxe0,port=70000", "verbs:addr=1.2.3.4,mw=maybe",
                           "verbs:dev=rxe0,ack_timeout=0", "verbs:dev=rxe0,ack_timeout=32",
-                          "verbs:dev=rxe0,ack_timeout=soon"}) {
+                          "verbs:dev=rxe0,ack_timeout=soon", "verbs:dev=rxe0,inline=1025",
+                          "verbs:dev=rxe0,inline=some"}) {
     auto d = open_device(bad);
     ASSERT_FALSE(d.is_ok()) << bad;
     EXPECT_EQ(d.status().code(), Errc::kInvalidArgument) << bad << ": " << d.status().to_string();
   }
-  // ack_timeout in [1, 31] is a valid key: whatever fails now is the device.
-  auto d = open_device("verbs:dev=rxe0,ack_timeout=14");
-  if (!d.is_ok()) {
-    EXPECT_NE(d.status().code(), Errc::kInvalidArgument) << d.status().to_string();
+  // ack_timeout in [1, 31] and inline in [0, 1024] are valid: whatever
+  // fails now is the device.
+  for (const char* good : {"verbs:dev=rxe0,ack_timeout=14", "verbs:dev=rxe0,inline=0", "verbs:dev=rxe0,inline=1024"}) {
+    auto d = open_device(good);
+    if (!d.is_ok()) EXPECT_NE(d.status().code(), Errc::kInvalidArgument) << good << ": " << d.status().to_string();
   }
 }
 
