@@ -73,6 +73,12 @@ class ServerConn final : public ConnBase {
   void dispatch(SrvCall* sc);
   void answer_now(SrvCall* sc, int accept, uint32_t low, uint32_t high);
   bool try_post_reply(SrvCall* sc);
+  // reply() of an inline message with no write chunk and no bulk data;
+  // false, having changed nothing, when it does not fit inline.
+  bool reply_inline(SrvCall* sc, std::span<const uint8_t> results, int accept);
+  // The grant a reply to sc carries (the receive queue grown first when the
+  // client asks for more).
+  uint32_t grant_for_reply(const SrvCall* sc);
   void free_call(SrvCall* sc);
   // Calls received while no server call object was free: served as they free up.
   std::deque<MsgBuf*> deferred;

@@ -469,6 +469,19 @@ size_t encode_reply_header(uint8_t* buf, size_t cap, uint32_t xid, uint32_t cred
   return encode_reply_header_general(buf, cap, xid, credits, written, nomsg);
 }
 
+static_assert(kNoChunksHeader == kPlainRdmaHdr, "wire.h's kNoChunksHeader is the plain RDMA_MSG header");
+
+size_t encode_msg_header_no_chunks(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits) {
+  if (g_fast_paths) {
+    if (cap < kPlainRdmaHdr) return 0;
+    put_plain_rdma_msg(buf, xid, credits);
+    return kPlainRdmaHdr;
+  }
+  ChunkLists none;
+  none.clear();
+  return encode_msg_header_general(buf, cap, xid, credits, none);
+}
+
 namespace {
 [[gnu::noinline]] size_t encode_rpc_reply_general(uint8_t* buf, size_t cap, uint32_t xid, int accept_stat,
                                                   uint32_t low, uint32_t high, std::span<const uint8_t> results) {

@@ -89,6 +89,12 @@ struct RpcCall {
 };
 bool decode_rpc_call(std::span<const uint8_t> body, uint32_t xid, RpcCall* c);
 
+// The RDMA_MSG header of a message with no chunk lists (three empty lists):
+// what nearly every inline reply carries. kNoChunksHeader bytes; 0 when cap
+// is smaller.
+inline constexpr size_t kNoChunksHeader = 28;
+size_t encode_msg_header_no_chunks(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits);
+
 // Reply: the RPC-over-RDMA header (RDMA_MSG, or RDMA_NOMSG when the message
 // went into the reply chunk) with the write chunks' segments as written
 // (each segment's length: bytes placed there) and the reply chunk's.

@@ -103,6 +103,13 @@ TEST(WireFastPath, ReplyEncodersWriteWhatTheGeneralCodecsWrite) {
   ASSERT_EQ(full.size(), 28u);
   EXPECT_EQ(encode_both(true, hdr, 256), full);
   EXPECT_TRUE(encode_both(true, hdr, 27).empty());
+  // The header with no chunk lists that the server's inline replies use.
+  auto plain = [&](uint8_t* b, size_t cap) { return encode_msg_header_no_chunks(b, cap, 0xABCDEF, 17); };
+  EXPECT_EQ(full.size(), kNoChunksHeader);
+  EXPECT_EQ(encode_both(true, plain, 256), full);
+  EXPECT_EQ(encode_both(false, plain, 256), full);
+  EXPECT_TRUE(encode_both(true, plain, 27).empty());
+  EXPECT_TRUE(encode_both(false, plain, 27).empty());
 }
 
 // Every one-word mutation (with values that matter to the decoders) and
