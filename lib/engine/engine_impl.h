@@ -165,6 +165,9 @@ class EngineImpl final : public Engine {
   ConnBase* service_tail = nullptr;
   // The scratch chain every post is built in (one thread, one at a time).
   WrChain chain;
+  // The chunk lists a call is marshaled with (ClientConn::send), scratch
+  // like the chain: ~2 KiB that a frame would construct on every call.
+  ChunkLists chunks;
   // The receive batch poll() is dispatching: its number (bumped per batch,
   // and after it, so that nothing outside a batch matches) and the index of
   // the completion being dispatched. A connection remembers the last index
