@@ -102,8 +102,17 @@ class EngineImpl final : public Engine {
   void wait_for_memory(SrvCall* sc);
   void stop_waiting(SrvCall* sc);
   int serve_memory_waiters();
+  // poll()'s rarer parts, out of its way: the service list (connections
+  // with work waiting for resources, and reclaiming), and the millisecond
+  // timers (connection events, the clients' deadlines and keepalives).
+  int serve_connections();
+  int run_timers();
   // A receive queue has buffers to post.
-  void queue_needs_post(RecvQueue* q);
+  void queue_needs_post(RecvQueue* q) {
+    if (q->in_post_list) return;
+    q->in_post_list = true;
+    to_post.push_back(q);
+  }
   // Takes c off the service list (it is being reclaimed).
   void unlink_service(ConnBase* c);
   // The shared send buffers or server calls are three quarters used, or a
@@ -176,7 +185,7 @@ class EngineImpl final : public Engine {
   // already in hand (see ServerConn::try_post_reply).
   uint64_t rx_batch = 0;  // 64 bits: a connection's old mark never comes round again
   int rx_pos = 0;
-  bool more_in_batch(const ConnBase* c) const;
+  bool more_in_batch(const ConnBase* c) const { return c->rx_batch == rx_batch && c->rx_last > rx_pos; }
   uint64_t polls = 0;
   // A recent reading of the clock (ticks), for what needs only
   // millisecond precision (a connection's last activity: keepalive, idle
