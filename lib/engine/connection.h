@@ -118,8 +118,9 @@ class ConnBase : public Connection {
   // The connection came up (kReady).
   virtual void on_up() {}
 
-  // Records one finished call's RTT on the connection and its procedure.
-  void record_rtt(ProcCounters* pc, uint64_t t0, bool error);
+  // Records one finished call's RTT on the connection and its procedure
+  // (inline, in engine_impl.h).
+  inline void record_rtt(ProcCounters* pc, uint64_t t0, bool error);
   void register_telemetry();
 
   EngineImpl* eng;

@@ -29,6 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/clock.h"
 #include "engine/bulk_pool.h"
 #include "engine/client_conn.h"
 #include "engine/conn_stats.h"
@@ -119,9 +120,12 @@ class EngineImpl final : public Engine {
   // call waits for bulk memory: Sends are signaled so that what they hold
   // comes back promptly (ConnBase::post).
   bool pools_low() const {
-    return wait_head != nullptr || send_bufs->out() * 4 >= send_bufs->max_count() * 3 ||
-           srv_calls.out() * 4 >= srv_call_cap * 3;
+    return wait_head != nullptr || send_bufs->out() >= send_bufs_low || srv_calls.out() >= srv_calls_low;
   }
+  // Three quarters of each pool's most, rounded up (out >= low is
+  // out * 4 >= most * 3), set once the pools are made.
+  uint32_t send_bufs_low = 0, srv_calls_low = 0;
+  static uint32_t three_quarters(uint32_t most) { return static_cast<uint32_t>((uint64_t{most} * 3 + 3) / 4); }
   bool memory_moved() const;
 
   // Wait mode (engine_wait.cc): after prepare_wait() said idle, the first
@@ -233,5 +237,19 @@ class EngineImpl final : public Engine {
   std::string tel_id;
   telemetry::Source tsrc;
 };
+
+// Inline here (it needs the engine): every call's completion and every
+// reply records its round trip.
+inline void ConnBase::record_rtt(ProcCounters* pc, uint64_t t0, bool error) {
+  uint64_t now = now_ticks();
+  t_last = eng->now_tick = now;
+  auto ns = static_cast<uint64_t>(static_cast<double>(now - t0) * eng->ns_per_tick);
+  rtt.record(ns);
+  if (error) cs.errors.add();
+  if (pc != nullptr) {
+    pc->rtt.record(ns);
+    if (error) pc->errors.add();
+  }
+}
 
 }  // namespace tern::rpc
