@@ -105,7 +105,7 @@ void ServerConn::handle_call(MsgBuf* rep) {
   // Send With Invalidate is possible when the call carries exactly one rkey
   // (as Linux svcrdma does it).
   sc->inv_rkey = 0;
-  if (remote_inv) {
+  if (remote_inv && (sc->chunks.nreads != 0 || sc->chunks.nwrites != 0 || sc->chunks.reply.nsegs != 0)) {
     uint32_t key = 0;
     bool one = true;
     auto see = [&](uint32_t h) {
@@ -219,10 +219,19 @@ bool ServerConn::decode_rpc(SrvCall* sc) {
   return true;
 }
 
-bool ServerConn::take_memory(SrvCall* sc) {
+// A send buffer for the reply, and the bulk pool's part when the call has
+// chunks (an inline call needs nothing else). Inline: the common call's
+// path is a test and a buffer.
+inline bool ServerConn::take_memory(SrvCall* sc) {
+  if (sc->sendbuf == nullptr && (sc->sendbuf = eng->send_bufs->get()) == nullptr) return false;
+  const ChunkLists& ch = sc->chunks;
+  return (ch.nreads == 0 && ch.nwrites == 0 && !ch.has_reply) || take_pool_memory(sc);
+}
+
+bool ServerConn::take_pool_memory(SrvCall* sc) {
   // All or nothing: either the call gets everything it needs from the pools
   // or it holds nothing, so calls waiting for memory can never each hold
-  // what another needs.
+  // what another needs. (Its send buffer, taken first, is kept.)
   BulkPool& pool = *eng->bulk;
   const EngineOptions& o = eng->opt;
   const bool placer = sc->handler != nullptr && sc->handler->place != nullptr;
@@ -242,7 +251,6 @@ bool ServerConn::take_memory(SrvCall* sc) {
     sc->pool_memory = true;
     return p;
   };
-  if (sc->sendbuf == nullptr && (sc->sendbuf = eng->send_bufs->get()) == nullptr) return false;
   if (sc->answer < 0) {
     for (int c = 0; c < sc->chunks.nreads; ++c) {
       if (sc->read_dst[c] != nullptr) continue;  // placed by the handler
@@ -265,10 +273,13 @@ bool ServerConn::take_memory(SrvCall* sc) {
   return true;
 }
 
-void ServerConn::drop_memory(SrvCall* sc) {
+inline void ServerConn::drop_memory(SrvCall* sc) {
   if (sc->sendbuf != nullptr) eng->send_bufs->put(sc->sendbuf);
   sc->sendbuf = nullptr;
-  if (!sc->pool_memory) return;  // the common case: an inline call held only its send buffer
+  if (sc->pool_memory) drop_pool_memory(sc);  // not the common case: an inline call held only its send buffer
+}
+
+void ServerConn::drop_pool_memory(SrvCall* sc) {
   sc->pool_memory = false;
   for (int c = 0; c < kMaxReadChunks; ++c) {
     if (sc->read_pooled[c]) eng->bulk->put(sc->read_dst[c]);
@@ -410,19 +421,21 @@ void ServerConn::after_pull(SrvCall* sc) {
 }
 
 void ServerConn::dispatch(SrvCall* sc) {
-  // The handler sees each read chunk's data where it was pulled to.
-  int k = 0;
-  for (int c = 0; c < sc->chunks.nreads; ++c) {
-    if (sc->chunks.reads[c].position == 0) continue;
-    sc->data_[k].data = std::span<const uint8_t>(sc->read_dst[c], sc->chunks.reads[c].length());
-    ++k;
-  }
   uint64_t bulk = 0;
-  for (int c = 0; c < sc->chunks.nreads; ++c)
-    if (sc->chunks.reads[c].position != 0) bulk += sc->chunks.reads[c].length();
-  if (bulk > 0) {
-    cs.read_chunks.add();
-    cs.read_chunk_bytes.add(bulk);
+  if (sc->chunks.nreads > 0) {
+    // The handler sees each read chunk's data where it was pulled to.
+    int k = 0;
+    for (int c = 0; c < sc->chunks.nreads; ++c) {
+      if (sc->chunks.reads[c].position == 0) continue;
+      sc->data_[k].data = std::span<const uint8_t>(sc->read_dst[c], sc->chunks.reads[c].length());
+      ++k;
+    }
+    for (int c = 0; c < sc->chunks.nreads; ++c)
+      if (sc->chunks.reads[c].position != 0) bulk += sc->chunks.reads[c].length();
+    if (bulk > 0) {
+      cs.read_chunks.add();
+      cs.read_chunk_bytes.add(bulk);
+    }
   }
   sc->state = SrvState::kInHandler;
   sc->handler_owner = true;

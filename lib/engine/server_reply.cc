@@ -271,7 +271,12 @@ void ServerConn::drop(SrvCall* sc) {
 
 bool ServerConn::try_post_reply(SrvCall* sc) {
   WrChain& chain = eng->chain;
-  build_reply_chain(sc, chain);
+  if (sc->nbulk == 0 && sc->long_len == 0) {
+    chain.clear();
+    add_reply_send(sc, chain);  // nothing to WRITE: the Send alone
+  } else {
+    build_reply_chain(sc, chain);
+  }
   if (!room(chain.size())) return false;
   sc->state = SrvState::kSent;
   // The reply that leaves its connection with no call in progress is
