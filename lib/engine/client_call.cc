@@ -257,12 +257,12 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
   }
 }
 
-void ClientConn::pop_backlog(Request* r) {
+inline void ClientConn::pop_backlog(Request* r) {
   TERN_ASSERT(r == backlog_head);
   unlink_backlog(r);
 }
 
-void ClientConn::unlink_backlog(Request* r) {
+inline void ClientConn::unlink_backlog(Request* r) {
   if (r->bl_prev != nullptr) r->bl_prev->next = r->next;
   else backlog_head = r->next;
   if (r->next != nullptr) r->next->bl_prev = r->bl_prev;
@@ -630,21 +630,21 @@ void ClientConn::requeue(Request* r) {
   requeued_.push_back(r);
 }
 
-void ClientConn::link_active(Request* r) {
+inline void ClientConn::link_active(Request* r) {
   r->act_prev = nullptr;
   r->act_next = active_head;
   if (active_head != nullptr) active_head->act_prev = r;
   active_head = r;
 }
 
-void ClientConn::unlink_active(Request* r) {
+inline void ClientConn::unlink_active(Request* r) {
   if (r->act_prev != nullptr) r->act_prev->act_next = r->act_next;
   else if (active_head == r) active_head = r->act_next;
   if (r->act_next != nullptr) r->act_next->act_prev = r->act_prev;
   r->act_prev = r->act_next = nullptr;
 }
 
-void ClientConn::release_recv(Request* r) {
+inline void ClientConn::release_recv(Request* r) {
   if (!r->holds_recv) return;
   rq->grants().unreserve();
   r->holds_recv = false;
@@ -658,7 +658,7 @@ void ClientConn::retire_abandoned(Request* r) {
   maybe_free(r);
 }
 
-void ClientConn::drop_staging(Request* r) {
+inline void ClientConn::drop_staging(Request* r) {
   if (r->longbuf != nullptr) eng->bulk->put(r->longbuf);
   if (r->replybuf != nullptr) eng->bulk->put(r->replybuf);
   r->longbuf = r->replybuf = nullptr;
@@ -713,7 +713,7 @@ void ClientConn::finish(Request* r, CallStatus status) {
   maybe_free(r);
 }
 
-void ClientConn::maybe_free(Request* r) {
+inline void ClientConn::maybe_free(Request* r) {
   // I4: back to the pool only when both the RPC owner and the Send owner let go.
   if (r->rpc_owner || r->send_owner || r->state != ReqState::kCompleted) return;
   // I5.

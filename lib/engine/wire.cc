@@ -174,6 +174,22 @@ namespace {
 
 size_t encode_call(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, const ChunkLists& ch, const Call& c,
                    std::span<const uint8_t> args) {
+  if (g_fast_paths && no_chunks(ch) && plain_auth(c)) {
+    // The plain call in one pass: the RDMA_MSG header, the AUTH_NONE call
+    // header (encode_rpc_call's words), the arguments.
+    if (kPlainRdmaHdr + kPlainCallHdr + args.size() > cap) return 0;
+    put_plain_rdma_msg(buf, xid, credits);
+    uint8_t* p = buf + kPlainRdmaHdr;
+    store_be32(p, xid);
+    store_be32(p + 4, static_cast<uint32_t>(oc::MsgType::kCall));
+    store_be32(p + 8, oc::kRpcVersion);
+    store_be32(p + 12, c.prog);
+    store_be32(p + 16, c.vers);
+    store_be32(p + 20, c.proc);
+    for (int i = 6; i < 10; ++i) store_be32(p + 4 * i, 0);  // AUTH_NONE credential and verifier
+    if (!args.empty()) std::memcpy(p + kPlainCallHdr, args.data(), args.size());
+    return kPlainRdmaHdr + kPlainCallHdr + args.size();
+  }
   size_t n1;
   if (g_fast_paths && no_chunks(ch)) {
     if (cap < kPlainRdmaHdr) return 0;
@@ -301,6 +317,22 @@ CallStatus decode_rpc_reply(std::span<const uint8_t> body, uint32_t xid, std::sp
     }
   }
   return decode_rpc_reply_general(body, xid, results);
+}
+
+bool decode_plain_reply(std::span<const uint8_t> msg, uint32_t* xid, uint32_t* credits,
+                        std::span<const uint8_t>* results) {
+  if (!plain_rdma_msg(msg) || msg.size() < kPlainRdmaHdr + kPlainReplyHdr) return false;
+  const uint8_t* p = msg.data();
+  const uint8_t* b = p + kPlainRdmaHdr;
+  // The RPC reply's own xid is the transport header's; REPLY, ACCEPTED,
+  // AUTH_NONE verifier, SUCCESS.
+  if (word(b, 0) != word(p, 0) || word(b, 1) != static_cast<uint32_t>(oc::MsgType::kReply) ||
+      (word(b, 2) | word(b, 3) | word(b, 4) | word(b, 5)) != 0)
+    return false;
+  *xid = word(p, 0);
+  *credits = word(p, 2);
+  *results = msg.subspan(kPlainRdmaHdr + kPlainReplyHdr);
+  return true;
 }
 
 namespace {

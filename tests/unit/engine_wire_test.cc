@@ -169,6 +169,41 @@ TEST(WireFastPath, ReplyDecodersAgreeWithTheGeneralCodecs) {
   EXPECT_GT(taken, 10);
 }
 
+// decode_plain_reply() takes a message only when the general decoders,
+// header then RPC reply (with the header's xid, as the client's request
+// has it), accept it as an RDMA_MSG without chunks and a SUCCESS, with the
+// same xid, grant and results.
+TEST(WireFastPath, PlainReplyDecoderAgreesWithTheGeneralCodecs) {
+  std::vector<uint8_t> res(12, 0x77);
+  std::vector<uint8_t> msg(28 + 24 + res.size());
+  ChunkLists none;
+  none.clear();
+  ASSERT_EQ(encode_reply_header(msg.data(), msg.size(), 0x1234567, 9, none, false), 28u);
+  ASSERT_EQ(encode_rpc_reply(msg.data() + 28, msg.size() - 28, 0x1234567, 0, 0, 0, res), 24 + res.size());
+  int taken = 0;
+  for (const auto& m : variants(msg)) {
+    uint32_t xid = 0, credits = 0;
+    std::span<const uint8_t> results;
+    if (!decode_plain_reply(m, &xid, &credits, &results)) continue;
+    ++taken;
+    FastOff off;
+    EXPECT_FALSE(decode_plain_reply(m, &xid, &credits, &results));
+    Reply g;
+    ASSERT_TRUE(decode_reply_header(m, &g));
+    EXPECT_EQ(g.kind, Reply::Kind::kMsg);
+    EXPECT_EQ(g.nwrites, 0);
+    EXPECT_FALSE(g.has_reply_chunk);
+    EXPECT_EQ(g.xid, xid);
+    EXPECT_EQ(g.credits, credits);
+    std::span<const uint8_t> rg;
+    ASSERT_EQ(decode_rpc_reply(g.body, g.xid, &rg), CallStatus::kOk);
+    EXPECT_EQ(rg.data(), results.data());
+    EXPECT_EQ(rg.size(), results.size());
+  }
+  // The message itself and its mutations of the grant and the results.
+  EXPECT_GT(taken, 10);
+}
+
 TEST(WireFastPath, CallDecodersAgreeWithTheGeneralCodecs) {
   std::vector<uint8_t> args(20, 0x11);
   ChunkLists none;
