@@ -24,6 +24,27 @@ uint32_t RecvQueue::grow(uint32_t n) {
 }
 
 uint32_t RecvQueue::post(Counter* posted_counter, Counter* batches_counter) {
+  if (pending_.size() == 1) {
+    // One buffer, the usual case at low load (one receive back per pass):
+    // the loop below with n = 1, without its batching.
+    MsgBuf* b = pending_[0];
+    // I1: a buffer on its way back to the device is attached to nothing.
+    TERN_ASSERT(b->where == MsgBuf::Where::kQueued && b->queue == id_);
+    Sge sge{reinterpret_cast<uint64_t>(b->data), b->cap, lkey_};
+    RecvWr wr{recv_wr_id(b->index), &sge, 1};
+    b->where = MsgBuf::Where::kPosted;
+    int err = 0;
+    const int got = srq_ != nullptr ? srq_->post_recv(&wr, 1, &err) : qp_->post_recv(&wr, 1, &err);
+    batches_counter->add();
+    if (got < 1) {
+      b->where = MsgBuf::Where::kQueued;  // refused: it stays queued
+      return 0;
+    }
+    ++posted_;
+    posted_counter->add();
+    pending_.clear();
+    return 1;
+  }
   // Receives go back in batches: one post_recv (one doorbell) for many.
   RecvWr* wrs = wrs_.get();
   Sge* sges = sges_.get();
