@@ -85,7 +85,8 @@ int ClientConn::call(const Call& c, uint32_t* xid_out) {
       c.max_results <= o.max_reply && c.max_results + 128 <= inline_recv) {
     const size_t rpc_hdr = wire::call_rpc_header_len(c);
     const size_t rpc_len = rpc_hdr + c.args.size();
-    if (wire::kNoChunksHeader + rpc_len <= inline_send) return accept(c, nullptr, 0, nullptr, 0, false, rpc_len, rpc_hdr, xid_out);
+    if (wire::kNoChunksHeader + rpc_len <= inline_send)
+      return accept(c, nullptr, 0, nullptr, 0, false, rpc_len, rpc_hdr, xid_out);
   }
   const size_t nreads = c.read_chunks.size() + (c.bulk_send.empty() ? 0 : 1);
   const size_t nwrites = c.write_chunks.size() + (c.bulk_recv.empty() ? 0 : 1);
@@ -308,10 +309,13 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   ChunkLists& ch = eng->chunks;
   ch.clear();
   const uint32_t arena_lkey = pdc->arena_lkey();
-  // A chunk that could not be mapped: what earlier chunks took goes straight
-  // back (nothing was posted).
+  // Most calls carry no chunk of any kind: their chain is the Send alone.
+  const bool chunked = r->long_call || r->nreads > 0 || r->nwrites > 0 || want_reply;
+  // A chunk that could not be mapped, or a chain that found no room: what
+  // was mapped goes straight back (nothing was posted). (A call with no
+  // chunk has nothing mapped, and there may be no registrar at all.)
   auto unmap = [&](int rc) {
-    pdc->reg->release(&r->mrs);
+    if (r->mrs != nullptr) pdc->reg->release(&r->mrs);
     if (rc == Registrar::kRefused) return SendResult::kRefused;
     return wait(true);
   };
@@ -320,39 +324,41 @@ ClientConn::SendResult ClientConn::send(Request* r) {
     if (n >= 0) *nsegs = n;
     return n;
   };
-  // Position zero: a long call's whole RPC message.
-  if (r->long_call) {
-    size_t n = wire::encode_rpc_call(r->longbuf, r->rpc_len, r->xid, c, c.args);
-    TERN_CHECK(n == r->rpc_len, "long call message is %zu bytes, measured %u", n, r->rpc_len);
-    ReadChunkSegs& rc = ch.reads[ch.nreads++];
-    rc.position = 0;
-    if (int rv = map(r->longbuf, n, arena_lkey, kAccessRemoteRead, rc.segs, &rc.nsegs); rv < 0) return unmap(rv);
-  }
-  const uint32_t hdr = r->rpc_hdr;
-  for (int i = 0; i < r->nreads; ++i) {
-    const ReadChunk& src = r->reads[i];
-    uint32_t lkey = 0;
-    (void)pdc->lkey_of(src.data.data(), src.data.size(), &lkey);  // checked at call()
-    ReadChunkSegs& rc = ch.reads[ch.nreads++];
-    rc.position = hdr + src.position;
-    if (int rv = map(src.data.data(), src.data.size(), lkey, kAccessRemoteRead, rc.segs, &rc.nsegs); rv < 0)
-      return unmap(rv);
-  }
-  for (int i = 0; i < r->nwrites; ++i) {
-    uint32_t lkey = 0;
-    (void)pdc->lkey_of(r->writes[i].data(), r->writes[i].size(), &lkey);
-    WriteChunkSegs& wc = ch.writes[ch.nwrites++];
-    if (int rv = map(r->writes[i].data(), r->writes[i].size(), lkey, kAccessLocalWrite | kAccessRemoteWrite, wc.segs,
-                     &wc.nsegs);
-        rv < 0)
-      return unmap(rv);
-  }
-  if (want_reply) {
-    ch.has_reply = true;
-    if (int rv = map(r->replybuf, c.max_results + 256, arena_lkey, kAccessLocalWrite | kAccessRemoteWrite,
-                     ch.reply.segs, &ch.reply.nsegs);
-        rv < 0)
-      return unmap(rv);
+  if (chunked) {
+    // Position zero: a long call's whole RPC message.
+    if (r->long_call) {
+      size_t n = wire::encode_rpc_call(r->longbuf, r->rpc_len, r->xid, c, c.args);
+      TERN_CHECK(n == r->rpc_len, "long call message is %zu bytes, measured %u", n, r->rpc_len);
+      ReadChunkSegs& rc = ch.reads[ch.nreads++];
+      rc.position = 0;
+      if (int rv = map(r->longbuf, n, arena_lkey, kAccessRemoteRead, rc.segs, &rc.nsegs); rv < 0) return unmap(rv);
+    }
+    const uint32_t hdr = r->rpc_hdr;
+    for (int i = 0; i < r->nreads; ++i) {
+      const ReadChunk& src = r->reads[i];
+      uint32_t lkey = 0;
+      (void)pdc->lkey_of(src.data.data(), src.data.size(), &lkey);  // checked at call()
+      ReadChunkSegs& rc = ch.reads[ch.nreads++];
+      rc.position = hdr + src.position;
+      if (int rv = map(src.data.data(), src.data.size(), lkey, kAccessRemoteRead, rc.segs, &rc.nsegs); rv < 0)
+        return unmap(rv);
+    }
+    for (int i = 0; i < r->nwrites; ++i) {
+      uint32_t lkey = 0;
+      (void)pdc->lkey_of(r->writes[i].data(), r->writes[i].size(), &lkey);
+      WriteChunkSegs& wc = ch.writes[ch.nwrites++];
+      if (int rv = map(r->writes[i].data(), r->writes[i].size(), lkey, kAccessLocalWrite | kAccessRemoteWrite, wc.segs,
+                       &wc.nsegs);
+          rv < 0)
+        return unmap(rv);
+    }
+    if (want_reply) {
+      ch.has_reply = true;
+      if (int rv = map(r->replybuf, c.max_results + 256, arena_lkey, kAccessLocalWrite | kAccessRemoteWrite,
+                       ch.reply.segs, &ch.reply.nsegs);
+          rv < 0)
+        return unmap(rv);
+    }
   }
   // The credits we would like (RFC 8166's rdma_credit in a call): our whole
   // window, as the Linux client asks. A grant travels only in a reply, so a
@@ -388,6 +394,13 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   if (TERN_UNLIKELY(bd != nullptr)) r->ts_posted = now_ticks();
   // Counted once the call is committed: an attempt that ran short of MRs or
   // send-queue room is retried from the backlog and must not count twice.
+  cs.sends.add();
+  cs.bytes_sent.add(len);
+  t_last = eng->now_tick;  // coarse (EngineImpl::now_tick)
+  if (!chunked) {
+    if (r->pc != nullptr) r->pc->bytes_sent.add(len);
+    return SendResult::kSent;
+  }
   int nread_user = ch.nreads - (r->long_call ? 1 : 0);
   if (nread_user > 0) eng->st.read_chunks.add();
   if (ch.nwrites > 0) eng->st.write_chunks.add();
@@ -396,9 +409,6 @@ ClientConn::SendResult ClientConn::send(Request* r) {
     eng->st.long_calls.add();
     cs.nomsg.add();
   }
-  cs.sends.add();
-  cs.bytes_sent.add(len);
-  t_last = eng->now_tick;  // coarse (EngineImpl::now_tick)
   uint64_t bulk = 0;
   for (int i = 0; i < r->nreads; ++i) bulk += r->reads[i].data.size();
   if (nread_user > 0) {
