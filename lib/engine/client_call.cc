@@ -237,8 +237,34 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
   }
   if (r->pc != nullptr) r->pc->ops.add();
   if (!probe) last_prog = c.prog, last_vers = c.vers;
-  // Into the backlog, in order; the head goes out at once if it can.
   r->state = ReqState::kBacklog;
+  if (backlog_head == nullptr && life == State::kReady && !r->long_call && r->nreads == 0 && r->nwrites == 0 &&
+      c.max_results + 128 <= inline_recv) {
+    // Nothing waits ahead of it and it has no chunk (so it cannot be
+    // refused): it goes out now if it can, as process(kSubmit) would send
+    // the backlog's head, without entering and leaving the backlog.
+    in_call_ = true;
+    const SendResult res = send(r);
+    in_call_ = false;
+    head_waits_for_credit = res == SendResult::kWaitCredit;
+    TERN_ASSERT(res != SendResult::kRefused);
+    if (res == SendResult::kSent || res == SendResult::kConnFailed) {
+      link_active(r);
+      // A refused post failed the connection: the call is an orphan.
+      if (res == SendResult::kConnFailed || life != State::kReady) r->state = ReqState::kOrphaned;
+      return;
+    }
+    // It waits for a credit, memory or room, at the head of the backlog
+    // with what it took.
+    TERN_ASSERT(backlog_head == nullptr);
+    r->next = r->bl_prev = nullptr;
+    backlog_head = backlog_tail = r;
+    ++backlog_len;
+    eng->st.backlogged.add();
+    want_service();
+    return;
+  }
+  // Into the backlog, in order; the head goes out at once if it can.
   r->next = nullptr;
   r->bl_prev = backlog_tail;
   if (backlog_tail) backlog_tail->next = r;
