@@ -15,6 +15,10 @@
 
 namespace tern::rpc {
 
+namespace wire {
+struct RpcCall;
+}
+
 class ServerConn final : public ConnBase {
  public:
   ServerConn(EngineImpl* eng, DeviceCtx* dc);
@@ -55,6 +59,10 @@ class ServerConn final : public ConnBase {
   // finds the handler and asks its Placer. False: answered already (garbage,
   // no such procedure...) or refused.
   bool decode_rpc(SrvCall* sc);
+  // A decoded RPC call header to its handler and procedure counters (or to
+  // the engine's own answer), and its read chunks' positions and placement
+  // (msg_len: the RPC message's length).
+  void route(SrvCall* sc, const wire::RpcCall& rc, size_t msg_len);
   // What the call needs from the pools, all or nothing (server_recv.cc).
   bool take_memory(SrvCall* sc);
   void drop_memory(SrvCall* sc);

@@ -57,9 +57,15 @@ void ServerConn::handle_call(MsgBuf* rep) {
     want_service();
     return;
   }
-  // The header's chunk lists go straight into the call (no copy of them).
+  // The commonest call (no chunk lists, AUTH_NONE) is decoded in one step,
+  // its RPC header with it; anything else by the general decoders. The
+  // header's chunk lists go straight into the call (no copy of them).
+  const auto msg = std::span<const uint8_t>(rep->data, rep->len);
   wire::Incoming in;
-  wire::decode_call_header(std::span<const uint8_t>(rep->data, rep->len), &in, &sc->chunks);
+  wire::RpcCall rc;
+  const bool plain = wire::decode_plain_call(msg, &in, &rc);
+  if (plain) sc->chunks.clear();
+  else wire::decode_call_header(msg, &in, &sc->chunks);
   if (in.verdict != wire::Incoming::Verdict::kOk) eng->srv_calls.put(sc);
   switch (in.verdict) {
     case wire::Incoming::Verdict::kDrop:
@@ -139,7 +145,9 @@ void ServerConn::handle_call(MsgBuf* rep) {
   }
   sc->handler_owner = true;  // the engine holds the handler's side until the handler runs
   sc->state = SrvState::kWaitMemory;
-  if (!sc->nomsg) {
+  if (plain) {
+    route(sc, rc, in.body.size());
+  } else if (!sc->nomsg) {
     if (!decode_rpc(sc)) return;
   } else {
     // The message is in the position-zero chunk: the receive's job is done.
@@ -162,6 +170,11 @@ bool ServerConn::decode_rpc(SrvCall* sc) {
     sc->pc = eng->proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, true);
     return true;
   }
+  route(sc, rc, msg.size());
+  return true;
+}
+
+void ServerConn::route(SrvCall* sc, const wire::RpcCall& rc, size_t msg_len) {
   sc->prog_ = rc.prog, sc->vers_ = rc.vers, sc->proc_ = rc.proc;
   sc->args_ = rc.args;
   AcceptStat why;
@@ -172,7 +185,7 @@ bool ServerConn::decode_rpc(SrvCall* sc) {
   if (sc->handler == nullptr) {
     sc->answer = static_cast<int>(why);
     sc->answer_low = low, sc->answer_high = high;
-    return true;
+    return;
   }
   // The data chunks' positions, as the handler sees them: from the start of
   // its arguments. An RDMA_NOMSG message's chunks must fall inside it.
@@ -181,9 +194,9 @@ bool ServerConn::decode_rpc(SrvCall* sc) {
   for (int c = 0; c < sc->chunks.nreads; ++c) {
     uint32_t pos = sc->chunks.reads[c].position;
     if (pos == 0) continue;
-    if (pos < hdr || pos > msg.size()) {
+    if (pos < hdr || pos > msg_len) {
       sc->answer = static_cast<int>(AcceptStat::kGarbageArgs);
-      return true;
+      return;
     }
     sc->data_[sc->ndata_++] = ReadChunkData{static_cast<uint32_t>(pos - hdr), {}};
   }
@@ -216,7 +229,6 @@ bool ServerConn::decode_rpc(SrvCall* sc) {
         w = nullptr;
       }
   }
-  return true;
 }
 
 // A send buffer for the reply, and the bulk pool's part when the call has

@@ -473,6 +473,27 @@ bool decode_rpc_call(std::span<const uint8_t> body, uint32_t xid, RpcCall* c) {
   return decode_rpc_call_general(body, xid, c);
 }
 
+bool decode_plain_call(std::span<const uint8_t> msg, Incoming* in, RpcCall* c) {
+  if (!plain_rdma_msg(msg) || msg.size() < kPlainRdmaHdr + kPlainCallHdr) return false;
+  const uint8_t* p = msg.data();
+  const uint8_t* b = p + kPlainRdmaHdr;
+  // decode_call_header()'s xid check and decode_rpc_call()'s fast path.
+  if (word(b, 0) != word(p, 0) || word(b, 1) != static_cast<uint32_t>(oc::MsgType::kCall) ||
+      word(b, 2) != oc::kRpcVersion || (word(b, 6) | word(b, 7) | word(b, 8) | word(b, 9)) != 0)
+    return false;
+  in->xid = word(p, 0);
+  in->credits = word(p, 2);
+  in->verdict = Incoming::Verdict::kOk;
+  in->nomsg = false;
+  in->body = msg.subspan(kPlainRdmaHdr);
+  c->prog = word(b, 3);
+  c->vers = word(b, 4);
+  c->proc = word(b, 5);
+  c->args = in->body.subspan(kPlainCallHdr);
+  c->header_len = kPlainCallHdr;
+  return true;
+}
+
 namespace {
 [[gnu::noinline]] size_t encode_reply_header_general(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits,
                                                      const ChunkLists& written, bool nomsg) {

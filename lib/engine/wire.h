@@ -95,6 +95,12 @@ struct RpcCall {
   bool bad_auth = false;
 };
 bool decode_rpc_call(std::span<const uint8_t> body, uint32_t xid, RpcCall* c);
+// The commonest call in one step: RDMA_MSG with no chunk lists around an
+// RPC version 2 call with AUTH_NONE credential and verifier whose xid is the
+// header's. True with what decode_call_header() (kOk, no chunks) and then
+// decode_rpc_call(body, xid) give it; false for anything else (those two
+// decide then), and with the fast paths off.
+bool decode_plain_call(std::span<const uint8_t> msg, Incoming* in, RpcCall* c);
 
 // The RDMA_MSG header of a message with no chunk lists (three empty lists):
 // what nearly every inline reply carries. kNoChunksHeader bytes; 0 when cap
