@@ -177,7 +177,7 @@ int ClientConn::call(const Call& c, uint32_t* xid_out) {
   return accept(c, reads, nr, writes, nw, long_call, rpc_len, rpc_hdr, xid_out);
 }
 
-int ClientConn::accept(const Call& c, const ReadChunk* reads, int nr, const std::span<uint8_t>* writes, int nw,
+inline int ClientConn::accept(const Call& c, const ReadChunk* reads, int nr, const std::span<uint8_t>* writes, int nw,
                        bool long_call, size_t rpc_len, size_t rpc_hdr, uint32_t* xid_out) {
   if (backlog_len >= eng->opt.backlog) return EAGAIN;
   Request* r = eng->requests.get();

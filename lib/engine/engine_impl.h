@@ -252,4 +252,26 @@ inline void ConnBase::record_rtt(ProcCounters* pc, uint64_t t0, bool error) {
   }
 }
 
+inline void ConnBase::on_receive(MsgBuf* buf, const rdma::Wc& wc) {
+  if (TERN_UNLIKELY(wc.status != rdma::WcStatus::kSuccess || life != State::kReady) && !receive_unusual(buf, wc))
+    return;
+  buf->len = wc.byte_len;
+  buf->wc_flags = wc.flags;
+  buf->inv_rkey = wc.invalidated_rkey;
+  cs.recvs.add();
+  cs.bytes_received.add(wc.byte_len);
+  t_last = eng->now_tick;  // coarse: keepalive and idle time need no more
+  on_message(buf);
+}
+
+inline void ConnBase::give_back(MsgBuf* buf) {
+  TERN_ASSERT(buf->where == MsgBuf::Where::kHeld);
+  RecvQueue* q = eng->queues[buf->queue];
+  TERN_ASSERT(q != nullptr);
+  q->give_back(buf);
+  // A queue of this connection's own is posted to only while its QP can
+  // take receives; a QP in error would flush them straight back.
+  if (q->shared() || life == State::kReady || life == State::kConnecting) eng->queue_needs_post(q);
+}
+
 }  // namespace tern::rpc

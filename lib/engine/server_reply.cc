@@ -218,7 +218,7 @@ uint32_t ServerConn::grant_for_reply(const SrvCall* sc) {
   return rq->grants().grant_for_reply(&grant, sc->wanted);
 }
 
-bool ServerConn::reply_inline(SrvCall* sc, std::span<const uint8_t> results, int accept) {
+inline bool ServerConn::reply_inline(SrvCall* sc, std::span<const uint8_t> results, int accept) {
   // No write chunk, so the RDMA_MSG header's three lists are empty (a reply
   // chunk goes back only when the reply went through it): its length is
   // fixed. The RPC message goes after it first; the header, which carries
