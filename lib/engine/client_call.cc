@@ -78,6 +78,16 @@ int ClientConn::call(const Call& c, uint32_t* xid_out) {
   if (!(life == State::kReady || (was_ready && pub == ConnState::kReconnecting))) return ENOTCONN;
   if (c.done == nullptr) return EINVAL;
   const EngineOptions& o = eng->opt;
+  // The commonest call: inline arguments, no chunk of any kind, small
+  // results, a message that fits the inline threshold. It needs none of the
+  // checks below (each is about a chunk), and gives the same answers.
+  if (c.read_chunks.empty() && c.bulk_send.empty() && c.write_chunks.empty() && c.bulk_recv.empty() &&
+      c.max_results <= o.max_reply && c.max_results + 128 <= inline_recv) {
+    const size_t rpc_hdr = wire::call_rpc_header_len(c);
+    const size_t rpc_len = rpc_hdr + c.args.size();
+    if (wire::kNoChunksHeader + rpc_len <= inline_send)
+      return accept(c, nullptr, 0, nullptr, 0, false, rpc_len, rpc_hdr, xid_out);
+  }
   const size_t nreads = c.read_chunks.size() + (c.bulk_send.empty() ? 0 : 1);
   const size_t nwrites = c.write_chunks.size() + (c.bulk_recv.empty() ? 0 : 1);
   if (nreads > kMaxCallReadChunks || nwrites > kMaxCallWriteChunks) return EINVAL;
@@ -164,7 +174,12 @@ int ClientConn::call(const Call& c, uint32_t* xid_out) {
     long_call = true;
   }
   if (shape.read_segments() > kMaxReadSegs) return EMSGSIZE;
-  if (backlog_len >= o.backlog) return EAGAIN;
+  return accept(c, reads, nr, writes, nw, long_call, rpc_len, rpc_hdr, xid_out);
+}
+
+inline int ClientConn::accept(const Call& c, const ReadChunk* reads, int nr, const std::span<uint8_t>* writes, int nw,
+                       bool long_call, size_t rpc_len, size_t rpc_hdr, uint32_t* xid_out) {
+  if (backlog_len >= eng->opt.backlog) return EAGAIN;
   Request* r = eng->requests.get();
   if (r == nullptr) return EAGAIN;
   // I5: a pooled request carries nothing.
@@ -222,8 +237,34 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
   }
   if (r->pc != nullptr) r->pc->ops.add();
   if (!probe) last_prog = c.prog, last_vers = c.vers;
-  // Into the backlog, in order; the head goes out at once if it can.
   r->state = ReqState::kBacklog;
+  if (backlog_head == nullptr && life == State::kReady && !r->long_call && r->nreads == 0 && r->nwrites == 0 &&
+      c.max_results + 128 <= inline_recv) {
+    // Nothing waits ahead of it and it has no chunk (so it cannot be
+    // refused): it goes out now if it can, as process(kSubmit) would send
+    // the backlog's head, without entering and leaving the backlog.
+    in_call_ = true;
+    const SendResult res = send(r);
+    in_call_ = false;
+    head_waits_for_credit = res == SendResult::kWaitCredit;
+    TERN_ASSERT(res != SendResult::kRefused);
+    if (res == SendResult::kSent || res == SendResult::kConnFailed) {
+      link_active(r);
+      // A refused post failed the connection: the call is an orphan.
+      if (res == SendResult::kConnFailed || life != State::kReady) r->state = ReqState::kOrphaned;
+      return;
+    }
+    // It waits for a credit, memory or room, at the head of the backlog
+    // with what it took.
+    TERN_ASSERT(backlog_head == nullptr);
+    r->next = r->bl_prev = nullptr;
+    backlog_head = backlog_tail = r;
+    ++backlog_len;
+    eng->st.backlogged.add();
+    want_service();
+    return;
+  }
+  // Into the backlog, in order; the head goes out at once if it can.
   r->next = nullptr;
   r->bl_prev = backlog_tail;
   if (backlog_tail) backlog_tail->next = r;
@@ -243,12 +284,12 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
   }
 }
 
-void ClientConn::pop_backlog(Request* r) {
+inline void ClientConn::pop_backlog(Request* r) {
   TERN_ASSERT(r == backlog_head);
   unlink_backlog(r);
 }
 
-void ClientConn::unlink_backlog(Request* r) {
+inline void ClientConn::unlink_backlog(Request* r) {
   if (r->bl_prev != nullptr) r->bl_prev->next = r->next;
   else backlog_head = r->next;
   if (r->next != nullptr) r->next->bl_prev = r->bl_prev;
@@ -291,13 +332,16 @@ ClientConn::SendResult ClientConn::send(Request* r) {
     return wait(true);
   WrChain& chain = eng->chain;
   chain.clear();
-  ChunkLists ch;
+  ChunkLists& ch = eng->chunks;
   ch.clear();
   const uint32_t arena_lkey = pdc->arena_lkey();
-  // A chunk that could not be mapped: what earlier chunks took goes straight
-  // back (nothing was posted).
+  // Most calls carry no chunk of any kind: their chain is the Send alone.
+  const bool chunked = r->long_call || r->nreads > 0 || r->nwrites > 0 || want_reply;
+  // A chunk that could not be mapped, or a chain that found no room: what
+  // was mapped goes straight back (nothing was posted). (A call with no
+  // chunk has nothing mapped, and there may be no registrar at all.)
   auto unmap = [&](int rc) {
-    pdc->reg->release(&r->mrs);
+    if (r->mrs != nullptr) pdc->reg->release(&r->mrs);
     if (rc == Registrar::kRefused) return SendResult::kRefused;
     return wait(true);
   };
@@ -306,39 +350,41 @@ ClientConn::SendResult ClientConn::send(Request* r) {
     if (n >= 0) *nsegs = n;
     return n;
   };
-  // Position zero: a long call's whole RPC message.
-  if (r->long_call) {
-    size_t n = wire::encode_rpc_call(r->longbuf, r->rpc_len, r->xid, c, c.args);
-    TERN_CHECK(n == r->rpc_len, "long call message is %zu bytes, measured %u", n, r->rpc_len);
-    ReadChunkSegs& rc = ch.reads[ch.nreads++];
-    rc.position = 0;
-    if (int rv = map(r->longbuf, n, arena_lkey, kAccessRemoteRead, rc.segs, &rc.nsegs); rv < 0) return unmap(rv);
-  }
-  const uint32_t hdr = r->rpc_hdr;
-  for (int i = 0; i < r->nreads; ++i) {
-    const ReadChunk& src = r->reads[i];
-    uint32_t lkey = 0;
-    (void)pdc->lkey_of(src.data.data(), src.data.size(), &lkey);  // checked at call()
-    ReadChunkSegs& rc = ch.reads[ch.nreads++];
-    rc.position = hdr + src.position;
-    if (int rv = map(src.data.data(), src.data.size(), lkey, kAccessRemoteRead, rc.segs, &rc.nsegs); rv < 0)
-      return unmap(rv);
-  }
-  for (int i = 0; i < r->nwrites; ++i) {
-    uint32_t lkey = 0;
-    (void)pdc->lkey_of(r->writes[i].data(), r->writes[i].size(), &lkey);
-    WriteChunkSegs& wc = ch.writes[ch.nwrites++];
-    if (int rv = map(r->writes[i].data(), r->writes[i].size(), lkey, kAccessLocalWrite | kAccessRemoteWrite, wc.segs,
-                     &wc.nsegs);
-        rv < 0)
-      return unmap(rv);
-  }
-  if (want_reply) {
-    ch.has_reply = true;
-    if (int rv = map(r->replybuf, c.max_results + 256, arena_lkey, kAccessLocalWrite | kAccessRemoteWrite,
-                     ch.reply.segs, &ch.reply.nsegs);
-        rv < 0)
-      return unmap(rv);
+  if (chunked) {
+    // Position zero: a long call's whole RPC message.
+    if (r->long_call) {
+      size_t n = wire::encode_rpc_call(r->longbuf, r->rpc_len, r->xid, c, c.args);
+      TERN_CHECK(n == r->rpc_len, "long call message is %zu bytes, measured %u", n, r->rpc_len);
+      ReadChunkSegs& rc = ch.reads[ch.nreads++];
+      rc.position = 0;
+      if (int rv = map(r->longbuf, n, arena_lkey, kAccessRemoteRead, rc.segs, &rc.nsegs); rv < 0) return unmap(rv);
+    }
+    const uint32_t hdr = r->rpc_hdr;
+    for (int i = 0; i < r->nreads; ++i) {
+      const ReadChunk& src = r->reads[i];
+      uint32_t lkey = 0;
+      (void)pdc->lkey_of(src.data.data(), src.data.size(), &lkey);  // checked at call()
+      ReadChunkSegs& rc = ch.reads[ch.nreads++];
+      rc.position = hdr + src.position;
+      if (int rv = map(src.data.data(), src.data.size(), lkey, kAccessRemoteRead, rc.segs, &rc.nsegs); rv < 0)
+        return unmap(rv);
+    }
+    for (int i = 0; i < r->nwrites; ++i) {
+      uint32_t lkey = 0;
+      (void)pdc->lkey_of(r->writes[i].data(), r->writes[i].size(), &lkey);
+      WriteChunkSegs& wc = ch.writes[ch.nwrites++];
+      if (int rv = map(r->writes[i].data(), r->writes[i].size(), lkey, kAccessLocalWrite | kAccessRemoteWrite, wc.segs,
+                       &wc.nsegs);
+          rv < 0)
+        return unmap(rv);
+    }
+    if (want_reply) {
+      ch.has_reply = true;
+      if (int rv = map(r->replybuf, c.max_results + 256, arena_lkey, kAccessLocalWrite | kAccessRemoteWrite,
+                       ch.reply.segs, &ch.reply.nsegs);
+          rv < 0)
+        return unmap(rv);
+    }
   }
   // The credits we would like (RFC 8166's rdma_credit in a call): our whole
   // window, as the Linux client asks. A grant travels only in a reply, so a
@@ -374,6 +420,13 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   if (TERN_UNLIKELY(bd != nullptr)) r->ts_posted = now_ticks();
   // Counted once the call is committed: an attempt that ran short of MRs or
   // send-queue room is retried from the backlog and must not count twice.
+  cs.sends.add();
+  cs.bytes_sent.add(len);
+  t_last = eng->now_tick;  // coarse (EngineImpl::now_tick)
+  if (!chunked) {
+    if (r->pc != nullptr) r->pc->bytes_sent.add(len);
+    return SendResult::kSent;
+  }
   int nread_user = ch.nreads - (r->long_call ? 1 : 0);
   if (nread_user > 0) eng->st.read_chunks.add();
   if (ch.nwrites > 0) eng->st.write_chunks.add();
@@ -382,9 +435,6 @@ ClientConn::SendResult ClientConn::send(Request* r) {
     eng->st.long_calls.add();
     cs.nomsg.add();
   }
-  cs.sends.add();
-  cs.bytes_sent.add(len);
-  t_last = eng->now_tick;  // coarse (EngineImpl::now_tick)
   uint64_t bulk = 0;
   for (int i = 0; i < r->nreads; ++i) bulk += r->reads[i].data.size();
   if (nread_user > 0) {
@@ -616,21 +666,21 @@ void ClientConn::requeue(Request* r) {
   requeued_.push_back(r);
 }
 
-void ClientConn::link_active(Request* r) {
+inline void ClientConn::link_active(Request* r) {
   r->act_prev = nullptr;
   r->act_next = active_head;
   if (active_head != nullptr) active_head->act_prev = r;
   active_head = r;
 }
 
-void ClientConn::unlink_active(Request* r) {
+inline void ClientConn::unlink_active(Request* r) {
   if (r->act_prev != nullptr) r->act_prev->act_next = r->act_next;
   else if (active_head == r) active_head = r->act_next;
   if (r->act_next != nullptr) r->act_next->act_prev = r->act_prev;
   r->act_prev = r->act_next = nullptr;
 }
 
-void ClientConn::release_recv(Request* r) {
+inline void ClientConn::release_recv(Request* r) {
   if (!r->holds_recv) return;
   rq->grants().unreserve();
   r->holds_recv = false;
@@ -644,7 +694,7 @@ void ClientConn::retire_abandoned(Request* r) {
   maybe_free(r);
 }
 
-void ClientConn::drop_staging(Request* r) {
+inline void ClientConn::drop_staging(Request* r) {
   if (r->longbuf != nullptr) eng->bulk->put(r->longbuf);
   if (r->replybuf != nullptr) eng->bulk->put(r->replybuf);
   r->longbuf = r->replybuf = nullptr;
@@ -699,7 +749,7 @@ void ClientConn::finish(Request* r, CallStatus status) {
   maybe_free(r);
 }
 
-void ClientConn::maybe_free(Request* r) {
+inline void ClientConn::maybe_free(Request* r) {
   // I4: back to the pool only when both the RPC owner and the Send owner let go.
   if (r->rpc_owner || r->send_owner || r->state != ReqState::kCompleted) return;
   // I5.

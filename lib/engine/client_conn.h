@@ -113,6 +113,10 @@ class ClientConn final : public ConnBase {
   int flush_backlog();
   void pop_backlog(Request* r);
   void unlink_backlog(Request* r);
+  // A checked call (call()) takes a request with its chunks and shape, and
+  // is entered. Returns call()'s answer.
+  int accept(const Call& c, const ReadChunk* reads, int nr, const std::span<uint8_t>* writes, int nw, bool long_call,
+             size_t rpc_len, size_t rpc_hdr, uint32_t* xid_out);
   // Enters an accepted call (call(), a probe) into the backlog and tries it.
   void enter(Request* r, const Call& c, bool probe);
   // Deadlines (client_recovery.cc).

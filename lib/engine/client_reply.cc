@@ -15,8 +15,34 @@ namespace tern::rpc {
 using namespace tern::rdma;
 
 void ClientConn::on_message(MsgBuf* rep) {
-  wire::Reply h;
   auto msg = std::span<const uint8_t>(rep->data, rep->len);
+  // The commonest reply -- a plain Send (no invalidation), no chunk lists,
+  // SUCCESS -- for a call we wait for: what the general path below does
+  // with it, without its chunk bookkeeping. Anything else goes there.
+  {
+    uint32_t xid, grant;
+    std::span<const uint8_t> results;
+    uint32_t idx;
+    Request* r;
+    if ((rep->wc_flags & kWcWithInv) == 0 && wire::decode_plain_reply(msg, &xid, &grant, &results) &&
+        xids.find(xid, &idx) && (r = eng->requests.at(idx)) != nullptr && r->conn == this &&
+        r->state == ReqState::kSent && r->reply == nullptr) {
+      t_last_recv = t_last;
+      credits.grant(grant);
+      if (backlog_head != nullptr) want_service();  // a credit may be what the backlog waits for
+      r->reply = rep;  // I2
+      if (TERN_UNLIKELY(bd != nullptr)) r->ts_recv = now_ticks();
+      CallReply& res = r->result;
+      res = CallReply{CallStatus::kOk, r->xid, results, 0};
+      res.nwrites = static_cast<uint32_t>(r->nwrites);  // nothing written into them
+      if (r->pc != nullptr) r->pc->bytes_received.add(rep->len);
+      eng->st.replies.add();
+      cs.replies.add();
+      process(r, ReqEvent::kReply);
+      return;
+    }
+  }
+  wire::Reply h;
   bool decoded = wire::decode_reply_header(msg, &h);
   // The xid leads every RPC-over-RDMA header whatever its version or
   // procedure, so even a reply we cannot use names the call it answers.

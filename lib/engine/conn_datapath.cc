@@ -53,7 +53,7 @@ void ConnBase::on_send_completion(const Wc& wc) {
   if (life == State::kReady && has_waiting()) want_service();  // room for what waits for it
 }
 
-void ConnBase::on_receive(MsgBuf* buf, const Wc& wc) {
+bool ConnBase::receive_unusual(MsgBuf* buf, const Wc& wc) {
   if (wc.status != WcStatus::kSuccess) {
     // Flushed (or failed). A receive of ours (registered, sized to what we
     // advertised) fails only when the peer sent more than it may or, with
@@ -73,34 +73,18 @@ void ConnBase::on_receive(MsgBuf* buf, const Wc& wc) {
       eng->cm_due = true;  // the driver's event says why: read it in this same poll()
     }
     give_back(buf);
-    return;
+    return false;
   }
   if (life == State::kDraining || life == State::kDead) {
     // A message that was already on its way when the connection was lost.
     give_back(buf);
-    return;
+    return false;
   }
   // A message proves the connection is up, even when the device's
   // ESTABLISHED event is still queued (the engine polls CM events once a
   // millisecond, and on verbs the client's first SEND can overtake its RTU).
   if (life == State::kConnecting && server) on_established({});
-  buf->len = wc.byte_len;
-  buf->wc_flags = wc.flags;
-  buf->inv_rkey = wc.invalidated_rkey;
-  cs.recvs.add();
-  cs.bytes_received.add(wc.byte_len);
-  t_last = eng->now_tick;  // coarse: keepalive and idle time need no more
-  on_message(buf);
-}
-
-void ConnBase::give_back(MsgBuf* buf) {
-  TERN_ASSERT(buf->where == MsgBuf::Where::kHeld);
-  RecvQueue* q = eng->queues[buf->queue];
-  TERN_ASSERT(q != nullptr);
-  q->give_back(buf);
-  // A queue of this connection's own is posted to only while its QP can
-  // take receives; a QP in error would flush them straight back.
-  if (q->shared() || life == State::kReady || life == State::kConnecting) eng->queue_needs_post(q);
+  return true;
 }
 
 void ConnBase::want_service() {

@@ -86,14 +86,19 @@ class ConnBase : public Connection {
   // A completion of a chain this connection posted.
   void on_send_completion(const rdma::Wc& wc);
   // A receive completion on this connection's QP (the buffer is held).
-  void on_receive(MsgBuf* buf, const rdma::Wc& wc);
+  // Inline (engine_impl.h): every message takes it.
+  inline void on_receive(MsgBuf* buf, const rdma::Wc& wc);
+  // on_receive() of a failed receive or on a connection that is not ready:
+  // false when the buffer went back and there is nothing to deliver.
+  bool receive_unusual(MsgBuf* buf, const rdma::Wc& wc);
   // The one post path (send_queue.h): false if the QP refused the chain,
   // and then the connection is failing. `signal` asks for a completion
   // beyond the send-context ring's batching.
   bool post(WrChain& chain, SendCtxKind kind, uint32_t obj, bool signal = false);
   bool room(int wrs) const { return sq_->room(wrs); }
-  // A receive buffer this connection is done with goes back to its queue.
-  void give_back(MsgBuf* buf);
+  // A receive buffer this connection is done with goes back to its queue
+  // (inline, engine_impl.h).
+  inline void give_back(MsgBuf* buf);
   // Work waiting for resources (a backlog, queued replies, deferred
   // receives, a drain): run from the engine's service list each poll.
   // Returns work done; sets *more when it still needs service.
@@ -118,8 +123,9 @@ class ConnBase : public Connection {
   // The connection came up (kReady).
   virtual void on_up() {}
 
-  // Records one finished call's RTT on the connection and its procedure.
-  void record_rtt(ProcCounters* pc, uint64_t t0, bool error);
+  // Records one finished call's RTT on the connection and its procedure
+  // (inline, in engine_impl.h).
+  inline void record_rtt(ProcCounters* pc, uint64_t t0, bool error);
   void register_telemetry();
 
   EngineImpl* eng;

@@ -120,12 +120,13 @@ class GrantPolicy {
   // grows the pool first when it can.
   uint32_t grant_for_reply(ConnGrant* c, uint32_t wanted) {
     const uint32_t target = std::clamp<uint32_t>(wanted, 1, max_);
-    const uint32_t can = std::min(spare(), free_);
+    const uint32_t sp = spare();
+    const uint32_t can = std::min(sp, free_);
     if (target > c->granted && can > 0) {
       uint32_t add = std::min(target - c->granted, can);
       c->granted += add;
       free_ -= add;
-    } else if (c->granted > 1 && (target < c->granted || (spare() == 0 && c->unreplied * 2 < c->granted))) {
+    } else if (c->granted > 1 && (target < c->granted || (sp == 0 && c->unreplied * 2 < c->granted))) {
       --c->granted;
       ++free_;
     }

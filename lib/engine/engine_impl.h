@@ -29,6 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/clock.h"
 #include "engine/bulk_pool.h"
 #include "engine/client_conn.h"
 #include "engine/conn_stats.h"
@@ -102,17 +103,29 @@ class EngineImpl final : public Engine {
   void wait_for_memory(SrvCall* sc);
   void stop_waiting(SrvCall* sc);
   int serve_memory_waiters();
+  // poll()'s rarer parts, out of its way: the service list (connections
+  // with work waiting for resources, and reclaiming), and the millisecond
+  // timers (connection events, the clients' deadlines and keepalives).
+  int serve_connections();
+  int run_timers();
   // A receive queue has buffers to post.
-  void queue_needs_post(RecvQueue* q);
+  void queue_needs_post(RecvQueue* q) {
+    if (q->in_post_list) return;
+    q->in_post_list = true;
+    to_post.push_back(q);
+  }
   // Takes c off the service list (it is being reclaimed).
   void unlink_service(ConnBase* c);
   // The shared send buffers or server calls are three quarters used, or a
   // call waits for bulk memory: Sends are signaled so that what they hold
   // comes back promptly (ConnBase::post).
   bool pools_low() const {
-    return wait_head != nullptr || send_bufs->out() * 4 >= send_bufs->max_count() * 3 ||
-           srv_calls.out() * 4 >= srv_call_cap * 3;
+    return wait_head != nullptr || send_bufs->out() >= send_bufs_low || srv_calls.out() >= srv_calls_low;
   }
+  // Three quarters of each pool's most, rounded up (out >= low is
+  // out * 4 >= most * 3), set once the pools are made.
+  uint32_t send_bufs_low = 0, srv_calls_low = 0;
+  static uint32_t three_quarters(uint32_t most) { return static_cast<uint32_t>((uint64_t{most} * 3 + 3) / 4); }
   bool memory_moved() const;
 
   // Wait mode (engine_wait.cc): after prepare_wait() said idle, the first
@@ -165,6 +178,9 @@ class EngineImpl final : public Engine {
   ConnBase* service_tail = nullptr;
   // The scratch chain every post is built in (one thread, one at a time).
   WrChain chain;
+  // The chunk lists a call is marshaled with (ClientConn::send), scratch
+  // like the chain: ~2 KiB that a frame would construct on every call.
+  ChunkLists chunks;
   // The receive batch poll() is dispatching: its number (bumped per batch,
   // and after it, so that nothing outside a batch matches) and the index of
   // the completion being dispatched. A connection remembers the last index
@@ -173,7 +189,7 @@ class EngineImpl final : public Engine {
   // already in hand (see ServerConn::try_post_reply).
   uint64_t rx_batch = 0;  // 64 bits: a connection's old mark never comes round again
   int rx_pos = 0;
-  bool more_in_batch(const ConnBase* c) const;
+  bool more_in_batch(const ConnBase* c) const { return c->rx_batch == rx_batch && c->rx_last > rx_pos; }
   uint64_t polls = 0;
   // A recent reading of the clock (ticks), for what needs only
   // millisecond precision (a connection's last activity: keepalive, idle
@@ -221,5 +237,41 @@ class EngineImpl final : public Engine {
   std::string tel_id;
   telemetry::Source tsrc;
 };
+
+// Inline here (it needs the engine): every call's completion and every
+// reply records its round trip.
+inline void ConnBase::record_rtt(ProcCounters* pc, uint64_t t0, bool error) {
+  uint64_t now = now_ticks();
+  t_last = eng->now_tick = now;
+  auto ns = static_cast<uint64_t>(static_cast<double>(now - t0) * eng->ns_per_tick);
+  rtt.record(ns);
+  if (error) cs.errors.add();
+  if (pc != nullptr) {
+    pc->rtt.record(ns);
+    if (error) pc->errors.add();
+  }
+}
+
+inline void ConnBase::on_receive(MsgBuf* buf, const rdma::Wc& wc) {
+  if (TERN_UNLIKELY(wc.status != rdma::WcStatus::kSuccess || life != State::kReady) && !receive_unusual(buf, wc))
+    return;
+  buf->len = wc.byte_len;
+  buf->wc_flags = wc.flags;
+  buf->inv_rkey = wc.invalidated_rkey;
+  cs.recvs.add();
+  cs.bytes_received.add(wc.byte_len);
+  t_last = eng->now_tick;  // coarse: keepalive and idle time need no more
+  on_message(buf);
+}
+
+inline void ConnBase::give_back(MsgBuf* buf) {
+  TERN_ASSERT(buf->where == MsgBuf::Where::kHeld);
+  RecvQueue* q = eng->queues[buf->queue];
+  TERN_ASSERT(q != nullptr);
+  q->give_back(buf);
+  // A queue of this connection's own is posted to only while its QP can
+  // take receives; a QP in error would flush them straight back.
+  if (q->shared() || life == State::kReady || life == State::kConnecting) eng->queue_needs_post(q);
+}
 
 }  // namespace tern::rpc

@@ -247,18 +247,6 @@ ProcCounters* EngineImpl::proc_counters(uint32_t prog, uint32_t vers, uint32_t p
   return p;
 }
 
-void ConnBase::record_rtt(ProcCounters* pc, uint64_t t0, bool error) {
-  uint64_t now = now_ticks();
-  t_last = eng->now_tick = now;
-  auto ns = static_cast<uint64_t>(static_cast<double>(now - t0) * eng->ns_per_tick);
-  rtt.record(ns);
-  if (error) cs.errors.add();
-  if (pc != nullptr) {
-    pc->rtt.record(ns);
-    if (error) pc->errors.add();
-  }
-}
-
 ConnectionStats ConnBase::stats() const {
   ConnectionStats s;
   s.id = id;

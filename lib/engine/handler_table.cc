@@ -14,9 +14,8 @@ void HandlerTable::set(const HandlerEntry& e) {
   if (!fresh) it->second = Versions{std::min(it->second.low, e.vers), std::max(it->second.high, e.vers)};
 }
 
-const HandlerEntry* HandlerTable::find(uint32_t prog, uint32_t vers, uint32_t proc, AcceptStat* stat, uint32_t* low,
-                                       uint32_t* high) const {
-  if (const HandlerEntry* l = last_; l != nullptr && l->proc == proc && l->prog == prog && l->vers == vers) return l;
+const HandlerEntry* HandlerTable::find_slow(uint32_t prog, uint32_t vers, uint32_t proc, AcceptStat* stat,
+                                            uint32_t* low, uint32_t* high) const {
   if (auto it = by_key_.find(Key{prog, vers, proc}); it != by_key_.end()) return last_ = it->second.get();
   auto v = versions_.find(prog);
   if (v == versions_.end()) {

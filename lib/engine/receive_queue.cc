@@ -8,8 +8,6 @@ namespace tern::rpc {
 
 using namespace tern::rdma;
 
-uint64_t recv_wr_id(uint32_t buf_index) { return make_wr_id(WrKind::kRecv, 0, buf_index); }
-
 uint32_t RecvQueue::grow(uint32_t n) {
   uint32_t took = 0;
   while (took < n && owned_ < target_) {
@@ -26,31 +24,55 @@ uint32_t RecvQueue::grow(uint32_t n) {
 }
 
 uint32_t RecvQueue::post(Counter* posted_counter, Counter* batches_counter) {
+  if (pending_.size() == 1) {
+    // One buffer, the usual case at low load (one receive back per pass):
+    // the loop below with n = 1, without its batching.
+    MsgBuf* b = pending_[0];
+    // I1: a buffer on its way back to the device is attached to nothing.
+    TERN_ASSERT(b->where == MsgBuf::Where::kQueued && b->queue == id_);
+    Sge sge{reinterpret_cast<uint64_t>(b->data), b->cap, lkey_};
+    RecvWr wr{recv_wr_id(b->index), &sge, 1};
+    b->where = MsgBuf::Where::kPosted;
+    int err = 0;
+    const int got = srq_ != nullptr ? srq_->post_recv(&wr, 1, &err) : qp_->post_recv(&wr, 1, &err);
+    batches_counter->add();
+    if (got < 1) {
+      b->where = MsgBuf::Where::kQueued;  // refused: it stays queued
+      return 0;
+    }
+    ++posted_;
+    posted_counter->add();
+    pending_.clear();
+    return 1;
+  }
   // Receives go back in batches: one post_recv (one doorbell) for many.
   RecvWr* wrs = wrs_.get();
   Sge* sges = sges_.get();
+  MsgBuf* const* pend = pending_.data();
+  const size_t total = pending_.size();
   size_t done = 0;
-  while (done < pending_.size()) {
-    int n = 0;
-    for (; n < kBatch && done + n < pending_.size(); ++n) {
-      MsgBuf* b = pending_[done + n];
+  while (done < total) {
+    const int n = static_cast<int>(std::min<size_t>(kBatch, total - done));
+    for (int i = 0; i < n; ++i) {
+      MsgBuf* b = pend[done + i];
       // I1: a buffer on its way back to the device is attached to nothing.
       TERN_ASSERT(b->where == MsgBuf::Where::kQueued && b->queue == id_);
-      sges[n] = Sge{reinterpret_cast<uint64_t>(b->data), b->cap, lkey_};
-      wrs[n] = RecvWr{recv_wr_id(b->index), &sges[n], 1};
+      sges[i] = Sge{reinterpret_cast<uint64_t>(b->data), b->cap, lkey_};
+      wrs[i] = RecvWr{recv_wr_id(b->index), &sges[i], 1};
       b->where = MsgBuf::Where::kPosted;
     }
     int err = 0;
     int got = srq_ != nullptr ? srq_->post_recv(wrs, n, &err) : qp_->post_recv(wrs, n, &err);
     if (got < 0) got = 0;
-    for (int i = got; i < n; ++i) pending_[done + i]->where = MsgBuf::Where::kQueued;
+    for (int i = got; i < n; ++i) pend[done + i]->where = MsgBuf::Where::kQueued;
     posted_ += static_cast<uint32_t>(got);
     posted_counter->add(static_cast<uint64_t>(got));
     batches_counter->add();
     done += static_cast<size_t>(got);
     if (got < n) break;
   }
-  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
+  if (done == total) pending_.clear();
+  else pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
   return static_cast<uint32_t>(done);
 }
 

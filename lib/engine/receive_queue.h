@@ -17,12 +17,13 @@
 #include "base/stats.h"
 #include "engine/credits.h"
 #include "engine/msg_buf.h"
+#include "engine/wr_id.h"
 #include "rdmadev/rdmadev.h"
 
 namespace tern::rpc {
 
-// wr_id of a receive: the buffer's index in the pool (kinds: engine_impl.h).
-uint64_t recv_wr_id(uint32_t buf_index);
+// wr_id of a receive: the buffer's index in the pool (wr_id.h).
+inline uint64_t recv_wr_id(uint32_t buf_index) { return make_wr_id(WrKind::kRecv, 0, buf_index); }
 
 class RecvQueue {
  public:

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "base/check.h"
 #include "engine/send_ctx_ring.h"
 #include "engine/sq_budget.h"
 #include "engine/wr_chain.h"
@@ -34,8 +35,30 @@ class SendQueue {
   // Posts `chain` (room() checked first) for the object obj of `kind`;
   // *signaled says whether its last WR was signaled, *err why a refusal.
   // `signal` forces the last WR to be signaled.
+  // Inline: it is on every call's and every reply's path.
   Posted post(rdma::Qp* qp, uint32_t conn_slot, WrChain& chain, SendCtxKind kind, uint32_t obj, bool* signaled,
-              int* err, bool signal = false);
+              int* err, bool signal = false) {
+    TERN_ASSERT(!chain.empty() && room(chain.size()));
+    const auto n = static_cast<uint32_t>(chain.size());
+    uint64_t seq = budget_.post(n);
+    uint32_t idx = ring_.acquire(kind, obj, seq, signaled, signal);
+    const uint64_t id = make_wr_id(WrKind::kChain, conn_slot, idx);
+    rdma::SendWr* w = chain.data();
+    // Every WR carries the chain's wr_id: a failed unsignaled WR (which does
+    // complete) then lands on its own chain's context.
+    for (uint32_t i = 0; i < n; ++i) {
+      w[i].wr_id = id;
+      w[i].flags = 0;
+    }
+    if (*signaled) w[n - 1].flags = rdma::kWrSignaled;
+    *err = 0;
+    int took = qp->post_send(w, static_cast<int>(n), err);
+    if (TERN_LIKELY(static_cast<uint32_t>(took) == n)) return Posted::kOk;
+    // Nothing after `took` was posted. If the last WR was not, no completion
+    // will carry this context's own signal: it releases nobody.
+    ring_.cancel(idx);
+    return Posted::kRefused;
+  }
 
   // A completion of one of our chains (successful or not): walks the ring
   // through its context, retiring the send-queue budget up to the walked

@@ -15,6 +15,10 @@
 
 namespace tern::rpc {
 
+namespace wire {
+struct RpcCall;
+}
+
 class ServerConn final : public ConnBase {
  public:
   ServerConn(EngineImpl* eng, DeviceCtx* dc);
@@ -55,9 +59,16 @@ class ServerConn final : public ConnBase {
   // finds the handler and asks its Placer. False: answered already (garbage,
   // no such procedure...) or refused.
   bool decode_rpc(SrvCall* sc);
+  // A decoded RPC call header to its handler and procedure counters (or to
+  // the engine's own answer), and its read chunks' positions and placement
+  // (msg_len: the RPC message's length).
+  void route(SrvCall* sc, const wire::RpcCall& rc, size_t msg_len);
   // What the call needs from the pools, all or nothing (server_recv.cc).
   bool take_memory(SrvCall* sc);
   void drop_memory(SrvCall* sc);
+  // Their bulk-pool parts (read chunks, write-chunk results, reply staging).
+  bool take_pool_memory(SrvCall* sc);
+  void drop_pool_memory(SrvCall* sc);
   // Posts the RDMA READs of the read chunks still to pull (server_rw.cc):
   // the position-zero chunk alone while an RDMA_NOMSG message is unread.
   enum class Pull : uint8_t { kPosted, kNothing, kNoRoom };
@@ -70,9 +81,24 @@ class ServerConn final : public ConnBase {
   // Builds the reply's chain (WRITEs into write and reply chunks, then the
   // Send) from what reply() recorded (server_rw.cc).
   void build_reply_chain(SrvCall* sc, WrChain& chain);
+  // The reply's Send, the chain's last WR: a Send With Invalidate when the
+  // call carried one rkey and both ends agreed (RFC 8797).
+  void add_reply_send(const SrvCall* sc, WrChain& chain) {
+    rdma::SendWr& s = chain.add_one_sge(rdma::WrOpcode::kSend, sc->sendbuf->data, sc->msg_len, pdc->arena_lkey());
+    if (sc->inv_rkey != 0 && !sc->error_only) {
+      s.opcode = rdma::WrOpcode::kSendWithInv;
+      s.invalidate_rkey = sc->inv_rkey;
+    }
+  }
   void dispatch(SrvCall* sc);
   void answer_now(SrvCall* sc, int accept, uint32_t low, uint32_t high);
   bool try_post_reply(SrvCall* sc);
+  // reply() of an inline message with no write chunk and no bulk data;
+  // false, having changed nothing, when it does not fit inline.
+  bool reply_inline(SrvCall* sc, std::span<const uint8_t> results, int accept);
+  // The grant a reply to sc carries (the receive queue grown first when the
+  // client asks for more).
+  uint32_t grant_for_reply(const SrvCall* sc);
   void free_call(SrvCall* sc);
   // Calls received while no server call object was free: served as they free up.
   std::deque<MsgBuf*> deferred;

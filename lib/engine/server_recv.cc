@@ -57,9 +57,15 @@ void ServerConn::handle_call(MsgBuf* rep) {
     want_service();
     return;
   }
-  // The header's chunk lists go straight into the call (no copy of them).
+  // The commonest call (no chunk lists, AUTH_NONE) is decoded in one step,
+  // its RPC header with it; anything else by the general decoders. The
+  // header's chunk lists go straight into the call (no copy of them).
+  const auto msg = std::span<const uint8_t>(rep->data, rep->len);
   wire::Incoming in;
-  wire::decode_call_header(std::span<const uint8_t>(rep->data, rep->len), &in, &sc->chunks);
+  wire::RpcCall rc;
+  const bool plain = wire::decode_plain_call(msg, &in, &rc);
+  if (plain) sc->chunks.clear();
+  else wire::decode_call_header(msg, &in, &sc->chunks);
   if (in.verdict != wire::Incoming::Verdict::kOk) eng->srv_calls.put(sc);
   switch (in.verdict) {
     case wire::Incoming::Verdict::kDrop:
@@ -105,7 +111,7 @@ void ServerConn::handle_call(MsgBuf* rep) {
   // Send With Invalidate is possible when the call carries exactly one rkey
   // (as Linux svcrdma does it).
   sc->inv_rkey = 0;
-  if (remote_inv) {
+  if (remote_inv && (sc->chunks.nreads != 0 || sc->chunks.nwrites != 0 || sc->chunks.reply.nsegs != 0)) {
     uint32_t key = 0;
     bool one = true;
     auto see = [&](uint32_t h) {
@@ -139,7 +145,9 @@ void ServerConn::handle_call(MsgBuf* rep) {
   }
   sc->handler_owner = true;  // the engine holds the handler's side until the handler runs
   sc->state = SrvState::kWaitMemory;
-  if (!sc->nomsg) {
+  if (plain) {
+    route(sc, rc, in.body.size());
+  } else if (!sc->nomsg) {
     if (!decode_rpc(sc)) return;
   } else {
     // The message is in the position-zero chunk: the receive's job is done.
@@ -162,6 +170,11 @@ bool ServerConn::decode_rpc(SrvCall* sc) {
     sc->pc = eng->proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, true);
     return true;
   }
+  route(sc, rc, msg.size());
+  return true;
+}
+
+void ServerConn::route(SrvCall* sc, const wire::RpcCall& rc, size_t msg_len) {
   sc->prog_ = rc.prog, sc->vers_ = rc.vers, sc->proc_ = rc.proc;
   sc->args_ = rc.args;
   AcceptStat why;
@@ -172,7 +185,7 @@ bool ServerConn::decode_rpc(SrvCall* sc) {
   if (sc->handler == nullptr) {
     sc->answer = static_cast<int>(why);
     sc->answer_low = low, sc->answer_high = high;
-    return true;
+    return;
   }
   // The data chunks' positions, as the handler sees them: from the start of
   // its arguments. An RDMA_NOMSG message's chunks must fall inside it.
@@ -181,9 +194,9 @@ bool ServerConn::decode_rpc(SrvCall* sc) {
   for (int c = 0; c < sc->chunks.nreads; ++c) {
     uint32_t pos = sc->chunks.reads[c].position;
     if (pos == 0) continue;
-    if (pos < hdr || pos > msg.size()) {
+    if (pos < hdr || pos > msg_len) {
       sc->answer = static_cast<int>(AcceptStat::kGarbageArgs);
-      return true;
+      return;
     }
     sc->data_[sc->ndata_++] = ReadChunkData{static_cast<uint32_t>(pos - hdr), {}};
   }
@@ -216,13 +229,21 @@ bool ServerConn::decode_rpc(SrvCall* sc) {
         w = nullptr;
       }
   }
-  return true;
 }
 
-bool ServerConn::take_memory(SrvCall* sc) {
+// A send buffer for the reply, and the bulk pool's part when the call has
+// chunks (an inline call needs nothing else). Inline: the common call's
+// path is a test and a buffer.
+inline bool ServerConn::take_memory(SrvCall* sc) {
+  if (sc->sendbuf == nullptr && (sc->sendbuf = eng->send_bufs->get()) == nullptr) return false;
+  const ChunkLists& ch = sc->chunks;
+  return (ch.nreads == 0 && ch.nwrites == 0 && !ch.has_reply) || take_pool_memory(sc);
+}
+
+bool ServerConn::take_pool_memory(SrvCall* sc) {
   // All or nothing: either the call gets everything it needs from the pools
   // or it holds nothing, so calls waiting for memory can never each hold
-  // what another needs.
+  // what another needs. (Its send buffer, taken first, is kept.)
   BulkPool& pool = *eng->bulk;
   const EngineOptions& o = eng->opt;
   const bool placer = sc->handler != nullptr && sc->handler->place != nullptr;
@@ -242,7 +263,6 @@ bool ServerConn::take_memory(SrvCall* sc) {
     sc->pool_memory = true;
     return p;
   };
-  if (sc->sendbuf == nullptr && (sc->sendbuf = eng->send_bufs->get()) == nullptr) return false;
   if (sc->answer < 0) {
     for (int c = 0; c < sc->chunks.nreads; ++c) {
       if (sc->read_dst[c] != nullptr) continue;  // placed by the handler
@@ -265,10 +285,13 @@ bool ServerConn::take_memory(SrvCall* sc) {
   return true;
 }
 
-void ServerConn::drop_memory(SrvCall* sc) {
+inline void ServerConn::drop_memory(SrvCall* sc) {
   if (sc->sendbuf != nullptr) eng->send_bufs->put(sc->sendbuf);
   sc->sendbuf = nullptr;
-  if (!sc->pool_memory) return;  // the common case: an inline call held only its send buffer
+  if (sc->pool_memory) drop_pool_memory(sc);  // not the common case: an inline call held only its send buffer
+}
+
+void ServerConn::drop_pool_memory(SrvCall* sc) {
   sc->pool_memory = false;
   for (int c = 0; c < kMaxReadChunks; ++c) {
     if (sc->read_pooled[c]) eng->bulk->put(sc->read_dst[c]);
@@ -410,19 +433,21 @@ void ServerConn::after_pull(SrvCall* sc) {
 }
 
 void ServerConn::dispatch(SrvCall* sc) {
-  // The handler sees each read chunk's data where it was pulled to.
-  int k = 0;
-  for (int c = 0; c < sc->chunks.nreads; ++c) {
-    if (sc->chunks.reads[c].position == 0) continue;
-    sc->data_[k].data = std::span<const uint8_t>(sc->read_dst[c], sc->chunks.reads[c].length());
-    ++k;
-  }
   uint64_t bulk = 0;
-  for (int c = 0; c < sc->chunks.nreads; ++c)
-    if (sc->chunks.reads[c].position != 0) bulk += sc->chunks.reads[c].length();
-  if (bulk > 0) {
-    cs.read_chunks.add();
-    cs.read_chunk_bytes.add(bulk);
+  if (sc->chunks.nreads > 0) {
+    // The handler sees each read chunk's data where it was pulled to.
+    int k = 0;
+    for (int c = 0; c < sc->chunks.nreads; ++c) {
+      if (sc->chunks.reads[c].position == 0) continue;
+      sc->data_[k].data = std::span<const uint8_t>(sc->read_dst[c], sc->chunks.reads[c].length());
+      ++k;
+    }
+    for (int c = 0; c < sc->chunks.nreads; ++c)
+      if (sc->chunks.reads[c].position != 0) bulk += sc->chunks.reads[c].length();
+    if (bulk > 0) {
+      cs.read_chunks.add();
+      cs.read_chunk_bytes.add(bulk);
+    }
   }
   sc->state = SrvState::kInHandler;
   sc->handler_owner = true;

@@ -100,6 +100,11 @@ Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::spa
   if (TERN_UNLIKELY(bd != nullptr)) sc->ts_replied = now_ticks();
   TERN_REQUIRE(sc->state == SrvState::kInHandler, "reply() on a call that is not waiting for one (state %s)",
                srv_state_name(sc->state));
+  // The commonest shape -- no write chunk, no bulk data, a message that fits
+  // inline -- skips the chunk lists altogether.
+  if (sc->chunks.nwrites == 0 && (bulk.empty() || (bulk.size() == 1 && bulk[0].empty())) &&
+      reply_inline(sc, results, accept))
+    return Status::ok();
   if (bulk.size() > static_cast<size_t>(sc->chunks.nwrites) && !(bulk.size() == 1 && bulk[0].empty()))
     return make_error(Errc::kInvalidArgument, "reply: bulk data for %zu write chunks, the client offered %d",
                       bulk.size(), sc->chunks.nwrites);
@@ -114,14 +119,7 @@ Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::spa
                         "reply: bulk data must be in registered memory (bulk_buffer(), Engine::alloc or "
                         "register_memory)");
   }
-  // The receive queue grows as clients ask for credits (up to its depth,
-  // while the engine's receive buffers last).
-  if (sc->wanted > grant.granted) {
-    const uint32_t want = std::min<uint32_t>(std::min<uint32_t>(sc->wanted, eng->opt.credits) - grant.granted,
-                                             rq->grants().spare());
-    if (rq->grants().free() < want && rq->grow(want - rq->grants().free()) > 0) eng->queue_needs_post(rq);
-  }
-  const uint32_t credits = rq->grants().grant_for_reply(&grant, sc->wanted);
+  const uint32_t credits = grant_for_reply(sc);
   sc->nbulk = static_cast<int>(bulk.size());
   for (size_t c = 0; c < bulk.size(); ++c) {
     sc->bulk_src[c] = bulk[c].data();
@@ -209,6 +207,59 @@ Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::spa
   return Status::ok();
 }
 
+uint32_t ServerConn::grant_for_reply(const SrvCall* sc) {
+  // The receive queue grows as clients ask for credits (up to its depth,
+  // while the engine's receive buffers last).
+  if (sc->wanted > grant.granted) {
+    const uint32_t want = std::min<uint32_t>(std::min<uint32_t>(sc->wanted, eng->opt.credits) - grant.granted,
+                                             rq->grants().spare());
+    if (rq->grants().free() < want && rq->grow(want - rq->grants().free()) > 0) eng->queue_needs_post(rq);
+  }
+  return rq->grants().grant_for_reply(&grant, sc->wanted);
+}
+
+inline bool ServerConn::reply_inline(SrvCall* sc, std::span<const uint8_t> results, int accept) {
+  // No write chunk, so the RDMA_MSG header's three lists are empty (a reply
+  // chunk goes back only when the reply went through it): its length is
+  // fixed. The RPC message goes after it first; the header, which carries
+  // the grant, is written once the message is known to fit. Nothing is
+  // changed before that, so a reply that does not fit inline takes the
+  // general path (the reply chunk, or ERR_CHUNK) as if this were not here.
+  constexpr size_t hdr = wire::kNoChunksHeader;
+  const size_t room = inline_send;
+  if (hdr + results.size() >= room) return false;
+  uint8_t* sb = sc->sendbuf->data;
+  const size_t body =
+      wire::encode_rpc_reply(sb + hdr, room - hdr, sc->xid_, accept, sc->answer_low, sc->answer_high, results);
+  if (body == 0) return false;
+  const uint32_t credits = grant_for_reply(sc);
+  const size_t h = wire::encode_msg_header_no_chunks(sb, hdr, sc->xid_, credits);
+  TERN_CHECK(h == hdr, "reply header is %zu bytes, not %zu", h, hdr);
+  sc->nbulk = 0;
+  sc->long_len = 0;
+  sc->msg_len = static_cast<uint32_t>(hdr + body);
+  // The call's receive buffer goes back now: the reply holds copies of what
+  // it needed.
+  if (MsgBuf* rep = sc->rep) {
+    sc->rep = nullptr;
+    give_back(rep);
+  }
+  rq->grants().on_replied(&grant);
+  // Counted as reply() counts an inline reply with no bulk data.
+  eng->st.replies.add();
+  cs.replies.add();
+  cs.sends.add();
+  cs.bytes_sent.add(sc->msg_len);
+  if (sc->inv_rkey != 0) {
+    eng->st.remote_invalidations.add();
+    cs.remote_invalidations.add();
+  }
+  if (sc->pc != nullptr) sc->pc->bytes_sent.add(sc->msg_len);
+  record_rtt(sc->pc, sc->t_recv, accept != 0);
+  process(sc, SrvEvent::kReplied);
+  return true;
+}
+
 void ServerConn::drop(SrvCall* sc) {
   // Released unanswered. Its receive buffer and memory go back now; its
   // client's credit stays taken (no reply carries it back).
@@ -220,7 +271,12 @@ void ServerConn::drop(SrvCall* sc) {
 
 bool ServerConn::try_post_reply(SrvCall* sc) {
   WrChain& chain = eng->chain;
-  build_reply_chain(sc, chain);
+  if (sc->nbulk == 0 && sc->long_len == 0) {
+    chain.clear();
+    add_reply_send(sc, chain);  // nothing to WRITE: the Send alone
+  } else {
+    build_reply_chain(sc, chain);
+  }
   if (!room(chain.size())) return false;
   sc->state = SrvState::kSent;
   // The reply that leaves its connection with no call in progress is

@@ -103,11 +103,7 @@ void ServerConn::build_reply_chain(SrvCall* sc, WrChain& chain) {
       push_into(chain, sc->bulk_src[c], sc->bulk_len[c], sc->bulk_lkey[c], sc->chunks.writes[c], nullptr);
   // A long reply into the reply chunk.
   if (sc->long_len > 0) push_into(chain, sc->staging, sc->long_len, pdc->arena_lkey(), sc->chunks.reply, nullptr);
-  SendWr& s = chain.add_one_sge(WrOpcode::kSend, sc->sendbuf->data, sc->msg_len, pdc->arena_lkey());
-  if (sc->inv_rkey != 0 && !sc->error_only) {
-    s.opcode = WrOpcode::kSendWithInv;
-    s.invalidate_rkey = sc->inv_rkey;
-  }
+  add_reply_send(sc, chain);
 }
 
 }  // namespace tern::rpc

@@ -174,6 +174,22 @@ namespace {
 
 size_t encode_call(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, const ChunkLists& ch, const Call& c,
                    std::span<const uint8_t> args) {
+  if (g_fast_paths && no_chunks(ch) && plain_auth(c)) {
+    // The plain call in one pass: the RDMA_MSG header, the AUTH_NONE call
+    // header (encode_rpc_call's words), the arguments.
+    if (kPlainRdmaHdr + kPlainCallHdr + args.size() > cap) return 0;
+    put_plain_rdma_msg(buf, xid, credits);
+    uint8_t* p = buf + kPlainRdmaHdr;
+    store_be32(p, xid);
+    store_be32(p + 4, static_cast<uint32_t>(oc::MsgType::kCall));
+    store_be32(p + 8, oc::kRpcVersion);
+    store_be32(p + 12, c.prog);
+    store_be32(p + 16, c.vers);
+    store_be32(p + 20, c.proc);
+    for (int i = 6; i < 10; ++i) store_be32(p + 4 * i, 0);  // AUTH_NONE credential and verifier
+    if (!args.empty()) std::memcpy(p + kPlainCallHdr, args.data(), args.size());
+    return kPlainRdmaHdr + kPlainCallHdr + args.size();
+  }
   size_t n1;
   if (g_fast_paths && no_chunks(ch)) {
     if (cap < kPlainRdmaHdr) return 0;
@@ -301,6 +317,22 @@ CallStatus decode_rpc_reply(std::span<const uint8_t> body, uint32_t xid, std::sp
     }
   }
   return decode_rpc_reply_general(body, xid, results);
+}
+
+bool decode_plain_reply(std::span<const uint8_t> msg, uint32_t* xid, uint32_t* credits,
+                        std::span<const uint8_t>* results) {
+  if (!plain_rdma_msg(msg) || msg.size() < kPlainRdmaHdr + kPlainReplyHdr) return false;
+  const uint8_t* p = msg.data();
+  const uint8_t* b = p + kPlainRdmaHdr;
+  // The RPC reply's own xid is the transport header's; REPLY, ACCEPTED,
+  // AUTH_NONE verifier, SUCCESS.
+  if (word(b, 0) != word(p, 0) || word(b, 1) != static_cast<uint32_t>(oc::MsgType::kReply) ||
+      (word(b, 2) | word(b, 3) | word(b, 4) | word(b, 5)) != 0)
+    return false;
+  *xid = word(p, 0);
+  *credits = word(p, 2);
+  *results = msg.subspan(kPlainRdmaHdr + kPlainReplyHdr);
+  return true;
 }
 
 namespace {
@@ -441,6 +473,27 @@ bool decode_rpc_call(std::span<const uint8_t> body, uint32_t xid, RpcCall* c) {
   return decode_rpc_call_general(body, xid, c);
 }
 
+bool decode_plain_call(std::span<const uint8_t> msg, Incoming* in, RpcCall* c) {
+  if (!plain_rdma_msg(msg) || msg.size() < kPlainRdmaHdr + kPlainCallHdr) return false;
+  const uint8_t* p = msg.data();
+  const uint8_t* b = p + kPlainRdmaHdr;
+  // decode_call_header()'s xid check and decode_rpc_call()'s fast path.
+  if (word(b, 0) != word(p, 0) || word(b, 1) != static_cast<uint32_t>(oc::MsgType::kCall) ||
+      word(b, 2) != oc::kRpcVersion || (word(b, 6) | word(b, 7) | word(b, 8) | word(b, 9)) != 0)
+    return false;
+  in->xid = word(p, 0);
+  in->credits = word(p, 2);
+  in->verdict = Incoming::Verdict::kOk;
+  in->nomsg = false;
+  in->body = msg.subspan(kPlainRdmaHdr);
+  c->prog = word(b, 3);
+  c->vers = word(b, 4);
+  c->proc = word(b, 5);
+  c->args = in->body.subspan(kPlainCallHdr);
+  c->header_len = kPlainCallHdr;
+  return true;
+}
+
 namespace {
 [[gnu::noinline]] size_t encode_reply_header_general(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits,
                                                      const ChunkLists& written, bool nomsg) {
@@ -467,6 +520,19 @@ size_t encode_reply_header(uint8_t* buf, size_t cap, uint32_t xid, uint32_t cred
     return kPlainRdmaHdr;
   }
   return encode_reply_header_general(buf, cap, xid, credits, written, nomsg);
+}
+
+static_assert(kNoChunksHeader == kPlainRdmaHdr, "wire.h's kNoChunksHeader is the plain RDMA_MSG header");
+
+size_t encode_msg_header_no_chunks(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits) {
+  if (g_fast_paths) {
+    if (cap < kPlainRdmaHdr) return 0;
+    put_plain_rdma_msg(buf, xid, credits);
+    return kPlainRdmaHdr;
+  }
+  ChunkLists none;
+  none.clear();
+  return encode_msg_header_general(buf, cap, xid, credits, none);
 }
 
 namespace {

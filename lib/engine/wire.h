@@ -64,6 +64,13 @@ bool decode_reply_header(std::span<const uint8_t> msg, Reply* r);
 uint32_t leading_xid(std::span<const uint8_t> msg);
 // Decodes the ONC RPC reply header in body; results is what follows.
 CallStatus decode_rpc_reply(std::span<const uint8_t> body, uint32_t xid, std::span<const uint8_t>* results);
+// The commonest reply in one step: RDMA_MSG with no chunk lists around an
+// accepted SUCCESS reply with an AUTH_NONE verifier whose xid is the
+// header's. True with the xid, the grant and the results -- what
+// decode_reply_header() and then decode_rpc_reply(body, xid) give it; false
+// for anything else (those two decide then), and with the fast paths off.
+bool decode_plain_reply(std::span<const uint8_t> msg, uint32_t* xid, uint32_t* credits,
+                        std::span<const uint8_t>* results);
 
 // ---- server
 
@@ -88,6 +95,18 @@ struct RpcCall {
   bool bad_auth = false;
 };
 bool decode_rpc_call(std::span<const uint8_t> body, uint32_t xid, RpcCall* c);
+// The commonest call in one step: RDMA_MSG with no chunk lists around an
+// RPC version 2 call with AUTH_NONE credential and verifier whose xid is the
+// header's. True with what decode_call_header() (kOk, no chunks) and then
+// decode_rpc_call(body, xid) give it; false for anything else (those two
+// decide then), and with the fast paths off.
+bool decode_plain_call(std::span<const uint8_t> msg, Incoming* in, RpcCall* c);
+
+// The RDMA_MSG header of a message with no chunk lists (three empty lists):
+// what nearly every inline reply carries. kNoChunksHeader bytes; 0 when cap
+// is smaller.
+inline constexpr size_t kNoChunksHeader = 28;
+size_t encode_msg_header_no_chunks(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits);
 
 // Reply: the RPC-over-RDMA header (RDMA_MSG, or RDMA_NOMSG when the message
 // went into the reply chunk) with the write chunks' segments as written

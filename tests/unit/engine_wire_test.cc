@@ -103,6 +103,13 @@ TEST(WireFastPath, ReplyEncodersWriteWhatTheGeneralCodecsWrite) {
   ASSERT_EQ(full.size(), 28u);
   EXPECT_EQ(encode_both(true, hdr, 256), full);
   EXPECT_TRUE(encode_both(true, hdr, 27).empty());
+  // The header with no chunk lists that the server's inline replies use.
+  auto plain = [&](uint8_t* b, size_t cap) { return encode_msg_header_no_chunks(b, cap, 0xABCDEF, 17); };
+  EXPECT_EQ(full.size(), kNoChunksHeader);
+  EXPECT_EQ(encode_both(true, plain, 256), full);
+  EXPECT_EQ(encode_both(false, plain, 256), full);
+  EXPECT_TRUE(encode_both(true, plain, 27).empty());
+  EXPECT_TRUE(encode_both(false, plain, 27).empty());
 }
 
 // Every one-word mutation (with values that matter to the decoders) and
@@ -162,6 +169,41 @@ TEST(WireFastPath, ReplyDecodersAgreeWithTheGeneralCodecs) {
   EXPECT_GT(taken, 10);
 }
 
+// decode_plain_reply() takes a message only when the general decoders,
+// header then RPC reply (with the header's xid, as the client's request
+// has it), accept it as an RDMA_MSG without chunks and a SUCCESS, with the
+// same xid, grant and results.
+TEST(WireFastPath, PlainReplyDecoderAgreesWithTheGeneralCodecs) {
+  std::vector<uint8_t> res(12, 0x77);
+  std::vector<uint8_t> msg(28 + 24 + res.size());
+  ChunkLists none;
+  none.clear();
+  ASSERT_EQ(encode_reply_header(msg.data(), msg.size(), 0x1234567, 9, none, false), 28u);
+  ASSERT_EQ(encode_rpc_reply(msg.data() + 28, msg.size() - 28, 0x1234567, 0, 0, 0, res), 24 + res.size());
+  int taken = 0;
+  for (const auto& m : variants(msg)) {
+    uint32_t xid = 0, credits = 0;
+    std::span<const uint8_t> results;
+    if (!decode_plain_reply(m, &xid, &credits, &results)) continue;
+    ++taken;
+    FastOff off;
+    EXPECT_FALSE(decode_plain_reply(m, &xid, &credits, &results));
+    Reply g;
+    ASSERT_TRUE(decode_reply_header(m, &g));
+    EXPECT_EQ(g.kind, Reply::Kind::kMsg);
+    EXPECT_EQ(g.nwrites, 0);
+    EXPECT_FALSE(g.has_reply_chunk);
+    EXPECT_EQ(g.xid, xid);
+    EXPECT_EQ(g.credits, credits);
+    std::span<const uint8_t> rg;
+    ASSERT_EQ(decode_rpc_reply(g.body, g.xid, &rg), CallStatus::kOk);
+    EXPECT_EQ(rg.data(), results.data());
+    EXPECT_EQ(rg.size(), results.size());
+  }
+  // The message itself and its mutations of the grant and the results.
+  EXPECT_GT(taken, 10);
+}
+
 TEST(WireFastPath, CallDecodersAgreeWithTheGeneralCodecs) {
   std::vector<uint8_t> args(20, 0x11);
   ChunkLists none;
@@ -211,6 +253,50 @@ TEST(WireFastPath, CallDecodersAgreeWithTheGeneralCodecs) {
     }
     EXPECT_GT(ok, 10);
   }
+}
+
+// decode_plain_call() takes a message only when the general decoders, call
+// header then RPC call (with the header's xid, as the server has it),
+// accept it as an RDMA_MSG without chunks, with the same xid, grant, body,
+// procedure and arguments.
+TEST(WireFastPath, PlainCallDecoderAgreesWithTheGeneralCodecs) {
+  std::vector<uint8_t> args(20, 0x11);
+  ChunkLists none;
+  none.clear();
+  std::vector<uint8_t> msg(28 + 40 + args.size());
+  const Call c{0x20000042, 3, 7};
+  ASSERT_EQ(encode_call(msg.data(), msg.size(), 0x1234567, 5, none, c, args), msg.size());
+  int taken = 0;
+  for (const auto& m : variants(msg)) {
+    Incoming in;
+    RpcCall rc;
+    if (!decode_plain_call(m, &in, &rc)) continue;
+    ++taken;
+    FastOff off;
+    EXPECT_FALSE(decode_plain_call(m, &in, &rc));
+    Incoming g;
+    ChunkLists ch;
+    decode_call_header(m, &g, &ch);
+    ASSERT_EQ(g.verdict, Incoming::Verdict::kOk);
+    EXPECT_FALSE(g.nomsg);
+    EXPECT_EQ(ch.nreads + ch.nwrites, 0);
+    EXPECT_FALSE(ch.has_reply);
+    EXPECT_EQ(g.xid, in.xid);
+    EXPECT_EQ(g.credits, in.credits);
+    EXPECT_EQ(g.body.data(), in.body.data());
+    EXPECT_EQ(g.body.size(), in.body.size());
+    RpcCall gc;
+    ASSERT_TRUE(decode_rpc_call(g.body, g.xid, &gc));
+    EXPECT_EQ(gc.prog, rc.prog);
+    EXPECT_EQ(gc.vers, rc.vers);
+    EXPECT_EQ(gc.proc, rc.proc);
+    EXPECT_EQ(gc.header_len, rc.header_len);
+    EXPECT_EQ(gc.args.data(), rc.args.data());
+    EXPECT_EQ(gc.args.size(), rc.args.size());
+  }
+  // The message itself and its mutations of the grant, the procedure and
+  // the arguments.
+  EXPECT_GT(taken, 10);
 }
 
 }  // namespace
