@@ -21,6 +21,27 @@ void put_dirop(XdrWriter& w, const DirOp& d) {
   w.put_string(d.name);
 }
 
+// An opaque<> or string<> item that RFC 8267 makes DDP-eligible (WRITE's
+// data, SYMLINK's path): its length word inline, its bytes either inline
+// too or in the call's only read chunk, placed exactly where they begin
+// (holding them, and at most their XDR pad besides). It must be the
+// arguments' last item: a chunk anywhere else, or a second one, is garbage.
+bool get_ddp_item(XdrReader& r, std::span<const rpc::ReadChunkData> chunks, uint32_t max,
+                  std::span<const uint8_t>* data, bool* in_chunk) {
+  const uint32_t len = r.get_u32();
+  if (!r.ok() || len > max || chunks.size() > 1) return false;
+  *in_chunk = false;
+  if (chunks.size() == 1) {
+    const rpc::ReadChunkData& c = chunks[0];
+    if (c.position != r.position() || c.data.size() < len || c.data.size() > xdr::padded_size(len)) return false;
+    *data = c.data.first(len);
+    *in_chunk = true;
+    return true;
+  }
+  *data = r.get_opaque_fixed(len);
+  return r.ok();
+}
+
 StableHow get_stable(XdrReader& r) {
   uint32_t v = r.get_u32();
   if (v > 2) r.fail();
@@ -82,25 +103,9 @@ bool decode(std::span<const uint8_t> in, std::span<const rpc::ReadChunkData> chu
   a->offset = r.get_u64();
   a->count = r.get_u32();
   a->stable = get_stable(r);
-  uint32_t len = r.get_u32();
-  if (!r.ok()) return false;
-  // The data item's length must agree with count (RFC 1813 §3.3.7 says the
-  // data is count bytes).
-  if (len != a->count) return false;
-  const size_t at = r.position();
-  a->data_in_chunk = false;
-  for (const rpc::ReadChunkData& c : chunks) {
-    if (c.position != at) return false;  // a chunk anywhere else holds no WRITE3args item
-    if (c.data.size() < len || c.data.size() > xdr::padded_size(len)) return false;
-    a->data = c.data.first(len);
-    a->data_in_chunk = true;
-  }
-  if (chunks.size() > 1) return false;
-  if (!a->data_in_chunk) {
-    a->data = r.get_opaque_fixed(len);
-    if (!r.ok()) return false;
-  }
-  return true;
+  if (!get_ddp_item(r, chunks, UINT32_MAX, &a->data, &a->data_in_chunk)) return false;
+  // The data is count bytes (RFC 1813 §3.3.7).
+  return a->data.size() == a->count;
 }
 
 bool decode(std::span<const uint8_t> in, CreateArgs* a) {
@@ -123,13 +128,16 @@ bool decode(std::span<const uint8_t> in, MkdirArgs* a) {
   return r.ok();
 }
 
-bool decode(std::span<const uint8_t> in, SymlinkArgs* a) {
+bool decode(std::span<const uint8_t> in, std::span<const rpc::ReadChunkData> chunks, SymlinkArgs* a) {
   *a = {};
   XdrReader r(in);
   get_dirop(r, &a->where);
   get_sattr(r, &a->attr);
-  a->target = r.get_string(kNfs3MaxPath);
-  return r.ok();
+  if (!r.ok()) return false;
+  std::span<const uint8_t> t;
+  if (!get_ddp_item(r, chunks, kNfs3MaxPath, &t, &a->target_in_chunk)) return false;
+  a->target = std::string_view(reinterpret_cast<const char*>(t.data()), t.size());
+  return true;
 }
 
 bool decode(std::span<const uint8_t> in, MknodArgs* a) {
@@ -271,6 +279,12 @@ void encode(XdrWriter& w, const SymlinkArgs& a) {
   put_dirop(w, a.where);
   put_sattr(w, a.attr);
   w.put_string(a.target);
+}
+
+void encode_symlink_chunked(XdrWriter& w, const SymlinkArgs& a) {
+  put_dirop(w, a.where);
+  put_sattr(w, a.attr);
+  w.put_u32(static_cast<uint32_t>(a.target.size()));
 }
 
 void encode(XdrWriter& w, const MknodArgs& a) {

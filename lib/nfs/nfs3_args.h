@@ -9,12 +9,13 @@
 // answered with an nfsstat3. Bytes left after the arguments are ignored, as
 // Linux nfsd ignores them.
 //
-// RPC-over-RDMA (RFC 8166 §3.4.5, RFC 8267 §4): WRITE's data is
-// DDP-eligible. A client may send it in a read chunk whose position is
-// where the data's bytes would be -- right after its length word, which
-// stays inline (Linux's xprtrdma does this for any WRITE too large to go
-// inline) -- or inline with the rest. decode() of WriteArgs takes the call's
-// read chunks and finds the data in either place.
+// RPC-over-RDMA (RFC 8166 §3.4.5, RFC 8267 §4): WRITE's data and SYMLINK's
+// path are DDP-eligible. A client may send them in a read chunk whose
+// position is where the item's bytes would be -- right after its length
+// word, which stays inline (Linux's xprtrdma does this for any WRITE or
+// SYMLINK too large to go inline) -- or inline with the rest. decode() of
+// WriteArgs and SymlinkArgs takes the call's read chunks and finds the
+// bytes in either place.
 #pragma once
 
 #include <cstdint>
@@ -78,7 +79,8 @@ struct MkdirArgs {
 struct SymlinkArgs {
   DirOp where;
   Sattr3 attr;
-  std::string_view target;
+  std::string_view target;  // inline or in a read chunk
+  bool target_in_chunk = false;
 };
 struct MknodArgs {
   DirOp where;
@@ -127,12 +129,14 @@ bool decode(std::span<const uint8_t> in, ReadlinkArgs* a);
 bool decode(std::span<const uint8_t> in, ReadArgs* a);
 // `chunks`: the call's read chunks (ServerCall::read_chunks()), positions
 // relative to the start of `in`. A chunk must sit exactly where the data's
-// bytes begin and hold at least `count` of them (a client that counted the
-// XDR pad in may hold up to three more); anywhere else the call is garbage.
+// bytes begin and hold them (a client that counted the XDR pad in may hold
+// up to three more); anywhere else, or more than one, and the call is
+// garbage.
 bool decode(std::span<const uint8_t> in, std::span<const rpc::ReadChunkData> chunks, WriteArgs* a);
 bool decode(std::span<const uint8_t> in, CreateArgs* a);
 bool decode(std::span<const uint8_t> in, MkdirArgs* a);
-bool decode(std::span<const uint8_t> in, SymlinkArgs* a);
+// As WRITE's data, SYMLINK's path may be in a read chunk.
+bool decode(std::span<const uint8_t> in, std::span<const rpc::ReadChunkData> chunks, SymlinkArgs* a);
 bool decode(std::span<const uint8_t> in, MknodArgs* a);
 bool decode(std::span<const uint8_t> in, RemoveArgs* a);
 bool decode(std::span<const uint8_t> in, RenameArgs* a);
@@ -157,6 +161,8 @@ void encode_write_chunked(xdr::XdrWriter& w, const WriteArgs& a);
 void encode(xdr::XdrWriter& w, const CreateArgs& a);
 void encode(xdr::XdrWriter& w, const MkdirArgs& a);
 void encode(xdr::XdrWriter& w, const SymlinkArgs& a);
+// SYMLINK whose path goes in a read chunk at the end (as for WRITE).
+void encode_symlink_chunked(xdr::XdrWriter& w, const SymlinkArgs& a);
 void encode(xdr::XdrWriter& w, const MknodArgs& a);
 void encode(xdr::XdrWriter& w, const RemoveArgs& a);
 void encode(xdr::XdrWriter& w, const RenameArgs& a);

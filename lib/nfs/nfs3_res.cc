@@ -47,7 +47,9 @@ void encode(XdrWriter& w, const AccessRes& r) {
 void encode(XdrWriter& w, const ReadlinkRes& r) {
   put_status(w, r.status);
   put_post_op_attr(w, opt(r.attr));
-  if (r.status == Nfs3Stat::kOk) w.put_string(r.target);
+  if (r.status != Nfs3Stat::kOk) return;
+  if (r.data_in_chunk) w.put_u32(static_cast<uint32_t>(r.target.size()));
+  else w.put_string(r.target);
 }
 
 void encode(XdrWriter& w, const ReadRes& r) {
@@ -165,12 +167,21 @@ bool decode(std::span<const uint8_t> in, AccessRes* r) {
   return x.ok();
 }
 
-bool decode(std::span<const uint8_t> in, ReadlinkRes* r) {
+bool decode(std::span<const uint8_t> in, ReadlinkRes* r, std::span<const uint8_t>* chunk) {
   *r = {};
   XdrReader x(in);
   r->status = get_status(x);
   r->attr = get_post_op_attr(x);
-  if (r->status == Nfs3Stat::kOk) r->target = x.get_string(kNfs3MaxPath);
+  if (r->status != Nfs3Stat::kOk) return x.ok();
+  if (chunk != nullptr && !chunk->empty()) {
+    // The reduced item: the path's length, its bytes in the chunk.
+    const uint32_t len = x.get_u32();
+    if (!x.ok() || x.remaining() != 0 || len != chunk->size()) return false;
+    r->target = std::string_view(reinterpret_cast<const char*>(chunk->data()), len);
+    r->data_in_chunk = true;
+    return true;
+  }
+  r->target = x.get_string(kNfs3MaxPath);
   return x.ok();
 }
 

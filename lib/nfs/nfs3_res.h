@@ -51,6 +51,10 @@ struct ReadlinkRes {
   Nfs3Stat status = Nfs3Stat::kOk;
   std::optional<Fattr3> attr;
   std::string_view target;  // kOk
+  // READLINK's path is DDP-eligible (RFC 8267 §4.2) as READ's data is:
+  // encoding with data_in_chunk writes the reduced item (its length) and
+  // the server puts the bytes into the call's write chunk.
+  bool data_in_chunk = false;
 };
 struct ReadRes {
   Nfs3Stat status = Nfs3Stat::kOk;
@@ -134,7 +138,9 @@ bool decode(std::span<const uint8_t> in, GetattrRes* r);
 bool decode(std::span<const uint8_t> in, WccRes* r);
 bool decode(std::span<const uint8_t> in, LookupRes* r);
 bool decode(std::span<const uint8_t> in, AccessRes* r);
-bool decode(std::span<const uint8_t> in, ReadlinkRes* r);
+// `chunk`: the bytes the server wrote into the call's write chunk, or
+// nullptr when it offered none (then the path must be inline).
+bool decode(std::span<const uint8_t> in, ReadlinkRes* r, std::span<const uint8_t>* chunk = nullptr);
 // `chunk_len`: the bytes the server wrote into the call's write chunk
 // (CallReply::bulk_recv_len), or -1 when the call offered none. With a
 // chunk, the reply must carry the reduced item and count must equal it.

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "nfs/nfs3_args.h"
 #include "nfsd/nfs3_op.h"
@@ -177,6 +178,17 @@ bool Nfs3Server::proc_readlink(Op& op) {
       if (n < 0) r.status = nfs3_stat_from_errno(errno);
       else if (static_cast<size_t>(n) > kNfs3MaxPath) r.status = Nfs3Stat::kNametoolong;
       else r.target = std::string_view(target, static_cast<size_t>(n));
+    }
+  }
+  // The path through the client's write chunk when it offered one (the
+  // reduced item inline), as READ's data.
+  if (r.status == Nfs3Stat::kOk && op.call->write_chunk_count() > 0 &&
+      op.call->write_chunk_capacity(0) >= r.target.size()) {
+    std::span<uint8_t> buf = op.call->bulk_buffer(static_cast<uint32_t>(r.target.size()));
+    if (buf.size() == r.target.size()) {
+      if (!buf.empty()) std::memcpy(buf.data(), r.target.data(), buf.size());
+      op.bulk = buf;
+      r.data_in_chunk = true;
     }
   }
   encode(op.w, r);

@@ -271,7 +271,7 @@ bool Nfs3Server::proc_mkdir(Op& op) {
 
 bool Nfs3Server::proc_symlink(Op& op) {
   SymlinkArgs a;
-  if (!decode(op.call->args(), &a)) return false;
+  if (!decode(op.call->args(), op.call->read_chunks(), &a)) return false;
   FdCache::Entry* d = nullptr;
   struct stat dst;
   Nfs3Stat s = resolve_stat(a.where.dir, &d, &dst);

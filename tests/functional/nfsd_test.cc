@@ -329,6 +329,33 @@ TEST_F(Nfsd, LongCallsAndLongReplies) {
   EXPECT_EQ(rl.target, target);
   std::vector<char> disk(5000);
   ASSERT_EQ(readlink(path("long").c_str(), disk.data(), disk.size()), 4000);
+
+  // As the Linux client sends a long SYMLINK: the path in a read chunk.
+  auto* p = static_cast<uint8_t*>(cli_->alloc(4096));
+  std::memcpy(p, target.data(), 3999);
+  sa.where.name = "chunked";
+  sa.target = std::string_view(reinterpret_cast<const char*>(p), 3999);
+  Bytes args(512);
+  xdr::XdrWriter w(args);
+  encode_symlink_chunked(w, sa);
+  args.resize(w.bytes_written());
+  Reply r = call(Nfs3Proc::kSymlink, args, CallOpts{.bulk_send = {p, 3999}});
+  CreateRes cr;
+  ASSERT_EQ(r.status, rpc::CallStatus::kOk) << rpc::call_status_name(r.status);
+  ASSERT_TRUE(decode(r.results, &cr));
+  ASSERT_EQ(cr.status, Nfs3Stat::kOk);
+  ASSERT_EQ(readlink(path("chunked").c_str(), disk.data(), disk.size()), 3999);
+  EXPECT_EQ(std::string(disk.data(), 3999), target.substr(0, 3999));
+  // READLINK's path through a write chunk when the client offers one.
+  auto* back = static_cast<uint8_t*>(cli_->alloc(4096));
+  r = call(Nfs3Proc::kReadlink, enc(ReadlinkArgs{*cr.obj}), CallOpts{.bulk_recv = {back, 4096}});
+  ASSERT_EQ(r.status, rpc::CallStatus::kOk);
+  ASSERT_EQ(r.bulk_len, 3999u);
+  std::span<const uint8_t> chunk(back, r.bulk_len);
+  ReadlinkRes rc;
+  ASSERT_TRUE(decode(r.results, &rc, &chunk));
+  EXPECT_TRUE(rc.data_in_chunk);
+  EXPECT_EQ(rc.target, target.substr(0, 3999));
 }
 
 // Nothing outside the exported directory is reachable: not through "..",
