@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <deque>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -189,13 +190,16 @@ class Nfsd : public ::testing::Test {
     b.resize(w.bytes_written());
     return b;
   }
-  // A procedure whose results decode into R; fails the test otherwise.
+  // A procedure whose results decode into R; fails the test otherwise. The
+  // results' bytes are kept until the test ends: names and paths in R are
+  // views into them.
   template <typename R, typename A>
   R op(Nfs3Proc proc, const A& args, const CallOpts& o = {}) {
     Reply r = call(proc, enc(args), o);
     R res;
     EXPECT_EQ(r.status, rpc::CallStatus::kOk) << nfs::nfs3_proc_name(proc) << ": " << rpc::call_status_name(r.status);
-    EXPECT_TRUE(nfs::nfs3::decode(r.results, &res)) << nfs::nfs3_proc_name(proc) << " results do not decode";
+    kept_.push_back(std::move(r.results));
+    EXPECT_TRUE(nfs::nfs3::decode(kept_.back(), &res)) << nfs::nfs3_proc_name(proc) << " results do not decode";
     return res;
   }
 
@@ -259,6 +263,7 @@ class Nfsd : public ::testing::Test {
     EXPECT_EQ(r.status, rpc::CallStatus::kOk) << rpc::call_status_name(r.status);
     EXPECT_TRUE(nfs::nfs3::decode(r.results, buf.empty() ? -1 : int64_t{r.bulk_len}, &res));
     if (inline_copy != nullptr) inline_copy->assign(res.data.begin(), res.data.end());
+    res.data = {};  // a view into r's results, which go now
     return res;
   }
 
@@ -282,6 +287,7 @@ class Nfsd : public ::testing::Test {
   std::unique_ptr<rpc::Engine> cli_;
   rpc::Connection* conn_ = nullptr;
   Fh3 root_;
+  std::deque<Bytes> kept_;
 };
 
 }  // namespace tern::nfsd::test

@@ -127,7 +127,8 @@ for f in /tmp/nfsgw/fio-*.txt; do grep -E "^ +(read|write):" "$f" | sed "s|^ *| 
 
 # The transport, as the kernel client counted it.
 reads=$(xprt_field 11) writes=$(xprt_field 12) replies=$(xprt_field 13) nomsg=$(xprt_field 21)
-say "kernel client: $reads read-chunk segments (WRITE data), $writes write-chunk segments (READ data), $replies reply-chunk segments, $nomsg long calls"
+say "kernel client: $reads read-chunk segments (WRITE data), $writes write-chunk segments (READ data), $replies reply-chunk segments, $nomsg long calls, $(xprt_field 19) marshaling failures, $(xprt_field 20) bad replies, $(xprt_field 25) MRs it invalidated itself"
+grep -E '^[[:space:]]+xprt:' /proc/self/mountstats | sed 's/^[[:space:]]*/    /'
 check "the client sent WRITE data in read chunks and got READ data in write chunks" \
   test "$reads" -gt 0 -a "$writes" -gt 0
 # (The Linux NFSv3 client never needs a long call -- RDMA_NOMSG -- at a 4
@@ -135,6 +136,7 @@ check "the client sent WRITE data in read chunks and got READ data in write chun
 # SYMLINK's path, go in read chunks, as the long symlink above did. The
 # nfsd-functional suite sends long calls from a Tern client over rxe.)
 check "the client used reply chunks (READDIRPLUS, READLINK)" test "$replies" -gt 0
+check "the client found no reply it could not use" test "$(xprt_field 20)" -eq 0
 umount "$mnt"
 stop_server
 say "$(last_stats)"
