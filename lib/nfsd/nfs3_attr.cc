@@ -51,24 +51,26 @@ Nfs3Stat Nfs3Server::apply_sattr(const Op& op, FdCache::Entry* e, const struct s
   const bool times = sa.atime_how != TimeHow::kDontChange || sa.mtime_how != TimeHow::kDontChange;
   const bool mode = with_mode && sa.set_mode && !S_ISLNK(st.st_mode);  // a symlink has no mode of its own
   if (!owner && !times && !mode) return Nfs3Stat::kOk;
-  if (Nfs3Stat s = as_caller(op); s != Nfs3Stat::kOk) return s;
-  if (mode) {
-    // chmod through the descriptor's /proc link: the object itself, and the
-    // kernel checks that the caller owns it.
-    char path[40];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", e->path_fd);
-    if (chmod(path, sa.mode & 07777) != 0) return nfs3_stat_from_errno(errno);
-  }
-  if (owner) {
-    const uid_t u = sa.set_uid ? sa.uid : static_cast<uid_t>(-1);
-    const gid_t g = sa.set_gid ? sa.gid : static_cast<gid_t>(-1);
-    if (fchownat(e->path_fd, "", u, g, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return nfs3_stat_from_errno(errno);
-  }
-  if (times) {
-    timespec ts[2] = {to_timespec(sa.atime_how, sa.atime), to_timespec(sa.mtime_how, sa.mtime)};
-    if (utimensat(e->path_fd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return nfs3_stat_from_errno(errno);
-  }
-  return Nfs3Stat::kOk;
+  const int fd = e->path_fd;
+  return as_caller(op.cred, [&] {
+    if (mode) {
+      // chmod through the descriptor's /proc link: the object itself, and
+      // the kernel checks that the caller owns it.
+      char path[40];
+      snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+      if (chmod(path, sa.mode & 07777) != 0) return nfs3_stat_from_errno(errno);
+    }
+    if (owner) {
+      const uid_t u = sa.set_uid ? sa.uid : static_cast<uid_t>(-1);
+      const gid_t g = sa.set_gid ? sa.gid : static_cast<gid_t>(-1);
+      if (fchownat(fd, "", u, g, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return nfs3_stat_from_errno(errno);
+    }
+    if (times) {
+      timespec ts[2] = {to_timespec(sa.atime_how, sa.atime), to_timespec(sa.mtime_how, sa.mtime)};
+      if (utimensat(fd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return nfs3_stat_from_errno(errno);
+    }
+    return Nfs3Stat::kOk;
+  });
 }
 
 bool Nfs3Server::proc_getattr(Op& op) {

@@ -7,7 +7,8 @@
 // themselves go through openat2() with RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS
 // and RESOLVE_NO_XDEV as well (a symlink is returned as itself, never
 // followed; a file system mounted inside the export is not entered), and
-// everything that creates or removes a name runs as the caller.
+// everything that creates or removes a name runs as the caller (on the
+// caller thread, caller_thread.h); LOOKUP checks search permission itself.
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
@@ -15,7 +16,9 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
+#include <cstring>
 
 #include "nfs/nfs3_args.h"
 #include "nfsd/nfs3_op.h"
@@ -30,14 +33,14 @@ namespace {
 // openat() of one name beneath dirfd, never following a symlink and never
 // leaving dirfd's file system. -1 with errno on failure.
 int open_beneath(int dirfd, const char* name, uint64_t flags) {
-  static bool no_openat2 = false;
-  if (!no_openat2) {
+  static std::atomic<bool> no_openat2{false};  // engine and caller threads both look
+  if (!no_openat2.load(std::memory_order_relaxed)) {
     open_how how{};
     how.flags = flags | O_NOFOLLOW | O_CLOEXEC;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
     long fd = syscall(SYS_openat2, dirfd, name, &how, sizeof how);
     if (fd >= 0 || errno != ENOSYS) return static_cast<int>(fd);
-    no_openat2 = true;  // before Linux 5.6: one component with O_NOFOLLOW is beneath already
+    no_openat2.store(true, std::memory_order_relaxed);  // before Linux 5.6: one component with O_NOFOLLOW is beneath already
   }
   return openat(dirfd, name, static_cast<int>(flags) | O_NOFOLLOW | O_CLOEXEC);
 }
@@ -75,13 +78,14 @@ bool Nfs3Server::proc_lookup(Op& op) {
       struct stat rst;
       if (fstat(exp_.root_fd(), &rst) == 0) r.obj_attr = fattr(rst);
     }
+  } else if (!may(op, dst, 1)) {
+    r.status = Nfs3Stat::kAccess;  // no search permission in the directory
   } else if (name == "..") {
     // The parent, once it is proved to be beneath the root: walk up from it
     // until the root (a directory moved out of the export since its handle
     // was given fails here).
-    r.status = as_caller(op);
-    int fd = r.status == Nfs3Stat::kOk ? openat(d->path_fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
-    if (fd < 0 && r.status == Nfs3Stat::kOk) r.status = nfs3_stat_from_errno(errno);
+    int fd = openat(d->path_fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) r.status = nfs3_stat_from_errno(errno);
     if (fd >= 0) {
       bool beneath = false;
       int cur = dup(fd);
@@ -108,7 +112,7 @@ bool Nfs3Server::proc_lookup(Op& op) {
         r.status = handle_and_cache(fd, &r.obj);
       }
     }
-  } else if ((r.status = check_name(name)) == Nfs3Stat::kOk && (r.status = as_caller(op)) == Nfs3Stat::kOk) {
+  } else if ((r.status = check_name(name)) == Nfs3Stat::kOk) {
     const CName n(name);
     int fd = open_beneath(d->path_fd, n.s, O_PATH);
     struct stat ost;
@@ -174,43 +178,40 @@ bool Nfs3Server::proc_create(Op& op) {
     return true;
   }
   s = creatable(dst, exp_.options().read_only, check_name(a.where.name));
-  if (s == Nfs3Stat::kOk) s = as_caller(op);
   int fd = -1;
   bool existed = false;
   if (s == Nfs3Stat::kOk) {
     const CName n(a.where.name);
-    const mode_t mode = a.how == CreateMode::kExclusive ? 0 : a.attr.set_mode ? (a.attr.mode & 07777) : 0644;
-    fd = openat(d->path_fd, n.s, O_CREAT | O_EXCL | O_RDONLY | O_NOFOLLOW | O_CLOEXEC, mode);
-    if (fd < 0 && errno == EEXIST && a.how != CreateMode::kGuarded) {
-      // UNCHECKED: the file that is there (only its size is set, as nfsd
-      // does); EXCLUSIVE: the one an earlier copy of this call made, if its
-      // times hold this call's verifier.
-      existed = true;
-      fd = open_beneath(d->path_fd, n.s, O_PATH);
-      struct stat ost;
-      if (fd >= 0 && fstat(fd, &ost) == 0) {
-        uint32_t v0, v1;
-        std::memcpy(&v0, a.verf.data, 4);
-        std::memcpy(&v1, a.verf.data + 4, 4);
-        if (!S_ISREG(ost.st_mode) ||
-            (a.how == CreateMode::kExclusive &&
-             !(static_cast<uint32_t>(ost.st_mtim.tv_sec) == v0 && static_cast<uint32_t>(ost.st_atim.tv_sec) == v1))) {
-          s = Nfs3Stat::kExist;
-        }
-      } else {
-        s = nfs3_stat_from_errno(errno);
-      }
-    } else if (fd < 0) {
-      s = nfs3_stat_from_errno(errno);
-    } else if (a.how == CreateMode::kExclusive) {
-      // The verifier goes into the times (as nfsd keeps it), where a
-      // retransmission finds it; the client sets the real ones after.
+    const int dirfd = d->path_fd;
+    s = as_caller(op.cred, [&] {
+      const mode_t mode = a.how == CreateMode::kExclusive ? 0 : a.attr.set_mode ? (a.attr.mode & 07777) : 0644;
+      fd = openat(dirfd, n.s, O_CREAT | O_EXCL | O_RDONLY | O_NOFOLLOW | O_CLOEXEC, mode);
       uint32_t v0, v1;
       std::memcpy(&v0, a.verf.data, 4);
       std::memcpy(&v1, a.verf.data + 4, 4);
-      timespec ts[2] = {{static_cast<time_t>(v1), 0}, {static_cast<time_t>(v0), 0}};
-      if (futimens(fd, ts) != 0) s = nfs3_stat_from_errno(errno);
-    }
+      if (fd < 0 && errno == EEXIST && a.how != CreateMode::kGuarded) {
+        // UNCHECKED: the file that is there (only its size is set, as nfsd
+        // does); EXCLUSIVE: the one an earlier copy of this call made, if
+        // its times hold this call's verifier.
+        existed = true;
+        fd = open_beneath(dirfd, n.s, O_PATH);
+        struct stat ost;
+        if (fd < 0 || fstat(fd, &ost) != 0) return nfs3_stat_from_errno(errno);
+        if (!S_ISREG(ost.st_mode) ||
+            (a.how == CreateMode::kExclusive &&
+             !(static_cast<uint32_t>(ost.st_mtim.tv_sec) == v0 && static_cast<uint32_t>(ost.st_atim.tv_sec) == v1)))
+          return Nfs3Stat::kExist;
+        return Nfs3Stat::kOk;
+      }
+      if (fd < 0) return nfs3_stat_from_errno(errno);
+      if (a.how == CreateMode::kExclusive) {
+        // The verifier goes into the times (as nfsd keeps it), where a
+        // retransmission finds it; the client sets the real ones after.
+        timespec ts[2] = {{static_cast<time_t>(v1), 0}, {static_cast<time_t>(v0), 0}};
+        if (futimens(fd, ts) != 0) return nfs3_stat_from_errno(errno);
+      }
+      return Nfs3Stat::kOk;
+    });
   }
   if (s == Nfs3Stat::kOk && a.how != CreateMode::kExclusive) {
     Sattr3 rest = a.attr;
@@ -243,12 +244,15 @@ bool Nfs3Server::proc_mkdir(Op& op) {
     return true;
   }
   s = creatable(dst, exp_.options().read_only, check_name(a.where.name));
-  if (s == Nfs3Stat::kOk) s = as_caller(op);
   int fd = -1;
   if (s == Nfs3Stat::kOk) {
     const CName n(a.where.name);
-    if (mkdirat(d->path_fd, n.s, a.attr.set_mode ? (a.attr.mode & 07777) : 0755) != 0) s = nfs3_stat_from_errno(errno);
-    else if ((fd = open_beneath(d->path_fd, n.s, O_PATH | O_DIRECTORY)) < 0) s = nfs3_stat_from_errno(errno);
+    const int dirfd = d->path_fd;
+    s = as_caller(op.cred, [&] {
+      if (mkdirat(dirfd, n.s, a.attr.set_mode ? (a.attr.mode & 07777) : 0755) != 0) return nfs3_stat_from_errno(errno);
+      if ((fd = open_beneath(dirfd, n.s, O_PATH | O_DIRECTORY)) < 0) return nfs3_stat_from_errno(errno);
+      return Nfs3Stat::kOk;
+    });
   }
   if (s == Nfs3Stat::kOk) {
     Sattr3 rest = a.attr;
@@ -287,13 +291,16 @@ bool Nfs3Server::proc_symlink(Op& op) {
   if (s == Nfs3Stat::kOk && (a.target.empty() || a.target.find('\0') != std::string_view::npos))
     s = Nfs3Stat::kInval;
   if (s == Nfs3Stat::kOk && a.target.size() >= kNfs3MaxPath) s = Nfs3Stat::kNametoolong;
-  if (s == Nfs3Stat::kOk) s = as_caller(op);
   int fd = -1;
   if (s == Nfs3Stat::kOk) {
     const CName n(a.where.name);
-    std::string target(a.target);
-    if (symlinkat(target.c_str(), d->path_fd, n.s) != 0) s = nfs3_stat_from_errno(errno);
-    else if ((fd = open_beneath(d->path_fd, n.s, O_PATH)) < 0) s = nfs3_stat_from_errno(errno);
+    const std::string target(a.target);
+    const int dirfd = d->path_fd;
+    s = as_caller(op.cred, [&] {
+      if (symlinkat(target.c_str(), dirfd, n.s) != 0) return nfs3_stat_from_errno(errno);
+      if ((fd = open_beneath(dirfd, n.s, O_PATH)) < 0) return nfs3_stat_from_errno(errno);
+      return Nfs3Stat::kOk;
+    });
   }
   if (s == Nfs3Stat::kOk) {
     Sattr3 rest = a.attr;
@@ -335,7 +342,6 @@ bool Nfs3Server::proc_mknod(Op& op) {
     case FileType::kBlk: type = S_IFBLK; break;
     default: if (s == Nfs3Stat::kOk) s = Nfs3Stat::kBadtype; break;
   }
-  if (s == Nfs3Stat::kOk) s = as_caller(op);
   int fd = -1;
   if (s == Nfs3Stat::kOk) {
     const CName n(a.where.name);
@@ -343,8 +349,12 @@ bool Nfs3Server::proc_mknod(Op& op) {
     // the kernel decides. The server itself never opens them (READ and
     // WRITE serve regular files only).
     const mode_t mode = type | (a.attr.set_mode ? (a.attr.mode & 07777) : 0644);
-    if (mknodat(d->path_fd, n.s, mode, makedev(a.major, a.minor)) != 0) s = nfs3_stat_from_errno(errno);
-    else if ((fd = open_beneath(d->path_fd, n.s, O_PATH)) < 0) s = nfs3_stat_from_errno(errno);
+    const int dirfd = d->path_fd;
+    s = as_caller(op.cred, [&] {
+      if (mknodat(dirfd, n.s, mode, makedev(a.major, a.minor)) != 0) return nfs3_stat_from_errno(errno);
+      if ((fd = open_beneath(dirfd, n.s, O_PATH)) < 0) return nfs3_stat_from_errno(errno);
+      return Nfs3Stat::kOk;
+    });
   }
   finish_create(op, d->path_fd, dst, s == Nfs3Stat::kOk ? fd : -1, s);
   if (s != Nfs3Stat::kOk && fd >= 0) close(fd);
@@ -379,13 +389,13 @@ bool Nfs3Server::proc_remove(Op& op) {
   r.wcc.before = wcc_attr(dst);
   Nfs3Stat s = check_victim(a.what.name, false);
   if (s == Nfs3Stat::kOk) s = creatable(dst, exp_.options().read_only, check_name(a.what.name));
-  if (s == Nfs3Stat::kOk) s = as_caller(op);
   if (s == Nfs3Stat::kOk) {
     const CName n(a.what.name);
     Fh3 gone;
     const bool known = handle_of_name(exp_, d->path_fd, n.s, &gone);
-    if (unlinkat(d->path_fd, n.s, 0) != 0) s = nfs3_stat_from_errno(errno);
-    else if (known) fds_.erase(gone);
+    const int dirfd = d->path_fd;
+    s = as_caller(op.cred, [&] { return unlinkat(dirfd, n.s, 0) != 0 ? nfs3_stat_from_errno(errno) : Nfs3Stat::kOk; });
+    if (s == Nfs3Stat::kOk && known) fds_.erase(gone);
   }
   r.status = s;
   struct stat after;
@@ -408,13 +418,14 @@ bool Nfs3Server::proc_rmdir(Op& op) {
   r.wcc.before = wcc_attr(dst);
   Nfs3Stat s = check_victim(a.what.name, true);
   if (s == Nfs3Stat::kOk) s = creatable(dst, exp_.options().read_only, check_name(a.what.name));
-  if (s == Nfs3Stat::kOk) s = as_caller(op);
   if (s == Nfs3Stat::kOk) {
     const CName n(a.what.name);
     Fh3 gone;
     const bool known = handle_of_name(exp_, d->path_fd, n.s, &gone);
-    if (unlinkat(d->path_fd, n.s, AT_REMOVEDIR) != 0) s = nfs3_stat_from_errno(errno);
-    else if (known) fds_.erase(gone);
+    const int dirfd = d->path_fd;
+    s = as_caller(op.cred,
+                  [&] { return unlinkat(dirfd, n.s, AT_REMOVEDIR) != 0 ? nfs3_stat_from_errno(errno) : Nfs3Stat::kOk; });
+    if (s == Nfs3Stat::kOk && known) fds_.erase(gone);
   }
   r.status = s;
   struct stat after;
@@ -443,13 +454,15 @@ bool Nfs3Server::proc_rename(Op& op) {
       if (s == Nfs3Stat::kOk) s = creatable(fst, exp_.options().read_only, check_name(a.from.name));
       if (s == Nfs3Stat::kOk) s = creatable(tst, exp_.options().read_only, check_name(a.to.name));
       if (s == Nfs3Stat::kOk && from_fd < 0) s = nfs3_stat_from_errno(errno);
-      if (s == Nfs3Stat::kOk) s = as_caller(op);
       if (s == Nfs3Stat::kOk) {
         const CName fn(a.from.name), tn(a.to.name);
         Fh3 replaced;
         const bool known = handle_of_name(exp_, to->path_fd, tn.s, &replaced);
-        if (renameat(from_fd, fn.s, to->path_fd, tn.s) != 0) s = nfs3_stat_from_errno(errno);
-        else if (known) fds_.erase(replaced);  // (if it was the renamed object itself, it is simply reopened)
+        const int to_fd = to->path_fd;
+        s = as_caller(op.cred, [&] {
+          return renameat(from_fd, fn.s, to_fd, tn.s) != 0 ? nfs3_stat_from_errno(errno) : Nfs3Stat::kOk;
+        });
+        if (s == Nfs3Stat::kOk && known) fds_.erase(replaced);  // (the renamed object itself is simply reopened)
       }
       r.status = s;
       struct stat after;
@@ -481,7 +494,6 @@ bool Nfs3Server::proc_link(Op& op) {
     r.dir_wcc.before = wcc_attr(dst);
     Nfs3Stat s = creatable(dst, exp_.options().read_only, check_name(a.link.name));
     if (s == Nfs3Stat::kOk && file_fd < 0) s = nfs3_stat_from_errno(errno);
-    if (s == Nfs3Stat::kOk) s = as_caller(op);
     if (s == Nfs3Stat::kOk) {
       // linkat() of a descriptor through its /proc link: the object itself,
       // with the kernel's checks as the caller (AT_EMPTY_PATH would need
@@ -489,7 +501,10 @@ bool Nfs3Server::proc_link(Op& op) {
       char path[40];
       snprintf(path, sizeof path, "/proc/self/fd/%d", file_fd);
       const CName n(a.link.name);
-      if (linkat(AT_FDCWD, path, d->path_fd, n.s, AT_SYMLINK_FOLLOW) != 0) s = nfs3_stat_from_errno(errno);
+      const int dirfd = d->path_fd;
+      s = as_caller(op.cred, [&] {
+        return linkat(AT_FDCWD, path, dirfd, n.s, AT_SYMLINK_FOLLOW) != 0 ? nfs3_stat_from_errno(errno) : Nfs3Stat::kOk;
+      });
     }
     r.status = s;
     struct stat after;

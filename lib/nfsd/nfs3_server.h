@@ -15,12 +15,13 @@
 // ReplyCache, so that a retransmission -- to this process or to the next
 // one -- gets the first reply.
 //
-// Permissions: reading and writing a file's data, listing a directory and
-// ACCESS are checked here against the file's mode bits (with nfsd's owner
-// override: the owner may read and write its file whatever the mode, as it
-// may through a descriptor it opened before a chmod); everything that
-// changes the name space or attributes runs as the caller
-// (ThreadCreds), and the kernel checks it. POSIX ACLs are not consulted.
+// Permissions: reading and writing a file's data, looking a name up,
+// listing a directory and ACCESS are checked here against the mode bits
+// (with nfsd's owner override: the owner may read and write its file
+// whatever the mode, as it may through a descriptor it opened before a
+// chmod); everything that changes the name space or attributes runs as the
+// caller, on a thread of its own (caller_thread.h), and the kernel checks
+// it. POSIX ACLs are not consulted.
 #pragma once
 
 #include <sys/stat.h>
@@ -34,6 +35,7 @@
 #include "engine/engine.h"
 #include "nfs/nfs3_res.h"
 #include "nfs/nfs3_types.h"
+#include "nfsd/caller_thread.h"
 #include "nfsd/creds.h"
 #include "nfsd/export.h"
 #include "nfsd/fd_cache.h"
@@ -129,8 +131,12 @@ class Nfs3Server {
   nfs::Nfs3Stat resolve_stat(const nfs::Fh3& fh, FdCache::Entry** e, struct stat* st);
   // The descriptor for reading (or writing) a regular file's data.
   int io_fd(FdCache::Entry* e, bool write);
-  // Acts as the caller for what the kernel checks.
-  nfs::Nfs3Stat as_caller(const Op& op);
+  // Runs fn (which returns an nfsstat3) as the caller, for what the kernel
+  // checks: on caller_, never on the engine's thread (caller_thread.h).
+  template <typename F>
+  nfs::Nfs3Stat as_caller(const Cred& c, F&& fn) {
+    return caller_.run(c, fn);
+  }
   nfs::Fattr3 fattr(const struct stat& st) const;
   static nfs::WccAttr wcc_attr(const struct stat& st);
   // The handle of `fd` (which the caller keeps or closes), cached.
@@ -153,7 +159,7 @@ class Nfs3Server {
   ReplyCache* drc_;
   ServerConfig cfg_;
   FdCache fds_;
-  ThreadCreds creds_;
+  CallerThread caller_;
   Nfs3Stats st_;
   uint32_t crash_count_ = 0;
   std::vector<uint8_t> res_;     // the results being encoded

@@ -157,6 +157,33 @@ rm -f "$mnt/n"
 umount "$mnt"
 stop_server
 
+# ---------------------------------------------------------------- who the caller is
+# Root squashed (the default): root's files belong to nobody; a user's to
+# the user, who alone may write them. (Each call runs as its caller on
+# tern-nfsd's caller thread: an engine thread that changed its credentials
+# could no longer post to rxe.)
+start_server_squash() {
+  "$build/apps/tern-nfsd" --export "$backing" --name /export --addr $addr --port $port --mount-port $mport \
+    --state-dir "$state" >>"$log" 2>&1 &
+  srv=$!
+  for _ in $(seq 100); do (exec 3<>/dev/tcp/$addr/$mport) 2>/dev/null && return 0; sleep 0.1; done
+  return 1
+}
+start_server_squash || exit 1
+do_mount || exit 1
+as_user() { setpriv --reuid="$1" --regid="$1" --clear-groups -- "${@:2}"; }
+check "root squashed: root's new file belongs to nobody" \
+  bash -c "echo x >'$mnt/by-root' && [[ \$(stat -c %u '$backing/by-root') == 65534 ]]"
+check "a user's new file belongs to the user" \
+  bash -c "$(declare -f as_user); as_user 4321 sh -c 'umask 077; echo mine >$mnt/by-user' && [[ \$(stat -c %u:%g:%a '$backing/by-user') == 4321:4321:600 ]]"
+check "another user may not read or write it, nor remove a root-owned file" \
+  bash -c "$(declare -f as_user); ! as_user 4322 cat '$mnt/by-user' 2>/dev/null && ! as_user 4322 sh -c 'echo x >>$mnt/by-user' 2>/dev/null &&
+           mkdir '$backing/rootdir' && touch '$backing/rootdir/f' && ! as_user 4322 rm -f '$mnt/rootdir/f' 2>/dev/null &&
+           [[ -e '$backing/rootdir/f' && \$(cat '$backing/by-user') == mine ]]"
+rm -rf "${backing:?}"/*
+umount "$mnt"
+stop_server
+
 # ---------------------------------------------------------------- recovery
 # kill -9 in the middle of a verified fio run on a hard mount.
 start_server --engines 2 || exit 1
