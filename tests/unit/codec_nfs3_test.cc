@@ -600,7 +600,8 @@ TEST(Nfs3Args, OutOfRangeValuesAreGarbage) {
   }
   // A name longer than any path: garbage; 256 to 4096 bytes decode (the
   // server says NAMETOOLONG).
-  LookupArgs l{{fh({1}), std::string(300, 'n')}}, dl;
+  const std::string long_name(300, 'n');
+  LookupArgs l{{fh({1}), long_name}}, dl;
   EXPECT_TRUE(decode(kept(enc(l)), &dl));
   std::string huge(kNfs3MaxPath + 1, 'n');
   l.what.name = huge;
