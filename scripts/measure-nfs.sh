@@ -66,4 +66,9 @@ if jpath:
     with open(jpath, "w") as f:
         json.dump(doc, f, indent=1)
 PY
+echo
+echo "tern-nfsd's counters, and the kernel client's transport line per mount (xprtrdma: ... read, write and"
+echo "reply chunk segments, ..., marshaling failures, bad replies, long calls; MRs recycled, orphaned,"
+echo "allocated, invalidated by the client itself, ...):"
 grep 'tern-nfsd: stats:' "$out/tern-nfsd.log" | tail -1 | sed 's/^/    /'
+sed 's/^/    /' "$out/xprt.txt"

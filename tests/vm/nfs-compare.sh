@@ -47,6 +47,9 @@ for r in $(seq "$ROUNDS"); do
   done
   echo "nfs-compare: round $r of $ROUNDS done" >&2
 done
+# The kernel client's transport counters for each mount (xprtrdma's line).
+awk '$1 == "device" { dev = $2 " on " $5 } $1 == "xprt:" && $2 == "rdma" { print dev ": " $0 }' /proc/self/mountstats \
+  >"$OUT/xprt.txt"
 umount /mnt/kernel /mnt/tern
 kill -TERM $srv
 wait $srv || true
