@@ -22,7 +22,7 @@ cd "$top"
 seconds=${TERN_FUZZ_SECONDS:-30}
 rss=${TERN_FUZZ_RSS_MB:-2048}
 build=build-fuzz
-all_targets=(rpcrdma_header oncrpc cm_private nfs_compound shm_ctl shm_desc)
+all_targets=(rpcrdma_header oncrpc cm_private nfs_compound nfs3 shm_ctl shm_desc)
 targets=("$@")
 ((${#targets[@]} > 0)) || targets=("${all_targets[@]}")
 

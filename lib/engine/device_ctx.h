@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "engine/listen_group.h"
 #include "engine/receive_queue.h"
 #include "engine/registrar.h"
 #include "rdmadev/rdmadev.h"
@@ -90,6 +91,11 @@ struct DeviceCtx {
     if (last_qpn == qpn) last_qpn = UINT32_MAX, last_conn = nullptr;
   }
   bool listening = false;
+  // A listen group this device serves with other engines (listen_group.h):
+  // the group, and this engine's place in it.
+  std::shared_ptr<ListenGroupImpl> group;
+  std::shared_ptr<ListenMember> member;
+  bool member_waits = false;  // its eventfd is in the engine's wait-mode epoll set
   ChunkReg chunk_reg = ChunkReg::kFastReg;
   // Client connections get a PdCtx of their own (fast registrations are
   // PD-wide on this device).
@@ -98,6 +104,7 @@ struct DeviceCtx {
   bool offer_inv = false;
   bool warned_no_chunks = false;
   bool warned_full = false;
+  bool warned_handover = false;
 };
 
 }  // namespace tern::rpc

@@ -143,6 +143,9 @@ EngineImpl::~EngineImpl() {
   // Every outstanding call completes once, after its registrations are
   // fenced; then connections (which post nothing more), then the devices'
   // queues and registrations.
+  // Out of any listen group first: no connection is handed to us from now on.
+  for (auto& dc : devices)
+    if (dc->member) dc->group->leave(dc->member);
   shutdown();
   conns.clear();
   for (auto& dc : devices) {
@@ -375,6 +378,70 @@ Status EngineImpl::listen(std::string_view spec) {
   return Status::ok();
 }
 
+Status EngineImpl::listen(std::string_view spec, const std::shared_ptr<ListenGroup>& group) {
+  if (group == nullptr) return listen(spec);
+  auto g = std::static_pointer_cast<ListenGroupImpl>(group);  // ListenGroup::create() makes only these
+  auto dcr = device(spec);
+  if (!dcr) return dcr.status();
+  DeviceCtx* dc = *dcr;
+  if (dc->listening || dc->member)
+    return make_error(Errc::kBadState, "engine: already listening on %.*s", static_cast<int>(spec.size()),
+                      spec.data());
+  bool first = false;
+  auto m = g->join(spec, &first);
+  if (!m) return m.status();
+  if (first) {
+    if (Status s = dc->dev->listen(); !s) {
+      g->leave(*m);
+      return s;
+    }
+    dc->listening = true;
+  }
+  dc->group = std::move(g);
+  dc->member = std::move(*m);
+  if (RecvQueue* q = dc->recv.get()) q->grants().set_reserve(std::min(opt.max_connections, q->target() / 2));
+  return Status::ok();
+}
+
+void EngineImpl::deal_request(DeviceCtx* dc, const CmEvent& ev) {
+  std::shared_ptr<ListenMember> to = dc->group->next();
+  if (to == nullptr || to == dc->member) {
+    accept_request(dc, ev);
+    return;
+  }
+  auto req = dc->dev->detach(ev.request);
+  if (!req) {
+    // A driver that cannot hand requests over: this engine serves them all.
+    if (!dc->warned_handover) {
+      dc->warned_handover = true;
+      TERN_LOG(kWarn, "engine", "%s: cannot hand a connection to another engine of its listen group (%s): "
+               "accepting every connection here", dc->spec.c_str(), req.status().to_string().c_str());
+    }
+    accept_request(dc, ev);
+    return;
+  }
+  (void)dc->group->hand(to, std::move(*req));
+}
+
+int EngineImpl::adopt_requests(DeviceCtx* dc) {
+  int n = 0;
+  for (auto& r : dc->group->take(dc->member.get())) {
+    ++n;
+    auto req = dc->dev->adopt(std::move(r));
+    if (!req) {
+      TERN_LOG(kError, "engine", "%s: refusing a connection handed over by the listen group: %s", dc->spec.c_str(),
+               req.status().to_string().c_str());
+      st.connections_refused.add();
+      continue;
+    }
+    CmEvent ev{CmEventType::kConnectRequest};
+    ev.request = *req;
+    ev.private_data = (*req)->private_data();
+    accept_request(dc, ev);
+  }
+  return n;
+}
+
 void EngineImpl::handle(uint32_t prog, uint32_t vers, uint32_t proc, Handler h, void* ctx, Placer place) {
   TERN_REQUIRE(h != nullptr, "handler for %u/%u/%u is null", prog, vers, proc);
   handlers.set(HandlerEntry{prog, vers, proc, h, ctx, place, proc_counters(prog, vers, proc, true)});
@@ -432,6 +499,7 @@ void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
 int EngineImpl::poll_cm(DeviceCtx* dc) {
   CmEvent ev;
   int events = 0;
+  if (dc->member && dc->member->pending.load(std::memory_order_acquire)) events += adopt_requests(dc);
   while (dc->dev->poll_cm(&ev)) {
     ++events;
     ConnBase* conn = nullptr;
@@ -443,7 +511,8 @@ int EngineImpl::poll_cm(DeviceCtx* dc) {
     }
     switch (ev.type) {
       case CmEventType::kConnectRequest:
-        accept_request(dc, ev);
+        if (dc->group) deal_request(dc, ev);
+        else accept_request(dc, ev);
         break;
       case CmEventType::kEstablished:
         if (conn != nullptr) conn->on_established(ev.private_data);

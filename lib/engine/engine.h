@@ -255,6 +255,11 @@ class ServerCall {
   virtual uint32_t proc() const = 0;
   // The inline XDR arguments (without the read chunks' data).
   virtual std::span<const uint8_t> args() const = 0;
+  // The call's ONC RPC header as it came (xid through the verifier, RFC
+  // 5531 §9): what an upper layer reads the credential from
+  // (oncrpc::decode_call: AUTH_SYS uid, gid, groups). The engine has
+  // already checked that it decodes. Valid until reply() or drop().
+  virtual std::span<const uint8_t> rpc_header() const = 0;
   // The first read chunk's data, already pulled by the engine (empty if none).
   virtual std::span<const uint8_t> bulk() const = 0;
   // Every read chunk, by increasing position.
@@ -404,6 +409,30 @@ class Connection {
   virtual void close() = 0;
 };
 
+// ---------------------------------------------------------------- several engines, one address
+
+// Engines that serve one address together: one engine per lcore, and the
+// connections -- a client's nconnect=N among them -- spread over them.
+// Each engine calls listen(spec, group) with the same spec. The first one
+// listens on the device; each connection request it receives is dealt to
+// the group's engines in turn, and the engine whose turn it is accepts it
+// on its own device (its own queues, protection domain and memory), as if
+// it had arrived there: from then on the connection is that engine's alone.
+// An engine picks up the requests dealt to it in its poll() (within a
+// millisecond, or at once when it sleeps in wait mode). The group itself is
+// thread-safe; each member keeps it alive, and leaves it when its engine is
+// destroyed (requests dealt to it and not yet picked up are refused; when
+// the listening engine goes, no new connection comes to the others).
+// Drivers hand requests over with Device::detach/adopt (pmd/shm,
+// pmd/verbs); with another driver the listening engine accepts them all.
+class ListenGroup {
+ public:
+  static std::shared_ptr<ListenGroup> create();
+  virtual ~ListenGroup() = default;
+  // Connection requests dealt to each member so far, in the order they joined.
+  virtual std::vector<uint64_t> dealt() const = 0;
+};
+
 // ---------------------------------------------------------------- the engine
 
 struct EngineStats {
@@ -496,6 +525,10 @@ class Engine {
   virtual Result<Connection*> connect(std::string_view device_spec) = 0;
   // Server: serve calls at this address with the registered handlers.
   virtual Status listen(std::string_view device_spec) = 0;
+  // The same, together with the other engines of `group` (see ListenGroup;
+  // a null group is listen(device_spec)). kInvalidArgument: the group
+  // serves another spec.
+  virtual Status listen(std::string_view device_spec, const std::shared_ptr<ListenGroup>& group) = 0;
   // Serve (prog, vers, proc) with h; `place`, if given, decides where that
   // procedure's read chunks land (see Placer). A later call replaces it.
   virtual void handle(uint32_t prog, uint32_t vers, uint32_t proc, Handler h, void* ctx, Placer place = nullptr) = 0;

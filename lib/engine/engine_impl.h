@@ -2,6 +2,7 @@
 // connections, and where each part of it lives.
 //
 //   engine.cc            control path: create, devices and PDs, memory, handlers, connect/listen, CM events
+//   listen_group.cc      several engines serving one address (ListenGroup): connection requests dealt out
 //   engine_poll.cc       datapath dispatch: poll() -- completions to their connection and object in O(1),
 //                        the memory FIFO, the service list, receive reposts, reaping
 //   engine_wait.cc       wait mode (sleep instead of spin)
@@ -69,6 +70,7 @@ class EngineImpl final : public Engine {
   Status register_memory(void* addr, size_t len) override;
   Result<Connection*> connect(std::string_view spec) override;
   Status listen(std::string_view spec) override;
+  Status listen(std::string_view spec, const std::shared_ptr<ListenGroup>& group) override;
   void handle(uint32_t prog, uint32_t vers, uint32_t proc, Handler h, void* ctx, Placer place) override;
   const EngineStats& stats() const override { return st; }
   StatsView stats_view() const override;
@@ -86,6 +88,10 @@ class EngineImpl final : public Engine {
   // Connection events of dc's device, handled; returns how many.
   int poll_cm(DeviceCtx* dc);
   void accept_request(DeviceCtx* dc, const rdma::CmEvent& ev);
+  // A listen group's request: accepted here, or handed to the member whose
+  // turn it is (listen_group.h). And the requests handed to this engine.
+  void deal_request(DeviceCtx* dc, const rdma::CmEvent& ev);
+  int adopt_requests(DeviceCtx* dc);
   // A slot in the connection table for c (wr_ids name it), and its receive-queue id.
   void enter(ConnBase* c);
   uint16_t add_queue(RecvQueue* q);

@@ -45,6 +45,16 @@ Status join_devices(EngineImpl& e) {
     if (epoll_ctl(w.epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
       return make_sys_error(Errc::kInternal, errno, "engine: epoll_ctl(ADD) for %s", dc->spec.c_str());
   }
+  // A listen group's member is woken when a connection is handed to it.
+  for (auto& dcp : e.devices) {
+    if (!dcp->member || dcp->member_waits) continue;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = UINT64_MAX - 1;
+    if (epoll_ctl(w.epfd, EPOLL_CTL_ADD, dcp->member->efd, &ev) != 0)
+      return make_sys_error(Errc::kInternal, errno, "engine: epoll_ctl(ADD) for its listen group");
+    dcp->member_waits = true;
+  }
   return Status::ok();
 }
 
@@ -116,8 +126,11 @@ int EngineImpl::finish_wait() {
   }
   // ack_wait disarms and consumes what fired; poll_cm at once, not at the
   // next millisecond tick: a connection event may be what woke us.
-  for (auto& dc : devices)
-    if (dc->dev->ack_wait()) events += poll_cm(dc.get());
+  for (auto& dc : devices) {
+    bool cm = dc->dev->ack_wait();
+    if (dc->member && dc->member->ack_wake()) cm = true;  // a connection was handed to us
+    if (cm) events += poll_cm(dc.get());
+  }
   return events;
 }
 

@@ -67,6 +67,7 @@ class SrvCall final : public ServerCall {
   uint32_t vers() const override { return vers_; }
   uint32_t proc() const override { return proc_; }
   std::span<const uint8_t> args() const override { return args_; }
+  std::span<const uint8_t> rpc_header() const override { return hdr_; }
   std::span<const uint8_t> bulk() const override;
   std::span<const ReadChunkData> read_chunks() const override { return {data_, static_cast<size_t>(ndata_)}; }
   uint32_t write_chunk_count() const override { return static_cast<uint32_t>(chunks.nwrites); }
@@ -91,6 +92,7 @@ class SrvCall final : public ServerCall {
   uint32_t xid_ = 0, prog_ = 0, vers_ = 0, proc_ = 0;
   uint32_t wanted = 1;          // the credits its client asked for (RFC 8166 rdma_credit)
   std::span<const uint8_t> args_;
+  std::span<const uint8_t> hdr_;  // the ONC RPC call header, in the same buffer as args_
   MsgBuf* rep = nullptr;        // the receive holding the call's bytes, until its reply is encoded
   MsgBuf* sendbuf = nullptr;    // the reply message, until the Send side lets go
   ChunkLists chunks;            // as the client sent them

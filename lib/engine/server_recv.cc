@@ -103,6 +103,7 @@ void ServerConn::handle_call(MsgBuf* rep) {
   sc->nomsg = in.nomsg;
   sc->msg_pulled = false;
   sc->args_ = in.body;
+  sc->hdr_ = {};
   sc->answer = -1;
   sc->handler = nullptr;
   sc->ndata_ = 0;
@@ -177,6 +178,7 @@ bool ServerConn::decode_rpc(SrvCall* sc) {
 void ServerConn::route(SrvCall* sc, const wire::RpcCall& rc, size_t msg_len) {
   sc->prog_ = rc.prog, sc->vers_ = rc.vers, sc->proc_ = rc.proc;
   sc->args_ = rc.args;
+  sc->hdr_ = msg.first(rc.header_len);
   AcceptStat why;
   uint32_t low = 0, high = 0;
   sc->handler = eng->handlers.find(rc.prog, rc.vers, rc.proc, &why, &low, &high);
@@ -479,6 +481,7 @@ void ServerConn::free_call(SrvCall* sc) {
   sc->pc = nullptr;
   sc->chunks.clear();
   sc->args_ = {};
+  sc->hdr_ = {};
   sc->ndata_ = 0;
   sc->pull_waiting = false;
   sc->answer = -1;

@@ -425,6 +425,24 @@ class Device {
   virtual Status connect(Qp* qp, std::span<const uint8_t> private_data) = 0;
   virtual Status accept(ConnRequest* req, Qp* qp, std::span<const uint8_t> private_data) = 0;
   virtual Status reject(ConnRequest* req, std::span<const uint8_t> private_data) = 0;
+  // Handing a connection request to another device of the same driver in
+  // this process, opened with the same spec (another engine's, on another
+  // thread: engine.h's ListenGroup). detach() takes `req`, which this
+  // device reported and has not accepted or rejected, off the device: the
+  // returned request belongs to no device and may move to another thread,
+  // where destroying it refuses it. adopt() makes a detached request this
+  // device's own, as if it had come in here: accept() or reject() it then.
+  // kUnsupported when the driver cannot (a request then stays where it was);
+  // kInvalidArgument when adopt() is given a request of another driver or
+  // device (it is refused).
+  virtual Result<std::unique_ptr<ConnRequest>> detach(ConnRequest* req) {
+    (void)req;
+    return make_error(Errc::kUnsupported, "this driver cannot hand a connection request over");
+  }
+  virtual Result<ConnRequest*> adopt(std::unique_ptr<ConnRequest> req) {
+    (void)req;
+    return make_error(Errc::kUnsupported, "this driver cannot take a connection request over");
+  }
   // Graceful close: the peer sees kDisconnected; `qp` goes to error and flushes.
   virtual Status disconnect(Qp* qp) = 0;
   // Non-blocking: the next connection event, if any. Call it from the poll

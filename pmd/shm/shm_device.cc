@@ -339,6 +339,25 @@ Status ShmDevice::reject(ConnRequest* reqi, std::span<const uint8_t> pdata) {
   return Status::ok();
 }
 
+// A request is its socket and the client's connection area (both fds) and
+// what the hello said: nothing of the device that received it, so another
+// device of this process can accept it as it is.
+Result<std::unique_ptr<ConnRequest>> ShmDevice::detach(ConnRequest* reqi) {
+  auto it = std::find_if(requests_.begin(), requests_.end(), [&](const auto& r) { return r.get() == reqi; });
+  if (it == requests_.end()) return make_error(Errc::kInvalidArgument, "shm detach: unknown connection request");
+  std::unique_ptr<ConnRequest> req = std::move(*it);
+  requests_.erase(it);
+  return req;
+}
+
+Result<ConnRequest*> ShmDevice::adopt(std::unique_ptr<ConnRequest> reqi) {
+  auto* req = dynamic_cast<ShmConnRequest*>(reqi.get());
+  if (req == nullptr) return make_error(Errc::kInvalidArgument, "shm adopt: not a connection request of pmd/shm");
+  reqi.release();
+  requests_.push_back(std::unique_ptr<ShmConnRequest>(req));
+  return static_cast<ConnRequest*>(req);
+}
+
 Status ShmDevice::disconnect(Qp* qpi) {
   ShmQp* qp = own_qp(qpi);
   if (qp == nullptr) return make_error(Errc::kInvalidArgument, "shm disconnect: QP is not from this device");

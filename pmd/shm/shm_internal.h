@@ -545,6 +545,8 @@ class ShmDevice final : public Device {
   Status connect(Qp* qp, std::span<const uint8_t> private_data) override;
   Status accept(ConnRequest* req, Qp* qp, std::span<const uint8_t> private_data) override;
   Status reject(ConnRequest* req, std::span<const uint8_t> private_data) override;
+  Result<std::unique_ptr<ConnRequest>> detach(ConnRequest* req) override;
+  Result<ConnRequest*> adopt(std::unique_ptr<ConnRequest> req) override;
   Status disconnect(Qp* qp) override;
   bool poll_cm(CmEvent* ev) override;
   // SRQs alive, for the destructor's check (shm_srq.cc keeps it).

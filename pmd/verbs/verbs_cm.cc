@@ -59,7 +59,54 @@ void VerbsDevice::established_by_receive(VerbsQp* qp) {
 }
 
 VerbsConnRequest::~VerbsConnRequest() {
-  if (id != nullptr) dev->drop_request(id);
+  if (id != nullptr) {
+    if (dev != nullptr) {
+      dev->drop_request(id);
+    } else {
+      // Detached: no device to ask whether its port is up; refuse it plainly.
+      rdma_reject(id, nullptr, 0);
+      rdma_destroy_id(id);
+    }
+  }
+  if (transit != nullptr) rdma_destroy_event_channel(transit);
+}
+
+// The request's id moves to a channel of its own, so that its events (the
+// client giving up) no longer reach this device's thread, and the adopting
+// device moves it to its own channel. rdma_migrate_id waits for the id's
+// events to be acked; poll_cm acks each one as it reads it.
+Result<std::unique_ptr<ConnRequest>> VerbsDevice::detach(ConnRequest* reqi) {
+  auto it = std::find_if(requests_.begin(), requests_.end(), [&](const auto& r) { return r.get() == reqi; });
+  if (it == requests_.end()) return make_error(Errc::kInvalidArgument, "verbs detach: unknown connection request");
+  rdma_event_channel* ch = rdma_create_event_channel();
+  if (ch == nullptr) return make_sys_error(Errc::kNoResources, errno, "verbs detach: rdma_create_event_channel");
+  if (rdma_migrate_id((*it)->id, ch) != 0) {
+    int e = errno;
+    rdma_destroy_event_channel(ch);
+    return make_sys_error(Errc::kInternal, e, "verbs detach: rdma_migrate_id");
+  }
+  std::unique_ptr<VerbsConnRequest> req = std::move(*it);
+  requests_.erase(it);
+  req->dev = nullptr;
+  req->transit = ch;
+  return std::unique_ptr<ConnRequest>(std::move(req));
+}
+
+Result<ConnRequest*> VerbsDevice::adopt(std::unique_ptr<ConnRequest> reqi) {
+  auto* req = dynamic_cast<VerbsConnRequest*>(reqi.get());
+  if (req == nullptr || req->dev != nullptr || req->id == nullptr)
+    return make_error(Errc::kInvalidArgument, "verbs adopt: not a detached connection request of pmd/verbs");
+  if (req->id->verbs != cm_ctx_)
+    return make_error(Errc::kInvalidArgument, "verbs adopt: the request came in on %s, this device is %s",
+                      req->id->verbs ? ibv_get_device_name(req->id->verbs->device) : "no device", caps_.name.c_str());
+  if (rdma_migrate_id(req->id, channel_) != 0)
+    return make_sys_error(Errc::kInternal, errno, "verbs adopt: rdma_migrate_id");
+  rdma_destroy_event_channel(req->transit);
+  req->transit = nullptr;
+  req->dev = this;
+  reqi.release();
+  requests_.push_back(std::unique_ptr<VerbsConnRequest>(req));
+  return static_cast<ConnRequest*>(req);
 }
 
 Status VerbsDevice::listen() {

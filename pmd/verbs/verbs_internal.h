@@ -464,10 +464,13 @@ class VerbsConnRequest final : public ConnRequest {
     private_data_ = std::move(pdata);
   }
   // Rejects the request (unless accepted: id is then nullptr), as
-  // VerbsDevice::drop_request says.
+  // VerbsDevice::drop_request says; a detached one itself.
   ~VerbsConnRequest() override;
-  VerbsDevice* dev;
+  VerbsDevice* dev;  // nullptr while detached (VerbsDevice::detach)
   rdma_cm_id* id;
+  // While detached, the id's own event channel: it is no longer on the
+  // channel of a device whose thread polls it.
+  rdma_event_channel* transit = nullptr;
   // From the REQ as the CM reports it to this end (ib_cm swaps the two):
   // responder_resources is the peer's initiator depth (RDMA Reads it may
   // have outstanding toward us), initiator_depth the peer's responder
@@ -509,6 +512,8 @@ class VerbsDevice final : public Device {
   Status connect(Qp* qp, std::span<const uint8_t> private_data) override;
   Status accept(ConnRequest* req, Qp* qp, std::span<const uint8_t> private_data) override;
   Status reject(ConnRequest* req, std::span<const uint8_t> private_data) override;
+  Result<std::unique_ptr<ConnRequest>> detach(ConnRequest* req) override;
+  Result<ConnRequest*> adopt(std::unique_ptr<ConnRequest> req) override;
   Status disconnect(Qp* qp) override;
   bool poll_cm(CmEvent* ev) override;
   bool port_up() const override { return port_up_; }

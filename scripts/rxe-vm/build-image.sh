@@ -24,12 +24,13 @@ if [[ ${1:-} == --check ]]; then check_only=1; shift; fi
 cache=${1:?usage: build-image.sh [--check] CACHEDIR}
 
 # Guest userland. rdma-core & co. for verbs, perftest for reference numbers, the kernel NFS
-# server tools for the interop tests, and the shared libraries host-built Tern binaries link
+# server tools for the interop tests, fio for the NFS gateway's tests and figures
+# (tests/vm/nfs-gateway.sh), and the shared libraries host-built Tern binaries link
 # (libstdc++/libgcc are in minbase; sanitizer runtimes for the ASan/UBSan/TSan build trees).
 guest_packages=(
   rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
   iproute2 kmod procps
-  nfs-kernel-server nfs-common
+  nfs-kernel-server nfs-common fio
   libibverbs1 librdmacm1 libnuma1 libbsd0
   libasan8 libubsan1 libtsan2 libbenchmark1debian
 )

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "oncrpc/oncrpc.h"
 #include "refusing_driver.h"
 #include "rpc_fixture.h"
 #include "telemetry/registry.h"
@@ -270,6 +271,52 @@ TEST(Rpc, UnknownProgramVersionAndProcedureGetTheirAnswers) {
   ASSERT_EQ(f.conn->call(e), 0);
   ASSERT_TRUE(f.wait([&] { return r.done; }));
   EXPECT_EQ(r.reply.status, CallStatus::kProgUnavail);
+}
+
+// A handler reads the call's credential from rpc_header(): AUTH_SYS as the
+// client sent it (uid, gid, groups, machine name), AUTH_NONE when it sent
+// none, and the same for a long call, whose header came through the
+// position-zero read chunk.
+TEST(Rpc, HandlersSeeTheCallersCredential) {
+  Fixture f;
+  struct Seen {
+    bool decoded = false;
+    oncrpc::CallHeader h;
+    std::string machine;
+  } seen;
+  f.srv->handle(kProg, kVers, 9, [](void* ctx, ServerCall* c) {
+    auto* s = static_cast<Seen*>(ctx);
+    oncrpc::CallDecodeResult d = oncrpc::decode_call(c->rpc_header(), &s->h);
+    s->decoded = d.status == oncrpc::CallDecodeStatus::kOk && d.header_len == c->rpc_header().size() &&
+                 s->h.xid == c->xid() && s->h.proc == c->proc();
+    s->machine = std::string(s->h.sys.machinename);
+    ASSERT_OK(c->reply({}));
+  }, &seen);
+  AuthSys a;
+  a.machine = "client7";
+  a.uid = 1234, a.gid = 99, a.ngids = 2, a.gids[0] = 5, a.gids[1] = 6;
+  for (size_t args_len : {size_t{16}, size_t{12000}}) {
+    std::vector<uint8_t> args(args_len);
+    Call c;
+    c.proc = 9;
+    c.args = args;
+    c.auth = &a;
+    Pending p = f.call(c);
+    ASSERT_EQ(p.reply.status, CallStatus::kOk) << call_status_name(p.reply.status);
+    ASSERT_TRUE(seen.decoded) << args_len << "-byte arguments";
+    EXPECT_EQ(seen.h.cred.flavor, oncrpc::AuthFlavor::kSys);
+    EXPECT_EQ(seen.h.sys.uid, 1234u);
+    EXPECT_EQ(seen.h.sys.gid, 99u);
+    ASSERT_EQ(seen.h.sys.ngids, 2u);
+    EXPECT_EQ(seen.h.sys.gids[1], 6u);
+    EXPECT_EQ(seen.machine, "client7");
+    c.auth = nullptr;
+    p = f.call(c);
+    ASSERT_EQ(p.reply.status, CallStatus::kOk);
+    ASSERT_TRUE(seen.decoded);
+    EXPECT_EQ(seen.h.cred.flavor, oncrpc::AuthFlavor::kNone);
+  }
+  EXPECT_EQ(f.cli->stats().long_calls.get(), 2u);
 }
 
 TEST(Rpc, HandlerMayReplyLater) {

@@ -15,6 +15,9 @@
 #include <vector>
 
 #include "nfs/fattr4.h"
+#include "nfs/mount3.h"
+#include "nfs/nfs3_args.h"
+#include "nfs/nfs3_res.h"
 #include "nfs/nfs4_ops.h"
 #include "nfs/nfs4_status.h"
 #include "oncrpc/oncrpc.h"
@@ -350,6 +353,104 @@ Rec& desc_rec(Rec& r, uint8_t op, uint8_t key_pick, uint8_t addr_pick, uint16_t 
 }
 Rec& publish_poll(Rec& r) { return r.u8(kPublish).u8(0).u8(kPoll).u8(3); }
 
+// fuzz_nfs3.cc's layout: a selector byte (bit 7 results, bit 6 a chunk
+// described by two bytes and taken from the end, bits 0..4 the procedure;
+// 0 is MOUNT), then the arguments or results.
+template <typename T>
+Bytes nfs3_enc(const T& v) {
+  Bytes b(8192);
+  tern::xdr::XdrWriter w(b);
+  tern::nfs::nfs3::encode(w, v);
+  b.resize(w.bytes_written());
+  return b;
+}
+Bytes nfs3_input(uint8_t sel, const Bytes& body) { return cat(Bytes{sel}, body); }
+
+void nfs3_seeds() {
+  namespace n3 = tern::nfs::nfs3;
+  using tern::nfs::Nfs3Proc;
+  auto p = [](Nfs3Proc x) { return static_cast<uint8_t>(x); };
+  tern::nfs::Fh3 fh;
+  const uint8_t fhb[] = {1, 12, 0, 1, 0, 0, 0, 7, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 9, 9, 9, 9, 9, 9, 9, 9};
+  fh.assign(fhb);
+  tern::nfs::Sattr3 sa;
+  sa.set_mode = true, sa.mode = 0644;
+  sa.mtime_how = tern::nfs::TimeHow::kServerTime;
+  save("nfs3", "args-getattr", nfs3_input(p(Nfs3Proc::kGetattr), nfs3_enc(n3::GetattrArgs{fh})));
+  save("nfs3", "args-setattr", nfs3_input(p(Nfs3Proc::kSetattr), nfs3_enc(n3::SetattrArgs{fh, sa, true, {1, 2}})));
+  save("nfs3", "args-lookup", nfs3_input(p(Nfs3Proc::kLookup), nfs3_enc(n3::LookupArgs{{fh, "name"}})));
+  save("nfs3", "args-read", nfs3_input(p(Nfs3Proc::kRead), nfs3_enc(n3::ReadArgs{fh, 4096, 65536})));
+  const Bytes data(16, 0xab);
+  save("nfs3", "args-write-inline",
+       nfs3_input(p(Nfs3Proc::kWrite), nfs3_enc(n3::WriteArgs{fh, 0, 16, tern::nfs::StableHow::kFileSync, data, false})));
+  {
+    Bytes b(256);
+    tern::xdr::XdrWriter w(b);
+    n3::encode_write_chunked(w, n3::WriteArgs{fh, 0, 16, tern::nfs::StableHow::kUnstable, data, true});
+    b.resize(w.bytes_written());
+    // Selector, chunk length 16, position (in words), the arguments, the chunk.
+    save("nfs3", "args-write-chunk", cat(cat(Bytes{static_cast<uint8_t>(0x40 | p(Nfs3Proc::kWrite)), 16,
+                                                   static_cast<uint8_t>(b.size() / 4)}, b), data));
+    n3::SymlinkArgs s{{fh, "ln"}, sa, "../target"};
+    Bytes c(256);
+    tern::xdr::XdrWriter cw(c);
+    n3::encode_symlink_chunked(cw, s);
+    c.resize(cw.bytes_written());
+    const Bytes path(s.target.begin(), s.target.end());
+    save("nfs3", "args-symlink-chunk", cat(cat(Bytes{static_cast<uint8_t>(0x40 | p(Nfs3Proc::kSymlink)),
+                                                     static_cast<uint8_t>(path.size()), static_cast<uint8_t>(c.size() / 4)},
+                                                c), path));
+  }
+  save("nfs3", "args-create",
+       nfs3_input(p(Nfs3Proc::kCreate), nfs3_enc(n3::CreateArgs{{fh, "f"}, tern::nfs::CreateMode::kGuarded, sa, {}})));
+  save("nfs3", "args-mknod",
+       nfs3_input(p(Nfs3Proc::kMknod), nfs3_enc(n3::MknodArgs{{fh, "dev"}, tern::nfs::FileType::kChr, sa, 1, 3})));
+  save("nfs3", "args-rename", nfs3_input(p(Nfs3Proc::kRename), nfs3_enc(n3::RenameArgs{{fh, "a"}, {fh, "b"}})));
+  save("nfs3", "args-link", nfs3_input(p(Nfs3Proc::kLink), nfs3_enc(n3::LinkArgs{fh, {fh, "h"}})));
+  save("nfs3", "args-readdirplus",
+       nfs3_input(p(Nfs3Proc::kReaddirplus), nfs3_enc(n3::ReaddirplusArgs{fh, 7, {}, 4096, 65536})));
+  save("nfs3", "args-commit", nfs3_input(p(Nfs3Proc::kCommit), nfs3_enc(n3::CommitArgs{fh, 0, 0})));
+
+  tern::nfs::Fattr3 a;
+  a.type = tern::nfs::FileType::kDir, a.mode = 0755, a.nlink = 2, a.size = 4096, a.fileid = 2;
+  n3::LookupRes lr;
+  lr.obj = fh, lr.obj_attr = a, lr.dir_attr = a;
+  save("nfs3", "res-lookup", nfs3_input(0x80 | p(Nfs3Proc::kLookup), nfs3_enc(lr)));
+  n3::ReadRes rr;
+  rr.attr = a, rr.count = 8, rr.eof = true, rr.data_in_chunk = true;
+  save("nfs3", "res-read-chunk", cat(cat(Bytes{static_cast<uint8_t>(0xc0 | p(Nfs3Proc::kRead)), 8, 0}, nfs3_enc(rr)),
+                                     Bytes(8, 1)));
+  n3::CreateRes cr;
+  cr.obj = fh, cr.obj_attr = a, cr.dir_wcc.after = a;
+  save("nfs3", "res-create", nfs3_input(0x80 | p(Nfs3Proc::kCreate), nfs3_enc(cr)));
+  {
+    Bytes b(4096);
+    tern::xdr::XdrWriter w(b);
+    n3::DirListEncoder e(w, true, 4096, 1024);
+    e.begin(tern::nfs::Nfs3Stat::kOk, &a, {});
+    e.add(2, ".", 1, &a, &fh);
+    e.add(3, "file", 2, &a, &fh);
+    e.finish(true);
+    b.resize(w.bytes_written());
+    save("nfs3", "res-readdirplus", nfs3_input(0x80 | p(Nfs3Proc::kReaddirplus), b));
+  }
+  {
+    Bytes b(512);
+    tern::xdr::XdrWriter w(b);
+    tern::nfs::mount3::MntRes m;
+    m.fh = fh;
+    m.flavors = {1};
+    tern::nfs::mount3::encode(w, m);
+    b.resize(w.bytes_written());
+    save("nfs3", "mount-mntres", nfs3_input(0, b));
+    Bytes d(64);
+    tern::xdr::XdrWriter dw(d);
+    tern::nfs::mount3::encode_dirpath(dw, "/export");
+    d.resize(dw.bytes_written());
+    save("nfs3", "mount-dirpath", nfs3_input(0, d));
+  }
+}
+
 void shm_seeds() {
   using namespace tern::shm;
   {
@@ -489,6 +590,7 @@ int main(int argc, char** argv) {
   oncrpc_seeds();
   cm_seeds();
   nfs_seeds();
+  nfs3_seeds();
   shm_seeds();
   std::printf("%d seeds written under %s\n", g_written, g_dir.c_str());
   return 0;

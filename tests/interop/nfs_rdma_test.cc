@@ -4,7 +4,7 @@
 // chunks, and checks every byte against the exported file itself.
 //
 // Runs where the kernel server runs: the rxe VM (scripts/rxe-vm; `RXEVM=1`
-// there). The test starts the server with `tern-nfsd-start` unless
+// there). The test starts the server with `kernel-nfsd-start` unless
 // TERN_NFS_SPEC names one already running (then TERN_NFS_EXPORT must be its
 // exported directory, for the direct file checks). Anywhere else every test
 // is skipped with the reason: a skip is not a pass.
@@ -87,8 +87,8 @@ class NfsRdma : public ::testing::Test {
     export_ = env_or("TERN_NFS_EXPORT", "/export");
     if (std::getenv("TERN_NFS_SPEC") == nullptr) {
       // One fork for the whole suite: the VM is slow at them.
-      if (std::system("tern-nfsd-start >/dev/null") != 0) {
-        setup_error_ = "tern-nfsd-start failed";
+      if (std::system("kernel-nfsd-start >/dev/null") != 0) {
+        setup_error_ = "kernel-nfsd-start failed";
         return;
       }
     }

@@ -82,6 +82,15 @@ if [[ -x $build/apps/tern-soak ]]; then
 else
   summary+=("SKIPPED soak (no $build/apps/tern-soak: configure with -Dapps=true)")
 fi
+# Several engines serving one address (ListenGroup) over rxe: requests
+# handed between engines' devices (rdma_migrate_id).
+suite listen-group env TERN_RPC_DEVICE="$dev" "$build/tests/functional/tern-listen-group" --gtest_brief=1
+# tern-nfsd's NFSv3 server driven by a Tern client over rxe: chunks, long
+# calls (RDMA_NOMSG), garbage, the reply cache across a restart.
+suite nfsd-functional env TERN_RPC_DEVICE="$dev" "$build/tests/functional/tern-nfsd-functional" --gtest_brief=1
+# tern-nfsd mounted by the kernel's own NFS/RDMA client (xprtrdma): file
+# work, fio --verify, nconnect, kill -9 and restart under load.
+suite nfs-gateway "$(dirname "$0")/nfs-gateway.sh" "$build"
 # The kernel's NFS server (svcrdma) on 169.254.77.1:20049; the test starts it.
 suite nfs-interop "$build/tests/interop/tern-nfs-interop" --gtest_brief=1
 # The same soak with two port flaps under it (dum0 down 2 s, then up;

@@ -1,0 +1,178 @@
+#include "nfsd/export.h"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/log.h"
+
+namespace tern::nfsd {
+
+namespace {
+
+constexpr const char* kDefaultStateDir = "/var/lib/tern-nfsd";
+constexpr const char* kKeyFile = "handle-key";
+
+Status mkdirs(const std::string& path) {
+  std::string cur;
+  size_t i = 0;
+  while (i <= path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    cur = path.substr(0, j);
+    if (!cur.empty() && mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST)
+      return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot create %s", cur.c_str());
+    i = j + 1;
+  }
+  return Status::ok();
+}
+
+// The handle key: 16 random bytes, made once and kept (0600) so that handles
+// outlive the process.
+Result<SipKey> load_key(const std::string& dir) {
+  const std::string path = dir + "/" + kKeyFile;
+  uint8_t b[16];
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd >= 0) {
+    ssize_t n = read(fd, b, sizeof b);
+    close(fd);
+    if (n != static_cast<ssize_t>(sizeof b))
+      return make_error(Errc::kInvalidArgument,
+                        "tern-nfsd: %s is not a 16-byte key (remove it to make a new one; handles clients hold "
+                        "then go stale)",
+                        path.c_str());
+  } else {
+    if (errno != ENOENT) return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot read %s", path.c_str());
+    if (getrandom(b, sizeof b, 0) != static_cast<ssize_t>(sizeof b))
+      return make_sys_error(Errc::kInternal, errno, "tern-nfsd: getrandom");
+    const std::string tmp = path + ".new";
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot create %s", tmp.c_str());
+    bool ok = write(fd, b, sizeof b) == static_cast<ssize_t>(sizeof b) && fsync(fd) == 0;
+    close(fd);
+    if (!ok || rename(tmp.c_str(), path.c_str()) != 0)
+      return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot write %s", path.c_str());
+  }
+  SipKey k;
+  std::memcpy(&k.k0, b, 8);
+  std::memcpy(&k.k1, b + 8, 8);
+  return k;
+}
+
+struct RawHandle {
+  struct file_handle h;
+  unsigned char room[MAX_HANDLE_SZ];
+};
+
+}  // namespace
+
+Export::Export(const ExportOptions& opt, const SipKey& key, uint32_t id) : opt_(opt), codec_(key, id) {}
+
+Export::~Export() {
+  if (root_fd_ >= 0) close(root_fd_);
+  if (mount_fd_ >= 0) close(mount_fd_);
+}
+
+Result<std::unique_ptr<Export>> Export::open(const ExportOptions& in) {
+  ExportOptions opt = in;
+  if (opt.dir.empty()) return make_error(Errc::kInvalidArgument, "tern-nfsd: no directory to export");
+  char real[PATH_MAX];
+  if (realpath(opt.dir.c_str(), real) == nullptr)
+    return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot export %s", opt.dir.c_str());
+  opt.dir = real;
+  if (opt.name.empty()) opt.name = opt.dir;
+  if (opt.name.front() != '/') opt.name = "/" + opt.name;
+  while (opt.name.size() > 1 && opt.name.back() == '/') opt.name.pop_back();
+  if (opt.state_dir.empty()) opt.state_dir = kDefaultStateDir;
+  TERN_TRY(mkdirs(opt.state_dir));
+  if (realpath(opt.state_dir.c_str(), real) == nullptr)
+    return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: state directory %s", opt.state_dir.c_str());
+  opt.state_dir = real;
+  // A state directory inside the export would hand its key to every client.
+  if (opt.state_dir == opt.dir || opt.state_dir.starts_with(opt.dir == "/" ? opt.dir : opt.dir + "/"))
+    return make_error(Errc::kInvalidArgument,
+                      "tern-nfsd: the state directory %s is inside the export %s, where clients could read its "
+                      "handle key: put it elsewhere (--state-dir)",
+                      opt.state_dir.c_str(), opt.dir.c_str());
+  auto key = load_key(opt.state_dir);
+  if (!key) return key.status();
+
+  int fd = ::open(opt.dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot open %s", opt.dir.c_str());
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return make_sys_error(Errc::kInvalidArgument, e, "tern-nfsd: cannot stat %s", opt.dir.c_str());
+  }
+  const uint64_t fsid = opt.fsid != 0 ? opt.fsid : static_cast<uint64_t>(st.st_dev);
+  std::unique_ptr<Export> ex(new Export(opt, *key, static_cast<uint32_t>(fsid ^ (fsid >> 32))));
+  ex->root_fd_ = fd;
+  ex->mount_fd_ = ::open(opt.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (ex->mount_fd_ < 0) return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot open %s", opt.dir.c_str());
+  ex->root_dev_ = st.st_dev;
+  ex->root_ino_ = st.st_ino;
+  ex->fsid_ = fsid;
+  RawHandle rh;
+  rh.h.handle_bytes = MAX_HANDLE_SZ;
+  if (name_to_handle_at(fd, "", &rh.h, &ex->mount_id_, AT_EMPTY_PATH) != 0)
+    return make_sys_error(Errc::kUnsupported, errno,
+                          "tern-nfsd: the file system of %s gives no file handles (name_to_handle_at): it cannot "
+                          "be exported",
+                          opt.dir.c_str());
+  if (nfs::Nfs3Stat s = ex->handle_of(fd, &ex->root_fh_); s != nfs::Nfs3Stat::kOk)
+    return make_error(Errc::kUnsupported, "tern-nfsd: the file system of %s has handles of %u bytes, more than %u",
+                      opt.dir.c_str(), rh.h.handle_bytes, kMaxKernelHandle);
+  // Probe: resolving a handle needs CAP_DAC_READ_SEARCH.
+  int probe = -1;
+  if (nfs::Nfs3Stat s = ex->open_handle(ex->root_fh_, &probe); s != nfs::Nfs3Stat::kOk)
+    return make_sys_error(Errc::kInvalidArgument, errno,
+                          "tern-nfsd: cannot open %s by its handle (open_by_handle_at needs CAP_DAC_READ_SEARCH: "
+                          "run tern-nfsd as root)",
+                          opt.dir.c_str());
+  close(probe);
+  // Clients send the mode they want (their umask applied): the server's
+  // umask must not take more bits away. Process-wide, as umask is.
+  umask(0);
+  return ex;
+}
+
+nfs::Nfs3Stat Export::handle_of(int fd, nfs::Fh3* out) const { return handle_at(fd, "", out); }
+
+nfs::Nfs3Stat Export::handle_at(int dirfd, const char* name, nfs::Fh3* out) const {
+  RawHandle rh;
+  rh.h.handle_bytes = MAX_HANDLE_SZ;
+  int mnt = -1;
+  if (name_to_handle_at(dirfd, name, &rh.h, &mnt, *name == 0 ? AT_EMPTY_PATH : 0) != 0)
+    return nfs::nfs3_stat_from_errno(errno);
+  if (mount_id_ >= 0 && mnt != mount_id_) return nfs::Nfs3Stat::kAccess;
+  KernelHandle kh;
+  if (rh.h.handle_bytes > kMaxKernelHandle || rh.h.handle_type < 0) return nfs::Nfs3Stat::kServerfault;
+  kh.type = static_cast<uint32_t>(rh.h.handle_type);
+  kh.len = rh.h.handle_bytes;
+  std::memcpy(kh.bytes, rh.h.f_handle, kh.len);
+  return codec_.encode(kh, out) ? nfs::Nfs3Stat::kOk : nfs::Nfs3Stat::kServerfault;
+}
+
+nfs::Nfs3Stat Export::open_handle(const nfs::Fh3& fh, int* fd) const {
+  KernelHandle kh;
+  if (nfs::Nfs3Stat s = codec_.decode(fh, &kh); s != nfs::Nfs3Stat::kOk) return s;
+  RawHandle rh;
+  rh.h.handle_bytes = kh.len;
+  rh.h.handle_type = static_cast<int>(kh.type);
+  std::memcpy(rh.h.f_handle, kh.bytes, kh.len);
+  int f = open_by_handle_at(mount_fd_, &rh.h, O_PATH | O_CLOEXEC);
+  if (f < 0) {
+    // ESTALE: the object is gone. Anything else on a handle we made (it
+    // passed the tag) is the object's trouble, not the client's.
+    return errno == ESTALE || errno == ENOENT ? nfs::Nfs3Stat::kStale : nfs::nfs3_stat_from_errno(errno);
+  }
+  *fd = f;
+  return nfs::Nfs3Stat::kOk;
+}
+
+}  // namespace tern::nfsd

@@ -1,0 +1,61 @@
+// The MOUNT v3 service (RFC 1813 Appendix I) over TCP, for the Export:
+// what `mount -t nfs -o vers=3,mountport=M,mountproto=tcp` asks first, to
+// turn the export's path into its root file handle. ONC RPC over TCP with
+// record marking (RFC 5531 §11), on a thread of its own: it is the control
+// path, a few calls per mount.
+//
+// Garbage gets what RFC 5531 says (GARBAGE_ARGS, PROC_UNAVAIL,
+// PROG_UNAVAIL, PROG_MISMATCH, AUTH_ERROR); a record over 64 KiB, or a
+// connection that says nothing for 30 s, is closed. At most 64 clients at
+// once.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/result.h"
+#include "nfsd/export.h"
+
+namespace tern::nfsd {
+
+struct MountdOptions {
+  std::string addr = "0.0.0.0";  // IPv4 or IPv6 address to listen on
+  uint16_t port = 20048;         // 0: any free port (port() says which)
+};
+
+class Mountd {
+ public:
+  static Result<std::unique_ptr<Mountd>> start(const Export& exp, const MountdOptions& opt);
+  ~Mountd();
+  Mountd(const Mountd&) = delete;
+  Mountd& operator=(const Mountd&) = delete;
+
+  uint16_t port() const { return port_; }
+  // MNT calls answered with the root handle, and calls answered in all.
+  uint64_t mounts() const { return mounts_.load(std::memory_order_relaxed); }
+  uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
+
+ private:
+  explicit Mountd(const Export& exp) : exp_(exp) {}
+  void run();
+
+  const Export& exp_;
+  int listen_fd_ = -1;
+  int stop_fd_ = -1;  // an eventfd: the destructor wakes the thread through it
+  uint16_t port_ = 0;
+  std::thread thread_;
+  std::atomic<uint64_t> mounts_{0}, calls_{0};
+};
+
+// One ONC RPC call to the MOUNT program, as bytes in and bytes out (the
+// record without its marking): what the thread does with each record.
+// Public for the tests. Returns false when nothing should be sent (a
+// message that is not a call).
+bool mountd_answer(const Export& exp, std::span<const uint8_t> call, std::vector<uint8_t>* reply, bool* mounted);
+
+}  // namespace tern::nfsd

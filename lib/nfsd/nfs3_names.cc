@@ -1,0 +1,520 @@
+// The name space: LOOKUP, CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR,
+// RENAME, LINK.
+//
+// Every name is one component: check_name() refuses "/" and NUL in it, and
+// "." and ".." are LOOKUP's alone, where ".." of the export's root is the
+// root itself and any other ".." is proved to lie beneath it. Lookups
+// themselves go through openat2() with RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS
+// and RESOLVE_NO_XDEV as well (a symlink is returned as itself, never
+// followed; a file system mounted inside the export is not entered), and
+// everything that creates or removes a name runs as the caller (on the
+// caller thread, caller_thread.h); LOOKUP checks search permission itself.
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+
+#include "nfs/nfs3_args.h"
+#include "nfsd/nfs3_op.h"
+
+namespace tern::nfsd {
+
+using namespace tern::nfs;
+using namespace tern::nfs::nfs3;
+
+namespace {
+
+// openat() of one name beneath dirfd, never following a symlink and never
+// leaving dirfd's file system. -1 with errno on failure.
+int open_beneath(int dirfd, const char* name, uint64_t flags) {
+  static std::atomic<bool> no_openat2{false};  // engine and caller threads both look
+  if (!no_openat2.load(std::memory_order_relaxed)) {
+    open_how how{};
+    how.flags = flags | O_NOFOLLOW | O_CLOEXEC;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+    long fd = syscall(SYS_openat2, dirfd, name, &how, sizeof how);
+    if (fd >= 0 || errno != ENOSYS) return static_cast<int>(fd);
+    no_openat2.store(true, std::memory_order_relaxed);  // before Linux 5.6: one component with O_NOFOLLOW is beneath already
+  }
+  return openat(dirfd, name, static_cast<int>(flags) | O_NOFOLLOW | O_CLOEXEC);
+}
+
+// For REMOVE, RMDIR and the source of RENAME: "." and ".." are refused as
+// nfsd refuses them.
+Nfs3Stat check_victim(std::string_view name, bool dir) {
+  if (name == ".") return Nfs3Stat::kInval;
+  if (name == "..") return dir ? Nfs3Stat::kNotempty : Nfs3Stat::kInval;
+  return Nfs3Stat::kOk;
+}
+
+}  // namespace
+
+bool Nfs3Server::proc_lookup(Op& op) {
+  LookupArgs a;
+  if (!decode(op.call->args(), &a)) return false;
+  LookupRes r;
+  FdCache::Entry* d = nullptr;
+  struct stat dst;
+  r.status = resolve_stat(a.what.dir, &d, &dst);
+  if (r.status != Nfs3Stat::kOk) {
+    encode(op.w, r);
+    return true;
+  }
+  r.dir_attr = fattr(dst);
+  const std::string_view name = a.what.name;
+  if (!S_ISDIR(dst.st_mode)) {
+    r.status = Nfs3Stat::kNotdir;
+  } else if (name == "." || (name == ".." && exp_.is_root(dst))) {
+    // "." is the directory; ".." of the root is the root (nothing above it is served).
+    r.obj = name == "." ? a.what.dir : exp_.root_fh();
+    r.obj_attr = fattr(dst);
+    if (name == ".." && !(r.obj == a.what.dir)) {
+      struct stat rst;
+      if (fstat(exp_.root_fd(), &rst) == 0) r.obj_attr = fattr(rst);
+    }
+  } else if (!may(op, dst, 1)) {
+    r.status = Nfs3Stat::kAccess;  // no search permission in the directory
+  } else if (name == "..") {
+    // The parent, once it is proved to be beneath the root: walk up from it
+    // until the root (a directory moved out of the export since its handle
+    // was given fails here).
+    int fd = openat(d->path_fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) r.status = nfs3_stat_from_errno(errno);
+    if (fd >= 0) {
+      bool beneath = false;
+      int cur = dup(fd);
+      for (int depth = 0; cur >= 0 && depth < 4096; ++depth) {
+        struct stat cst, ust;
+        if (fstat(cur, &cst) != 0 || !exp_.same_fs(cst)) break;
+        if (exp_.is_root(cst)) {
+          beneath = true;
+          break;
+        }
+        int up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        close(cur);
+        cur = up;
+        // The top of the file system ("/"'s parent is itself): not beneath.
+        if (cur >= 0 && fstat(cur, &ust) == 0 && ust.st_ino == cst.st_ino && ust.st_dev == cst.st_dev) break;
+      }
+      if (cur >= 0) close(cur);
+      struct stat pst;
+      if (!beneath || fstat(fd, &pst) != 0) {
+        close(fd);
+        r.status = Nfs3Stat::kAccess;
+      } else {
+        r.obj_attr = fattr(pst);
+        r.status = handle_and_cache(fd, &r.obj);
+      }
+    }
+  } else if ((r.status = check_name(name)) == Nfs3Stat::kOk) {
+    const CName n(name);
+    int fd = open_beneath(d->path_fd, n.s, O_PATH);
+    struct stat ost;
+    if (fd < 0) {
+      // EXDEV: a file system mounted there, which is not served.
+      r.status = errno == EXDEV ? Nfs3Stat::kAccess : nfs3_stat_from_errno(errno);
+    } else if (fstat(fd, &ost) != 0) {
+      r.status = nfs3_stat_from_errno(errno);
+      close(fd);
+    } else {
+      r.obj_attr = fattr(ost);
+      r.status = handle_and_cache(fd, &r.obj);
+    }
+  }
+  if (r.status != Nfs3Stat::kOk) r.obj_attr.reset();
+  encode(op.w, r);
+  return true;
+}
+
+// The common end of CREATE, MKDIR, SYMLINK and MKNOD: `objfd` (owned; -1
+// when status failed) is what was made or found.
+void Nfs3Server::finish_create(Op& op, int dirfd, const struct stat& dir_before, int objfd, Nfs3Stat status) {
+  CreateRes r;
+  r.status = status;
+  r.dir_wcc.before = wcc_attr(dir_before);
+  if (status == Nfs3Stat::kOk) {
+    struct stat ost;
+    if (fstat(objfd, &ost) == 0) r.obj_attr = fattr(ost);
+    Fh3 fh;
+    // A handle the file system cannot give is not an error: the client
+    // looks the name up then.
+    if (handle_and_cache(objfd, &fh) == Nfs3Stat::kOk) r.obj = fh;
+  } else if (objfd >= 0) {
+    close(objfd);
+  }
+  struct stat after;
+  if (fstat(dirfd, &after) == 0) r.dir_wcc.after = fattr(after);
+  encode(op.w, r);
+}
+
+namespace {
+
+// What every creating procedure checks first: the directory is one, the
+// export is writable, the name is one a client may create.
+Nfs3Stat creatable(const struct stat& dst, bool read_only, Nfs3Stat name) {
+  if (!S_ISDIR(dst.st_mode)) return Nfs3Stat::kNotdir;
+  if (read_only) return Nfs3Stat::kRofs;
+  return name;
+}
+
+}  // namespace
+
+bool Nfs3Server::proc_create(Op& op) {
+  CreateArgs a;
+  if (!decode(op.call->args(), &a)) return false;
+  FdCache::Entry* d = nullptr;
+  struct stat dst;
+  Nfs3Stat s = resolve_stat(a.where.dir, &d, &dst);
+  if (s != Nfs3Stat::kOk) {
+    CreateRes r;
+    r.status = s;
+    encode(op.w, r);
+    return true;
+  }
+  s = creatable(dst, exp_.options().read_only, check_name(a.where.name));
+  int fd = -1;
+  bool existed = false;
+  if (s == Nfs3Stat::kOk) {
+    const CName n(a.where.name);
+    const int dirfd = d->path_fd;
+    s = as_caller(op.cred, [&] {
+      const mode_t mode = a.how == CreateMode::kExclusive ? 0 : a.attr.set_mode ? (a.attr.mode & 07777) : 0644;
+      fd = openat(dirfd, n.s, O_CREAT | O_EXCL | O_RDONLY | O_NOFOLLOW | O_CLOEXEC, mode);
+      uint32_t v0, v1;
+      std::memcpy(&v0, a.verf.data, 4);
+      std::memcpy(&v1, a.verf.data + 4, 4);
+      if (fd < 0 && errno == EEXIST && a.how != CreateMode::kGuarded) {
+        // UNCHECKED: the file that is there (only its size is set, as nfsd
+        // does); EXCLUSIVE: the one an earlier copy of this call made, if
+        // its times hold this call's verifier.
+        existed = true;
+        fd = open_beneath(dirfd, n.s, O_PATH);
+        struct stat ost;
+        if (fd < 0 || fstat(fd, &ost) != 0) return nfs3_stat_from_errno(errno);
+        if (!S_ISREG(ost.st_mode) ||
+            (a.how == CreateMode::kExclusive &&
+             !(static_cast<uint32_t>(ost.st_mtim.tv_sec) == v0 && static_cast<uint32_t>(ost.st_atim.tv_sec) == v1)))
+          return Nfs3Stat::kExist;
+        return Nfs3Stat::kOk;
+      }
+      if (fd < 0) return nfs3_stat_from_errno(errno);
+      if (a.how == CreateMode::kExclusive) {
+        // The verifier goes into the times (as nfsd keeps it), where a
+        // retransmission finds it; the client sets the real ones after.
+        timespec ts[2] = {{static_cast<time_t>(v1), 0}, {static_cast<time_t>(v0), 0}};
+        if (futimens(fd, ts) != 0) return nfs3_stat_from_errno(errno);
+      }
+      return Nfs3Stat::kOk;
+    });
+  }
+  if (s == Nfs3Stat::kOk && a.how != CreateMode::kExclusive) {
+    Sattr3 rest = a.attr;
+    if (existed) rest = Sattr3{.set_size = a.attr.set_size, .size = a.attr.size};
+    if (rest.any()) {
+      Fh3 fh;
+      FdCache::Entry* e = nullptr;
+      struct stat ost;
+      int keep = dup(fd);
+      if (keep >= 0 && handle_and_cache(keep, &fh) == Nfs3Stat::kOk && (e = fds_.find(fh)) != nullptr &&
+          fstat(e->path_fd, &ost) == 0)
+        s = apply_sattr(op, e, ost, rest, false);
+    }
+  }
+  finish_create(op, d->path_fd, dst, s == Nfs3Stat::kOk ? fd : -1, s);
+  if (s != Nfs3Stat::kOk && fd >= 0) close(fd);
+  return true;
+}
+
+bool Nfs3Server::proc_mkdir(Op& op) {
+  MkdirArgs a;
+  if (!decode(op.call->args(), &a)) return false;
+  FdCache::Entry* d = nullptr;
+  struct stat dst;
+  Nfs3Stat s = resolve_stat(a.where.dir, &d, &dst);
+  if (s != Nfs3Stat::kOk) {
+    CreateRes r;
+    r.status = s;
+    encode(op.w, r);
+    return true;
+  }
+  s = creatable(dst, exp_.options().read_only, check_name(a.where.name));
+  int fd = -1;
+  if (s == Nfs3Stat::kOk) {
+    const CName n(a.where.name);
+    const int dirfd = d->path_fd;
+    s = as_caller(op.cred, [&] {
+      if (mkdirat(dirfd, n.s, a.attr.set_mode ? (a.attr.mode & 07777) : 0755) != 0) return nfs3_stat_from_errno(errno);
+      if ((fd = open_beneath(dirfd, n.s, O_PATH | O_DIRECTORY)) < 0) return nfs3_stat_from_errno(errno);
+      return Nfs3Stat::kOk;
+    });
+  }
+  if (s == Nfs3Stat::kOk) {
+    Sattr3 rest = a.attr;
+    rest.set_mode = false;
+    rest.set_size = false;
+    if (rest.any()) {
+      Fh3 fh;
+      FdCache::Entry* e = nullptr;
+      struct stat ost;
+      int keep = dup(fd);
+      if (keep >= 0 && handle_and_cache(keep, &fh) == Nfs3Stat::kOk && (e = fds_.find(fh)) != nullptr &&
+          fstat(e->path_fd, &ost) == 0)
+        s = apply_sattr(op, e, ost, rest, false);
+    }
+  }
+  finish_create(op, d->path_fd, dst, s == Nfs3Stat::kOk ? fd : -1, s);
+  if (s != Nfs3Stat::kOk && fd >= 0) close(fd);
+  return true;
+}
+
+bool Nfs3Server::proc_symlink(Op& op) {
+  SymlinkArgs a;
+  if (!decode(op.call->args(), op.call->read_chunks(), &a)) return false;
+  FdCache::Entry* d = nullptr;
+  struct stat dst;
+  Nfs3Stat s = resolve_stat(a.where.dir, &d, &dst);
+  if (s != Nfs3Stat::kOk) {
+    CreateRes r;
+    r.status = s;
+    encode(op.w, r);
+    return true;
+  }
+  s = creatable(dst, exp_.options().read_only, check_name(a.where.name));
+  // The target is only stored: a client resolves it, the server never
+  // follows it. It must be a C string of at most PATH_MAX - 1 bytes.
+  if (s == Nfs3Stat::kOk && (a.target.empty() || a.target.find('\0') != std::string_view::npos))
+    s = Nfs3Stat::kInval;
+  if (s == Nfs3Stat::kOk && a.target.size() >= kNfs3MaxPath) s = Nfs3Stat::kNametoolong;
+  int fd = -1;
+  if (s == Nfs3Stat::kOk) {
+    const CName n(a.where.name);
+    const std::string target(a.target);
+    const int dirfd = d->path_fd;
+    s = as_caller(op.cred, [&] {
+      if (symlinkat(target.c_str(), dirfd, n.s) != 0) return nfs3_stat_from_errno(errno);
+      if ((fd = open_beneath(dirfd, n.s, O_PATH)) < 0) return nfs3_stat_from_errno(errno);
+      return Nfs3Stat::kOk;
+    });
+  }
+  if (s == Nfs3Stat::kOk) {
+    Sattr3 rest = a.attr;
+    rest.set_mode = false;  // a symlink's mode means nothing on Linux
+    rest.set_size = false;
+    if (rest.any()) {
+      Fh3 fh;
+      FdCache::Entry* e = nullptr;
+      struct stat ost;
+      int keep = dup(fd);
+      if (keep >= 0 && handle_and_cache(keep, &fh) == Nfs3Stat::kOk && (e = fds_.find(fh)) != nullptr &&
+          fstat(e->path_fd, &ost) == 0)
+        s = apply_sattr(op, e, ost, rest, false);
+    }
+  }
+  finish_create(op, d->path_fd, dst, s == Nfs3Stat::kOk ? fd : -1, s);
+  if (s != Nfs3Stat::kOk && fd >= 0) close(fd);
+  return true;
+}
+
+bool Nfs3Server::proc_mknod(Op& op) {
+  MknodArgs a;
+  if (!decode(op.call->args(), &a)) return false;
+  FdCache::Entry* d = nullptr;
+  struct stat dst;
+  Nfs3Stat s = resolve_stat(a.where.dir, &d, &dst);
+  if (s != Nfs3Stat::kOk) {
+    CreateRes r;
+    r.status = s;
+    encode(op.w, r);
+    return true;
+  }
+  s = creatable(dst, exp_.options().read_only, check_name(a.where.name));
+  mode_t type = 0;
+  switch (a.type) {
+    case FileType::kFifo: type = S_IFIFO; break;
+    case FileType::kSock: type = S_IFSOCK; break;
+    case FileType::kChr: type = S_IFCHR; break;
+    case FileType::kBlk: type = S_IFBLK; break;
+    default: if (s == Nfs3Stat::kOk) s = Nfs3Stat::kBadtype; break;
+  }
+  int fd = -1;
+  if (s == Nfs3Stat::kOk) {
+    const CName n(a.where.name);
+    // Device nodes need CAP_MKNOD, which only a caller acting as root has:
+    // the kernel decides. The server itself never opens them (READ and
+    // WRITE serve regular files only).
+    const mode_t mode = type | (a.attr.set_mode ? (a.attr.mode & 07777) : 0644);
+    const int dirfd = d->path_fd;
+    s = as_caller(op.cred, [&] {
+      if (mknodat(dirfd, n.s, mode, makedev(a.major, a.minor)) != 0) return nfs3_stat_from_errno(errno);
+      if ((fd = open_beneath(dirfd, n.s, O_PATH)) < 0) return nfs3_stat_from_errno(errno);
+      return Nfs3Stat::kOk;
+    });
+  }
+  finish_create(op, d->path_fd, dst, s == Nfs3Stat::kOk ? fd : -1, s);
+  if (s != Nfs3Stat::kOk && fd >= 0) close(fd);
+  return true;
+}
+
+namespace {
+
+// The handle a name has now, to drop its descriptor from the cache once the
+// name is gone (so that a removed file's space comes back at once).
+bool handle_of_name(const Export& exp, int dirfd, const char* name, Fh3* fh) {
+  int fd = open_beneath(dirfd, name, O_PATH);
+  if (fd < 0) return false;
+  bool ok = exp.handle_of(fd, fh) == Nfs3Stat::kOk;
+  close(fd);
+  return ok;
+}
+
+}  // namespace
+
+bool Nfs3Server::proc_remove(Op& op) {
+  RemoveArgs a;
+  if (!decode(op.call->args(), &a)) return false;
+  WccRes r;
+  FdCache::Entry* d = nullptr;
+  struct stat dst;
+  r.status = resolve_stat(a.what.dir, &d, &dst);
+  if (r.status != Nfs3Stat::kOk) {
+    encode(op.w, r);
+    return true;
+  }
+  r.wcc.before = wcc_attr(dst);
+  Nfs3Stat s = check_victim(a.what.name, false);
+  if (s == Nfs3Stat::kOk) s = creatable(dst, exp_.options().read_only, check_name(a.what.name));
+  if (s == Nfs3Stat::kOk) {
+    const CName n(a.what.name);
+    Fh3 gone;
+    const bool known = handle_of_name(exp_, d->path_fd, n.s, &gone);
+    const int dirfd = d->path_fd;
+    s = as_caller(op.cred, [&] { return unlinkat(dirfd, n.s, 0) != 0 ? nfs3_stat_from_errno(errno) : Nfs3Stat::kOk; });
+    if (s == Nfs3Stat::kOk && known) fds_.erase(gone);
+  }
+  r.status = s;
+  struct stat after;
+  if (fstat(d->path_fd, &after) == 0) r.wcc.after = fattr(after);
+  encode(op.w, r);
+  return true;
+}
+
+bool Nfs3Server::proc_rmdir(Op& op) {
+  RemoveArgs a;
+  if (!decode(op.call->args(), &a)) return false;
+  WccRes r;
+  FdCache::Entry* d = nullptr;
+  struct stat dst;
+  r.status = resolve_stat(a.what.dir, &d, &dst);
+  if (r.status != Nfs3Stat::kOk) {
+    encode(op.w, r);
+    return true;
+  }
+  r.wcc.before = wcc_attr(dst);
+  Nfs3Stat s = check_victim(a.what.name, true);
+  if (s == Nfs3Stat::kOk) s = creatable(dst, exp_.options().read_only, check_name(a.what.name));
+  if (s == Nfs3Stat::kOk) {
+    const CName n(a.what.name);
+    Fh3 gone;
+    const bool known = handle_of_name(exp_, d->path_fd, n.s, &gone);
+    const int dirfd = d->path_fd;
+    s = as_caller(op.cred,
+                  [&] { return unlinkat(dirfd, n.s, AT_REMOVEDIR) != 0 ? nfs3_stat_from_errno(errno) : Nfs3Stat::kOk; });
+    if (s == Nfs3Stat::kOk && known) fds_.erase(gone);
+  }
+  r.status = s;
+  struct stat after;
+  if (fstat(d->path_fd, &after) == 0) r.wcc.after = fattr(after);
+  encode(op.w, r);
+  return true;
+}
+
+bool Nfs3Server::proc_rename(Op& op) {
+  RenameArgs a;
+  if (!decode(op.call->args(), &a)) return false;
+  RenameRes r;
+  FdCache::Entry* from = nullptr;
+  FdCache::Entry* to = nullptr;
+  struct stat fst, tst;
+  r.status = resolve_stat(a.from.dir, &from, &fst);
+  if (r.status == Nfs3Stat::kOk) {
+    r.from_wcc.before = wcc_attr(fst);
+    // Resolving the second may evict the first from a full cache: keep a
+    // descriptor of our own for the rename.
+    const int from_fd = dup(from->path_fd);
+    r.status = resolve_stat(a.to.dir, &to, &tst);
+    if (r.status == Nfs3Stat::kOk) {
+      r.to_wcc.before = wcc_attr(tst);
+      Nfs3Stat s = check_victim(a.from.name, false);
+      if (s == Nfs3Stat::kOk) s = creatable(fst, exp_.options().read_only, check_name(a.from.name));
+      if (s == Nfs3Stat::kOk) s = creatable(tst, exp_.options().read_only, check_name(a.to.name));
+      if (s == Nfs3Stat::kOk && from_fd < 0) s = nfs3_stat_from_errno(errno);
+      if (s == Nfs3Stat::kOk) {
+        const CName fn(a.from.name), tn(a.to.name);
+        Fh3 replaced;
+        const bool known = handle_of_name(exp_, to->path_fd, tn.s, &replaced);
+        const int to_fd = to->path_fd;
+        s = as_caller(op.cred, [&] {
+          return renameat(from_fd, fn.s, to_fd, tn.s) != 0 ? nfs3_stat_from_errno(errno) : Nfs3Stat::kOk;
+        });
+        if (s == Nfs3Stat::kOk && known) fds_.erase(replaced);  // (the renamed object itself is simply reopened)
+      }
+      r.status = s;
+      struct stat after;
+      if (fstat(to->path_fd, &after) == 0) r.to_wcc.after = fattr(after);
+    }
+    struct stat after;
+    if (from_fd >= 0 && fstat(from_fd, &after) == 0) r.from_wcc.after = fattr(after);
+    if (from_fd >= 0) close(from_fd);
+  }
+  encode(op.w, r);
+  return true;
+}
+
+bool Nfs3Server::proc_link(Op& op) {
+  LinkArgs a;
+  if (!decode(op.call->args(), &a)) return false;
+  LinkRes r;
+  FdCache::Entry* f = nullptr;
+  FdCache::Entry* d = nullptr;
+  struct stat fstt, dst;
+  r.status = resolve_stat(a.file, &f, &fstt);
+  if (r.status != Nfs3Stat::kOk) {
+    encode(op.w, r);
+    return true;
+  }
+  const int file_fd = dup(f->path_fd);  // resolving the directory may evict the file's entry
+  r.status = resolve_stat(a.link.dir, &d, &dst);
+  if (r.status == Nfs3Stat::kOk) {
+    r.dir_wcc.before = wcc_attr(dst);
+    Nfs3Stat s = creatable(dst, exp_.options().read_only, check_name(a.link.name));
+    if (s == Nfs3Stat::kOk && file_fd < 0) s = nfs3_stat_from_errno(errno);
+    if (s == Nfs3Stat::kOk) {
+      // linkat() of a descriptor through its /proc link: the object itself,
+      // with the kernel's checks as the caller (AT_EMPTY_PATH would need
+      // CAP_DAC_READ_SEARCH).
+      char path[40];
+      snprintf(path, sizeof path, "/proc/self/fd/%d", file_fd);
+      const CName n(a.link.name);
+      const int dirfd = d->path_fd;
+      s = as_caller(op.cred, [&] {
+        return linkat(AT_FDCWD, path, dirfd, n.s, AT_SYMLINK_FOLLOW) != 0 ? nfs3_stat_from_errno(errno) : Nfs3Stat::kOk;
+      });
+    }
+    r.status = s;
+    struct stat after;
+    if (fstat(d->path_fd, &after) == 0) r.dir_wcc.after = fattr(after);
+  }
+  struct stat fafter;
+  if (file_fd >= 0 && fstat(file_fd, &fafter) == 0) r.attr = fattr(fafter);
+  if (file_fd >= 0) close(file_fd);
+  encode(op.w, r);
+  return true;
+}
+
+}  // namespace tern::nfsd

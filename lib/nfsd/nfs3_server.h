@@ -1,0 +1,172 @@
+// The NFSv3 service of one engine: handlers for every procedure of program
+// 100003 version 3 (RFC 1813), serving one Export. One Nfs3Server per
+// engine, on the engine's thread; the Export and the ReplyCache are shared
+// by all of them.
+//
+// Each call: its credential (squashed), its arguments decoded (garbage:
+// GARBAGE_ARGS), its handles resolved through this thread's FdCache, the
+// work done with system calls on descriptors beneath the export's root
+// (names are single components: no "/", and ".." never leaves the root),
+// and the results encoded. Data moves as RPC-over-RDMA moves it: a READ's
+// bytes are read straight into the buffer the engine RDMA-writes into the
+// client's write chunk, a WRITE's bytes come from the read chunk the engine
+// pulled; large READDIR(PLUS) results go through the client's reply chunk
+// (the engine does that). Non-idempotent procedures go through the
+// ReplyCache, so that a retransmission -- to this process or to the next
+// one -- gets the first reply.
+//
+// Permissions: reading and writing a file's data, looking a name up,
+// listing a directory and ACCESS are checked here against the mode bits
+// (with nfsd's owner override: the owner may read and write its file
+// whatever the mode, as it may through a descriptor it opened before a
+// chmod); everything that changes the name space or attributes runs as the
+// caller, on a thread of its own (caller_thread.h), and the kernel checks
+// it. POSIX ACLs are not consulted.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/stats.h"
+#include "engine/engine.h"
+#include "nfs/nfs3_res.h"
+#include "nfs/nfs3_types.h"
+#include "nfsd/caller_thread.h"
+#include "nfsd/creds.h"
+#include "nfsd/export.h"
+#include "nfsd/fd_cache.h"
+#include "nfsd/reply_cache.h"
+
+namespace tern::nfsd {
+
+struct ServerConfig {
+  // FSINFO's transfer sizes; READ and WRITE are held to rtmax/wtmax (and
+  // to the engine's max_bulk).
+  uint32_t rtmax = 1u << 20;
+  uint32_t wtmax = 1u << 20;
+  uint32_t dtpref = 64u << 10;
+  // The write verifier WRITE and COMMIT return: it must change when the
+  // server restarts, so that a client sends its uncommitted writes again.
+  nfs::Verf3 write_verf;
+  size_t fd_cache = 1024;
+  // Tests only (tern-nfsd --test-crash-after): SIGKILL this process right
+  // after recording the reply of the n-th call of this procedure in the
+  // reply cache, before sending it.
+  int crash_after_proc = -1;
+  uint32_t crash_after_n = 0;
+  // Tests in one process: called instead of SIGKILL, and the call is then
+  // dropped unanswered, as if the process had died.
+  void (*on_crash)(void* ctx) = nullptr;
+  void* on_crash_ctx = nullptr;
+};
+
+// A verifier no earlier run of the server has used: its start time in
+// nanoseconds and random bits.
+nfs::Verf3 new_write_verifier();
+
+// Counters, one writer (the engine's thread), readable from any thread.
+struct Nfs3Stats {
+  Counter calls[nfs::kNfs3ProcCount];
+  Counter errors;              // replies with a status other than NFS3_OK
+  Counter garbage;             // GARBAGE_ARGS answers
+  Counter drc_replays;         // answered from the reply cache
+  Counter drc_drops;           // dropped: another copy in progress
+  Counter read_bytes, write_bytes;
+  Counter read_chunk_replies;  // READs answered through a write chunk
+  Counter swept;               // cached descriptors of removed objects closed
+};
+
+class Nfs3Server {
+ public:
+  // `drc` may be null (no reply cache).
+  Nfs3Server(const Export& exp, ReplyCache* drc, const ServerConfig& cfg);
+  Nfs3Server(const Nfs3Server&) = delete;
+  Nfs3Server& operator=(const Nfs3Server&) = delete;
+
+  // Registers the handlers of every procedure on `eng`.
+  void attach(rpc::Engine& eng);
+  // Housekeeping from the engine's loop now and then (about once a second):
+  // closes cached descriptors of removed files.
+  void tick();
+  const Nfs3Stats& stats() const { return st_; }
+  const FdCache& fd_cache() const { return fds_; }
+
+ private:
+  struct Op;  // one call being served (nfs3_server.cc)
+  static void on_call(void* ctx, rpc::ServerCall* c);
+  void serve(rpc::ServerCall* c);
+  // False: the arguments were garbage. Otherwise the results are in op.w.
+  bool dispatch(Op& op);
+
+  // The procedures (nfs3_attr.cc, nfs3_io.cc, nfs3_names.cc, nfs3_dir.cc).
+  bool proc_getattr(Op& op);
+  bool proc_setattr(Op& op);
+  bool proc_access(Op& op);
+  bool proc_fsstat(Op& op);
+  bool proc_fsinfo(Op& op);
+  bool proc_pathconf(Op& op);
+  bool proc_read(Op& op);
+  bool proc_write(Op& op);
+  bool proc_commit(Op& op);
+  bool proc_readlink(Op& op);
+  bool proc_lookup(Op& op);
+  bool proc_create(Op& op);
+  bool proc_mkdir(Op& op);
+  bool proc_symlink(Op& op);
+  bool proc_mknod(Op& op);
+  bool proc_remove(Op& op);
+  bool proc_rmdir(Op& op);
+  bool proc_rename(Op& op);
+  bool proc_link(Op& op);
+  bool proc_readdir(Op& op, bool plus);
+
+  // ---- helpers (nfs3_server.cc)
+  // The cached entry for a handle, opened if needed (as root).
+  nfs::Nfs3Stat resolve(const nfs::Fh3& fh, FdCache::Entry** e);
+  // resolve() and fstat, and a check that the object still has a name.
+  nfs::Nfs3Stat resolve_stat(const nfs::Fh3& fh, FdCache::Entry** e, struct stat* st);
+  // The descriptor for reading (or writing) a regular file's data.
+  int io_fd(FdCache::Entry* e, bool write);
+  // Runs fn (which returns an nfsstat3) as the caller, for what the kernel
+  // checks: on caller_, never on the engine's thread (caller_thread.h).
+  template <typename F>
+  nfs::Nfs3Stat as_caller(const Cred& c, F&& fn) {
+    return caller_.run(c, fn);
+  }
+  nfs::Fattr3 fattr(const struct stat& st) const;
+  static nfs::WccAttr wcc_attr(const struct stat& st);
+  // The handle of `fd` (which the caller keeps or closes), cached.
+  nfs::Nfs3Stat handle_and_cache(int fd, nfs::Fh3* fh);
+  // Whether the caller may read/write/execute by the mode bits (R=4, W=2, X=1).
+  bool may(const Op& op, const struct stat& st, int want) const;
+  // A name a client may create, remove or rename: kOk, kNametoolong,
+  // kAccess ('/' or NUL in it), kInval (empty), kExist ("." or "..").
+  static nfs::Nfs3Stat check_name(std::string_view name);
+  // Applies everything in `sa` but the mode (which creation applied) and
+  // what skip_mode says: ownership, size, times, as the caller.
+  nfs::Nfs3Stat apply_sattr(const Op& op, FdCache::Entry* e, const struct stat& st, const nfs::Sattr3& sa,
+                            bool with_mode);
+  // Creates (or finds, for UNCHECKED/EXCLUSIVE) `name` in the directory,
+  // shared by CREATE, MKDIR, SYMLINK and MKNOD: fills the handle and
+  // attributes of what was made.
+  void finish_create(Op& op, int dirfd, const struct stat& dir_before, int objfd, nfs::Nfs3Stat status);
+
+  const Export& exp_;
+  ReplyCache* drc_;
+  ServerConfig cfg_;
+  FdCache fds_;
+  CallerThread caller_;
+  Nfs3Stats st_;
+  uint32_t crash_count_ = 0;
+  std::vector<uint8_t> res_;     // the results being encoded
+  std::vector<uint8_t> inline_;  // READ data sent inline (no write chunk offered)
+  std::vector<uint8_t> dents_;   // getdents64 buffer
+  std::vector<uint8_t> cached_;  // a reply cache hit
+  uint32_t max_results_ = 0;
+};
+
+}  // namespace tern::nfsd

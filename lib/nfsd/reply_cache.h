@@ -1,0 +1,110 @@
+// The duplicate request cache, kept in a file so that it outlives the
+// process (the file-backed counterpart of engine/duplicate_cache.h).
+//
+// A client whose connection was lost sends its calls again, with the same
+// xids, once it has a connection -- to a restarted server too, when
+// tern-nfsd was killed and started again. A call that is not idempotent
+// (CREATE, REMOVE, RENAME, ...) must then be answered with the reply it got
+// the first time, not run twice: a second REMOVE would say NOENT for a file
+// the first one removed, a second exclusive CREATE EXIST. nfsd's cache
+// lives in memory and dies with the server; this one is a ring of slots in
+// a file mapped shared, so a reply recorded before the process died (even
+// by SIGKILL: the page cache keeps what was stored) is found by the next
+// process. Machine crashes are another matter (it is never fsync'ed).
+//
+// A slot is (peer, xid, program, version, procedure, digest of the inline
+// arguments) and the results, written with its check word zeroed first and
+// set last: a slot torn by a death in the middle fails its check and is
+// ignored. The oldest slot is reused when the ring is full.
+//
+// Shared by every engine thread (one mutex). A call seen while another
+// copy of it is still being served (by another engine: handlers here are
+// synchronous) is reported kInProgress and the caller drops it: the client
+// sends it again. What is not covered: a server killed after it carried a
+// call out but before it recorded the reply; the retransmission then runs
+// again (as after a reboot of nfsd).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "base/result.h"
+
+namespace tern::nfsd {
+
+struct ReplyKey {
+  std::string peer;
+  uint32_t xid = 0, prog = 0, vers = 0, proc = 0;
+  uint64_t digest = 0;
+  bool operator==(const ReplyKey&) const = default;
+};
+
+class ReplyCache {
+ public:
+  // The largest results a slot keeps (NFSv3's non-idempotent replies are
+  // under 300 bytes); larger ones are not cached.
+  static constexpr uint32_t kMaxResults = 400;
+  static constexpr uint32_t kMaxPeer = 64;
+
+  // Opens (or creates) the cache file with `slots` slots. A file made with
+  // another geometry, or not a cache at all, is started afresh.
+  static Result<std::unique_ptr<ReplyCache>> open(const std::string& path, uint32_t slots);
+  ~ReplyCache();
+  ReplyCache(const ReplyCache&) = delete;
+  ReplyCache& operator=(const ReplyCache&) = delete;
+
+  enum class Found : uint8_t {
+    kNew,         // not seen: entered as in progress; call done() or forget()
+    kInProgress,  // another copy is being served now: drop this one
+    kDone,        // answered before: *results holds the reply's results
+  };
+  Found begin(const ReplyKey& k, std::vector<uint8_t>* results);
+  // Records the reply (in the file) before it is sent.
+  void done(const ReplyKey& k, std::span<const uint8_t> results);
+  void forget(const ReplyKey& k);
+
+  // Counters: replies found (from this process's records or a previous
+  // one's), of those found in the file at open, copies dropped because
+  // another was in progress, new calls, slots loaded at open.
+  uint64_t hits() const;
+  uint64_t hits_from_file() const;
+  uint64_t in_progress_drops() const;
+  uint64_t misses() const;
+  uint64_t loaded() const { return loaded_; }
+
+ private:
+  struct KeyHash {
+    size_t operator()(const ReplyKey& k) const;
+  };
+  struct Entry {
+    int64_t slot = -1;  // -1: in progress (not in the file yet)
+    bool from_file = false;
+  };
+  ReplyCache() = default;
+  void write_slot(uint32_t i, const ReplyKey& k, std::span<const uint8_t> results);
+
+  mutable std::mutex mu_;
+  int fd_ = -1;
+  uint8_t* map_ = nullptr;
+  size_t map_len_ = 0;
+  uint32_t slots_ = 0;
+  uint32_t next_ = 0;     // the slot written next (the oldest)
+  uint64_t seq_ = 0;      // the newest slot's sequence number
+  std::unordered_map<ReplyKey, Entry, KeyHash> index_;
+  std::vector<ReplyKey> slot_keys_;  // what each slot holds (for eviction)
+  std::vector<bool> slot_used_;
+  uint64_t hits_ = 0, file_hits_ = 0, in_progress_ = 0, misses_ = 0, loaded_ = 0;
+};
+
+// A digest of a call's inline arguments (64-bit FNV-1a): with the xid,
+// what tells a retransmission from another call that reuses an xid. Bulk
+// data in read chunks is left out (as nfsd sums only the first bytes).
+uint64_t args_digest(std::span<const uint8_t> args);
+
+}  // namespace tern::nfsd

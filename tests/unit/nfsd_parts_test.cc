@@ -1,0 +1,414 @@
+// tern-nfsd's pieces on their own (lib/nfsd): SipHash-2-4 against its
+// reference vectors, signed file handles (any change to one is refused),
+// the file-backed reply cache (kept across a reopen, torn slots ignored,
+// the oldest reused), credentials and squashing, the descriptor cache, the
+// export's key kept across opens, and the MOUNT service's answers.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "nfs/mount3.h"
+#include "nfsd/creds.h"
+#include "nfsd/export.h"
+#include "nfsd/fd_cache.h"
+#include "nfsd/file_handle.h"
+#include "nfsd/mountd.h"
+#include "nfsd/reply_cache.h"
+#include "nfsd/siphash.h"
+#include "oncrpc/oncrpc.h"
+
+namespace tern::nfsd {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char t[] = "/tmp/tern-nfsd-unit.XXXXXX";
+    path = mkdtemp(t);
+  }
+  ~TempDir() { (void)!system(("rm -rf " + path).c_str()); }
+};
+
+TEST(SipHash, ReferenceVectors) {
+  // The reference implementation's key 00..0f and messages 00, 00 01, ...
+  SipKey k;
+  uint8_t kb[16];
+  for (int i = 0; i < 16; ++i) kb[i] = static_cast<uint8_t>(i);
+  std::memcpy(&k.k0, kb, 8);
+  std::memcpy(&k.k1, kb + 8, 8);
+  uint8_t msg[64];
+  for (int i = 0; i < 64; ++i) msg[i] = static_cast<uint8_t>(i);
+  EXPECT_EQ(siphash24(k, {msg, 0}), 0x726fdb47dd0e0e31ull);
+  EXPECT_EQ(siphash24(k, {msg, 1}), 0x74f839c593dc67fdull);
+  EXPECT_EQ(siphash24(k, {msg, 8}), 0x93f5f5799a932462ull);
+  EXPECT_EQ(siphash24(k, {msg, 15}), 0xa129ca6149be45e5ull);
+  EXPECT_EQ(siphash24(k, {msg, 63}), 0x958a324ceb064572ull);
+}
+
+TEST(FileHandle, SignedAndRefusedWhenAltered) {
+  FhCodec codec({1, 2}, 0x01020304);
+  KernelHandle kh;
+  kh.type = 0x81;
+  kh.len = 12;
+  for (uint32_t i = 0; i < kh.len; ++i) kh.bytes[i] = static_cast<uint8_t>(i * 7);
+  nfs::Fh3 fh;
+  ASSERT_TRUE(codec.encode(kh, &fh));
+  EXPECT_EQ(fh.len, kFhHeader + 12 + kFhTag);
+  KernelHandle back;
+  ASSERT_EQ(codec.decode(fh, &back), nfs::Nfs3Stat::kOk);
+  EXPECT_EQ(back.type, 0x81u);
+  EXPECT_EQ(back.len, 12u);
+  EXPECT_EQ(std::memcmp(back.bytes, kh.bytes, 12), 0);
+  // Every single-bit change anywhere is refused.
+  for (uint32_t i = 0; i < fh.len; ++i)
+    for (int bit = 0; bit < 8; ++bit) {
+      nfs::Fh3 bad = fh;
+      bad.data[i] ^= static_cast<uint8_t>(1 << bit);
+      EXPECT_EQ(codec.decode(bad, &back), nfs::Nfs3Stat::kBadhandle) << "byte " << i << " bit " << bit;
+    }
+  // Shorter, longer, empty.
+  for (uint32_t len : {0u, 1u, fh.len - 1, fh.len + 1}) {
+    nfs::Fh3 bad = fh;
+    bad.len = len;
+    EXPECT_EQ(codec.decode(bad, &back), nfs::Nfs3Stat::kBadhandle) << len;
+  }
+  // Another key: not ours. Our key, another export: stale.
+  EXPECT_EQ(FhCodec({1, 3}, 0x01020304).decode(fh, &back), nfs::Nfs3Stat::kBadhandle);
+  EXPECT_EQ(FhCodec({1, 2}, 0x01020305).decode(fh, &back), nfs::Nfs3Stat::kStale);
+  // A kernel handle too large for 64 bytes is not encoded.
+  kh.len = kMaxKernelHandle + 1;
+  EXPECT_FALSE(codec.encode(kh, &fh));
+}
+
+ReplyKey key(uint32_t xid, const char* peer = "10.0.0.2") { return ReplyKey{peer, xid, 100003, 3, 9, 0xabc}; }
+
+TEST(ReplyCache, AnswersRetransmissionsAndKeepsThemAcrossAReopen) {
+  TempDir d;
+  const std::string path = d.path + "/drc";
+  Bytes got;
+  {
+    auto rc = ReplyCache::open(path, 64).value();
+    EXPECT_EQ(rc->begin(key(1), &got), ReplyCache::Found::kNew);
+    EXPECT_EQ(rc->begin(key(1), &got), ReplyCache::Found::kInProgress) << "a copy while the first is served";
+    rc->done(key(1), Bytes{1, 2, 3, 4});
+    ASSERT_EQ(rc->begin(key(1), &got), ReplyCache::Found::kDone);
+    EXPECT_EQ(got, (Bytes{1, 2, 3, 4}));
+    // Another peer, digest or procedure with the same xid is another call.
+    EXPECT_EQ(rc->begin(key(1, "10.0.0.3"), &got), ReplyCache::Found::kNew);
+    ReplyKey other = key(1);
+    other.digest = 0xabd;
+    EXPECT_EQ(rc->begin(other, &got), ReplyCache::Found::kNew);
+    rc->forget(other);
+    EXPECT_EQ(rc->begin(other, &got), ReplyCache::Found::kNew) << "forgotten: new again";
+    rc->done(key(2), Bytes{9});  // done() without begin(): ignored
+    EXPECT_EQ(rc->begin(key(2), &got), ReplyCache::Found::kNew);
+    rc->done(key(2), Bytes(300, 7));
+    EXPECT_EQ(rc->hits(), 1u);
+    EXPECT_EQ(rc->in_progress_drops(), 1u);
+    EXPECT_EQ(rc->hits_from_file(), 0u);
+  }
+  // The process is gone: the next one finds both replies in the file.
+  auto rc = ReplyCache::open(path, 64).value();
+  EXPECT_EQ(rc->loaded(), 2u);
+  ASSERT_EQ(rc->begin(key(1), &got), ReplyCache::Found::kDone);
+  EXPECT_EQ(got, (Bytes{1, 2, 3, 4}));
+  ASSERT_EQ(rc->begin(key(2), &got), ReplyCache::Found::kDone);
+  EXPECT_EQ(got, Bytes(300, 7));
+  EXPECT_EQ(rc->hits_from_file(), 2u);
+  // Too large to keep: not cached (the retransmission runs again).
+  EXPECT_EQ(rc->begin(key(3), &got), ReplyCache::Found::kNew);
+  rc->done(key(3), Bytes(ReplyCache::kMaxResults + 1, 1));
+  EXPECT_EQ(rc->begin(key(3), &got), ReplyCache::Found::kNew);
+}
+
+TEST(ReplyCache, TornSlotsAndOtherGeometriesAreNotTrusted) {
+  TempDir d;
+  const std::string path = d.path + "/drc";
+  {
+    auto rc = ReplyCache::open(path, 16).value();
+    Bytes got;
+    for (uint32_t x = 1; x <= 3; ++x) {
+      ASSERT_EQ(rc->begin(key(x), &got), ReplyCache::Found::kNew);
+      rc->done(key(x), Bytes{static_cast<uint8_t>(x)});
+    }
+  }
+  // A byte of the second slot's results changed, as a write cut short by a
+  // death would leave it: that slot fails its check.
+  int fd = open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  uint8_t b = 0x55;
+  ASSERT_EQ(pwrite(fd, &b, 1, 4096 + 512 + 112), 1);
+  close(fd);
+  {
+    auto rc = ReplyCache::open(path, 16).value();
+    EXPECT_EQ(rc->loaded(), 2u);
+    Bytes got;
+    EXPECT_EQ(rc->begin(key(1), &got), ReplyCache::Found::kDone);
+    EXPECT_EQ(rc->begin(key(2), &got), ReplyCache::Found::kNew);
+    EXPECT_EQ(rc->begin(key(3), &got), ReplyCache::Found::kDone);
+  }
+  // Opened with another slot count: started afresh.
+  auto rc = ReplyCache::open(path, 32).value();
+  EXPECT_EQ(rc->loaded(), 0u);
+  // Not a cache file at all: started afresh too.
+  const std::string junk = d.path + "/junk";
+  fd = open(junk.c_str(), O_RDWR | O_CREAT, 0600);
+  Bytes garbage(4096 + 16 * 512, 0xa5);
+  ASSERT_EQ(write(fd, garbage.data(), garbage.size()), static_cast<ssize_t>(garbage.size()));
+  close(fd);
+  EXPECT_EQ(ReplyCache::open(junk, 16).value()->loaded(), 0u);
+}
+
+TEST(ReplyCache, TheOldestSlotIsReusedAndTheRingContinuesAfterAReopen) {
+  TempDir d;
+  const std::string path = d.path + "/drc";
+  Bytes got;
+  {
+    auto rc = ReplyCache::open(path, 4).value();
+    for (uint32_t x = 1; x <= 6; ++x) {
+      ASSERT_EQ(rc->begin(key(x), &got), ReplyCache::Found::kNew);
+      rc->done(key(x), Bytes{static_cast<uint8_t>(x)});
+    }
+    EXPECT_EQ(rc->begin(key(1), &got), ReplyCache::Found::kNew) << "the oldest went";
+    rc->forget(key(1));
+    EXPECT_EQ(rc->begin(key(3), &got), ReplyCache::Found::kDone);
+  }
+  auto rc = ReplyCache::open(path, 4).value();
+  EXPECT_EQ(rc->loaded(), 4u);
+  // The next record replaces the oldest (3), not the newest (6).
+  ASSERT_EQ(rc->begin(key(7), &got), ReplyCache::Found::kNew);
+  rc->done(key(7), Bytes{7});
+  EXPECT_EQ(rc->begin(key(3), &got), ReplyCache::Found::kNew);
+  rc->forget(key(3));
+  EXPECT_EQ(rc->begin(key(6), &got), ReplyCache::Found::kDone);
+  EXPECT_EQ(rc->begin(key(7), &got), ReplyCache::Found::kDone);
+}
+
+Bytes call_header(oncrpc::AuthFlavor flavor, uint32_t uid, uint32_t gid, std::vector<uint32_t> gids) {
+  oncrpc::CallHeader h;
+  h.xid = 5, h.prog = 100003, h.vers = 3, h.proc = 1;
+  uint8_t body[400];
+  if (flavor == oncrpc::AuthFlavor::kSys) {
+    oncrpc::AuthSysParams p;
+    p.machinename = "client";
+    p.uid = uid, p.gid = gid;
+    p.ngids = static_cast<uint32_t>(gids.size());
+    for (size_t i = 0; i < gids.size(); ++i) p.gids[i] = gids[i];
+    size_t n = oncrpc::encode_auth_sys(p, body);
+    h.cred = {flavor, std::span<const uint8_t>(body, n)};
+  } else {
+    h.cred = {flavor, {}};
+  }
+  Bytes out(oncrpc::call_size(h));
+  out.resize(oncrpc::encode_call(h, out));
+  return out;
+}
+
+TEST(Creds, SquashingAsTheExportSays) {
+  SquashPolicy p;
+  Cred c = cred_from_call(call_header(oncrpc::AuthFlavor::kSys, 1000, 100, {100, 0, 7}), p);
+  EXPECT_EQ(c.uid, 1000u);
+  EXPECT_EQ(c.gid, 100u);
+  ASSERT_EQ(c.ngroups, 3u);
+  EXPECT_EQ(c.groups[1], 65534u) << "gid 0 among the groups is squashed too";
+  EXPECT_TRUE(c.in_group(7));
+  EXPECT_FALSE(c.in_group(0));
+  c = cred_from_call(call_header(oncrpc::AuthFlavor::kSys, 0, 0, {0}), p);
+  EXPECT_EQ(c.uid, 65534u);
+  EXPECT_EQ(c.gid, 65534u);
+  p.root_squash = false;
+  c = cred_from_call(call_header(oncrpc::AuthFlavor::kSys, 0, 0, {0}), p);
+  EXPECT_EQ(c.uid, 0u);
+  EXPECT_EQ(c.groups[0], 0u);
+  p.all_squash = true;
+  p.anon_uid = 5, p.anon_gid = 6;
+  c = cred_from_call(call_header(oncrpc::AuthFlavor::kSys, 1000, 100, {}), p);
+  EXPECT_EQ(c.uid, 5u);
+  EXPECT_EQ(c.gid, 6u);
+  p.all_squash = false;
+  c = cred_from_call(call_header(oncrpc::AuthFlavor::kNone, 0, 0, {}), p);
+  EXPECT_EQ(c.uid, 5u) << "AUTH_NONE is anonymous";
+  c = cred_from_call(Bytes{1, 2, 3}, p);
+  EXPECT_EQ(c.uid, 5u) << "an undecodable header is anonymous";
+}
+
+TEST(Creds, AThreadActsAsTheCallerAndBack) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (setfsuid)";
+  TempDir d;
+  chmod(d.path.c_str(), 0777);
+  ThreadCreds tc;
+  Cred c;
+  c.uid = 4321, c.gid = 4322;
+  c.ngroups = 1, c.groups[0] = 4323;
+  ASSERT_TRUE(tc.become(c).is_ok());
+  EXPECT_FALSE(tc.is_root());
+  const std::string f = d.path + "/made-as-caller";
+  int fd = open(f.c_str(), O_CREAT | O_WRONLY, 0600);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  // A root-only file is out of reach now.
+  const std::string r = d.path + "/root-only";
+  ASSERT_TRUE(tc.become_root().is_ok());
+  fd = open(r.c_str(), O_CREAT | O_WRONLY, 0600);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  ASSERT_TRUE(tc.become(c).is_ok());
+  EXPECT_LT(open(r.c_str(), O_RDONLY), 0);
+  EXPECT_EQ(errno, EACCES);
+  ASSERT_TRUE(tc.become_root().is_ok());
+  EXPECT_TRUE(tc.is_root());
+  struct stat st;
+  ASSERT_EQ(stat(f.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 4321u);
+  EXPECT_EQ(st.st_gid, 4322u);
+  fd = open(r.c_str(), O_RDONLY);
+  EXPECT_GE(fd, 0);
+  if (fd >= 0) close(fd);
+}
+
+TEST(FdCache, LeastRecentlyUsedGoesAndRemovedFilesAreSwept) {
+  TempDir d;
+  FdCache c(16);
+  std::vector<nfs::Fh3> fhs;
+  for (int i = 0; i < 17; ++i) {
+    const std::string p = d.path + "/f" + std::to_string(i);
+    int fd = open(p.c_str(), O_CREAT | O_RDWR, 0600);
+    ASSERT_GE(fd, 0);
+    nfs::Fh3 fh;
+    fh.assign(Bytes{static_cast<uint8_t>(i)});
+    if (i == 16) ASSERT_NE(c.find(fhs[0]), nullptr);  // 0 is now the most recent; 1 is the oldest
+    c.insert(fh, fd);
+    fhs.push_back(fh);
+  }
+  EXPECT_EQ(c.size(), 16u);
+  EXPECT_EQ(c.find(fhs[1]), nullptr);
+  EXPECT_NE(c.find(fhs[0]), nullptr);
+  EXPECT_NE(c.find(fhs[16]), nullptr);
+  ASSERT_EQ(unlink((d.path + "/f5").c_str()), 0);
+  ASSERT_EQ(unlink((d.path + "/f6").c_str()), 0);
+  EXPECT_EQ(c.sweep(), 2u);
+  EXPECT_EQ(c.find(fhs[5]), nullptr);
+  EXPECT_EQ(c.size(), 14u);
+  c.erase(fhs[0]);
+  EXPECT_EQ(c.find(fhs[0]), nullptr);
+}
+
+TEST(Export, TheHandleKeyOutlivesTheProcessAndStaysOutsideTheExport) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (open_by_handle_at)";
+  TempDir d;
+  const std::string dir = d.path + "/exported", state = d.path + "/state";
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  ExportOptions o;
+  o.dir = dir;
+  o.state_dir = state;
+  nfs::Fh3 first;
+  {
+    auto e = Export::open(o);
+    ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+    first = (*e)->root_fh();
+    EXPECT_EQ((*e)->name(), dir);
+    int fd = -1;
+    ASSERT_EQ((*e)->open_handle(first, &fd), nfs::Nfs3Stat::kOk);
+    close(fd);
+  }
+  struct stat st;
+  ASSERT_EQ(stat((state + "/handle-key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto again = Export::open(o);
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ((*again)->root_fh(), first) << "the same handle from the same key";
+  // Another state directory, another key: the old handle is not ours.
+  o.state_dir = d.path + "/other-state";
+  auto other = Export::open(o);
+  ASSERT_TRUE(other.is_ok());
+  int fd = -1;
+  EXPECT_EQ((*other)->open_handle(first, &fd), nfs::Nfs3Stat::kBadhandle);
+  // A state directory inside the export is refused.
+  o.state_dir = dir + "/state";
+  auto inside = Export::open(o);
+  ASSERT_FALSE(inside.is_ok());
+  EXPECT_NE(inside.status().message().find("inside the export"), std::string::npos);
+  o.state_dir = state;
+  o.dir = d.path + "/missing";
+  EXPECT_FALSE(Export::open(o).is_ok());
+}
+
+TEST(Mountd, AnswersWhatAClientAsks) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (open_by_handle_at)";
+  TempDir d;
+  const std::string dir = d.path + "/exported";
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  ExportOptions o;
+  o.dir = dir;
+  o.name = "/export/";
+  o.state_dir = d.path + "/state";
+  auto e = Export::open(o).value();
+  EXPECT_EQ(e->name(), "/export");
+  auto call = [&](uint32_t prog, uint32_t vers, uint32_t proc, std::string_view path, Bytes* res) {
+    oncrpc::CallHeader h;
+    h.xid = 77, h.prog = prog, h.vers = vers, h.proc = proc;
+    Bytes msg(oncrpc::call_size(h) + 1100);
+    size_t n = oncrpc::encode_call(h, msg);
+    xdr::XdrWriter w(std::span<uint8_t>(msg.data() + n, msg.size() - n));
+    if (!path.empty() || proc == 1) w.put_string(path);
+    msg.resize(n + w.bytes_written());
+    Bytes reply;
+    bool mounted = false;
+    EXPECT_TRUE(mountd_answer(*e, msg, &reply, &mounted));
+    oncrpc::ReplyHeader rh;
+    auto r = oncrpc::decode_reply(reply, &rh);
+    EXPECT_EQ(r.status, oncrpc::ReplyDecodeStatus::kOk);
+    EXPECT_EQ(rh.xid, 77u);
+    res->assign(reply.begin() + static_cast<std::ptrdiff_t>(r.header_len), reply.end());
+    return std::make_pair(rh.accept, mounted);
+  };
+  Bytes res;
+  auto [st, mounted] = call(nfs::mount3::kProgram, 3, 1, "/export", &res);
+  EXPECT_EQ(st, oncrpc::AcceptStat::kSuccess);
+  EXPECT_TRUE(mounted);
+  nfs::mount3::MntRes m;
+  ASSERT_TRUE(nfs::mount3::decode(res, &m));
+  EXPECT_EQ(m.status, nfs::mount3::Stat::kOk);
+  EXPECT_EQ(m.fh, e->root_fh());
+  EXPECT_EQ(m.flavors, std::vector<uint32_t>{1});
+  call(nfs::mount3::kProgram, 3, 1, "/export/", &res);
+  ASSERT_TRUE(nfs::mount3::decode(res, &m));
+  EXPECT_EQ(m.status, nfs::mount3::Stat::kOk) << "a trailing slash is the same path";
+  call(nfs::mount3::kProgram, 3, 1, "/etc", &res);
+  ASSERT_TRUE(nfs::mount3::decode(res, &m));
+  EXPECT_EQ(m.status, nfs::mount3::Stat::kNoent);
+  call(nfs::mount3::kProgram, 3, 5, "", &res);
+  std::vector<nfs::mount3::ExportEntry> ex;
+  ASSERT_TRUE(nfs::mount3::decode(res, &ex));
+  ASSERT_EQ(ex.size(), 1u);
+  EXPECT_EQ(ex[0].dir, "/export");
+  EXPECT_EQ(call(nfs::mount3::kProgram, 1, 1, "/export", &res).first, oncrpc::AcceptStat::kProgMismatch);
+  EXPECT_EQ(call(100003, 3, 0, "", &res).first, oncrpc::AcceptStat::kProgUnavail);
+  EXPECT_EQ(call(nfs::mount3::kProgram, 3, 9, "", &res).first, oncrpc::AcceptStat::kProcUnavail);
+  EXPECT_EQ(call(nfs::mount3::kProgram, 3, 1, "", &res).first, oncrpc::AcceptStat::kSuccess)
+      << "an empty path decodes (and is not the export)";
+  // MNT with no path at all: garbage.
+  oncrpc::CallHeader h;
+  h.xid = 78, h.prog = nfs::mount3::kProgram, h.vers = 3, h.proc = 1;
+  Bytes msg(oncrpc::call_size(h));
+  msg.resize(oncrpc::encode_call(h, msg));
+  Bytes reply;
+  bool mounted2;
+  ASSERT_TRUE(mountd_answer(*e, msg, &reply, &mounted2));
+  oncrpc::ReplyHeader rh;
+  oncrpc::decode_reply(reply, &rh);
+  EXPECT_EQ(rh.accept, oncrpc::AcceptStat::kGarbageArgs);
+  // Not a call: nothing to send.
+  EXPECT_FALSE(mountd_answer(*e, Bytes{0, 0, 0, 1, 0, 0, 0, 1}, &reply, &mounted2));
+}
+
+}  // namespace
+}  // namespace tern::nfsd
