@@ -61,8 +61,8 @@ class ServerConn final : public ConnBase {
   bool decode_rpc(SrvCall* sc);
   // A decoded RPC call header to its handler and procedure counters (or to
   // the engine's own answer), and its read chunks' positions and placement
-  // (msg_len: the RPC message's length).
-  void route(SrvCall* sc, const wire::RpcCall& rc, size_t msg_len);
+  // (msg: the RPC message, its header included).
+  void route(SrvCall* sc, const wire::RpcCall& rc, std::span<const uint8_t> msg);
   // What the call needs from the pools, all or nothing (server_recv.cc).
   bool take_memory(SrvCall* sc);
   void drop_memory(SrvCall* sc);

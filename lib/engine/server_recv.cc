@@ -147,7 +147,7 @@ void ServerConn::handle_call(MsgBuf* rep) {
   sc->handler_owner = true;  // the engine holds the handler's side until the handler runs
   sc->state = SrvState::kWaitMemory;
   if (plain) {
-    route(sc, rc, in.body.size());
+    route(sc, rc, in.body);
   } else if (!sc->nomsg) {
     if (!decode_rpc(sc)) return;
   } else {
@@ -171,11 +171,11 @@ bool ServerConn::decode_rpc(SrvCall* sc) {
     sc->pc = eng->proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, true);
     return true;
   }
-  route(sc, rc, msg.size());
+  route(sc, rc, msg);
   return true;
 }
 
-void ServerConn::route(SrvCall* sc, const wire::RpcCall& rc, size_t msg_len) {
+void ServerConn::route(SrvCall* sc, const wire::RpcCall& rc, std::span<const uint8_t> msg) {
   sc->prog_ = rc.prog, sc->vers_ = rc.vers, sc->proc_ = rc.proc;
   sc->args_ = rc.args;
   sc->hdr_ = msg.first(rc.header_len);
@@ -196,7 +196,7 @@ void ServerConn::route(SrvCall* sc, const wire::RpcCall& rc, size_t msg_len) {
   for (int c = 0; c < sc->chunks.nreads; ++c) {
     uint32_t pos = sc->chunks.reads[c].position;
     if (pos == 0) continue;
-    if (pos < hdr || pos > msg_len) {
+    if (pos < hdr || pos > msg.size()) {
       sc->answer = static_cast<int>(AcceptStat::kGarbageArgs);
       return;
     }
