@@ -16,8 +16,8 @@
 //   tern-engine-cost [--calls N] [--qd N] [--rounds N] [--json FILE]
 //
 // The timing includes two TSC reads per side per pass (the same in both
-// flows, so they cancel in the difference). Run it pinned on a quiet core;
-// scripts/measure-engine-cost.sh does.
+// flows, so they cancel in the difference). Run it pinned on a quiet core,
+// as scripts/compare-ucx.sh does (taskset -c 0).
 #include <sched.h>
 #include <unistd.h>
 
