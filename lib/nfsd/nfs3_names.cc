@@ -132,6 +132,29 @@ bool Nfs3Server::proc_lookup(Op& op) {
   return true;
 }
 
+bool Nfs3Server::begin_create(Op& op, const Fh3& dir, FdCache::Entry** d, struct stat* dst) {
+  Nfs3Stat s = resolve_stat(dir, d, dst);
+  if (s == Nfs3Stat::kOk) return true;
+  CreateRes r;
+  r.status = s;
+  encode(op.w, r);
+  return false;
+}
+
+Nfs3Stat Nfs3Server::set_after_create(const Op& op, int fd, const Sattr3& rest) {
+  if (!rest.any()) return Nfs3Stat::kOk;
+  // Through the descriptor cache, as SETATTR does: apply_sattr() works on
+  // an entry (a handle_and_cache() failure has closed its duplicate).
+  Fh3 fh;
+  FdCache::Entry* e = nullptr;
+  struct stat ost;
+  int keep = dup(fd);
+  if (keep >= 0 && handle_and_cache(keep, &fh) == Nfs3Stat::kOk && (e = fds_.find(fh)) != nullptr &&
+      fstat(e->path_fd, &ost) == 0)
+    return apply_sattr(op, e, ost, rest, false);
+  return Nfs3Stat::kOk;
+}
+
 // The common end of CREATE, MKDIR, SYMLINK and MKNOD: `objfd` (owned; -1
 // when status failed) is what was made or found.
 void Nfs3Server::finish_create(Op& op, int dirfd, const struct stat& dir_before, int objfd, Nfs3Stat status) {
@@ -170,14 +193,8 @@ bool Nfs3Server::proc_create(Op& op) {
   if (!decode(op.call->args(), &a)) return false;
   FdCache::Entry* d = nullptr;
   struct stat dst;
-  Nfs3Stat s = resolve_stat(a.where.dir, &d, &dst);
-  if (s != Nfs3Stat::kOk) {
-    CreateRes r;
-    r.status = s;
-    encode(op.w, r);
-    return true;
-  }
-  s = creatable(dst, exp_.options().read_only, check_name(a.where.name));
+  if (!begin_create(op, a.where.dir, &d, &dst)) return true;
+  Nfs3Stat s = creatable(dst, exp_.options().read_only, check_name(a.where.name));
   int fd = -1;
   bool existed = false;
   if (s == Nfs3Stat::kOk) {
@@ -216,15 +233,7 @@ bool Nfs3Server::proc_create(Op& op) {
   if (s == Nfs3Stat::kOk && a.how != CreateMode::kExclusive) {
     Sattr3 rest = a.attr;
     if (existed) rest = Sattr3{.set_size = a.attr.set_size, .size = a.attr.size};
-    if (rest.any()) {
-      Fh3 fh;
-      FdCache::Entry* e = nullptr;
-      struct stat ost;
-      int keep = dup(fd);
-      if (keep >= 0 && handle_and_cache(keep, &fh) == Nfs3Stat::kOk && (e = fds_.find(fh)) != nullptr &&
-          fstat(e->path_fd, &ost) == 0)
-        s = apply_sattr(op, e, ost, rest, false);
-    }
+    s = set_after_create(op, fd, rest);
   }
   finish_create(op, d->path_fd, dst, s == Nfs3Stat::kOk ? fd : -1, s);
   if (s != Nfs3Stat::kOk && fd >= 0) close(fd);
@@ -236,14 +245,8 @@ bool Nfs3Server::proc_mkdir(Op& op) {
   if (!decode(op.call->args(), &a)) return false;
   FdCache::Entry* d = nullptr;
   struct stat dst;
-  Nfs3Stat s = resolve_stat(a.where.dir, &d, &dst);
-  if (s != Nfs3Stat::kOk) {
-    CreateRes r;
-    r.status = s;
-    encode(op.w, r);
-    return true;
-  }
-  s = creatable(dst, exp_.options().read_only, check_name(a.where.name));
+  if (!begin_create(op, a.where.dir, &d, &dst)) return true;
+  Nfs3Stat s = creatable(dst, exp_.options().read_only, check_name(a.where.name));
   int fd = -1;
   if (s == Nfs3Stat::kOk) {
     const CName n(a.where.name);
@@ -258,15 +261,7 @@ bool Nfs3Server::proc_mkdir(Op& op) {
     Sattr3 rest = a.attr;
     rest.set_mode = false;
     rest.set_size = false;
-    if (rest.any()) {
-      Fh3 fh;
-      FdCache::Entry* e = nullptr;
-      struct stat ost;
-      int keep = dup(fd);
-      if (keep >= 0 && handle_and_cache(keep, &fh) == Nfs3Stat::kOk && (e = fds_.find(fh)) != nullptr &&
-          fstat(e->path_fd, &ost) == 0)
-        s = apply_sattr(op, e, ost, rest, false);
-    }
+    s = set_after_create(op, fd, rest);
   }
   finish_create(op, d->path_fd, dst, s == Nfs3Stat::kOk ? fd : -1, s);
   if (s != Nfs3Stat::kOk && fd >= 0) close(fd);
@@ -278,14 +273,8 @@ bool Nfs3Server::proc_symlink(Op& op) {
   if (!decode(op.call->args(), op.call->read_chunks(), &a)) return false;
   FdCache::Entry* d = nullptr;
   struct stat dst;
-  Nfs3Stat s = resolve_stat(a.where.dir, &d, &dst);
-  if (s != Nfs3Stat::kOk) {
-    CreateRes r;
-    r.status = s;
-    encode(op.w, r);
-    return true;
-  }
-  s = creatable(dst, exp_.options().read_only, check_name(a.where.name));
+  if (!begin_create(op, a.where.dir, &d, &dst)) return true;
+  Nfs3Stat s = creatable(dst, exp_.options().read_only, check_name(a.where.name));
   // The target is only stored: a client resolves it, the server never
   // follows it. It must be a C string of at most PATH_MAX - 1 bytes.
   if (s == Nfs3Stat::kOk && (a.target.empty() || a.target.find('\0') != std::string_view::npos))
@@ -306,15 +295,7 @@ bool Nfs3Server::proc_symlink(Op& op) {
     Sattr3 rest = a.attr;
     rest.set_mode = false;  // a symlink's mode means nothing on Linux
     rest.set_size = false;
-    if (rest.any()) {
-      Fh3 fh;
-      FdCache::Entry* e = nullptr;
-      struct stat ost;
-      int keep = dup(fd);
-      if (keep >= 0 && handle_and_cache(keep, &fh) == Nfs3Stat::kOk && (e = fds_.find(fh)) != nullptr &&
-          fstat(e->path_fd, &ost) == 0)
-        s = apply_sattr(op, e, ost, rest, false);
-    }
+    s = set_after_create(op, fd, rest);
   }
   finish_create(op, d->path_fd, dst, s == Nfs3Stat::kOk ? fd : -1, s);
   if (s != Nfs3Stat::kOk && fd >= 0) close(fd);
@@ -326,14 +307,8 @@ bool Nfs3Server::proc_mknod(Op& op) {
   if (!decode(op.call->args(), &a)) return false;
   FdCache::Entry* d = nullptr;
   struct stat dst;
-  Nfs3Stat s = resolve_stat(a.where.dir, &d, &dst);
-  if (s != Nfs3Stat::kOk) {
-    CreateRes r;
-    r.status = s;
-    encode(op.w, r);
-    return true;
-  }
-  s = creatable(dst, exp_.options().read_only, check_name(a.where.name));
+  if (!begin_create(op, a.where.dir, &d, &dst)) return true;
+  Nfs3Stat s = creatable(dst, exp_.options().read_only, check_name(a.where.name));
   mode_t type = 0;
   switch (a.type) {
     case FileType::kFifo: type = S_IFIFO; break;

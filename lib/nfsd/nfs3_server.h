@@ -150,9 +150,17 @@ class Nfs3Server {
   // what skip_mode says: ownership, size, times, as the caller.
   nfs::Nfs3Stat apply_sattr(const Op& op, FdCache::Entry* e, const struct stat& st, const nfs::Sattr3& sa,
                             bool with_mode);
-  // Creates (or finds, for UNCHECKED/EXCLUSIVE) `name` in the directory,
-  // shared by CREATE, MKDIR, SYMLINK and MKNOD: fills the handle and
-  // attributes of what was made.
+  // The start of CREATE, MKDIR, SYMLINK and MKNOD: the directory the object
+  // goes into and its attributes before; when the handle names none, the
+  // reply (its status alone) is encoded and false returned.
+  bool begin_create(Op& op, const nfs::Fh3& dir, FdCache::Entry** d, struct stat* dst);
+  // What a creating call asked to set beyond what creating the object set
+  // (`fd`: the new object, still owned by the caller); kOk when `rest` sets
+  // nothing.
+  nfs::Nfs3Stat set_after_create(const Op& op, int fd, const nfs::Sattr3& rest);
+  // The end of CREATE, MKDIR, SYMLINK and MKNOD: fills the handle and
+  // attributes of what was made (or found, for UNCHECKED/EXCLUSIVE) and the
+  // directory's, and encodes the reply.
   void finish_create(Op& op, int dirfd, const struct stat& dir_before, int objfd, nfs::Nfs3Stat status);
 
   const Export& exp_;

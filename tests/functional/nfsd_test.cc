@@ -247,6 +247,49 @@ TEST_F(Nfsd, SetattrModeOwnerSizeAndTimes) {
   EXPECT_EQ(op<WccRes>(Nfs3Proc::kSetattr, a).status, Nfs3Stat::kIsdir);
 }
 
+// What CREATE, MKDIR and SYMLINK set beyond the mode goes on after the
+// object is made (ownership, size, times); an UNCHECKED CREATE of a file that
+// is there sets only its size.
+TEST_F(Nfsd, CreatingCallsSetTheirOtherAttributes) {
+  start();
+  nfs::nfs3::CreateArgs c;
+  c.where = {root_, "f"};
+  c.how = nfs::CreateMode::kGuarded;
+  c.attr.set_mode = true, c.attr.mode = 0640;
+  c.attr.set_uid = true, c.attr.uid = 1234;
+  c.attr.set_gid = true, c.attr.gid = 567;
+  c.attr.set_size = true, c.attr.size = 3000;
+  c.attr.mtime_how = TimeHow::kClientTime, c.attr.mtime = {1000000, 5};
+  ASSERT_EQ(op<nfs::nfs3::CreateRes>(Nfs3Proc::kCreate, c).status, Nfs3Stat::kOk);
+  struct stat st;
+  ASSERT_EQ(stat(path("f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 1234u);
+  EXPECT_EQ(st.st_gid, 567u);
+  EXPECT_EQ(st.st_size, 3000);
+  EXPECT_EQ(st.st_mtim.tv_sec, 1000000);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  // UNCHECKED on the same name: the file stays (owner kept), its size is set.
+  c.how = nfs::CreateMode::kUnchecked;
+  c.attr.uid = 4321;
+  c.attr.size = 10;
+  ASSERT_EQ(op<nfs::nfs3::CreateRes>(Nfs3Proc::kCreate, c).status, Nfs3Stat::kOk);
+  ASSERT_EQ(stat(path("f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 10);
+  EXPECT_EQ(st.st_uid, 1234u);
+
+  nfs::nfs3::MkdirArgs m;
+  m.where = {root_, "d"};
+  m.attr.set_mode = true, m.attr.mode = 0750;
+  m.attr.set_uid = true, m.attr.uid = 1234;
+  m.attr.atime_how = TimeHow::kClientTime, m.attr.atime = {2000000, 6};
+  ASSERT_EQ(op<nfs::nfs3::CreateRes>(Nfs3Proc::kMkdir, m).status, Nfs3Stat::kOk);
+  ASSERT_EQ(stat(path("d").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_uid, 1234u);
+  EXPECT_EQ(st.st_atim.tv_sec, 2000000);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);
+}
+
 // 300 entries read back with READDIR in small pieces (cookies), and with
 // READDIRPLUS in one reply that goes through the client's reply chunk.
 TEST_F(Nfsd, ReaddirAndReaddirplusListEveryEntry) {
