@@ -96,6 +96,10 @@ class ServerConn final : public ConnBase {
   // reply() of an inline message with no write chunk and no bulk data;
   // false, having changed nothing, when it does not fit inline.
   bool reply_inline(SrvCall* sc, std::span<const uint8_t> results, int accept);
+  // What every reply ends with once its message is built: the receive
+  // buffer back, the credit answered, the counters, the call moved on
+  // (bulk_bytes: written into write chunks; failed: not SUCCESS).
+  void replied(SrvCall* sc, uint64_t bulk_bytes, bool failed);
   // The grant a reply to sc carries (the receive queue grown first when the
   // client asks for more).
   uint32_t grant_for_reply(const SrvCall* sc);

@@ -89,6 +89,42 @@ Status SrvCall::reply_error(AcceptStat stat) {
   return conn->reply(this, {}, {}, static_cast<int>(stat));
 }
 
+// The common end of reply() and reply_inline(), once the reply message is
+// built: the call's receive buffer goes back (the reply holds copies of what
+// it needed), its credit is answered, and the reply is counted -- once, here:
+// a reply that waits for room is posted later as is. Always inlined:
+// reply_inline() is the common call's path, and an out-of-line call cost it
+// ~25 instructions per RPC (callgrind, tern-rpc-cost: 6122 against 6097).
+[[gnu::always_inline]] inline void ServerConn::replied(SrvCall* sc, uint64_t bulk_bytes, bool failed) {
+  if (MsgBuf* rep = sc->rep) {
+    sc->rep = nullptr;
+    give_back(rep);
+  }
+  rq->grants().on_replied(&grant);
+  eng->st.replies.add();
+  cs.replies.add();
+  cs.sends.add();
+  cs.bytes_sent.add(sc->msg_len);
+  if (bulk_bytes > 0) {
+    cs.write_chunks.add();
+    cs.write_chunk_bytes.add(bulk_bytes);
+    eng->st.write_chunks.add();
+  }
+  if (sc->long_len > 0) {
+    eng->st.reply_chunks.add();
+    cs.nomsg.add();
+    cs.reply_chunks.add();
+    cs.reply_chunk_bytes.add(sc->long_len);
+  }
+  if (sc->inv_rkey != 0) {
+    eng->st.remote_invalidations.add();
+    cs.remote_invalidations.add();
+  }
+  if (sc->pc != nullptr) sc->pc->bytes_sent.add(sc->msg_len + bulk_bytes + sc->long_len);
+  record_rtt(sc->pc, sc->t_recv, failed);
+  process(sc, SrvEvent::kReplied);
+}
+
 Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::span<const std::span<const uint8_t>> bulk,
                          int accept) {
   if (sc->state == SrvState::kOrphaned) {
@@ -166,14 +202,6 @@ Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::spa
     eng->st.rdma_errors_sent.add();
     cs.errors.add();
   }
-  // The call's receive buffer goes back now: the reply holds copies of what
-  // it needed.
-  if (MsgBuf* rep = sc->rep) {
-    sc->rep = nullptr;
-    give_back(rep);
-  }
-  rq->grants().on_replied(&grant);
-  // Counted once, here: a reply that waits for room is posted later as is.
   uint64_t bulk_bytes = 0;
   int writes = 0;
   for (int c = 0; c < sc->nbulk; ++c) bulk_bytes += sc->bulk_len[c];
@@ -182,28 +210,7 @@ Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::spa
   if (sc->long_len > 0)
     for (int i = 0; i < written.reply.nsegs; ++i) writes += written.reply.segs[i].length > 0;
   eng->st.rdma_writes.add(static_cast<uint64_t>(writes));
-  eng->st.replies.add();
-  cs.replies.add();
-  cs.sends.add();
-  cs.bytes_sent.add(sc->msg_len);
-  if (bulk_bytes > 0) {
-    cs.write_chunks.add();
-    cs.write_chunk_bytes.add(bulk_bytes);
-    eng->st.write_chunks.add();
-  }
-  if (sc->long_len > 0) {
-    eng->st.reply_chunks.add();
-    cs.nomsg.add();
-    cs.reply_chunks.add();
-    cs.reply_chunk_bytes.add(sc->long_len);
-  }
-  if (sc->inv_rkey != 0) {
-    eng->st.remote_invalidations.add();
-    cs.remote_invalidations.add();
-  }
-  if (sc->pc != nullptr) sc->pc->bytes_sent.add(sc->msg_len + bulk_bytes + sc->long_len);
-  record_rtt(sc->pc, sc->t_recv, accept != 0 || err_chunk);
-  process(sc, SrvEvent::kReplied);
+  replied(sc, bulk_bytes, accept != 0 || err_chunk);
   return Status::ok();
 }
 
@@ -238,25 +245,7 @@ inline bool ServerConn::reply_inline(SrvCall* sc, std::span<const uint8_t> resul
   sc->nbulk = 0;
   sc->long_len = 0;
   sc->msg_len = static_cast<uint32_t>(hdr + body);
-  // The call's receive buffer goes back now: the reply holds copies of what
-  // it needed.
-  if (MsgBuf* rep = sc->rep) {
-    sc->rep = nullptr;
-    give_back(rep);
-  }
-  rq->grants().on_replied(&grant);
-  // Counted as reply() counts an inline reply with no bulk data.
-  eng->st.replies.add();
-  cs.replies.add();
-  cs.sends.add();
-  cs.bytes_sent.add(sc->msg_len);
-  if (sc->inv_rkey != 0) {
-    eng->st.remote_invalidations.add();
-    cs.remote_invalidations.add();
-  }
-  if (sc->pc != nullptr) sc->pc->bytes_sent.add(sc->msg_len);
-  record_rtt(sc->pc, sc->t_recv, accept != 0);
-  process(sc, SrvEvent::kReplied);
+  replied(sc, 0, accept != 0);
   return true;
 }
 
