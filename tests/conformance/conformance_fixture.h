@@ -269,6 +269,19 @@ class ConformanceTest : public testing::TestWithParam<DeviceParam> {
   AssertionResult connect_pair(const ConnectOptions& opt = {}) {
     return establish(poller, server, client, opt);
   }
+  // A fresh client QP connected to the server, which already listens: what
+  // a client does after a refused or dropped request. The QP is kept in
+  // client.extra_qps (destroyed in TearDown).
+  AssertionResult connect_fresh_client_qp() {
+    std::unique_ptr<Qp> again;
+    if (AssertionResult r = client.create_qp(client.default_qp_init(), &again); !r) return r;
+    ConnectOptions opt;
+    opt.listen = false;
+    opt.client_qp = again.get();
+    AssertionResult r = connect_pair(opt);
+    client.extra_qps.push_back(std::move(again));
+    return r;
+  }
   const DeviceCaps& caps() const { return server.caps(); }
 
   std::string spec;         // this test's spec, path included

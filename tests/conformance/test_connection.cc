@@ -69,13 +69,7 @@ TEST_P(ConnectionTest, ListenerAcceptsAfterARejection) {
   ASSERT_TRUE(poller.wait_cm(client, CmEventType::kRejected));
 
   // A rejected QP is finished; a fresh one connects to the same listener.
-  std::unique_ptr<Qp> again;
-  ASSERT_TRUE(client.create_qp(client.default_qp_init(), &again));
-  ConnectOptions opt;
-  opt.listen = false;
-  opt.client_qp = again.get();
-  ASSERT_TRUE(connect_pair(opt));
-  client.extra_qps.push_back(std::move(again));
+  ASSERT_TRUE(connect_fresh_client_qp());
 }
 
 TEST_P(ConnectionTest, ConnectToAnAddressNobodyListensOnIsUnreachable) {

@@ -86,13 +86,7 @@ TEST_P(HandoverTest, ADetachedRequestDestroyedUnadoptedRefusesTheClient) {
   }, "the client refused"));
   client.cm_events.clear();
   // The listener still accepts the next one.
-  std::unique_ptr<Qp> again;
-  ASSERT_TRUE(client.create_qp(client.default_qp_init(), &again));
-  ConnectOptions opt;
-  opt.listen = false;
-  opt.client_qp = again.get();
-  ASSERT_TRUE(connect_pair(opt));
-  client.extra_qps.push_back(std::move(again));
+  ASSERT_TRUE(connect_fresh_client_qp());
 }
 
 TEST_P(HandoverTest, ARequestOfAnotherDriverIsNotAdopted) {
