@@ -190,10 +190,10 @@ int parse(int argc, char** argv, Args* a) {
     } else if (f == "--all-squash") {
       a->exp.squash.all_squash = true;
     } else if (f == "--anon-uid") {
-      if (!count(UINT32_MAX)) return 1;
+      if (!count(UINT32_MAX - 1)) return 1;  // -1 is no identity (nfsd/creds.h)
       a->exp.squash.anon_uid = static_cast<uint32_t>(n);
     } else if (f == "--anon-gid") {
-      if (!count(UINT32_MAX)) return 1;
+      if (!count(UINT32_MAX - 1)) return 1;
       a->exp.squash.anon_gid = static_cast<uint32_t>(n);
     } else if (f == "--state-dir") {
       if ((v = need(i)) == nullptr) return 1;

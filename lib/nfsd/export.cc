@@ -80,6 +80,9 @@ Export::~Export() {
 Result<std::unique_ptr<Export>> Export::open(const ExportOptions& in) {
   ExportOptions opt = in;
   if (opt.dir.empty()) return make_error(Errc::kInvalidArgument, "tern-nfsd: no directory to export");
+  // Squashing to -1 would hand callers an id no thread can act as.
+  if (opt.squash.anon_uid == kNoId || opt.squash.anon_gid == kNoId)
+    return make_error(Errc::kInvalidArgument, "tern-nfsd: the anonymous uid and gid cannot be 4294967295 (-1)");
   char real[PATH_MAX];
   if (realpath(opt.dir.c_str(), real) == nullptr)
     return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot export %s", opt.dir.c_str());

@@ -512,6 +512,163 @@ TEST_F(Nfsd, RootIsSquashedByDefault) {
   EXPECT_EQ(create(ro.obj, "x").status, Nfs3Stat::kAccess);
 }
 
+// The identities the kernel treats specially (-1 is "no id" to setfsuid,
+// setfsgid and setgroups) must not leave the thread that acts as callers
+// half-switched. A call under each of them, to every procedure, between two
+// calls of an ordinary user; the user's next call must still be that user
+// and no one else: not root (it cannot create in root's 0755 directory or
+// take root's file), not the failing call's ids (what it creates is its
+// own). Before the fix a uid of -1 left the caller thread at fsuid 0 while
+// it believed it acted as the previous caller: that caller's next call ran
+// as root.
+TEST_F(Nfsd, NoIdentityLeavesTheNextCallerWithAnotherIdentity) {
+  ASSERT_EQ(mkdir(path("rootdir").c_str(), 0755), 0);
+  int fd = ::open(path("secret").c_str(), O_CREAT | O_WRONLY, 0600);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  ASSERT_EQ(mkdir(path("sandbox").c_str(), 0777), 0);
+  ASSERT_EQ(chmod(path("sandbox").c_str(), 0777), 0);
+  start({}, /*no_root_squash=*/false);
+  rpc::AuthSys alice;
+  alice.machine = "c";
+  alice.uid = 2000, alice.gid = 2000;
+  const CallOpts as_alice{.auth = &alice};
+  LookupRes rootdir = lookup(root_, "rootdir", as_alice);
+  LookupRes secret = lookup(root_, "secret", as_alice);
+  LookupRes sandbox = lookup(root_, "sandbox", as_alice);
+  ASSERT_EQ(rootdir.status, Nfs3Stat::kOk);
+  ASSERT_EQ(secret.status, Nfs3Stat::kOk);
+  ASSERT_EQ(sandbox.status, Nfs3Stat::kOk);
+  const Fh3 sb = sandbox.obj;
+  CreateRes af = create(sb, "alices", 0666, CreateMode::kGuarded, as_alice);
+  ASSERT_EQ(af.status, Nfs3Stat::kOk);
+  const Fh3 fa = *af.obj;
+  ASSERT_EQ(symlink("alices", path("sandbox/link").c_str()), 0);
+  LookupRes ln = lookup(sb, "link", as_alice);
+  ASSERT_EQ(ln.status, Nfs3Stat::kOk);
+
+  struct Bad {
+    const char* what;
+    uint32_t uid, gid;
+    std::vector<uint32_t> groups;
+  };
+  const Bad bads[] = {
+      {"uid -1", kNoId, 3000, {3001}},
+      {"gid -1", 3000, kNoId, {3001}},
+      {"a group of -1", 3000, 3000, {3001, kNoId}},
+      {"uid, gid and a group -1", kNoId, kNoId, {kNoId, 0}},
+  };
+  const Bytes three{1, 2, 3};
+  uint32_t n = 0;
+  for (const Bad& b : bads) {
+    rpc::AuthSys bad;
+    bad.machine = "c";
+    bad.uid = b.uid, bad.gid = b.gid;
+    bad.ngids = static_cast<uint32_t>(b.groups.size());
+    for (size_t i = 0; i < b.groups.size(); ++i) bad.gids[i] = b.groups[i];
+    const CallOpts as_bad{.auth = &bad};
+    for (uint32_t p = 0; p < kNfs3ProcCount; ++p, ++n) {
+      const auto proc = static_cast<Nfs3Proc>(p);
+      SCOPED_TRACE(std::string(b.what) + ", " + nfs3_proc_name(proc));
+      const std::string i = std::to_string(n);
+      // Alice first: the caller thread acts as her.
+      SetattrArgs mine;
+      mine.obj = fa;
+      mine.attr.set_mode = true, mine.attr.mode = 0666;
+      ASSERT_EQ(op<WccRes>(Nfs3Proc::kSetattr, mine, as_alice).status, Nfs3Stat::kOk);
+      // Then the call under no identity: whatever it answers.
+      Bytes args;
+      switch (proc) {
+        case Nfs3Proc::kNull: break;
+        case Nfs3Proc::kGetattr: args = enc(GetattrArgs{fa}); break;
+        case Nfs3Proc::kSetattr: {
+          SetattrArgs a;
+          a.obj = fa;
+          a.attr.set_uid = true, a.attr.uid = b.uid;
+          a.attr.set_gid = true, a.attr.gid = b.gid;
+          args = enc(a);
+          break;
+        }
+        case Nfs3Proc::kLookup: args = enc(LookupArgs{{sb, "alices"}}); break;
+        case Nfs3Proc::kAccess: args = enc(AccessArgs{fa, kAccessAll}); break;
+        case Nfs3Proc::kReadlink: args = enc(ReadlinkArgs{ln.obj}); break;
+        case Nfs3Proc::kRead: args = enc(ReadArgs{fa, 0, 16}); break;
+        case Nfs3Proc::kWrite: {
+          WriteArgs a;
+          a.file = fa, a.count = 3, a.stable = StableHow::kFileSync, a.data = three;
+          args = enc(a);
+          break;
+        }
+        case Nfs3Proc::kCreate: {
+          CreateArgs a;
+          a.where = {sb, "c"};
+          a.attr.set_mode = true, a.attr.mode = 0644;
+          args = enc(a);
+          break;
+        }
+        case Nfs3Proc::kMkdir: args = enc(MkdirArgs{{sb, "m"}, {}}); break;
+        case Nfs3Proc::kSymlink: {
+          SymlinkArgs a;
+          a.where = {sb, "s"};
+          a.target = "alices";
+          args = enc(a);
+          break;
+        }
+        case Nfs3Proc::kMknod: {
+          MknodArgs a;
+          a.where = {sb, "n"};
+          a.type = FileType::kFifo;
+          args = enc(a);
+          break;
+        }
+        case Nfs3Proc::kRemove: args = enc(RemoveArgs{{sb, "c"}}); break;
+        case Nfs3Proc::kRmdir: args = enc(RemoveArgs{{sb, "m"}}); break;
+        case Nfs3Proc::kRename: args = enc(RenameArgs{{sb, "s"}, {sb, "s2"}}); break;
+        case Nfs3Proc::kLink: args = enc(LinkArgs{fa, {sb, "h"}}); break;
+        case Nfs3Proc::kReaddir: args = enc(ReaddirArgs{sb, 0, {}, 4096}); break;
+        case Nfs3Proc::kReaddirplus: args = enc(ReaddirplusArgs{sb, 0, {}, 4096, 8192}); break;
+        case Nfs3Proc::kFsstat:
+        case Nfs3Proc::kFsinfo:
+        case Nfs3Proc::kPathconf: args = enc(FsArgs{root_}); break;
+        case Nfs3Proc::kCommit: args = enc(CommitArgs{fa, 0, 0}); break;
+      }
+      Reply r = call(proc, args, as_bad);
+      ASSERT_TRUE(r.done);
+      // Alice again: still alice, neither root nor the failed caller.
+      EXPECT_EQ(create(rootdir.obj, "p" + i, 0644, CreateMode::kGuarded, as_alice).status, Nfs3Stat::kAccess)
+          << "alice created in root's 0755 directory: she acted as root";
+      SetattrArgs take;
+      take.obj = secret.obj;
+      take.attr.set_uid = true, take.attr.uid = 2000;
+      EXPECT_NE(op<WccRes>(Nfs3Proc::kSetattr, take, as_alice).status, Nfs3Stat::kOk)
+          << "alice took root's file";
+      CreateRes q = create(sb, "q" + i, 0644, CreateMode::kGuarded, as_alice);
+      ASSERT_EQ(q.status, Nfs3Stat::kOk);
+      struct stat st;
+      ASSERT_EQ(stat(path("sandbox/q" + i).c_str(), &st), 0);
+      EXPECT_EQ(st.st_uid, 2000u) << "alice's file is not hers";
+      EXPECT_EQ(st.st_gid, 2000u);
+      // What the call under no identity made, it made with -1 squashed to
+      // nobody (65534) and its valid ids as they were.
+      for (const char* made : {"c", "m", "s", "n", "s2", "h"}) {
+        if (lstat(path(std::string("sandbox/") + made).c_str(), &st) != 0) continue;
+        if (std::string_view(made) == "h") {
+          EXPECT_EQ(st.st_uid, 2000u);  // a link to alice's file
+        } else {
+          EXPECT_EQ(st.st_uid, b.uid == kNoId ? 65534u : b.uid) << made;
+          EXPECT_EQ(st.st_gid, b.gid == kNoId ? 65534u : b.gid) << made;
+        }
+      }
+      for (const char* made : {"c", "s", "n", "s2", "h"}) (void)unlink(path(std::string("sandbox/") + made).c_str());
+      (void)rmdir(path("sandbox/m").c_str());
+    }
+  }
+  struct stat st;
+  ASSERT_EQ(stat(path("secret").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(access(path("rootdir/p0").c_str(), F_OK), -1);
+}
+
 TEST_F(Nfsd, AReadOnlyExportChangesNothing) {
   ASSERT_EQ(mkdir(path("d").c_str(), 0755), 0);
   int fd = ::open(path("f").c_str(), O_CREAT | O_WRONLY, 0666);

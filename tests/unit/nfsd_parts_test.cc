@@ -5,12 +5,15 @@
 // export's key kept across opens, and the MOUNT service's answers.
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nfs/mount3.h"
@@ -238,6 +241,75 @@ TEST(Creds, SquashingAsTheExportSays) {
   EXPECT_EQ(c.uid, 5u) << "AUTH_NONE is anonymous";
   c = cred_from_call(Bytes{1, 2, 3}, p);
   EXPECT_EQ(c.uid, 5u) << "an undecodable header is anonymous";
+}
+
+// -1 is no identity to the kernel: a uid or gid of -1 is anonymous, a
+// group of -1 is dropped, whatever the squash policy.
+TEST(Creds, IdsTheKernelCannotActAsAreAnonymous) {
+  for (bool squash : {true, false}) {
+    SquashPolicy p;
+    p.root_squash = squash;
+    p.anon_uid = 77, p.anon_gid = 78;
+    Cred c = cred_from_call(call_header(oncrpc::AuthFlavor::kSys, kNoId, kNoId, {kNoId, 5, kNoId, 0}), p);
+    EXPECT_EQ(c.uid, 77u);
+    EXPECT_EQ(c.gid, 78u);
+    ASSERT_EQ(c.ngroups, 2u);
+    EXPECT_EQ(c.groups[0], 5u);
+    EXPECT_EQ(c.groups[1], squash ? 78u : 0u);
+    EXPECT_TRUE(acts_as_valid_ids(c));
+    c = cred_from_call(call_header(oncrpc::AuthFlavor::kSys, 1000, kNoId, {}), p);
+    EXPECT_EQ(c.uid, 1000u);
+    EXPECT_EQ(c.gid, 78u);
+  }
+}
+
+// The thread's identity as the kernel has it.
+struct KernelIds {
+  uint32_t fsuid, fsgid;
+  std::vector<gid_t> groups;
+};
+KernelIds kernel_ids() {
+  KernelIds k;
+  k.fsuid = static_cast<uint32_t>(setfsuid(static_cast<uid_t>(-1)));
+  k.fsgid = static_cast<uint32_t>(setfsgid(static_cast<gid_t>(-1)));
+  gid_t g[64];
+  long n = syscall(SYS_getgroups, 64L, g);
+  if (n > 0) k.groups.assign(g, g + n);
+  return k;
+}
+
+// A refused identity changes nothing: the thread is what it was, and the
+// next switch (to the same caller as before, which skips the system calls)
+// finds the kernel agreeing with what the object believes.
+TEST(Creds, ARefusedIdentityLeavesTheThreadAsItWas) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (setfsuid)";
+  std::thread t([] {
+    ThreadCreds tc;
+    Cred alice;
+    alice.uid = 2000, alice.gid = 2001;
+    alice.ngroups = 1, alice.groups[0] = 2002;
+    ASSERT_TRUE(tc.become(alice).is_ok());
+    Cred bads[4];
+    bads[0].uid = kNoId, bads[0].gid = 3000;
+    bads[1].uid = 3000, bads[1].gid = kNoId;
+    bads[2].uid = 3000, bads[2].gid = 3000, bads[2].ngroups = 2, bads[2].groups[0] = 3001, bads[2].groups[1] = kNoId;
+    bads[3].uid = 3000, bads[3].gid = 3000, bads[3].ngroups = 17;
+    for (const Cred& b : bads) {
+      EXPECT_FALSE(tc.become(b).is_ok()) << b.uid << "/" << b.gid;
+      ASSERT_TRUE(tc.become(alice).is_ok());
+      KernelIds k = kernel_ids();
+      EXPECT_EQ(k.fsuid, 2000u) << "the thread is not the caller it believes it is";
+      EXPECT_EQ(k.fsgid, 2001u);
+      EXPECT_EQ(k.groups, std::vector<gid_t>{2002});
+    }
+    EXPECT_FALSE(tc.poisoned());
+    ASSERT_TRUE(tc.become_root().is_ok());
+    KernelIds k = kernel_ids();
+    EXPECT_EQ(k.fsuid, 0u);
+    EXPECT_EQ(k.fsgid, 0u);
+    EXPECT_TRUE(k.groups.empty());
+  });
+  t.join();
 }
 
 TEST(Creds, AThreadActsAsTheCallerAndBack) {
