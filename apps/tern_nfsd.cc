@@ -250,6 +250,10 @@ int parse(int argc, char** argv, Args* a) {
     std::fprintf(stderr, "tern-nfsd: --listen and --addr/--dev are alternatives\n");
     return 1;
   }
+  // tern-nfsd sets its umask to 0 (clients send the modes they want), so a
+  // shm socket would be born 0777: anyone on the host could connect. Unless
+  // the spec says otherwise, only tern-nfsd's own user may.
+  if (a->listen.starts_with("shm:") && a->listen.find("mode=") == std::string::npos) a->listen += ",mode=0600";
   if (a->mount_addr.empty()) {
     // MOUNT where the RDMA listener is, when that is an IP address.
     const std::string& l = a->listen;
@@ -305,7 +309,9 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
           " drc_drops=" + std::to_string(drops);
   if (drc != nullptr)
     line += " drc_loaded=" + std::to_string(drc->loaded()) + " drc_file_hits=" + std::to_string(drc->hits_from_file());
-  if (md != nullptr) line += " mounts=" + std::to_string(md->mounts());
+  if (md != nullptr)
+    line += " mounts=" + std::to_string(md->mounts()) + " mount_timeouts=" + std::to_string(md->timed_out()) +
+            " mount_replaced=" + std::to_string(md->replaced());
   // The transport's side (summed over engines): chunks as the clients sent
   // them, and the Sends With Invalidate that invalidated a client's rkey.
   uint64_t rch = 0, wch = 0, rpl = 0, swi = 0, rdma_err = 0, bad = 0;

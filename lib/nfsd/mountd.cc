@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <vector>
@@ -24,8 +25,6 @@ namespace m3 = tern::nfs::mount3;
 namespace {
 
 constexpr size_t kMaxRecord = 64u << 10;
-constexpr size_t kMaxClients = 64;
-constexpr int kIdleMs = 30000;
 
 std::string normalized(std::string_view p) {
   std::string s(p);
@@ -120,7 +119,9 @@ bool mountd_answer(const Export& exp, std::span<const uint8_t> call, std::vector
 }
 
 Result<std::unique_ptr<Mountd>> Mountd::start(const Export& exp, const MountdOptions& opt) {
-  std::unique_ptr<Mountd> m(new Mountd(exp));
+  if (opt.max_clients == 0 || opt.max_per_address == 0 || opt.record_ms == 0 || opt.idle_ms == 0)
+    return make_error(Errc::kInvalidArgument, "tern-nfsd: MOUNT's limits must be above 0");
+  std::unique_ptr<Mountd> m(new Mountd(exp, opt));
   sockaddr_storage ss{};
   socklen_t sl;
   int family;
@@ -142,7 +143,7 @@ Result<std::unique_ptr<Mountd>> Mountd::start(const Export& exp, const MountdOpt
   if (m->listen_fd_ < 0) return make_sys_error(Errc::kNoResources, errno, "tern-nfsd: socket for MOUNT");
   int one = 1;
   setsockopt(m->listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (bind(m->listen_fd_, reinterpret_cast<sockaddr*>(&ss), sl) != 0 || listen(m->listen_fd_, 16) != 0)
+  if (bind(m->listen_fd_, reinterpret_cast<sockaddr*>(&ss), sl) != 0 || listen(m->listen_fd_, static_cast<int>(opt.max_clients)) != 0)
     return make_sys_error(errno == EADDRINUSE ? Errc::kBadState : Errc::kInvalidArgument, errno,
                           "tern-nfsd: cannot listen for MOUNT on %s port %u", opt.addr.c_str(), opt.port);
   if (getsockname(m->listen_fd_, reinterpret_cast<sockaddr*>(&ss), &sl) == 0)
@@ -164,35 +165,81 @@ Mountd::~Mountd() {
   if (listen_fd_ >= 0) close(listen_fd_);
 }
 
+namespace {
+
+// The client's address without its port: what the per-address share counts.
+std::string peer_address(int fd) {
+  sockaddr_storage ss{};
+  socklen_t sl = sizeof ss;
+  char b[INET6_ADDRSTRLEN] = "?";
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &sl) != 0) return b;
+  if (ss.ss_family == AF_INET)
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr, b, sizeof b);
+  else if (ss.ss_family == AF_INET6)
+    inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr, b, sizeof b);
+  return b;
+}
+
+}  // namespace
+
 void Mountd::run() {
+  using Clock = std::chrono::steady_clock;
   struct Client {
     int fd;
+    std::string addr;
     std::vector<uint8_t> in;   // bytes received, not yet a whole record
     std::vector<uint8_t> msg;  // fragments of the record being assembled
-    std::chrono::steady_clock::time_point last;
+    Clock::time_point last;    // the last byte received (or the accept)
+    Clock::time_point record;  // the first byte of the record under way; max(): none
   };
+  const auto record_limit = std::chrono::milliseconds(opt_.record_ms);
+  const auto idle_limit = std::chrono::milliseconds(opt_.idle_ms);
+  // Deadlines are looked at every tick: a quarter of the shortest, at most 1 s.
+  const int tick_ms = static_cast<int>(std::clamp<uint32_t>(std::min(opt_.record_ms, opt_.idle_ms) / 4, 10, 1000));
   std::vector<Client> clients;
   std::vector<uint8_t> reply;
+  auto drop_at = [&](size_t i) {
+    close(clients[i].fd);
+    clients[i] = std::move(clients.back());
+    clients.pop_back();
+  };
+  // Which connection makes room for a newcomer from `addr`: its own oldest
+  // when the address is at its share; else, with every slot taken, the
+  // least recently active one of the address holding the most.
+  auto victim = [&](const std::string& addr) -> int64_t {
+    size_t mine = 0;
+    int64_t my_oldest = -1;
+    for (size_t i = 0; i < clients.size(); ++i)
+      if (clients[i].addr == addr) {
+        ++mine;
+        if (my_oldest < 0 || clients[i].last < clients[static_cast<size_t>(my_oldest)].last)
+          my_oldest = static_cast<int64_t>(i);
+      }
+    if (mine >= opt_.max_per_address) return my_oldest;
+    if (clients.size() < opt_.max_clients) return -1;
+    size_t most = 0;
+    int64_t v = -1;
+    for (size_t i = 0; i < clients.size(); ++i) {
+      size_t n = 0;
+      for (const Client& o : clients) n += o.addr == clients[i].addr;
+      if (n > most || (n == most && clients[i].last < clients[static_cast<size_t>(v)].last)) {
+        most = n;
+        v = static_cast<int64_t>(i);
+      }
+    }
+    return v;
+  };
   for (;;) {
     std::vector<pollfd> pfds;
     pfds.push_back({stop_fd_, POLLIN, 0});
     pfds.push_back({listen_fd_, POLLIN, 0});
     for (const Client& c : clients) pfds.push_back({c.fd, POLLIN, 0});
-    int n = poll(pfds.data(), pfds.size(), 1000);
+    int n = poll(pfds.data(), pfds.size(), tick_ms);
     if (n < 0 && errno != EINTR) break;
     if (pfds[0].revents != 0) break;
-    if (pfds[1].revents & POLLIN) {
-      for (;;) {
-        int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) break;
-        if (clients.size() >= kMaxClients) {
-          close(fd);
-          continue;
-        }
-        clients.push_back({fd, {}, {}, std::chrono::steady_clock::now()});
-      }
-    }
-    const auto now = std::chrono::steady_clock::now();
+    auto now = Clock::now();
+    // Read what came first, against the connections polled (the table
+    // changes below as newcomers are let in).
     for (size_t i = 0; i < clients.size(); ++i) {
       Client& c = clients[i];
       bool drop = false;
@@ -203,6 +250,7 @@ void Mountd::run() {
         if (got <= 0 && !(got < 0 && (errno == EAGAIN || errno == EINTR))) drop = true;
         if (got > 0) {
           c.last = now;
+          if (c.in.empty() && c.msg.empty()) c.record = now;
           c.in.insert(c.in.end(), buf, buf + got);
         }
         // Whole fragments: a 4-byte mark (last-fragment bit, length), then the bytes.
@@ -232,14 +280,33 @@ void Mountd::run() {
               drop = true;
           }
           c.msg.clear();
+          // The next record's clock starts with its own first byte.
+          c.record = c.in.empty() ? Clock::time_point::max() : now;
         }
       }
-      if (!drop && now - c.last > std::chrono::milliseconds(kIdleMs)) drop = true;
+      // A record is due whole by its deadline however it trickles; a
+      // connection with nothing under way may stay idle a while longer.
+      const bool partial = !c.in.empty() || !c.msg.empty();
+      if (!drop && ((partial && now - c.record > record_limit) || (!partial && now - c.last > idle_limit))) {
+        timed_out_.fetch_add(1, std::memory_order_relaxed);
+        drop = true;
+      }
       if (drop) {
-        close(c.fd);
-        clients[i] = std::move(clients.back());
-        clients.pop_back();
+        drop_at(i);
         --i;
+      }
+    }
+    if (pfds[1].revents & POLLIN) {
+      for (;;) {
+        int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) break;
+        std::string addr = peer_address(fd);
+        if (int64_t v = victim(addr); v >= 0) {
+          replaced_.fetch_add(1, std::memory_order_relaxed);
+          drop_at(static_cast<size_t>(v));
+        }
+        now = Clock::now();
+        clients.push_back({fd, std::move(addr), {}, {}, now, Clock::time_point::max()});
       }
     }
   }

@@ -5,9 +5,16 @@
 // path, a few calls per mount.
 //
 // Garbage gets what RFC 5531 says (GARBAGE_ARGS, PROC_UNAVAIL,
-// PROG_UNAVAIL, PROG_MISMATCH, AUTH_ERROR); a record over 64 KiB, or a
-// connection that says nothing for 30 s, is closed. At most 64 clients at
-// once.
+// PROG_UNAVAIL, PROG_MISMATCH, AUTH_ERROR); a record over 64 KiB is closed.
+//
+// No client can keep others from mounting (a slowloris holding every slot
+// with a byte now and then): a record must arrive whole within
+// record_ms of its first byte, however it trickles; a connection with no
+// record under way goes after idle_ms; one client address holds at most
+// max_per_address connections (its next one replaces its own oldest); and
+// when all max_clients slots are taken, a newcomer replaces the least
+// recently active connection of the address that holds the most. So an
+// address over its share only ever waits for itself.
 #pragma once
 
 #include <atomic>
@@ -26,6 +33,10 @@ namespace tern::nfsd {
 struct MountdOptions {
   std::string addr = "0.0.0.0";  // IPv4 or IPv6 address to listen on
   uint16_t port = 20048;         // 0: any free port (port() says which)
+  uint32_t record_ms = 5000;     // a record's deadline from its first byte
+  uint32_t idle_ms = 30000;      // a connection with nothing under way
+  uint32_t max_clients = 64;
+  uint32_t max_per_address = 8;
 };
 
 class Mountd {
@@ -39,17 +50,23 @@ class Mountd {
   // MNT calls answered with the root handle, and calls answered in all.
   uint64_t mounts() const { return mounts_.load(std::memory_order_relaxed); }
   uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
+  // Connections closed for a record past its deadline (or idle), and
+  // connections replaced to make room for another (over its address's
+  // share, or the table full).
+  uint64_t timed_out() const { return timed_out_.load(std::memory_order_relaxed); }
+  uint64_t replaced() const { return replaced_.load(std::memory_order_relaxed); }
 
  private:
-  explicit Mountd(const Export& exp) : exp_(exp) {}
+  Mountd(const Export& exp, const MountdOptions& opt) : exp_(exp), opt_(opt) {}
   void run();
 
   const Export& exp_;
+  const MountdOptions opt_;
   int listen_fd_ = -1;
   int stop_fd_ = -1;  // an eventfd: the destructor wakes the thread through it
   uint16_t port_ = 0;
   std::thread thread_;
-  std::atomic<uint64_t> mounts_{0}, calls_{0};
+  std::atomic<uint64_t> mounts_{0}, calls_{0}, timed_out_{0}, replaced_{0};
 };
 
 // One ONC RPC call to the MOUNT program, as bytes in and bytes out (the

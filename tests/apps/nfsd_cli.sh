@@ -63,8 +63,10 @@ log=$dir/log
 pid=$!
 for _ in $(seq 100); do grep -q "^tern-nfsd: serving" "$log" && break; sleep 0.1; done
 line=$(grep "^tern-nfsd: serving" "$log") || fail "no serving line: $(cat "$log")"
-[[ $line == *"serving $dir/export as /srv on shm:path=$dir/s, 2 engines; MOUNT tcp 127.0.0.1:"* ]] ||
+[[ $line == *"serving $dir/export as /srv on shm:path=$dir/s,mode=0600, 2 engines; MOUNT tcp 127.0.0.1:"* ]] ||
   fail "serving line: $line"
+# tern-nfsd's umask is 0: without mode=0600 its shm socket was born 0777.
+[[ $(stat -c %a "$dir/s") == 600 ]] || fail "the shm socket is $(stat -c %a "$dir/s"), not 600"
 port=$(sed -n 's/.*MOUNT tcp 127.0.0.1:\([0-9]*\);.*/\1/p' <<<"$line")
 
 # MOUNT v3 NULL over TCP: one record (last-fragment bit, 40 bytes) holding

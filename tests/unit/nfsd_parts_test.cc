@@ -356,7 +356,9 @@ TEST(FdCache, LeastRecentlyUsedGoesAndRemovedFilesAreSwept) {
     ASSERT_GE(fd, 0);
     nfs::Fh3 fh;
     fh.assign(Bytes{static_cast<uint8_t>(i)});
-    if (i == 16) ASSERT_NE(c.find(fhs[0]), nullptr);  // 0 is now the most recent; 1 is the oldest
+    if (i == 16) {
+      ASSERT_NE(c.find(fhs[0]), nullptr);  // 0 is now the most recent; 1 is the oldest
+    }
     c.insert(fh, fd);
     fhs.push_back(fh);
   }
