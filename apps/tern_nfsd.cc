@@ -33,6 +33,7 @@
 #include "nfsd/mountd.h"
 #include "nfsd/nfs3_server.h"
 #include "nfsd/reply_cache.h"
+#include "nfsd/state_dir.h"
 
 using namespace tern;
 
@@ -332,14 +333,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tern-nfsd: %s\n", s.to_string().c_str());
     return 2;
   }
-  auto exp = nfsd::Export::open(a.exp);
+  // The state directory first: its lock says whether another instance owns it.
+  auto state = nfsd::StateDir::open(a.exp.state_dir);
+  if (!state) {
+    std::fprintf(stderr, "tern-nfsd: %s\n", state.status().to_string().c_str());
+    return 1;
+  }
+  auto exp = nfsd::Export::open(a.exp, *state);
   if (!exp) {
     std::fprintf(stderr, "tern-nfsd: %s\n", exp.status().to_string().c_str());
     return 1;
   }
   std::unique_ptr<nfsd::ReplyCache> drc;
   if (a.drc_slots > 0) {
-    auto r = nfsd::ReplyCache::open((*exp)->state_dir() + "/reply-cache", a.drc_slots);
+    auto r = nfsd::ReplyCache::open((*state)->reply_cache_path(), a.drc_slots);
     if (!r) {
       std::fprintf(stderr, "tern-nfsd: %s\n", r.status().to_string().c_str());
       return 1;

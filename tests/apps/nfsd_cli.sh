@@ -78,9 +78,10 @@ reply=$(timeout 5 head -c 28 <&3 | od -An -tx1 | tr -d ' \n')
 exec 3<&-
 [[ $reply == 80000018010203040000000100000000000000000000000000000000 ]] || fail "MOUNT NULL answered '$reply'"
 
-# A second server on the same address is refused.
+# A second server on the same address is refused (with a state directory
+# of its own: the first one's is locked).
 set +e
-msg=$("$nfsd" --export "$dir/export" --listen "shm:path=$dir/s" --state-dir "$dir/state" --mount-port off 2>&1)
+msg=$("$nfsd" --export "$dir/export" --listen "shm:path=$dir/s" --state-dir "$dir/state2" --mount-port off 2>&1)
 rc=$?
 set -e
 [[ $rc == 1 && $msg == *"cannot listen on shm:path=$dir/s"* ]] || fail "second server: $rc $msg"

@@ -439,12 +439,13 @@ TEST_F(Nfsd, NothingOutsideTheExportIsReachable) {
   EXPECT_EQ(lookup(deeper.obj, "..").status, Nfs3Stat::kAccess) << "its parent is outside now";
   EXPECT_EQ(lookup(sub.obj, "..").status, Nfs3Stat::kAccess);
 
-  // Made-up handles: every change of a real one, and random bytes.
+  // Made-up handles: every change of a real one (in the export id it names
+  // no export here: stale), and random bytes.
   Fh3 forged = root_;
   for (uint32_t i = 0; i < forged.len; ++i) {
     Fh3 f = root_;
     f.data[i] ^= 0x40;
-    EXPECT_EQ(getattr(f).status, Nfs3Stat::kBadhandle) << "byte " << i;
+    EXPECT_EQ(getattr(f).status, i >= 4 && i < 8 ? Nfs3Stat::kStale : Nfs3Stat::kBadhandle) << "byte " << i;
   }
   std::mt19937 rng(7);
   for (int i = 0; i < 50; ++i) {
@@ -541,6 +542,62 @@ TEST_F(Nfsd, AReadOnlyExportChangesNothing) {
   EXPECT_EQ(file_bytes("f"), (Bytes{'a', 'b', 'c'}));
 }
 
+// Two exports of one instance (one state directory, so one stored key), two
+// directories of one file system, each served by a server of its own: a
+// handle one export gave is refused by the other (NFS3ERR_STALE: it names
+// another export), so a read-only export's file cannot be written through
+// the read-write export's server, though open_by_handle_at() would open it.
+// Before exports had their own key and id (the id was the device number)
+// the WRITE went through.
+TEST_F(Nfsd, AHandleOfOneExportIsRefusedByAnother) {
+  ASSERT_EQ(mkdir(path("ro").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(path("rw").c_str(), 0777), 0);
+  int fd = ::open(path("ro/f").c_str(), O_CREAT | O_WRONLY, 0666);
+  ASSERT_EQ(::write(fd, "abc", 3), 3);
+  close(fd);
+  ExportOptions ro;
+  ro.dir = path("ro");
+  ro.read_only = true;
+  start(ro);
+  rpc::Connection* to_ro = conn_;
+  ExportOptions rwo;
+  rwo.dir = path("rw");
+  rwo.squash.root_squash = false;
+  auto rw = Export::open(rwo, state_dir_);
+  ASSERT_TRUE(rw.is_ok()) << rw.status().to_string();
+  EXPECT_NE((*rw)->id(), exp_->id());
+  const std::string spec2 = next_spec();
+  ServerConfig cfg;
+  cfg.write_verf = new_write_verifier();
+  auto rw_server = std::make_unique<ServerThread>(**rw, drc_.get(), cfg, spec2);
+  rpc::Connection* to_rw = connect(spec2);
+  ASSERT_NE(to_rw, nullptr);
+
+  LookupRes f = lookup(root_, "f");
+  ASSERT_EQ(f.status, Nfs3Stat::kOk);
+  EXPECT_EQ(write(f.obj, 0, Bytes{'X'}, StableHow::kFileSync, false).status, Nfs3Stat::kRofs);
+  conn_ = to_rw;
+  EXPECT_EQ(write(f.obj, 0, Bytes{'X'}, StableHow::kFileSync, false).status, Nfs3Stat::kStale);
+  auto* chunk = static_cast<uint8_t*>(cli_->alloc(4096));  // a WRITE through a read chunk, as the kernel sends one
+  ASSERT_NE(chunk, nullptr);
+  std::memset(chunk, 'X', 4096);
+  EXPECT_EQ(write(f.obj, 0, {chunk, 4096}, StableHow::kFileSync, true).status, Nfs3Stat::kStale);
+  SetattrArgs sa;
+  sa.obj = f.obj;
+  sa.attr.set_size = true;
+  sa.attr.size = 0;
+  EXPECT_EQ(op<WccRes>(Nfs3Proc::kSetattr, sa).status, Nfs3Stat::kStale);
+  EXPECT_EQ(op<WccRes>(Nfs3Proc::kRemove, RemoveArgs{{root_, "f"}}).status, Nfs3Stat::kStale);
+  EXPECT_EQ(getattr(f.obj).status, Nfs3Stat::kStale);
+  EXPECT_EQ(getattr((*rw)->root_fh()).status, Nfs3Stat::kOk) << "its own handles work";
+  // And the other way round.
+  conn_ = to_ro;
+  EXPECT_EQ(getattr((*rw)->root_fh()).status, Nfs3Stat::kStale);
+  EXPECT_EQ(file_bytes("ro/f"), (Bytes{'a', 'b', 'c'}));
+  to_rw->close();
+  rw_server.reset();
+}
+
 // Garbage gets GARBAGE_ARGS (or, when it happens to decode, an NFS error)
 // and nothing else: the server keeps serving.
 TEST_F(Nfsd, GarbageGetsRpcAndNfsErrorsOnly) {
@@ -626,9 +683,7 @@ TEST_F(Nfsd, ARetransmissionAfterARestartIsAnsweredFromTheReplyCache) {
     ASSERT_EQ(stat(path(name).c_str(), &st), 0) << "the first copy ran";
     EXPECT_FALSE(r.done);
     // The next server: same address, same state directory.
-    server_.reset();
-    drc_.reset();
-    exp_.reset();
+    stop_instance();
     start({}, true, {}, with_drc);
     ASSERT_TRUE(wait([&] { return r.done; }, 20000)) << "the client never got an answer";
     ASSERT_EQ(r.status, rpc::CallStatus::kOk) << rpc::call_status_name(r.status);

@@ -1,8 +1,10 @@
 // tern-nfsd's pieces on their own (lib/nfsd): SipHash-2-4 against its
 // reference vectors, signed file handles (any change to one is refused),
 // the file-backed reply cache (kept across a reopen, torn slots ignored,
-// the oldest reused), credentials and squashing, the descriptor cache, the
-// export's key kept across opens, and the MOUNT service's answers.
+// the oldest reused, a slot that holds another call a miss), credentials
+// and squashing, the descriptor cache, the state directory's lock, the
+// export's key kept across opens and its handles refused by every other
+// export, and the MOUNT service's answers.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -21,6 +23,7 @@
 #include "nfsd/mountd.h"
 #include "nfsd/reply_cache.h"
 #include "nfsd/siphash.h"
+#include "nfsd/state_dir.h"
 #include "oncrpc/oncrpc.h"
 
 namespace tern::nfsd {
@@ -67,12 +70,14 @@ TEST(FileHandle, SignedAndRefusedWhenAltered) {
   EXPECT_EQ(back.type, 0x81u);
   EXPECT_EQ(back.len, 12u);
   EXPECT_EQ(std::memcmp(back.bytes, kh.bytes, 12), 0);
-  // Every single-bit change anywhere is refused.
+  // Every single-bit change anywhere is refused: in the export id as
+  // naming another export (stale), anywhere else as not ours.
   for (uint32_t i = 0; i < fh.len; ++i)
     for (int bit = 0; bit < 8; ++bit) {
       nfs::Fh3 bad = fh;
       bad.data[i] ^= static_cast<uint8_t>(1 << bit);
-      EXPECT_EQ(codec.decode(bad, &back), nfs::Nfs3Stat::kBadhandle) << "byte " << i << " bit " << bit;
+      EXPECT_EQ(codec.decode(bad, &back), i >= 4 && i < 8 ? nfs::Nfs3Stat::kStale : nfs::Nfs3Stat::kBadhandle)
+          << "byte " << i << " bit " << bit;
     }
   // Shorter, longer, empty.
   for (uint32_t len : {0u, 1u, fh.len - 1, fh.len + 1}) {
@@ -190,6 +195,57 @@ TEST(ReplyCache, TheOldestSlotIsReusedAndTheRingContinuesAfterAReopen) {
   rc->forget(key(3));
   EXPECT_EQ(rc->begin(key(6), &got), ReplyCache::Found::kDone);
   EXPECT_EQ(rc->begin(key(7), &got), ReplyCache::Found::kDone);
+}
+
+// Two caches over one file, as two instances sharing a state directory
+// had: each writes its ring from slot 0, so the second overwrites the
+// first's record while the first's index still points at it. A hit must
+// check the slot's whole key: before it did, the first cache answered its
+// client's retransmission with the other client's reply.
+TEST(ReplyCache, ASlotHoldingAnotherCallIsAMiss) {
+  TempDir d;
+  const std::string path = d.path + "/drc";
+  auto a = ReplyCache::open(path, 8).value();
+  auto b = ReplyCache::open(path, 8).value();
+  Bytes got;
+  const ReplyKey mine = key(7, "10.0.0.2"), theirs = key(7, "10.0.0.3");
+  ASSERT_EQ(a->begin(mine, &got), ReplyCache::Found::kNew);
+  a->done(mine, Bytes{1, 1, 1});
+  ASSERT_EQ(b->begin(theirs, &got), ReplyCache::Found::kNew);
+  b->done(theirs, Bytes{2, 2, 2});
+  got.clear();
+  EXPECT_EQ(a->begin(mine, &got), ReplyCache::Found::kNew) << "the slot holds another client's call now";
+  EXPECT_TRUE(got.empty());
+  EXPECT_EQ(a->hits(), 0u);
+  // Entered as in progress again, and recorded again: then a hit.
+  EXPECT_EQ(a->begin(mine, &got), ReplyCache::Found::kInProgress);
+  a->done(mine, Bytes{3});
+  ASSERT_EQ(a->begin(mine, &got), ReplyCache::Found::kDone);
+  EXPECT_EQ(got, Bytes{3});
+  // Each field of the key counts: rings of one slot, so that the second
+  // cache's record lands where the first one's index points, for a call
+  // that differs in that field alone.
+  for (int field = 0; field < 6; ++field) {
+    SCOPED_TRACE(field);
+    const std::string one = d.path + "/one-" + std::to_string(field);
+    auto c1 = ReplyCache::open(one, 1).value();
+    auto c2 = ReplyCache::open(one, 1).value();
+    ReplyKey k = key(9), other = key(9);
+    switch (field) {
+      case 0: other.peer = "10.0.0.9"; break;
+      case 1: other.xid ^= 1; break;
+      case 2: other.prog ^= 1; break;
+      case 3: other.vers ^= 1; break;
+      case 4: other.proc ^= 1; break;
+      case 5: other.digest ^= 1; break;
+    }
+    ASSERT_EQ(c1->begin(k, &got), ReplyCache::Found::kNew);
+    c1->done(k, Bytes{1});
+    ASSERT_EQ(c1->begin(k, &got), ReplyCache::Found::kDone);
+    ASSERT_EQ(c2->begin(other, &got), ReplyCache::Found::kNew);
+    c2->done(other, Bytes{2});
+    EXPECT_EQ(c1->begin(k, &got), ReplyCache::Found::kNew);
+  }
 }
 
 Bytes call_header(oncrpc::AuthFlavor flavor, uint32_t uid, uint32_t gid, std::vector<uint32_t> gids) {
@@ -325,20 +381,106 @@ TEST(Export, TheHandleKeyOutlivesTheProcessAndStaysOutsideTheExport) {
   auto again = Export::open(o);
   ASSERT_TRUE(again.is_ok());
   EXPECT_EQ((*again)->root_fh(), first) << "the same handle from the same key";
-  // Another state directory, another key: the old handle is not ours.
+  // Another state directory, another key (and so other export ids): the
+  // old handle names no export of it.
   o.state_dir = d.path + "/other-state";
   auto other = Export::open(o);
   ASSERT_TRUE(other.is_ok());
   int fd = -1;
-  EXPECT_EQ((*other)->open_handle(first, &fd), nfs::Nfs3Stat::kBadhandle);
+  EXPECT_EQ((*other)->open_handle(first, &fd), nfs::Nfs3Stat::kStale);
   // A state directory inside the export is refused.
   o.state_dir = dir + "/state";
   auto inside = Export::open(o);
   ASSERT_FALSE(inside.is_ok());
   EXPECT_NE(inside.status().message().find("inside the export"), std::string::npos);
-  o.state_dir = state;
+  o.state_dir = d.path + "/third-state";
   o.dir = d.path + "/missing";
-  EXPECT_FALSE(Export::open(o).is_ok());
+  auto missing = Export::open(o);
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_NE(missing.status().message().find("cannot export"), std::string::npos) << missing.status().message();
+}
+
+// One instance per state directory: the second is refused, its error
+// naming the holder's pid and what to do; the lock goes with its holder
+// (a process's death releases it: flock).
+TEST(StateDir, ASecondInstanceIsRefusedNamingTheFirst) {
+  TempDir d;
+  const std::string state = d.path + "/state";
+  {
+    auto first = StateDir::open(state);
+    ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+    auto second = StateDir::open(state);
+    ASSERT_FALSE(second.is_ok());
+    EXPECT_EQ(second.status().code(), Errc::kBadState);
+    const std::string m = second.status().message();
+    EXPECT_NE(m.find("pid " + std::to_string(getpid())), std::string::npos) << m;
+    EXPECT_NE(m.find("--state-dir"), std::string::npos) << m;
+    // Through an export opened on its own as well.
+    ExportOptions o;
+    o.dir = d.path;
+    o.state_dir = state + "/";
+    auto e = Export::open(o);
+    ASSERT_FALSE(e.is_ok());
+    EXPECT_EQ(e.status().code(), Errc::kBadState);
+  }
+  EXPECT_TRUE(StateDir::open(state).is_ok()) << "free again once the first is gone";
+  struct stat st;
+  ASSERT_EQ(stat(state.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+
+// The tag is all that keeps a client to its export (open_by_handle_at opens
+// anything on the file system), so each export has a key and an id of its
+// own: a handle from one export is refused by every other, whether of this
+// instance (same stored key, same file system) or of another instance
+// exporting the very same directory. Before, two exports under one state
+// directory on one file system shared key and id (the device number) and
+// each opened the other's handles.
+TEST(Export, AHandleOfOneExportIsRefusedByEveryOther) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (open_by_handle_at)";
+  TempDir d;
+  const std::string a = d.path + "/a", b = d.path + "/b";
+  ASSERT_EQ(mkdir(a.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(b.c_str(), 0755), 0);
+  int fd = open((a + "/f").c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  auto state = StateDir::open(d.path + "/state").value();
+  ExportOptions oa, ob;
+  oa.dir = a;
+  ob.dir = b;
+  auto ea = Export::open(oa, state).value();
+  auto eb = Export::open(ob, state).value();
+  EXPECT_NE(ea->id(), eb->id());
+  nfs::Fh3 f;
+  ASSERT_EQ(ea->handle_at(ea->root_fd(), "f", &f), nfs::Nfs3Stat::kOk);
+  int got = -1;
+  ASSERT_EQ(ea->open_handle(f, &got), nfs::Nfs3Stat::kOk);
+  close(got);
+  EXPECT_EQ(eb->open_handle(f, &got), nfs::Nfs3Stat::kStale) << "another export's handle";
+  EXPECT_EQ(eb->open_handle(ea->root_fh(), &got), nfs::Nfs3Stat::kStale);
+  EXPECT_EQ(ea->open_handle(eb->root_fh(), &got), nfs::Nfs3Stat::kStale);
+  // Relabelled with b's id, a's handle fails b's tag: the key differs too.
+  nfs::Fh3 relabelled = f;
+  for (int i = 0; i < 4; ++i) relabelled.data[4 + i] = static_cast<uint8_t>(eb->id() >> (24 - 8 * i));
+  EXPECT_EQ(eb->open_handle(relabelled, &got), nfs::Nfs3Stat::kBadhandle);
+  // The same directory exported with another fsid is another export.
+  ExportOptions oa7 = oa;
+  oa7.fsid = 7;
+  auto ea7 = Export::open(oa7, state).value();
+  EXPECT_EQ(ea7->fsid(), 7u);
+  EXPECT_NE(ea7->open_handle(f, &got), nfs::Nfs3Stat::kOk);
+  // Another instance (its own state directory, its own stored key)
+  // exporting the same directory: its ids are others, so the handle names
+  // no export it has.
+  auto other = StateDir::open(d.path + "/other-state").value();
+  auto ea2 = Export::open(oa, other).value();
+  EXPECT_EQ(ea2->open_handle(f, &got), nfs::Nfs3Stat::kStale);
+  // The same configuration again (a restart): the same handles.
+  ea.reset();
+  auto again = Export::open(oa, state).value();
+  ASSERT_EQ(again->open_handle(f, &got), nfs::Nfs3Stat::kOk);
+  close(got);
 }
 
 TEST(Mountd, AnswersWhatAClientAsks) {
