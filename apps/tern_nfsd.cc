@@ -30,8 +30,11 @@
 #include "engine/engine.h"
 #include "nfs/nfs3_types.h"
 #include "nfsd/export.h"
+#include "nfsd/export_table.h"
+#include "nfsd/exports_file.h"
 #include "nfsd/mountd.h"
 #include "nfsd/nfs3_server.h"
+#include "nfsd/published_exports.h"
 #include "nfsd/reply_cache.h"
 #include "nfsd/state_dir.h"
 
@@ -49,8 +52,13 @@ void on_signal(int sig) {
 
 void usage(FILE* f) {
   std::fprintf(f,
-               "usage: tern-nfsd --export DIR (--listen SPEC | --addr IP [--port N] [--dev NAME]) [options]\n"
-               "  --export DIR          the directory served\n"
+               "usage: tern-nfsd (--exports FILE | --export DIR) (--listen SPEC | --addr IP [--port N] [--dev NAME])\n"
+               "                 [options]\n"
+               "  --exports FILE        the exports, as exports(5) writes them: a path per line, its clients\n"
+               "                        (*, an address, address/prefix, localhost) with their options\n"
+               "                        (ro, rw, root_squash, no_root_squash, all_squash, anonuid=, anongid=,\n"
+               "                        sec=sys, fsid=N); reread on SIGHUP\n"
+               "  --export DIR          one directory served to every client (the options below say how)\n"
                "  --name PATH           the path clients mount (default: DIR)\n"
                "  --listen SPEC         device spec to listen on: verbs:addr=IP,port=N[,dev=NAME] or\n"
                "                        shm:path=SOCKET (tests)\n"
@@ -61,7 +69,7 @@ void usage(FILE* f) {
                "  --mount-addr IP       address MOUNT listens on (default: --addr, else 0.0.0.0)\n"
                "  --engines N           engines (threads), connections spread over them (default 1)\n"
                "  --cores LIST          pin engine i to the i-th core of LIST (e.g. 2,3)\n"
-               "  --ro                  read-only export\n"
+               "  --ro                  read-only export (--export)\n"
                "  --no-root-squash      trust uid 0 from clients (default: it becomes --anon-uid)\n"
                "  --all-squash          every caller is --anon-uid/--anon-gid\n"
                "  --anon-uid N, --anon-gid N   the squashed identity (default 65534)\n"
@@ -79,6 +87,8 @@ void usage(FILE* f) {
 
 struct Args {
   nfsd::ExportOptions exp;
+  std::string exports_file;
+  bool export_flags = false;  // --name, --ro, squash flags: --export's alone
   std::string listen;
   std::string addr, dev;
   uint32_t port = 20049;
@@ -133,12 +143,16 @@ int parse(int argc, char** argv, Args* a) {
     } else if (f == "--version") {
       std::printf("tern-nfsd %s\n", TERN_VERSION_STRING);
       return 2;
+    } else if (f == "--exports") {
+      if ((v = need(i)) == nullptr) return 1;
+      a->exports_file = v;
     } else if (f == "--export") {
       if ((v = need(i)) == nullptr) return 1;
       a->exp.dir = v;
     } else if (f == "--name") {
       if ((v = need(i)) == nullptr) return 1;
       a->exp.name = v;
+      a->export_flags = true;
     } else if (f == "--listen") {
       if ((v = need(i)) == nullptr) return 1;
       a->listen = v;
@@ -186,16 +200,21 @@ int parse(int argc, char** argv, Args* a) {
       }
     } else if (f == "--ro") {
       a->exp.read_only = true;
+      a->export_flags = true;
     } else if (f == "--no-root-squash") {
       a->exp.squash.root_squash = false;
+      a->export_flags = true;
     } else if (f == "--all-squash") {
       a->exp.squash.all_squash = true;
+      a->export_flags = true;
     } else if (f == "--anon-uid") {
       if (!count(UINT32_MAX)) return 1;
       a->exp.squash.anon_uid = static_cast<uint32_t>(n);
+      a->export_flags = true;
     } else if (f == "--anon-gid") {
       if (!count(UINT32_MAX)) return 1;
       a->exp.squash.anon_gid = static_cast<uint32_t>(n);
+      a->export_flags = true;
     } else if (f == "--state-dir") {
       if ((v = need(i)) == nullptr) return 1;
       a->exp.state_dir = v;
@@ -237,8 +256,19 @@ int parse(int argc, char** argv, Args* a) {
       return 1;
     }
   }
-  if (a->exp.dir.empty()) {
-    std::fprintf(stderr, "tern-nfsd: --export DIR is required\n");
+  if (a->exp.dir.empty() && a->exports_file.empty()) {
+    std::fprintf(stderr, "tern-nfsd: --exports FILE or --export DIR is required\n");
+    return 1;
+  }
+  if (!a->exp.dir.empty() && !a->exports_file.empty()) {
+    std::fprintf(stderr, "tern-nfsd: --exports FILE and --export DIR are alternatives (list DIR in FILE)\n");
+    return 1;
+  }
+  if (!a->exports_file.empty() && a->export_flags) {
+    std::fprintf(stderr,
+                 "tern-nfsd: --name, --ro, --no-root-squash, --all-squash, --anon-uid and --anon-gid go with "
+                 "--export DIR; with --exports FILE write them in the file (ro, no_root_squash, all_squash, "
+                 "anonuid=, anongid=)\n");
     return 1;
   }
   if (a->listen.empty()) {
@@ -265,6 +295,32 @@ int parse(int argc, char** argv, Args* a) {
     return 1;
   }
   return 0;
+}
+
+// The exports in force: the file's (read again on each reload), or the one
+// --export DIR names.
+Result<std::shared_ptr<const nfsd::ExportTable>> load_exports(const Args& a,
+                                                              const std::shared_ptr<const nfsd::StateDir>& state) {
+  std::vector<nfsd::ExportOptions> list;
+  if (!a.exports_file.empty()) {
+    auto r = nfsd::read_exports_file(a.exports_file);
+    if (!r) return r.status();
+    list = std::move(*r);
+  } else {
+    list.push_back(a.exp);
+  }
+  return nfsd::ExportTable::open(list, state);
+}
+
+// "/srv/a as /a, /srv/b" for the log: what each export serves and as what.
+std::string describe(const nfsd::ExportTable& t) {
+  std::string s;
+  for (const auto& e : t.exports()) {
+    if (!s.empty()) s += ", ";
+    s += e->options().dir;
+    if (e->name() != e->options().dir) s += " as " + e->name();
+  }
+  return s.empty() ? "nothing" : s;
 }
 
 void pin(int cpu) {
@@ -339,11 +395,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tern-nfsd: %s\n", state.status().to_string().c_str());
     return 1;
   }
-  auto exp = nfsd::Export::open(a.exp, *state);
-  if (!exp) {
-    std::fprintf(stderr, "tern-nfsd: %s\n", exp.status().to_string().c_str());
+  auto table = load_exports(a, *state);
+  if (!table) {
+    std::fprintf(stderr, "tern-nfsd: %s\n", table.status().to_string().c_str());
     return 1;
   }
+  nfsd::PublishedExports exports(*table);
   std::unique_ptr<nfsd::ReplyCache> drc;
   if (a.drc_slots > 0) {
     auto r = nfsd::ReplyCache::open((*state)->reply_cache_path(), a.drc_slots);
@@ -372,7 +429,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     w->eng = std::move(*e);
-    w->srv = std::make_unique<nfsd::Nfs3Server>(**exp, drc.get(), cfg);
+    w->srv = std::make_unique<nfsd::Nfs3Server>(exports, drc.get(), cfg);
     w->srv->attach(*w->eng);
     workers.push_back(std::move(w));
   }
@@ -387,7 +444,7 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<nfsd::Mountd> md;
   if (a.mount_port >= 0) {
-    auto m = nfsd::Mountd::start(**exp, nfsd::MountdOptions{a.mount_addr, static_cast<uint16_t>(a.mount_port)});
+    auto m = nfsd::Mountd::start(exports, nfsd::MountdOptions{a.mount_addr, static_cast<uint16_t>(a.mount_port)});
     if (!m) {
       std::fprintf(stderr, "tern-nfsd: %s\n", m.status().to_string().c_str());
       return 1;
@@ -401,11 +458,11 @@ int main(int argc, char** argv) {
   sigaction(SIGUSR1, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  std::fprintf(stderr, "tern-nfsd: serving %s as %s on %s, %u engine%s%s; MOUNT %s%s%s; reply cache %s\n",
-               (*exp)->options().dir.c_str(), (*exp)->name().c_str(), a.listen.c_str(), a.engines,
-               a.engines == 1 ? "" : "s", a.busy ? " (busy-polling)" : "", md ? "tcp " : "off",
-               md ? a.mount_addr.c_str() : "", md ? (":" + std::to_string(md->port())).c_str() : "",
-               drc ? ((*exp)->state_dir() + "/reply-cache (" + std::to_string(drc->loaded()) + " replies kept)").c_str()
+  std::fprintf(stderr, "tern-nfsd: serving %s on %s, %u engine%s%s; MOUNT %s%s%s; reply cache %s\n",
+               describe(**table).c_str(), a.listen.c_str(), a.engines, a.engines == 1 ? "" : "s",
+               a.busy ? " (busy-polling)" : "", md ? "tcp " : "off", md ? a.mount_addr.c_str() : "",
+               md ? (":" + std::to_string(md->port())).c_str() : "",
+               drc ? ((*state)->reply_cache_path() + " (" + std::to_string(drc->loaded()) + " replies kept)").c_str()
                    : "off");
 
   for (uint32_t i = 0; i < a.engines; ++i) {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -71,6 +72,17 @@ Result<std::unique_ptr<Export>> Export::open(const ExportOptions& in, std::share
   const SipKey key = state->export_key(identity);
   const uint32_t id = state->export_id(identity);
   std::unique_ptr<Export> ex(new Export(opt, std::move(state), key, id));
+  if (opt.clients.empty()) {
+    ClientRule anyone{ClientSpec::parse("*").value(), ClientOptions{opt.read_only, opt.squash}};
+    ex->rules_.push_back(std::move(anyone));
+  } else {
+    // exports(5)'s precedence: hosts, then networks, then anyone; the
+    // order written within each.
+    ex->rules_ = opt.clients;
+    std::stable_sort(ex->rules_.begin(), ex->rules_.end(), [](const ClientRule& a, const ClientRule& b) {
+      return static_cast<int>(a.who.kind()) < static_cast<int>(b.who.kind());
+    });
+  }
   ex->root_fd_ = fd;
   ex->mount_fd_ = ::open(opt.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (ex->mount_fd_ < 0) return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot open %s", opt.dir.c_str());
@@ -99,6 +111,12 @@ Result<std::unique_ptr<Export>> Export::open(const ExportOptions& in, std::share
   // umask must not take more bits away. Process-wide, as umask is.
   umask(0);
   return ex;
+}
+
+const ClientRule* Export::rule_for(const ClientAddr& a) const {
+  for (const ClientRule& r : rules_)
+    if (r.who.matches(a)) return &r;
+  return nullptr;
 }
 
 nfs::Nfs3Stat Export::handle_of(int fd, nfs::Fh3* out) const { return handle_at(fd, "", out); }

@@ -22,14 +22,27 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 #include "nfs/nfs3_types.h"
+#include "nfsd/client_spec.h"
 #include "nfsd/creds.h"
 #include "nfsd/file_handle.h"
 #include "nfsd/state_dir.h"
 
 namespace tern::nfsd {
+
+// What one client specification of an export allows the clients it matches.
+struct ClientOptions {
+  bool read_only = true;  // exports(5)'s default: ro
+  SquashPolicy squash;
+};
+
+struct ClientRule {
+  ClientSpec who;
+  ClientOptions opt;
+};
 
 struct ExportOptions {
   std::string dir;        // the local directory served
@@ -42,6 +55,14 @@ struct ExportOptions {
   // fsid3 every object reports (at most 2^32-1, as exports(5)'s fsid=);
   // 0: the directory's device. Part of the export's identity.
   uint64_t fsid = 0;
+  // Who may use the export, and how: a client uses the first rule that
+  // matches it in exports(5)'s order (a host before a network before "*";
+  // in the order written within a kind); a client no rule matches is
+  // refused (MNT3ERR_ACCES, NFS3ERR_ACCES). Empty: one rule "*" with
+  // read_only and squash above -- the --export DIR shortcut.
+  std::vector<ClientRule> clients;
+  // Where it was configured ("/etc/tern-nfsd/exports:3"), for messages.
+  std::string origin;
 };
 
 class Export {
@@ -64,6 +85,10 @@ class Export {
   int root_fd() const { return root_fd_; }
   const nfs::Fh3& root_fh() const { return root_fh_; }
   uint64_t fsid() const { return fsid_; }
+  // The rule a client uses (see ExportOptions::clients); nullptr: not listed.
+  const ClientRule* rule_for(const ClientAddr& a) const;
+  // The rules in the order they are tried.
+  const std::vector<ClientRule>& rules() const { return rules_; }
   bool is_root(const struct stat& st) const { return st.st_dev == root_dev_ && st.st_ino == root_ino_; }
   // Whether the object is on the exported file system (not one mounted inside it).
   bool same_fs(const struct stat& st) const { return st.st_dev == root_dev_; }
@@ -92,6 +117,7 @@ class Export {
   ino_t root_ino_ = 0;
   uint64_t fsid_ = 0;
   nfs::Fh3 root_fh_;
+  std::vector<ClientRule> rules_;
 };
 
 }  // namespace tern::nfsd

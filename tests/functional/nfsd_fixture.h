@@ -26,6 +26,7 @@
 #include "nfs/nfs_program.h"
 #include "nfsd/export.h"
 #include "nfsd/nfs3_server.h"
+#include "nfsd/published_exports.h"
 #include "nfsd/reply_cache.h"
 #include "nfsd/state_dir.h"
 
@@ -53,12 +54,19 @@ struct ServerThread {
   std::atomic<bool> crashed{false};
 
   ServerThread(const Export& exp, ReplyCache* drc, ServerConfig cfg, const std::string& spec) {
+    run(std::make_unique<Nfs3Server>(exp, drc, cfg), spec);
+  }
+  // Serving the tables `pub` publishes (reloads).
+  ServerThread(const PublishedExports& pub, ReplyCache* drc, ServerConfig cfg, const std::string& spec) {
+    run(std::make_unique<Nfs3Server>(pub, drc, cfg), spec);
+  }
+  void run(std::unique_ptr<Nfs3Server> srv, const std::string& spec) {
     rpc::EngineOptions o;
     o.arena_bytes = 64u << 20;
     o.max_bulk = 1u << 20;
     o.max_reply = (256u << 10) + 4096;
     eng = rpc::Engine::create(o).value();
-    nfs = std::make_unique<Nfs3Server>(exp, drc, cfg);
+    nfs = std::move(srv);
     nfs->attach(*eng);
     Status s = eng->listen(spec);
     EXPECT_TRUE(s.is_ok()) << s.to_string();

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "nfsd/export_table.h"
 #include "nfsd_fixture.h"
 
 namespace tern::nfsd::test {
@@ -596,6 +597,97 @@ TEST_F(Nfsd, AHandleOfOneExportIsRefusedByAnother) {
   EXPECT_EQ(file_bytes("ro/f"), (Bytes{'a', 'b', 'c'}));
   to_rw->close();
   rw_server.reset();
+}
+
+// Builds the rules of an export from "spec(opts)" pairs, the way the
+// exports file would (exports_file.h has its own tests).
+std::vector<ClientRule> rules(std::initializer_list<std::pair<const char*, ClientOptions>> list) {
+  std::vector<ClientRule> out;
+  for (const auto& [who, opt] : list) out.push_back(ClientRule{ClientSpec::parse(who).value(), opt});
+  return out;
+}
+
+ClientOptions rw_root() {
+  ClientOptions o;
+  o.read_only = false;
+  o.squash.root_squash = false;
+  return o;
+}
+
+// Several exports in one server: each call's export is the one its handle
+// names, with the options its list gives this client. The client here is a
+// pmd/shm peer, which is loopback (127.0.0.1) to the lists: an export that
+// lists only 10.0.0.0/8 refuses it every call (NFS3ERR_ACCES) though its
+// handle is good; a read-only entry makes changes NFS3ERR_ROFS there while
+// the next export takes them; a call whose two handles are of two exports
+// is NFS3ERR_XDEV; FSSTAT and FSINFO answer for the export asked.
+TEST_F(Nfsd, SeveralExportsEachWithItsClients) {
+  for (const char* d : {"a", "b", "c"}) ASSERT_EQ(mkdir(path(d).c_str(), 0777), 0);
+  int fd = ::open(path("c/f").c_str(), O_CREAT | O_WRONLY, 0666);
+  ASSERT_EQ(::write(fd, "abc", 3), 3);
+  close(fd);
+  state_dir_ = StateDir::open(state_).value();
+  std::vector<ExportOptions> list(3);
+  list[0].dir = path("a");
+  list[0].clients = rules({{"localhost", rw_root()}});
+  list[1].dir = path("b");
+  list[1].clients = rules({{"10.0.0.0/8", rw_root()}});
+  list[2].dir = path("c");
+  list[2].name = "/c";
+  ClientOptions ro = rw_root();
+  ro.read_only = true;
+  list[2].clients = rules({{"192.168.0.0/16", rw_root()}, {"*", ro}});
+  auto table = ExportTable::open(list, state_dir_);
+  ASSERT_TRUE(table.is_ok()) << table.status().to_string();
+  const Fh3 a = (*table)->exports()[0]->root_fh(), b = (*table)->exports()[1]->root_fh(),
+            c = (*table)->exports()[2]->root_fh();
+  EXPECT_EQ((*table)->by_path("/c"), (*table)->exports()[2].get());
+  PublishedExports pub(*table);
+  drc_ = ReplyCache::open(state_dir_->reply_cache_path(), 256).value();
+  ServerConfig cfg;
+  cfg.write_verf = new_write_verifier();
+  server_ = std::make_unique<ServerThread>(pub, drc_.get(), cfg, spec_);
+  conn_ = connect(spec_);
+  ASSERT_NE(conn_, nullptr);
+
+  EXPECT_EQ(getattr(a).status, Nfs3Stat::kOk);
+  CreateRes made = create(a, "new");
+  ASSERT_EQ(made.status, Nfs3Stat::kOk);
+  EXPECT_EQ(getattr(made.obj.value()).status, Nfs3Stat::kOk);
+  // b does not list this client: every call with its handles is refused.
+  EXPECT_EQ(getattr(b).status, Nfs3Stat::kAccess);
+  EXPECT_EQ(lookup(b, "x").status, Nfs3Stat::kAccess);
+  EXPECT_EQ(create(b, "nope").status, Nfs3Stat::kAccess);
+  EXPECT_EQ(op<FsinfoRes>(Nfs3Proc::kFsinfo, FsArgs{b}).status, Nfs3Stat::kAccess);
+  struct stat st;
+  EXPECT_NE(stat(path("b/nope").c_str(), &st), 0);
+  EXPECT_GE(server_->nfs->stats().refused.get(), 4u);
+  // c gives this client its "*" entry: read-only.
+  LookupRes f = lookup(c, "f");
+  ASSERT_EQ(f.status, Nfs3Stat::kOk);
+  EXPECT_EQ(write(f.obj, 0, Bytes{'X'}, StableHow::kFileSync, false).status, Nfs3Stat::kRofs);
+  EXPECT_EQ(create(c, "nope").status, Nfs3Stat::kRofs);
+  EXPECT_EQ(file_bytes("c/f"), (Bytes{'a', 'b', 'c'}));
+  // Two exports in one call.
+  EXPECT_EQ(op<RenameRes>(Nfs3Proc::kRename, RenameArgs{{a, "new"}, {c, "moved"}}).status, Nfs3Stat::kXdev);
+  EXPECT_EQ(op<LinkRes>(Nfs3Proc::kLink, LinkArgs{f.obj, {a, "l"}}).status, Nfs3Stat::kXdev);
+  EXPECT_EQ(stat(path("c/moved").c_str(), &st), -1);
+  // FSINFO and FSSTAT per export; the attributes' fsid is the export's.
+  FsinfoRes ia = op<FsinfoRes>(Nfs3Proc::kFsinfo, FsArgs{a});
+  FsinfoRes ic = op<FsinfoRes>(Nfs3Proc::kFsinfo, FsArgs{c});
+  ASSERT_EQ(ia.status, Nfs3Stat::kOk);
+  ASSERT_EQ(ic.status, Nfs3Stat::kOk);
+  ASSERT_TRUE(ia.attr && ic.attr);
+  ASSERT_EQ(stat(path("a").c_str(), &st), 0);
+  EXPECT_EQ(ia.attr->fileid, st.st_ino);
+  ASSERT_EQ(stat(path("c").c_str(), &st), 0);
+  EXPECT_EQ(ic.attr->fileid, st.st_ino) << "c's root, not a's";
+  EXPECT_EQ(op<FsstatRes>(Nfs3Proc::kFsstat, FsArgs{c}).status, Nfs3Stat::kOk);
+  // A handle naming no export of the table: stale.
+  Fh3 other = a;
+  other.data[4] ^= 1;
+  EXPECT_EQ(getattr(other).status, Nfs3Stat::kStale);
+  server_.reset();  // before `pub`, which it reads
 }
 
 // Garbage gets GARBAGE_ARGS (or, when it happens to decode, an NFS error)
