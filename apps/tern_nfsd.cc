@@ -14,7 +14,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <atomic>
+#include <cstdarg>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -44,10 +47,31 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 std::atomic<bool> g_dump{false};
+std::atomic<bool> g_reload{false};
 
 void on_signal(int sig) {
   if (sig == SIGUSR1) g_dump.store(true);
+  else if (sig == SIGHUP) g_reload.store(true);
   else g_stop.store(true);
+}
+
+// One line of tern-nfsd's own on stderr, whatever TERN_LOG_LEVEL says (what
+// it serves, its counters, a reload's outcome), in the project's log
+// format: a UTC timestamp, "tern", the level, "tern-nfsd", the message.
+void say(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void say(LogLevel level, const char* fmt, ...) {
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  LogRecord rec{level, "tern-nfsd", nullptr, msg,
+                static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec)};
+  char line[2304];
+  format_log_line(rec, line, sizeof line);
+  std::fprintf(stderr, "%s\n", line);
 }
 
 void usage(FILE* f) {
@@ -323,6 +347,27 @@ std::string describe(const nfsd::ExportTable& t) {
   return s.empty() ? "nothing" : s;
 }
 
+// SIGHUP: the exports file read and checked again, and published whole if
+// it is good; the engines take it up between calls, their connections
+// untouched (published_exports.h). A file that does not load leaves the
+// table in force as it is, and says why.
+void reload(const Args& a, const std::shared_ptr<const nfsd::StateDir>& state, nfsd::PublishedExports* exports) {
+  if (a.exports_file.empty()) {
+    say(LogLevel::kWarn, "SIGHUP: nothing to reload (serving --export %s; --exports FILE can be reloaded)",
+        a.exp.dir.c_str());
+    return;
+  }
+  auto t = load_exports(a, state);
+  if (!t) {
+    say(LogLevel::kError, "reload of %s refused, still serving %s: %s", a.exports_file.c_str(),
+        describe(*exports->current()).c_str(), t.status().message().c_str());
+    return;
+  }
+  const uint64_t gen = exports->publish(*t);
+  say(LogLevel::kInfo, "reloaded %s: serving %s (exports generation %llu)", a.exports_file.c_str(),
+      describe(**t).c_str(), static_cast<unsigned long long>(gen));
+}
+
 void pin(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -456,6 +501,7 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGUSR1, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   std::fprintf(stderr, "tern-nfsd: serving %s on %s, %u engine%s%s; MOUNT %s%s%s; reply cache %s\n",
@@ -492,6 +538,7 @@ int main(int argc, char** argv) {
   auto last_stats = std::chrono::steady_clock::now();
   while (!g_stop.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (g_reload.exchange(false)) reload(a, *state, &exports);
     bool dump = g_dump.exchange(false);
     if (a.stats_interval > 0 &&
         std::chrono::steady_clock::now() - last_stats > std::chrono::duration<double>(a.stats_interval)) {

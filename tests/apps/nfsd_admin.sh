@@ -2,10 +2,14 @@
 # tern-nfsd as an admin runs it: one instance per state directory (a second
 # is refused, naming the first's pid; a killed instance leaves no lock
 # behind); an exports file (its mistakes refused with FILE:LINE, several
-# exports served). Needs root (open_by_handle_at); says so and passes
-# without it.
+# exports served) and SIGHUP, which rereads it without dropping connections:
+# nfsd-probe holds one connection across the reloads and sees a client no
+# longer listed get NFS3ERR_ACCES, a removed export's handles
+# NFS3ERR_STALE, a bad file change nothing. Needs root (open_by_handle_at);
+# says so and passes without it.
 set -euo pipefail
 nfsd=$1
+probe=$2
 fail() { echo "FAIL: $*" >&2; exit 1; }
 if [[ $(id -u) != 0 ]]; then
   echo "nfsd_admin: needs root (open_by_handle_at): not run"
@@ -74,5 +78,75 @@ start third --exports "$dir/exports" --listen "shm:path=$dir/s3" --state-dir "$d
 grep -q "serving $dir/a, $dir/b on shm:path=$dir/s3" "$dir/third.log" || fail "serving line: $(cat "$dir/third.log")"
 kill -TERM "$started"
 wait "$started" || fail "SIGTERM: exit $?"
+
+# ---- SIGHUP: the file read again, connections kept
+printf '%s localhost(rw,no_root_squash)\n%s localhost(rw)\n' "$dir/a" "$dir/b" >"$dir/exports"
+: >"$dir/a/f"
+start fourth --exports "$dir/exports" --listen "shm:path=$dir/s4" --state-dir "$dir/state" \
+  --mount-port 0 --mount-addr 127.0.0.1
+srv=$started
+log4=$dir/fourth.log
+mport=$(sed -n 's/.*MOUNT tcp 127.0.0.1:\([0-9]*\);.*/\1/p' "$log4")
+[[ -n $mport ]] || fail "no MOUNT port: $(cat "$log4")"
+coproc PROBE { "$probe"; }
+ask() {
+  echo "$*" >&"${PROBE[1]}"
+  local r
+  read -r -t 30 -u "${PROBE[0]}" r || fail "nfsd-probe did not answer '$*'"
+  echo "$r"
+}
+expect() {  # expect COMMAND... -- WANT
+  local want=${*: -1} got
+  got=$(ask "${@:1:$#-2}")
+  [[ $got == "$want" ]] || fail "'${*:1:$#-2}': got '$got', want '$want' ($(tail -3 "$log4"))"
+}
+hup() {  # sends SIGHUP and waits for the answer line matching $1
+  local before
+  before=$(grep -c "$1" "$log4" || true)
+  kill -HUP "$srv"
+  for _ in $(seq 100); do
+    (($(grep -c "$1" "$log4" || true) > before)) && return 0
+    kill -0 "$srv" 2>/dev/null || fail "SIGHUP killed tern-nfsd: $(cat "$log4")"
+    sleep 0.1
+  done
+  fail "no '$1' after SIGHUP: $(cat "$log4")"
+}
+read -r _ _ fa < <(ask mnt 127.0.0.1 "$mport" "$dir/a")
+read -r _ _ fb < <(ask mnt 127.0.0.1 "$mport" "$dir/b")
+[[ $fa != - && $fb != - ]] || fail "MNT gave no handles"
+expect exports 127.0.0.1 "$mport" -- "exports $dir/a:localhost $dir/b:localhost"
+expect connect "shm:path=$dir/s4" -- "connect ok"
+expect getattr "$fa" -- "getattr 0"
+expect getattr "$fb" -- "getattr 0"
+read -r _ st ff < <(ask lookup "$fa" f)
+[[ $st == 0 ]] || fail "LOOKUP of a/f: $st"
+expect write "$ff" -- "write 0"
+# a now lists another network only; b is gone.
+printf '%s 10.0.0.0/8(rw)\n' "$dir/a" >"$dir/exports"
+hup "reloaded $dir/exports"
+expect getattr "$fa" -- "getattr 13"
+expect getattr "$fb" -- "getattr 70"
+expect mnt 127.0.0.1 "$mport" "$dir/a" -- "mnt 13 -"
+expect mnt 127.0.0.1 "$mport" "$dir/b" -- "mnt 2 -"
+expect exports 127.0.0.1 "$mport" -- "exports $dir/a:10.0.0.0/8"
+expect conn -- "conn ready 0"
+# A file with a mistake changes nothing, and says why.
+printf '%s localhost(rw)\n%s localhost(rw,bogus)\n' "$dir/a" "$dir/b" >"$dir/exports"
+hup "reload of $dir/exports refused"
+grep -q "reload of $dir/exports refused, still serving $dir/a: $dir/exports:2: localhost: unknown option 'bogus'" \
+  "$log4" || fail "the refusal does not say why: $(tail -2 "$log4")"
+expect getattr "$fa" -- "getattr 13"
+# Back, a read-only now: the same handles are good again.
+printf '%s localhost(ro,no_root_squash)\n%s localhost(rw)\n' "$dir/a" "$dir/b" >"$dir/exports"
+hup "reloaded $dir/exports"
+expect getattr "$fb" -- "getattr 0"
+expect write "$ff" -- "write 30"  # NFS3ERR_ROFS: the same handle, a read-only entry now
+expect conn -- "conn ready 0"
+kill -USR1 "$srv"
+for _ in $(seq 50); do grep -q "tern-nfsd: stats:" "$log4" && break; sleep 0.1; done
+grep -q "tern-nfsd: stats: .*connections=1" "$log4" || fail "the connection did not stay: $(grep stats: "$log4")"
+exec {PROBE[1]}>&-
+kill -TERM "$srv"
+wait "$srv" || fail "SIGTERM after reloads: exit $?"
 
 echo "nfsd_admin: ok"

@@ -690,6 +690,59 @@ TEST_F(Nfsd, SeveralExportsEachWithItsClients) {
   server_.reset();  // before `pub`, which it reads
 }
 
+// A reload (a new table published, as tern-nfsd does on SIGHUP) over the
+// same connection: a client no longer listed gets NFS3ERR_ACCES, a removed
+// export's handles NFS3ERR_STALE; the connection stays and needs no
+// retransmission; putting the export back makes the same handles good
+// again (the same key and id: the same directory and fsid), and the
+// server dropped its cached descriptors at each switch.
+TEST_F(Nfsd, AReloadTakesEffectOnTheSameConnection) {
+  for (const char* d : {"a", "b"}) ASSERT_EQ(mkdir(path(d).c_str(), 0777), 0);
+  state_dir_ = StateDir::open(state_).value();
+  auto table_of = [&](std::vector<std::pair<const char*, const char*>> exports) {
+    std::vector<ExportOptions> list;
+    for (const auto& [dir, who] : exports) {
+      ExportOptions o;
+      o.dir = path(dir);
+      o.clients = rules({{who, rw_root()}});
+      list.push_back(std::move(o));
+    }
+    auto t = ExportTable::open(list, state_dir_);
+    EXPECT_TRUE(t.is_ok()) << t.status().to_string();
+    return t.is_ok() ? *t : nullptr;
+  };
+  auto first = table_of({{"a", "localhost"}, {"b", "*"}});
+  ASSERT_NE(first, nullptr);
+  const Fh3 a = first->exports()[0]->root_fh(), b = first->exports()[1]->root_fh();
+  PublishedExports pub(first);
+  ServerConfig cfg;
+  cfg.write_verf = new_write_verifier();
+  server_ = std::make_unique<ServerThread>(pub, nullptr, cfg, spec_);
+  conn_ = connect(spec_);
+  ASSERT_NE(conn_, nullptr);
+  CreateRes f = create(a, "f");
+  ASSERT_EQ(f.status, Nfs3Stat::kOk);
+  EXPECT_EQ(getattr(b).status, Nfs3Stat::kOk);
+  first.reset();  // the server keeps its own reference while it serves it
+
+  pub.publish(table_of({{"a", "10.0.0.0/8"}}));
+  Reply r = call(Nfs3Proc::kGetattr, enc(GetattrArgs{*f.obj}));
+  EXPECT_EQ(status_of(r), Nfs3Stat::kAccess) << "no longer listed";
+  EXPECT_EQ(r.retransmits, 0u);
+  EXPECT_EQ(getattr(a).status, Nfs3Stat::kAccess);
+  EXPECT_EQ(getattr(b).status, Nfs3Stat::kStale) << "removed";
+  EXPECT_EQ(create(b, "g").status, Nfs3Stat::kStale);
+  EXPECT_TRUE(conn_->ready());
+
+  pub.publish(table_of({{"a", "*"}, {"b", "localhost"}}));
+  EXPECT_EQ(getattr(*f.obj).status, Nfs3Stat::kOk) << "the same handle, good again";
+  EXPECT_EQ(getattr(b).status, Nfs3Stat::kOk);
+  EXPECT_EQ(server_->nfs->stats().tables.get(), 2u);
+  EXPECT_EQ(server_->nfs->fd_cache().size(), 2u) << "only what was opened since the last switch";
+  EXPECT_TRUE(conn_->ready());
+  server_.reset();  // before `pub`, which it reads
+}
+
 // Garbage gets GARBAGE_ARGS (or, when it happens to decode, an NFS error)
 // and nothing else: the server keeps serving.
 TEST_F(Nfsd, GarbageGetsRpcAndNfsErrorsOnly) {
