@@ -1,14 +1,16 @@
 // tern-nfsd: an NFSv3 server (RFC 1813) over RPC-over-RDMA on Tern's
-// engine, serving one local directory, that the Linux kernel's NFS client
-// mounts:
+// engine, serving the directories of an exports file (or one, --export),
+// that the Linux kernel's NFS client mounts:
 //
-//   tern-nfsd --export /srv/data --listen verbs:addr=10.0.0.1,port=20050 --mount-port 20048
+//   tern-nfsd --exports /etc/tern-nfsd/exports --listen verbs:addr=10.0.0.1,port=20050 --mount-port 20048
 //   mount -t nfs -o vers=3,proto=rdma,port=20050,mountport=20048,mountproto=tcp,nolock 10.0.0.1:/srv/data /mnt
 //
 // One engine per thread (--engines, pinned with --cores); the connections
 // (a client's nconnect=N among them) are spread over them. MOUNT v3 is
-// served over TCP on --mount-port. docs/nfs-gateway.md says how to run it,
-// what it serves and what it does not.
+// served over TCP on --mount-port. SIGHUP rereads the exports file, SIGUSR1
+// prints the counters, SIGTERM/SIGINT stop it. docs/nfs-gateway.md says
+// how to run it (a systemd unit: apps/tern-nfsd.service.in), what it
+// serves and what it does not.
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -35,6 +37,7 @@
 #include "nfsd/export.h"
 #include "nfsd/export_table.h"
 #include "nfsd/exports_file.h"
+#include "nfsd/lock_file.h"
 #include "nfsd/mountd.h"
 #include "nfsd/nfs3_server.h"
 #include "nfsd/published_exports.h"
@@ -60,14 +63,17 @@ void on_signal(int sig) {
 // format: a UTC timestamp, "tern", the level, "tern-nfsd", the message.
 void say(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 void say(LogLevel level, const char* fmt, ...) {
-  char msg[2048];
+  char buf[2048];
   va_list ap;
   va_start(ap, fmt);
-  std::vsnprintf(msg, sizeof msg, fmt, ap);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
+  // lib/nfsd's messages say "tern-nfsd: " themselves; the prefix says it once.
+  std::string msg = buf;
+  for (size_t p; (p = msg.find("tern-nfsd: ")) != std::string::npos;) msg.erase(p, 11);
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
-  LogRecord rec{level, "tern-nfsd", nullptr, msg,
+  LogRecord rec{level, "tern-nfsd", nullptr, msg.c_str(),
                 static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec)};
   char line[2304];
   format_log_line(rec, line, sizeof line);
@@ -90,14 +96,17 @@ void usage(FILE* f) {
                "                        (port default 20049)\n"
                "  --mount-port N        MOUNT v3 over TCP on this port (default 20048; 0: any free one;\n"
                "                        'off': none)\n"
-               "  --mount-addr IP       address MOUNT listens on (default: --addr, else 0.0.0.0)\n"
+               "  --mount-addr IP       address MOUNT listens on (default: --addr's; 127.0.0.1 with a shm:\n"
+               "                        listener; else 0.0.0.0)\n"
                "  --engines N           engines (threads), connections spread over them (default 1)\n"
                "  --cores LIST          pin engine i to the i-th core of LIST (e.g. 2,3)\n"
                "  --ro                  read-only export (--export)\n"
                "  --no-root-squash      trust uid 0 from clients (default: it becomes --anon-uid)\n"
                "  --all-squash          every caller is --anon-uid/--anon-gid\n"
                "  --anon-uid N, --anon-gid N   the squashed identity (default 65534)\n"
-               "  --state-dir DIR       handle key and reply cache (default /var/lib/tern-nfsd)\n"
+               "  --state-dir DIR       handle key and reply cache (default /var/lib/tern-nfsd); one instance\n"
+               "                        per state directory (locked)\n"
+               "  --pidfile PATH        write the pid there once serving (locked; removed at a clean exit)\n"
                "  --drc-slots N         reply cache slots (default 8192; 0: no reply cache)\n"
                "  --arena-mb N          registered memory per engine, MiB (default 128)\n"
                "  --credits N           credits granted per connection (default 64)\n"
@@ -106,12 +115,14 @@ void usage(FILE* f) {
                "  --test-crash-after PROC:N   tests only: SIGKILL this process after recording the\n"
                "                        reply of the N-th PROC call (e.g. mkdir:1) in the reply cache\n"
                "  --version, --help\n"
-               "Counters on SIGUSR1 and at exit (SIGINT, SIGTERM); TERN_LOG_LEVEL=info says more.\n");
+               "Counters on SIGUSR1 and at exit (SIGINT, SIGTERM); SIGHUP rereads --exports FILE (connections\n"
+               "stay); TERN_LOG_LEVEL=info says more. Log lines: UTC time, level, what (docs/observability.md).\n");
 }
 
 struct Args {
   nfsd::ExportOptions exp;
   std::string exports_file;
+  std::string pidfile;
   bool export_flags = false;  // --name, --ro, squash flags: --export's alone
   std::string listen;
   std::string addr, dev;
@@ -143,7 +154,7 @@ int proc_by_name(const std::string& n) {
 int parse(int argc, char** argv, Args* a) {
   auto need = [&](int& i) -> const char* {
     if (i + 1 >= argc) {
-      std::fprintf(stderr, "tern-nfsd: %s needs a value\n", argv[i]);
+      say(LogLevel::kError, "%s needs a value", argv[i]);
       return nullptr;
     }
     return argv[++i];
@@ -155,7 +166,7 @@ int parse(int argc, char** argv, Args* a) {
     auto count = [&](uint64_t max) {
       if ((v = need(i)) == nullptr) return false;
       if (!apps::parse_count(v, max, &n)) {
-        std::fprintf(stderr, "tern-nfsd: %s %s: not a number up to %llu\n", f.c_str(), v,
+        say(LogLevel::kError, "%s %s: not a number up to %llu", f.c_str(), v,
                      static_cast<unsigned long long>(max));
         return false;
       }
@@ -170,6 +181,9 @@ int parse(int argc, char** argv, Args* a) {
     } else if (f == "--exports") {
       if ((v = need(i)) == nullptr) return 1;
       a->exports_file = v;
+    } else if (f == "--pidfile") {
+      if ((v = need(i)) == nullptr) return 1;
+      a->pidfile = v;
     } else if (f == "--export") {
       if ((v = need(i)) == nullptr) return 1;
       a->exp.dir = v;
@@ -203,7 +217,7 @@ int parse(int argc, char** argv, Args* a) {
     } else if (f == "--engines") {
       if (!count(64)) return 1;
       if (n == 0) {
-        std::fprintf(stderr, "tern-nfsd: --engines 0\n");
+        say(LogLevel::kError, "--engines 0");
         return 1;
       }
       a->engines = static_cast<uint32_t>(n);
@@ -216,7 +230,7 @@ int parse(int argc, char** argv, Args* a) {
         if (q == std::string::npos) q = s.size();
         std::string one = s.substr(p, q - p);
         if (!apps::parse_count(one.c_str(), 4095, &n)) {
-          std::fprintf(stderr, "tern-nfsd: --cores %s: '%s' is not a core number\n", v, one.c_str());
+          say(LogLevel::kError, "--cores %s: '%s' is not a core number", v, one.c_str());
           return 1;
         }
         a->cores.push_back(static_cast<int>(n));
@@ -248,20 +262,20 @@ int parse(int argc, char** argv, Args* a) {
     } else if (f == "--arena-mb") {
       if (!count(65536)) return 1;
       if (n < 16) {
-        std::fprintf(stderr, "tern-nfsd: --arena-mb %llu: at least 16\n", static_cast<unsigned long long>(n));
+        say(LogLevel::kError, "--arena-mb %llu: at least 16", static_cast<unsigned long long>(n));
         return 1;
       }
       a->arena_mb = n;
     } else if (f == "--credits") {
       if (!count(1024)) return 1;
-      if (n == 0) return std::fprintf(stderr, "tern-nfsd: --credits 0\n"), 1;
+      if (n == 0) return say(LogLevel::kError, "--credits 0"), 1;
       a->credits = static_cast<uint32_t>(n);
     } else if (f == "--busy-poll") {
       a->busy = true;
     } else if (f == "--stats-interval") {
       if ((v = need(i)) == nullptr) return 1;
       if (!apps::parse_duration(v, 86400, &a->stats_interval)) {
-        std::fprintf(stderr, "tern-nfsd: --stats-interval %s: not a duration\n", v);
+        say(LogLevel::kError, "--stats-interval %s: not a duration", v);
         return 1;
       }
     } else if (f == "--test-crash-after") {
@@ -271,38 +285,38 @@ int parse(int argc, char** argv, Args* a) {
       a->crash_proc = proc_by_name(s.substr(0, c));
       if (a->crash_proc < 0 || c == std::string::npos ||
           !apps::parse_count(s.c_str() + c + 1, UINT32_MAX, &n) || n == 0) {
-        std::fprintf(stderr, "tern-nfsd: --test-crash-after %s: want PROC:N (e.g. mkdir:1)\n", v);
+        say(LogLevel::kError, "--test-crash-after %s: want PROC:N (e.g. mkdir:1)", v);
         return 1;
       }
       a->crash_n = static_cast<uint32_t>(n);
     } else {
-      std::fprintf(stderr, "tern-nfsd: unknown option %s (--help lists them)\n", f.c_str());
+      say(LogLevel::kError, "unknown option %s (--help lists them)", f.c_str());
       return 1;
     }
   }
   if (a->exp.dir.empty() && a->exports_file.empty()) {
-    std::fprintf(stderr, "tern-nfsd: --exports FILE or --export DIR is required\n");
+    say(LogLevel::kError, "--exports FILE or --export DIR is required");
     return 1;
   }
   if (!a->exp.dir.empty() && !a->exports_file.empty()) {
-    std::fprintf(stderr, "tern-nfsd: --exports FILE and --export DIR are alternatives (list DIR in FILE)\n");
+    say(LogLevel::kError, "--exports FILE and --export DIR are alternatives (list DIR in FILE)");
     return 1;
   }
   if (!a->exports_file.empty() && a->export_flags) {
-    std::fprintf(stderr,
-                 "tern-nfsd: --name, --ro, --no-root-squash, --all-squash, --anon-uid and --anon-gid go with "
-                 "--export DIR; with --exports FILE write them in the file (ro, no_root_squash, all_squash, "
-                 "anonuid=, anongid=)\n");
+    say(LogLevel::kError,
+        "--name, --ro, --no-root-squash, --all-squash, --anon-uid and --anon-gid go with "
+        "--export DIR; with --exports FILE write them in the file (ro, no_root_squash, all_squash, "
+        "anonuid=, anongid=)");
     return 1;
   }
   if (a->listen.empty()) {
     if (a->addr.empty()) {
-      std::fprintf(stderr, "tern-nfsd: give --listen SPEC or --addr IP\n");
+      say(LogLevel::kError, "give --listen SPEC or --addr IP");
       return 1;
     }
     a->listen = "verbs:addr=" + a->addr + ",port=" + std::to_string(a->port) + (a->dev.empty() ? "" : ",dev=" + a->dev);
   } else if (!a->addr.empty() || !a->dev.empty()) {
-    std::fprintf(stderr, "tern-nfsd: --listen and --addr/--dev are alternatives\n");
+    say(LogLevel::kError, "--listen and --addr/--dev are alternatives");
     return 1;
   }
   if (a->mount_addr.empty()) {
@@ -312,10 +326,12 @@ int parse(int argc, char** argv, Args* a) {
     if (l.starts_with("verbs:") || l.starts_with("mlx5:")) {
       if (p != std::string::npos) a->mount_addr = l.substr(p + 5, l.find(',', p) - (p + 5));
     }
+    // A shm listener serves this host's processes only: MOUNT with it.
+    if (a->mount_addr.empty() && l.starts_with("shm:")) a->mount_addr = "127.0.0.1";
     if (a->mount_addr.empty()) a->mount_addr = "0.0.0.0";
   }
   if (!a->cores.empty() && a->cores.size() < a->engines) {
-    std::fprintf(stderr, "tern-nfsd: --cores names %zu cores for %u engines\n", a->cores.size(), a->engines);
+    say(LogLevel::kError, "--cores names %zu cores for %u engines", a->cores.size(), a->engines);
     return 1;
   }
   return 0;
@@ -373,7 +389,7 @@ void pin(int cpu) {
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
   if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
-    std::fprintf(stderr, "tern-nfsd: cannot pin an engine to core %d (it runs unpinned)\n", cpu);
+    say(LogLevel::kWarn, "cannot pin an engine to core %d (it runs unpinned)", cpu);
 }
 
 struct Worker {
@@ -392,7 +408,7 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
     errors += s.errors.get(), garbage += s.garbage.get(), replays += s.drc_replays.get(), drops += s.drc_drops.get();
     rbytes += s.read_bytes.get(), wbytes += s.write_bytes.get(), rchunks += s.read_chunk_replies.get();
   }
-  std::string line = "tern-nfsd: stats:";
+  std::string line = "stats:";
   uint64_t all = 0;
   for (uint32_t p = 0; p < nfs::kNfs3ProcCount; ++p) {
     all += calls[p];
@@ -422,7 +438,7 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
           " reply_chunks=" + std::to_string(rpl) + " send_with_inv=" + std::to_string(swi) +
           " rdma_errors=" + std::to_string(rdma_err) + " bad_headers=" + std::to_string(bad);
   line += " connections=" + conns;
-  std::fprintf(stderr, "%s\n", line.c_str());
+  say(LogLevel::kInfo, "%s", line.c_str());
 }
 
 }  // namespace
@@ -431,18 +447,29 @@ int main(int argc, char** argv) {
   Args a;
   if (int r = parse(argc, argv, &a); r != 0) return r == 2 ? 0 : 2;
   if (Status s = log_init(); !s) {
-    std::fprintf(stderr, "tern-nfsd: %s\n", s.to_string().c_str());
+    say(LogLevel::kError, "%s", s.to_string().c_str());
     return 2;
   }
-  // The state directory first: its lock says whether another instance owns it.
+  // The pidfile first, locked for the process's life: a live instance
+  // holding it keeps this one from starting. The pid goes in once serving.
+  std::unique_ptr<nfsd::LockFile> pidfile;
+  if (!a.pidfile.empty()) {
+    auto p = nfsd::LockFile::acquire(a.pidfile, "the pidfile " + a.pidfile);
+    if (!p) {
+      say(LogLevel::kError, "%s", p.status().to_string().c_str());
+      return 1;
+    }
+    pidfile = std::move(*p);
+  }
+  // The state directory next: its lock says whether another instance owns it.
   auto state = nfsd::StateDir::open(a.exp.state_dir);
   if (!state) {
-    std::fprintf(stderr, "tern-nfsd: %s\n", state.status().to_string().c_str());
+    say(LogLevel::kError, "%s", state.status().to_string().c_str());
     return 1;
   }
   auto table = load_exports(a, *state);
   if (!table) {
-    std::fprintf(stderr, "tern-nfsd: %s\n", table.status().to_string().c_str());
+    say(LogLevel::kError, "%s", table.status().to_string().c_str());
     return 1;
   }
   nfsd::PublishedExports exports(*table);
@@ -450,7 +477,7 @@ int main(int argc, char** argv) {
   if (a.drc_slots > 0) {
     auto r = nfsd::ReplyCache::open((*state)->reply_cache_path(), a.drc_slots);
     if (!r) {
-      std::fprintf(stderr, "tern-nfsd: %s\n", r.status().to_string().c_str());
+      say(LogLevel::kError, "%s", r.status().to_string().c_str());
       return 1;
     }
     drc = std::move(*r);
@@ -470,7 +497,7 @@ int main(int argc, char** argv) {
     auto w = std::make_unique<Worker>();
     auto e = rpc::Engine::create(eo);
     if (!e) {
-      std::fprintf(stderr, "tern-nfsd: engine %u: %s\n", i, e.status().to_string().c_str());
+      say(LogLevel::kError, "engine %u: %s", i, e.status().to_string().c_str());
       return 1;
     }
     w->eng = std::move(*e);
@@ -483,7 +510,7 @@ int main(int argc, char** argv) {
   for (uint32_t i = 0; i < a.engines; ++i) {
     Status s = group ? workers[i]->eng->listen(a.listen, group) : workers[i]->eng->listen(a.listen);
     if (!s) {
-      std::fprintf(stderr, "tern-nfsd: cannot listen on %s: %s\n", a.listen.c_str(), s.to_string().c_str());
+      say(LogLevel::kError, "cannot listen on %s: %s", a.listen.c_str(), s.to_string().c_str());
       return 1;
     }
   }
@@ -491,7 +518,7 @@ int main(int argc, char** argv) {
   if (a.mount_port >= 0) {
     auto m = nfsd::Mountd::start(exports, nfsd::MountdOptions{a.mount_addr, static_cast<uint16_t>(a.mount_port)});
     if (!m) {
-      std::fprintf(stderr, "tern-nfsd: %s\n", m.status().to_string().c_str());
+      say(LogLevel::kError, "%s", m.status().to_string().c_str());
       return 1;
     }
     md = std::move(*m);
@@ -504,12 +531,19 @@ int main(int argc, char** argv) {
   sigaction(SIGHUP, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  std::fprintf(stderr, "tern-nfsd: serving %s on %s, %u engine%s%s; MOUNT %s%s%s; reply cache %s\n",
+  say(LogLevel::kInfo, "serving %s on %s, %u engine%s%s; MOUNT %s%s%s; reply cache %s",
                describe(**table).c_str(), a.listen.c_str(), a.engines, a.engines == 1 ? "" : "s",
                a.busy ? " (busy-polling)" : "", md ? "tcp " : "off", md ? a.mount_addr.c_str() : "",
                md ? (":" + std::to_string(md->port())).c_str() : "",
                drc ? ((*state)->reply_cache_path() + " (" + std::to_string(drc->loaded()) + " replies kept)").c_str()
                    : "off");
+
+  if (pidfile) {
+    if (Status s = pidfile->write_pid(); !s) {
+      say(LogLevel::kError, "%s", s.to_string().c_str());
+      return 1;
+    }
+  }
 
   for (uint32_t i = 0; i < a.engines; ++i) {
     Worker* w = workers[i].get();
@@ -551,11 +585,12 @@ int main(int argc, char** argv) {
   int rc = 0;
   for (auto& w : workers)
     if (!w->failed.is_ok()) {
-      std::fprintf(stderr, "tern-nfsd: %s\n", w->failed.to_string().c_str());
+      say(LogLevel::kError, "%s", w->failed.to_string().c_str());
       rc = 1;
     }
   print_stats(workers, drc.get(), md.get());
   md.reset();
   workers.clear();  // each engine completes its calls and closes its connections
+  if (pidfile) pidfile->remove();
   return rc;
 }

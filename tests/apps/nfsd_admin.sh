@@ -149,4 +149,39 @@ exec {PROBE[1]}>&-
 kill -TERM "$srv"
 wait "$srv" || fail "SIGTERM after reloads: exit $?"
 
+# ---- a pidfile, locked while the instance lives and removed at a clean
+# exit; every line of the log timestamped; MOUNT on loopback with a shm
+# listener
+set +e
+msg=$("$nfsd" --exports "$dir/exports" --listen "shm:path=$dir/s5" --state-dir "$dir/state" --mount-port 0 \
+  --pidfile "$dir/run/tern-nfsd.pid" 2>&1)
+rc=$?
+set -e
+[[ $rc == 1 && $msg == *"cannot open $dir/run/tern-nfsd.pid"* ]] || fail "pidfile in a missing directory: $rc $msg"
+mkdir "$dir/run"
+start fifth --exports "$dir/exports" --listen "shm:path=$dir/s5" --state-dir "$dir/state" --mount-port 0 \
+  --pidfile "$dir/run/tern-nfsd.pid"
+srv=$started
+[[ $(cat "$dir/run/tern-nfsd.pid") == "$srv" ]] || fail "pidfile holds '$(cat "$dir/run/tern-nfsd.pid")', not $srv"
+grep -q "MOUNT tcp 127.0.0.1:" "$dir/fifth.log" || fail "MOUNT not on loopback with shm: $(cat "$dir/fifth.log")"
+set +e
+msg=$("$nfsd" --export "$dir/b" --listen "shm:path=$dir/s6" --state-dir "$dir/state6" --mount-port off \
+  --pidfile "$dir/run/tern-nfsd.pid" 2>&1)
+rc=$?
+set -e
+[[ $rc == 1 && $msg == *"pidfile $dir/run/tern-nfsd.pid is in use by another tern-nfsd (pid $srv"* ]] ||
+  fail "a second instance on the pidfile: $rc $msg"
+[[ $(cat "$dir/run/tern-nfsd.pid") == "$srv" ]] || fail "the refused instance touched the pidfile"
+kill -USR1 "$srv"
+for _ in $(seq 50); do grep -q "tern-nfsd: stats:" "$dir/fifth.log" && break; sleep 0.1; done
+kill -TERM "$srv"
+wait "$srv" || fail "SIGTERM: exit $?"
+[[ ! -e $dir/run/tern-nfsd.pid ]] || fail "the pidfile stayed after a clean exit"
+ts='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z tern (error|warn|info|debug) '
+for l in "$dir"/*.log; do
+  bad=$(grep -Ev "$ts" "$l" || true)
+  [[ -z $bad ]] || fail "$l: lines without a timestamp: $bad"
+done
+grep -Eq "${ts}tern-nfsd: reload of $dir/exports refused" "$dir/fourth.log" || fail "reload line: $(cat "$dir/fourth.log")"
+
 echo "nfsd_admin: ok"

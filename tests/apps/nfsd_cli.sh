@@ -61,8 +61,8 @@ log=$dir/log
 "$nfsd" --export "$dir/export" --name /srv --listen "shm:path=$dir/s" --state-dir "$dir/state" \
   --mount-port 0 --mount-addr 127.0.0.1 --engines 2 >"$log" 2>&1 &
 pid=$!
-for _ in $(seq 100); do grep -q "^tern-nfsd: serving" "$log" && break; sleep 0.1; done
-line=$(grep "^tern-nfsd: serving" "$log") || fail "no serving line: $(cat "$log")"
+for _ in $(seq 100); do grep -q "tern-nfsd: serving" "$log" && break; sleep 0.1; done
+line=$(grep "tern-nfsd: serving" "$log") || fail "no serving line: $(cat "$log")"
 [[ $line == *"serving $dir/export as /srv on shm:path=$dir/s, 2 engines; MOUNT tcp 127.0.0.1:"* ]] ||
   fail "serving line: $line"
 port=$(sed -n 's/.*MOUNT tcp 127.0.0.1:\([0-9]*\);.*/\1/p' <<<"$line")
