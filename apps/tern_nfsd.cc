@@ -461,6 +461,15 @@ int main(int argc, char** argv) {
     }
     pidfile = std::move(*p);
   }
+  // Removed however main returns, failed start included, while still
+  // locked (destroyed before `pidfile`): nobody else can have made a new
+  // file of that name yet.
+  struct RemovePidfile {
+    nfsd::LockFile* f;
+    ~RemovePidfile() {
+      if (f != nullptr) f->remove();
+    }
+  } remove_pidfile{pidfile.get()};
   // The state directory next: its lock says whether another instance owns it.
   auto state = nfsd::StateDir::open(a.exp.state_dir);
   if (!state) {
@@ -591,6 +600,5 @@ int main(int argc, char** argv) {
   print_stats(workers, drc.get(), md.get());
   md.reset();
   workers.clear();  // each engine completes its calls and closes its connections
-  if (pidfile) pidfile->remove();
   return rc;
 }

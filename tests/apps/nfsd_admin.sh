@@ -172,6 +172,13 @@ set -e
 [[ $rc == 1 && $msg == *"pidfile $dir/run/tern-nfsd.pid is in use by another tern-nfsd (pid $srv"* ]] ||
   fail "a second instance on the pidfile: $rc $msg"
 [[ $(cat "$dir/run/tern-nfsd.pid") == "$srv" ]] || fail "the refused instance touched the pidfile"
+# A start that fails after taking the pidfile leaves none behind.
+set +e
+msg=$("$nfsd" --export "$dir/missing" --listen "shm:path=$dir/s6" --state-dir "$dir/state6" --mount-port off \
+  --pidfile "$dir/run/other.pid" 2>&1)
+rc=$?
+set -e
+[[ $rc == 1 && ! -e $dir/run/other.pid ]] || fail "a failed start: $rc, pidfile $(ls "$dir/run")"
 kill -USR1 "$srv"
 for _ in $(seq 50); do grep -q "tern-nfsd: stats:" "$dir/fifth.log" && break; sleep 0.1; done
 kill -TERM "$srv"
