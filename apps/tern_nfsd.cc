@@ -401,11 +401,12 @@ struct Worker {
 
 void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::ReplyCache* drc, const nfsd::Mountd* md) {
   uint64_t calls[nfs::kNfs3ProcCount] = {};
-  uint64_t errors = 0, garbage = 0, replays = 0, drops = 0, rbytes = 0, wbytes = 0, rchunks = 0;
+  uint64_t errors = 0, garbage = 0, replays = 0, drops = 0, rbytes = 0, wbytes = 0, rchunks = 0, refused = 0;
   for (const auto& w : ws) {
     const nfsd::Nfs3Stats& s = w->srv->stats();
     for (uint32_t p = 0; p < nfs::kNfs3ProcCount; ++p) calls[p] += s.calls[p].get();
     errors += s.errors.get(), garbage += s.garbage.get(), replays += s.drc_replays.get(), drops += s.drc_drops.get();
+    refused += s.refused.get();
     rbytes += s.read_bytes.get(), wbytes += s.write_bytes.get(), rchunks += s.read_chunk_replies.get();
   }
   std::string line = "stats:";
@@ -420,7 +421,7 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
   line += " calls=" + std::to_string(all) + " errors=" + std::to_string(errors) + " garbage=" + std::to_string(garbage) +
           " read_bytes=" + std::to_string(rbytes) + " write_bytes=" + std::to_string(wbytes) +
           " read_chunk_replies=" + std::to_string(rchunks) + " drc_replays=" + std::to_string(replays) +
-          " drc_drops=" + std::to_string(drops);
+          " drc_drops=" + std::to_string(drops) + " refused=" + std::to_string(refused);
   if (drc != nullptr)
     line += " drc_loaded=" + std::to_string(drc->loaded()) + " drc_file_hits=" + std::to_string(drc->hits_from_file());
   if (md != nullptr) line += " mounts=" + std::to_string(md->mounts());

@@ -145,6 +145,7 @@ expect conn -- "conn ready 0"
 kill -USR1 "$srv"
 for _ in $(seq 50); do grep -q "tern-nfsd: stats:" "$log4" && break; sleep 0.1; done
 grep -q "tern-nfsd: stats: .*connections=1" "$log4" || fail "the connection did not stay: $(grep stats: "$log4")"
+grep -q "tern-nfsd: stats: .* refused=2 " "$log4" || fail "calls refused not counted: $(grep stats: "$log4")"
 exec {PROBE[1]}>&-
 kill -TERM "$srv"
 wait "$srv" || fail "SIGTERM after reloads: exit $?"
