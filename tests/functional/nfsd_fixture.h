@@ -74,9 +74,13 @@ struct ServerThread {
       while (!stop.load(std::memory_order_relaxed)) eng->poll();
     });
   }
-  ~ServerThread() {
+  // Stops polling (what the server holds can be read from the test's thread then).
+  void halt() {
     stop.store(true);
-    thread.join();
+    if (thread.joinable()) thread.join();
+  }
+  ~ServerThread() {
+    halt();
     nfs.reset();
     eng.reset();
   }
