@@ -1,20 +1,25 @@
 // tern-nfsd: an NFSv3 server (RFC 1813) over RPC-over-RDMA on Tern's
-// engine, serving one local directory, that the Linux kernel's NFS client
-// mounts:
+// engine, serving the directories of an exports file (or one, --export),
+// that the Linux kernel's NFS client mounts:
 //
-//   tern-nfsd --export /srv/data --listen verbs:addr=10.0.0.1,port=20050 --mount-port 20048
+//   tern-nfsd --exports /etc/tern-nfsd/exports --listen verbs:addr=10.0.0.1,port=20050 --mount-port 20048
 //   mount -t nfs -o vers=3,proto=rdma,port=20050,mountport=20048,mountproto=tcp,nolock 10.0.0.1:/srv/data /mnt
 //
 // One engine per thread (--engines, pinned with --cores); the connections
 // (a client's nconnect=N among them) are spread over them. MOUNT v3 is
-// served over TCP on --mount-port. docs/nfs-gateway.md says how to run it,
-// what it serves and what it does not.
+// served over TCP on --mount-port. SIGHUP rereads the exports file, SIGUSR1
+// prints the counters, SIGTERM/SIGINT stop it. docs/nfs-gateway.md says
+// how to run it (a systemd unit: apps/tern-nfsd.service.in), what it
+// serves and what it does not.
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <atomic>
+#include <cstdarg>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -30,9 +35,14 @@
 #include "engine/engine.h"
 #include "nfs/nfs3_types.h"
 #include "nfsd/export.h"
+#include "nfsd/export_table.h"
+#include "nfsd/exports_file.h"
+#include "nfsd/lock_file.h"
 #include "nfsd/mountd.h"
 #include "nfsd/nfs3_server.h"
+#include "nfsd/published_exports.h"
 #include "nfsd/reply_cache.h"
+#include "nfsd/state_dir.h"
 
 using namespace tern;
 
@@ -40,31 +50,63 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 std::atomic<bool> g_dump{false};
+std::atomic<bool> g_reload{false};
 
 void on_signal(int sig) {
   if (sig == SIGUSR1) g_dump.store(true);
+  else if (sig == SIGHUP) g_reload.store(true);
   else g_stop.store(true);
+}
+
+// One line of tern-nfsd's own on stderr, whatever TERN_LOG_LEVEL says (what
+// it serves, its counters, a reload's outcome), in the project's log
+// format: a UTC timestamp, "tern", the level, "tern-nfsd", the message.
+void say(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void say(LogLevel level, const char* fmt, ...) {
+  char buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  // lib/nfsd's messages say "tern-nfsd: " themselves; the prefix says it once.
+  std::string msg = buf;
+  for (size_t p; (p = msg.find("tern-nfsd: ")) != std::string::npos;) msg.erase(p, 11);
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  LogRecord rec{level, "tern-nfsd", nullptr, msg.c_str(),
+                static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec)};
+  char line[2304];
+  format_log_line(rec, line, sizeof line);
+  std::fprintf(stderr, "%s\n", line);
 }
 
 void usage(FILE* f) {
   std::fprintf(f,
-               "usage: tern-nfsd --export DIR (--listen SPEC | --addr IP [--port N] [--dev NAME]) [options]\n"
-               "  --export DIR          the directory served\n"
-               "  --name PATH           the path clients mount (default: DIR)\n"
+               "usage: tern-nfsd (--exports FILE | --export DIR) (--listen SPEC | --addr IP [--port N] [--dev NAME])\n"
+               "                 [options]\n"
+               "  --exports FILE        the exports, as exports(5) writes them: a path per line, its clients\n"
+               "                        (*, an address, address/prefix, localhost) with their options\n"
+               "                        (ro, rw, root_squash, no_root_squash, all_squash, anonuid=, anongid=,\n"
+               "                        sec=sys, fsid=N); reread on SIGHUP\n"
+               "  --export DIR          one directory served to every client (the options below say how)\n"
+               "  --name PATH           the path clients mount (--export; default: DIR)\n"
                "  --listen SPEC         device spec to listen on: verbs:addr=IP,port=N[,dev=NAME] or\n"
                "                        shm:path=SOCKET (tests)\n"
                "  --addr IP, --port N, --dev NAME   the same as --listen verbs:addr=IP,port=N,dev=NAME\n"
                "                        (port default 20049)\n"
                "  --mount-port N        MOUNT v3 over TCP on this port (default 20048; 0: any free one;\n"
                "                        'off': none)\n"
-               "  --mount-addr IP       address MOUNT listens on (default: --addr, else 0.0.0.0)\n"
+               "  --mount-addr IP       address MOUNT listens on (default: --addr's; 127.0.0.1 with a shm:\n"
+               "                        listener; else 0.0.0.0)\n"
                "  --engines N           engines (threads), connections spread over them (default 1)\n"
                "  --cores LIST          pin engine i to the i-th core of LIST (e.g. 2,3)\n"
-               "  --ro                  read-only export\n"
-               "  --no-root-squash      trust uid 0 from clients (default: it becomes --anon-uid)\n"
-               "  --all-squash          every caller is --anon-uid/--anon-gid\n"
-               "  --anon-uid N, --anon-gid N   the squashed identity (default 65534)\n"
-               "  --state-dir DIR       handle key and reply cache (default /var/lib/tern-nfsd)\n"
+               "  --ro                  read-only export (--export)\n"
+               "  --no-root-squash      trust uid 0 from clients (--export; default: it becomes --anon-uid)\n"
+               "  --all-squash          every caller is --anon-uid/--anon-gid (--export)\n"
+               "  --anon-uid N, --anon-gid N   the squashed identity (--export; default 65534)\n"
+               "  --state-dir DIR       handle key and reply cache (default /var/lib/tern-nfsd); one instance\n"
+               "                        per state directory (locked)\n"
+               "  --pidfile PATH        write the pid there once serving (locked; removed at a clean exit)\n"
                "  --drc-slots N         reply cache slots (default 8192; 0: no reply cache)\n"
                "  --arena-mb N          registered memory per engine, MiB (default 128)\n"
                "  --credits N           credits granted per connection (default 64)\n"
@@ -73,11 +115,15 @@ void usage(FILE* f) {
                "  --test-crash-after PROC:N   tests only: SIGKILL this process after recording the\n"
                "                        reply of the N-th PROC call (e.g. mkdir:1) in the reply cache\n"
                "  --version, --help\n"
-               "Counters on SIGUSR1 and at exit (SIGINT, SIGTERM); TERN_LOG_LEVEL=info says more.\n");
+               "Counters on SIGUSR1 and at exit (SIGINT, SIGTERM); SIGHUP rereads --exports FILE (connections\n"
+               "stay); TERN_LOG_LEVEL=info says more. Log lines: UTC time, level, what (docs/observability.md).\n");
 }
 
 struct Args {
   nfsd::ExportOptions exp;
+  std::string exports_file;
+  std::string pidfile;
+  bool export_flags = false;  // --name, --ro, squash flags: --export's alone
   std::string listen;
   std::string addr, dev;
   uint32_t port = 20049;
@@ -108,7 +154,7 @@ int proc_by_name(const std::string& n) {
 int parse(int argc, char** argv, Args* a) {
   auto need = [&](int& i) -> const char* {
     if (i + 1 >= argc) {
-      std::fprintf(stderr, "tern-nfsd: %s needs a value\n", argv[i]);
+      say(LogLevel::kError, "%s needs a value", argv[i]);
       return nullptr;
     }
     return argv[++i];
@@ -120,7 +166,7 @@ int parse(int argc, char** argv, Args* a) {
     auto count = [&](uint64_t max) {
       if ((v = need(i)) == nullptr) return false;
       if (!apps::parse_count(v, max, &n)) {
-        std::fprintf(stderr, "tern-nfsd: %s %s: not a number up to %llu\n", f.c_str(), v,
+        say(LogLevel::kError, "%s %s: not a number up to %llu", f.c_str(), v,
                      static_cast<unsigned long long>(max));
         return false;
       }
@@ -132,12 +178,19 @@ int parse(int argc, char** argv, Args* a) {
     } else if (f == "--version") {
       std::printf("tern-nfsd %s\n", TERN_VERSION_STRING);
       return 2;
+    } else if (f == "--exports") {
+      if ((v = need(i)) == nullptr) return 1;
+      a->exports_file = v;
+    } else if (f == "--pidfile") {
+      if ((v = need(i)) == nullptr) return 1;
+      a->pidfile = v;
     } else if (f == "--export") {
       if ((v = need(i)) == nullptr) return 1;
       a->exp.dir = v;
     } else if (f == "--name") {
       if ((v = need(i)) == nullptr) return 1;
       a->exp.name = v;
+      a->export_flags = true;
     } else if (f == "--listen") {
       if ((v = need(i)) == nullptr) return 1;
       a->listen = v;
@@ -164,7 +217,7 @@ int parse(int argc, char** argv, Args* a) {
     } else if (f == "--engines") {
       if (!count(64)) return 1;
       if (n == 0) {
-        std::fprintf(stderr, "tern-nfsd: --engines 0\n");
+        say(LogLevel::kError, "--engines 0");
         return 1;
       }
       a->engines = static_cast<uint32_t>(n);
@@ -177,7 +230,7 @@ int parse(int argc, char** argv, Args* a) {
         if (q == std::string::npos) q = s.size();
         std::string one = s.substr(p, q - p);
         if (!apps::parse_count(one.c_str(), 4095, &n)) {
-          std::fprintf(stderr, "tern-nfsd: --cores %s: '%s' is not a core number\n", v, one.c_str());
+          say(LogLevel::kError, "--cores %s: '%s' is not a core number", v, one.c_str());
           return 1;
         }
         a->cores.push_back(static_cast<int>(n));
@@ -185,16 +238,21 @@ int parse(int argc, char** argv, Args* a) {
       }
     } else if (f == "--ro") {
       a->exp.read_only = true;
+      a->export_flags = true;
     } else if (f == "--no-root-squash") {
       a->exp.squash.root_squash = false;
+      a->export_flags = true;
     } else if (f == "--all-squash") {
       a->exp.squash.all_squash = true;
+      a->export_flags = true;
     } else if (f == "--anon-uid") {
       if (!count(UINT32_MAX - 1)) return 1;  // -1 is no identity (nfsd/creds.h)
       a->exp.squash.anon_uid = static_cast<uint32_t>(n);
+      a->export_flags = true;
     } else if (f == "--anon-gid") {
       if (!count(UINT32_MAX - 1)) return 1;
       a->exp.squash.anon_gid = static_cast<uint32_t>(n);
+      a->export_flags = true;
     } else if (f == "--state-dir") {
       if ((v = need(i)) == nullptr) return 1;
       a->exp.state_dir = v;
@@ -204,20 +262,20 @@ int parse(int argc, char** argv, Args* a) {
     } else if (f == "--arena-mb") {
       if (!count(65536)) return 1;
       if (n < 16) {
-        std::fprintf(stderr, "tern-nfsd: --arena-mb %llu: at least 16\n", static_cast<unsigned long long>(n));
+        say(LogLevel::kError, "--arena-mb %llu: at least 16", static_cast<unsigned long long>(n));
         return 1;
       }
       a->arena_mb = n;
     } else if (f == "--credits") {
       if (!count(1024)) return 1;
-      if (n == 0) return std::fprintf(stderr, "tern-nfsd: --credits 0\n"), 1;
+      if (n == 0) return say(LogLevel::kError, "--credits 0"), 1;
       a->credits = static_cast<uint32_t>(n);
     } else if (f == "--busy-poll") {
       a->busy = true;
     } else if (f == "--stats-interval") {
       if ((v = need(i)) == nullptr) return 1;
       if (!apps::parse_duration(v, 86400, &a->stats_interval)) {
-        std::fprintf(stderr, "tern-nfsd: --stats-interval %s: not a duration\n", v);
+        say(LogLevel::kError, "--stats-interval %s: not a duration", v);
         return 1;
       }
     } else if (f == "--test-crash-after") {
@@ -227,27 +285,38 @@ int parse(int argc, char** argv, Args* a) {
       a->crash_proc = proc_by_name(s.substr(0, c));
       if (a->crash_proc < 0 || c == std::string::npos ||
           !apps::parse_count(s.c_str() + c + 1, UINT32_MAX, &n) || n == 0) {
-        std::fprintf(stderr, "tern-nfsd: --test-crash-after %s: want PROC:N (e.g. mkdir:1)\n", v);
+        say(LogLevel::kError, "--test-crash-after %s: want PROC:N (e.g. mkdir:1)", v);
         return 1;
       }
       a->crash_n = static_cast<uint32_t>(n);
     } else {
-      std::fprintf(stderr, "tern-nfsd: unknown option %s (--help lists them)\n", f.c_str());
+      say(LogLevel::kError, "unknown option %s (--help lists them)", f.c_str());
       return 1;
     }
   }
-  if (a->exp.dir.empty()) {
-    std::fprintf(stderr, "tern-nfsd: --export DIR is required\n");
+  if (a->exp.dir.empty() && a->exports_file.empty()) {
+    say(LogLevel::kError, "--exports FILE or --export DIR is required");
+    return 1;
+  }
+  if (!a->exp.dir.empty() && !a->exports_file.empty()) {
+    say(LogLevel::kError, "--exports FILE and --export DIR are alternatives (list DIR in FILE)");
+    return 1;
+  }
+  if (!a->exports_file.empty() && a->export_flags) {
+    say(LogLevel::kError,
+        "--name, --ro, --no-root-squash, --all-squash, --anon-uid and --anon-gid go with "
+        "--export DIR; with --exports FILE write them in the file (ro, no_root_squash, all_squash, "
+        "anonuid=, anongid=)");
     return 1;
   }
   if (a->listen.empty()) {
     if (a->addr.empty()) {
-      std::fprintf(stderr, "tern-nfsd: give --listen SPEC or --addr IP\n");
+      say(LogLevel::kError, "give --listen SPEC or --addr IP");
       return 1;
     }
     a->listen = "verbs:addr=" + a->addr + ",port=" + std::to_string(a->port) + (a->dev.empty() ? "" : ",dev=" + a->dev);
   } else if (!a->addr.empty() || !a->dev.empty()) {
-    std::fprintf(stderr, "tern-nfsd: --listen and --addr/--dev are alternatives\n");
+    say(LogLevel::kError, "--listen and --addr/--dev are alternatives");
     return 1;
   }
   // tern-nfsd sets its umask to 0 (clients send the modes they want), so a
@@ -261,13 +330,62 @@ int parse(int argc, char** argv, Args* a) {
     if (l.starts_with("verbs:") || l.starts_with("mlx5:")) {
       if (p != std::string::npos) a->mount_addr = l.substr(p + 5, l.find(',', p) - (p + 5));
     }
+    // A shm listener serves this host's processes only: MOUNT with it.
+    if (a->mount_addr.empty() && l.starts_with("shm:")) a->mount_addr = "127.0.0.1";
     if (a->mount_addr.empty()) a->mount_addr = "0.0.0.0";
   }
   if (!a->cores.empty() && a->cores.size() < a->engines) {
-    std::fprintf(stderr, "tern-nfsd: --cores names %zu cores for %u engines\n", a->cores.size(), a->engines);
+    say(LogLevel::kError, "--cores names %zu cores for %u engines", a->cores.size(), a->engines);
     return 1;
   }
   return 0;
+}
+
+// The exports in force: the file's (read again on each reload), or the one
+// --export DIR names.
+Result<std::shared_ptr<const nfsd::ExportTable>> load_exports(const Args& a,
+                                                              const std::shared_ptr<const nfsd::StateDir>& state) {
+  std::vector<nfsd::ExportOptions> list;
+  if (!a.exports_file.empty()) {
+    auto r = nfsd::read_exports_file(a.exports_file);
+    if (!r) return r.status();
+    list = std::move(*r);
+  } else {
+    list.push_back(a.exp);
+  }
+  return nfsd::ExportTable::open(list, state);
+}
+
+// "/srv/a as /a, /srv/b" for the log: what each export serves and as what.
+std::string describe(const nfsd::ExportTable& t) {
+  std::string s;
+  for (const auto& e : t.exports()) {
+    if (!s.empty()) s += ", ";
+    s += e->options().dir;
+    if (e->name() != e->options().dir) s += " as " + e->name();
+  }
+  return s.empty() ? "nothing" : s;
+}
+
+// SIGHUP: the exports file read and checked again, and published whole if
+// it is good; the engines take it up between calls, their connections
+// untouched (published_exports.h). A file that does not load leaves the
+// table in force as it is, and says why.
+void reload(const Args& a, const std::shared_ptr<const nfsd::StateDir>& state, nfsd::PublishedExports* exports) {
+  if (a.exports_file.empty()) {
+    say(LogLevel::kWarn, "SIGHUP: nothing to reload (serving --export %s; --exports FILE can be reloaded)",
+        a.exp.dir.c_str());
+    return;
+  }
+  auto t = load_exports(a, state);
+  if (!t) {
+    say(LogLevel::kError, "reload of %s refused, still serving %s: %s", a.exports_file.c_str(),
+        describe(*exports->current()).c_str(), t.status().message().c_str());
+    return;
+  }
+  const uint64_t gen = exports->publish(*t);
+  say(LogLevel::kInfo, "reloaded %s: serving %s (exports generation %llu)", a.exports_file.c_str(),
+      describe(**t).c_str(), static_cast<unsigned long long>(gen));
 }
 
 void pin(int cpu) {
@@ -275,7 +393,7 @@ void pin(int cpu) {
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
   if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
-    std::fprintf(stderr, "tern-nfsd: cannot pin an engine to core %d (it runs unpinned)\n", cpu);
+    say(LogLevel::kWarn, "cannot pin an engine to core %d (it runs unpinned)", cpu);
 }
 
 struct Worker {
@@ -287,14 +405,15 @@ struct Worker {
 
 void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::ReplyCache* drc, const nfsd::Mountd* md) {
   uint64_t calls[nfs::kNfs3ProcCount] = {};
-  uint64_t errors = 0, garbage = 0, replays = 0, drops = 0, rbytes = 0, wbytes = 0, rchunks = 0;
+  uint64_t errors = 0, garbage = 0, replays = 0, drops = 0, rbytes = 0, wbytes = 0, rchunks = 0, refused = 0;
   for (const auto& w : ws) {
     const nfsd::Nfs3Stats& s = w->srv->stats();
     for (uint32_t p = 0; p < nfs::kNfs3ProcCount; ++p) calls[p] += s.calls[p].get();
     errors += s.errors.get(), garbage += s.garbage.get(), replays += s.drc_replays.get(), drops += s.drc_drops.get();
+    refused += s.refused.get();
     rbytes += s.read_bytes.get(), wbytes += s.write_bytes.get(), rchunks += s.read_chunk_replies.get();
   }
-  std::string line = "tern-nfsd: stats:";
+  std::string line = "stats:";
   uint64_t all = 0;
   for (uint32_t p = 0; p < nfs::kNfs3ProcCount; ++p) {
     all += calls[p];
@@ -306,7 +425,7 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
   line += " calls=" + std::to_string(all) + " errors=" + std::to_string(errors) + " garbage=" + std::to_string(garbage) +
           " read_bytes=" + std::to_string(rbytes) + " write_bytes=" + std::to_string(wbytes) +
           " read_chunk_replies=" + std::to_string(rchunks) + " drc_replays=" + std::to_string(replays) +
-          " drc_drops=" + std::to_string(drops);
+          " drc_drops=" + std::to_string(drops) + " refused=" + std::to_string(refused);
   if (drc != nullptr)
     line += " drc_loaded=" + std::to_string(drc->loaded()) + " drc_file_hits=" + std::to_string(drc->hits_from_file());
   if (md != nullptr)
@@ -326,7 +445,7 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
           " reply_chunks=" + std::to_string(rpl) + " send_with_inv=" + std::to_string(swi) +
           " rdma_errors=" + std::to_string(rdma_err) + " bad_headers=" + std::to_string(bad);
   line += " connections=" + conns;
-  std::fprintf(stderr, "%s\n", line.c_str());
+  say(LogLevel::kInfo, "%s", line.c_str());
 }
 
 }  // namespace
@@ -335,19 +454,46 @@ int main(int argc, char** argv) {
   Args a;
   if (int r = parse(argc, argv, &a); r != 0) return r == 2 ? 0 : 2;
   if (Status s = log_init(); !s) {
-    std::fprintf(stderr, "tern-nfsd: %s\n", s.to_string().c_str());
+    say(LogLevel::kError, "%s", s.to_string().c_str());
     return 2;
   }
-  auto exp = nfsd::Export::open(a.exp);
-  if (!exp) {
-    std::fprintf(stderr, "tern-nfsd: %s\n", exp.status().to_string().c_str());
+  // The pidfile first, locked for the process's life: a live instance
+  // holding it keeps this one from starting. The pid goes in once serving.
+  std::unique_ptr<nfsd::LockFile> pidfile;
+  if (!a.pidfile.empty()) {
+    auto p = nfsd::LockFile::acquire(a.pidfile, "the pidfile " + a.pidfile);
+    if (!p) {
+      say(LogLevel::kError, "%s", p.status().to_string().c_str());
+      return 1;
+    }
+    pidfile = std::move(*p);
+  }
+  // Removed however main returns, failed start included, while still
+  // locked (destroyed before `pidfile`): nobody else can have made a new
+  // file of that name yet.
+  struct RemovePidfile {
+    nfsd::LockFile* f;
+    ~RemovePidfile() {
+      if (f != nullptr) f->remove();
+    }
+  } remove_pidfile{pidfile.get()};
+  // The state directory next: its lock says whether another instance owns it.
+  auto state = nfsd::StateDir::open(a.exp.state_dir);
+  if (!state) {
+    say(LogLevel::kError, "%s", state.status().to_string().c_str());
     return 1;
   }
+  auto table = load_exports(a, *state);
+  if (!table) {
+    say(LogLevel::kError, "%s", table.status().to_string().c_str());
+    return 1;
+  }
+  nfsd::PublishedExports exports(*table);
   std::unique_ptr<nfsd::ReplyCache> drc;
   if (a.drc_slots > 0) {
-    auto r = nfsd::ReplyCache::open((*exp)->state_dir() + "/reply-cache", a.drc_slots);
+    auto r = nfsd::ReplyCache::open((*state)->reply_cache_path(), a.drc_slots);
     if (!r) {
-      std::fprintf(stderr, "tern-nfsd: %s\n", r.status().to_string().c_str());
+      say(LogLevel::kError, "%s", r.status().to_string().c_str());
       return 1;
     }
     drc = std::move(*r);
@@ -367,11 +513,11 @@ int main(int argc, char** argv) {
     auto w = std::make_unique<Worker>();
     auto e = rpc::Engine::create(eo);
     if (!e) {
-      std::fprintf(stderr, "tern-nfsd: engine %u: %s\n", i, e.status().to_string().c_str());
+      say(LogLevel::kError, "engine %u: %s", i, e.status().to_string().c_str());
       return 1;
     }
     w->eng = std::move(*e);
-    w->srv = std::make_unique<nfsd::Nfs3Server>(**exp, drc.get(), cfg);
+    w->srv = std::make_unique<nfsd::Nfs3Server>(exports, drc.get(), cfg);
     w->srv->attach(*w->eng);
     workers.push_back(std::move(w));
   }
@@ -380,15 +526,15 @@ int main(int argc, char** argv) {
   for (uint32_t i = 0; i < a.engines; ++i) {
     Status s = group ? workers[i]->eng->listen(a.listen, group) : workers[i]->eng->listen(a.listen);
     if (!s) {
-      std::fprintf(stderr, "tern-nfsd: cannot listen on %s: %s\n", a.listen.c_str(), s.to_string().c_str());
+      say(LogLevel::kError, "cannot listen on %s: %s", a.listen.c_str(), s.to_string().c_str());
       return 1;
     }
   }
   std::unique_ptr<nfsd::Mountd> md;
   if (a.mount_port >= 0) {
-    auto m = nfsd::Mountd::start(**exp, nfsd::MountdOptions{a.mount_addr, static_cast<uint16_t>(a.mount_port)});
+    auto m = nfsd::Mountd::start(exports, nfsd::MountdOptions{a.mount_addr, static_cast<uint16_t>(a.mount_port)});
     if (!m) {
-      std::fprintf(stderr, "tern-nfsd: %s\n", m.status().to_string().c_str());
+      say(LogLevel::kError, "%s", m.status().to_string().c_str());
       return 1;
     }
     md = std::move(*m);
@@ -398,14 +544,22 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGUSR1, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  std::fprintf(stderr, "tern-nfsd: serving %s as %s on %s, %u engine%s%s; MOUNT %s%s%s; reply cache %s\n",
-               (*exp)->options().dir.c_str(), (*exp)->name().c_str(), a.listen.c_str(), a.engines,
-               a.engines == 1 ? "" : "s", a.busy ? " (busy-polling)" : "", md ? "tcp " : "off",
-               md ? a.mount_addr.c_str() : "", md ? (":" + std::to_string(md->port())).c_str() : "",
-               drc ? ((*exp)->state_dir() + "/reply-cache (" + std::to_string(drc->loaded()) + " replies kept)").c_str()
+  say(LogLevel::kInfo, "serving %s on %s, %u engine%s%s; MOUNT %s%s%s; reply cache %s",
+               describe(**table).c_str(), a.listen.c_str(), a.engines, a.engines == 1 ? "" : "s",
+               a.busy ? " (busy-polling)" : "", md ? "tcp " : "off", md ? a.mount_addr.c_str() : "",
+               md ? (":" + std::to_string(md->port())).c_str() : "",
+               drc ? ((*state)->reply_cache_path() + " (" + std::to_string(drc->loaded()) + " replies kept)").c_str()
                    : "off");
+
+  if (pidfile) {
+    if (Status s = pidfile->write_pid(); !s) {
+      say(LogLevel::kError, "%s", s.to_string().c_str());
+      return 1;
+    }
+  }
 
   for (uint32_t i = 0; i < a.engines; ++i) {
     Worker* w = workers[i].get();
@@ -434,6 +588,7 @@ int main(int argc, char** argv) {
   auto last_stats = std::chrono::steady_clock::now();
   while (!g_stop.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (g_reload.exchange(false)) reload(a, *state, &exports);
     bool dump = g_dump.exchange(false);
     if (a.stats_interval > 0 &&
         std::chrono::steady_clock::now() - last_stats > std::chrono::duration<double>(a.stats_interval)) {
@@ -446,7 +601,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   for (auto& w : workers)
     if (!w->failed.is_ok()) {
-      std::fprintf(stderr, "tern-nfsd: %s\n", w->failed.to_string().c_str());
+      say(LogLevel::kError, "%s", w->failed.to_string().c_str());
       rc = 1;
     }
   print_stats(workers, drc.get(), md.get());

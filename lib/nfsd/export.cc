@@ -1,9 +1,9 @@
 #include "nfsd/export.h"
 
 #include <fcntl.h>
-#include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -14,55 +14,6 @@ namespace tern::nfsd {
 
 namespace {
 
-constexpr const char* kDefaultStateDir = "/var/lib/tern-nfsd";
-constexpr const char* kKeyFile = "handle-key";
-
-Status mkdirs(const std::string& path) {
-  std::string cur;
-  size_t i = 0;
-  while (i <= path.size()) {
-    size_t j = path.find('/', i);
-    if (j == std::string::npos) j = path.size();
-    cur = path.substr(0, j);
-    if (!cur.empty() && mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST)
-      return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot create %s", cur.c_str());
-    i = j + 1;
-  }
-  return Status::ok();
-}
-
-// The handle key: 16 random bytes, made once and kept (0600) so that handles
-// outlive the process.
-Result<SipKey> load_key(const std::string& dir) {
-  const std::string path = dir + "/" + kKeyFile;
-  uint8_t b[16];
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd >= 0) {
-    ssize_t n = read(fd, b, sizeof b);
-    close(fd);
-    if (n != static_cast<ssize_t>(sizeof b))
-      return make_error(Errc::kInvalidArgument,
-                        "tern-nfsd: %s is not a 16-byte key (remove it to make a new one; handles clients hold "
-                        "then go stale)",
-                        path.c_str());
-  } else {
-    if (errno != ENOENT) return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot read %s", path.c_str());
-    if (getrandom(b, sizeof b, 0) != static_cast<ssize_t>(sizeof b))
-      return make_sys_error(Errc::kInternal, errno, "tern-nfsd: getrandom");
-    const std::string tmp = path + ".new";
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot create %s", tmp.c_str());
-    bool ok = write(fd, b, sizeof b) == static_cast<ssize_t>(sizeof b) && fsync(fd) == 0;
-    close(fd);
-    if (!ok || rename(tmp.c_str(), path.c_str()) != 0)
-      return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot write %s", path.c_str());
-  }
-  SipKey k;
-  std::memcpy(&k.k0, b, 8);
-  std::memcpy(&k.k1, b + 8, 8);
-  return k;
-}
-
 struct RawHandle {
   struct file_handle h;
   unsigned char room[MAX_HANDLE_SZ];
@@ -70,14 +21,22 @@ struct RawHandle {
 
 }  // namespace
 
-Export::Export(const ExportOptions& opt, const SipKey& key, uint32_t id) : opt_(opt), codec_(key, id) {}
+Export::Export(const ExportOptions& opt, std::shared_ptr<const StateDir> state, const SipKey& key, uint32_t id)
+    : opt_(opt), state_(std::move(state)), id_(id), codec_(key, id) {}
 
 Export::~Export() {
   if (root_fd_ >= 0) close(root_fd_);
   if (mount_fd_ >= 0) close(mount_fd_);
 }
 
-Result<std::unique_ptr<Export>> Export::open(const ExportOptions& in) {
+Result<std::unique_ptr<Export>> Export::open(const ExportOptions& opt) {
+  if (opt.dir.empty()) return make_error(Errc::kInvalidArgument, "tern-nfsd: no directory to export");
+  auto state = StateDir::open(opt.state_dir);
+  if (!state) return state.status();
+  return open(opt, std::move(*state));
+}
+
+Result<std::unique_ptr<Export>> Export::open(const ExportOptions& in, std::shared_ptr<const StateDir> state) {
   ExportOptions opt = in;
   if (opt.dir.empty()) return make_error(Errc::kInvalidArgument, "tern-nfsd: no directory to export");
   // Squashing to -1 would hand callers an id no thread can act as.
@@ -90,19 +49,16 @@ Result<std::unique_ptr<Export>> Export::open(const ExportOptions& in) {
   if (opt.name.empty()) opt.name = opt.dir;
   if (opt.name.front() != '/') opt.name = "/" + opt.name;
   while (opt.name.size() > 1 && opt.name.back() == '/') opt.name.pop_back();
-  if (opt.state_dir.empty()) opt.state_dir = kDefaultStateDir;
-  TERN_TRY(mkdirs(opt.state_dir));
-  if (realpath(opt.state_dir.c_str(), real) == nullptr)
-    return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: state directory %s", opt.state_dir.c_str());
-  opt.state_dir = real;
+  if (opt.fsid > UINT32_MAX)
+    return make_error(Errc::kInvalidArgument, "tern-nfsd: fsid %llu of %s: at most %u",
+                      static_cast<unsigned long long>(opt.fsid), opt.dir.c_str(), UINT32_MAX);
+  opt.state_dir = state->path();
   // A state directory inside the export would hand its key to every client.
   if (opt.state_dir == opt.dir || opt.state_dir.starts_with(opt.dir == "/" ? opt.dir : opt.dir + "/"))
     return make_error(Errc::kInvalidArgument,
                       "tern-nfsd: the state directory %s is inside the export %s, where clients could read its "
                       "handle key: put it elsewhere (--state-dir)",
                       opt.state_dir.c_str(), opt.dir.c_str());
-  auto key = load_key(opt.state_dir);
-  if (!key) return key.status();
 
   int fd = ::open(opt.dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot open %s", opt.dir.c_str());
@@ -112,8 +68,24 @@ Result<std::unique_ptr<Export>> Export::open(const ExportOptions& in) {
     close(fd);
     return make_sys_error(Errc::kInvalidArgument, e, "tern-nfsd: cannot stat %s", opt.dir.c_str());
   }
+  // The identity: what names this export across restarts. Not the device
+  // number, which every export of one file system shares.
+  const std::string identity = "dir=" + opt.dir + "\nfsid=" + std::to_string(opt.fsid);
   const uint64_t fsid = opt.fsid != 0 ? opt.fsid : static_cast<uint64_t>(st.st_dev);
-  std::unique_ptr<Export> ex(new Export(opt, *key, static_cast<uint32_t>(fsid ^ (fsid >> 32))));
+  const SipKey key = state->export_key(identity);
+  const uint32_t id = state->export_id(identity);
+  std::unique_ptr<Export> ex(new Export(opt, std::move(state), key, id));
+  if (opt.clients.empty()) {
+    ClientRule anyone{ClientSpec::parse("*").value(), ClientOptions{opt.read_only, opt.squash}};
+    ex->rules_.push_back(std::move(anyone));
+  } else {
+    // exports(5)'s precedence: hosts, then networks, then anyone; the
+    // order written within each.
+    ex->rules_ = opt.clients;
+    std::stable_sort(ex->rules_.begin(), ex->rules_.end(), [](const ClientRule& a, const ClientRule& b) {
+      return static_cast<int>(a.who.kind()) < static_cast<int>(b.who.kind());
+    });
+  }
   ex->root_fd_ = fd;
   ex->mount_fd_ = ::open(opt.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (ex->mount_fd_ < 0) return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot open %s", opt.dir.c_str());
@@ -142,6 +114,12 @@ Result<std::unique_ptr<Export>> Export::open(const ExportOptions& in) {
   // umask must not take more bits away. Process-wide, as umask is.
   umask(0);
   return ex;
+}
+
+const ClientRule* Export::rule_for(const ClientAddr& a) const {
+  for (const ClientRule& r : rules_)
+    if (r.who.matches(a)) return &r;
+  return nullptr;
 }
 
 nfs::Nfs3Stat Export::handle_of(int fd, nfs::Fh3* out) const { return handle_at(fd, "", out); }

@@ -60,6 +60,12 @@ void FdCache::erase(const nfs::Fh3& fh) {
   map_.erase(it);
 }
 
+void FdCache::clear() {
+  for (auto& [k, s] : map_) close_entry(s.e);
+  map_.clear();
+  lru_.clear();
+}
+
 size_t FdCache::sweep() {
   size_t closed = 0;
   for (auto it = map_.begin(); it != map_.end();) {

@@ -42,6 +42,8 @@ class FdCache {
   void erase(const nfs::Fh3& fh);
   // Closes entries whose object has no link left.
   size_t sweep();
+  // Closes every entry (the export table changed under them).
+  void clear();
   size_t size() const { return map_.size(); }
   uint64_t hits() const { return hits_; }
   uint64_t misses() const { return misses_; }

@@ -37,9 +37,12 @@ nfs::Nfs3Stat FhCodec::decode(const nfs::Fh3& fh, KernelHandle* kh) const {
   const uint32_t n = p[1];
   if (n > kMaxKernelHandle || fh.len != kFhHeader + n + kFhTag) return nfs::Nfs3Stat::kBadhandle;
   const uint32_t body = kFhHeader + n;
+  // Another export's id first: its tag is under another key, so checking
+  // the tag first would call every such handle a forgery. It names an
+  // export this one is not (removed, another instance's): stale.
+  if (get_be(p + 4, 4) != export_id_) return nfs::Nfs3Stat::kStale;
   // One 64-bit compare: no early exit that would time how much of a tag was right.
   if (get_be(p + body, 8) != siphash24(key_, {p, body})) return nfs::Nfs3Stat::kBadhandle;
-  if (get_be(p + 4, 4) != export_id_) return nfs::Nfs3Stat::kStale;
   kh->type = static_cast<uint32_t>(get_be(p + 2, 2));
   kh->len = n;
   std::memcpy(kh->bytes, p + kFhHeader, n);

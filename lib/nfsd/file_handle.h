@@ -15,7 +15,11 @@
 // handle, inside the exported directory or not: the tag is what keeps a
 // client to the objects the server showed it (through MOUNT, LOOKUP,
 // CREATE, READDIRPLUS ...), all of which lie beneath the export's root.
-// A made-up or altered handle fails the tag and is NFS3ERR_BADHANDLE.
+// A made-up or altered handle fails the tag and is NFS3ERR_BADHANDLE; one
+// whose export id is not this export's is NFS3ERR_STALE (it names another
+// export, or one no longer served), whatever its tag. Each export signs
+// with a key of its own (state_dir.h), so a handle relabelled with another
+// export's id fails that export's tag.
 #pragma once
 
 #include <cstdint>
@@ -45,7 +49,7 @@ class FhCodec {
   // False when the kernel's handle does not fit (or its type is over 16 bits).
   bool encode(const KernelHandle& kh, nfs::Fh3* out) const;
   // kOk with *kh filled; kBadhandle for anything this server did not make
-  // (wrong length, version or tag); kStale for one made for another export.
+  // (wrong length, version or tag); kStale for one naming another export.
   nfs::Nfs3Stat decode(const nfs::Fh3& fh, KernelHandle* kh) const;
 
  private:

@@ -48,6 +48,11 @@ void accepted(std::vector<uint8_t>* out, uint32_t xid, oc::AcceptStat st, std::s
 }  // namespace
 
 bool mountd_answer(const Export& exp, std::span<const uint8_t> call, std::vector<uint8_t>* reply, bool* mounted) {
+  return mountd_answer(*ExportTable::of_one(exp), ClientAddr::from_peer_id("127.0.0.1"), call, reply, mounted);
+}
+
+bool mountd_answer(const ExportTable& exports, const ClientAddr& from, std::span<const uint8_t> call,
+                   std::vector<uint8_t>* reply, bool* mounted) {
   *mounted = false;
   oc::CallHeader h;
   oc::CallDecodeResult d = oc::decode_call(call, &h);
@@ -68,7 +73,8 @@ bool mountd_answer(const Export& exp, std::span<const uint8_t> call, std::vector
     return true;
   }
   std::span<const uint8_t> args = call.subspan(d.header_len);
-  uint8_t buf[1024];
+  // EXPORT's list grows with the exports and their clients.
+  std::vector<uint8_t> buf(kMaxRecord);
   xdr::XdrWriter w(buf);
   switch (static_cast<m3::Proc>(h.proc)) {
     case m3::Proc::kNull:
@@ -81,14 +87,16 @@ bool mountd_answer(const Export& exp, std::span<const uint8_t> call, std::vector
         return true;
       }
       m3::MntRes r;
-      const std::string want = normalized(path);
-      if (want == exp.name() || want == exp.options().dir) {
+      const Export* exp = exports.by_path(normalized(path));
+      if (exp == nullptr) {
+        r.status = m3::Stat::kNoent;
+      } else if (exp->rule_for(from) == nullptr) {
+        r.status = m3::Stat::kAccess;  // not on the export's list: no root handle
+      } else {
         r.status = m3::Stat::kOk;
-        r.fh = exp.root_fh();
+        r.fh = exp->root_fh();
         r.flavors = {static_cast<uint32_t>(oc::AuthFlavor::kSys)};
         *mounted = true;
-      } else {
-        r.status = m3::Stat::kNoent;
       }
       m3::encode(w, r);
       break;
@@ -105,8 +113,13 @@ bool mountd_answer(const Export& exp, std::span<const uint8_t> call, std::vector
       m3::encode(w, std::span<const m3::MountEntry>());
       break;
     case m3::Proc::kExport: {
-      m3::ExportEntry e{exp.name(), {}};
-      m3::encode(w, std::span<const m3::ExportEntry>(&e, 1));
+      std::vector<m3::ExportEntry> list;
+      for (const auto& e : exports.exports()) {
+        m3::ExportEntry x{e->name(), {}};
+        for (const ClientRule& r : e->rules()) x.groups.push_back(r.who.text());
+        list.push_back(std::move(x));
+      }
+      m3::encode(w, std::span<const m3::ExportEntry>(list));
       break;
     }
     default:
@@ -119,9 +132,16 @@ bool mountd_answer(const Export& exp, std::span<const uint8_t> call, std::vector
 }
 
 Result<std::unique_ptr<Mountd>> Mountd::start(const Export& exp, const MountdOptions& opt) {
+  auto own = std::make_unique<PublishedExports>(ExportTable::of_one(exp));
+  auto m = start(*own, opt);
+  if (m) (*m)->own_ = std::move(own);
+  return m;
+}
+
+Result<std::unique_ptr<Mountd>> Mountd::start(const PublishedExports& pub, const MountdOptions& opt) {
   if (opt.max_clients == 0 || opt.max_per_address == 0 || opt.record_ms == 0 || opt.idle_ms == 0)
     return make_error(Errc::kInvalidArgument, "tern-nfsd: MOUNT's limits must be above 0");
-  std::unique_ptr<Mountd> m(new Mountd(exp, opt));
+  std::unique_ptr<Mountd> m(new Mountd(pub, opt));
   sockaddr_storage ss{};
   socklen_t sl;
   int family;
@@ -186,7 +206,8 @@ void Mountd::run() {
   using Clock = std::chrono::steady_clock;
   struct Client {
     int fd;
-    std::string addr;
+    std::string addr;          // the peer's address, for its share of the table
+    ClientAddr peer;           // the same, which MNT checks against the export's list
     std::vector<uint8_t> in;   // bytes received, not yet a whole record
     std::vector<uint8_t> msg;  // fragments of the record being assembled
     Clock::time_point last;    // the last byte received (or the accept)
@@ -267,7 +288,7 @@ void Mountd::run() {
           if ((mark & 0x80000000u) == 0) continue;
           bool mounted = false;
           calls_.fetch_add(1, std::memory_order_relaxed);
-          if (mountd_answer(exp_, c.msg, &reply, &mounted)) {
+          if (mountd_answer(*pub_.current(), c.peer, c.msg, &reply, &mounted)) {
             if (mounted) mounts_.fetch_add(1, std::memory_order_relaxed);
             std::vector<uint8_t> out(4 + reply.size());
             const uint32_t m = 0x80000000u | static_cast<uint32_t>(reply.size());
@@ -298,7 +319,9 @@ void Mountd::run() {
     }
     if (pfds[1].revents & POLLIN) {
       for (;;) {
-        int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        sockaddr_storage peer{};
+        socklen_t peer_len = sizeof peer;
+        int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) break;
         std::string addr = peer_address(fd);
         if (int64_t v = victim(addr); v >= 0) {
@@ -306,7 +329,8 @@ void Mountd::run() {
           drop_at(static_cast<size_t>(v));
         }
         now = Clock::now();
-        clients.push_back({fd, std::move(addr), {}, {}, now, Clock::time_point::max()});
+        clients.push_back({fd, std::move(addr), ClientAddr::from_sockaddr(reinterpret_cast<const sockaddr*>(&peer)), {},
+                           {}, now, Clock::time_point::max()});
       }
     }
   }

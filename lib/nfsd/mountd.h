@@ -1,4 +1,5 @@
-// The MOUNT v3 service (RFC 1813 Appendix I) over TCP, for the Export:
+// The MOUNT v3 service (RFC 1813 Appendix I) over TCP, for the exports in
+// force (published_exports.h; one Export is a table of one):
 // what `mount -t nfs -o vers=3,mountport=M,mountproto=tcp` asks first, to
 // turn the export's path into its root file handle. ONC RPC over TCP with
 // record marking (RFC 5531 §11), on a thread of its own: it is the control
@@ -15,6 +16,10 @@
 // when all max_clients slots are taken, a newcomer replaces the least
 // recently active connection of the address that holds the most. So an
 // address over its share only ever waits for itself.
+//
+// MNT gives an export's root handle only to a client its list names (the
+// TCP peer's address, client_spec.h), else MNT3ERR_ACCES; EXPORT lists every
+// export with its client specifications, as showmount -e shows them.
 #pragma once
 
 #include <atomic>
@@ -26,7 +31,10 @@
 #include <vector>
 
 #include "base/result.h"
+#include "nfsd/client_spec.h"
 #include "nfsd/export.h"
+#include "nfsd/export_table.h"
+#include "nfsd/published_exports.h"
 
 namespace tern::nfsd {
 
@@ -41,6 +49,9 @@ struct MountdOptions {
 
 class Mountd {
  public:
+  // The exports `pub` holds at each call (it outlives the Mountd).
+  static Result<std::unique_ptr<Mountd>> start(const PublishedExports& pub, const MountdOptions& opt);
+  // One export (which outlives the Mountd).
   static Result<std::unique_ptr<Mountd>> start(const Export& exp, const MountdOptions& opt);
   ~Mountd();
   Mountd(const Mountd&) = delete;
@@ -57,10 +68,11 @@ class Mountd {
   uint64_t replaced() const { return replaced_.load(std::memory_order_relaxed); }
 
  private:
-  Mountd(const Export& exp, const MountdOptions& opt) : exp_(exp), opt_(opt) {}
+  Mountd(const PublishedExports& pub, const MountdOptions& opt) : pub_(pub), opt_(opt) {}
   void run();
 
-  const Export& exp_;
+  std::unique_ptr<PublishedExports> own_;  // start(const Export&)'s table of one
+  const PublishedExports& pub_;
   const MountdOptions opt_;
   int listen_fd_ = -1;
   int stop_fd_ = -1;  // an eventfd: the destructor wakes the thread through it
@@ -72,7 +84,10 @@ class Mountd {
 // One ONC RPC call to the MOUNT program, as bytes in and bytes out (the
 // record without its marking): what the thread does with each record.
 // Public for the tests. Returns false when nothing should be sent (a
-// message that is not a call).
+// message that is not a call). `from` is the caller's address.
+bool mountd_answer(const ExportTable& exports, const ClientAddr& from, std::span<const uint8_t> call,
+                   std::vector<uint8_t>* reply, bool* mounted);
+// The same for one export, asked from loopback.
 bool mountd_answer(const Export& exp, std::span<const uint8_t> call, std::vector<uint8_t>* reply, bool* mounted);
 
 }  // namespace tern::nfsd

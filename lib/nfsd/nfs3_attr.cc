@@ -79,8 +79,8 @@ bool Nfs3Server::proc_getattr(Op& op) {
   GetattrRes r;
   FdCache::Entry* e = nullptr;
   struct stat st;
-  r.status = resolve_stat(a.obj, &e, &st);
-  if (r.status == Nfs3Stat::kOk) r.attr = fattr(st);
+  r.status = resolve_stat(op, a.obj, &e, &st);
+  if (r.status == Nfs3Stat::kOk) r.attr = fattr(op, st);
   encode(op.w, r);
   return true;
 }
@@ -91,10 +91,10 @@ bool Nfs3Server::proc_setattr(Op& op) {
   WccRes r;
   FdCache::Entry* e = nullptr;
   struct stat st;
-  r.status = resolve_stat(a.obj, &e, &st);
+  r.status = resolve_stat(op, a.obj, &e, &st);
   if (r.status == Nfs3Stat::kOk) {
     r.wcc.before = wcc_attr(st);
-    if (exp_.options().read_only) {
+    if (op.read_only) {
       r.status = Nfs3Stat::kRofs;
     } else if (a.check_ctime && (static_cast<uint32_t>(st.st_ctim.tv_sec) != a.guard_ctime.seconds ||
                                  static_cast<uint32_t>(st.st_ctim.tv_nsec) != a.guard_ctime.nseconds)) {
@@ -103,7 +103,7 @@ bool Nfs3Server::proc_setattr(Op& op) {
       r.status = apply_sattr(op, e, st, a.attr, true);
     }
     struct stat after;
-    if (fstat(e->path_fd, &after) == 0) r.wcc.after = fattr(after);
+    if (fstat(e->path_fd, &after) == 0) r.wcc.after = fattr(op, after);
   }
   encode(op.w, r);
   return true;
@@ -115,15 +115,15 @@ bool Nfs3Server::proc_access(Op& op) {
   AccessRes r;
   FdCache::Entry* e = nullptr;
   struct stat st;
-  r.status = resolve_stat(a.obj, &e, &st);
+  r.status = resolve_stat(op, a.obj, &e, &st);
   if (r.status == Nfs3Stat::kOk) {
-    r.attr = fattr(st);
+    r.attr = fattr(op, st);
     uint32_t ok = 0;
     const bool dir = S_ISDIR(st.st_mode);
     if (may(op, st, 4)) ok |= kAccessRead;
     if (may(op, st, 2)) ok |= kAccessModify | kAccessExtend | (dir ? kAccessDelete : 0);
     if (may(op, st, 1)) ok |= dir ? kAccessLookup : kAccessExecute;
-    if (exp_.options().read_only) ok &= ~(kAccessModify | kAccessExtend | kAccessDelete);
+    if (op.read_only) ok &= ~(kAccessModify | kAccessExtend | kAccessDelete);
     r.access = a.access & ok;
   }
   encode(op.w, r);
@@ -136,10 +136,10 @@ bool Nfs3Server::proc_fsstat(Op& op) {
   FsstatRes r;
   FdCache::Entry* e = nullptr;
   struct stat st;
-  r.status = resolve_stat(a.obj, &e, &st);
+  r.status = resolve_stat(op, a.obj, &e, &st);
   struct statvfs vfs;
   if (r.status == Nfs3Stat::kOk) {
-    r.attr = fattr(st);
+    r.attr = fattr(op, st);
     if (fstatvfs(e->path_fd, &vfs) != 0) {
       r.status = nfs3_stat_from_errno(errno);
     } else {
@@ -163,9 +163,9 @@ bool Nfs3Server::proc_fsinfo(Op& op) {
   FsinfoRes r;
   FdCache::Entry* e = nullptr;
   struct stat st;
-  r.status = resolve_stat(a.obj, &e, &st);
+  r.status = resolve_stat(op, a.obj, &e, &st);
   if (r.status == Nfs3Stat::kOk) {
-    r.attr = fattr(st);
+    r.attr = fattr(op, st);
     r.rtmax = r.rtpref = cfg_.rtmax;
     r.wtmax = r.wtpref = cfg_.wtmax;
     r.rtmult = r.wtmult = 4096;
@@ -184,9 +184,9 @@ bool Nfs3Server::proc_pathconf(Op& op) {
   PathconfRes r;
   FdCache::Entry* e = nullptr;
   struct stat st;
-  r.status = resolve_stat(a.obj, &e, &st);
+  r.status = resolve_stat(op, a.obj, &e, &st);
   if (r.status == Nfs3Stat::kOk) {
-    r.attr = fattr(st);
+    r.attr = fattr(op, st);
     long links = fpathconf(e->path_fd, _PC_LINK_MAX);
     r.linkmax = links > 0 && links < INT32_MAX ? static_cast<uint32_t>(links) : 65000;
     struct statvfs vfs;

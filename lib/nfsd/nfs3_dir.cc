@@ -52,10 +52,10 @@ bool Nfs3Server::proc_readdir(Op& op, bool plus) {
   const Verf3 verf{};
   FdCache::Entry* d = nullptr;
   struct stat dst;
-  Nfs3Stat s = resolve_stat(dir, &d, &dst);
+  Nfs3Stat s = resolve_stat(op, dir, &d, &dst);
   Fattr3 dattr;
   if (s == Nfs3Stat::kOk) {
-    dattr = fattr(dst);
+    dattr = fattr(op, dst);
     if (!S_ISDIR(dst.st_mode)) s = Nfs3Stat::kNotdir;
     else if (!may(op, dst, 4)) s = Nfs3Stat::kAccess;
     else if (maxcount < kMinCount) s = Nfs3Stat::kToosmall;
@@ -85,7 +85,7 @@ bool Nfs3Server::proc_readdir(Op& op, bool plus) {
   maxcount = std::min(maxcount, max_results_ - 512);
   DirListEncoder enc(op.w, plus, maxcount, dircount);
   enc.begin(Nfs3Stat::kOk, &dattr, verf);
-  const bool at_root = exp_.is_root(dst);
+  const bool at_root = op.exp->is_root(dst);
   bool eof = false, full = false;
   while (!full) {
     long n = syscall(SYS_getdents64, dfd, dents_.data(), dents_.size());
@@ -107,15 +107,15 @@ bool Nfs3Server::proc_readdir(Op& op, bool plus) {
         fileid = dst.st_ino;
         if (plus) {
           attr = dattr;
-          fh = name == "." ? dir : exp_.root_fh();
+          fh = name == "." ? dir : op.exp->root_fh();
           have_attr = have_fh = true;
         }
       } else if (plus && name != "..") {
         struct stat est;
-        if (fstatat(dfd, de->d_name, &est, AT_SYMLINK_NOFOLLOW) == 0 && exp_.same_fs(est)) {
-          attr = fattr(est);
+        if (fstatat(dfd, de->d_name, &est, AT_SYMLINK_NOFOLLOW) == 0 && op.exp->same_fs(est)) {
+          attr = fattr(op, est);
           have_attr = true;
-          have_fh = exp_.handle_at(dfd, de->d_name, &fh) == Nfs3Stat::kOk;
+          have_fh = op.exp->handle_at(dfd, de->d_name, &fh) == Nfs3Stat::kOk;
         }
       }
       if (!enc.add(fileid, name, static_cast<uint64_t>(de->d_off), have_attr ? &attr : nullptr,

@@ -35,7 +35,7 @@ bool Nfs3Server::proc_read(Op& op) {
   ReadRes r;
   FdCache::Entry* e = nullptr;
   struct stat st;
-  r.status = resolve_stat(a.file, &e, &st);
+  r.status = resolve_stat(op, a.file, &e, &st);
   const bool have = r.status == Nfs3Stat::kOk;
   if (r.status == Nfs3Stat::kOk && !S_ISREG(st.st_mode)) r.status = not_regular(st);
   // Owner override: the owner reads its file whatever the mode (nfsd's
@@ -46,7 +46,7 @@ bool Nfs3Server::proc_read(Op& op) {
   int fd = -1;
   if (r.status == Nfs3Stat::kOk && (fd = io_fd(e, false)) < 0) r.status = nfs3_stat_from_errno(errno);
   if (r.status != Nfs3Stat::kOk) {
-    if (have) r.attr = fattr(st);
+    if (have) r.attr = fattr(op, st);
     encode(op.w, r);
     return true;
   }
@@ -78,7 +78,7 @@ bool Nfs3Server::proc_read(Op& op) {
     }
   }
   struct stat after;
-  if (fstat(e->path_fd, &after) == 0) r.attr = fattr(after);
+  if (fstat(e->path_fd, &after) == 0) r.attr = fattr(op, after);
   if (r.status == Nfs3Stat::kOk) {
     r.count = static_cast<uint32_t>(got);
     r.eof = a.offset + got >= static_cast<uint64_t>(after.st_size);
@@ -101,14 +101,14 @@ bool Nfs3Server::proc_write(Op& op) {
   WriteRes r;
   FdCache::Entry* e = nullptr;
   struct stat st;
-  r.status = resolve_stat(a.file, &e, &st);
+  r.status = resolve_stat(op, a.file, &e, &st);
   if (r.status != Nfs3Stat::kOk) {
     encode(op.w, r);
     return true;
   }
   r.wcc.before = wcc_attr(st);
   int fd = -1;
-  if (exp_.options().read_only) r.status = Nfs3Stat::kRofs;
+  if (op.read_only) r.status = Nfs3Stat::kRofs;
   else if (!S_ISREG(st.st_mode)) r.status = not_regular(st);
   else if (st.st_uid != op.cred.uid && !may(op, st, 2)) r.status = Nfs3Stat::kAccess;  // owner override
   else if (a.offset > static_cast<uint64_t>(INT64_MAX) - a.data.size()) r.status = Nfs3Stat::kFbig;
@@ -133,7 +133,7 @@ bool Nfs3Server::proc_write(Op& op) {
     st_.write_bytes.add(done);
   }
   struct stat after;
-  if (fstat(e->path_fd, &after) == 0) r.wcc.after = fattr(after);
+  if (fstat(e->path_fd, &after) == 0) r.wcc.after = fattr(op, after);
   encode(op.w, r);
   return true;
 }
@@ -144,7 +144,7 @@ bool Nfs3Server::proc_commit(Op& op) {
   CommitRes r;
   FdCache::Entry* e = nullptr;
   struct stat st;
-  r.status = resolve_stat(a.file, &e, &st);
+  r.status = resolve_stat(op, a.file, &e, &st);
   if (r.status == Nfs3Stat::kOk) {
     r.wcc.before = wcc_attr(st);
     if (!S_ISREG(st.st_mode)) {
@@ -155,7 +155,7 @@ bool Nfs3Server::proc_commit(Op& op) {
     }
     r.verf = cfg_.write_verf;
     struct stat after;
-    if (fstat(e->path_fd, &after) == 0) r.wcc.after = fattr(after);
+    if (fstat(e->path_fd, &after) == 0) r.wcc.after = fattr(op, after);
   }
   encode(op.w, r);
   return true;
@@ -168,9 +168,9 @@ bool Nfs3Server::proc_readlink(Op& op) {
   FdCache::Entry* e = nullptr;
   struct stat st;
   char target[kNfs3MaxPath + 1];
-  r.status = resolve_stat(a.link, &e, &st);
+  r.status = resolve_stat(op, a.link, &e, &st);
   if (r.status == Nfs3Stat::kOk) {
-    r.attr = fattr(st);
+    r.attr = fattr(op, st);
     if (!S_ISLNK(st.st_mode)) {
       r.status = Nfs3Stat::kInval;
     } else {

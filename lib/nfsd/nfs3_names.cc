@@ -61,22 +61,22 @@ bool Nfs3Server::proc_lookup(Op& op) {
   LookupRes r;
   FdCache::Entry* d = nullptr;
   struct stat dst;
-  r.status = resolve_stat(a.what.dir, &d, &dst);
+  r.status = resolve_stat(op, a.what.dir, &d, &dst);
   if (r.status != Nfs3Stat::kOk) {
     encode(op.w, r);
     return true;
   }
-  r.dir_attr = fattr(dst);
+  r.dir_attr = fattr(op, dst);
   const std::string_view name = a.what.name;
   if (!S_ISDIR(dst.st_mode)) {
     r.status = Nfs3Stat::kNotdir;
-  } else if (name == "." || (name == ".." && exp_.is_root(dst))) {
+  } else if (name == "." || (name == ".." && op.exp->is_root(dst))) {
     // "." is the directory; ".." of the root is the root (nothing above it is served).
-    r.obj = name == "." ? a.what.dir : exp_.root_fh();
-    r.obj_attr = fattr(dst);
+    r.obj = name == "." ? a.what.dir : op.exp->root_fh();
+    r.obj_attr = fattr(op, dst);
     if (name == ".." && !(r.obj == a.what.dir)) {
       struct stat rst;
-      if (fstat(exp_.root_fd(), &rst) == 0) r.obj_attr = fattr(rst);
+      if (fstat(op.exp->root_fd(), &rst) == 0) r.obj_attr = fattr(op, rst);
     }
   } else if (!may(op, dst, 1)) {
     r.status = Nfs3Stat::kAccess;  // no search permission in the directory
@@ -91,8 +91,8 @@ bool Nfs3Server::proc_lookup(Op& op) {
       int cur = dup(fd);
       for (int depth = 0; cur >= 0 && depth < 4096; ++depth) {
         struct stat cst, ust;
-        if (fstat(cur, &cst) != 0 || !exp_.same_fs(cst)) break;
-        if (exp_.is_root(cst)) {
+        if (fstat(cur, &cst) != 0 || !op.exp->same_fs(cst)) break;
+        if (op.exp->is_root(cst)) {
           beneath = true;
           break;
         }
@@ -108,8 +108,8 @@ bool Nfs3Server::proc_lookup(Op& op) {
         close(fd);
         r.status = Nfs3Stat::kAccess;
       } else {
-        r.obj_attr = fattr(pst);
-        r.status = handle_and_cache(fd, &r.obj);
+        r.obj_attr = fattr(op, pst);
+        r.status = handle_and_cache(op, fd, &r.obj);
       }
     }
   } else if ((r.status = check_name(name)) == Nfs3Stat::kOk) {
@@ -123,8 +123,8 @@ bool Nfs3Server::proc_lookup(Op& op) {
       r.status = nfs3_stat_from_errno(errno);
       close(fd);
     } else {
-      r.obj_attr = fattr(ost);
-      r.status = handle_and_cache(fd, &r.obj);
+      r.obj_attr = fattr(op, ost);
+      r.status = handle_and_cache(op, fd, &r.obj);
     }
   }
   if (r.status != Nfs3Stat::kOk) r.obj_attr.reset();
@@ -133,7 +133,7 @@ bool Nfs3Server::proc_lookup(Op& op) {
 }
 
 bool Nfs3Server::begin_create(Op& op, const Fh3& dir, FdCache::Entry** d, struct stat* dst) {
-  Nfs3Stat s = resolve_stat(dir, d, dst);
+  Nfs3Stat s = resolve_stat(op, dir, d, dst);
   if (s == Nfs3Stat::kOk) return true;
   CreateRes r;
   r.status = s;
@@ -144,12 +144,12 @@ bool Nfs3Server::begin_create(Op& op, const Fh3& dir, FdCache::Entry** d, struct
 Nfs3Stat Nfs3Server::set_after_create(const Op& op, int fd, const Sattr3& rest) {
   if (!rest.any()) return Nfs3Stat::kOk;
   // Through the descriptor cache, as SETATTR does: apply_sattr() works on
-  // an entry (a handle_and_cache() failure has closed its duplicate).
+  // an entry (a handle_and_cache(op, ) failure has closed its duplicate).
   Fh3 fh;
   FdCache::Entry* e = nullptr;
   struct stat ost;
   int keep = dup(fd);
-  if (keep >= 0 && handle_and_cache(keep, &fh) == Nfs3Stat::kOk && (e = fds_.find(fh)) != nullptr &&
+  if (keep >= 0 && handle_and_cache(op, keep, &fh) == Nfs3Stat::kOk && (e = fds_.find(fh)) != nullptr &&
       fstat(e->path_fd, &ost) == 0)
     return apply_sattr(op, e, ost, rest, false);
   return Nfs3Stat::kOk;
@@ -163,16 +163,16 @@ void Nfs3Server::finish_create(Op& op, int dirfd, const struct stat& dir_before,
   r.dir_wcc.before = wcc_attr(dir_before);
   if (status == Nfs3Stat::kOk) {
     struct stat ost;
-    if (fstat(objfd, &ost) == 0) r.obj_attr = fattr(ost);
+    if (fstat(objfd, &ost) == 0) r.obj_attr = fattr(op, ost);
     Fh3 fh;
     // A handle the file system cannot give is not an error: the client
     // looks the name up then.
-    if (handle_and_cache(objfd, &fh) == Nfs3Stat::kOk) r.obj = fh;
+    if (handle_and_cache(op, objfd, &fh) == Nfs3Stat::kOk) r.obj = fh;
   } else if (objfd >= 0) {
     close(objfd);
   }
   struct stat after;
-  if (fstat(dirfd, &after) == 0) r.dir_wcc.after = fattr(after);
+  if (fstat(dirfd, &after) == 0) r.dir_wcc.after = fattr(op, after);
   encode(op.w, r);
 }
 
@@ -194,7 +194,7 @@ bool Nfs3Server::proc_create(Op& op) {
   FdCache::Entry* d = nullptr;
   struct stat dst;
   if (!begin_create(op, a.where.dir, &d, &dst)) return true;
-  Nfs3Stat s = creatable(dst, exp_.options().read_only, check_name(a.where.name));
+  Nfs3Stat s = creatable(dst, op.read_only, check_name(a.where.name));
   int fd = -1;
   bool existed = false;
   if (s == Nfs3Stat::kOk) {
@@ -246,7 +246,7 @@ bool Nfs3Server::proc_mkdir(Op& op) {
   FdCache::Entry* d = nullptr;
   struct stat dst;
   if (!begin_create(op, a.where.dir, &d, &dst)) return true;
-  Nfs3Stat s = creatable(dst, exp_.options().read_only, check_name(a.where.name));
+  Nfs3Stat s = creatable(dst, op.read_only, check_name(a.where.name));
   int fd = -1;
   if (s == Nfs3Stat::kOk) {
     const CName n(a.where.name);
@@ -274,7 +274,7 @@ bool Nfs3Server::proc_symlink(Op& op) {
   FdCache::Entry* d = nullptr;
   struct stat dst;
   if (!begin_create(op, a.where.dir, &d, &dst)) return true;
-  Nfs3Stat s = creatable(dst, exp_.options().read_only, check_name(a.where.name));
+  Nfs3Stat s = creatable(dst, op.read_only, check_name(a.where.name));
   // The target is only stored: a client resolves it, the server never
   // follows it. It must be a C string of at most PATH_MAX - 1 bytes.
   if (s == Nfs3Stat::kOk && (a.target.empty() || a.target.find('\0') != std::string_view::npos))
@@ -308,7 +308,7 @@ bool Nfs3Server::proc_mknod(Op& op) {
   FdCache::Entry* d = nullptr;
   struct stat dst;
   if (!begin_create(op, a.where.dir, &d, &dst)) return true;
-  Nfs3Stat s = creatable(dst, exp_.options().read_only, check_name(a.where.name));
+  Nfs3Stat s = creatable(dst, op.read_only, check_name(a.where.name));
   mode_t type = 0;
   switch (a.type) {
     case FileType::kFifo: type = S_IFIFO; break;
@@ -356,25 +356,25 @@ bool Nfs3Server::proc_remove(Op& op) {
   WccRes r;
   FdCache::Entry* d = nullptr;
   struct stat dst;
-  r.status = resolve_stat(a.what.dir, &d, &dst);
+  r.status = resolve_stat(op, a.what.dir, &d, &dst);
   if (r.status != Nfs3Stat::kOk) {
     encode(op.w, r);
     return true;
   }
   r.wcc.before = wcc_attr(dst);
   Nfs3Stat s = check_victim(a.what.name, false);
-  if (s == Nfs3Stat::kOk) s = creatable(dst, exp_.options().read_only, check_name(a.what.name));
+  if (s == Nfs3Stat::kOk) s = creatable(dst, op.read_only, check_name(a.what.name));
   if (s == Nfs3Stat::kOk) {
     const CName n(a.what.name);
     Fh3 gone;
-    const bool known = handle_of_name(exp_, d->path_fd, n.s, &gone);
+    const bool known = handle_of_name(*op.exp, d->path_fd, n.s, &gone);
     const int dirfd = d->path_fd;
     s = as_caller(op.cred, [&] { return unlinkat(dirfd, n.s, 0) != 0 ? nfs3_stat_from_errno(errno) : Nfs3Stat::kOk; });
     if (s == Nfs3Stat::kOk && known) fds_.erase(gone);
   }
   r.status = s;
   struct stat after;
-  if (fstat(d->path_fd, &after) == 0) r.wcc.after = fattr(after);
+  if (fstat(d->path_fd, &after) == 0) r.wcc.after = fattr(op, after);
   encode(op.w, r);
   return true;
 }
@@ -385,18 +385,18 @@ bool Nfs3Server::proc_rmdir(Op& op) {
   WccRes r;
   FdCache::Entry* d = nullptr;
   struct stat dst;
-  r.status = resolve_stat(a.what.dir, &d, &dst);
+  r.status = resolve_stat(op, a.what.dir, &d, &dst);
   if (r.status != Nfs3Stat::kOk) {
     encode(op.w, r);
     return true;
   }
   r.wcc.before = wcc_attr(dst);
   Nfs3Stat s = check_victim(a.what.name, true);
-  if (s == Nfs3Stat::kOk) s = creatable(dst, exp_.options().read_only, check_name(a.what.name));
+  if (s == Nfs3Stat::kOk) s = creatable(dst, op.read_only, check_name(a.what.name));
   if (s == Nfs3Stat::kOk) {
     const CName n(a.what.name);
     Fh3 gone;
-    const bool known = handle_of_name(exp_, d->path_fd, n.s, &gone);
+    const bool known = handle_of_name(*op.exp, d->path_fd, n.s, &gone);
     const int dirfd = d->path_fd;
     s = as_caller(op.cred,
                   [&] { return unlinkat(dirfd, n.s, AT_REMOVEDIR) != 0 ? nfs3_stat_from_errno(errno) : Nfs3Stat::kOk; });
@@ -404,7 +404,7 @@ bool Nfs3Server::proc_rmdir(Op& op) {
   }
   r.status = s;
   struct stat after;
-  if (fstat(d->path_fd, &after) == 0) r.wcc.after = fattr(after);
+  if (fstat(d->path_fd, &after) == 0) r.wcc.after = fattr(op, after);
   encode(op.w, r);
   return true;
 }
@@ -416,23 +416,23 @@ bool Nfs3Server::proc_rename(Op& op) {
   FdCache::Entry* from = nullptr;
   FdCache::Entry* to = nullptr;
   struct stat fst, tst;
-  r.status = resolve_stat(a.from.dir, &from, &fst);
+  r.status = resolve_stat(op, a.from.dir, &from, &fst);
   if (r.status == Nfs3Stat::kOk) {
     r.from_wcc.before = wcc_attr(fst);
     // Resolving the second may evict the first from a full cache: keep a
     // descriptor of our own for the rename.
     const int from_fd = dup(from->path_fd);
-    r.status = resolve_stat(a.to.dir, &to, &tst);
+    r.status = resolve_stat(op, a.to.dir, &to, &tst);
     if (r.status == Nfs3Stat::kOk) {
       r.to_wcc.before = wcc_attr(tst);
       Nfs3Stat s = check_victim(a.from.name, false);
-      if (s == Nfs3Stat::kOk) s = creatable(fst, exp_.options().read_only, check_name(a.from.name));
-      if (s == Nfs3Stat::kOk) s = creatable(tst, exp_.options().read_only, check_name(a.to.name));
+      if (s == Nfs3Stat::kOk) s = creatable(fst, op.read_only, check_name(a.from.name));
+      if (s == Nfs3Stat::kOk) s = creatable(tst, op.read_only, check_name(a.to.name));
       if (s == Nfs3Stat::kOk && from_fd < 0) s = nfs3_stat_from_errno(errno);
       if (s == Nfs3Stat::kOk) {
         const CName fn(a.from.name), tn(a.to.name);
         Fh3 replaced;
-        const bool known = handle_of_name(exp_, to->path_fd, tn.s, &replaced);
+        const bool known = handle_of_name(*op.exp, to->path_fd, tn.s, &replaced);
         const int to_fd = to->path_fd;
         s = as_caller(op.cred, [&] {
           return renameat(from_fd, fn.s, to_fd, tn.s) != 0 ? nfs3_stat_from_errno(errno) : Nfs3Stat::kOk;
@@ -441,10 +441,10 @@ bool Nfs3Server::proc_rename(Op& op) {
       }
       r.status = s;
       struct stat after;
-      if (fstat(to->path_fd, &after) == 0) r.to_wcc.after = fattr(after);
+      if (fstat(to->path_fd, &after) == 0) r.to_wcc.after = fattr(op, after);
     }
     struct stat after;
-    if (from_fd >= 0 && fstat(from_fd, &after) == 0) r.from_wcc.after = fattr(after);
+    if (from_fd >= 0 && fstat(from_fd, &after) == 0) r.from_wcc.after = fattr(op, after);
     if (from_fd >= 0) close(from_fd);
   }
   encode(op.w, r);
@@ -458,16 +458,16 @@ bool Nfs3Server::proc_link(Op& op) {
   FdCache::Entry* f = nullptr;
   FdCache::Entry* d = nullptr;
   struct stat fstt, dst;
-  r.status = resolve_stat(a.file, &f, &fstt);
+  r.status = resolve_stat(op, a.file, &f, &fstt);
   if (r.status != Nfs3Stat::kOk) {
     encode(op.w, r);
     return true;
   }
   const int file_fd = dup(f->path_fd);  // resolving the directory may evict the file's entry
-  r.status = resolve_stat(a.link.dir, &d, &dst);
+  r.status = resolve_stat(op, a.link.dir, &d, &dst);
   if (r.status == Nfs3Stat::kOk) {
     r.dir_wcc.before = wcc_attr(dst);
-    Nfs3Stat s = creatable(dst, exp_.options().read_only, check_name(a.link.name));
+    Nfs3Stat s = creatable(dst, op.read_only, check_name(a.link.name));
     if (s == Nfs3Stat::kOk && file_fd < 0) s = nfs3_stat_from_errno(errno);
     if (s == Nfs3Stat::kOk) {
       // linkat() of a descriptor through its /proc link: the object itself,
@@ -483,10 +483,10 @@ bool Nfs3Server::proc_link(Op& op) {
     }
     r.status = s;
     struct stat after;
-    if (fstat(d->path_fd, &after) == 0) r.dir_wcc.after = fattr(after);
+    if (fstat(d->path_fd, &after) == 0) r.dir_wcc.after = fattr(op, after);
   }
   struct stat fafter;
-  if (file_fd >= 0 && fstat(file_fd, &fafter) == 0) r.attr = fattr(fafter);
+  if (file_fd >= 0 && fstat(file_fd, &fafter) == 0) r.attr = fattr(op, fafter);
   if (file_fd >= 0) close(file_fd);
   encode(op.w, r);
   return true;

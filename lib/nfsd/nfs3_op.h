@@ -17,9 +17,14 @@
 namespace tern::nfsd {
 
 struct Nfs3Server::Op {
-  Op(rpc::ServerCall* c, const Cred& cr, std::vector<uint8_t>& buf) : call(c), cred(cr), w(buf) {}
+  Op(rpc::ServerCall* c, const ClientAddr& a, std::vector<uint8_t>& buf) : call(c), addr(a), w(buf) {}
   rpc::ServerCall* call;
-  Cred cred;
+  ClientAddr addr;              // the caller's, matched against the export's list
+  // Set by the first handle resolved (resolve()): the export it names, and
+  // what that export's list allows this caller.
+  const Export* exp = nullptr;
+  bool read_only = true;
+  Cred cred;                    // squashed as the export says; anonymous until then
   xdr::XdrWriter w;
   std::span<const uint8_t> bulk;
 };

@@ -63,10 +63,28 @@ Verf3 new_write_verifier() {
 }
 
 Nfs3Server::Nfs3Server(const Export& exp, ReplyCache* drc, const ServerConfig& cfg)
-    : exp_(exp), drc_(drc), cfg_(cfg), fds_(cfg.fd_cache) {
+    : table_(ExportTable::of_one(exp)), drc_(drc), cfg_(cfg), fds_(cfg.fd_cache) {
   res_.resize(kMaxResults);
   dents_.resize(64u << 10);
   max_results_ = kMaxResults;
+}
+
+Nfs3Server::Nfs3Server(const PublishedExports& pub, ReplyCache* drc, const ServerConfig& cfg)
+    : pub_(&pub), drc_(drc), cfg_(cfg), fds_(cfg.fd_cache) {
+  table_ = pub.current(&gen_);
+  res_.resize(kMaxResults);
+  dents_.resize(64u << 10);
+  max_results_ = kMaxResults;
+}
+
+void Nfs3Server::follow_table() {
+  if (pub_ == nullptr || pub_->generation() == gen_) return;
+  table_ = pub_->current(&gen_);
+  // Cached descriptors were opened for handles the old table accepted; a
+  // removed or re-pointed export's must not outlive it. Reloads are rare:
+  // dropping them all costs one open_by_handle_at per handle used next.
+  fds_.clear();
+  st_.tables.add();
 }
 
 void Nfs3Server::attach(rpc::Engine& eng) {
@@ -75,7 +93,10 @@ void Nfs3Server::attach(rpc::Engine& eng) {
 
 void Nfs3Server::on_call(void* ctx, rpc::ServerCall* c) { static_cast<Nfs3Server*>(ctx)->serve(c); }
 
-void Nfs3Server::tick() { st_.swept.add(fds_.sweep()); }
+void Nfs3Server::tick() {
+  follow_table();
+  st_.swept.add(fds_.sweep());
+}
 
 void Nfs3Server::serve(rpc::ServerCall* c) {
   const auto proc = static_cast<Nfs3Proc>(c->proc());
@@ -88,7 +109,12 @@ void Nfs3Server::serve(rpc::ServerCall* c) {
     (void)c->reply({});
     return;
   }
-  Op op(c, cred_from_call(c->rpc_header(), exp_.options().squash), res_);
+  follow_table();
+  if (c->peer_id() != last_peer_) {
+    last_peer_ = std::string(c->peer_id());
+    last_addr_ = ClientAddr::from_peer_id(last_peer_);
+  }
+  Op op(c, last_addr_, res_);
   const bool cached = drc_ != nullptr && non_idempotent(proc);
   ReplyKey key;
   if (cached) {
@@ -166,16 +192,37 @@ bool Nfs3Server::dispatch(Op& op) {
 
 // ---------------------------------------------------------------- helpers
 
-Nfs3Stat Nfs3Server::resolve(const Fh3& fh, FdCache::Entry** e) {
+Nfs3Stat Nfs3Server::resolve(Op& op, const Fh3& fh, FdCache::Entry** e) {
+  *e = nullptr;
+  uint32_t id = 0;
+  if (!handle_export_id(fh, &id)) return Nfs3Stat::kBadhandle;
+  const Export* exp = table_->by_id(id);
+  if (exp == nullptr) return Nfs3Stat::kStale;  // removed, or never ours
+  if (op.exp == nullptr) {
+    // The list is checked on every call, not only at MOUNT: a handle is a
+    // capability anyone who learns it could present.
+    const ClientRule* rule = exp->rule_for(op.addr);
+    if (rule == nullptr) {
+      st_.refused.add();
+      return Nfs3Stat::kAccess;
+    }
+    op.exp = exp;
+    op.read_only = rule->opt.read_only;
+    op.cred = cred_from_call(op.call->rpc_header(), rule->opt.squash);
+  } else if (op.exp != exp) {
+    return Nfs3Stat::kXdev;
+  }
+  // A cached entry's handle passed this export's tag when it went in (or
+  // was made here), and the cache is emptied when the table changes.
   if ((*e = fds_.find(fh)) != nullptr) return Nfs3Stat::kOk;
   int fd = -1;
-  if (Nfs3Stat s = exp_.open_handle(fh, &fd); s != Nfs3Stat::kOk) return s;
+  if (Nfs3Stat s = exp->open_handle(fh, &fd); s != Nfs3Stat::kOk) return s;
   *e = fds_.insert(fh, fd);
   return Nfs3Stat::kOk;
 }
 
-Nfs3Stat Nfs3Server::resolve_stat(const Fh3& fh, FdCache::Entry** e, struct stat* st) {
-  if (Nfs3Stat s = resolve(fh, e); s != Nfs3Stat::kOk) return s;
+Nfs3Stat Nfs3Server::resolve_stat(Op& op, const Fh3& fh, FdCache::Entry** e, struct stat* st) {
+  if (Nfs3Stat s = resolve(op, fh, e); s != Nfs3Stat::kOk) return s;
   if (fstat((*e)->path_fd, st) != 0) return nfs3_stat_from_errno(errno);
   if (st->st_nlink == 0) {
     // Removed since: its handle is stale (the descriptor kept it alive).
@@ -202,7 +249,7 @@ int Nfs3Server::io_fd(FdCache::Entry* e, bool write) {
   return fd;
 }
 
-Fattr3 Nfs3Server::fattr(const struct stat& st) const {
+Fattr3 Nfs3Server::fattr(const Op& op, const struct stat& st) {
   Fattr3 a;
   switch (st.st_mode & S_IFMT) {
     case S_IFREG: a.type = FileType::kReg; break;
@@ -221,7 +268,7 @@ Fattr3 Nfs3Server::fattr(const struct stat& st) const {
   a.used = static_cast<uint64_t>(st.st_blocks) * 512u;
   a.rdev_major = major(st.st_rdev);
   a.rdev_minor = minor(st.st_rdev);
-  a.fsid = exp_.fsid();
+  a.fsid = op.exp->fsid();
   a.fileid = st.st_ino;
   a.atime = {static_cast<uint32_t>(st.st_atim.tv_sec), static_cast<uint32_t>(st.st_atim.tv_nsec)};
   a.mtime = {static_cast<uint32_t>(st.st_mtim.tv_sec), static_cast<uint32_t>(st.st_mtim.tv_nsec)};
@@ -237,8 +284,8 @@ WccAttr Nfs3Server::wcc_attr(const struct stat& st) {
   return w;
 }
 
-Nfs3Stat Nfs3Server::handle_and_cache(int fd, Fh3* fh) {
-  Nfs3Stat s = exp_.handle_of(fd, fh);
+Nfs3Stat Nfs3Server::handle_and_cache(const Op& op, int fd, Fh3* fh) {
+  Nfs3Stat s = op.exp->handle_of(fd, fh);
   if (s != Nfs3Stat::kOk) {
     close(fd);
     return s;

@@ -1,7 +1,16 @@
 // The NFSv3 service of one engine: handlers for every procedure of program
-// 100003 version 3 (RFC 1813), serving one Export. One Nfs3Server per
-// engine, on the engine's thread; the Export and the ReplyCache are shared
-// by all of them.
+// 100003 version 3 (RFC 1813), serving the exports of an ExportTable. One
+// Nfs3Server per engine, on the engine's thread; the table and the
+// ReplyCache are shared by all of them.
+//
+// The export of a call is the one its (first) handle names by its export
+// id (export_table.h): an id no export has is NFS3ERR_STALE; a caller the
+// export does not list (ExportOptions::clients, matched against the
+// connection's peer, client_spec.h) gets NFS3ERR_ACCES; otherwise the call
+// acts with that client's options (ro/rw, squashing). A call whose second
+// handle (RENAME, LINK) is of another export gets NFS3ERR_XDEV. Following a
+// PublishedExports, the server switches to a newly published table between
+// calls (published_exports.h) and drops its cached descriptors then.
 //
 // Each call: its credential (squashed), its arguments decoded (garbage:
 // GARBAGE_ARGS), its handles resolved through this thread's FdCache, the
@@ -38,7 +47,9 @@
 #include "nfsd/caller_thread.h"
 #include "nfsd/creds.h"
 #include "nfsd/export.h"
+#include "nfsd/export_table.h"
 #include "nfsd/fd_cache.h"
+#include "nfsd/published_exports.h"
 #include "nfsd/reply_cache.h"
 
 namespace tern::nfsd {
@@ -78,20 +89,28 @@ struct Nfs3Stats {
   Counter read_bytes, write_bytes;
   Counter read_chunk_replies;  // READs answered through a write chunk
   Counter swept;               // cached descriptors of removed objects closed
+  Counter refused;             // NFS3ERR_ACCES: the caller is not on the export's list
+  Counter tables;              // export tables taken up after the first (reloads)
 };
 
 class Nfs3Server {
  public:
-  // `drc` may be null (no reply cache).
+  // `drc` may be null (no reply cache). One export, which the caller
+  // keeps alive for the server's life.
   Nfs3Server(const Export& exp, ReplyCache* drc, const ServerConfig& cfg);
+  // The table `pub` holds, and each one published after it.
+  Nfs3Server(const PublishedExports& pub, ReplyCache* drc, const ServerConfig& cfg);
   Nfs3Server(const Nfs3Server&) = delete;
   Nfs3Server& operator=(const Nfs3Server&) = delete;
 
   // Registers the handlers of every procedure on `eng`.
   void attach(rpc::Engine& eng);
   // Housekeeping from the engine's loop now and then (about once a second):
-  // closes cached descriptors of removed files.
+  // takes up a newly published export table, closes cached descriptors of
+  // removed files.
   void tick();
+  // The generation of the export table this server serves now.
+  uint64_t table_generation() const { return gen_; }
   const Nfs3Stats& stats() const { return st_; }
   const FdCache& fd_cache() const { return fds_; }
 
@@ -125,10 +144,15 @@ class Nfs3Server {
   bool proc_readdir(Op& op, bool plus);
 
   // ---- helpers (nfs3_server.cc)
-  // The cached entry for a handle, opened if needed (as root).
-  nfs::Nfs3Stat resolve(const nfs::Fh3& fh, FdCache::Entry** e);
+  // Takes up the published table when its generation moved.
+  void follow_table();
+  // The cached entry for a handle, opened if needed (as root). The first
+  // handle of a call picks its export, checks the caller against the
+  // export's list and sets op's options and credential; a later one must
+  // name the same export (kXdev).
+  nfs::Nfs3Stat resolve(Op& op, const nfs::Fh3& fh, FdCache::Entry** e);
   // resolve() and fstat, and a check that the object still has a name.
-  nfs::Nfs3Stat resolve_stat(const nfs::Fh3& fh, FdCache::Entry** e, struct stat* st);
+  nfs::Nfs3Stat resolve_stat(Op& op, const nfs::Fh3& fh, FdCache::Entry** e, struct stat* st);
   // The descriptor for reading (or writing) a regular file's data.
   int io_fd(FdCache::Entry* e, bool write);
   // Runs fn (which returns an nfsstat3) as the caller, for what the kernel
@@ -137,10 +161,10 @@ class Nfs3Server {
   nfs::Nfs3Stat as_caller(const Cred& c, F&& fn) {
     return caller_.run(c, fn);
   }
-  nfs::Fattr3 fattr(const struct stat& st) const;
+  static nfs::Fattr3 fattr(const Op& op, const struct stat& st);
   static nfs::WccAttr wcc_attr(const struct stat& st);
-  // The handle of `fd` (which the caller keeps or closes), cached.
-  nfs::Nfs3Stat handle_and_cache(int fd, nfs::Fh3* fh);
+  // The handle of `fd` in op's export (which the caller keeps or closes), cached.
+  nfs::Nfs3Stat handle_and_cache(const Op& op, int fd, nfs::Fh3* fh);
   // Whether the caller may read/write/execute by the mode bits (R=4, W=2, X=1).
   bool may(const Op& op, const struct stat& st, int want) const;
   // A name a client may create, remove or rename: kOk, kNametoolong,
@@ -163,7 +187,13 @@ class Nfs3Server {
   // directory's, and encodes the reply.
   void finish_create(Op& op, int dirfd, const struct stat& dir_before, int objfd, nfs::Nfs3Stat status);
 
-  const Export& exp_;
+  const PublishedExports* pub_ = nullptr;  // null: one fixed table
+  std::shared_ptr<const ExportTable> table_;
+  uint64_t gen_ = 0;
+  // The last caller's address, parsed from its peer id (one entry: most
+  // calls in a row come from the same connection).
+  std::string last_peer_;
+  ClientAddr last_addr_;
   ReplyCache* drc_;
   ServerConfig cfg_;
   FdCache fds_;

@@ -44,6 +44,14 @@ uint64_t check_of(const Slot& s) {
   return siphash24(kCheckKey, {b + 8, sizeof(Slot) - 8}) | 1;
 }
 
+// Whether a slot, as the file has it now, is whole and records this very
+// call: the full key, not only what the in-memory index believes.
+bool slot_holds(const Slot& s, const ReplyKey& k) {
+  return s.check != 0 && s.check == check_of(s) && s.peer_len == k.peer.size() && s.peer_len <= ReplyCache::kMaxPeer &&
+         s.res_len <= ReplyCache::kMaxResults && std::memcmp(s.peer, k.peer.data(), s.peer_len) == 0 &&
+         s.xid == k.xid && s.prog == k.prog && s.vers == k.vers && s.proc == k.proc && s.digest == k.digest;
+}
+
 Slot* slot_at(uint8_t* map, uint32_t i) { return reinterpret_cast<Slot*>(map + kHeaderSize + size_t{i} * sizeof(Slot)); }
 
 }  // namespace
@@ -127,6 +135,16 @@ ReplyCache::Found ReplyCache::begin(const ReplyKey& k, std::vector<uint8_t>* res
     return Found::kInProgress;
   }
   const Slot& s = *slot_at(map_, static_cast<uint32_t>(it->second.slot));
+  if (!slot_holds(s, k)) {
+    // The index says this slot holds the call, the file says otherwise:
+    // someone else wrote it (another process mapping the same file, which
+    // the state directory's lock is there to prevent) or it is torn. The
+    // file is what a reply would come from, so it decides: a miss.
+    index_.erase(it);
+    ++misses_;
+    index_.emplace(k, Entry{});
+    return Found::kNew;
+  }
   results->assign(s.res, s.res + s.res_len);
   ++hits_;
   if (it->second.from_file) ++file_hits_;

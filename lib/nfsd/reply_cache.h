@@ -15,7 +15,14 @@
 // A slot is (peer, xid, program, version, procedure, digest of the inline
 // arguments) and the results, written with its check word zeroed first and
 // set last: a slot torn by a death in the middle fails its check and is
-// ignored. The oldest slot is reused when the ring is full.
+// ignored. The oldest slot is reused when the ring is full. Every hit
+// compares the slot's whole key, as the file holds it, with the call's: the
+// in-memory index only says where to look.
+//
+// One process per file: the state directory's lock (state_dir.h) keeps a
+// second tern-nfsd off it. Two processes mapping one file would each
+// overwrite slots the other's index points at; the key check turns that
+// into misses instead of another client's reply.
 //
 // Shared by every engine thread (one mutex). A call seen while another
 // copy of it is still being served (by another engine: handlers here are

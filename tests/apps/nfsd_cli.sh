@@ -61,8 +61,8 @@ log=$dir/log
 "$nfsd" --export "$dir/export" --name /srv --listen "shm:path=$dir/s" --state-dir "$dir/state" \
   --mount-port 0 --mount-addr 127.0.0.1 --engines 2 >"$log" 2>&1 &
 pid=$!
-for _ in $(seq 100); do grep -q "^tern-nfsd: serving" "$log" && break; sleep 0.1; done
-line=$(grep "^tern-nfsd: serving" "$log") || fail "no serving line: $(cat "$log")"
+for _ in $(seq 100); do grep -q "tern-nfsd: serving" "$log" && break; sleep 0.1; done
+line=$(grep "tern-nfsd: serving" "$log") || fail "no serving line: $(cat "$log")"
 [[ $line == *"serving $dir/export as /srv on shm:path=$dir/s,mode=0600, 2 engines; MOUNT tcp 127.0.0.1:"* ]] ||
   fail "serving line: $line"
 # tern-nfsd's umask is 0: without mode=0600 its shm socket was born 0777.
@@ -80,9 +80,10 @@ reply=$(timeout 5 head -c 28 <&3 | od -An -tx1 | tr -d ' \n')
 exec 3<&-
 [[ $reply == 80000018010203040000000100000000000000000000000000000000 ]] || fail "MOUNT NULL answered '$reply'"
 
-# A second server on the same address is refused.
+# A second server on the same address is refused (with a state directory
+# of its own: the first one's is locked).
 set +e
-msg=$("$nfsd" --export "$dir/export" --listen "shm:path=$dir/s" --state-dir "$dir/state" --mount-port off 2>&1)
+msg=$("$nfsd" --export "$dir/export" --listen "shm:path=$dir/s" --state-dir "$dir/state2" --mount-port off 2>&1)
 rc=$?
 set -e
 [[ $rc == 1 && $msg == *"cannot listen on shm:path=$dir/s"* ]] || fail "second server: $rc $msg"

@@ -26,7 +26,9 @@
 #include "nfs/nfs_program.h"
 #include "nfsd/export.h"
 #include "nfsd/nfs3_server.h"
+#include "nfsd/published_exports.h"
 #include "nfsd/reply_cache.h"
+#include "nfsd/state_dir.h"
 
 namespace tern::nfsd::test {
 
@@ -52,12 +54,19 @@ struct ServerThread {
   std::atomic<bool> crashed{false};
 
   ServerThread(const Export& exp, ReplyCache* drc, ServerConfig cfg, const std::string& spec) {
+    run(std::make_unique<Nfs3Server>(exp, drc, cfg), spec);
+  }
+  // Serving the tables `pub` publishes (reloads).
+  ServerThread(const PublishedExports& pub, ReplyCache* drc, ServerConfig cfg, const std::string& spec) {
+    run(std::make_unique<Nfs3Server>(pub, drc, cfg), spec);
+  }
+  void run(std::unique_ptr<Nfs3Server> srv, const std::string& spec) {
     rpc::EngineOptions o;
     o.arena_bytes = 64u << 20;
     o.max_bulk = 1u << 20;
     o.max_reply = (256u << 10) + 4096;
     eng = rpc::Engine::create(o).value();
-    nfs = std::make_unique<Nfs3Server>(exp, drc, cfg);
+    nfs = std::move(srv);
     nfs->attach(*eng);
     Status s = eng->listen(spec);
     EXPECT_TRUE(s.is_ok()) << s.to_string();
@@ -65,9 +74,13 @@ struct ServerThread {
       while (!stop.load(std::memory_order_relaxed)) eng->poll();
     });
   }
-  ~ServerThread() {
+  // Stops polling (what the server holds can be read from the test's thread then).
+  void halt() {
     stop.store(true);
-    thread.join();
+    if (thread.joinable()) thread.join();
+  }
+  ~ServerThread() {
+    halt();
     nfs.reset();
     eng.reset();
   }
@@ -109,41 +122,59 @@ class Nfsd : public ::testing::Test {
     cli_.reset();
     drc_.reset();
     exp_.reset();
+    state_dir_.reset();
     if (spec_.starts_with("shm:path=")) unlink(spec_.c_str() + 9);
     if (!tmp_.empty()) (void)!system(("rm -rf " + tmp_).c_str());
   }
 
-  // Opens the export (squash off unless the test says otherwise) and starts the server.
+  // Opens the export (of dir_ unless o.dir says otherwise; squash off
+  // unless the test says otherwise) and starts the server.
   void start(ExportOptions o = {}, bool no_root_squash = true, ServerConfig cfg = {}, bool with_drc = true) {
-    o.dir = dir_;
-    o.state_dir = state_;
+    if (o.dir.empty()) o.dir = dir_;
     if (no_root_squash) o.squash.root_squash = false;
-    auto e = Export::open(o);
+    if (state_dir_ == nullptr) {
+      auto sd = StateDir::open(state_);
+      ASSERT_TRUE(sd.is_ok()) << sd.status().to_string();
+      state_dir_ = std::move(*sd);
+    }
+    auto e = Export::open(o, state_dir_);
     ASSERT_TRUE(e.is_ok()) << e.status().to_string();
     exp_ = std::move(*e);
-    if (with_drc) drc_ = ReplyCache::open(state_ + "/reply-cache", 256).value();
+    if (with_drc) drc_ = ReplyCache::open(state_dir_->reply_cache_path(), 256).value();
     if (cfg.write_verf == nfs::Verf3{}) cfg.write_verf = new_write_verifier();
     server_ = std::make_unique<ServerThread>(*exp_, drc_.get(), cfg, spec_);
     root_ = exp_->root_fh();
+    if (cli_ == nullptr) conn_ = connect(spec_);
+  }
+  // A connection of the test's client to the server at `spec` (nullptr,
+  // the test failed, when none comes up). Calls go over conn_.
+  rpc::Connection* connect(const std::string& spec) {
     if (cli_ == nullptr) {
       rpc::EngineOptions co;
       co.arena_bytes = 64u << 20;
       co.max_reply = 512u << 10;
       cli_ = rpc::Engine::create(co).value();
-      auto c = cli_->connect(spec_);
-      ASSERT_TRUE(c.is_ok()) << c.status().to_string();
-      conn_ = *c;
-      ASSERT_TRUE(wait([&] { return conn_->ready() || conn_->failed(); }));
-      ASSERT_TRUE(conn_->ready()) << conn_->error().to_string();
     }
+    auto c = cli_->connect(spec);
+    EXPECT_TRUE(c.is_ok()) << c.status().to_string();
+    if (!c.is_ok()) return nullptr;
+    rpc::Connection* conn = *c;
+    EXPECT_TRUE(wait([&] { return conn->ready() || conn->failed(); }));
+    EXPECT_TRUE(conn->ready()) << conn->error().to_string();
+    return conn->ready() ? conn : nullptr;
   }
-  // The server goes away (its engine destroyed, as if its process died)
-  // and a new one starts on the same address and state directory.
+  // The server goes away (its engine destroyed and its state directory
+  // unlocked, as if its process died) and a new one starts on the same
+  // address and state directory.
   void restart(ExportOptions o = {}, bool with_drc = true) {
+    stop_instance();
+    start(o, true, {}, with_drc);
+  }
+  void stop_instance() {
     server_.reset();
     drc_.reset();
     exp_.reset();
-    start(o, true, {}, with_drc);
+    state_dir_.reset();
   }
 
   bool wait(const std::function<bool()>& pred, int ms = 10000) {
@@ -281,6 +312,7 @@ class Nfsd : public ::testing::Test {
 
   std::string tmp_, dir_, state_, spec_;
   rpc::AuthSys root_auth_;
+  std::shared_ptr<const StateDir> state_dir_;  // the instance's (locked) state directory
   std::unique_ptr<Export> exp_;
   std::unique_ptr<ReplyCache> drc_;
   std::unique_ptr<ServerThread> server_;

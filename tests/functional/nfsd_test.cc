@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "nfsd/export_table.h"
 #include "nfsd_fixture.h"
 
 namespace tern::nfsd::test {
@@ -439,12 +440,13 @@ TEST_F(Nfsd, NothingOutsideTheExportIsReachable) {
   EXPECT_EQ(lookup(deeper.obj, "..").status, Nfs3Stat::kAccess) << "its parent is outside now";
   EXPECT_EQ(lookup(sub.obj, "..").status, Nfs3Stat::kAccess);
 
-  // Made-up handles: every change of a real one, and random bytes.
+  // Made-up handles: every change of a real one (in the export id it names
+  // no export here: stale), and random bytes.
   Fh3 forged = root_;
   for (uint32_t i = 0; i < forged.len; ++i) {
     Fh3 f = root_;
     f.data[i] ^= 0x40;
-    EXPECT_EQ(getattr(f).status, Nfs3Stat::kBadhandle) << "byte " << i;
+    EXPECT_EQ(getattr(f).status, i >= 4 && i < 8 ? Nfs3Stat::kStale : Nfs3Stat::kBadhandle) << "byte " << i;
   }
   std::mt19937 rng(7);
   for (int i = 0; i < 50; ++i) {
@@ -698,6 +700,207 @@ TEST_F(Nfsd, AReadOnlyExportChangesNothing) {
   EXPECT_EQ(file_bytes("f"), (Bytes{'a', 'b', 'c'}));
 }
 
+// Two exports of one instance (one state directory, so one stored key), two
+// directories of one file system, each served by a server of its own: a
+// handle one export gave is refused by the other (NFS3ERR_STALE: it names
+// another export), so a read-only export's file cannot be written through
+// the read-write export's server, though open_by_handle_at() would open it.
+// Before exports had their own key and id (the id was the device number)
+// the WRITE went through.
+TEST_F(Nfsd, AHandleOfOneExportIsRefusedByAnother) {
+  ASSERT_EQ(mkdir(path("ro").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(path("rw").c_str(), 0777), 0);
+  int fd = ::open(path("ro/f").c_str(), O_CREAT | O_WRONLY, 0666);
+  ASSERT_EQ(::write(fd, "abc", 3), 3);
+  close(fd);
+  ExportOptions ro;
+  ro.dir = path("ro");
+  ro.read_only = true;
+  start(ro);
+  rpc::Connection* to_ro = conn_;
+  ExportOptions rwo;
+  rwo.dir = path("rw");
+  rwo.squash.root_squash = false;
+  auto rw = Export::open(rwo, state_dir_);
+  ASSERT_TRUE(rw.is_ok()) << rw.status().to_string();
+  EXPECT_NE((*rw)->id(), exp_->id());
+  const std::string spec2 = next_spec();
+  ServerConfig cfg;
+  cfg.write_verf = new_write_verifier();
+  auto rw_server = std::make_unique<ServerThread>(**rw, drc_.get(), cfg, spec2);
+  rpc::Connection* to_rw = connect(spec2);
+  ASSERT_NE(to_rw, nullptr);
+
+  LookupRes f = lookup(root_, "f");
+  ASSERT_EQ(f.status, Nfs3Stat::kOk);
+  EXPECT_EQ(write(f.obj, 0, Bytes{'X'}, StableHow::kFileSync, false).status, Nfs3Stat::kRofs);
+  conn_ = to_rw;
+  EXPECT_EQ(write(f.obj, 0, Bytes{'X'}, StableHow::kFileSync, false).status, Nfs3Stat::kStale);
+  auto* chunk = static_cast<uint8_t*>(cli_->alloc(4096));  // a WRITE through a read chunk, as the kernel sends one
+  ASSERT_NE(chunk, nullptr);
+  std::memset(chunk, 'X', 4096);
+  EXPECT_EQ(write(f.obj, 0, {chunk, 4096}, StableHow::kFileSync, true).status, Nfs3Stat::kStale);
+  SetattrArgs sa;
+  sa.obj = f.obj;
+  sa.attr.set_size = true;
+  sa.attr.size = 0;
+  EXPECT_EQ(op<WccRes>(Nfs3Proc::kSetattr, sa).status, Nfs3Stat::kStale);
+  EXPECT_EQ(op<WccRes>(Nfs3Proc::kRemove, RemoveArgs{{root_, "f"}}).status, Nfs3Stat::kStale);
+  EXPECT_EQ(getattr(f.obj).status, Nfs3Stat::kStale);
+  EXPECT_EQ(getattr((*rw)->root_fh()).status, Nfs3Stat::kOk) << "its own handles work";
+  // And the other way round.
+  conn_ = to_ro;
+  EXPECT_EQ(getattr((*rw)->root_fh()).status, Nfs3Stat::kStale);
+  EXPECT_EQ(file_bytes("ro/f"), (Bytes{'a', 'b', 'c'}));
+  to_rw->close();
+  rw_server.reset();
+}
+
+// Builds the rules of an export from "spec(opts)" pairs, the way the
+// exports file would (exports_file.h has its own tests).
+std::vector<ClientRule> rules(std::initializer_list<std::pair<const char*, ClientOptions>> list) {
+  std::vector<ClientRule> out;
+  for (const auto& [who, opt] : list) out.push_back(ClientRule{ClientSpec::parse(who).value(), opt});
+  return out;
+}
+
+ClientOptions rw_root() {
+  ClientOptions o;
+  o.read_only = false;
+  o.squash.root_squash = false;
+  return o;
+}
+
+// Several exports in one server: each call's export is the one its handle
+// names, with the options its list gives this client. The client here is a
+// pmd/shm peer, which is loopback (127.0.0.1) to the lists: an export that
+// lists only 10.0.0.0/8 refuses it every call (NFS3ERR_ACCES) though its
+// handle is good; a read-only entry makes changes NFS3ERR_ROFS there while
+// the next export takes them; a call whose two handles are of two exports
+// is NFS3ERR_XDEV; FSSTAT and FSINFO answer for the export asked.
+TEST_F(Nfsd, SeveralExportsEachWithItsClients) {
+  for (const char* d : {"a", "b", "c"}) ASSERT_EQ(mkdir(path(d).c_str(), 0777), 0);
+  int fd = ::open(path("c/f").c_str(), O_CREAT | O_WRONLY, 0666);
+  ASSERT_EQ(::write(fd, "abc", 3), 3);
+  close(fd);
+  state_dir_ = StateDir::open(state_).value();
+  std::vector<ExportOptions> list(3);
+  list[0].dir = path("a");
+  list[0].clients = rules({{"localhost", rw_root()}});
+  list[1].dir = path("b");
+  list[1].clients = rules({{"10.0.0.0/8", rw_root()}});
+  list[2].dir = path("c");
+  list[2].name = "/c";
+  ClientOptions ro = rw_root();
+  ro.read_only = true;
+  list[2].clients = rules({{"192.168.0.0/16", rw_root()}, {"*", ro}});
+  auto table = ExportTable::open(list, state_dir_);
+  ASSERT_TRUE(table.is_ok()) << table.status().to_string();
+  const Fh3 a = (*table)->exports()[0]->root_fh(), b = (*table)->exports()[1]->root_fh(),
+            c = (*table)->exports()[2]->root_fh();
+  EXPECT_EQ((*table)->by_path("/c"), (*table)->exports()[2].get());
+  PublishedExports pub(*table);
+  drc_ = ReplyCache::open(state_dir_->reply_cache_path(), 256).value();
+  ServerConfig cfg;
+  cfg.write_verf = new_write_verifier();
+  server_ = std::make_unique<ServerThread>(pub, drc_.get(), cfg, spec_);
+  conn_ = connect(spec_);
+  ASSERT_NE(conn_, nullptr);
+
+  EXPECT_EQ(getattr(a).status, Nfs3Stat::kOk);
+  CreateRes made = create(a, "new");
+  ASSERT_EQ(made.status, Nfs3Stat::kOk);
+  EXPECT_EQ(getattr(made.obj.value()).status, Nfs3Stat::kOk);
+  // b does not list this client: every call with its handles is refused.
+  EXPECT_EQ(getattr(b).status, Nfs3Stat::kAccess);
+  EXPECT_EQ(lookup(b, "x").status, Nfs3Stat::kAccess);
+  EXPECT_EQ(create(b, "nope").status, Nfs3Stat::kAccess);
+  EXPECT_EQ(op<FsinfoRes>(Nfs3Proc::kFsinfo, FsArgs{b}).status, Nfs3Stat::kAccess);
+  struct stat st;
+  EXPECT_NE(stat(path("b/nope").c_str(), &st), 0);
+  EXPECT_GE(server_->nfs->stats().refused.get(), 4u);
+  // c gives this client its "*" entry: read-only.
+  LookupRes f = lookup(c, "f");
+  ASSERT_EQ(f.status, Nfs3Stat::kOk);
+  EXPECT_EQ(write(f.obj, 0, Bytes{'X'}, StableHow::kFileSync, false).status, Nfs3Stat::kRofs);
+  EXPECT_EQ(create(c, "nope").status, Nfs3Stat::kRofs);
+  EXPECT_EQ(file_bytes("c/f"), (Bytes{'a', 'b', 'c'}));
+  // Two exports in one call.
+  EXPECT_EQ(op<RenameRes>(Nfs3Proc::kRename, RenameArgs{{a, "new"}, {c, "moved"}}).status, Nfs3Stat::kXdev);
+  EXPECT_EQ(op<LinkRes>(Nfs3Proc::kLink, LinkArgs{f.obj, {a, "l"}}).status, Nfs3Stat::kXdev);
+  EXPECT_EQ(stat(path("c/moved").c_str(), &st), -1);
+  // FSINFO and FSSTAT per export; the attributes' fsid is the export's.
+  FsinfoRes ia = op<FsinfoRes>(Nfs3Proc::kFsinfo, FsArgs{a});
+  FsinfoRes ic = op<FsinfoRes>(Nfs3Proc::kFsinfo, FsArgs{c});
+  ASSERT_EQ(ia.status, Nfs3Stat::kOk);
+  ASSERT_EQ(ic.status, Nfs3Stat::kOk);
+  ASSERT_TRUE(ia.attr && ic.attr);
+  ASSERT_EQ(stat(path("a").c_str(), &st), 0);
+  EXPECT_EQ(ia.attr->fileid, st.st_ino);
+  ASSERT_EQ(stat(path("c").c_str(), &st), 0);
+  EXPECT_EQ(ic.attr->fileid, st.st_ino) << "c's root, not a's";
+  EXPECT_EQ(op<FsstatRes>(Nfs3Proc::kFsstat, FsArgs{c}).status, Nfs3Stat::kOk);
+  // A handle naming no export of the table: stale.
+  Fh3 other = a;
+  other.data[4] ^= 1;
+  EXPECT_EQ(getattr(other).status, Nfs3Stat::kStale);
+  server_.reset();  // before `pub`, which it reads
+}
+
+// A reload (a new table published, as tern-nfsd does on SIGHUP) over the
+// same connection: a client no longer listed gets NFS3ERR_ACCES, a removed
+// export's handles NFS3ERR_STALE; the connection stays and needs no
+// retransmission; putting the export back makes the same handles good
+// again (the same key and id: the same directory and fsid), and the
+// server dropped its cached descriptors at each switch.
+TEST_F(Nfsd, AReloadTakesEffectOnTheSameConnection) {
+  for (const char* d : {"a", "b"}) ASSERT_EQ(mkdir(path(d).c_str(), 0777), 0);
+  state_dir_ = StateDir::open(state_).value();
+  auto table_of = [&](std::vector<std::pair<const char*, const char*>> exports) {
+    std::vector<ExportOptions> list;
+    for (const auto& [dir, who] : exports) {
+      ExportOptions o;
+      o.dir = path(dir);
+      o.clients = rules({{who, rw_root()}});
+      list.push_back(std::move(o));
+    }
+    auto t = ExportTable::open(list, state_dir_);
+    EXPECT_TRUE(t.is_ok()) << t.status().to_string();
+    return t.is_ok() ? *t : nullptr;
+  };
+  auto first = table_of({{"a", "localhost"}, {"b", "*"}});
+  ASSERT_NE(first, nullptr);
+  const Fh3 a = first->exports()[0]->root_fh(), b = first->exports()[1]->root_fh();
+  PublishedExports pub(first);
+  ServerConfig cfg;
+  cfg.write_verf = new_write_verifier();
+  server_ = std::make_unique<ServerThread>(pub, nullptr, cfg, spec_);
+  conn_ = connect(spec_);
+  ASSERT_NE(conn_, nullptr);
+  CreateRes f = create(a, "f");
+  ASSERT_EQ(f.status, Nfs3Stat::kOk);
+  EXPECT_EQ(getattr(b).status, Nfs3Stat::kOk);
+  first.reset();  // the server keeps its own reference while it serves it
+
+  pub.publish(table_of({{"a", "10.0.0.0/8"}}));
+  Reply r = call(Nfs3Proc::kGetattr, enc(GetattrArgs{*f.obj}));
+  EXPECT_EQ(status_of(r), Nfs3Stat::kAccess) << "no longer listed";
+  EXPECT_EQ(r.retransmits, 0u);
+  EXPECT_EQ(getattr(a).status, Nfs3Stat::kAccess);
+  EXPECT_EQ(getattr(b).status, Nfs3Stat::kStale) << "removed";
+  EXPECT_EQ(create(b, "g").status, Nfs3Stat::kStale);
+  EXPECT_TRUE(conn_->ready());
+
+  pub.publish(table_of({{"a", "*"}, {"b", "localhost"}}));
+  EXPECT_EQ(getattr(*f.obj).status, Nfs3Stat::kOk) << "the same handle, good again";
+  EXPECT_EQ(getattr(b).status, Nfs3Stat::kOk);
+  EXPECT_EQ(server_->nfs->stats().tables.get(), 2u);
+  EXPECT_TRUE(conn_->ready());
+  server_->halt();
+  EXPECT_EQ(server_->nfs->fd_cache().size(), 2u) << "only what was opened since the last switch";
+  server_.reset();  // before `pub`, which it reads
+}
+
 // Garbage gets GARBAGE_ARGS (or, when it happens to decode, an NFS error)
 // and nothing else: the server keeps serving.
 TEST_F(Nfsd, GarbageGetsRpcAndNfsErrorsOnly) {
@@ -783,9 +986,7 @@ TEST_F(Nfsd, ARetransmissionAfterARestartIsAnsweredFromTheReplyCache) {
     ASSERT_EQ(stat(path(name).c_str(), &st), 0) << "the first copy ran";
     EXPECT_FALSE(r.done);
     // The next server: same address, same state directory.
-    server_.reset();
-    drc_.reset();
-    exp_.reset();
+    stop_instance();
     start({}, true, {}, with_drc);
     ASSERT_TRUE(wait([&] { return r.done; }, 20000)) << "the client never got an answer";
     ASSERT_EQ(r.status, rpc::CallStatus::kOk) << rpc::call_status_name(r.status);

@@ -1,8 +1,10 @@
 // tern-nfsd's pieces on their own (lib/nfsd): SipHash-2-4 against its
 // reference vectors, signed file handles (any change to one is refused),
 // the file-backed reply cache (kept across a reopen, torn slots ignored,
-// the oldest reused), credentials and squashing, the descriptor cache, the
-// export's key kept across opens, and the MOUNT service's answers.
+// the oldest reused, a slot that holds another call a miss), credentials
+// and squashing, the descriptor cache, the state directory's lock, the
+// export's key kept across opens and its handles refused by every other
+// export, and the MOUNT service's answers.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/fsuid.h>
@@ -17,13 +19,17 @@
 #include <vector>
 
 #include "nfs/mount3.h"
+#include "nfsd/client_spec.h"
 #include "nfsd/creds.h"
 #include "nfsd/export.h"
+#include "nfsd/export_table.h"
+#include "nfsd/exports_file.h"
 #include "nfsd/fd_cache.h"
 #include "nfsd/file_handle.h"
 #include "nfsd/mountd.h"
 #include "nfsd/reply_cache.h"
 #include "nfsd/siphash.h"
+#include "nfsd/state_dir.h"
 #include "oncrpc/oncrpc.h"
 
 namespace tern::nfsd {
@@ -70,12 +76,14 @@ TEST(FileHandle, SignedAndRefusedWhenAltered) {
   EXPECT_EQ(back.type, 0x81u);
   EXPECT_EQ(back.len, 12u);
   EXPECT_EQ(std::memcmp(back.bytes, kh.bytes, 12), 0);
-  // Every single-bit change anywhere is refused.
+  // Every single-bit change anywhere is refused: in the export id as
+  // naming another export (stale), anywhere else as not ours.
   for (uint32_t i = 0; i < fh.len; ++i)
     for (int bit = 0; bit < 8; ++bit) {
       nfs::Fh3 bad = fh;
       bad.data[i] ^= static_cast<uint8_t>(1 << bit);
-      EXPECT_EQ(codec.decode(bad, &back), nfs::Nfs3Stat::kBadhandle) << "byte " << i << " bit " << bit;
+      EXPECT_EQ(codec.decode(bad, &back), i >= 4 && i < 8 ? nfs::Nfs3Stat::kStale : nfs::Nfs3Stat::kBadhandle)
+          << "byte " << i << " bit " << bit;
     }
   // Shorter, longer, empty.
   for (uint32_t len : {0u, 1u, fh.len - 1, fh.len + 1}) {
@@ -193,6 +201,57 @@ TEST(ReplyCache, TheOldestSlotIsReusedAndTheRingContinuesAfterAReopen) {
   rc->forget(key(3));
   EXPECT_EQ(rc->begin(key(6), &got), ReplyCache::Found::kDone);
   EXPECT_EQ(rc->begin(key(7), &got), ReplyCache::Found::kDone);
+}
+
+// Two caches over one file, as two instances sharing a state directory
+// had: each writes its ring from slot 0, so the second overwrites the
+// first's record while the first's index still points at it. A hit must
+// check the slot's whole key: before it did, the first cache answered its
+// client's retransmission with the other client's reply.
+TEST(ReplyCache, ASlotHoldingAnotherCallIsAMiss) {
+  TempDir d;
+  const std::string path = d.path + "/drc";
+  auto a = ReplyCache::open(path, 8).value();
+  auto b = ReplyCache::open(path, 8).value();
+  Bytes got;
+  const ReplyKey mine = key(7, "10.0.0.2"), theirs = key(7, "10.0.0.3");
+  ASSERT_EQ(a->begin(mine, &got), ReplyCache::Found::kNew);
+  a->done(mine, Bytes{1, 1, 1});
+  ASSERT_EQ(b->begin(theirs, &got), ReplyCache::Found::kNew);
+  b->done(theirs, Bytes{2, 2, 2});
+  got.clear();
+  EXPECT_EQ(a->begin(mine, &got), ReplyCache::Found::kNew) << "the slot holds another client's call now";
+  EXPECT_TRUE(got.empty());
+  EXPECT_EQ(a->hits(), 0u);
+  // Entered as in progress again, and recorded again: then a hit.
+  EXPECT_EQ(a->begin(mine, &got), ReplyCache::Found::kInProgress);
+  a->done(mine, Bytes{3});
+  ASSERT_EQ(a->begin(mine, &got), ReplyCache::Found::kDone);
+  EXPECT_EQ(got, Bytes{3});
+  // Each field of the key counts: rings of one slot, so that the second
+  // cache's record lands where the first one's index points, for a call
+  // that differs in that field alone.
+  for (int field = 0; field < 6; ++field) {
+    SCOPED_TRACE(field);
+    const std::string one = d.path + "/one-" + std::to_string(field);
+    auto c1 = ReplyCache::open(one, 1).value();
+    auto c2 = ReplyCache::open(one, 1).value();
+    ReplyKey k = key(9), other = key(9);
+    switch (field) {
+      case 0: other.peer = "10.0.0.9"; break;
+      case 1: other.xid ^= 1; break;
+      case 2: other.prog ^= 1; break;
+      case 3: other.vers ^= 1; break;
+      case 4: other.proc ^= 1; break;
+      case 5: other.digest ^= 1; break;
+    }
+    ASSERT_EQ(c1->begin(k, &got), ReplyCache::Found::kNew);
+    c1->done(k, Bytes{1});
+    ASSERT_EQ(c1->begin(k, &got), ReplyCache::Found::kDone);
+    ASSERT_EQ(c2->begin(other, &got), ReplyCache::Found::kNew);
+    c2->done(other, Bytes{2});
+    EXPECT_EQ(c1->begin(k, &got), ReplyCache::Found::kNew);
+  }
 }
 
 Bytes call_header(oncrpc::AuthFlavor flavor, uint32_t uid, uint32_t gid, std::vector<uint32_t> gids) {
@@ -399,20 +458,254 @@ TEST(Export, TheHandleKeyOutlivesTheProcessAndStaysOutsideTheExport) {
   auto again = Export::open(o);
   ASSERT_TRUE(again.is_ok());
   EXPECT_EQ((*again)->root_fh(), first) << "the same handle from the same key";
-  // Another state directory, another key: the old handle is not ours.
+  // Another state directory, another key (and so other export ids): the
+  // old handle names no export of it.
   o.state_dir = d.path + "/other-state";
   auto other = Export::open(o);
   ASSERT_TRUE(other.is_ok());
   int fd = -1;
-  EXPECT_EQ((*other)->open_handle(first, &fd), nfs::Nfs3Stat::kBadhandle);
+  EXPECT_EQ((*other)->open_handle(first, &fd), nfs::Nfs3Stat::kStale);
   // A state directory inside the export is refused.
   o.state_dir = dir + "/state";
   auto inside = Export::open(o);
   ASSERT_FALSE(inside.is_ok());
   EXPECT_NE(inside.status().message().find("inside the export"), std::string::npos);
-  o.state_dir = state;
+  o.state_dir = d.path + "/third-state";
   o.dir = d.path + "/missing";
-  EXPECT_FALSE(Export::open(o).is_ok());
+  auto missing = Export::open(o);
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_NE(missing.status().message().find("cannot export"), std::string::npos) << missing.status().message();
+}
+
+// One instance per state directory: the second is refused, its error
+// naming the holder's pid and what to do; the lock goes with its holder
+// (a process's death releases it: flock).
+TEST(StateDir, ASecondInstanceIsRefusedNamingTheFirst) {
+  TempDir d;
+  const std::string state = d.path + "/state";
+  {
+    auto first = StateDir::open(state);
+    ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+    auto second = StateDir::open(state);
+    ASSERT_FALSE(second.is_ok());
+    EXPECT_EQ(second.status().code(), Errc::kBadState);
+    const std::string m = second.status().message();
+    EXPECT_NE(m.find("pid " + std::to_string(getpid())), std::string::npos) << m;
+    EXPECT_NE(m.find("--state-dir"), std::string::npos) << m;
+    // Through an export opened on its own as well.
+    ExportOptions o;
+    o.dir = d.path;
+    o.state_dir = state + "/";
+    auto e = Export::open(o);
+    ASSERT_FALSE(e.is_ok());
+    EXPECT_EQ(e.status().code(), Errc::kBadState);
+  }
+  EXPECT_TRUE(StateDir::open(state).is_ok()) << "free again once the first is gone";
+  struct stat st;
+  ASSERT_EQ(stat(state.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+
+// The tag is all that keeps a client to its export (open_by_handle_at opens
+// anything on the file system), so each export has a key and an id of its
+// own: a handle from one export is refused by every other, whether of this
+// instance (same stored key, same file system) or of another instance
+// exporting the very same directory. Before, two exports under one state
+// directory on one file system shared key and id (the device number) and
+// each opened the other's handles.
+TEST(Export, AHandleOfOneExportIsRefusedByEveryOther) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (open_by_handle_at)";
+  TempDir d;
+  const std::string a = d.path + "/a", b = d.path + "/b";
+  ASSERT_EQ(mkdir(a.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(b.c_str(), 0755), 0);
+  int fd = open((a + "/f").c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  auto state = StateDir::open(d.path + "/state").value();
+  ExportOptions oa, ob;
+  oa.dir = a;
+  ob.dir = b;
+  auto ea = Export::open(oa, state).value();
+  auto eb = Export::open(ob, state).value();
+  EXPECT_NE(ea->id(), eb->id());
+  nfs::Fh3 f;
+  ASSERT_EQ(ea->handle_at(ea->root_fd(), "f", &f), nfs::Nfs3Stat::kOk);
+  int got = -1;
+  ASSERT_EQ(ea->open_handle(f, &got), nfs::Nfs3Stat::kOk);
+  close(got);
+  EXPECT_EQ(eb->open_handle(f, &got), nfs::Nfs3Stat::kStale) << "another export's handle";
+  EXPECT_EQ(eb->open_handle(ea->root_fh(), &got), nfs::Nfs3Stat::kStale);
+  EXPECT_EQ(ea->open_handle(eb->root_fh(), &got), nfs::Nfs3Stat::kStale);
+  // Relabelled with b's id, a's handle fails b's tag: the key differs too.
+  nfs::Fh3 relabelled = f;
+  for (int i = 0; i < 4; ++i) relabelled.data[4 + i] = static_cast<uint8_t>(eb->id() >> (24 - 8 * i));
+  EXPECT_EQ(eb->open_handle(relabelled, &got), nfs::Nfs3Stat::kBadhandle);
+  // The same directory exported with another fsid is another export.
+  ExportOptions oa7 = oa;
+  oa7.fsid = 7;
+  auto ea7 = Export::open(oa7, state).value();
+  EXPECT_EQ(ea7->fsid(), 7u);
+  EXPECT_NE(ea7->open_handle(f, &got), nfs::Nfs3Stat::kOk);
+  // Another instance (its own state directory, its own stored key)
+  // exporting the same directory: its ids are others, so the handle names
+  // no export it has.
+  auto other = StateDir::open(d.path + "/other-state").value();
+  auto ea2 = Export::open(oa, other).value();
+  EXPECT_EQ(ea2->open_handle(f, &got), nfs::Nfs3Stat::kStale);
+  // The same configuration again (a restart): the same handles.
+  ea.reset();
+  auto again = Export::open(oa, state).value();
+  ASSERT_EQ(again->open_handle(f, &got), nfs::Nfs3Stat::kOk);
+  close(got);
+}
+
+ClientAddr addr(const char* a) { return ClientAddr::from_peer_id(a); }
+
+TEST(ClientSpec, AddressesPrefixesAndWhatAShmPeerIs) {
+  auto m = [](const char* spec, const char* who) { return ClientSpec::parse(spec).value().matches(addr(who)); };
+  EXPECT_TRUE(m("*", "10.1.2.3"));
+  EXPECT_TRUE(m("*", "not an address")) << "anyone is anyone";
+  EXPECT_TRUE(m("10.0.0.5", "10.0.0.5"));
+  EXPECT_FALSE(m("10.0.0.5", "10.0.0.6"));
+  EXPECT_TRUE(m("10.0.0.0/24", "10.0.0.200"));
+  EXPECT_FALSE(m("10.0.0.0/24", "10.0.1.1"));
+  EXPECT_TRUE(m("10.0.0.0/255.255.255.0", "10.0.0.9"));
+  EXPECT_TRUE(m("10.0.0.0/23", "10.0.1.1"));
+  EXPECT_TRUE(m("0.0.0.0/0", "192.168.1.1"));
+  EXPECT_FALSE(m("0.0.0.0/0", "fe80::1")) << "an IPv4 prefix holds IPv4 addresses only";
+  EXPECT_TRUE(m("10.0.0.0/24", "::ffff:10.0.0.7")) << "an IPv4 client on an IPv6 socket";
+  EXPECT_TRUE(m("fd00::/8", "fd12:3456::1"));
+  EXPECT_FALSE(m("fd00::/8", "fe80::1"));
+  EXPECT_TRUE(m("fe80::1", "fe80::1"));
+  EXPECT_FALSE(m("10.0.0.0/8", "garbage"));
+  // A pmd/shm peer is a process of this host: loopback.
+  EXPECT_TRUE(m("localhost", "pid 12 uid 0"));
+  EXPECT_TRUE(m("127.0.0.1", "pid 12 uid 0"));
+  EXPECT_TRUE(m("127.0.0.0/8", "pid 12 uid 0"));
+  EXPECT_FALSE(m("10.0.0.0/8", "pid 12 uid 0"));
+  EXPECT_FALSE(m("::1", "pid 12 uid 0"));
+  EXPECT_TRUE(m("localhost", "::1"));
+  EXPECT_TRUE(m("localhost", "127.0.0.1"));
+  EXPECT_FALSE(m("localhost", "10.0.0.1"));
+  EXPECT_EQ(addr("pid 1 uid 2").to_string(), "127.0.0.1");
+  EXPECT_EQ(addr("::ffff:10.0.0.7").to_string(), "10.0.0.7");
+  EXPECT_EQ(ClientSpec::parse("10.0.0.0/24").value().kind(), ClientSpec::Kind::kNetwork);
+  EXPECT_EQ(ClientSpec::parse("10.0.0.0/32").value().kind(), ClientSpec::Kind::kHost);
+  for (const char* bad : {"", "host.example.com", "*.example.com", "@trusted", "10.0.0.0/33", "10.1.0.0/8",
+                          "10.0.0.0/255.0.255.0", "fd00::/129", "10.0.0.0/", "10.0.0.0/x", "1.2.3"}) {
+    auto r = ClientSpec::parse(bad);
+    EXPECT_FALSE(r.is_ok()) << bad;
+    if (!r.is_ok()) EXPECT_FALSE(r.status().message().empty());
+  }
+}
+
+TEST(ExportsFile, WhatKnfsdAdminsWrite) {
+  const char* text =
+      "# the lab's exports\n"
+      "\n"
+      "/srv/data   10.0.0.0/24(rw,no_root_squash,sync,no_subtree_check) \\\n"
+      "            10.0.1.7(ro) \\\n"
+      "            *(all_squash,anonuid=1000,anongid=1001,sec=sys)   # everyone else\n"
+      "/srv/pub/   -rw,all_squash  192.168.0.0/16  localhost(ro,no_all_squash,fsid=42)\n"
+      "\"/srv/with space\" fd00::/8(rw)\n"
+      "/srv/oct\\040al *(rw,insecure,async,no_wdelay,no_acl)";
+  auto r = parse_exports(text, "exports");
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(r->size(), 4u);
+  const ExportOptions& d = (*r)[0];
+  EXPECT_EQ(d.dir, "/srv/data");
+  EXPECT_EQ(d.name, "/srv/data");
+  EXPECT_EQ(d.origin, "exports:3");
+  ASSERT_EQ(d.clients.size(), 3u);
+  EXPECT_EQ(d.clients[0].who.text(), "10.0.0.0/24");
+  EXPECT_FALSE(d.clients[0].opt.read_only);
+  EXPECT_FALSE(d.clients[0].opt.squash.root_squash);
+  EXPECT_EQ(d.clients[1].who.text(), "10.0.1.7");
+  EXPECT_TRUE(d.clients[1].opt.read_only);
+  EXPECT_TRUE(d.clients[1].opt.squash.root_squash) << "exports(5)'s defaults: ro, root_squash";
+  EXPECT_EQ(d.clients[2].who.text(), "*");
+  EXPECT_TRUE(d.clients[2].opt.read_only);
+  EXPECT_TRUE(d.clients[2].opt.squash.all_squash);
+  EXPECT_EQ(d.clients[2].opt.squash.anon_uid, 1000u);
+  EXPECT_EQ(d.clients[2].opt.squash.anon_gid, 1001u);
+  EXPECT_EQ(d.fsid, 0u);
+  const ExportOptions& p = (*r)[1];
+  EXPECT_EQ(p.dir, "/srv/pub");
+  EXPECT_EQ(p.origin, "exports:6");
+  EXPECT_EQ(p.fsid, 42u);
+  ASSERT_EQ(p.clients.size(), 2u);
+  EXPECT_FALSE(p.clients[0].opt.read_only) << "the line's -rw";
+  EXPECT_TRUE(p.clients[0].opt.squash.all_squash) << "the line's -all_squash";
+  EXPECT_TRUE(p.clients[1].opt.read_only);
+  EXPECT_FALSE(p.clients[1].opt.squash.all_squash);
+  EXPECT_EQ((*r)[2].dir, "/srv/with space");
+  EXPECT_EQ((*r)[2].origin, "exports:7");
+  EXPECT_EQ((*r)[3].dir, "/srv/oct al");
+  EXPECT_FALSE((*r)[3].clients[0].opt.read_only);
+  EXPECT_TRUE(parse_exports("# nothing\n\n", "e").value().empty());
+
+  // Each mistake is an error naming the file, the line and what is wrong.
+  const struct {
+    const char* text;
+    const char* says;
+  } bad[] = {
+      {"/ok *(rw)\n/ok2 *(ro)\n/a *(rw,bogus)\n", "e:3: *: unknown option 'bogus'"},
+      {"/a *(sec=krb5)", "sec=krb5: tern-nfsd serves AUTH_SYS only"},
+      {"/a *(sec=sys:krb5p)", "sec=krb5p"},
+      {"/a *(secure)", "secure: not supported"},
+      {"/a *(subtree_check)", "not supported"},
+      {"/a (rw)", "no client before them"},
+      {"/a 10.0.0.1 (rw)", "no client before them"},
+      {"/a", "lists no client"},
+      {"/a *(rw)\n/a/ 10.0.0.1(ro)", "e:2: /a is exported already at e:1"},
+      {"/a *(fsid=0)", "fsid=0"},
+      {"/a *(fsid=root)", "fsid=root"},
+      {"/a *(rw,fsid=1) 10.0.0.1(fsid=2)", "fsid given twice"},
+      {"a *(rw)", "not an absolute path"},
+      {"/a host.example.com(rw)", "host names"},
+      {"/a @netgroup(rw)", "netgroups"},
+      {"/a *(rw", "want client(option"},
+      {"/a *(rw) *(ro)", "listed twice"},
+      {"/a *(anonuid=x)", "anonuid=x"},
+      {"/a *(rw,,ro)", "an empty option"},
+      {"/a -bogus *(rw)", "unknown option 'bogus'"},
+      {"/a\\9 *(rw)", "bad escape"},
+  };
+  for (const auto& b : bad) {
+    auto e = parse_exports(b.text, "e");
+    ASSERT_FALSE(e.is_ok()) << b.text;
+    EXPECT_NE(e.status().message().find(b.says), std::string::npos) << b.text << " -> " << e.status().message();
+    EXPECT_TRUE(e.status().message().starts_with("e:")) << e.status().message();
+  }
+  auto missing = read_exports_file("/nonexistent/exports");
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/exports"), std::string::npos);
+}
+
+// exports(5)'s precedence: a client matching several entries uses a host's
+// before a network's before anyone's, whatever their order on the line.
+TEST(Export, AClientUsesItsMostSpecificEntry) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (open_by_handle_at)";
+  TempDir d;
+  auto r = parse_exports("/x *(ro) 10.0.0.0/8(rw,all_squash) 10.0.0.7(rw,no_root_squash) 10.0.0.0/16(ro)\n", "e");
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ExportOptions o = (*r)[0];
+  o.dir = d.path;
+  auto e = Export::open(o, StateDir::open(d.path + ".state").value()).value();
+  (void)!system(("rm -rf " + d.path + ".state").c_str());
+  const ClientRule* host = e->rule_for(addr("10.0.0.7"));
+  ASSERT_NE(host, nullptr);
+  EXPECT_EQ(host->who.text(), "10.0.0.7");
+  EXPECT_EQ(e->rule_for(addr("10.0.1.1"))->who.text(), "10.0.0.0/8") << "the first network written";
+  EXPECT_EQ(e->rule_for(addr("192.168.0.1"))->who.text(), "*");
+  EXPECT_EQ(e->rule_for(addr("pid 3 uid 0"))->who.text(), "*");
+  auto only = parse_exports("/x 10.0.0.0/8(rw)\n", "e").value();
+  only[0].dir = d.path;
+  auto e2 = Export::open(only[0], StateDir::open(d.path + ".state2").value()).value();
+  (void)!system(("rm -rf " + d.path + ".state2").c_str());
+  EXPECT_EQ(e2->rule_for(addr("192.168.0.1")), nullptr) << "not listed";
+  EXPECT_EQ(e2->rule_for(addr("pid 3 uid 0")), nullptr);
 }
 
 TEST(Mountd, AnswersWhatAClientAsks) {
@@ -482,6 +775,64 @@ TEST(Mountd, AnswersWhatAClientAsks) {
   EXPECT_EQ(rh.accept, oncrpc::AcceptStat::kGarbageArgs);
   // Not a call: nothing to send.
   EXPECT_FALSE(mountd_answer(*e, Bytes{0, 0, 0, 1, 0, 0, 0, 1}, &reply, &mounted2));
+}
+
+// MOUNT with several exports: MNT gives a root handle only to a client the
+// export lists (MNT3ERR_ACCES otherwise: before, anyone who reached MOUNT
+// got it), and EXPORT lists every export with its client specifications.
+TEST(Mountd, MntOnlyForListedClientsAndExportListsThem) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (open_by_handle_at)";
+  TempDir d;
+  for (const char* s : {"/a", "/b"}) ASSERT_EQ(mkdir((d.path + s).c_str(), 0755), 0);
+  auto list = parse_exports("/a 10.0.0.0/24(rw) localhost(ro)\n/b *(ro)\n", "e").value();
+  list[0].dir = d.path + "/a";
+  list[0].name = "/a";
+  list[1].dir = d.path + "/b";
+  list[1].name = "/b";
+  auto table = ExportTable::open(list, StateDir::open(d.path + "/state").value());
+  ASSERT_TRUE(table.is_ok()) << table.status().to_string();
+  auto ask = [&](const char* from, uint32_t proc, std::string_view path, Bytes* res) {
+    oncrpc::CallHeader h;
+    h.xid = 9, h.prog = nfs::mount3::kProgram, h.vers = 3, h.proc = proc;
+    Bytes msg(oncrpc::call_size(h) + 1100);
+    size_t n = oncrpc::encode_call(h, msg);
+    xdr::XdrWriter w(std::span<uint8_t>(msg.data() + n, msg.size() - n));
+    if (proc == 1) w.put_string(path);
+    msg.resize(n + w.bytes_written());
+    Bytes reply;
+    bool mounted = false;
+    EXPECT_TRUE(mountd_answer(**table, addr(from), msg, &reply, &mounted));
+    oncrpc::ReplyHeader rh;
+    auto r = oncrpc::decode_reply(reply, &rh);
+    EXPECT_EQ(rh.accept, oncrpc::AcceptStat::kSuccess);
+    res->assign(reply.begin() + static_cast<std::ptrdiff_t>(r.header_len), reply.end());
+    return mounted;
+  };
+  Bytes res;
+  nfs::mount3::MntRes m;
+  EXPECT_TRUE(ask("10.0.0.9", 1, "/a", &res));
+  ASSERT_TRUE(nfs::mount3::decode(res, &m));
+  EXPECT_EQ(m.status, nfs::mount3::Stat::kOk);
+  EXPECT_EQ(m.fh, (*table)->exports()[0]->root_fh());
+  EXPECT_TRUE(ask("pid 1 uid 0", 1, "/a", &res)) << "a same-host peer is localhost";
+  EXPECT_FALSE(ask("10.0.1.9", 1, "/a", &res));
+  nfs::mount3::MntRes refused;
+  ASSERT_TRUE(nfs::mount3::decode(res, &refused));
+  EXPECT_EQ(refused.status, nfs::mount3::Stat::kAccess);
+  EXPECT_EQ(refused.fh.len, 0u) << "no handle for a client not listed";
+  EXPECT_TRUE(ask("10.0.1.9", 1, "/b", &res));
+  EXPECT_TRUE(ask("10.0.1.9", 1, (d.path + "/b/").c_str(), &res)) << "by its directory too";
+  EXPECT_FALSE(ask("10.0.0.9", 1, "/c", &res));
+  ASSERT_TRUE(nfs::mount3::decode(res, &m));
+  EXPECT_EQ(m.status, nfs::mount3::Stat::kNoent);
+  ask("10.0.1.9", 5, "", &res);
+  std::vector<nfs::mount3::ExportEntry> ex;
+  ASSERT_TRUE(nfs::mount3::decode(res, &ex));
+  ASSERT_EQ(ex.size(), 2u);
+  EXPECT_EQ(ex[0].dir, "/a");
+  EXPECT_EQ(ex[0].groups, (std::vector<std::string_view>{"localhost", "10.0.0.0/24"})) << "hosts first";
+  EXPECT_EQ(ex[1].dir, "/b");
+  EXPECT_EQ(ex[1].groups, (std::vector<std::string_view>{"*"}));
 }
 
 }  // namespace
