@@ -62,6 +62,8 @@ class RecvQueue {
   uint32_t release_all();
 
   uint32_t posted() const { return posted_; }
+  // Buffers given back and not yet posted again.
+  uint32_t pending() const { return static_cast<uint32_t>(pending_.size()); }
   uint32_t owned() const { return owned_; }
   uint32_t target() const { return target_; }
   uint16_t id() const { return id_; }

@@ -104,6 +104,9 @@ class ServerConn final : public ConnBase {
   // client asks for more).
   uint32_t grant_for_reply(const SrvCall* sc);
   void free_call(SrvCall* sc);
+  // Posts the queue's waiting receive buffers now when fewer are posted
+  // than the credits granted on it allow clients to send (server_reply.cc).
+  void cover_grants();
   // Calls received while no server call object was free: served as they free up.
   std::deque<MsgBuf*> deferred;
   // Replies waiting for send-queue room, in order.

@@ -89,6 +89,25 @@ Status SrvCall::reply_error(AcceptStat stat) {
   return conn->reply(this, {}, {}, static_cast<int>(stat));
 }
 
+// A credit is a promise that a receive is posted for the call it allows
+// (RFC 8166 section 3.3.1): a call that finds none is refused by the device
+// with an RNR NAK. Receive buffers go back to the device in batches at the
+// end of a poll() pass, so a reply posted mid-pass -- its own buffer, and
+// any the grant just grew the queue by, still waiting -- can reach the
+// client, which sends its next call at once, before they are posted. The
+// queue's credits not granted to anyone (free()) are the buffers that may
+// wait without breaking the promise; past that they are posted now, before
+// the reply that lets the client use them. Found through the Linux client
+// on rxe: its calls met RNR NAKs whenever the grant had grown to every
+// buffer of the queue, and rxe (6.1), retrying them, ran the REG_MRs
+// queued behind them a second time -- "rxe_reg_fast_mr: ... not free", the
+// QP in error, a reconnect and every WRITE in flight sent again
+// (docs/nfs-gateway.md).
+inline void ServerConn::cover_grants() {
+  if (TERN_UNLIKELY(rq->pending() > rq->grants().free()) && (rq->shared() || life == State::kReady))
+    rq->post(&eng->st.recvs_posted, &eng->st.recv_batches);
+}
+
 // The common end of reply() and reply_inline(), once the reply message is
 // built: the call's receive buffer goes back (the reply holds copies of what
 // it needed), its credit is answered, and the reply is counted -- once, here:
@@ -101,6 +120,7 @@ Status SrvCall::reply_error(AcceptStat stat) {
     give_back(rep);
   }
   rq->grants().on_replied(&grant);
+  cover_grants();
   eng->st.replies.add();
   cs.replies.add();
   cs.sends.add();
@@ -311,6 +331,7 @@ void ServerConn::send_rdma_error(MsgBuf* rep, uint32_t xid, bool vers) {
   sc->chunks.clear();
   sc->msg_len = static_cast<uint32_t>(wire::encode_rdma_error(sb->data, inline_send, xid, grant.granted, vers));
   give_back(rep);
+  cover_grants();
   eng->st.rdma_errors_sent.add();
   cs.errors.add();
   cs.sends.add();

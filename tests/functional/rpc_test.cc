@@ -389,6 +389,56 @@ TEST(Rpc, CreditExhaustionAndRecovery) {
   for (uint32_t g : grants) EXPECT_EQ(g, 4u) << "granted what it asked for, capped at the server's maximum";
 }
 
+// Every credit is a posted receive (RFC 8166 section 3.3.1): a client that
+// sends all its grant allows at once -- as Linux's does, the moment a reply
+// comes -- never meets an empty receive queue. The grant grows to every
+// buffer of the server's shared queue (64 of 64), and the replies leave
+// outside the server's poll() (a handler answering later), before the pass
+// that would post their buffers again; the client's next calls arrive before
+// that pass. Before the fix they found the queue empty: the device counted
+// RNR waits (on pmd/shm a SEND waits; on rxe it is an RNR NAK, which broke
+// the Linux client's connection: docs/nfs-gateway.md).
+TEST(Rpc, EveryGrantedCallFindsAPostedReceive) {
+  EngineOptions so, co;
+  so.credits = co.credits = 64;
+  Fixture f(so, co);
+  constexpr int kCalls = 1500;
+  std::vector<Pending> ps(kCalls);
+  int issued = 0, replied = 0;
+  auto issue = [&] {
+    while (issued < kCalls && f.conn->outstanding() < 64) {
+      Call c;
+      c.prog = kProg, c.vers = kVers, c.proc = kLater, c.done = on_done, c.ctx = &ps[issued];
+      const int rc = f.conn->call(c);
+      if (rc == EAGAIN) break;  // the client's own limit on calls in hand: the next pass
+      ASSERT_EQ(rc, 0);
+      ++issued;
+    }
+  };
+  uint32_t most = 0;
+  while (replied < kCalls) {
+    issue();
+    f.srv->poll();
+    // Answered outside the server's poll(), all at once.
+    std::vector<ServerCall*> batch;
+    batch.swap(f.later);
+    for (ServerCall* sc : batch) {
+      ASSERT_OK(sc->reply({}));
+      ++replied;
+    }
+    most = std::max(most, f.conn->info().credits);
+    f.cli->poll();
+    ASSERT_FALSE(f.conn->failed());
+  }
+  ASSERT_TRUE(f.wait([&] { return ps[kCalls - 1].done; }));
+  EXPECT_EQ(most, 64u) << "the grant grew to the client's whole window";
+  uint64_t rnr = 0;
+  for (const ConnectionStats& cs : f.srv->connection_stats())
+    for (const auto& [name, v] : cs.counters)
+      if (std::string_view(name).ends_with("rnr_waits")) rnr += v;
+  EXPECT_EQ(rnr, 0u) << "granted calls found no receive posted";
+}
+
 // A server may hold calls (answer later): a grant travels only in a reply,
 // so the client asks for its whole window from its first call on, and the
 // one reply it gets lets every later call reach a server that holds them
