@@ -3,7 +3,7 @@
 // mounts:
 //
 //   tern-nfsd --export /srv/data --listen verbs:addr=10.0.0.1,port=20050 --mount-port 20048
-//   mount -t nfs -o vers=3,proto=rdma,port=20050,mountport=20048,mountproto=tcp,nolock 10.0.0.1:/srv/data /mnt
+//   mount -t nfs -o vers=3,proto=rdma,port=20050,mountport=20048,mountproto=tcp 10.0.0.1:/srv/data /mnt
 //
 // One engine per thread (--engines, pinned with --cores); the connections
 // (a client's nconnect=N among them) are spread over them. MOUNT v3 is
@@ -30,6 +30,7 @@
 #include "engine/engine.h"
 #include "nfs/nfs3_types.h"
 #include "nfsd/export.h"
+#include "nfsd/host_services.h"
 #include "nfsd/mountd.h"
 #include "nfsd/nfs3_server.h"
 #include "nfsd/reply_cache.h"
@@ -58,6 +59,10 @@ void usage(FILE* f) {
                "  --mount-port N        MOUNT v3 over TCP on this port (default 20048; 0: any free one;\n"
                "                        'off': none)\n"
                "  --mount-addr IP       address MOUNT listens on (default: --addr, else 0.0.0.0)\n"
+               "  --nlm-port N          NLM v4 locks over TCP and UDP on this port (default 0: any free one;\n"
+               "                        'off': none, clients mount with nolock)\n"
+               "  --nlm-grace S         after start, grant only reclaimed locks for S seconds (default 90)\n"
+               "  --no-rpcbind          do not register MOUNT, NFS and NLM with the local rpcbind\n"
                "  --engines N           engines (threads), connections spread over them (default 1)\n"
                "  --cores LIST          pin engine i to the i-th core of LIST (e.g. 2,3)\n"
                "  --ro                  read-only export\n"
@@ -83,6 +88,9 @@ struct Args {
   uint32_t port = 20049;
   int mount_port = 20048;  // -1: off
   std::string mount_addr;
+  int nlm_port = 0;  // -1: off
+  uint32_t nlm_grace = 90;
+  bool rpcbind = true;
   uint32_t engines = 1;
   std::vector<int> cores;
   uint32_t drc_slots = 8192;
@@ -161,6 +169,19 @@ int parse(int argc, char** argv, Args* a) {
     } else if (f == "--mount-addr") {
       if ((v = need(i)) == nullptr) return 1;
       a->mount_addr = v;
+    } else if (f == "--nlm-port") {
+      if (i + 1 < argc && std::string(argv[i + 1]) == "off") {
+        a->nlm_port = -1;
+        ++i;
+      } else {
+        if (!count(65535)) return 1;
+        a->nlm_port = static_cast<int>(n);
+      }
+    } else if (f == "--nlm-grace") {
+      if (!count(3600)) return 1;
+      a->nlm_grace = static_cast<uint32_t>(n);
+    } else if (f == "--no-rpcbind") {
+      a->rpcbind = false;
     } else if (f == "--engines") {
       if (!count(64)) return 1;
       if (n == 0) {
@@ -387,6 +408,24 @@ int main(int argc, char** argv) {
     }
     md = std::move(*m);
   }
+  // MOUNT over UDP, NLM, and their rpcbind registration (with NFS's).
+  nfsd::HostServicesOptions ho;
+  ho.rpcbind = a.rpcbind;
+  ho.mount_addr = a.mount_addr;
+  ho.mount_port = md ? md->port() : 0;
+  if (size_t p = a.listen.find("port="); p != std::string::npos && a.mount_addr != "0.0.0.0") {
+    ho.nfs_addr = a.mount_addr;  // the RDMA listener's address (see parse())
+    ho.nfs_port = static_cast<uint16_t>(std::atoi(a.listen.c_str() + p + 5));
+  }
+  ho.nlm = a.nlm_port >= 0;
+  ho.nlm_opt.addr = a.mount_addr;
+  ho.nlm_opt.port = static_cast<uint16_t>(a.nlm_port < 0 ? 0 : a.nlm_port);
+  ho.nlm_opt.grace_seconds = static_cast<int>(a.nlm_grace);
+  auto hs = nfsd::HostServices::start(**exp, ho);
+  if (!hs) {
+    std::fprintf(stderr, "tern-nfsd: %s\n", hs.status().to_string().c_str());
+    return 1;
+  }
   struct sigaction sa{};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
@@ -394,10 +433,11 @@ int main(int argc, char** argv) {
   sigaction(SIGUSR1, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  std::fprintf(stderr, "tern-nfsd: serving %s as %s on %s, %u engine%s%s; MOUNT %s%s%s; reply cache %s\n",
+  std::fprintf(stderr, "tern-nfsd: serving %s as %s on %s, %u engine%s%s; MOUNT %s%s%s; %s; reply cache %s\n",
                (*exp)->options().dir.c_str(), (*exp)->name().c_str(), a.listen.c_str(), a.engines,
                a.engines == 1 ? "" : "s", a.busy ? " (busy-polling)" : "", md ? "tcp " : "off",
                md ? a.mount_addr.c_str() : "", md ? (":" + std::to_string(md->port())).c_str() : "",
+               (*hs)->describe().c_str(),
                drc ? ((*exp)->state_dir() + "/reply-cache (" + std::to_string(drc->loaded()) + " replies kept)").c_str()
                    : "off");
 
@@ -444,6 +484,8 @@ int main(int argc, char** argv) {
       rc = 1;
     }
   print_stats(workers, drc.get(), md.get());
+  std::fprintf(stderr, "tern-nfsd: %s\n", (*hs)->stats().c_str());
+  hs->reset();  // unregistered from rpcbind first
   md.reset();
   workers.clear();  // each engine completes its calls and closes its connections
   return rc;
