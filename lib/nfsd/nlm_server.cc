@@ -250,7 +250,7 @@ void NlmServer::release_host(const std::string& host) {
   grant_waiters(std::move(granted));
 }
 
-nlm::TestRes NlmServer::do_test(const nlm::TestArgs& a) {
+nlm::TestRes NlmServer::do_test(const nlm::TestArgs& a, std::string* holder_oh) {
   nlm::TestRes r;
   r.cookie = a.cookie;
   if (in_grace()) {
@@ -273,10 +273,10 @@ nlm::TestRes NlmServer::do_test(const nlm::TestArgs& a) {
     return r;
   }
   r.stat = nlm::Stat::kDenied;
-  // The holder's owner handle must outlive the encoding: kept here until
-  // the next TEST on this (single) service thread.
-  test_holder_oh_ = c->owner.oh;
-  r.holder = {c->exclusive, c->owner.svid, span_of(test_holder_oh_), c->range.first, c->range.nlm_len()};
+  // The holder's owner handle is copied out of the table, whose entry may
+  // change once the lock is let go.
+  *holder_oh = c->owner.oh;
+  r.holder = {c->exclusive, c->owner.svid, span_of(*holder_oh), c->range.first, c->range.nlm_len()};
   return r;
 }
 
@@ -359,7 +359,8 @@ bool NlmServer::handle_nlm(const RpcRequest& req, uint32_t xid, uint32_t proc, s
     case nlm::Proc::kTestMsg: {
       nlm::TestArgs a;
       if (!nlm::decode(args, &a)) return garbage();
-      nlm::encode(w, do_test(a));
+      std::string holder_oh;
+      nlm::encode(w, do_test(a, &holder_oh));
       res_proc = proc == static_cast<uint32_t>(nlm::Proc::kTestMsg) ? static_cast<uint32_t>(nlm::Proc::kTestRes) : 0;
       break;
     }

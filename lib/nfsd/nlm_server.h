@@ -125,8 +125,8 @@ class NlmServer {
   void release_host(const std::string& host);
   void grant_waiters(std::vector<Waiter> granted);
 
-  // The procedures, each returning its encoded result (empty: void).
-  nfs::nlm4::TestRes do_test(const nfs::nlm4::TestArgs& a);
+  // The procedures' work, each returning its result.
+  nfs::nlm4::TestRes do_test(const nfs::nlm4::TestArgs& a, std::string* holder_oh);
   nfs::nlm4::Stat do_lock(const nfs::nlm4::LockArgs& a, const RpcRequest& req, bool monitor);
   nfs::nlm4::Stat do_cancel(const nfs::nlm4::CancArgs& a);
   nfs::nlm4::Stat do_unlock(const nfs::nlm4::UnlockArgs& a);
@@ -152,7 +152,6 @@ class NlmServer {
   std::thread callout_;
   std::unique_ptr<NsmClient> nsm_;  // used on the callout thread only
   bool statd_warned_ = false;
-  std::string test_holder_oh_;  // see do_test
   std::unique_ptr<RpcService> svc_;
 };
 
