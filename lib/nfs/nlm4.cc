@@ -23,6 +23,7 @@ const char* proc_name(uint32_t proc) {
     case Proc::kCancelRes: return "CANCEL_RES";
     case Proc::kUnlockRes: return "UNLOCK_RES";
     case Proc::kGrantedRes: return "GRANTED_RES";
+    case Proc::kNsmNotify: return "NSM_NOTIFY";
     case Proc::kShare: return "SHARE";
     case Proc::kUnshare: return "UNSHARE";
     case Proc::kNmLock: return "NM_LOCK";

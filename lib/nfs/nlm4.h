@@ -42,6 +42,11 @@ enum class Proc : uint32_t {
   kGrantedRes = 15,
   kShare = 20,
   kUnshare = 21,
+  // Not in the protocol: where the host's rpc.statd calls the lock manager
+  // back when a monitored host rebooted (its SM_MON names program 100021,
+  // the only one nfs-utils' statd calls back, version 4, this procedure;
+  // the argument is NSM's "status"). Linux's lockd uses the same number.
+  kNsmNotify = 16,
   kNmLock = 22,   // LOCK without status monitoring (no NSM)
   kFreeAll = 23,  // release everything a host held (its NSM says it rebooted)
 };

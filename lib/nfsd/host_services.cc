@@ -63,7 +63,6 @@ void HostServices::register_all(const HostServicesOptions& opt) {
     const sockaddr_storage& a = nlm_->address();
     for (bool tcp : {true, false}) {
       all.push_back({nlm::kProgram, nlm::kVersion, netid_for(a, tcp), a, false});
-      all.push_back({opt.nlm_opt.nsm_prog, 1, netid_for(a, tcp), a, false});
     }
   }
   for (const One& o : all) {

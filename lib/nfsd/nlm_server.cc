@@ -90,15 +90,14 @@ Result<std::unique_ptr<NlmServer>> NlmServer::start(const Export* exp, const Nlm
   }
   s->grace_end_ = Clock::now() + std::chrono::seconds(opt.grace_seconds);
   if (opt.use_statd) {
-    NsmClientOptions no = opt.nsm;
-    no.callback_prog = opt.nsm_prog;
-    s->nsm_ = std::make_unique<NsmClient>(no);
+    s->nsm_ = std::make_unique<NsmClient>(opt.nsm);
   }
   s->callout_ = std::thread([p = s.get()] { p->callout_loop(); });
   RpcServiceOptions so;
   so.name = "NLM";
   so.addr = opt.addr;
   so.port = opt.port;
+  so.loopback_udp = true;  // where statd calls back
   auto svc = RpcService::start(so, [p = s.get()](const RpcRequest& r, std::vector<uint8_t>* out) {
     return p->handle(r, out);
   });
@@ -412,6 +411,8 @@ bool NlmServer::handle_nlm(const RpcRequest& req, uint32_t xid, uint32_t proc, s
       nlm::encode(w, nlm::ShareRes{a.cookie, nlm::Stat::kFailed, 0});
       break;
     }
+    case nlm::Proc::kNsmNotify:
+      return handle_nsm_notify(req, xid, args, reply);
     case nlm::Proc::kFreeAll: {
       nlm::Notify a;
       if (!nlm::decode(args, &a)) return garbage();
@@ -436,16 +437,8 @@ bool NlmServer::handle_nlm(const RpcRequest& req, uint32_t xid, uint32_t proc, s
   return true;
 }
 
-bool NlmServer::handle_nsm_callback(const RpcRequest& req, uint32_t xid, uint32_t proc, std::span<const uint8_t> args,
-                                    std::vector<uint8_t>* reply) {
-  if (proc == 0) {
-    accepted(reply, xid, oc::AcceptStat::kSuccess, {});
-    return true;
-  }
-  if (proc != opt_.nsm.callback_proc) {
-    accepted(reply, xid, oc::AcceptStat::kProcUnavail, {});
-    return true;
-  }
+bool NlmServer::handle_nsm_notify(const RpcRequest& req, uint32_t xid, std::span<const uint8_t> args,
+                                  std::vector<uint8_t>* reply) {
   // Only the host's own statd may say a client rebooted: from anywhere
   // else this would let anyone drop anyone's locks.
   if (!is_loopback(req.peer)) {
@@ -498,13 +491,6 @@ bool NlmServer::handle(const RpcRequest& req, std::vector<uint8_t>* reply) {
       return true;
     }
     return handle_nlm(req, h.xid, h.proc, args, reply);
-  }
-  if (h.prog == opt_.nsm_prog) {
-    if (h.vers != opt_.nsm.callback_vers) {
-      accepted(reply, h.xid, oc::AcceptStat::kProgMismatch, {}, opt_.nsm.callback_vers, opt_.nsm.callback_vers);
-      return true;
-    }
-    return handle_nsm_callback(req, h.xid, h.proc, args, reply);
   }
   accepted(reply, h.xid, oc::AcceptStat::kProgUnavail, {});
   return true;

@@ -18,9 +18,12 @@
 //   SHARE, UNSHARE                        NLM4_FAILED: DOS share reservations
 //                                         are not implemented
 //   FREE_ALL                              releases the named host's locks
-// and on a private program (NlmOptions::nsm_prog, version 1, procedure 1)
-// rpc.statd's "host rebooted" callback, accepted from loopback only, which
-// releases that host's locks too.
+//   NSM_NOTIFY (16, private)              rpc.statd's "host rebooted"
+//                                         callback, accepted from loopback
+//                                         only: releases that host's locks
+// statd calls back through 127.0.0.1 (the port rpcbind gives for NLM v4
+// over UDP), so a service bound to another address also takes UDP on
+// 127.0.0.1 at the same port.
 //
 // Every file handle is checked as NFS checks it (signed, the object still
 // there): NLM4_STALE_FH otherwise. For grace_seconds after start only
@@ -56,18 +59,13 @@ namespace tern::nfsd {
 
 class Export;
 
-// The private program rpc.statd calls back (in the transient range,
-// 0x40000000-0x5fffffff): "NLM4" in ASCII.
-inline constexpr uint32_t kNsmCallbackProg = 0x4e4c4d34;
-
 struct NlmOptions {
   std::string addr = "0.0.0.0";
   uint16_t port = 0;  // 0: any free port (registered with rpcbind)
   int grace_seconds = 90;
   // Monitor lock holders with the local rpc.statd.
   bool use_statd = true;
-  NsmClientOptions nsm;  // callback_prog is set to nsm_prog
-  uint32_t nsm_prog = kNsmCallbackProg;
+  NsmClientOptions nsm;  // the callback must stay NLM v4's NSM_NOTIFY
   // Where a client's rpcbind listens (tests run one on another port).
   uint16_t client_rpcbind_port = 111;
   // Whether a file handle names an object of the export: NLM4_GRANTED for
@@ -132,8 +130,8 @@ class NlmServer {
   nfs::nlm4::Stat do_unlock(const nfs::nlm4::UnlockArgs& a);
   bool handle_nlm(const RpcRequest& req, uint32_t xid, uint32_t proc, std::span<const uint8_t> args,
                   std::vector<uint8_t>* reply);
-  bool handle_nsm_callback(const RpcRequest& req, uint32_t xid, uint32_t proc, std::span<const uint8_t> args,
-                           std::vector<uint8_t>* reply);
+  bool handle_nsm_notify(const RpcRequest& req, uint32_t xid, std::span<const uint8_t> args,
+                         std::vector<uint8_t>* reply);
 
   const Export* exp_;
   NlmOptions opt_;

@@ -23,10 +23,11 @@ namespace tern::nfsd {
 struct NsmClientOptions {
   // statd's address; nullopt: ask the local rpcbind (127.0.0.1:111).
   std::optional<RpcPeer> statd;
-  // The program statd calls back (registered with rpcbind by the caller).
-  uint32_t callback_prog = 0;
-  uint32_t callback_vers = 1;
-  uint32_t callback_proc = 1;
+  // What statd calls back (found through rpcbind on 127.0.0.1, over UDP):
+  // nfs-utils' statd calls back program 100021 (NLM) only.
+  uint32_t callback_prog = 100021;
+  uint32_t callback_vers = 4;
+  uint32_t callback_proc = 16;
   int timeout_ms = 3000;
 };
 

@@ -77,6 +77,20 @@ Result<std::unique_ptr<RpcService>> RpcService::start(const RpcServiceOptions& o
   }
   s->bound_ = a;
   s->port_ = port_of(a);
+  if (opt.udp && opt.loopback_udp && a.ss_family == AF_INET) {
+    const uint32_t ip = ntohl(reinterpret_cast<sockaddr_in*>(&a)->sin_addr.s_addr);
+    if (ip != INADDR_ANY && (ip >> 24) != 127) {
+      sockaddr_in lo{};
+      lo.sin_family = AF_INET;
+      lo.sin_port = htons(s->port_);
+      lo.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      s->lo_fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      if (s->lo_fd_ < 0 || bind(s->lo_fd_, reinterpret_cast<sockaddr*>(&lo), sizeof lo) != 0)
+        return make_sys_error(Errc::kBadState, errno, "%s: cannot bind udp 127.0.0.1 port %u", opt.name.c_str(),
+                              s->port_);
+      std::memcpy(&s->lo_addr_, &lo, sizeof lo);
+    }
+  }
   s->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (s->stop_fd_ < 0) return make_sys_error(Errc::kNoResources, errno, "%s: eventfd", opt.name.c_str());
   s->thread_ = std::thread([p = s.get()] { p->run(); });
@@ -89,8 +103,25 @@ RpcService::~RpcService() {
     (void)!write(stop_fd_, &one, sizeof one);
     thread_.join();
   }
-  for (int fd : {stop_fd_, tcp_fd_, udp_fd_})
+  for (int fd : {stop_fd_, tcp_fd_, udp_fd_, lo_fd_})
     if (fd >= 0) close(fd);
+}
+
+void RpcService::serve_udp(int fd, const sockaddr_storage& local, std::vector<uint8_t>& dgram,
+                           std::vector<uint8_t>& reply) {
+  for (;;) {
+    RpcRequest req;
+    socklen_t pl = sizeof req.peer;
+    ssize_t got = recvfrom(fd, dgram.data(), dgram.size(), 0, reinterpret_cast<sockaddr*>(&req.peer), &pl);
+    if (got < 0) break;
+    req.msg = std::span<const uint8_t>(dgram.data(), static_cast<size_t>(got));
+    req.local = local;
+    req.tcp = false;
+    calls_.fetch_add(1, std::memory_order_relaxed);
+    reply.clear();
+    if (handler_(req, &reply))
+      (void)!sendto(fd, reply.data(), reply.size(), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&req.peer), pl);
+  }
 }
 
 void RpcService::run() {
@@ -110,6 +141,7 @@ void RpcService::run() {
     pfds.push_back({stop_fd_, POLLIN, 0});
     pfds.push_back({tcp_fd_, POLLIN, 0});  // fd -1 is ignored by poll
     pfds.push_back({udp_fd_, POLLIN, 0});
+    pfds.push_back({lo_fd_, POLLIN, 0});
     for (const Conn& c : conns) pfds.push_back({c.fd, POLLIN, 0});
     int n = poll(pfds.data(), pfds.size(), 1000);
     if (n < 0 && errno != EINTR) {
@@ -139,25 +171,12 @@ void RpcService::run() {
         conns.push_back(std::move(c));
       }
     }
-    if (pfds[2].revents & POLLIN) {
-      for (;;) {
-        RpcRequest req;
-        socklen_t pl = sizeof req.peer;
-        ssize_t got = recvfrom(udp_fd_, dgram.data(), dgram.size(), 0, reinterpret_cast<sockaddr*>(&req.peer), &pl);
-        if (got < 0) break;
-        req.msg = std::span<const uint8_t>(dgram.data(), static_cast<size_t>(got));
-        req.local = bound_;
-        req.tcp = false;
-        calls_.fetch_add(1, std::memory_order_relaxed);
-        reply.clear();
-        if (handler_(req, &reply))
-          (void)!sendto(udp_fd_, reply.data(), reply.size(), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&req.peer), pl);
-      }
-    }
+    if (pfds[2].revents & POLLIN) serve_udp(udp_fd_, bound_, dgram, reply);
+    if (pfds[3].revents & POLLIN) serve_udp(lo_fd_, lo_addr_, dgram, reply);
     for (size_t i = 0; i < conns.size(); ++i) {
       Conn& c = conns[i];
       bool drop = false;
-      const short ev = i + 3 < pfds.size() && pfds[i + 3].fd == c.fd ? pfds[i + 3].revents : 0;
+      const short ev = i + 4 < pfds.size() && pfds[i + 4].fd == c.fd ? pfds[i + 4].revents : 0;
       if (ev != 0) {
         uint8_t buf[8192];
         ssize_t got = read(c.fd, buf, sizeof buf);

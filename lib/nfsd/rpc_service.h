@@ -43,6 +43,10 @@ struct RpcServiceOptions {
   uint16_t port = 0;             // 0: any free port (both sockets get the same one)
   bool tcp = true;
   bool udp = true;
+  // UDP on 127.0.0.1 too, at the same port, when addr is another IPv4
+  // address: for local callers that find the port through rpcbind and send
+  // to loopback (rpc.statd's callbacks).
+  bool loopback_udp = false;
   // Called on the service thread about once a second (timers: grace
   // periods, retries); may be empty.
   std::function<void()> tick;
@@ -61,19 +65,23 @@ class RpcService {
   const sockaddr_storage& address() const { return bound_; }
   bool has_tcp() const { return tcp_fd_ >= 0; }
   bool has_udp() const { return udp_fd_ >= 0; }
+  bool has_loopback_udp() const { return lo_fd_ >= 0; }
   uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
 
  private:
   RpcService() = default;
   void run();
+  void serve_udp(int fd, const sockaddr_storage& local, std::vector<uint8_t>& dgram, std::vector<uint8_t>& reply);
 
   RpcServiceOptions opt_;
   RpcHandler handler_;
   int tcp_fd_ = -1;
   int udp_fd_ = -1;
+  int lo_fd_ = -1;  // loopback_udp's socket
   int stop_fd_ = -1;
   uint16_t port_ = 0;
   sockaddr_storage bound_{};
+  sockaddr_storage lo_addr_{};
   std::thread thread_;
   std::atomic<uint64_t> calls_{0};
 };

@@ -71,7 +71,7 @@ std::span<const uint8_t> args_of(std::span<const uint8_t> msg) {
 // The peers: one service per role, each recording what it was asked.
 struct Peers {
   std::mutex mu;
-  std::vector<std::string> monitored;  // SM_MON's mon_name
+  std::vector<std::string> monitored;  // SM_MON's "mon_name my_name prog/vers/proc"
   int unmon_all = 0;
   struct Granted {
     int32_t svid;
@@ -93,9 +93,14 @@ struct Peers {
       Bytes res(8);
       xdr::XdrWriter w(res);
       if (h.proc == static_cast<uint32_t>(nfs::nsm::Proc::kMon)) {
+        // mon_name, then where to call back: my_name, my_prog, my_vers, my_proc.
         xdr::XdrReader x(args_of(r.msg));
+        std::string m(x.get_string(1024));
+        std::string me(x.get_string(1024));
+        const uint32_t prog = x.get_u32(), vers = x.get_u32(), proc = x.get_u32();
         std::lock_guard<std::mutex> g(mu);
-        monitored.emplace_back(x.get_string(1024));
+        monitored.push_back(m + " " + me + " " + std::to_string(prog) + "/" + std::to_string(vers) + "/" +
+                            std::to_string(proc));
         w.put_u32(0), w.put_i32(1);  // STAT_SUCC, state 1
       } else if (h.proc == static_cast<uint32_t>(nfs::nsm::Proc::kUnmonAll)) {
         std::lock_guard<std::mutex> g(mu);
@@ -209,10 +214,12 @@ TEST_F(NlmFixture, LocksExcludeBlockAndAreGrantedByCallback) {
   EXPECT_TRUE(tr.holder.exclusive);
   EXPECT_EQ(tr.holder.offset, 0u);
   EXPECT_EQ(tr.holder.len, 100u);
-  // a's host was given to statd to watch.
+  // a's host was given to statd to watch, with the callback on NLM v4's
+  // private procedure at loopback: nfs-utils' statd refuses any other
+  // program than 100021 (found in the VM: STAT_FAIL for a private one).
   EXPECT_TRUE(eventually([&] {
     std::lock_guard<std::mutex> g(peers.mu);
-    return peers.monitored.size() == 1 && peers.monitored[0] == "127.0.0.1";
+    return peers.monitored.size() == 1 && peers.monitored[0] == "127.0.0.1 127.0.0.1 100021/4/16";
   }));
   // b without waiting: denied; b waiting: blocked, then granted when a unlocks.
   EXPECT_EQ(lock("client-b", 22, true, 50, 10, false, RpcTransport::kDatagram), nlm::Stat::kDenied);
@@ -287,7 +294,7 @@ TEST_F(NlmFixture, RebootNotificationAndFreeAllReleaseAHostsLocks) {
   xdr::XdrWriter sw(st);
   nfs::nsm::encode(sw, nfs::nsm::Status{"127.0.0.1", 3, {}});
   oc::CallHeader h;
-  h.xid = 9, h.prog = nfsd::kNsmCallbackProg, h.vers = 1, h.proc = 1;
+  h.xid = 9, h.prog = nlm::kProgram, h.vers = nlm::kVersion, h.proc = static_cast<uint32_t>(nlm::Proc::kNsmNotify);
   Bytes msg(oc::call_size(h) + sw.bytes_written());
   size_t n = oc::encode_call(h, msg);
   std::memcpy(msg.data() + n, st.data(), sw.bytes_written());
@@ -305,7 +312,8 @@ TEST_F(NlmFixture, RebootNotificationAndFreeAllReleaseAHostsLocks) {
   // statd (on loopback) says the host at 127.0.0.1 rebooted: every caller
   // that locked from there loses its locks.
   auto statd_side = nfsd::rpc_peer_ip("127.0.0.1", srv->port(), RpcTransport::kDatagram).value();
-  ASSERT_TRUE(nfsd::rpc_call(statd_side, nfsd::kNsmCallbackProg, 1, 1, sw.written()).is_ok());
+  ASSERT_TRUE(nfsd::rpc_call(statd_side, nlm::kProgram, nlm::kVersion, static_cast<uint32_t>(nlm::Proc::kNsmNotify),
+                             sw.written()).is_ok());
   EXPECT_EQ(srv->locks_held(), 0u);
   EXPECT_EQ(lock("client-d", 4, true, 0, 0, false), nlm::Stat::kGranted);
 }
