@@ -91,6 +91,10 @@ suite nfsd-functional env TERN_RPC_DEVICE="$dev" "$build/tests/functional/tern-n
 # tern-nfsd mounted by the kernel's own NFS/RDMA client (xprtrdma): file
 # work, fio --verify, nconnect, kill -9 and restart under load.
 suite nfs-gateway "$(dirname "$0")/nfs-gateway.sh" "$build"
+# tern-nfsd found through rpcbind (rpcinfo, showmount, a mount without
+# port=/mountport=/nolock) and two mounts' locks excluding each other
+# through its NLM.
+suite nfs-locks "$(dirname "$0")/nfs-locks.sh" "$build"
 # The kernel's NFS server (svcrdma) on 169.254.77.1:20049; the test starts it.
 suite nfs-interop "$build/tests/interop/tern-nfs-interop" --gtest_brief=1
 # The same soak with two port flaps under it (dum0 down 2 s, then up;
