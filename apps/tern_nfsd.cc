@@ -3,7 +3,7 @@
 // that the Linux kernel's NFS client mounts:
 //
 //   tern-nfsd --exports /etc/tern-nfsd/exports --listen verbs:addr=10.0.0.1,port=20050 --mount-port 20048
-//   mount -t nfs -o vers=3,proto=rdma,port=20050,mountport=20048,mountproto=tcp,nolock 10.0.0.1:/srv/data /mnt
+//   mount -t nfs -o vers=3,proto=rdma,port=20050,mountport=20048,mountproto=tcp 10.0.0.1:/srv/data /mnt
 //
 // One engine per thread (--engines, pinned with --cores); the connections
 // (a client's nconnect=N among them) are spread over them. MOUNT v3 is
@@ -38,6 +38,7 @@
 #include "nfsd/export_table.h"
 #include "nfsd/exports_file.h"
 #include "nfsd/lock_file.h"
+#include "nfsd/host_services.h"
 #include "nfsd/mountd.h"
 #include "nfsd/nfs3_server.h"
 #include "nfsd/published_exports.h"
@@ -98,6 +99,10 @@ void usage(FILE* f) {
                "                        'off': none)\n"
                "  --mount-addr IP       address MOUNT listens on (default: --addr's; 127.0.0.1 with a shm:\n"
                "                        listener; else 0.0.0.0)\n"
+               "  --nlm-port N          NLM v4 locks over TCP and UDP on this port (default 0: any free one;\n"
+               "                        'off': none, clients mount with nolock)\n"
+               "  --nlm-grace S         after start, grant only reclaimed locks for S seconds (default 90)\n"
+               "  --no-rpcbind          do not register MOUNT, NFS and NLM with the local rpcbind\n"
                "  --engines N           engines (threads), connections spread over them (default 1)\n"
                "  --cores LIST          pin engine i to the i-th core of LIST (e.g. 2,3)\n"
                "  --ro                  read-only export (--export)\n"
@@ -129,6 +134,9 @@ struct Args {
   uint32_t port = 20049;
   int mount_port = 20048;  // -1: off
   std::string mount_addr;
+  int nlm_port = 0;  // -1: off
+  uint32_t nlm_grace = 90;
+  bool rpcbind = true;
   uint32_t engines = 1;
   std::vector<int> cores;
   uint32_t drc_slots = 8192;
@@ -214,6 +222,19 @@ int parse(int argc, char** argv, Args* a) {
     } else if (f == "--mount-addr") {
       if ((v = need(i)) == nullptr) return 1;
       a->mount_addr = v;
+    } else if (f == "--nlm-port") {
+      if (i + 1 < argc && std::string(argv[i + 1]) == "off") {
+        a->nlm_port = -1;
+        ++i;
+      } else {
+        if (!count(65535)) return 1;
+        a->nlm_port = static_cast<int>(n);
+      }
+    } else if (f == "--nlm-grace") {
+      if (!count(3600)) return 1;
+      a->nlm_grace = static_cast<uint32_t>(n);
+    } else if (f == "--no-rpcbind") {
+      a->rpcbind = false;
     } else if (f == "--engines") {
       if (!count(64)) return 1;
       if (n == 0) {
@@ -539,6 +560,24 @@ int main(int argc, char** argv) {
     }
     md = std::move(*m);
   }
+  // MOUNT over UDP, NLM, and their rpcbind registration (with NFS's).
+  nfsd::HostServicesOptions ho;
+  ho.rpcbind = a.rpcbind;
+  ho.mount_addr = a.mount_addr;
+  ho.mount_port = md ? md->port() : 0;
+  if (size_t p = a.listen.find("port="); p != std::string::npos && a.mount_addr != "0.0.0.0") {
+    ho.nfs_addr = a.mount_addr;  // the RDMA listener's address (see parse())
+    ho.nfs_port = static_cast<uint16_t>(std::atoi(a.listen.c_str() + p + 5));
+  }
+  ho.nlm = a.nlm_port >= 0;
+  ho.nlm_opt.addr = a.mount_addr;
+  ho.nlm_opt.port = static_cast<uint16_t>(a.nlm_port < 0 ? 0 : a.nlm_port);
+  ho.nlm_opt.grace_seconds = static_cast<int>(a.nlm_grace);
+  auto hs = nfsd::HostServices::start(exports, ho);
+  if (!hs) {
+    say(LogLevel::kError, "%s", hs.status().to_string().c_str());
+    return 1;
+  }
   struct sigaction sa{};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
@@ -547,10 +586,10 @@ int main(int argc, char** argv) {
   sigaction(SIGHUP, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  say(LogLevel::kInfo, "serving %s on %s, %u engine%s%s; MOUNT %s%s%s; reply cache %s",
+  say(LogLevel::kInfo, "serving %s on %s, %u engine%s%s; MOUNT %s%s%s; %s; reply cache %s",
                describe(**table).c_str(), a.listen.c_str(), a.engines, a.engines == 1 ? "" : "s",
                a.busy ? " (busy-polling)" : "", md ? "tcp " : "off", md ? a.mount_addr.c_str() : "",
-               md ? (":" + std::to_string(md->port())).c_str() : "",
+               md ? (":" + std::to_string(md->port())).c_str() : "", (*hs)->describe().c_str(),
                drc ? ((*state)->reply_cache_path() + " (" + std::to_string(drc->loaded()) + " replies kept)").c_str()
                    : "off");
 
@@ -605,6 +644,8 @@ int main(int argc, char** argv) {
       rc = 1;
     }
   print_stats(workers, drc.get(), md.get());
+  say(LogLevel::kInfo, "%s", (*hs)->stats().c_str());
+  hs->reset();  // unregistered from rpcbind first
   md.reset();
   workers.clear();  // each engine completes its calls and closes its connections
   return rc;

@@ -96,6 +96,10 @@ suite nfs-gateway "$(dirname "$0")/nfs-gateway.sh" "$build"
 # tern-nfsd no reconnect, no retransmission, no RNR NAK (docs/nfs-gateway.md,
 # "Write load").
 suite nfs-write-load "$(dirname "$0")/nfs-write-load.sh" "$build"
+# tern-nfsd found through rpcbind (rpcinfo, showmount, a mount without
+# port=/mountport=/nolock) and two mounts' locks excluding each other
+# through its NLM.
+suite nfs-locks "$(dirname "$0")/nfs-locks.sh" "$build"
 # The kernel's NFS server (svcrdma) on 169.254.77.1:20049; the test starts it.
 suite nfs-interop "$build/tests/interop/tern-nfs-interop" --gtest_brief=1
 # The same soak with two port flaps under it (dum0 down 2 s, then up;

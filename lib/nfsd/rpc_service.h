@@ -1,0 +1,92 @@
+// A small ONC RPC service on a thread of its own: a TCP listener (RFC 5531
+// §11 record marking) and a UDP socket on one address and port, every call
+// handed to one function that returns the reply. tern-nfsd's control-path
+// services run on it — NLM and NSM's callback (nlm_server.h), and MOUNT over
+// UDP (mount.nfs asks MOUNT over UDP unless told mountproto=tcp) — never on
+// an engine thread.
+//
+// Peers are bounded: at most 64 TCP connections, a record over 64 KiB or
+// 5 minutes of silence closes a connection, a reply that the socket cannot
+// take at once closes it too (the peer is not reading).
+#pragma once
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/result.h"
+
+namespace tern::nfsd {
+
+// One call as it arrived.
+struct RpcRequest {
+  std::span<const uint8_t> msg;  // the whole RPC message (the record, or the datagram)
+  sockaddr_storage peer{};       // who sent it
+  sockaddr_storage local{};      // the address it came to (a TCP connection's own end; UDP: the bound one)
+  bool tcp = false;
+};
+
+// Returns false when nothing should be sent back (not a call, or a
+// procedure without a reply).
+using RpcHandler = std::function<bool(const RpcRequest& req, std::vector<uint8_t>* reply)>;
+
+struct RpcServiceOptions {
+  std::string name = "rpc";      // for log lines ("NLM", "MOUNT")
+  std::string addr = "0.0.0.0";  // IPv4 or IPv6 address
+  uint16_t port = 0;             // 0: any free port (both sockets get the same one)
+  bool tcp = true;
+  bool udp = true;
+  // UDP on 127.0.0.1 too, at the same port, when addr is another IPv4
+  // address: for local callers that find the port through rpcbind and send
+  // to loopback (rpc.statd's callbacks).
+  bool loopback_udp = false;
+  // Called on the service thread about once a second (timers: grace
+  // periods, retries); may be empty.
+  std::function<void()> tick;
+};
+
+class RpcService {
+ public:
+  static Result<std::unique_ptr<RpcService>> start(const RpcServiceOptions& opt, RpcHandler handler);
+  // Stops the thread and closes every socket.
+  ~RpcService();
+  RpcService(const RpcService&) = delete;
+  RpcService& operator=(const RpcService&) = delete;
+
+  uint16_t port() const { return port_; }
+  // The bound address, port included (for rpcbind).
+  const sockaddr_storage& address() const { return bound_; }
+  bool has_tcp() const { return tcp_fd_ >= 0; }
+  bool has_udp() const { return udp_fd_ >= 0; }
+  bool has_loopback_udp() const { return lo_fd_ >= 0; }
+  uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
+
+ private:
+  RpcService() = default;
+  void run();
+  void serve_udp(int fd, const sockaddr_storage& local, std::vector<uint8_t>& dgram, std::vector<uint8_t>& reply);
+
+  RpcServiceOptions opt_;
+  RpcHandler handler_;
+  int tcp_fd_ = -1;
+  int udp_fd_ = -1;
+  int lo_fd_ = -1;  // loopback_udp's socket
+  int stop_fd_ = -1;
+  uint16_t port_ = 0;
+  sockaddr_storage bound_{};
+  sockaddr_storage lo_addr_{};
+  std::thread thread_;
+  std::atomic<uint64_t> calls_{0};
+};
+
+// Parses an IPv4/IPv6 address with a port into a socket address.
+Result<sockaddr_storage> parse_ip(const std::string& addr, uint16_t port, socklen_t* len);
+
+}  // namespace tern::nfsd
