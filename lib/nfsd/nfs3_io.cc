@@ -113,6 +113,17 @@ bool Nfs3Server::proc_write(Op& op) {
   else if (st.st_uid != op.cred.uid && !may(op, st, 2)) r.status = Nfs3Stat::kAccess;  // owner override
   else if (a.offset > static_cast<uint64_t>(INT64_MAX) - a.data.size()) r.status = Nfs3Stat::kFbig;
   else if ((fd = io_fd(e, true)) < 0) r.status = nfs3_stat_from_errno(errno);
+  if (r.status == Nfs3Stat::kOk && op.cred.uid != 0) {
+    // A write by anyone but root takes set-user-ID away, and set-group-ID
+    // where it means setgid execution (group execute set), as a local write
+    // does (POSIX write(); knfsd's writes run without CAP_FSETID for such a
+    // caller). The data goes in through the server's own descriptor, which
+    // keeps CAP_FSETID, so the kernel would not do it: do it here, first,
+    // as the kernel does before the data lands.
+    mode_t kill = st.st_mode & S_ISUID;
+    if ((st.st_mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) kill |= S_ISGID;
+    if (kill != 0 && fchmod(fd, st.st_mode & 07777 & ~kill) != 0) r.status = nfs3_stat_from_errno(errno);
+  }
   if (r.status == Nfs3Stat::kOk) {
     const int flags = a.stable == StableHow::kFileSync ? RWF_SYNC : a.stable == StableHow::kDataSync ? RWF_DSYNC : 0;
     size_t done = 0;

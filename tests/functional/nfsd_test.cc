@@ -901,6 +901,45 @@ TEST_F(Nfsd, AReloadTakesEffectOnTheSameConnection) {
   server_.reset();  // before `pub`, which it reads
 }
 
+// pjdfstest chmod/12.t: a write by someone other than root clears
+// set-user-ID, and set-group-ID when group execute is set, as a local write
+// and knfsd do; root's write keeps them. (The server writes through its own
+// descriptor, which kept CAP_FSETID: before the fix nothing was cleared.)
+TEST_F(Nfsd, AWriteByAnotherUserClearsSetuidAndSetgid) {
+  start();
+  rpc::AuthSys nobody;
+  nobody.machine = "c";
+  nobody.uid = 65534, nobody.gid = 65534;
+  const Bytes x{'x'};
+  struct {
+    const char* name;
+    uint32_t mode, after_other, after_root;
+  } cases[] = {
+      {"suid", 04777, 0777, 04777},
+      {"sgid", 02777, 0777, 02777},
+      {"both", 06777, 0777, 06777},
+      {"sgid-no-gx", 02767, 02767, 02767},  // no group execute: a mandatory-locking mark, kept
+  };
+  for (const auto& c : cases) {
+    for (bool as_root : {false, true}) {
+      const std::string name = std::string(c.name) + (as_root ? "-root" : "-other");
+      CreateRes f = create(root_, name, 0644);
+      ASSERT_EQ(f.status, Nfs3Stat::kOk);
+      ASSERT_EQ(chmod(path(name).c_str(), c.mode), 0);
+      const CallOpts o = as_root ? CallOpts{} : CallOpts{.auth = &nobody};
+      WriteRes w = write(*f.obj, 0, x, StableHow::kFileSync, false, o);
+      ASSERT_EQ(w.status, Nfs3Stat::kOk) << name;
+      ASSERT_TRUE(w.wcc.after);
+      const uint32_t want = as_root ? c.after_root : c.after_other;
+      EXPECT_EQ(w.wcc.after->mode, want) << name;
+      struct stat st;
+      ASSERT_EQ(stat(path(name).c_str(), &st), 0);
+      EXPECT_EQ(st.st_mode & 07777, want) << name;
+      EXPECT_EQ(file_bytes(name), x) << name;
+    }
+  }
+}
+
 // Garbage gets GARBAGE_ARGS (or, when it happens to decode, an NFS error)
 // and nothing else: the server keeps serving.
 TEST_F(Nfsd, GarbageGetsRpcAndNfsErrorsOnly) {
