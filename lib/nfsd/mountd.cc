@@ -25,18 +25,6 @@ std::string normalized(std::string_view p) {
   return s;
 }
 
-void accepted(std::vector<uint8_t>* out, uint32_t xid, oc::AcceptStat st, std::span<const uint8_t> results,
-              uint32_t low = 0, uint32_t high = 0) {
-  oc::ReplyHeader h;
-  h.xid = xid;
-  h.stat = oc::ReplyStat::kAccepted;
-  h.accept = st;
-  h.mismatch_low = low, h.mismatch_high = high;
-  out->resize(oc::reply_size(h) + results.size());
-  size_t n = oc::encode_reply(h, *out);
-  if (!results.empty()) std::memcpy(out->data() + n, results.data(), results.size());
-  out->resize(n + results.size());
-}
 
 }  // namespace
 
@@ -58,11 +46,11 @@ bool mountd_answer(const ExportTable& exports, const ClientAddr& from, std::span
     return true;
   }
   if (h.prog != m3::kProgram) {
-    accepted(reply, h.xid, oc::AcceptStat::kProgUnavail, {});
+    rpc_accepted(reply, h.xid, oc::AcceptStat::kProgUnavail, {});
     return true;
   }
   if (h.vers != m3::kVersion) {
-    accepted(reply, h.xid, oc::AcceptStat::kProgMismatch, {}, m3::kVersion, m3::kVersion);
+    rpc_accepted(reply, h.xid, oc::AcceptStat::kProgMismatch, {}, m3::kVersion, m3::kVersion);
     return true;
   }
   std::span<const uint8_t> args = call.subspan(d.header_len);
@@ -76,7 +64,7 @@ bool mountd_answer(const ExportTable& exports, const ClientAddr& from, std::span
     case m3::Proc::kMnt: {
       std::string_view path;
       if (!m3::decode_dirpath(args, &path)) {
-        accepted(reply, h.xid, oc::AcceptStat::kGarbageArgs, {});
+        rpc_accepted(reply, h.xid, oc::AcceptStat::kGarbageArgs, {});
         return true;
       }
       m3::MntRes r;
@@ -97,7 +85,7 @@ bool mountd_answer(const ExportTable& exports, const ClientAddr& from, std::span
     case m3::Proc::kUmnt: {
       std::string_view path;
       if (!m3::decode_dirpath(args, &path)) {
-        accepted(reply, h.xid, oc::AcceptStat::kGarbageArgs, {});
+        rpc_accepted(reply, h.xid, oc::AcceptStat::kGarbageArgs, {});
         return true;
       }
       break;  // void: the server keeps no list of mounts
@@ -116,10 +104,10 @@ bool mountd_answer(const ExportTable& exports, const ClientAddr& from, std::span
       break;
     }
     default:
-      accepted(reply, h.xid, oc::AcceptStat::kProcUnavail, {});
+      rpc_accepted(reply, h.xid, oc::AcceptStat::kProcUnavail, {});
       return true;
   }
-  accepted(reply, h.xid, w.ok() ? oc::AcceptStat::kSuccess : oc::AcceptStat::kSystemErr,
+  rpc_accepted(reply, h.xid, w.ok() ? oc::AcceptStat::kSuccess : oc::AcceptStat::kSystemErr,
            w.ok() ? w.written() : std::span<const uint8_t>());
   return true;
 }

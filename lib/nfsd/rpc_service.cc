@@ -37,6 +37,19 @@ uint16_t port_of(const sockaddr_storage& ss) {
 
 }  // namespace
 
+void rpc_accepted(std::vector<uint8_t>* out, uint32_t xid, oncrpc::AcceptStat st, std::span<const uint8_t> results,
+                  uint32_t low, uint32_t high) {
+  oncrpc::ReplyHeader h;
+  h.xid = xid;
+  h.stat = oncrpc::ReplyStat::kAccepted;
+  h.accept = st;
+  h.mismatch_low = low, h.mismatch_high = high;
+  out->resize(oncrpc::reply_size(h) + results.size());
+  size_t n = oncrpc::encode_reply(h, *out);
+  if (!results.empty()) std::memcpy(out->data() + n, results.data(), results.size());
+  out->resize(n + results.size());
+}
+
 Result<sockaddr_storage> parse_ip(const std::string& addr, uint16_t port, socklen_t* len) {
   sockaddr_storage ss{};
   if (auto* s4 = reinterpret_cast<sockaddr_in*>(&ss); inet_pton(AF_INET, addr.c_str(), &s4->sin_addr) == 1) {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "oncrpc/oncrpc.h"
 
 namespace tern::nfsd {
 
@@ -39,6 +40,11 @@ struct RpcRequest {
   sockaddr_storage local{};      // the address it came to (a TCP connection's own end; UDP: the bound one)
   bool tcp = false;
 };
+
+// An accepted reply to call `xid` (RFC 5531): the header with `st` (and,
+// for PROG_MISMATCH, the versions low..high), then `results`, into *out.
+void rpc_accepted(std::vector<uint8_t>* out, uint32_t xid, oncrpc::AcceptStat st, std::span<const uint8_t> results,
+                  uint32_t low = 0, uint32_t high = 0);
 
 // Returns false when nothing should be sent back (not a call, or a
 // procedure without a reply).
