@@ -35,6 +35,7 @@
 #include "nfsd/export.h"
 #include "nfsd/export_table.h"
 #include "nfsd/published_exports.h"
+#include "nfsd/rpc_service.h"
 
 namespace tern::nfsd {
 
@@ -53,32 +54,26 @@ class Mountd {
   static Result<std::unique_ptr<Mountd>> start(const PublishedExports& pub, const MountdOptions& opt);
   // One export (which outlives the Mountd).
   static Result<std::unique_ptr<Mountd>> start(const Export& exp, const MountdOptions& opt);
-  ~Mountd();
   Mountd(const Mountd&) = delete;
   Mountd& operator=(const Mountd&) = delete;
 
-  uint16_t port() const { return port_; }
+  uint16_t port() const { return svc_->port(); }
   // MNT calls answered with the root handle, and calls answered in all.
   uint64_t mounts() const { return mounts_.load(std::memory_order_relaxed); }
   uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
   // Connections closed for a record past its deadline (or idle), and
   // connections replaced to make room for another (over its address's
   // share, or the table full).
-  uint64_t timed_out() const { return timed_out_.load(std::memory_order_relaxed); }
-  uint64_t replaced() const { return replaced_.load(std::memory_order_relaxed); }
+  uint64_t timed_out() const { return svc_->timed_out(); }
+  uint64_t replaced() const { return svc_->replaced(); }
 
  private:
-  Mountd(const PublishedExports& pub, const MountdOptions& opt) : pub_(pub), opt_(opt) {}
-  void run();
+  explicit Mountd(const PublishedExports& pub) : pub_(pub) {}
 
   std::unique_ptr<PublishedExports> own_;  // start(const Export&)'s table of one
   const PublishedExports& pub_;
-  const MountdOptions opt_;
-  int listen_fd_ = -1;
-  int stop_fd_ = -1;  // an eventfd: the destructor wakes the thread through it
-  uint16_t port_ = 0;
-  std::thread thread_;
-  std::atomic<uint64_t> mounts_{0}, calls_{0}, timed_out_{0}, replaced_{0};
+  std::atomic<uint64_t> mounts_{0}, calls_{0};
+  std::unique_ptr<RpcService> svc_;  // last: stopped first, before what it reads
 };
 
 // One ONC RPC call to the MOUNT program, as bytes in and bytes out (the

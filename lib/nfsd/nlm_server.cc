@@ -25,18 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void accepted(std::vector<uint8_t>* out, uint32_t xid, oc::AcceptStat st, std::span<const uint8_t> results,
-              uint32_t low = 0, uint32_t high = 0) {
-  oc::ReplyHeader h;
-  h.xid = xid;
-  h.stat = oc::ReplyStat::kAccepted;
-  h.accept = st;
-  h.mismatch_low = low, h.mismatch_high = high;
-  out->resize(oc::reply_size(h) + results.size());
-  size_t n = oc::encode_reply(h, *out);
-  if (!results.empty()) std::memcpy(out->data() + n, results.data(), results.size());
-  out->resize(n + results.size());
-}
 
 std::string ip_of(const sockaddr_storage& ss) {
   char host[INET6_ADDRSTRLEN] = {};
@@ -352,7 +340,7 @@ bool NlmServer::handle_nlm(const RpcRequest& req, uint32_t xid, uint32_t proc, s
   std::vector<uint8_t> buf(4096);
   xdr::XdrWriter w(buf);
   auto garbage = [&] {
-    accepted(reply, xid, oc::AcceptStat::kGarbageArgs, {});
+    rpc_accepted(reply, xid, oc::AcceptStat::kGarbageArgs, {});
     return true;
   };
   // The _MSG forms answer with a call of their _RES procedure; the RPC
@@ -432,20 +420,20 @@ bool NlmServer::handle_nlm(const RpcRequest& req, uint32_t xid, uint32_t proc, s
       break;
     }
     default:
-      accepted(reply, xid, oc::AcceptStat::kProcUnavail, {});
+      rpc_accepted(reply, xid, oc::AcceptStat::kProcUnavail, {});
       return true;
   }
   if (!w.ok()) {
-    accepted(reply, xid, oc::AcceptStat::kSystemErr, {});
+    rpc_accepted(reply, xid, oc::AcceptStat::kSystemErr, {});
     return true;
   }
   if (res_proc != 0) {
     enqueue(Job{Job::Kind::kMsgRes, {}, req.peer, {}, req.tcp, res_proc,
                 std::vector<uint8_t>(w.written().begin(), w.written().end())});
-    accepted(reply, xid, oc::AcceptStat::kSuccess, {});
+    rpc_accepted(reply, xid, oc::AcceptStat::kSuccess, {});
     return true;
   }
-  accepted(reply, xid, oc::AcceptStat::kSuccess, w.written());
+  rpc_accepted(reply, xid, oc::AcceptStat::kSuccess, w.written());
   return true;
 }
 
@@ -466,7 +454,7 @@ bool NlmServer::handle_nsm_notify(const RpcRequest& req, uint32_t xid, std::span
   }
   nsm::Status st;
   if (!nsm::decode(args, &st)) {
-    accepted(reply, xid, oc::AcceptStat::kGarbageArgs, {});
+    rpc_accepted(reply, xid, oc::AcceptStat::kGarbageArgs, {});
     return true;
   }
   std::set<std::string> callers;
@@ -480,7 +468,7 @@ bool NlmServer::handle_nsm_notify(const RpcRequest& req, uint32_t xid, std::span
   }
   callers.insert(std::string(st.mon_name));
   for (const std::string& c : callers) release_host(c);
-  accepted(reply, xid, oc::AcceptStat::kSuccess, {});
+  rpc_accepted(reply, xid, oc::AcceptStat::kSuccess, {});
   return true;
 }
 
@@ -499,12 +487,12 @@ bool NlmServer::handle(const RpcRequest& req, std::vector<uint8_t>* reply) {
   const std::span<const uint8_t> args = req.msg.subspan(d.header_len);
   if (h.prog == nlm::kProgram) {
     if (h.vers != nlm::kVersion) {
-      accepted(reply, h.xid, oc::AcceptStat::kProgMismatch, {}, nlm::kVersion, nlm::kVersion);
+      rpc_accepted(reply, h.xid, oc::AcceptStat::kProgMismatch, {}, nlm::kVersion, nlm::kVersion);
       return true;
     }
     return handle_nlm(req, h.xid, h.proc, args, reply);
   }
-  accepted(reply, h.xid, oc::AcceptStat::kProgUnavail, {});
+  rpc_accepted(reply, h.xid, oc::AcceptStat::kProgUnavail, {});
   return true;
 }
 

@@ -6,7 +6,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <string>
 #include <cstring>
 
 #include "base/log.h"
@@ -17,8 +19,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxRecord = 64u << 10;
-constexpr size_t kMaxClients = 64;
-constexpr auto kIdle = std::chrono::minutes(5);
+
+// The client's address without its port: what the per-address share counts.
+std::string address_of(const sockaddr_storage& ss) {
+  char b[INET6_ADDRSTRLEN] = "?";
+  if (ss.ss_family == AF_INET)
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr, b, sizeof b);
+  else if (ss.ss_family == AF_INET6)
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr, b, sizeof b);
+  return b;
+}
 
 uint16_t port_of(const sockaddr_storage& ss) {
   return ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port
@@ -26,6 +36,19 @@ uint16_t port_of(const sockaddr_storage& ss) {
 }
 
 }  // namespace
+
+void rpc_accepted(std::vector<uint8_t>* out, uint32_t xid, oncrpc::AcceptStat st, std::span<const uint8_t> results,
+                  uint32_t low, uint32_t high) {
+  oncrpc::ReplyHeader h;
+  h.xid = xid;
+  h.stat = oncrpc::ReplyStat::kAccepted;
+  h.accept = st;
+  h.mismatch_low = low, h.mismatch_high = high;
+  out->resize(oncrpc::reply_size(h) + results.size());
+  size_t n = oncrpc::encode_reply(h, *out);
+  if (!results.empty()) std::memcpy(out->data() + n, results.data(), results.size());
+  out->resize(n + results.size());
+}
 
 Result<sockaddr_storage> parse_ip(const std::string& addr, uint16_t port, socklen_t* len) {
   sockaddr_storage ss{};
@@ -46,6 +69,8 @@ Result<sockaddr_storage> parse_ip(const std::string& addr, uint16_t port, sockle
 }
 
 Result<std::unique_ptr<RpcService>> RpcService::start(const RpcServiceOptions& opt, RpcHandler handler) {
+  if (opt.max_conns == 0 || opt.max_per_address == 0 || opt.record_ms == 0 || opt.idle_ms == 0)
+    return make_error(Errc::kInvalidArgument, "%s: connection limits must be above 0", opt.name.c_str());
   std::unique_ptr<RpcService> s(new RpcService());
   s->opt_ = opt;
   s->handler_ = std::move(handler);
@@ -60,7 +85,7 @@ Result<std::unique_ptr<RpcService>> RpcService::start(const RpcServiceOptions& o
     s->tcp_fd_ = socket(a.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s->tcp_fd_ < 0) return make_sys_error(Errc::kNoResources, errno, "%s: socket", opt.name.c_str());
     setsockopt(s->tcp_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(s->tcp_fd_, reinterpret_cast<sockaddr*>(&a), sl) != 0 || listen(s->tcp_fd_, 64) != 0)
+    if (bind(s->tcp_fd_, reinterpret_cast<sockaddr*>(&a), sl) != 0 || listen(s->tcp_fd_, static_cast<int>(opt.max_conns)) != 0)
       return make_sys_error(errno == EADDRINUSE ? Errc::kBadState : Errc::kInvalidArgument, errno,
                             "%s: cannot listen on tcp %s port %u", opt.name.c_str(), opt.addr.c_str(), opt.port);
     socklen_t l = sizeof a;
@@ -128,13 +153,50 @@ void RpcService::run() {
   struct Conn {
     int fd;
     sockaddr_storage peer, local;
+    std::string addr;          // the peer's address, for its share of the table
     std::vector<uint8_t> in;   // bytes received, not yet a whole fragment
     std::vector<uint8_t> msg;  // fragments of the record being assembled
-    Clock::time_point last;
+    Clock::time_point last;    // the last byte received (or the accept)
+    Clock::time_point record;  // the first byte of the record under way; max(): none
   };
+  const auto record_limit = std::chrono::milliseconds(opt_.record_ms);
+  const auto idle_limit = std::chrono::milliseconds(opt_.idle_ms);
+  // Deadlines are looked at every pass: a quarter of the shortest, at most 1 s.
+  const int pass_ms = static_cast<int>(std::clamp<uint32_t>(std::min(opt_.record_ms, opt_.idle_ms) / 4, 10, 1000));
   std::vector<Conn> conns;
   std::vector<uint8_t> reply;
   std::vector<uint8_t> dgram(kMaxRecord);
+  auto drop_at = [&](size_t i) {
+    close(conns[i].fd);
+    conns[i] = std::move(conns.back());
+    conns.pop_back();
+  };
+  // Which connection makes room for a newcomer from `addr`: its own oldest
+  // when the address is at its share; else, with every slot taken, the
+  // least recently active one of the address holding the most.
+  auto victim = [&](const std::string& addr) -> int64_t {
+    size_t mine = 0;
+    int64_t my_oldest = -1;
+    for (size_t i = 0; i < conns.size(); ++i)
+      if (conns[i].addr == addr) {
+        ++mine;
+        if (my_oldest < 0 || conns[i].last < conns[static_cast<size_t>(my_oldest)].last)
+          my_oldest = static_cast<int64_t>(i);
+      }
+    if (mine >= opt_.max_per_address) return my_oldest;
+    if (conns.size() < opt_.max_conns) return -1;
+    size_t most = 0;
+    int64_t v = -1;
+    for (size_t i = 0; i < conns.size(); ++i) {
+      size_t n = 0;
+      for (const Conn& o : conns) n += o.addr == conns[i].addr;
+      if (n > most || (n == most && conns[i].last < conns[static_cast<size_t>(v)].last)) {
+        most = n;
+        v = static_cast<int64_t>(i);
+      }
+    }
+    return v;
+  };
   auto last_tick = Clock::now();
   for (;;) {
     std::vector<pollfd> pfds;
@@ -143,36 +205,21 @@ void RpcService::run() {
     pfds.push_back({udp_fd_, POLLIN, 0});
     pfds.push_back({lo_fd_, POLLIN, 0});
     for (const Conn& c : conns) pfds.push_back({c.fd, POLLIN, 0});
-    int n = poll(pfds.data(), pfds.size(), 1000);
+    int n = poll(pfds.data(), pfds.size(), pass_ms);
     if (n < 0 && errno != EINTR) {
       TERN_LOG(kError, "nfsd", "%s: poll failed (%s); the service stops", opt_.name.c_str(), strerror(errno));
       break;
     }
     if (pfds[0].revents != 0) break;
-    const auto now = Clock::now();
+    auto now = Clock::now();
     if (opt_.tick && now - last_tick >= std::chrono::seconds(1)) {
       last_tick = now;
       opt_.tick();
     }
-    if (n <= 0) continue;
-    if (pfds[1].revents & POLLIN) {
-      for (;;) {
-        Conn c{};
-        socklen_t pl = sizeof c.peer;
-        c.fd = accept4(tcp_fd_, reinterpret_cast<sockaddr*>(&c.peer), &pl, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (c.fd < 0) break;
-        if (conns.size() >= kMaxClients) {
-          close(c.fd);
-          continue;
-        }
-        socklen_t ll = sizeof c.local;
-        getsockname(c.fd, reinterpret_cast<sockaddr*>(&c.local), &ll);
-        c.last = now;
-        conns.push_back(std::move(c));
-      }
-    }
     if (pfds[2].revents & POLLIN) serve_udp(udp_fd_, bound_, dgram, reply);
     if (pfds[3].revents & POLLIN) serve_udp(lo_fd_, lo_addr_, dgram, reply);
+    // The connections polled first (the table changes below as newcomers
+    // are let in), deadlines included.
     for (size_t i = 0; i < conns.size(); ++i) {
       Conn& c = conns[i];
       bool drop = false;
@@ -183,8 +230,10 @@ void RpcService::run() {
         if (got <= 0 && !(got < 0 && (errno == EAGAIN || errno == EINTR))) drop = true;
         if (got > 0) {
           c.last = now;
+          if (c.in.empty() && c.msg.empty()) c.record = now;
           c.in.insert(c.in.end(), buf, buf + got);
         }
+        // Whole fragments: a 4-byte mark (last-fragment bit, length), then the bytes.
         while (!drop && c.in.size() >= 4) {
           const uint32_t mark = uint32_t{c.in[0]} << 24 | uint32_t{c.in[1]} << 16 | uint32_t{c.in[2]} << 8 | c.in[3];
           const size_t len = mark & 0x7fffffffu;
@@ -209,18 +258,45 @@ void RpcService::run() {
             out[0] = static_cast<uint8_t>(m >> 24), out[1] = static_cast<uint8_t>(m >> 16);
             out[2] = static_cast<uint8_t>(m >> 8), out[3] = static_cast<uint8_t>(m);
             std::memcpy(out.data() + 4, reply.data(), reply.size());
+            // Replies are small: a socket that cannot take one at once is
+            // not reading its answers, and is dropped.
             if (send(c.fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(out.size()))
               drop = true;
           }
           c.msg.clear();
+          // The next record's clock starts with its own first byte.
+          c.record = c.in.empty() ? Clock::time_point::max() : now;
         }
       }
-      if (!drop && now - c.last > kIdle) drop = true;
+      // A record is due whole by its deadline however it trickles; a
+      // connection with nothing under way may stay idle a while longer.
+      const bool partial = !c.in.empty() || !c.msg.empty();
+      if (!drop && ((partial && now - c.record > record_limit) || (!partial && now - c.last > idle_limit))) {
+        timed_out_.fetch_add(1, std::memory_order_relaxed);
+        drop = true;
+      }
       if (drop) {
-        close(c.fd);
-        conns[i] = std::move(conns.back());
-        conns.pop_back();
+        drop_at(i);
         --i;
+      }
+    }
+    if (pfds[1].revents & POLLIN) {
+      for (;;) {
+        Conn c{};
+        socklen_t pl = sizeof c.peer;
+        c.fd = accept4(tcp_fd_, reinterpret_cast<sockaddr*>(&c.peer), &pl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (c.fd < 0) break;
+        c.addr = address_of(c.peer);
+        if (int64_t v = victim(c.addr); v >= 0) {
+          replaced_.fetch_add(1, std::memory_order_relaxed);
+          drop_at(static_cast<size_t>(v));
+        }
+        socklen_t ll = sizeof c.local;
+        getsockname(c.fd, reinterpret_cast<sockaddr*>(&c.local), &ll);
+        now = Clock::now();
+        c.last = now;
+        c.record = Clock::time_point::max();
+        conns.push_back(std::move(c));
       }
     }
   }

@@ -5,9 +5,16 @@
 // UDP (mount.nfs asks MOUNT over UDP unless told mountproto=tcp) — never on
 // an engine thread.
 //
-// Peers are bounded: at most 64 TCP connections, a record over 64 KiB or
-// 5 minutes of silence closes a connection, a reply that the socket cannot
-// take at once closes it too (the peer is not reading).
+// Peers are bounded, and no client can keep the others out (a slowloris
+// holding every slot with a byte now and then): a record over 64 KiB closes
+// its connection, and so does a reply the socket cannot take at once (the
+// peer is not reading); a record must arrive whole within record_ms of its
+// first byte however it trickles; a connection with nothing under way goes
+// after idle_ms; one client address holds at most max_per_address
+// connections (its next one replaces its own oldest); and when all
+// max_conns slots are taken, a newcomer replaces the least recently active
+// connection of the address holding the most. So an address over its
+// share only ever waits for itself.
 #pragma once
 
 #include <sys/socket.h>
@@ -22,6 +29,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "oncrpc/oncrpc.h"
 
 namespace tern::nfsd {
 
@@ -32,6 +40,11 @@ struct RpcRequest {
   sockaddr_storage local{};      // the address it came to (a TCP connection's own end; UDP: the bound one)
   bool tcp = false;
 };
+
+// An accepted reply to call `xid` (RFC 5531): the header with `st` (and,
+// for PROG_MISMATCH, the versions low..high), then `results`, into *out.
+void rpc_accepted(std::vector<uint8_t>* out, uint32_t xid, oncrpc::AcceptStat st, std::span<const uint8_t> results,
+                  uint32_t low = 0, uint32_t high = 0);
 
 // Returns false when nothing should be sent back (not a call, or a
 // procedure without a reply).
@@ -50,6 +63,11 @@ struct RpcServiceOptions {
   // Called on the service thread about once a second (timers: grace
   // periods, retries); may be empty.
   std::function<void()> tick;
+  // The TCP side's bounds (above).
+  uint32_t record_ms = 5000;
+  uint32_t idle_ms = 300000;
+  uint32_t max_conns = 64;
+  uint32_t max_per_address = 8;
 };
 
 class RpcService {
@@ -67,6 +85,10 @@ class RpcService {
   bool has_udp() const { return udp_fd_ >= 0; }
   bool has_loopback_udp() const { return lo_fd_ >= 0; }
   uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
+  // TCP connections closed for a record past its deadline (or idle), and
+  // connections replaced to make room for another.
+  uint64_t timed_out() const { return timed_out_.load(std::memory_order_relaxed); }
+  uint64_t replaced() const { return replaced_.load(std::memory_order_relaxed); }
 
  private:
   RpcService() = default;
@@ -83,7 +105,7 @@ class RpcService {
   sockaddr_storage bound_{};
   sockaddr_storage lo_addr_{};
   std::thread thread_;
-  std::atomic<uint64_t> calls_{0};
+  std::atomic<uint64_t> calls_{0}, timed_out_{0}, replaced_{0};
 };
 
 // Parses an IPv4/IPv6 address with a port into a socket address.

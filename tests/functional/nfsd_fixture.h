@@ -45,6 +45,19 @@ inline std::string next_spec() {
   return std::string(dev) + ",port=" + std::to_string(20400 + n++);
 }
 
+// The client specification (exports(5)) that names this test's client: a
+// pmd/shm peer is 127.0.0.1 to the lists ("localhost"); over another
+// device the client connects from the device's own address (addr=).
+inline std::string own_client_spec() {
+  const char* dev = std::getenv("TERN_RPC_DEVICE");
+  if (dev == nullptr || *dev == 0 || std::string_view(dev) == "shm") return "localhost";
+  const std::string d(dev);
+  const size_t p = d.find("addr=");
+  if (p == std::string::npos) return "localhost";
+  const size_t end = d.find(',', p);
+  return d.substr(p + 5, end == std::string::npos ? std::string::npos : end - (p + 5));
+}
+
 // A server engine and its Nfs3Server, polled by a thread of their own.
 struct ServerThread {
   std::unique_ptr<rpc::Engine> eng;

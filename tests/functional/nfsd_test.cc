@@ -786,7 +786,8 @@ TEST_F(Nfsd, SeveralExportsEachWithItsClients) {
   state_dir_ = StateDir::open(state_).value();
   std::vector<ExportOptions> list(3);
   list[0].dir = path("a");
-  list[0].clients = rules({{"localhost", rw_root()}});
+  const std::string me = own_client_spec();  // localhost over pmd/shm
+  list[0].clients = rules({{me.c_str(), rw_root()}});
   list[1].dir = path("b");
   list[1].clients = rules({{"10.0.0.0/8", rw_root()}});
   list[2].dir = path("c");
@@ -868,7 +869,8 @@ TEST_F(Nfsd, AReloadTakesEffectOnTheSameConnection) {
     EXPECT_TRUE(t.is_ok()) << t.status().to_string();
     return t.is_ok() ? *t : nullptr;
   };
-  auto first = table_of({{"a", "localhost"}, {"b", "*"}});
+  const std::string me = own_client_spec();  // localhost over pmd/shm
+  auto first = table_of({{"a", me.c_str()}, {"b", "*"}});
   ASSERT_NE(first, nullptr);
   const Fh3 a = first->exports()[0]->root_fh(), b = first->exports()[1]->root_fh();
   PublishedExports pub(first);
@@ -891,7 +893,7 @@ TEST_F(Nfsd, AReloadTakesEffectOnTheSameConnection) {
   EXPECT_EQ(create(b, "g").status, Nfs3Stat::kStale);
   EXPECT_TRUE(conn_->ready());
 
-  pub.publish(table_of({{"a", "*"}, {"b", "localhost"}}));
+  pub.publish(table_of({{"a", "*"}, {"b", me.c_str()}}));
   EXPECT_EQ(getattr(*f.obj).status, Nfs3Stat::kOk) << "the same handle, good again";
   EXPECT_EQ(getattr(b).status, Nfs3Stat::kOk);
   EXPECT_EQ(server_->nfs->stats().tables.get(), 2u);

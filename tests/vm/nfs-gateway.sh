@@ -37,7 +37,7 @@ check() {  # check NAME COMMAND...: records ok/FAILED
 }
 
 start_server() {  # start_server [tern-nfsd options...]
-  "$build/apps/tern-nfsd" --export "$backing" --name /export --addr $addr --port $port --mount-port $mport \
+  "$build/apps/tern-nfsd" --no-rpcbind --nlm-port off --export "$backing" --name /export --addr $addr --port $port --mount-port $mport \
     --no-root-squash --state-dir "$state" "$@" >>"$log" 2>&1 &
   srv=$!
   for _ in $(seq 100); do
@@ -163,7 +163,7 @@ stop_server
 # tern-nfsd's caller thread: an engine thread that changed its credentials
 # could no longer post to rxe.)
 start_server_squash() {
-  "$build/apps/tern-nfsd" --export "$backing" --name /export --addr $addr --port $port --mount-port $mport \
+  "$build/apps/tern-nfsd" --no-rpcbind --nlm-port off --export "$backing" --name /export --addr $addr --port $port --mount-port $mport \
     --state-dir "$state" >>"$log" 2>&1 &
   srv=$!
   for _ in $(seq 100); do (exec 3<>/dev/tcp/$addr/$mport) 2>/dev/null && return 0; sleep 0.1; done

@@ -64,6 +64,11 @@ rm -rf "$state" "${backing:?}"/* /tmp/nfs-locks.*
 pgrep -x rpcbind >/dev/null || rpcbind -w
 pgrep -x rpc.statd >/dev/null || rpc.statd
 t0=$(date +%s)
+# The kernel's nfsd, when an earlier suite started it, holds rdma 20049 (the
+# port this tern-nfsd needs) and its rpc.mountd holds MOUNT's registration:
+# both go here; kernel-nfsd-start brings them back for the suites after.
+rpc.nfsd 0 >/dev/null 2>&1 || true
+pkill -x rpc.mountd 2>/dev/null || true
 
 start_server 1 || exit 1
 check "rpcinfo -p lists MOUNT over tcp and udp" bash -c "$(declare -f registered); registered 100005 tcp && registered 100005 udp"

@@ -50,7 +50,7 @@ mountpoint -q "$backing" || mount -t tmpfs -o mode=0777,size=600m tmpfs "$backin
 rm -rf "$state" "${backing:?}"/*
 kernel-nfsd-start /export >/dev/null || { say "kernel-nfsd-start failed"; exit 1; }
 rm -rf /export/wload
-"$build/apps/tern-nfsd" --export "$backing" --name /wload --addr $addr --port $port --mount-port $mport \
+"$build/apps/tern-nfsd" --no-rpcbind --nlm-port off --export "$backing" --name /wload --addr $addr --port $port --mount-port $mport \
   --no-root-squash --engines 2 --state-dir "$state" >"$log" 2>&1 &
 srv=$!
 for _ in $(seq 100); do (exec 3<>/dev/tcp/$addr/$mport) 2>/dev/null && break; sleep 0.1; done

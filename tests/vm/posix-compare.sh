@@ -52,7 +52,7 @@ kernel-nfsd-start /export >/dev/null || exit 1
 mkdir -p /srv/texport /mnt/knfsd /mnt/tern
 mountpoint -q /srv/texport || mount -t tmpfs -o mode=0777 tmpfs /srv/texport
 log=$out/tern-nfsd.log
-"$build/apps/tern-nfsd" --export /srv/texport --name /texport --addr $addr --port 20050 --mount-port 20048 \
+"$build/apps/tern-nfsd" --no-rpcbind --nlm-port off --export /srv/texport --name /texport --addr $addr --port 20050 --mount-port 20048 \
   --no-root-squash --state-dir /var/lib/tern-nfsd-posix >"$log" 2>&1 &
 srv=$!
 for _ in $(seq 100); do (exec 3<>/dev/tcp/$addr/20048) 2>/dev/null && break; sleep 0.1; done
