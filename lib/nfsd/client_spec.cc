@@ -38,6 +38,9 @@ bool parse_addr(const std::string& s, uint8_t* out, bool* v4) {
   return false;
 }
 
+
+}  // namespace
+
 bool parse_uint(std::string_view s, uint32_t max, uint32_t* out) {
   if (s.empty() || s.size() > 10) return false;
   uint64_t v = 0;
@@ -49,8 +52,6 @@ bool parse_uint(std::string_view s, uint32_t max, uint32_t* out) {
   *out = static_cast<uint32_t>(v);
   return true;
 }
-
-}  // namespace
 
 ClientAddr ClientAddr::from_peer_id(std::string_view peer) {
   ClientAddr a;

@@ -25,6 +25,10 @@
 
 namespace tern::nfsd {
 
+// A decimal number of at most 10 digits and at most `max` (a prefix length,
+// an exports(5) option's value): false for anything else.
+bool parse_uint(std::string_view s, uint32_t max, uint32_t* out);
+
 struct ClientAddr {
   uint8_t b[16] = {};  // IPv6, IPv4 mapped
   bool known = false;  // false: nothing matches it but "*"

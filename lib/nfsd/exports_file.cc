@@ -92,18 +92,6 @@ bool unquote_path(const std::string& in, std::string* out) {
   return true;
 }
 
-bool parse_u32(std::string_view s, uint64_t max, uint64_t* out) {
-  if (s.empty() || s.size() > 10) return false;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  if (v > max) return false;
-  *out = v;
-  return true;
-}
-
 // knfsd options tern-nfsd cannot honour, each with why (so that the error
 // says more than "unknown").
 const char* unsupported_why(std::string_view o) {
@@ -136,7 +124,7 @@ std::string apply_options(std::string_view list, ClientOptions* o, uint64_t* fsi
     const size_t eq = opt.find('=');
     const std::string_view name = opt.substr(0, eq);
     const std::string_view val = eq == std::string_view::npos ? std::string_view() : opt.substr(eq + 1);
-    uint64_t n = 0;
+    uint32_t n = 0;
     if (opt.empty()) {
       return "an empty option";
     } else if (opt == "ro") {
@@ -155,7 +143,7 @@ std::string apply_options(std::string_view list, ClientOptions* o, uint64_t* fsi
                opt == "no_wdelay" || opt == "no_acl") {
       // What tern-nfsd does anyway (docs/nfs-gateway.md, "The exports file").
     } else if (name == "anonuid" || name == "anongid") {
-      if (!parse_u32(val, UINT32_MAX - 1, &n)) return std::string(opt) + ": want a number (a uid or gid)";
+      if (!parse_uint(val, UINT32_MAX - 1, &n)) return std::string(opt) + ": want a number (a uid or gid)";
       (name == "anonuid" ? o->squash.anon_uid : o->squash.anon_gid) = static_cast<uint32_t>(n);
     } else if (name == "sec") {
       // sec=sys, or a list of flavors of which sys is the only one served.
@@ -171,7 +159,7 @@ std::string apply_options(std::string_view list, ClientOptions* o, uint64_t* fsi
         a = b + 1;
       }
     } else if (name == "fsid") {
-      if (!parse_u32(val, UINT32_MAX, &n) || n == 0)
+      if (!parse_uint(val, UINT32_MAX, &n) || n == 0)
         return std::string(opt) + ": want a number from 1 to 4294967295 (fsid=root and UUIDs are not supported)";
       if (*fsid != 0 && *fsid != n) return "fsid given twice with different values for one export";
       *fsid = n;
