@@ -36,15 +36,9 @@ bool mountd_answer(const ExportTable& exports, const ClientAddr& from, std::span
                    std::vector<uint8_t>* reply, bool* mounted) {
   *mounted = false;
   oc::CallHeader h;
-  oc::CallDecodeResult d = oc::decode_call(call, &h);
-  if (d.status == oc::CallDecodeStatus::kDrop || d.status == oc::CallDecodeStatus::kNotACall) return false;
-  if (d.status != oc::CallDecodeStatus::kOk) {
-    oc::ReplyHeader rh;
-    if (!oc::error_reply_for(d, h.xid, &rh)) return false;
-    reply->resize(oc::reply_size(rh));
-    reply->resize(oc::encode_reply(rh, *reply));
-    return true;
-  }
+  size_t header_len = 0;
+  if (RpcDecoded r = rpc_decode_call(call, &h, &header_len, reply); r != RpcDecoded::kCall)
+    return r == RpcDecoded::kAnswered;
   if (h.prog != m3::kProgram) {
     rpc_accepted(reply, h.xid, oc::AcceptStat::kProgUnavail, {});
     return true;
@@ -53,7 +47,7 @@ bool mountd_answer(const ExportTable& exports, const ClientAddr& from, std::span
     rpc_accepted(reply, h.xid, oc::AcceptStat::kProgMismatch, {}, m3::kVersion, m3::kVersion);
     return true;
   }
-  std::span<const uint8_t> args = call.subspan(d.header_len);
+  std::span<const uint8_t> args = call.subspan(header_len);
   // EXPORT's list grows with the exports and their clients.
   std::vector<uint8_t> buf(kMaxRecord);
   xdr::XdrWriter w(buf);

@@ -474,17 +474,11 @@ bool NlmServer::handle_nsm_notify(const RpcRequest& req, uint32_t xid, std::span
 
 bool NlmServer::handle(const RpcRequest& req, std::vector<uint8_t>* reply) {
   oc::CallHeader h;
-  oc::CallDecodeResult d = oc::decode_call(req.msg, &h);
-  if (d.status == oc::CallDecodeStatus::kDrop || d.status == oc::CallDecodeStatus::kNotACall) return false;
-  if (d.status != oc::CallDecodeStatus::kOk) {
-    oc::ReplyHeader rh;
-    if (!oc::error_reply_for(d, h.xid, &rh)) return false;
-    reply->resize(oc::reply_size(rh));
-    reply->resize(oc::encode_reply(rh, *reply));
-    return true;
-  }
+  size_t header_len = 0;
+  if (RpcDecoded r = rpc_decode_call(req.msg, &h, &header_len, reply); r != RpcDecoded::kCall)
+    return r == RpcDecoded::kAnswered;
   stats_.calls.fetch_add(1, std::memory_order_relaxed);
-  const std::span<const uint8_t> args = req.msg.subspan(d.header_len);
+  const std::span<const uint8_t> args = req.msg.subspan(header_len);
   if (h.prog == nlm::kProgram) {
     if (h.vers != nlm::kVersion) {
       rpc_accepted(reply, h.xid, oc::AcceptStat::kProgMismatch, {}, nlm::kVersion, nlm::kVersion);

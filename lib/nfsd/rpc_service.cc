@@ -50,6 +50,22 @@ void rpc_accepted(std::vector<uint8_t>* out, uint32_t xid, oncrpc::AcceptStat st
   out->resize(n + results.size());
 }
 
+RpcDecoded rpc_decode_call(std::span<const uint8_t> msg, oncrpc::CallHeader* h, size_t* header_len,
+                           std::vector<uint8_t>* reply) {
+  oncrpc::CallDecodeResult d = oncrpc::decode_call(msg, h);
+  if (d.status == oncrpc::CallDecodeStatus::kOk) {
+    *header_len = d.header_len;
+    return RpcDecoded::kCall;
+  }
+  if (d.status == oncrpc::CallDecodeStatus::kDrop || d.status == oncrpc::CallDecodeStatus::kNotACall)
+    return RpcDecoded::kNothing;
+  oncrpc::ReplyHeader rh;
+  if (!oncrpc::error_reply_for(d, h->xid, &rh)) return RpcDecoded::kNothing;
+  reply->resize(oncrpc::reply_size(rh));
+  reply->resize(oncrpc::encode_reply(rh, *reply));
+  return RpcDecoded::kAnswered;
+}
+
 Result<sockaddr_storage> parse_ip(const std::string& addr, uint16_t port, socklen_t* len) {
   sockaddr_storage ss{};
   if (auto* s4 = reinterpret_cast<sockaddr_in*>(&ss); inet_pton(AF_INET, addr.c_str(), &s4->sin_addr) == 1) {

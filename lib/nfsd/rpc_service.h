@@ -46,6 +46,14 @@ struct RpcRequest {
 void rpc_accepted(std::vector<uint8_t>* out, uint32_t xid, oncrpc::AcceptStat st, std::span<const uint8_t> results,
                   uint32_t low = 0, uint32_t high = 0);
 
+// A call's ONC RPC header decoded (kCall: *h and *header_len filled), or
+// what RFC 5531 answers instead -- RPC_MISMATCH, AUTH_ERROR, GARBAGE_ARGS
+// for a header that does not decode -- already in *reply (kAnswered), or
+// nothing to send (kNothing: not a call, or not worth an answer).
+enum class RpcDecoded : uint8_t { kCall, kAnswered, kNothing };
+RpcDecoded rpc_decode_call(std::span<const uint8_t> msg, oncrpc::CallHeader* h, size_t* header_len,
+                           std::vector<uint8_t>* reply);
+
 // Returns false when nothing should be sent back (not a call, or a
 // procedure without a reply).
 using RpcHandler = std::function<bool(const RpcRequest& req, std::vector<uint8_t>* reply)>;
