@@ -19,6 +19,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxRecord = 64u << 10;
+constexpr int kUdpPerPass = 64;
 
 // The client's address without its port: what the per-address share counts.
 std::string address_of(const sockaddr_storage& ss) {
@@ -150,7 +151,9 @@ RpcService::~RpcService() {
 
 void RpcService::serve_udp(int fd, const sockaddr_storage& local, std::vector<uint8_t>& dgram,
                            std::vector<uint8_t>& reply) {
-  for (;;) {
+  // A bounded batch per pass: datagrams sent without pause must not keep
+  // the thread from the TCP connections (poll() reports the rest again).
+  for (int i = 0; i < kUdpPerPass; ++i) {
     RpcRequest req;
     socklen_t pl = sizeof req.peer;
     ssize_t got = recvfrom(fd, dgram.data(), dgram.size(), 0, reinterpret_cast<sockaddr*>(&req.peer), &pl);
