@@ -390,25 +390,38 @@ struct TempDir {
   ~TempDir() { (void)!system(("rm -rf " + path).c_str()); }
 };
 
-// With a real export: handles are checked as NFS checks them, and MOUNT
-// answers over UDP in versions 1 (showmount) and 3 (mount.nfs).
-TEST(NlmOnExport, RealHandlesAndMountOverUdp) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root (open_by_handle_at)";
+// NLM and MOUNT over UDP on one real export (optionally listing only one
+// client): a lock and a MNT, as a client at 127.0.0.1 asks them.
+struct ExportedNlm {
   TempDir d;
-  ASSERT_EQ(mkdir((d.path + "/x").c_str(), 0755), 0);
-  nfsd::ExportOptions eo;
-  eo.dir = d.path + "/x";
-  eo.name = "/x";
-  eo.state_dir = d.path + "/state";
-  auto exp = nfsd::Export::open(eo).value();
-  nfsd::NlmOptions o;
-  o.addr = "127.0.0.1";
-  o.grace_seconds = 0;
-  o.use_statd = false;
-  nfsd::PublishedExports pub(nfsd::ExportTable::of_one(*exp));
-  auto srv = nfsd::NlmServer::start(&pub, o).value();
-  auto peer = nfsd::rpc_peer_ip("127.0.0.1", srv->port(), RpcTransport::kStream).value();
-  auto lock_fh = [&](std::span<const uint8_t> fh) {
+  std::unique_ptr<nfsd::Export> exp;
+  std::unique_ptr<nfsd::PublishedExports> pub;
+  std::unique_ptr<nfsd::NlmServer> srv;  // these two last: stopped before the table they read
+  std::unique_ptr<nfsd::RpcService> mu;
+
+  explicit ExportedNlm(const char* only_client = nullptr) {
+    EXPECT_EQ(mkdir((d.path + "/x").c_str(), 0755), 0);
+    nfsd::ExportOptions eo;
+    eo.dir = d.path + "/x";
+    eo.name = "/x";
+    eo.state_dir = d.path + "/state";
+    if (only_client != nullptr) {
+      eo.clients.push_back({nfsd::ClientSpec::parse(only_client).value(), {}});
+      eo.clients.back().opt.read_only = false;
+    }
+    exp = nfsd::Export::open(eo).value();
+    pub = std::make_unique<nfsd::PublishedExports>(nfsd::ExportTable::of_one(*exp));
+    nfsd::NlmOptions o;
+    o.addr = "127.0.0.1";
+    o.grace_seconds = 0;
+    o.use_statd = false;
+    srv = nfsd::NlmServer::start(pub.get(), o).value();
+    mu = nfsd::start_mount_udp(*pub, "127.0.0.1", 0).value();
+  }
+  Bytes root_fh() const { return Bytes(exp->root_fh().bytes().begin(), exp->root_fh().bytes().end()); }
+  // An exclusive LOCK over TCP on `fh`: its status.
+  nlm::Stat lock(std::span<const uint8_t> fh) {
+    auto peer = nfsd::rpc_peer_ip("127.0.0.1", srv->port(), RpcTransport::kStream).value();
     Bytes b(512);
     xdr::XdrWriter w(b);
     const uint8_t oh[] = {1};
@@ -417,29 +430,44 @@ TEST(NlmOnExport, RealHandlesAndMountOverUdp) {
     nlm::Res res;
     EXPECT_TRUE(r.is_ok() && nlm::decode(*r, &res));
     return res.stat;
-  };
-  Bytes fh(exp->root_fh().bytes().begin(), exp->root_fh().bytes().end());
-  EXPECT_EQ(lock_fh(fh), nlm::Stat::kGranted);
-  fh.back() ^= 1;  // the signature no longer matches
-  EXPECT_EQ(lock_fh(fh), nlm::Stat::kStaleFh);
+  }
+  // A MOUNT call of version `vers` over UDP with `args`.
+  Result<Bytes> mount_call(uint32_t vers, nfs::mount3::Proc proc, std::span<const uint8_t> args) {
+    auto mp = nfsd::rpc_peer_ip("127.0.0.1", mu->port(), RpcTransport::kDatagram).value();
+    return nfsd::rpc_call(mp, nfs::mount3::kProgram, vers, static_cast<uint32_t>(proc), args);
+  }
+  static Bytes dirpath(const char* p) {
+    Bytes path(64);
+    xdr::XdrWriter w(path);
+    w.put_string(p);
+    path.resize(w.bytes_written());
+    return path;
+  }
+};
 
-  auto mu = nfsd::start_mount_udp(pub, "127.0.0.1", 0).value();
-  auto mp = nfsd::rpc_peer_ip("127.0.0.1", mu->port(), RpcTransport::kDatagram).value();
-  auto ex = nfsd::rpc_call(mp, nfs::mount3::kProgram, 1, static_cast<uint32_t>(nfs::mount3::Proc::kExport), {});
+// With a real export: handles are checked as NFS checks them, and MOUNT
+// answers over UDP in versions 1 (showmount) and 3 (mount.nfs).
+TEST(NlmOnExport, RealHandlesAndMountOverUdp) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (open_by_handle_at)";
+  ExportedNlm e;
+  Bytes fh = e.root_fh();
+  EXPECT_EQ(e.lock(fh), nlm::Stat::kGranted);
+  fh.back() ^= 1;  // the signature no longer matches
+  EXPECT_EQ(e.lock(fh), nlm::Stat::kStaleFh);
+
+  auto ex = e.mount_call(1, nfs::mount3::Proc::kExport, {});
   ASSERT_TRUE(ex.is_ok()) << ex.status().to_string();
   xdr::XdrReader r(*ex);
   EXPECT_TRUE(r.get_bool());  // an entry follows
   EXPECT_EQ(r.get_string(1024), "/x");
-  Bytes path(64);
-  xdr::XdrWriter w(path);
-  w.put_string("/x");
-  auto mnt3 = nfsd::rpc_call(mp, nfs::mount3::kProgram, 3, static_cast<uint32_t>(nfs::mount3::Proc::kMnt), w.written());
+  const Bytes path = ExportedNlm::dirpath("/x");
+  auto mnt3 = e.mount_call(3, nfs::mount3::Proc::kMnt, path);
   ASSERT_TRUE(mnt3.is_ok());
   nfs::mount3::MntRes mr;
   ASSERT_TRUE(nfs::mount3::decode(*mnt3, &mr));
   EXPECT_EQ(mr.status, nfs::mount3::Stat::kOk);
-  EXPECT_TRUE(mr.fh == exp->root_fh());
-  auto mnt1 = nfsd::rpc_call(mp, nfs::mount3::kProgram, 1, static_cast<uint32_t>(nfs::mount3::Proc::kMnt), w.written());
+  EXPECT_TRUE(mr.fh == e.exp->root_fh());
+  auto mnt1 = e.mount_call(1, nfs::mount3::Proc::kMnt, path);
   EXPECT_NE(mnt1.status().message().find("accept_stat 3"), std::string::npos);
 }
 
@@ -449,44 +477,15 @@ TEST(NlmOnExport, RealHandlesAndMountOverUdp) {
 // the same over every transport, not only over MOUNT's TCP and NFS.
 TEST(NlmOnExport, AClientTheExportDoesNotListGetsNoHandleAndNoLock) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (open_by_handle_at)";
-  TempDir d;
-  ASSERT_EQ(mkdir((d.path + "/x").c_str(), 0755), 0);
-  nfsd::ExportOptions eo;
-  eo.dir = d.path + "/x";
-  eo.name = "/x";
-  eo.state_dir = d.path + "/state";
-  eo.clients.push_back({nfsd::ClientSpec::parse("10.9.9.9").value(), {}});
-  eo.clients.back().opt.read_only = false;
-  auto exp = nfsd::Export::open(eo).value();
-  nfsd::PublishedExports pub(nfsd::ExportTable::of_one(*exp));
-  nfsd::NlmOptions o;
-  o.addr = "127.0.0.1";
-  o.grace_seconds = 0;
-  o.use_statd = false;
-  auto srv = nfsd::NlmServer::start(&pub, o).value();
-  auto peer = nfsd::rpc_peer_ip("127.0.0.1", srv->port(), RpcTransport::kStream).value();
-  Bytes fh(exp->root_fh().bytes().begin(), exp->root_fh().bytes().end());
-  Bytes b(512);
-  xdr::XdrWriter lw(b);
-  const uint8_t oh[] = {1};
-  nlm::encode(lw, nlm::LockArgs{{}, false, true, {"c", fh, oh, 1, 0, 0}, false, 1});
-  auto r = nfsd::rpc_call(peer, nlm::kProgram, nlm::kVersion, static_cast<uint32_t>(nlm::Proc::kLock), lw.written());
-  nlm::Res res;
-  ASSERT_TRUE(r.is_ok() && nlm::decode(*r, &res));
-  EXPECT_EQ(res.stat, nlm::Stat::kFailed);
-  EXPECT_EQ(srv->locks_held(), 0u);
-
-  auto mu = nfsd::start_mount_udp(pub, "127.0.0.1", 0).value();
-  auto mp = nfsd::rpc_peer_ip("127.0.0.1", mu->port(), RpcTransport::kDatagram).value();
-  Bytes path(64);
-  xdr::XdrWriter w(path);
-  w.put_string("/x");
-  auto mnt3 = nfsd::rpc_call(mp, nfs::mount3::kProgram, 3, static_cast<uint32_t>(nfs::mount3::Proc::kMnt), w.written());
+  ExportedNlm e("10.9.9.9");
+  EXPECT_EQ(e.lock(e.root_fh()), nlm::Stat::kFailed);
+  EXPECT_EQ(e.srv->locks_held(), 0u);
+  auto mnt3 = e.mount_call(3, nfs::mount3::Proc::kMnt, ExportedNlm::dirpath("/x"));
   ASSERT_TRUE(mnt3.is_ok());
   nfs::mount3::MntRes mr;
   ASSERT_TRUE(nfs::mount3::decode(*mnt3, &mr));
   EXPECT_EQ(mr.status, nfs::mount3::Stat::kAccess);
-  EXPECT_FALSE(mr.fh == exp->root_fh());
+  EXPECT_FALSE(mr.fh == e.exp->root_fh());
 }
 
 }  // namespace
