@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "base/log.h"
-#include "nfsd/siphash.h"
+#include "base/siphash.h"
 
 namespace tern::nfsd {
 
