@@ -71,6 +71,14 @@ void SipHasher::update(std::span<const uint8_t> data) {
 }
 
 void SipHasher::update_u64(uint64_t v) {
+  if ((len_ & 7) == 0) {  // on a word boundary (a key's fields): one step
+    len_ += 8;
+    if constexpr (std::endian::native == std::endian::little) {
+      absorb(v);
+      return;
+    }
+    len_ -= 8;
+  }
   uint8_t b[8];
   for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
   update(b);

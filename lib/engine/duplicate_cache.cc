@@ -24,8 +24,13 @@ size_t DuplicateCache::KeyHash::operator()(const Key& k) const {
 }
 
 DuplicateCache::Peer* DuplicateCache::find_peer(std::string_view id) {
+  // Calls come in runs from one peer: compare with the last one before
+  // hashing the identity.
+  if (last_ != nullptr && *last_->id == id) return last_;
   auto it = peers_.find(id);
-  return it == peers_.end() ? nullptr : &it->second;
+  if (it == peers_.end()) return nullptr;
+  last_ = &it->second;
+  return last_;
 }
 
 DuplicateCache::Peer* DuplicateCache::peer_for(std::string_view id) {
@@ -35,6 +40,7 @@ DuplicateCache::Peer* DuplicateCache::peer_for(std::string_view id) {
   p->id = &it->first;
   p->hash = PeerHash()(id);
   p->rank = rank_.emplace(0, p).first;
+  last_ = p;
   return p;
 }
 
@@ -63,6 +69,7 @@ void DuplicateCache::set_finished(Peer* p, size_t n) {
 void DuplicateCache::drop_if_empty(Peer* p) {
   if (p->finished != 0 || p->in_progress != 0) return;
   rank_.erase(p->rank);
+  if (last_ == p) last_ = nullptr;
   peers_.erase(peers_.find(std::string_view(*p->id)));
 }
 
@@ -73,13 +80,10 @@ DuplicateCache::~DuplicateCache() {
 
 DuplicateCache::Found DuplicateCache::begin(ServerCall* c, std::vector<uint8_t>* results) {
   Peer* p = peer_for(c->peer_id());
-  Key k = key_of(*c, p);
-  auto it = map_.find(k);
-  if (it == map_.end()) {
+  auto [it, added] = map_.try_emplace(key_of(*c, p));  // one hash, found or entered
+  if (added) {
     ++misses_;
-    Entry e;
-    e.lru = p->lru.end();
-    map_.emplace(k, std::move(e));
+    it->second.lru = p->lru.end();
     ++p->in_progress;
     if (map_.size() > max_) evict(p);
     return Found::kNew;

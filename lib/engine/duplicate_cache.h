@@ -144,6 +144,7 @@ class DuplicateCache {
   Map map_;
   PeerMap peers_;
   Rank rank_;  // peers by finished entries: the one holding the most last
+  Peer* last_ = nullptr;  // the peer of the last call (calls come in runs)
   uint64_t hits_ = 0, in_progress_ = 0, misses_ = 0, evicted_own_ = 0, evicted_other_ = 0;
 };
 
