@@ -474,8 +474,11 @@ void tern_server_call_drop(tern_server_call* call) TERN_NOEXCEPT;
  * 1000" on shm, an address on verbs): NUL-terminated into buf (truncated to
  * len); returns its length as snprintf does. */
 size_t tern_server_call_peer_id(const tern_server_call* call, char* buf, size_t len) TERN_NOEXCEPT;
-/* A 64-bit digest (FNV-1a) of the call's arguments, inline and read chunks:
- * with the xid and the peer, what a duplicate request cache keys on. */
+/* A 64-bit digest of the call's arguments, inline and read chunks: with the
+ * xid and the peer, what a duplicate request cache keys on. Keyed
+ * (SipHash-2-4 under a random per-process key): a peer cannot choose
+ * arguments that collide, and digests are comparable only within one
+ * process. */
 uint64_t tern_server_call_args_digest(const tern_server_call* call) TERN_NOEXCEPT;
 
 /* ------------------------------------------------------------------ shareable memory */

@@ -294,8 +294,11 @@ class ServerCall {
   // (engine/duplicate_cache.h), as nfsd's does.
   virtual std::string_view peer_id() const = 0;
   // A digest of the call's arguments: the inline ones and the read
-  // chunks' data (64-bit FNV-1a), so that a retransmission can be told from
-  // another call that happens to reuse an xid.
+  // chunks' data, so that a retransmission can be told from another call
+  // that happens to reuse an xid. Keyed (SipHash-2-4 under a random key
+  // made once per process): a peer cannot compute it, so it cannot choose
+  // arguments that collide with another call's; the same call gives the
+  // same digest only within one process.
   virtual uint64_t args_digest() const = 0;
 };
 

@@ -11,6 +11,8 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/process_key.h"
+#include "engine/args_digest.h"
 #include "engine/engine_impl.h"
 #include "engine/wire.h"
 
@@ -63,26 +65,7 @@ void SrvCall::drop() {
 
 std::string_view SrvCall::peer_id() const { return conn->peer_key; }
 
-uint64_t SrvCall::args_digest() const {
-  // Eight bytes a step (a 1 MiB write chunk in well under a millisecond),
-  // each folded in with a multiply and a rotate, the length last: a digest
-  // to tell calls apart, not a cryptographic one.
-  uint64_t h = 0x9E3779B97F4A7C15ull;
-  auto mix = [&](std::span<const uint8_t> b) {
-    size_t i = 0;
-    for (; i + 8 <= b.size(); i += 8) {
-      uint64_t w;
-      std::memcpy(&w, b.data() + i, 8);
-      h = std::rotl((h ^ w) * 0xFF51AFD7ED558CCDull, 29);
-    }
-    uint64_t tail = 0;
-    std::memcpy(&tail, b.data() + i, b.size() - i);
-    h = std::rotl((h ^ tail ^ (uint64_t{b.size()} << 56)) * 0xC4CEB9FE1A85EC53ull, 31);
-  };
-  mix(args_);
-  for (int i = 0; i < ndata_; ++i) mix(data_[i].data);
-  return h ^ (h >> 33);
-}
+uint64_t SrvCall::args_digest() const { return rpc::args_digest(process_key(), args_, read_chunks()); }
 
 Status SrvCall::reply_error(AcceptStat stat) {
   TERN_REQUIRE(stat != AcceptStat::kSuccess, "reply_error(kSuccess): use reply()");

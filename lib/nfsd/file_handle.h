@@ -26,7 +26,7 @@
 #include <span>
 
 #include "nfs/nfs3_types.h"
-#include "nfsd/siphash.h"
+#include "base/siphash.h"
 
 namespace tern::nfsd {
 

@@ -118,7 +118,7 @@ void Nfs3Server::serve(rpc::ServerCall* c) {
   const bool cached = drc_ != nullptr && non_idempotent(proc);
   ReplyKey key;
   if (cached) {
-    key = ReplyKey{std::string(c->peer_id()), c->xid(), c->prog(), c->vers(), c->proc(), args_digest(c->args())};
+    key = ReplyKey{std::string(c->peer_id()), c->xid(), c->prog(), c->vers(), c->proc(), drc_->args_digest(c->args())};
     switch (drc_->begin(key, &cached_)) {
       case ReplyCache::Found::kDone:
         st_.drc_replays.add();

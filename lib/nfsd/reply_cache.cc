@@ -5,17 +5,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
 #include "base/log.h"
-#include "nfsd/siphash.h"
+#include "base/process_key.h"
+#include "base/siphash.h"
 
 namespace tern::nfsd {
 
 namespace {
 
-constexpr char kMagic[8] = {'T', 'E', 'R', 'N', 'D', 'R', 'C', '1'};
+// Version 2 keeps the argument digests' key in the header (version 1's
+// digests were unkeyed: such a file is started afresh).
+constexpr char kMagic[8] = {'T', 'E', 'R', 'N', 'D', 'R', 'C', '2'};
 constexpr uint32_t kHeaderSize = 4096;
 // A fixed key: the check word tells a whole slot from a torn one, it is not
 // a secret (the file is the server's own, mode 0600).
@@ -25,6 +29,7 @@ struct FileHeader {
   char magic[8];
   uint32_t slot_size;
   uint32_t slots;
+  uint64_t digest_k0, digest_k1;  // random, made with the file
 };
 
 struct Slot {
@@ -57,15 +62,22 @@ Slot* slot_at(uint8_t* map, uint32_t i) { return reinterpret_cast<Slot*>(map + k
 }  // namespace
 
 size_t ReplyCache::KeyHash::operator()(const ReplyKey& k) const {
-  uint64_t h = std::hash<std::string>()(k.peer) ^ (uint64_t{k.xid} * 0x9E3779B97F4A7C15ull) ^ k.digest;
-  return static_cast<size_t>(h ^ (uint64_t{k.prog} << 17) ^ (uint64_t{k.proc} << 7) ^ k.vers);
+  // Every field under the process's key: no client can choose xids or
+  // arguments that share an index bucket.
+  SipHasher h(process_key());
+  h.update_u64(k.peer.size());
+  h.update({reinterpret_cast<const uint8_t*>(k.peer.data()), k.peer.size()});
+  h.update_u64(uint64_t{k.xid} << 32 | k.proc);
+  h.update_u64(uint64_t{k.prog} << 32 | k.vers);
+  h.update_u64(k.digest);
+  return static_cast<size_t>(h.finish());
 }
 
-uint64_t args_digest(std::span<const uint8_t> args) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (uint8_t b : args) h = (h ^ b) * 0x100000001b3ull;
-  return h ^ args.size();
+size_t ReplyCache::PeerHash::operator()(std::string_view s) const {
+  return static_cast<size_t>(siphash24(process_key(), {reinterpret_cast<const uint8_t*>(s.data()), s.size()}));
 }
+
+uint64_t ReplyCache::args_digest(std::span<const uint8_t> args) const { return siphash24(digest_key_, args); }
 
 Result<std::unique_ptr<ReplyCache>> ReplyCache::open(const std::string& path, uint32_t slots) {
   if (slots == 0) return make_error(Errc::kInvalidArgument, "tern-nfsd: a reply cache of 0 slots");
@@ -87,6 +99,7 @@ Result<std::unique_ptr<ReplyCache>> ReplyCache::open(const std::string& path, ui
   rc->slots_ = slots;
   rc->slot_keys_.resize(slots);
   rc->slot_used_.assign(slots, false);
+  rc->free_.reserve(slots);
   auto* h = reinterpret_cast<FileHeader*>(rc->map_);
   if (!fresh && (std::memcmp(h->magic, kMagic, sizeof kMagic) != 0 || h->slot_size != sizeof(Slot) ||
                  h->slots != slots))
@@ -96,24 +109,30 @@ Result<std::unique_ptr<ReplyCache>> ReplyCache::open(const std::string& path, ui
     std::memcpy(h->magic, kMagic, sizeof kMagic);
     h->slot_size = sizeof(Slot);
     h->slots = slots;
-    return rc;
+    const SipKey k = random_sip_key();
+    h->digest_k0 = k.k0, h->digest_k1 = k.k1;
   }
-  // Every whole slot goes into the index; the ring continues after the newest.
-  uint64_t newest = 0;
-  for (uint32_t i = 0; i < slots; ++i) {
+  rc->digest_key_ = SipKey{h->digest_k0, h->digest_k1};
+  // Every whole slot goes into the index and to its peer, oldest first.
+  std::vector<std::pair<uint64_t, uint32_t>> held;  // (seq, slot)
+  for (uint32_t i = 0; !fresh && i < slots; ++i) {
     const Slot& s = *slot_at(rc->map_, i);
     if (s.check == 0 || s.check != check_of(s) || s.peer_len > kMaxPeer || s.res_len > kMaxResults) continue;
     ReplyKey k{std::string(s.peer, s.peer_len), s.xid, s.prog, s.vers, s.proc, s.digest};
-    rc->index_[k] = Entry{static_cast<int64_t>(i), true};
+    auto [it, added] = rc->index_.try_emplace(k, Entry{static_cast<int64_t>(i), true});
+    if (!added && slot_at(rc->map_, static_cast<uint32_t>(it->second.slot))->seq < s.seq)
+      it->second = Entry{static_cast<int64_t>(i), true};  // the newer record of one call
     rc->slot_keys_[i] = std::move(k);
     rc->slot_used_[i] = true;
     ++rc->loaded_;
-    if (s.seq >= newest) {
-      newest = s.seq;
-      rc->next_ = (i + 1) % slots;
-    }
+    rc->seq_ = std::max(rc->seq_, s.seq);
+    held.emplace_back(s.seq, i);
   }
-  rc->seq_ = newest;
+  std::sort(held.begin(), held.end());
+  for (auto [seq, i] : held) rc->peer_for(rc->slot_keys_[i].peer)->slots.push_back(i);
+  for (uint32_t i = slots; i-- > 0;)
+    if (!rc->slot_used_[i]) rc->free_.push_back(i);
+  for (auto& [id, p] : rc->peers_) p.rank = rc->rank_.update(p.rank, p.slots.size());
   return rc;
 }
 
@@ -180,17 +199,72 @@ void ReplyCache::done(const ReplyKey& k, std::span<const uint8_t> results) {
     index_.erase(it);  // too large to keep: a retransmission runs again
     return;
   }
-  const uint32_t i = next_;
-  next_ = (next_ + 1) % slots_;
-  if (slot_used_[i]) {
-    auto old = index_.find(slot_keys_[i]);
-    if (old != index_.end() && old->second.slot == static_cast<int64_t>(i)) index_.erase(old);
-  }
+  const uint32_t i = take_slot(k.peer);
   write_slot(i, k, results);
   slot_keys_[i] = k;
   slot_used_[i] = true;
-  // The erase above may have been of this very key (a slot it held before).
+  Peer* p = peer_for(k.peer);
+  p->slots.push_back(i);
+  p->rank = rank_.update(p->rank, p->slots.size());
+  // Taking the slot may have erased this very key (a slot it held before).
   index_[k] = Entry{static_cast<int64_t>(i), false};
+}
+
+ReplyCache::Peer* ReplyCache::peer_for(const std::string& id) {
+  auto it = peers_.find(std::string_view(id));
+  if (it == peers_.end()) {
+    it = peers_.emplace(id, Peer{}).first;
+    it->second.id = &it->first;
+    it->second.rank = rank_.add(&it->second);
+  }
+  return &it->second;
+}
+
+uint32_t ReplyCache::take_slot(const std::string& inserting) {
+  if (!free_.empty()) {
+    const uint32_t i = free_.back();
+    free_.pop_back();
+    return i;
+  }
+  auto mine = peers_.find(std::string_view(inserting));
+  const size_t active = peers_.size() + (mine == peers_.end() ? 1 : 0);
+  Peer* v = mine != peers_.end() && evicts_its_own(mine->second.slots.size(), slots_, active) ? &mine->second
+                                                                                               : rank_.most();
+  const uint32_t i = v->slots.front();
+  release_slot(v);
+  return i;
+}
+
+void ReplyCache::release_slot(Peer* p) {
+  const uint32_t i = p->slots.front();
+  p->slots.pop_front();
+  auto old = index_.find(slot_keys_[i]);
+  if (old != index_.end() && old->second.slot == static_cast<int64_t>(i)) index_.erase(old);
+  slot_used_[i] = false;
+  if (p->slots.empty()) {
+    rank_.remove(p->rank);
+    peers_.erase(peers_.find(std::string_view(*p->id)));
+  } else {
+    p->rank = rank_.update(p->rank, p->slots.size());
+  }
+}
+
+size_t ReplyCache::peer_slots(std::string_view peer) const {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = peers_.find(peer);
+  return it == peers_.end() ? 0 : it->second.slots.size();
+}
+
+size_t ReplyCache::longest_chain() const {
+  std::lock_guard<std::mutex> g(mu_);
+  size_t most = 0;
+  for (size_t b = 0; b < index_.bucket_count(); ++b) most = std::max(most, index_.bucket_size(b));
+  return most;
+}
+
+size_t ReplyCache::peers() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return peers_.size();
 }
 
 void ReplyCache::forget(const ReplyKey& k) {

@@ -15,9 +15,22 @@
 // A slot is (peer, xid, program, version, procedure, digest of the inline
 // arguments) and the results, written with its check word zeroed first and
 // set last: a slot torn by a death in the middle fails its check and is
-// ignored. The oldest slot is reused when the ring is full. Every hit
-// compares the slot's whole key, as the file holds it, with the call's: the
-// in-memory index only says where to look.
+// ignored. Every hit compares the slot's whole key, as the file holds it,
+// with the call's: the in-memory index only says where to look.
+//
+// The slots are shared fairly among peers (the client's identity, which
+// survives its reconnects): a free slot is used first; when there is none, a
+// peer that holds its fair share (slots / peers holding slots, counting
+// itself) or more reuses its own oldest slot, and any other peer reuses the
+// oldest slot of the peer holding the most (base/fair_share.h). So one
+// client's flood of CREATEs cannot push out another client's records while
+// that client stays within its share; a client alone may use every slot.
+//
+// Peers choose xids and arguments: the argument digest is SipHash-2-4 under
+// a random key kept in the file's header (so that the next process computes
+// the same digests for the retransmissions it finds), and the index hashes
+// every field of the key under a random per-process key, so that no client
+// can aim its calls at another's records or pile them into one hash chain.
 //
 // One process per file: the state directory's lock (state_dir.h) keeps a
 // second tern-nfsd off it. Two processes mapping one file would each
@@ -33,6 +46,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -41,7 +55,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/fair_share.h"
 #include "base/result.h"
+#include "base/siphash.h"
 
 namespace tern::nfsd {
 
@@ -76,6 +92,20 @@ class ReplyCache {
   void done(const ReplyKey& k, std::span<const uint8_t> results);
   void forget(const ReplyKey& k);
 
+  // A digest of a call's inline arguments: with the xid, what tells a
+  // retransmission from another call that reuses an xid. Bulk data in read
+  // chunks is left out (as nfsd sums only the first bytes). 64 bits are
+  // enough because a hit compares the whole key: the digest only tells
+  // apart calls of one peer with one xid and procedure, and a peer without
+  // the key cannot choose arguments that collide.
+  uint64_t args_digest(std::span<const uint8_t> args) const;
+
+  // Slots held now by one peer, and how many peers hold any.
+  size_t peer_slots(std::string_view peer) const;
+  size_t peers() const;
+  // The index's longest hash chain (walks every bucket: tests, diagnostics).
+  size_t longest_chain() const;
+
   // Counters: replies found (from this process's records or a previous
   // one's), of those found in the file at open, copies dropped because
   // another was in progress, new calls, slots loaded at open.
@@ -89,29 +119,43 @@ class ReplyCache {
   struct KeyHash {
     size_t operator()(const ReplyKey& k) const;
   };
+  struct PeerHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const;
+  };
+  struct PeerEq {
+    using is_transparent = void;
+    bool operator()(std::string_view a, std::string_view b) const { return a == b; }
+  };
   struct Entry {
     int64_t slot = -1;  // -1: in progress (not in the file yet)
     bool from_file = false;
   };
+  struct Peer {
+    const std::string* id = nullptr;  // its key in peers_
+    std::deque<uint32_t> slots;       // the slots it holds, oldest first
+    HoldingRank<Peer>::Handle rank;
+  };
   ReplyCache() = default;
   void write_slot(uint32_t i, const ReplyKey& k, std::span<const uint8_t> results);
+  Peer* peer_for(const std::string& id);
+  uint32_t take_slot(const std::string& inserting);
+  void release_slot(Peer* p);  // its oldest
 
   mutable std::mutex mu_;
   int fd_ = -1;
   uint8_t* map_ = nullptr;
   size_t map_len_ = 0;
   uint32_t slots_ = 0;
-  uint32_t next_ = 0;     // the slot written next (the oldest)
   uint64_t seq_ = 0;      // the newest slot's sequence number
+  SipKey digest_key_;     // from the file's header
   std::unordered_map<ReplyKey, Entry, KeyHash> index_;
   std::vector<ReplyKey> slot_keys_;  // what each slot holds (for eviction)
   std::vector<bool> slot_used_;
+  std::vector<uint32_t> free_;       // unused slots, the lowest last
+  std::unordered_map<std::string, Peer, PeerHash, PeerEq> peers_;  // peers holding slots
+  HoldingRank<Peer> rank_;
   uint64_t hits_ = 0, file_hits_ = 0, in_progress_ = 0, misses_ = 0, loaded_ = 0;
 };
-
-// A digest of a call's inline arguments (64-bit FNV-1a): with the xid,
-// what tells a retransmission from another call that reuses an xid. Bulk
-// data in read chunks is left out (as nfsd sums only the first bytes).
-uint64_t args_digest(std::span<const uint8_t> args);
 
 }  // namespace tern::nfsd

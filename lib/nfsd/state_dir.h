@@ -22,7 +22,7 @@
 
 #include "base/result.h"
 #include "nfsd/lock_file.h"
-#include "nfsd/siphash.h"
+#include "base/siphash.h"
 
 namespace tern::nfsd {
 
