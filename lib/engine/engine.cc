@@ -464,8 +464,9 @@ void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
     PeerConns::Entry* e = peers.find(peer);
     if (e != nullptr && !e->warned) {
       e->warned = true;
-      TERN_LOG(kWarn, "engine", "%s: refusing connections of %s: it holds %u (EngineOptions::max_connections_per_peer); "
-               "said once until one of its own is accepted again",
+      TERN_LOG(kWarn, "engine",
+               "%s: refusing connections of %s: it holds %u (EngineOptions::max_connections_per_peer); said once "
+               "until one of its own is accepted again",
                dc->spec.c_str(), who, e->held);
     }
     uint8_t rj[wire::kRejectLen];
