@@ -521,8 +521,13 @@ void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
     s = dc->dev->accept(ev.request, c->qp.get(), std::span<const uint8_t>(pdata, n));
   }
   if (!s) {
-    // The client sees kRejected; the reason is ours to log.
-    TERN_LOG(kError, "engine", "refusing a connection: %s", s.to_string().c_str());
+    // The client sees kRejected; the reason is ours to log. A client gone
+    // before its accept (killed while connecting: kDisconnected) is not the
+    // server's error, and a churn of them would flood the log at that level.
+    if (s.code() == Errc::kDisconnected)
+      TERN_LOG(kInfo, "engine", "refusing a connection of %s: %s", who, s.to_string().c_str());
+    else
+      TERN_LOG(kError, "engine", "refusing a connection of %s: %s", who, s.to_string().c_str());
     st.connections_refused.add();
     (void)dc->dev->reject(ev.request, {});
     // Reclaimed from the next poll, like a connect that failed at once:
