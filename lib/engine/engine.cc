@@ -2,6 +2,7 @@
 // protection domains, registered memory, handlers, connect and listen, and
 // the connection events that make and break connections.
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "base/clock.h"
@@ -341,9 +342,9 @@ void EngineImpl::enter(ConnBase* c) {
 }
 
 Result<Connection*> EngineImpl::connect(std::string_view spec) {
-  if (nconns >= opt.max_connections)
+  if (held() >= opt.max_connections)
     return make_error(Errc::kNoResources, "engine: %u connections held already (EngineOptions::max_connections)",
-                      nconns);
+                      held());
   auto dcr = device(spec);
   if (!dcr) return dcr.status();
   auto* c = new ClientConn(this, *dcr);
@@ -449,27 +450,65 @@ void EngineImpl::handle(uint32_t prog, uint32_t vers, uint32_t proc, Handler h, 
 
 void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
   // A gateway's limits: a clean refusal and one line saying why, never a
-  // connection that cannot be served.
+  // connection that cannot be served. The reason goes to the client too
+  // (wire::RejectReason), so that its error says which limit it met.
+  static const std::string kNoName;
+  const std::string& peer = ev.request != nullptr ? ev.request->peer_host() : kNoName;
+  const char* who = peer.empty() ? "an unnamed peer" : peer.c_str();
   const char* refuse = nullptr;
-  if (nconns >= opt.max_connections) refuse = "max_connections reached";
+  wire::RejectReason reason = wire::RejectReason::kUnspecified;
+  const Admit a = admit(peer);
+  if (a == Admit::kPeerLimit) {
+    st.connections_refused.add();
+    st.connections_refused_peer_limit.add();
+    PeerConns::Entry* e = peers.find(peer);
+    if (e != nullptr && !e->warned) {
+      e->warned = true;
+      TERN_LOG(kWarn, "engine",
+               "%s: refusing connections of %s: it holds %u (EngineOptions::max_connections_per_peer); said once "
+               "until one of its own is accepted again",
+               dc->spec.c_str(), who, e->held);
+    }
+    uint8_t rj[wire::kRejectLen];
+    size_t rn = wire::encode_reject(rj, sizeof rj, wire::RejectReason::kPeerLimit);
+    (void)dc->dev->reject(ev.request, std::span<const uint8_t>(rj, rn));
+    return;
+  }
+  if (a == Admit::kTableFull) {
+    refuse = "max_connections reached and no idle connection of a peer over its fair share to reap";
+    reason = wire::RejectReason::kTableFull;
+  }
   if (refuse == nullptr && dc->recv && dc->recv->grants().free() == 0) {
     // The shared queue grows before a connection is refused for want of a
     // first credit.
-    if (dc->recv->grow(16) > 0) queue_needs_post(dc->recv.get());
-    else refuse = "every receive buffer is granted (EngineOptions::recv_buffers)";
+    if (dc->recv->grow(16) > 0) {
+      queue_needs_post(dc->recv.get());
+    } else {
+      refuse = "every receive buffer is granted (EngineOptions::recv_buffers)";
+      reason = wire::RejectReason::kNoReceiveBuffers;
+    }
   }
   if (refuse != nullptr) {
     st.connections_refused.add();
     if (!dc->warned_full) {
       dc->warned_full = true;
-      TERN_LOG(kWarn, "engine", "%s: refusing connections: %s (%u held); said once until one is accepted again",
-               dc->spec.c_str(), refuse, nconns);
+      TERN_LOG(kWarn, "engine", "%s: refusing connections (first: %s): %s (%u held); said once until one is "
+               "accepted again",
+               dc->spec.c_str(), who, refuse, held());
     }
-    (void)dc->dev->reject(ev.request, {});
+    uint8_t rj[wire::kRejectLen];
+    size_t rn = wire::encode_reject(rj, sizeof rj, reason);
+    (void)dc->dev->reject(ev.request, std::span<const uint8_t>(rj, rn));
     return;
   }
   auto* c = new ServerConn(this, dc);
   enter(c);
+  // Counted for its peer from now until it is destroyed (or reaped).
+  c->admitted_peer = peer;
+  c->peer_key = peer;
+  c->in_peer_table = true;
+  peers.add(peer);
+  if (PeerConns::Entry* e = peers.find(peer)) e->warned = false;
   Status s = c->setup_queues();
   uint8_t pdata[64];
   size_t n = wire::encode_pdata(pdata, sizeof pdata, opt.inline_send, opt.inline_recv, dc->offer_inv);
@@ -482,8 +521,13 @@ void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
     s = dc->dev->accept(ev.request, c->qp.get(), std::span<const uint8_t>(pdata, n));
   }
   if (!s) {
-    // The client sees kRejected; the reason is ours to log.
-    TERN_LOG(kError, "engine", "refusing a connection: %s", s.to_string().c_str());
+    // The client sees kRejected; the reason is ours to log. A client gone
+    // before its accept (killed while connecting: kDisconnected) is not the
+    // server's error, and a churn of them would flood the log at that level.
+    if (s.code() == Errc::kDisconnected)
+      TERN_LOG(kInfo, "engine", "refusing a connection of %s: %s", who, s.to_string().c_str());
+    else
+      TERN_LOG(kError, "engine", "refusing a connection of %s: %s", who, s.to_string().c_str());
     st.connections_refused.add();
     (void)dc->dev->reject(ev.request, {});
     // Reclaimed from the next poll, like a connect that failed at once:
@@ -495,6 +539,33 @@ void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
   }
   dc->warned_full = false;
 }
+
+namespace {
+
+// What a server's refusal means for the client (wire::RejectReason): the
+// errno says what to do -- EAGAIN: the server is full, try later; EDQUOT:
+// this client holds its share already, close some of its own first. OK
+// when the server said nothing we know (the driver's status then stands).
+Status rejection(std::span<const uint8_t> pdata) {
+  switch (wire::decode_reject(pdata)) {
+    case wire::RejectReason::kTableFull:
+      return make_sys_error(Errc::kNoResources, EAGAIN,
+                            "the server refused the connection: its connection table is full "
+                            "(its EngineOptions::max_connections) and no idle connection could be reaped for us");
+    case wire::RejectReason::kPeerLimit:
+      return make_sys_error(Errc::kNoResources, EDQUOT,
+                            "the server refused the connection: this client holds as many connections as the server "
+                            "allows one peer (its EngineOptions::max_connections_per_peer)");
+    case wire::RejectReason::kNoReceiveBuffers:
+      return make_sys_error(Errc::kNoResources, EAGAIN,
+                            "the server refused the connection: every receive buffer it has is granted (its "
+                            "EngineOptions::recv_buffers)");
+    case wire::RejectReason::kUnspecified: break;
+  }
+  return Status::ok();
+}
+
+}  // namespace
 
 int EngineImpl::poll_cm(DeviceCtx* dc) {
   CmEvent ev;
@@ -518,6 +589,14 @@ int EngineImpl::poll_cm(DeviceCtx* dc) {
         if (conn != nullptr) conn->on_established(ev.private_data);
         break;
       case CmEventType::kRejected:
+        if (conn != nullptr && !conn->server) {
+          // A Tern server says why; the client's error carries it.
+          if (Status why = rejection(ev.private_data); !why.is_ok()) {
+            conn->on_disconnected(std::move(why));
+            break;
+          }
+        }
+        [[fallthrough]];
       case CmEventType::kUnreachable:
       case CmEventType::kDisconnected: {
         if (conn == nullptr) break;

@@ -91,6 +91,25 @@ struct EngineOptions {
   // Connections this engine holds at once (accepted and made). A connection
   // request past it is refused with one log line.
   uint32_t max_connections = 1024;
+  // Server connections one peer -- Qp::peer_host(): a process on pmd/shm,
+  // an address on pmd/verbs -- may hold on this engine at once; a request
+  // past it is refused (the client's error says so: EDQUOT). 0: no limit of
+  // its own, so that one peer may use the whole table while nobody else
+  // wants it (work-conserving: one client with 1,024 connections, as
+  // tern-scale opens, is served); idle_reap_ms below makes room for a newcomer
+  // then. Set it when the peers are known and one must never hold more.
+  uint32_t max_connections_per_peer = 0;
+  // Fairness when the table is full (max_connections held): a connection
+  // request from a peer holding fewer than its fair share (max_connections
+  // over the peers holding connections, the newcomer included) closes an
+  // idle connection of the peer holding the most beyond its share, and is
+  // accepted. Idle: no call of it being served or held by a handler, and
+  // nothing received or sent for idle_reap_ms. A peer with calls in flight
+  // is never reaped; when nothing is idle the request is refused (EAGAIN
+  // on the client). 10 s: a third of a Tern client's keepalive_idle_ms, so
+  // an idle client's keepalive probes alone do not make a hoard unreapable,
+  // and far above the gaps between calls of a working client. 0: never.
+  uint32_t idle_reap_ms = 10000;
   // Receive buffers (inline_recv bytes each) per device, posted to its
   // shared receive queue and drawn on by every connection there: the
   // server's grants never add up to more, and each client call in flight
@@ -452,9 +471,14 @@ struct EngineStats {
   // not yet proved invalid, and registration-cache entries). 0 at idle
   // without the registration cache.
   Counter rkeys_live;
-  // Connection requests refused because max_connections were held, or the
-  // receive pool could not grant one more connection its first credit.
+  // Connection requests refused because max_connections were held (and
+  // nothing could be reaped), their peer held max_connections_per_peer, or
+  // the receive pool could not grant one more connection its first credit.
   Counter connections_refused;
+  // Of those, refused because their peer held max_connections_per_peer; and
+  // idle connections closed to make room for a peer under its fair share
+  // (EngineOptions::idle_reap_ms).
+  Counter connections_refused_peer_limit, connections_reaped;
   // Gauges: connections held now; client calls and server calls waiting
   // for bulk pool memory, send buffers or receive reservations now.
   Counter connections;

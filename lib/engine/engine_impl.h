@@ -2,6 +2,7 @@
 // connections, and where each part of it lives.
 //
 //   engine.cc            control path: create, devices and PDs, memory, handlers, connect/listen, CM events
+//   conn_admission.cc    which peer may take a slot of the connection table; reaping idle ones for fairness
 //   listen_group.cc      several engines serving one address (ListenGroup): connection requests dealt out
 //   engine_poll.cc       datapath dispatch: poll() -- completions to their connection and object in O(1),
 //                        the memory FIFO, the service list, receive reposts, reaping
@@ -33,6 +34,7 @@
 #include "base/clock.h"
 #include "engine/bulk_pool.h"
 #include "engine/client_conn.h"
+#include "engine/conn_admission.h"
 #include "engine/conn_stats.h"
 #include "engine/device_ctx.h"
 #include "engine/engine.h"
@@ -99,6 +101,18 @@ class EngineImpl final : public Engine {
   // Fences and completes every outstanding call (destruction).
   void shutdown();
 
+  // ---- connection admission (conn_admission.h, conn_admission.cc)
+  enum class Admit : uint8_t { kYes, kTableFull, kPeerLimit };
+  // Whether a connection request of `peer` may have a slot now; at a full
+  // table it may reap an idle connection of another peer for it.
+  Admit admit(const std::string& peer);
+  // Closes the idle connection that makes room for `peer` (holding `mine`)
+  // under the fairness rule; false when there is none.
+  bool reap_for(const std::string& peer, uint32_t mine);
+  // Connections that count against max_connections: reaped ones that are
+  // still draining have given their slot up already.
+  uint32_t held() const { return nconns - reaping; }
+
   // ---- datapath (engine_poll.cc)
   void dispatch_send(DeviceCtx* dc, const rdma::Wc& wc);
   // A receive completion; `owner` is dc->conn_of(wc.qp_num), which poll()
@@ -151,6 +165,10 @@ class EngineImpl final : public Engine {
   RegistrarStats reg_st;  // every registrar of this engine counts here
   std::unique_ptr<mem::Arena> arena;
   std::vector<std::unique_ptr<DeviceCtx>> devices;
+  // Server connections held per peer, and how many reaped ones are not yet
+  // reclaimed (before conns: a connection leaves them when destroyed).
+  PeerConns peers;
+  uint32_t reaping = 0;
   // Connections by slot (wr_ids name the slot); null slots are free.
   std::vector<std::unique_ptr<ConnBase>> conns;
   std::vector<uint32_t> free_slots;

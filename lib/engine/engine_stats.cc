@@ -141,6 +141,8 @@ StatsView EngineImpl::fixed_view() const {
                  {"rkeys_live", &st.rkeys_live},
                  {"connections", &st.connections},
                  {"connections_refused", &st.connections_refused},
+                 {"connections_refused_peer_limit", &st.connections_refused_peer_limit},
+                 {"connections_reaped", &st.connections_reaped},
                  {"waiting_for_memory", &st.waiting_for_memory},
                  {"memory_waits", &st.memory_waits},
                  {"long_calls", &st.long_calls},

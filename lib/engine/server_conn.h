@@ -44,8 +44,20 @@ class ServerConn final : public ConnBase {
   Status reply(SrvCall* sc, std::span<const uint8_t> results, std::span<const std::span<const uint8_t>> bulk,
                int accept);
   void drop(SrvCall* sc);  // ServerCall::drop
-  void on_up() override { peer_key = qp->peer_host(); }
+  void on_up() override {
+    if (peer_key.empty()) peer_key = qp->peer_host();
+  }
   std::string peer_key;  // Qp::peer_host(): the client as it stays across its reconnects
+  // Connection admission (conn_admission.h): the peer it counts for in
+  // EngineImpl::peers (from the request, so the same key leaves as came),
+  // while in_peer_table; reaped: closed to make room, its slot given up.
+  std::string admitted_peer;
+  bool in_peer_table = false;
+  bool reaped = false;
+  // Nothing of a call on it: none being served, waiting or held by a handler.
+  bool no_calls() const {
+    return grant.unreplied == 0 && calls_held == 0 && deferred.empty() && queued.empty() && pulls.empty();
+  }
 
   ConnGrant grant;
   uint32_t calls_held = 0;  // server calls of this connection not yet back in the pool

@@ -32,6 +32,8 @@ ServerConn::ServerConn(EngineImpl* e, DeviceCtx* d) : ConnBase(e, d, true) {}
 ServerConn::~ServerConn() {
   for (MsgBuf* b : deferred) give_back(b);
   if (rq != nullptr) rq->grants().leave(&grant);
+  if (in_peer_table) eng->peers.remove(admitted_peer);
+  if (reaped) --eng->reaping;
 }
 
 ConnectionInfo ServerConn::info() const { return ConnectionInfo{inline_send, inline_recv, remote_inv, grant.granted}; }

@@ -82,6 +82,21 @@ void negotiate(std::span<const uint8_t> peer, uint32_t my_send, uint32_t my_recv
   *inv = server ? l.send_with_invalidate : l.receive_invalidate;
 }
 
+size_t encode_reject(uint8_t* out, size_t cap, RejectReason why) {
+  if (cap < kRejectLen) return 0;
+  out[0] = 'T';
+  out[1] = 'r';
+  out[2] = 'j';
+  out[3] = static_cast<uint8_t>(why);
+  return kRejectLen;
+}
+
+RejectReason decode_reject(std::span<const uint8_t> p) {
+  if (p.size() < kRejectLen || p[0] != 'T' || p[1] != 'r' || p[2] != 'j') return RejectReason::kUnspecified;
+  if (p[3] > static_cast<uint8_t>(RejectReason::kNoReceiveBuffers)) return RejectReason::kUnspecified;
+  return static_cast<RejectReason>(p[3]);
+}
+
 namespace {
 
 // The ONC RPC call header for c; auth bytes (AUTH_SYS) live in `scratch`.

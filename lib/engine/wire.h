@@ -30,6 +30,20 @@ size_t encode_pdata(uint8_t* out, size_t cap, uint32_t inline_send, uint32_t inl
 void negotiate(std::span<const uint8_t> peer, uint32_t my_send, uint32_t my_recv, bool my_inv, bool server,
                uint32_t* send, uint32_t* recv, bool* inv);
 
+// Why a server refused a connection, in the reject's private data, so that
+// the client's error says what to do (RFC 8797 defines no reject payload;
+// these 4 bytes are Tern's: 'T' 'r' 'j' and the reason). A reject without
+// them (another implementation, an old Tern) decodes as kUnspecified.
+enum class RejectReason : uint8_t {
+  kUnspecified = 0,
+  kTableFull = 1,         // max_connections held, none of them could be reaped
+  kPeerLimit = 2,         // this peer holds max_connections_per_peer already
+  kNoReceiveBuffers = 3,  // every receive buffer is granted (recv_buffers)
+};
+inline constexpr size_t kRejectLen = 4;
+size_t encode_reject(uint8_t* out, size_t cap, RejectReason why);
+RejectReason decode_reject(std::span<const uint8_t> pdata);
+
 // ---- client
 
 // Bytes the RPC-over-RDMA header of a call with these chunk lists takes

@@ -376,9 +376,15 @@ class ConnRequest {
  public:
   virtual ~ConnRequest() = default;
   const std::vector<uint8_t>& private_data() const { return private_data_; }
+  // Who asks, as Qp::peer_host() will name it once accepted ("pid 1234 uid
+  // 1000" on shm, "169.254.77.1" on verbs): known before accept() so that a
+  // server can decide by peer (per-peer connection limits). Empty when the
+  // driver cannot tell.
+  const std::string& peer_host() const { return peer_host_; }
 
  protected:
   std::vector<uint8_t> private_data_;
+  std::string peer_host_;
 };
 
 enum class CmEventType : uint8_t {

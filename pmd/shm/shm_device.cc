@@ -36,7 +36,8 @@ bool fill_addr(const std::string& path, sockaddr_un* sa) {
 
 std::vector<uint8_t> pdata_of(const ShmMsg& m) { return {m.pdata, m.pdata + m.pdata_len}; }
 
-// "pid 1234 uid 1000": who connected, for log lines about a misbehaving peer.
+// "pid 1234 uid 1000": who connected, for log lines about a misbehaving peer,
+// and the request's peer_host() (the same words ShmQp::peer_host() says).
 std::string socket_peer(int fd) {
   ucred cred{};
   socklen_t len = sizeof cred;
@@ -425,7 +426,8 @@ void ShmDevice::read_hellos() {
       close(fd);
       continue;
     }
-    requests_.push_back(std::make_unique<ShmConnRequest>(fd, afd, m.ring_slots, m.area_size, m.qp_num, pdata_of(m)));
+    requests_.push_back(std::make_unique<ShmConnRequest>(fd, afd, m.ring_slots, m.area_size, m.qp_num, pdata_of(m),
+                                                         socket_peer(fd)));
     CmEvent ev{CmEventType::kConnectRequest};
     ev.request = requests_.back().get();
     ev.private_data = requests_.back()->private_data();

@@ -482,9 +482,10 @@ class ShmQp final : public Qp {
 class ShmConnRequest final : public ConnRequest {
  public:
   ShmConnRequest(int sock, int area_fd, uint32_t ring_slots, uint64_t area_size, uint32_t peer_qpn,
-                 std::vector<uint8_t> pdata)
+                 std::vector<uint8_t> pdata, std::string peer)
       : sock(sock), area_fd(area_fd), ring_slots(ring_slots), area_size(area_size), peer_qpn(peer_qpn) {
     private_data_ = std::move(pdata);
+    peer_host_ = std::move(peer);
   }
   ~ShmConnRequest() override;
   int sock;

@@ -25,6 +25,16 @@ constexpr uint8_t kTrailer0 = 'T', kTrailer1 = 'n', kLenCheck = 0xC3;
 
 }  // namespace
 
+std::string peer_host_of(rdma_cm_id* id) {
+  // The address alone: a client's port and QP change when it reconnects.
+  const sockaddr* sa = rdma_get_peer_addr(id);
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (sa->sa_family == AF_INET) inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, host, sizeof host);
+  else if (sa->sa_family == AF_INET6)
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, host, sizeof host);
+  return host;
+}
+
 void encode_private_data(std::span<const uint8_t> in, uint8_t* out) {
   std::memset(out, 0, kCmRawPrivateData);
   if (!in.empty()) std::memcpy(out, in.data(), in.size());
@@ -399,6 +409,7 @@ void VerbsDevice::handle_event(const rdma_cm_event& e, std::vector<uint8_t> pdat
     id->context = nullptr;
     requests_.push_back(std::make_unique<VerbsConnRequest>(this, id, pdata, e.param.conn.responder_resources,
                                                            e.param.conn.initiator_depth));
+    requests_.back()->set_peer_host(peer_host_of(id));  // the REQ's source address
     CmEvent ev{CmEventType::kConnectRequest};
     ev.request = requests_.back().get();
     ev.private_data = std::move(pdata);
@@ -595,13 +606,7 @@ std::string VerbsQp::peer() const {
 
 std::string VerbsQp::peer_host() const {
   if (cm_id_ == nullptr) return {};
-  // The address alone: a client's port and QP change when it reconnects.
-  const sockaddr* sa = rdma_get_peer_addr(cm_id_);
-  char host[INET6_ADDRSTRLEN] = "?";
-  if (sa->sa_family == AF_INET) inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, host, sizeof host);
-  else if (sa->sa_family == AF_INET6)
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, host, sizeof host);
-  return host;
+  return peer_host_of(cm_id_);
 }
 
 }  // namespace tern::verbs

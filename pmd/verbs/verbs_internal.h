@@ -90,6 +90,8 @@ inline constexpr uint32_t kMaxPrivateData = 52;
 void encode_private_data(std::span<const uint8_t> in, uint8_t* out);
 // Peer bytes: with a valid trailer, the payload it names; else all of them.
 std::vector<uint8_t> decode_private_data(const void* p, size_t len);
+// The peer's address without its port (Qp::peer_host, ConnRequest::peer_host).
+std::string peer_host_of(rdma_cm_id* id);
 
 // ---------------------------------------------------------------- memory
 
@@ -463,6 +465,7 @@ class VerbsConnRequest final : public ConnRequest {
       : dev(dev), id(id), responder_resources(resp_res), initiator_depth(init_depth) {
     private_data_ = std::move(pdata);
   }
+  void set_peer_host(std::string h) { peer_host_ = std::move(h); }
   // Rejects the request (unless accepted: id is then nullptr), as
   // VerbsDevice::drop_request says; a detached one itself.
   ~VerbsConnRequest() override;
