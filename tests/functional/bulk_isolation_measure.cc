@@ -12,9 +12,11 @@
 //
 // Each phase runs --seconds of calls one at a time, alternating a GET (64
 // KiB filled into a write chunk) and a PUT (64 KiB pulled from a read chunk,
-// summed, the sum checked); the attacked phase starts once every attacker
-// call holds pool memory or waits for it, and should end before the
-// deadline (the attacker does not come back once dropped).
+// summed, the sum checked): solo; with the attacker's connections up and
+// idle (what their number costs: pmd/shm's poll visits every QP); and
+// attacked, from when every attacker call holds pool memory or waits for
+// it -- which should end before the deadline (the attacker does not come
+// back once dropped).
 //
 //   tern-bulk-isolation-measure [--seconds 3] [--conns 150] [--chunk 1048576] [--writes]
 //                               [--rw-timeout-ms 5000]
@@ -69,11 +71,22 @@ void get(void*, ServerCall* c) {
   std::vector<std::vector<uint8_t>> msgs;
   // Every connection and its chunk's registration first (these wait, and
   // so poll the QPs).
+  // Connections in families of 14 sharing one device and 64 MiB of memory
+  // (each QP's send slots take 4 MiB of it), all offering the same chunk.
+  constexpr int kFamily = 14;
+  uint8_t* mem = nullptr;
   for (int i = 0; i < conns; ++i) {
-    auto p = std::make_unique<RawPeer>([] {});
-    if (!p->open(spec, 2).is_ok() || !p->connect(rr::CmPrivateData{true, 4096, 4096}).is_ok()) _exit(3);
-    uint8_t* mem = p->buf(chunk);
-    if (mem == nullptr) _exit(7);
+    std::unique_ptr<RawPeer> p;
+    if (i % kFamily == 0) {
+      p = std::make_unique<RawPeer>([] {});
+      if (!p->open(spec, 2).is_ok()) _exit(3);
+      if ((mem = p->buf(chunk)) == nullptr) _exit(7);
+    } else {
+      auto s = peers[static_cast<size_t>(i - i % kFamily)]->sibling(2);
+      if (!s) _exit(3);
+      p = std::move(s).value();
+    }
+    if (!p->connect(rr::CmPrivateData{true, 4096, 4096}).is_ok()) _exit(3);
     const uint32_t rkey = p->offer(mem, chunk, writes ? kAccessRemoteWrite : kAccessRemoteRead);
     if (rkey == 0) _exit(4);
     const uint32_t xid = 1000 + static_cast<uint32_t>(i);
@@ -93,6 +106,9 @@ void get(void*, ServerCall* c) {
     msgs.push_back(rdma_msg(h, rpc_call(xid, kProg, kVers, writes ? kGet : kPut, args)));
     peers.push_back(std::move(p));
   }
+  // Connected: the parent measures with the connections idle first.
+  if (write(ready_fd, "C", 1) != 1) _exit(6);
+  if (read(go_fd, &c, 1) != 1) _exit(2);
   // Then every call, posted without waiting for its completion: waiting
   // would poll the QP, and the server's READ or WRITE of the chunk (posted
   // as soon as the call lands) would run in that poll.
@@ -226,10 +242,21 @@ int main(int argc, char** argv) {
   Lat solo = phase(seconds);
   report("solo", solo);
 
+  // The attacker's connections, idle: what they cost by their number alone
+  // (pmd/shm's poll visits every QP).
   if (write(go[1], "G", 1) != 1) return 1;
   char ch = 0;
+  if (!poll_until(pump, [&] { return read(ready[0], &ch, 1) == 1; }, 60000)) return 1;
+  Lat idle_conns = phase(seconds);
+  report("idle", idle_conns);
+
+  // The attack: every connection's call holds pool memory or waits for it.
+  if (write(go[1], "G", 1) != 1) return 1;
   if (!poll_until(pump, [&] { return read(ready[0], &ch, 1) == 1; }, 60000)) {
-    std::fprintf(stderr, "the attacker did not get its calls in\n");
+    int status = 0;
+    const bool gone = waitpid(child, &status, WNOHANG) == child;
+    std::fprintf(stderr, "the attacker did not get its calls in (%s %d)\n", gone ? "it exited with" : "still running",
+                 gone ? WEXITSTATUS(status) : 0);
     return 1;
   }
   const auto t_attack = std::chrono::steady_clock::now();
@@ -250,9 +277,12 @@ int main(int argc, char** argv) {
   std::printf("during the attacked phase: attacker calls waiting for memory at its start %llu, connections dropped "
               "by the deadline at its end %llu\n",
               static_cast<unsigned long long>(waiting), static_cast<unsigned long long>(srv->stats().rw_timeouts.get()));
-  std::printf("p99 attacked / solo: GET %.2fx, PUT %.2fx\n",
-              static_cast<double>(pct(att.get, 0.99)) / static_cast<double>(std::max<uint64_t>(pct(solo.get, 0.99), 1)),
-              static_cast<double>(pct(att.put, 0.99)) / static_cast<double>(std::max<uint64_t>(pct(solo.put, 0.99), 1)));
+  auto ratio = [](const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
+    return static_cast<double>(pct(a, 0.99)) / static_cast<double>(std::max<uint64_t>(pct(b, 0.99), 1));
+  };
+  std::printf("p99 attacked / solo: GET %.2fx, PUT %.2fx; attacked / idle connections: GET %.2fx, PUT %.2fx\n",
+              ratio(att.get, solo.get), ratio(att.put, solo.put), ratio(att.get, idle_conns.get),
+              ratio(att.put, idle_conns.put));
   // The attacker is dropped by the deadline (every connection, in rounds)
   // and the pool comes back while it still does not poll.
   const bool idle = poll_until(
