@@ -278,7 +278,10 @@ void ServerConn::route(SrvCall* sc, const wire::RpcCall& rc, std::span<const uin
 // chunks (an inline call needs nothing else). Inline: the common call's
 // path is a test and a buffer.
 inline bool ServerConn::take_memory(SrvCall* sc, bool turn) {
-  if (sc->sendbuf == nullptr && (sc->sendbuf = eng->send_bufs->get()) == nullptr) return false;
+  if (sc->sendbuf == nullptr && (sc->sendbuf = eng->send_bufs->get()) == nullptr) {
+    sc->pool_need = 0;  // queued for a send buffer; what it needs of the pool is measured on its turn
+    return false;
+  }
   const ChunkLists& ch = sc->chunks;
   return (ch.nreads == 0 && ch.nwrites == 0 && !ch.has_reply) || take_pool_memory(sc, turn);
 }
