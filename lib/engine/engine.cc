@@ -123,8 +123,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& given) {
   // The reserve peers beyond their share leave free: an eighth of the pool
   // by default, room for one largest call at least, half the pool at most.
   const size_t reserve = o.bulk_pool_reserve_bytes != 0 ? o.bulk_pool_reserve_bytes : bulk_bytes / 8;
-  e->shares = std::make_unique<BulkShares>(bulk_bytes, std::clamp(reserve, std::min(block, bulk_bytes / 2), bulk_bytes / 2),
-                                           block);
+  const size_t half = bulk_bytes / 2;
+  e->shares = std::make_unique<BulkShares>(bulk_bytes, std::clamp(reserve, std::min(block, half), half), block);
   e->rw_timeout_ticks = ticks_from_ns(uint64_t{o.server_rw_timeout_ms} * 1'000'000);
   // Telemetry: readable from outside the process when the host runs an
   // exporter (EAL's, or the Unix socket); costs nothing otherwise.

@@ -2,7 +2,8 @@
 // header gets RDMA_ERROR or is dropped, as RFC 8166 says), counted against
 // the connection's credits, given what it needs from the shared pools (all
 // or nothing; the bulk pool shared fairly among peers, bulk_share.h), its
-// read chunks pulled (server_rw.cc), and its handler run. Every transition of a server call is in ServerConn::process.
+// read chunks pulled (server_rw.cc), and its handler run. Every transition
+// of a server call is in ServerConn::process.
 #include <algorithm>
 
 #include "base/clock.h"

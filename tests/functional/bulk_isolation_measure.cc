@@ -133,7 +133,8 @@ uint64_t pct(std::vector<uint64_t> v, double p) {
 
 void report(const char* phase, const Lat& l) {
   auto us = [](uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
-  std::printf("%-8s GET n=%zu p50=%.1fus p99=%.1fus max=%.1fus | PUT n=%zu p50=%.1fus p99=%.1fus max=%.1fus | failed %llu\n",
+  std::printf("%-8s GET n=%zu p50=%.1fus p99=%.1fus max=%.1fus | "
+              "PUT n=%zu p50=%.1fus p99=%.1fus max=%.1fus | failed %llu\n",
               phase, l.get.size(), us(pct(l.get, 0.5)), us(pct(l.get, 0.99)), us(pct(l.get, 1.0)), l.put.size(),
               us(pct(l.put, 0.5)), us(pct(l.put, 0.99)), us(pct(l.put, 1.0)),
               static_cast<unsigned long long>(l.failed));
@@ -276,7 +277,8 @@ int main(int argc, char** argv) {
   report("attacked", att);
   std::printf("during the attacked phase: attacker calls waiting for memory at its start %llu, connections dropped "
               "by the deadline at its end %llu\n",
-              static_cast<unsigned long long>(waiting), static_cast<unsigned long long>(srv->stats().rw_timeouts.get()));
+              static_cast<unsigned long long>(waiting),
+              static_cast<unsigned long long>(srv->stats().rw_timeouts.get()));
   auto ratio = [](const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
     return static_cast<double>(pct(a, 0.99)) / static_cast<double>(std::max<uint64_t>(pct(b, 0.99), 1));
   };
