@@ -14,8 +14,9 @@
 // writing into a block the pool thinks about).
 //
 // When no block is free get() returns nullptr and the caller waits (the
-// engine keeps waiting calls in FIFO order and retries them when memory comes
-// back): a call never fails for want of bulk memory. A request larger than
+// engine keeps waiting calls in their peers' queues, bulk_share.h, and
+// retries them when memory comes back): a call never fails for want of bulk
+// memory. A request larger than
 // max_block is a caller bug (the engine bounds chunks by max_bulk first).
 //
 // poison: fill blocks with a pattern when they come back (test builds), so
@@ -54,6 +55,8 @@ class BulkPool {
   void put(uint8_t* p);
 
   size_t block_size(const uint8_t* p) const;
+  // The size of the block get(len) hands out.
+  size_t block_for(size_t len) const { return min_block_ << order_for(len); }
   bool owns(const uint8_t* p) const { return p >= base_ && p < base_ + bytes_; }
   size_t capacity() const { return bytes_; }
   size_t max_block() const { return min_block_ << max_order_; }

@@ -74,6 +74,9 @@ Status settle_options(EngineOptions* o) {
   if (o->bulk_pool_bytes == 0) o->bulk_pool_bytes = std::max(arena / 2, block);
   const size_t need = size_t{o->recv_buffers} * o->inline_recv + size_t{o->send_buffers} * o->inline_send +
                       o->bulk_pool_bytes / block * block;
+  if (o->server_rw_timeout_ms > 3'600'000)
+    return make_error(Errc::kInvalidArgument, "engine: server_rw_timeout_ms %u is over an hour",
+                      o->server_rw_timeout_ms);
   if (o->bulk_pool_bytes < block)
     return make_error(Errc::kInvalidArgument,
                       "engine: bulk_pool_bytes %zu cannot hold one block of %zu bytes (max_bulk, max_reply, "
@@ -118,6 +121,12 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& given) {
   if (bulk_mem == nullptr)
     return make_error(Errc::kNoResources, "engine: the arena cannot hold a %zu-byte bulk pool", bulk_bytes);
   e->bulk = std::make_unique<BulkPool>(bulk_mem, bulk_bytes, 4096, block, e->poison);
+  // The reserve peers beyond their share leave free: an eighth of the pool
+  // by default, room for one largest call at least, half the pool at most.
+  const size_t reserve = o.bulk_pool_reserve_bytes != 0 ? o.bulk_pool_reserve_bytes : bulk_bytes / 8;
+  const size_t half = bulk_bytes / 2;
+  e->shares = std::make_unique<BulkShares>(bulk_bytes, std::clamp(reserve, std::min(block, half), half), block);
+  e->rw_timeout_ticks = ticks_from_ns(uint64_t{o.server_rw_timeout_ms} * 1'000'000);
   // Telemetry: readable from outside the process when the host runs an
   // exporter (EAL's, or the Unix socket); costs nothing otherwise.
   auto src = telemetry::register_source(

@@ -124,6 +124,22 @@ struct EngineOptions {
   // staging of server calls, long-call staging of client calls. Calls that
   // find it empty wait (they never fail for it). 0: arena_bytes / 2.
   size_t bulk_pool_bytes = 0;
+  // Server: the bulk pool is shared fairly among peers (a peer: a client
+  // process on pmd/shm, an address on verbs, however many connections it
+  // opens). A peer beyond its fair share (the pool over the peers using it)
+  // borrows idle memory only while no other peer waits, and never the last
+  // bulk_pool_reserve_bytes, which stay free for peers within their share:
+  // one that arrives while another has filled the pool is served at once.
+  // 0: an eighth of the pool, at least one max_bulk block, at most half
+  // (docs/security.md, "One peer among many").
+  size_t bulk_pool_reserve_bytes = 0;
+  // Server: a pull (the RDMA READs of a call's read chunks) or a push (the
+  // WRITEs into its write and reply chunks and the reply's Send) that its
+  // peer has not completed after this long drops the connection, with one
+  // warning naming the peer; the call's bulk memory comes back once the
+  // drain proves the device done with it. It bounds how long one stalled
+  // peer holds pool memory. 0: no bound.
+  uint32_t server_rw_timeout_ms = 5000;
   // Client requests (calls accepted and not yet released) in the whole
   // engine; call() answers EAGAIN past it.
   uint32_t max_calls = 65536;
@@ -496,6 +512,9 @@ struct EngineStats {
   Counter declared_dead, cancels;
   // Server calls a handler released unanswered (ServerCall::drop).
   Counter calls_dropped;
+  // Connections dropped because their peer did not complete a pull or a
+  // push within EngineOptions::server_rw_timeout_ms.
+  Counter rw_timeouts;
 };
 
 class Engine {

@@ -5,7 +5,7 @@
 //   conn_admission.cc    which peer may take a slot of the connection table; reaping idle ones for fairness
 //   listen_group.cc      several engines serving one address (ListenGroup): connection requests dealt out
 //   engine_poll.cc       datapath dispatch: poll() -- completions to their connection and object in O(1),
-//                        the memory FIFO, the service list, receive reposts, reaping
+//                        the memory queue, the pull/push deadlines, the service list, receive reposts, reaping
 //   engine_wait.cc       wait mode (sleep instead of spin)
 //   engine_stats.cc      counters, snapshots, JSON, telemetry
 //   conn_lifecycle.cc    a connection's set-up, establishment, loss, drain and teardown (connection.h)
@@ -18,7 +18,7 @@
 //   wire.cc              RPC-over-RDMA and ONC RPC headers (lib/rpcrdma, lib/oncrpc)
 // and one file per concept: credits.h, sq_budget.h, send_ctx_ring.h +
 // send_queue.h, request.h, server_call.h, registrar.h (frwr_registrar,
-// reg_cache_registrar), bulk_pool.h, msg_buf.h, receive_queue.h,
+// reg_cache_registrar), bulk_pool.h, bulk_share.h, rw_deadline.h, msg_buf.h, receive_queue.h,
 // xid_table.h, handler_table.h, chunks.h, wr_id.h.
 #pragma once
 
@@ -33,6 +33,7 @@
 
 #include "base/clock.h"
 #include "engine/bulk_pool.h"
+#include "engine/bulk_share.h"
 #include "engine/client_conn.h"
 #include "engine/conn_admission.h"
 #include "engine/conn_stats.h"
@@ -41,6 +42,7 @@
 #include "engine/handler_table.h"
 #include "engine/msg_buf.h"
 #include "engine/request.h"
+#include "engine/rw_deadline.h"
 #include "engine/server_call.h"
 #include "engine/server_conn.h"
 #include "engine/slab_table.h"
@@ -119,10 +121,14 @@ class EngineImpl final : public Engine {
   // has already looked up for the batch.
   void dispatch_recv(DeviceCtx* dc, const rdma::Wc& wc, ConnBase* owner);
   void dispatch_recv(DeviceCtx* dc, const rdma::Wc& wc) { dispatch_recv(dc, wc, dc->conn_of(wc.qp_num)); }
-  // Server calls waiting for memory, in order.
+  // Server calls waiting for memory, in their peers' queues (bulk_share.h).
+  // stop_waiting: served (its peer's turn is charged) or not (freed).
   void wait_for_memory(SrvCall* sc);
-  void stop_waiting(SrvCall* sc);
+  void stop_waiting(SrvCall* sc, bool served);
   int serve_memory_waiters();
+  // Server calls whose pull or push their peer did not complete within
+  // server_rw_timeout_ms: their connections are dropped (rw_deadline.h).
+  int expire_rw(uint64_t now);
   // poll()'s rarer parts, out of its way: the service list (connections
   // with work waiting for resources, and reclaiming), and the millisecond
   // timers (connection events, the clients' deadlines and keepalives).
@@ -140,7 +146,7 @@ class EngineImpl final : public Engine {
   // call waits for bulk memory: Sends are signaled so that what they hold
   // comes back promptly (ConnBase::post).
   bool pools_low() const {
-    return wait_head != nullptr || send_bufs->out() >= send_bufs_low || srv_calls.out() >= srv_calls_low;
+    return shares->waiters() != 0 || send_bufs->out() >= send_bufs_low || srv_calls.out() >= srv_calls_low;
   }
   // Three quarters of each pool's most, rounded up (out >= low is
   // out * 4 >= most * 3), set once the pools are made.
@@ -176,8 +182,10 @@ class EngineImpl final : public Engine {
   // Client connections: their timers (deadlines, keepalive, reconnects)
   // run from poll()'s millisecond tick.
   std::vector<ClientConn*> clients;
-  // The earliest time a client's tick has work (ticks; 0: none), for wait mode.
+  // The earliest time a client's tick has work (ticks; 0: none), for wait
+  // mode; next_timer_tick() also counts the pull/push deadlines.
   uint64_t next_client_tick() const;
+  uint64_t next_timer_tick() const;
   // Receive queues by id (MsgBuf::queue names it).
   std::vector<RecvQueue*> queues;
   std::vector<uint16_t> free_queue_ids;
@@ -191,12 +199,16 @@ class EngineImpl final : public Engine {
   SlabTable<SrvCall> srv_calls;
   uint32_t srv_call_cap = 0;
   bool poison = false;  // test builds: recycled buffers are poisoned
-  // Server calls waiting for memory (FIFO), and what the pools looked like
-  // when the head last failed (retried only once something came back).
-  SrvCall* wait_head = nullptr;
-  SrvCall* wait_tail = nullptr;
+  // The bulk pool's per-peer shares, and the server calls waiting for
+  // memory in their peers' queues; what the pools looked like when the
+  // call chosen last failed (retried only once something came back).
+  std::unique_ptr<BulkShares> shares;
   uint64_t wait_bulk_gen = 0;
   uint32_t wait_send_free = 0;
+  // Server calls whose peer must complete a pull or a push, by deadline;
+  // the bound in ticks (0: none).
+  RwDeadlines rw_due;
+  uint64_t rw_timeout_ticks = 0;
   // Connections with work waiting for resources.
   ConnBase* service_head = nullptr;
   ConnBase* service_tail = nullptr;

@@ -1,7 +1,9 @@
 // The engine's datapath dispatch: poll() takes completions and hands each to
 // its connection and object in O(1) (the wr_id names the connection's slot
 // and the chain's send context; a receive's names its buffer, and its QP
-// number its connection), retries server calls waiting for memory, services
+// number its connection), serves calls waiting for memory (each peer's
+// fair share, bulk_share.h), drops connections whose peer does not complete
+// a pull or a push in time (rw_deadline.h), services
 // connections with work waiting for resources, posts receive buffers back in
 // batches, and reclaims dead connections.
 #include <algorithm>
@@ -85,26 +87,15 @@ void EngineImpl::unlink_service(ConnBase* c) {
 void EngineImpl::wait_for_memory(SrvCall* sc) {
   if (sc->waiting) return;
   sc->waiting = true;
-  sc->next_wait = nullptr;
-  if (wait_tail != nullptr) wait_tail->next_wait = sc;
-  else wait_head = sc;
-  wait_tail = sc;
+  shares->enqueue(static_cast<ServerConn*>(sc->conn)->share, sc);
   st.waiting_for_memory.add();
   st.memory_waits.add();
 }
 
-void EngineImpl::stop_waiting(SrvCall* sc) {
+void EngineImpl::stop_waiting(SrvCall* sc, bool served) {
   if (!sc->waiting) return;
-  SrvCall* prev = nullptr;
-  for (SrvCall* p = wait_head; p != nullptr; prev = p, p = p->next_wait) {
-    if (p != sc) continue;
-    if (prev != nullptr) prev->next_wait = p->next_wait;
-    else wait_head = p->next_wait;
-    if (wait_tail == p) wait_tail = prev;
-    break;
-  }
+  shares->dequeue(static_cast<ServerConn*>(sc->conn)->share, sc, served);
   sc->waiting = false;
-  sc->next_wait = nullptr;
   st.waiting_for_memory.sub();
 }
 
@@ -113,12 +104,13 @@ bool EngineImpl::memory_moved() const {
 }
 
 int EngineImpl::serve_memory_waiters() {
-  // Strictly in order: the head is served first, so a large call is never
-  // starved by small ones; and only when something came back since the
-  // head last failed.
+  // The queue chooses whose call goes next (each peer's fair share, deficit
+  // round robin among peers); the call chosen is served first, so a large
+  // call is never starved by small ones; and only when something came back
+  // since the call chosen last failed.
   int n = 0;
-  while (wait_head != nullptr && memory_moved()) {
-    SrvCall* sc = wait_head;
+  while (shares->any_waiting() && memory_moved()) {
+    SrvCall* sc = shares->pick()->waiting.front();
     static_cast<ServerConn*>(sc->conn)->process(sc, SrvEvent::kMemory);
     if (sc->waiting) {
       wait_bulk_gen = bulk->generation();
@@ -165,7 +157,7 @@ int EngineImpl::poll() {
     }
     ++rx_batch;  // nothing matches it outside the batch
   }
-  if (wait_head != nullptr) work += serve_memory_waiters();
+  if (shares->any_waiting()) work += serve_memory_waiters();
   if (service_head != nullptr) work += serve_connections();
   // Receive buffers back to the device, one post per queue per pass.
   if (!to_post.empty()) {
@@ -245,8 +237,36 @@ int EngineImpl::run_timers() {
     // Client timers: deadlines, keepalive, connect timeouts, reconnects.
     // By index: a callback may make a new connection.
     for (size_t i = 0; i < clients.size(); ++i) work += clients[i]->tick(now);
+    if (!rw_due.empty()) work += expire_rw(now);
   }
   return work;
+}
+
+int EngineImpl::expire_rw(uint64_t now) {
+  int work = 0;
+  while (SrvCall* sc = rw_due.first()) {
+    if (rw_timeout_ticks == 0 || now - sc->rw_since < rw_timeout_ticks) break;
+    const RwWait what = sc->rw_what;
+    rw_due.disarm(sc);
+    // Its connection may already be going (another of its calls expired
+    // first): the drain frees the call then.
+    auto* c = static_cast<ServerConn*>(sc->conn);
+    if (c->life == ConnBase::State::kReady) {
+      c->rw_timed_out(sc, what, now - sc->rw_since);
+      ++work;
+    }
+  }
+  return work;
+}
+
+uint64_t EngineImpl::next_timer_tick() const {
+  uint64_t at = next_client_tick();
+  if (rw_timeout_ticks != 0 && !rw_due.empty()) {
+    // The tick after the first deadline: run_timers() checks it then.
+    const uint64_t due = rw_due.first()->rw_since + rw_timeout_ticks + cm_interval_ticks;
+    if (at == 0 || due < at) at = due;
+  }
+  return at;
 }
 
 uint64_t EngineImpl::next_client_tick() const {

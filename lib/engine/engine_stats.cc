@@ -155,6 +155,7 @@ StatsView EngineImpl::fixed_view() const {
                  {"declared_dead", &st.declared_dead},
                  {"cancels", &st.cancels},
                  {"calls_dropped", &st.calls_dropped},
+                 {"rw_timeouts", &st.rw_timeouts},
                  {"bulk_pool_in_use", &bulk->stats().in_use},
                  {"bulk_pool_high_water", &bulk->stats().high_water},
                  {"bulk_pool_empty", &bulk->stats().empty},

@@ -76,8 +76,9 @@ Result<bool> EngineImpl::prepare_wait() {
   TERN_TRY(join_devices(*this));
   // Armed from here: whatever happens next, the next poll() acks.
   waiting.armed = true;
-  // The clients' next timer: a deadline due now means work, not sleep.
-  if (const uint64_t at = next_client_tick(); at != 0) {
+  // The clients' next timer (or a server call's pull or push deadline): a
+  // deadline due now means work, not sleep.
+  if (const uint64_t at = next_timer_tick(); at != 0) {
     const uint64_t now = now_ticks();
     if (at <= now) {
       cm_due = true;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 
+#include "base/intrusive_list.h"
 #include "engine/chunks.h"
 #include "engine/conn_stats.h"
 #include "engine/engine.h"
@@ -25,8 +26,8 @@ struct HandlerEntry;
 enum class SrvState : uint8_t {
   // In the engine's pool: no owner, holds nothing.
   kFree,
-  // Received and decoded: waits, in the engine's FIFO, for what it needs
-  // from the shared pools before anything else happens -- a send buffer for
+  // Received and decoded: waits, in its peer's queue (bulk_share.h), for
+  // what it needs from the shared pools before anything else happens -- a send buffer for
   // its reply, and from the bulk pool its read chunks' destinations (unless
   // the handler places them), its write chunks' result buffers (handlers
   // without a Placer) and its reply-chunk staging. All or nothing, so that
@@ -51,13 +52,20 @@ const char* srv_state_name(SrvState s);
 
 enum class SrvEvent : uint8_t {
   kReceived,      // a call arrived (rep attached, header decoded): take its memory
-  kMemory,        // its turn in the memory FIFO, or send-queue room to pull
+  kMemory,        // its turn in the memory queue, or send-queue room to pull
   kPulled,        // its READ chain completed (status in the event's wc)
   kReplied,       // the reply is encoded (reply(), reply_error(), or the engine's own answer)
   kRoom,          // retry a queued reply's post
   kSendReleased,  // a send-queue completion walked past its reply's context
   kConnLost,      // its connection is lost (draining)
   kDrained,       // its connection's QP is drained
+};
+
+// What a server call waits for its peer to do (rw_deadline.h).
+enum class RwWait : uint8_t {
+  kNone,
+  kPull,  // execute the RDMA READs of its read chunks
+  kPush,  // take the reply: the WRITEs into its write and reply chunks, and the Send
 };
 
 class SrvCall final : public ServerCall {
@@ -124,8 +132,16 @@ class SrvCall final : public ServerCall {
   // called, reply() called (breakdown.h).
   uint64_t ts_pulled = 0, ts_handler = 0, ts_replied = 0;
   ProcCounters* pc = nullptr;   // the handler's procedure counters, or the engine's "unknown"
-  SrvCall* next_wait = nullptr; // the engine's memory FIFO
+  // Waiting for memory: on its peer's queue (bulk_share.h), needing
+  // pool_need bytes of the bulk pool. pool_bytes: what it holds of it now.
+  ListLink<SrvCall> wait_link;
   bool waiting = false;
+  size_t pool_need = 0, pool_bytes = 0;
+  // Its peer has RDMA work of it to complete (rw_deadline.h): since when
+  // (ticks), and which.
+  ListLink<SrvCall> rw_link;
+  uint64_t rw_since = 0;
+  RwWait rw_what = RwWait::kNone;
   SrvCall* next_free = nullptr; // the engine's pool
 };
 

@@ -10,6 +10,7 @@
 #include <deque>
 
 #include "engine/connection.h"
+#include "engine/bulk_share.h"
 #include "engine/credits.h"
 #include "engine/server_call.h"
 
@@ -44,9 +45,7 @@ class ServerConn final : public ConnBase {
   Status reply(SrvCall* sc, std::span<const uint8_t> results, std::span<const std::span<const uint8_t>> bulk,
                int accept);
   void drop(SrvCall* sc);  // ServerCall::drop
-  void on_up() override {
-    if (peer_key.empty()) peer_key = qp->peer_host();
-  }
+  void on_up() override;
   std::string peer_key;  // Qp::peer_host(): the client as it stays across its reconnects
   // Connection admission (conn_admission.h): the peer it counts for in
   // EngineImpl::peers (from the request, so the same key leaves as came),
@@ -58,6 +57,17 @@ class ServerConn final : public ConnBase {
   bool no_calls() const {
     return grant.unreplied == 0 && calls_held == 0 && deferred.empty() && queued.empty() && pulls.empty();
   }
+  // Its peer's share of the bulk pool (bulk_share.h), from on_up().
+  PeerShare* share = nullptr;
+
+  // Bulk pool blocks for a call of this connection, counted against its
+  // peer's share: get() or nullptr, and put().
+  uint8_t* pool_get(SrvCall* sc, size_t len);
+  void pool_put(SrvCall* sc, uint8_t* p);
+  // Its peer did not complete sc's pull or push within
+  // server_rw_timeout_ms (`ticks` since its post): the connection is
+  // dropped, with one warning naming the peer (rw_deadline.h).
+  void rw_timed_out(SrvCall* sc, RwWait what, uint64_t ticks);
 
   ConnGrant grant;
   uint32_t calls_held = 0;  // server calls of this connection not yet back in the pool
@@ -76,10 +86,12 @@ class ServerConn final : public ConnBase {
   // (msg: the RPC message, its header included).
   void route(SrvCall* sc, const wire::RpcCall& rc, std::span<const uint8_t> msg);
   // What the call needs from the pools, all or nothing (server_recv.cc).
-  bool take_memory(SrvCall* sc);
+  // turn: the memory queue chose it; otherwise it just arrived.
+  bool take_memory(SrvCall* sc, bool turn);
   void drop_memory(SrvCall* sc);
-  // Their bulk-pool parts (read chunks, write-chunk results, reply staging).
-  bool take_pool_memory(SrvCall* sc);
+  // Their bulk-pool parts (read chunks, write-chunk results, reply
+  // staging), within what its peer's share allows (bulk_share.h).
+  bool take_pool_memory(SrvCall* sc, bool turn);
   void drop_pool_memory(SrvCall* sc);
   // Posts the RDMA READs of the read chunks still to pull (server_rw.cc):
   // the position-zero chunk alone while an RDMA_NOMSG message is unread.

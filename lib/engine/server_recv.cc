@@ -1,8 +1,9 @@
 // Server datapath, the receive side: a received call is decoded (a bad
 // header gets RDMA_ERROR or is dropped, as RFC 8166 says), counted against
 // the connection's credits, given what it needs from the shared pools (all
-// or nothing, in FIFO order), its read chunks pulled (server_rw.cc), and its
-// handler run. Every transition of a server call is in ServerConn::process.
+// or nothing; the bulk pool shared fairly among peers, bulk_share.h), its
+// read chunks pulled (server_rw.cc), and its handler run. Every transition
+// of a server call is in ServerConn::process.
 #include <algorithm>
 
 #include "base/clock.h"
@@ -34,6 +35,48 @@ ServerConn::~ServerConn() {
   if (rq != nullptr) rq->grants().leave(&grant);
   if (in_peer_table) eng->peers.remove(admitted_peer);
   if (reaped) --eng->reaping;
+  if (share != nullptr) eng->shares->detach(share);
+}
+
+void ServerConn::on_up() {
+  // Admission may have named the peer from its connection request already.
+  if (peer_key.empty()) peer_key = qp->peer_host();
+  if (share == nullptr) share = eng->shares->attach(peer_key);
+}
+
+uint8_t* ServerConn::pool_get(SrvCall* sc, size_t len) {
+  uint8_t* p = eng->bulk->get(len);
+  if (p != nullptr) {
+    const size_t sz = eng->bulk->block_for(len);
+    sc->pool_bytes += sz;
+    eng->shares->charge(share, sz);
+  }
+  return p;
+}
+
+void ServerConn::pool_put(SrvCall* sc, uint8_t* p) {
+  const size_t sz = eng->bulk->block_size(p);
+  eng->bulk->put(p);
+  TERN_ASSERT(sc->pool_bytes >= sz);
+  sc->pool_bytes -= sz;
+  eng->shares->credit(share, sz);
+}
+
+void ServerConn::rw_timed_out(SrvCall* sc, RwWait what, uint64_t ticks) {
+  // A peer that does not progress its QP (on pmd/shm its driver executes
+  // our READs and WRITEs only when its host polls) holds the call's memory
+  // for as long as it likes; past the bound that costs it the connection.
+  // The memory comes back after the drain, when the device can no longer
+  // touch it.
+  eng->st.rw_timeouts.add();
+  Status why = make_error(
+      Errc::kTimedOut, "it did not %s of call %u within %u ms (server_rw_timeout_ms; %.0f ms since the post, %zu "
+                       "bytes of the bulk pool held)",
+      what == RwWait::kPull ? "complete the RDMA READ of its read chunks" : "take the reply (RDMA WRITEs and Send)",
+      sc->xid_, eng->opt.server_rw_timeout_ms, ns_from_ticks(ticks) / 1e6, sc->pool_bytes);
+  TERN_LOG(kWarn, "engine", "conn %llu: dropping the connection to %s: %s", static_cast<unsigned long long>(id),
+           peer_name().c_str(), why.message().c_str());
+  on_disconnected(std::move(why));
 }
 
 ConnectionInfo ServerConn::info() const { return ConnectionInfo{inline_send, inline_recv, remote_inv, grant.granted}; }
@@ -219,7 +262,7 @@ void ServerConn::route(SrvCall* sc, const wire::RpcCall& rc, std::span<const uin
         continue;
       }
       if (sc->read_pooled[c]) {
-        eng->bulk->put(sc->read_dst[c]);
+        pool_put(sc, sc->read_dst[c]);
         sc->read_pooled[c] = false;
       }
       sc->read_dst[c] = dst.data();
@@ -229,7 +272,7 @@ void ServerConn::route(SrvCall* sc, const wire::RpcCall& rc, std::span<const uin
     // still draws from the pool on demand).
     for (uint8_t*& w : sc->write_buf)
       if (w != nullptr) {
-        eng->bulk->put(w);
+        pool_put(sc, w);
         w = nullptr;
       }
   }
@@ -238,54 +281,58 @@ void ServerConn::route(SrvCall* sc, const wire::RpcCall& rc, std::span<const uin
 // A send buffer for the reply, and the bulk pool's part when the call has
 // chunks (an inline call needs nothing else). Inline: the common call's
 // path is a test and a buffer.
-inline bool ServerConn::take_memory(SrvCall* sc) {
-  if (sc->sendbuf == nullptr && (sc->sendbuf = eng->send_bufs->get()) == nullptr) return false;
+inline bool ServerConn::take_memory(SrvCall* sc, bool turn) {
+  if (sc->sendbuf == nullptr && (sc->sendbuf = eng->send_bufs->get()) == nullptr) {
+    sc->pool_need = 0;  // queued for a send buffer; what it needs of the pool is measured on its turn
+    return false;
+  }
   const ChunkLists& ch = sc->chunks;
-  return (ch.nreads == 0 && ch.nwrites == 0 && !ch.has_reply) || take_pool_memory(sc);
+  return (ch.nreads == 0 && ch.nwrites == 0 && !ch.has_reply) || take_pool_memory(sc, turn);
 }
 
-bool ServerConn::take_pool_memory(SrvCall* sc) {
+bool ServerConn::take_pool_memory(SrvCall* sc, bool turn) {
   // All or nothing: either the call gets everything it needs from the pools
   // or it holds nothing, so calls waiting for memory can never each hold
   // what another needs. (Its send buffer, taken first, is kept.)
   BulkPool& pool = *eng->bulk;
   const EngineOptions& o = eng->opt;
   const bool placer = sc->handler != nullptr && sc->handler->place != nullptr;
-  uint8_t* got[kMaxReadChunks + kMaxWriteChunks + 1];
-  int n = 0;
-  auto undo = [&] {
-    for (int i = 0; i < n; ++i) pool.put(got[i]);
-    for (int c = 0; c < kMaxReadChunks; ++c)
-      if (sc->read_pooled[c]) sc->read_dst[c] = nullptr, sc->read_pooled[c] = false;
-    for (uint8_t*& w : sc->write_buf) w = nullptr;
-    sc->staging = nullptr;
-    return false;
-  };
-  auto take = [&](size_t len) -> uint8_t* {
-    uint8_t* p = pool.get(std::max<size_t>(len, 1));
-    if (p != nullptr) got[n++] = p;
-    sc->pool_memory = true;
-    return p;
-  };
+  sc->pool_memory = true;
+  // What it needs, first (0: nothing there): its peer's share decides
+  // whether it may take that now.
+  constexpr int kStaging = kMaxReadChunks + kMaxWriteChunks;
+  size_t len[kStaging + 1] = {};
   if (sc->answer < 0) {
-    for (int c = 0; c < sc->chunks.nreads; ++c) {
-      if (sc->read_dst[c] != nullptr) continue;  // placed by the handler
-      if ((sc->read_dst[c] = take(sc->chunks.reads[c].length())) == nullptr) return undo();
-      sc->read_pooled[c] = true;
-    }
+    for (int c = 0; c < sc->chunks.nreads; ++c)
+      if (sc->read_dst[c] == nullptr)  // else placed by the handler
+        len[c] = std::max<size_t>(sc->chunks.reads[c].length(), 1);
     // Bulk results: set aside before the handler runs, so that it never
     // lacks them. A handler with a Placer brings its own.
     if (!placer || (sc->nomsg && !sc->msg_pulled))
-      for (int c = 0; c < sc->chunks.nwrites; ++c) {
-        uint64_t cap = std::min<uint64_t>(sc->chunks.writes[c].capacity(), o.max_bulk);
-        if (cap == 0) continue;
-        if ((sc->write_buf[c] = take(cap)) == nullptr) return undo();
-      }
+      for (int c = 0; c < sc->chunks.nwrites; ++c)
+        len[kMaxReadChunks + c] = std::min<uint64_t>(sc->chunks.writes[c].capacity(), o.max_bulk);
   }
   if (sc->chunks.has_reply) {
     sc->staging_cap = static_cast<uint32_t>(std::min<uint64_t>(sc->chunks.reply.capacity(), o.max_reply + 256u));
-    if (sc->staging_cap > 0 && (sc->staging = take(sc->staging_cap)) == nullptr) return undo();
+    len[kStaging] = sc->staging_cap;
   }
+  size_t need = 0;
+  for (size_t l : len)
+    if (l != 0) need += pool.block_for(l);
+  sc->pool_need = need;
+  if (!eng->shares->may_take(share, need, pool.capacity() - pool.in_use(), turn)) return false;
+  uint8_t* got[kStaging + 1] = {};
+  for (int i = 0; i <= kStaging; ++i) {
+    if (len[i] == 0) continue;
+    if ((got[i] = pool_get(sc, len[i])) != nullptr) continue;
+    for (int k = 0; k < i; ++k)
+      if (got[k] != nullptr) pool_put(sc, got[k]);
+    return false;
+  }
+  for (int c = 0; c < kMaxReadChunks; ++c)
+    if (got[c] != nullptr) sc->read_dst[c] = got[c], sc->read_pooled[c] = true;
+  for (int c = 0; c < kMaxWriteChunks; ++c) sc->write_buf[c] = got[kMaxReadChunks + c];
+  sc->staging = got[kStaging];
   return true;
 }
 
@@ -298,16 +345,17 @@ inline void ServerConn::drop_memory(SrvCall* sc) {
 void ServerConn::drop_pool_memory(SrvCall* sc) {
   sc->pool_memory = false;
   for (int c = 0; c < kMaxReadChunks; ++c) {
-    if (sc->read_pooled[c]) eng->bulk->put(sc->read_dst[c]);
+    if (sc->read_pooled[c]) pool_put(sc, sc->read_dst[c]);
     sc->read_dst[c] = nullptr;
     sc->read_pooled[c] = false;
   }
   for (uint8_t*& w : sc->write_buf) {
-    if (w != nullptr) eng->bulk->put(w);
+    if (w != nullptr) pool_put(sc, w);
     w = nullptr;
   }
-  if (sc->staging != nullptr) eng->bulk->put(sc->staging);
+  if (sc->staging != nullptr) pool_put(sc, sc->staging);
   sc->staging = nullptr;
+  TERN_ASSERT(sc->pool_bytes == 0);
 }
 
 // Every transition of a server call: see server_call.h for the states.
@@ -322,11 +370,11 @@ void ServerConn::process(SrvCall* sc, SrvEvent ev, const Wc* wc) {
         return;
       }
       TERN_ASSERT(sc->state == SrvState::kWaitMemory);
-      if (!take_memory(sc)) {
+      if (!take_memory(sc, ev == SrvEvent::kMemory)) {
         eng->wait_for_memory(sc);
         return;
       }
-      if (sc->waiting) eng->stop_waiting(sc);
+      if (sc->waiting) eng->stop_waiting(sc, true);
       if (sc->answer >= 0) {
         answer_now(sc, sc->answer, sc->answer_low, sc->answer_high);
         return;
@@ -341,6 +389,7 @@ void ServerConn::process(SrvCall* sc, SrvEvent ev, const Wc* wc) {
     }
     case SrvEvent::kPulled: {
       TERN_ASSERT(sc->state == SrvState::kPulling);
+      eng->rw_due.disarm(sc);
       if (wc->status != WcStatus::kSuccess) {
         // The pull failed (the client's rkey was refused, or the QP died):
         // the connection is gone; the drain frees the call.
@@ -375,6 +424,7 @@ void ServerConn::process(SrvCall* sc, SrvEvent ev, const Wc* wc) {
     case SrvEvent::kSendReleased:
       // The reply's WRITEs and Send are done: its buffers may be reused.
       sc->send_owner = false;
+      eng->rw_due.disarm(sc);
       if (sc->state == SrvState::kSent) free_call(sc);
       return;
     case SrvEvent::kConnLost:
@@ -471,7 +521,8 @@ void ServerConn::answer_now(SrvCall* sc, int accept, uint32_t low, uint32_t high
 
 void ServerConn::free_call(SrvCall* sc) {
   TERN_ASSERT(!sc->handler_owner && !sc->send_owner);
-  if (sc->waiting) eng->stop_waiting(sc);
+  if (sc->waiting) eng->stop_waiting(sc, false);
+  eng->rw_due.disarm(sc);
   drop_memory(sc);
   if (MsgBuf* rep = sc->rep) {
     sc->rep = nullptr;

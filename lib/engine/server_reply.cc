@@ -38,11 +38,12 @@ std::span<uint8_t> SrvCall::write_chunk_buffer(uint32_t chunk, uint32_t len) {
   BulkPool& pool = *conn->eng->bulk;
   if (write_buf[chunk] != nullptr && pool.block_size(write_buf[chunk]) >= len) return {write_buf[chunk], len};
   // Not set aside (a handler with a Placer, or more than the chunk holds):
-  // from the pool now, which may have nothing left.
-  uint8_t* p = pool.get(std::max<uint32_t>(len, 1));
+  // from the pool now, which may have nothing left. Its peer's share counts
+  // it, but does not refuse it: the handler is running, and asked.
+  uint8_t* p = conn->pool_get(this, std::max<uint32_t>(len, 1));
   if (p == nullptr) return {};
   pool_memory = true;
-  if (write_buf[chunk] != nullptr) pool.put(write_buf[chunk]);
+  if (write_buf[chunk] != nullptr) conn->pool_put(this, write_buf[chunk]);
   write_buf[chunk] = p;
   return {p, len};
 }
@@ -280,8 +281,15 @@ bool ServerConn::try_post_reply(SrvCall* sc) {
   // comes in this same poll() and is the one signaled (without this, a
   // server answering each call as it arrives signals every reply).
   const bool quiet = grant.unreplied == 0 && deferred.empty() && !eng->more_in_batch(this);
+  // A reply that holds bulk memory (or pushes the host's) waits for its
+  // peer to take it, under a deadline (rw_deadline.h): signaled, so that its
+  // own completion -- not a later reply's -- says when the peer did.
+  const bool push = (sc->pool_memory || sc->nbulk > 0 || sc->long_len > 0) && eng->rw_timeout_ticks != 0;
   // A refusal fails the connection; the drain frees the call.
-  if (post(chain, SendCtxKind::kReplySend, sc->index, quiet)) sc->send_owner = true;
+  if (post(chain, SendCtxKind::kReplySend, sc->index, quiet || push)) {
+    sc->send_owner = true;
+    if (push) eng->rw_due.arm(sc, RwWait::kPush, now_ticks());
+  }
   if (TERN_UNLIKELY(bd != nullptr) && sc->ts_replied != 0) {
     const uint64_t now = now_ticks();
     bd->record(Stage::kPull, sc->t_recv, sc->ts_pulled);

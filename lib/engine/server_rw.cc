@@ -7,6 +7,7 @@
 // one chain, unsignaled.
 #include <algorithm>
 
+#include "base/clock.h"
 #include "engine/engine_impl.h"
 
 namespace tern::rpc {
@@ -40,7 +41,10 @@ ServerConn::Pull ServerConn::post_reads(SrvCall* sc) {
   eng->st.rdma_reads.add(static_cast<uint64_t>(chain.size()));
   if (!sc->nomsg || sc->msg_pulled) eng->st.read_chunks.add();
   sc->state = SrvState::kPulling;
-  (void)post(chain, SendCtxKind::kRead, sc->index);  // a refusal fails the connection; the drain frees the call
+  // A refusal fails the connection; the drain frees the call. Posted, the
+  // READs wait for the peer: the deadline runs from now.
+  if (post(chain, SendCtxKind::kRead, sc->index) && eng->rw_timeout_ticks != 0)
+    eng->rw_due.arm(sc, RwWait::kPull, now_ticks());
   return Pull::kPosted;
 }
 
