@@ -573,6 +573,7 @@ int main(int argc, char** argv) {
   ho.nlm_opt.addr = a.mount_addr;
   ho.nlm_opt.port = static_cast<uint16_t>(a.nlm_port < 0 ? 0 : a.nlm_port);
   ho.nlm_opt.grace_seconds = static_cast<int>(a.nlm_grace);
+  ho.nlm_opt.notify.path = (*state)->lock_holders_path();
   auto hs = nfsd::HostServices::start(exports, ho);
   if (!hs) {
     say(LogLevel::kError, "%s", hs.status().to_string().c_str());
@@ -634,7 +635,10 @@ int main(int argc, char** argv) {
       last_stats = std::chrono::steady_clock::now();
       dump = true;
     }
-    if (dump) print_stats(workers, drc.get(), md.get());
+    if (dump) {
+      print_stats(workers, drc.get(), md.get());
+      say(LogLevel::kInfo, "%s", (*hs)->stats().c_str());
+    }
   }
   for (auto& w : workers) w->thread.join();
   int rc = 0;
