@@ -102,8 +102,8 @@ std::string HostServices::describe() const {
   if (nlm_) {
     d += "NLM tcp+udp :" + std::to_string(nlm_->port()) + " (grace " + std::to_string(grace_) + " s";
     if (const SmNotifier* n = nlm_->notifier())
-      d += ", NSM state " + std::to_string(n->state()) + ", " + std::to_string(n->pending()) +
-           " client(s) told to reclaim";
+      d += ", NSM state " + std::to_string(n->state()) + ", " + std::to_string(n->recorded_at_start()) +
+           " client(s) to tell to reclaim";
     d += "); ";
   }
   d += rpcbind_note_.empty() ? "rpcbind: off" : rpcbind_note_;

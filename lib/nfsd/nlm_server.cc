@@ -46,14 +46,22 @@ bool is_loopback(const sockaddr_storage& ss) {
   return false;
 }
 
-// The address of ours a call came to, as text; "" for a wildcard (a UDP
+// The address of ours a call came to, as text, as the client names it (an
+// IPv4 address as such, not mapped into IPv6); "" for a wildcard (a UDP
 // socket bound to any address does not say which one).
 std::string server_name_of(const sockaddr_storage& local) {
   if (local.ss_family == AF_INET &&
       reinterpret_cast<const sockaddr_in*>(&local)->sin_addr.s_addr == htonl(INADDR_ANY))
     return "";
-  if (local.ss_family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(&local)->sin6_addr))
-    return "";
+  if (local.ss_family == AF_INET6) {
+    const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(&local)->sin6_addr;
+    if (IN6_IS_ADDR_UNSPECIFIED(&a)) return "";
+    if (IN6_IS_ADDR_V4MAPPED(&a)) {
+      char host[INET_ADDRSTRLEN] = {};
+      inet_ntop(AF_INET, &a.s6_addr[12], host, sizeof host);
+      return host;
+    }
+  }
   return ip_of(local);
 }
 

@@ -45,6 +45,7 @@ Result<std::unique_ptr<SmNotifier>> SmNotifier::start(const SmNotifierOptions& o
     e.server = h.server;
     e.pending = true;
   }
+  n->recorded_at_start_ = n->entries_.size();
   // The new number is on disk before any client can see it: a crash now
   // and a restart must not reuse it.
   if (Status s = save_lock_holders(opt.path, n->snapshot()); !s)
@@ -241,7 +242,9 @@ void SmNotifier::run() {
     if (it == entries_.end()) continue;
     if (s) {
       stats_.notified.fetch_add(1, std::memory_order_relaxed);
-      TERN_LOG(kInfo, "nlm", "SM_NOTIFY to %s: told (as %s, state %d, try %d) to reclaim its locks", due.c_str(),
+      // At the level of the log's other lock events ("released the locks
+      // of"): what an admin looks for after a restart, one line a client.
+      TERN_LOG(kWarn, "nlm", "SM_NOTIFY to %s: told (as %s, state %d, try %d) to reclaim its locks", due.c_str(),
                as.c_str(), state_, tries);
       it->second.pending = false;
       drop_if_done(it);

@@ -79,8 +79,10 @@ class SmNotifier {
   // The NSM state number of this run.
   int32_t state() const { return state_; }
   const SmNotifyStats& stats() const { return stats_; }
-  // How many clients from the last run are still to be told.
+  // How many clients from the last run are still to be told, and how many
+  // there were at start.
   size_t pending() const;
+  size_t recorded_at_start() const { return recorded_at_start_; }
 
   // A client at `client` took a lock through our address `server` (both
   // as text): recorded, if it was not.
@@ -108,6 +110,7 @@ class SmNotifier {
 
   SmNotifierOptions opt_;
   int32_t state_ = 0;
+  size_t recorded_at_start_ = 0;
   SmNotifyStats stats_;
   std::chrono::steady_clock::time_point deadline_;
 
