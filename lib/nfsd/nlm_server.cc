@@ -156,13 +156,13 @@ void NlmServer::notify_clients() {
 
 void NlmServer::settle_holder(const std::string& ip) {
   if (!notifier_) return;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = monitored_.find(ip);
-    if (it != monitored_.end())
-      for (const std::string& caller : it->second)
-        if (table_.holds_any(caller)) return;
-  }
+  // Under mu_, as hold() is called: a lock granted on another thread
+  // between the look and let_go() would otherwise be forgotten.
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = monitored_.find(ip);
+  if (it != monitored_.end())
+    for (const std::string& caller : it->second)
+      if (table_.holds_any(caller)) return;
   notifier_->let_go(ip);
 }
 
@@ -354,14 +354,16 @@ nlm::Stat NlmServer::do_lock(const nlm::LockArgs& a, const RpcRequest& req, bool
   {
     std::lock_guard<std::mutex> g(mu_);
     o = table_.lock(w.fh, w, a.block);
-    if (monitor && (o == LockOutcome::kGranted || o == LockOutcome::kBlocked))
+    if (monitor && (o == LockOutcome::kGranted || o == LockOutcome::kBlocked)) {
       new_host = monitored_[ip_of(req.peer)].insert(w.owner.host).second;
+      // Recorded for the next start, which tells it to reclaim (as the
+      // host's statd records those it monitors); an unmonitored lock is
+      // not. Under mu_ (the notifier's lock is taken inside it, never the
+      // other way), in step with settle_holder().
+      if (notifier_) notifier_->hold(ip_of(req.peer), server_name_of(req.local));
+    }
   }
   if (new_host) enqueue(Job{Job::Kind::kMonitor, {}, req.peer, w.owner.host, req.tcp, 0, {}});
-  // Recorded for the next start, which tells it to reclaim (as the host's
-  // statd records those it monitors); an unmonitored lock is not.
-  if (monitor && notifier_ && (o == LockOutcome::kGranted || o == LockOutcome::kBlocked))
-    notifier_->hold(ip_of(req.peer), server_name_of(req.local));
   if (o == LockOutcome::kGranted && a.reclaim) stats_.reclaimed.fetch_add(1, std::memory_order_relaxed);
   switch (o) {
     case LockOutcome::kGranted: return nlm::Stat::kGranted;
