@@ -288,6 +288,32 @@ TEST_F(Reclaim, ASilentClientIsTriedAgainThenDroppedWhenTheWindowEnds) {
   EXPECT_EQ(client.n_notices(), 1u);
 }
 
+// A client leaves the record only once it holds nothing AND has been told:
+// one that locks and unlocks before its statd can be reached is still told.
+TEST_F(Reclaim, AClientIsKeptUntilToldEvenWhenItHoldsNothing) {
+  nfsd::LockHolders h;
+  h.state = 3;
+  h.holders = {{"127.0.0.1", "127.0.0.1"}};
+  ASSERT_TRUE(nfsd::save_lock_holders(record, h).is_ok());
+  {
+    std::lock_guard<std::mutex> g(client.mu);
+    client.statd_registered = false;
+  }
+  auto srv = start(0);
+  ASSERT_TRUE(srv);
+  EXPECT_EQ(lock(*srv, "client-a", 1, false), nlm::Stat::kGranted);
+  EXPECT_EQ(unlock(*srv, "client-a", 1), nlm::Stat::kGranted);
+  EXPECT_EQ(srv->notifier()->pending(), 1u);
+  {
+    std::lock_guard<std::mutex> g(client.mu);
+    client.statd_registered = true;
+  }
+  ASSERT_TRUE(eventually([&] { return client.n_notices() == 1; }));
+  ASSERT_TRUE(eventually([&] { return srv->notifier()->pending() == 0; }));
+  srv.reset();
+  EXPECT_TRUE(stored().holders.empty());
+}
+
 TEST(LockHoldersFile, RoundTripsAndRefusesWhatItDoesNotWrite) {
   TempDir d;
   const std::string p = d.path + "/nlm-holders";
