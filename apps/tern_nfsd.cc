@@ -101,7 +101,8 @@ void usage(FILE* f) {
                "                        listener; else 0.0.0.0)\n"
                "  --nlm-port N          NLM v4 locks over TCP and UDP on this port (default 0: any free one;\n"
                "                        'off': none, clients mount with nolock)\n"
-               "  --nlm-grace S         after start, grant only reclaimed locks for S seconds (default 90)\n"
+               "  --nlm-grace S         after start, grant only reclaimed locks for S seconds (default 90);\n"
+               "                        the clients that held locks are told to reclaim them (SM_NOTIFY)\n"
                "  --no-rpcbind          do not register MOUNT, NFS and NLM with the local rpcbind\n"
                "  --engines N           engines (threads), connections spread over them (default 1)\n"
                "  --cores LIST          pin engine i to the i-th core of LIST (e.g. 2,3)\n"
@@ -573,6 +574,7 @@ int main(int argc, char** argv) {
   ho.nlm_opt.addr = a.mount_addr;
   ho.nlm_opt.port = static_cast<uint16_t>(a.nlm_port < 0 ? 0 : a.nlm_port);
   ho.nlm_opt.grace_seconds = static_cast<int>(a.nlm_grace);
+  ho.nlm_opt.notify.path = (*state)->lock_holders_path();
   auto hs = nfsd::HostServices::start(exports, ho);
   if (!hs) {
     say(LogLevel::kError, "%s", hs.status().to_string().c_str());
@@ -634,7 +636,10 @@ int main(int argc, char** argv) {
       last_stats = std::chrono::steady_clock::now();
       dump = true;
     }
-    if (dump) print_stats(workers, drc.get(), md.get());
+    if (dump) {
+      print_stats(workers, drc.get(), md.get());
+      say(LogLevel::kInfo, "%s", (*hs)->stats().c_str());
+    }
   }
   for (auto& w : workers) w->thread.join();
   int rc = 0;

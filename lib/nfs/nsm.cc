@@ -43,4 +43,16 @@ void encode(XdrWriter& w, const Status& s) {
   w.put_opaque_fixed(s.priv);
 }
 
+void encode(XdrWriter& w, const StatChge& c) {
+  w.put_string(c.mon_name);
+  w.put_i32(c.state);
+}
+
+bool decode(std::span<const uint8_t> in, StatChge* c) {
+  XdrReader x(in);
+  c->mon_name = x.get_string(kMaxName);
+  c->state = x.get_i32();
+  return x.ok();
+}
+
 }  // namespace tern::nfs::nsm

@@ -1,7 +1,8 @@
 // The Network Status Monitor protocol (program 100024 version 1, the
 // Open Group XNFS spec): how a lock manager asks the host's rpc.statd to
 // watch a client (SM_MON), and what statd calls back on the lock manager's
-// own program when that client reboots (the "status" message). Only the
+// own program when that client reboots (the "status" message), and what a
+// restarted lock manager sends its clients' statd (SM_NOTIFY). Only the
 // procedures tern-nfsd uses.
 #pragma once
 
@@ -62,5 +63,15 @@ struct Status {
 };
 bool decode(std::span<const uint8_t> in, Status* s);
 void encode(xdr::XdrWriter& w, const Status& s);
+
+// stat_chge: SM_NOTIFY's argument, what a restarted host sends the statd of
+// each peer it had dealings with -- mon_name (the restarted host, by the
+// name the peer knows it by) is now at state.
+struct StatChge {
+  std::string_view mon_name;
+  int32_t state = 0;
+};
+void encode(xdr::XdrWriter& w, const StatChge& c);
+bool decode(std::span<const uint8_t> in, StatChge* c);
 
 }  // namespace tern::nfs::nsm

@@ -25,6 +25,8 @@ Result<std::unique_ptr<HostServices>> HostServices::start(const PublishedExports
     h->grace_ = opt.nlm_opt.grace_seconds;
   }
   if (opt.rpcbind) h->register_all(opt);
+  // Only now can a client told to reclaim find the new NLM service.
+  if (h->nlm_) h->nlm_->notify_clients();
   return h;
 }
 
@@ -88,13 +90,22 @@ std::string HostServices::stats() const {
   return "nlm: calls=" + n(s.calls) + " granted=" + n(s.granted) + " denied=" + n(s.denied) + " blocked=" +
          n(s.blocked) + " grace_denied=" + n(s.grace_denied) + " callbacks=" + n(s.callbacks) +
          " callback_failures=" + n(s.callback_failures) + " freed_hosts=" + n(s.freed_hosts) +
-         " locks_held=" + std::to_string(nlm_->locks_held());
+         " reclaimed=" + n(s.reclaimed) + " locks_held=" + std::to_string(nlm_->locks_held()) +
+         (nlm_->notifier() ? " notified=" + n(nlm_->notifier()->stats().notified) +
+                                 " notify_failed=" + n(nlm_->notifier()->stats().failed)
+                           : "");
 }
 
 std::string HostServices::describe() const {
   std::string d;
   if (mount_udp_) d += "MOUNT udp :" + std::to_string(mount_udp_->port()) + "; ";
-  if (nlm_) d += "NLM tcp+udp :" + std::to_string(nlm_->port()) + " (grace " + std::to_string(grace_) + " s); ";
+  if (nlm_) {
+    d += "NLM tcp+udp :" + std::to_string(nlm_->port()) + " (grace " + std::to_string(grace_) + " s";
+    if (const SmNotifier* n = nlm_->notifier())
+      d += ", NSM state " + std::to_string(n->state()) + ", " + std::to_string(n->recorded_at_start()) +
+           " client(s) to tell to reclaim";
+    d += "); ";
+  }
   d += rpcbind_note_.empty() ? "rpcbind: off" : rpcbind_note_;
   return d;
 }

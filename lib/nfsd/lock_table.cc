@@ -146,6 +146,16 @@ std::vector<Waiter> LockTable::free_host(const std::string& host) {
   return granted;
 }
 
+bool LockTable::holds_any(const std::string& host) const {
+  for (const auto& [fh, f] : files_) {
+    for (const HeldLock& l : f.locks)
+      if (l.owner.host == host) return true;
+    for (const Waiter& w : f.waiters)
+      if (w.owner.host == host) return true;
+  }
+  return false;
+}
+
 std::vector<HeldLock> LockTable::held(const std::string& fh) const {
   auto it = files_.find(fh);
   if (it == files_.end()) return {};

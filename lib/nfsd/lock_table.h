@@ -102,6 +102,9 @@ class LockTable {
   bool cancel(const std::string& fh, const LockOwner& owner, bool exclusive, const ByteRange& range);
   // Everything `host` held or waited for goes; returns the waiters this granted.
   std::vector<Waiter> free_host(const std::string& host);
+  // Whether `host` holds or waits for anything (a walk of every file: for
+  // the control path's "was that its last lock?", not per byte range).
+  bool holds_any(const std::string& host) const;
 
   // For tests and counters.
   std::vector<HeldLock> held(const std::string& fh) const;

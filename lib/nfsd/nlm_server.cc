@@ -46,6 +46,25 @@ bool is_loopback(const sockaddr_storage& ss) {
   return false;
 }
 
+// The address of ours a call came to, as text, as the client names it (an
+// IPv4 address as such, not mapped into IPv6); "" for a wildcard (a UDP
+// socket bound to any address does not say which one).
+std::string server_name_of(const sockaddr_storage& local) {
+  if (local.ss_family == AF_INET &&
+      reinterpret_cast<const sockaddr_in*>(&local)->sin_addr.s_addr == htonl(INADDR_ANY))
+    return "";
+  if (local.ss_family == AF_INET6) {
+    const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(&local)->sin6_addr;
+    if (IN6_IS_ADDR_UNSPECIFIED(&a)) return "";
+    if (IN6_IS_ADDR_V4MAPPED(&a)) {
+      char host[INET_ADDRSTRLEN] = {};
+      inet_ntop(AF_INET, &a.s6_addr[12], host, sizeof host);
+      return host;
+    }
+  }
+  return ip_of(local);
+}
+
 std::string hostname() {
   char h[256] = {};
   gethostname(h, sizeof h - 1);
@@ -92,6 +111,14 @@ Result<std::unique_ptr<NlmServer>> NlmServer::start(const PublishedExports* pub,
   if (opt.use_statd) {
     s->nsm_ = std::make_unique<NsmClient>(opt.nsm);
   }
+  if (!opt.notify.path.empty()) {
+    SmNotifierOptions no = opt.notify;
+    no.client_rpcbind_port = opt.client_rpcbind_port;
+    no.window = std::max<std::chrono::milliseconds>(no.window, std::chrono::seconds(opt.grace_seconds));
+    auto n = SmNotifier::start(no);
+    if (!n) return n.status();
+    s->notifier_ = std::move(*n);
+  }
   s->callout_ = std::thread([p = s.get()] { p->callout_loop(); });
   RpcServiceOptions so;
   so.name = "NLM";
@@ -114,6 +141,7 @@ NlmServer::~NlmServer() {
   }
   jobs_cv_.notify_all();
   if (callout_.joinable()) callout_.join();
+  notifier_.reset();
   if (nsm_) {
     Status s = nsm_->unmonitor_all();
     if (!s) TERN_LOG(kInfo, "nlm", "SM_UNMON_ALL: %s", s.to_string().c_str());
@@ -121,6 +149,22 @@ NlmServer::~NlmServer() {
 }
 
 bool NlmServer::in_grace() const { return Clock::now() < grace_end_; }
+
+void NlmServer::notify_clients() {
+  if (notifier_) notifier_->begin();
+}
+
+void NlmServer::settle_holder(const std::string& ip) {
+  if (!notifier_) return;
+  // Under mu_, as hold() is called: a lock granted on another thread
+  // between the look and let_go() would otherwise be forgotten.
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = monitored_.find(ip);
+  if (it != monitored_.end())
+    for (const std::string& caller : it->second)
+      if (table_.holds_any(caller)) return;
+  notifier_->let_go(ip);
+}
 
 size_t NlmServer::locks_held() const {
   std::lock_guard<std::mutex> g(mu_);
@@ -232,6 +276,7 @@ void NlmServer::send_granted(const Waiter& w) {
     next = table_.unlock(w.fh, w.owner, w.range);
   }
   grant_waiters(std::move(next));
+  settle_holder(ip_of(w.peer));
 }
 
 void NlmServer::release_host(const std::string& host) {
@@ -247,6 +292,13 @@ void NlmServer::release_host(const std::string& host) {
   TERN_LOG(kWarn, "nlm", "released the locks of %s (%zu locks)", host.c_str(),
            before + granted.size() >= after ? before + granted.size() - after : 0);
   grant_waiters(std::move(granted));
+  std::vector<std::string> from;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    for (const auto& [ip, callers] : monitored_)
+      if (callers.count(host)) from.push_back(ip);
+  }
+  for (const std::string& ip : from) settle_holder(ip);
 }
 
 nlm::TestRes NlmServer::do_test(const nlm::TestArgs& a, const RpcRequest& req, std::string* holder_oh) {
@@ -302,10 +354,17 @@ nlm::Stat NlmServer::do_lock(const nlm::LockArgs& a, const RpcRequest& req, bool
   {
     std::lock_guard<std::mutex> g(mu_);
     o = table_.lock(w.fh, w, a.block);
-    if (monitor && (o == LockOutcome::kGranted || o == LockOutcome::kBlocked))
+    if (monitor && (o == LockOutcome::kGranted || o == LockOutcome::kBlocked)) {
       new_host = monitored_[ip_of(req.peer)].insert(w.owner.host).second;
+      // Recorded for the next start, which tells it to reclaim (as the
+      // host's statd records those it monitors); an unmonitored lock is
+      // not. Under mu_ (the notifier's lock is taken inside it, never the
+      // other way), in step with settle_holder().
+      if (notifier_) notifier_->hold(ip_of(req.peer), server_name_of(req.local));
+    }
   }
   if (new_host) enqueue(Job{Job::Kind::kMonitor, {}, req.peer, w.owner.host, req.tcp, 0, {}});
+  if (o == LockOutcome::kGranted && a.reclaim) stats_.reclaimed.fetch_add(1, std::memory_order_relaxed);
   switch (o) {
     case LockOutcome::kGranted: return nlm::Stat::kGranted;
     case LockOutcome::kDenied: return nlm::Stat::kDenied;
@@ -315,15 +374,19 @@ nlm::Stat NlmServer::do_lock(const nlm::LockArgs& a, const RpcRequest& req, bool
   return nlm::Stat::kFailed;
 }
 
-nlm::Stat NlmServer::do_cancel(const nlm::CancArgs& a) {
+nlm::Stat NlmServer::do_cancel(const nlm::CancArgs& a, const RpcRequest& req) {
   auto range = ByteRange::from_nlm(a.lock.offset, a.lock.len);
   if (!range) return nlm::Stat::kFbig;
-  std::lock_guard<std::mutex> g(mu_);
-  return table_.cancel(bytes(a.lock.fh), owner_of(a.lock), a.exclusive, *range) ? nlm::Stat::kGranted
-                                                                                : nlm::Stat::kDenied;
+  bool cancelled;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    cancelled = table_.cancel(bytes(a.lock.fh), owner_of(a.lock), a.exclusive, *range);
+  }
+  if (cancelled) settle_holder(ip_of(req.peer));
+  return cancelled ? nlm::Stat::kGranted : nlm::Stat::kDenied;
 }
 
-nlm::Stat NlmServer::do_unlock(const nlm::UnlockArgs& a) {
+nlm::Stat NlmServer::do_unlock(const nlm::UnlockArgs& a, const RpcRequest& req) {
   auto range = ByteRange::from_nlm(a.lock.offset, a.lock.len);
   if (!range) return nlm::Stat::kFbig;
   std::vector<Waiter> granted;
@@ -332,6 +395,7 @@ nlm::Stat NlmServer::do_unlock(const nlm::UnlockArgs& a) {
     granted = table_.unlock(bytes(a.lock.fh), owner_of(a.lock), *range);
   }
   grant_waiters(std::move(granted));
+  settle_holder(ip_of(req.peer));
   return nlm::Stat::kGranted;
 }
 
@@ -382,7 +446,7 @@ bool NlmServer::handle_nlm(const RpcRequest& req, uint32_t xid, uint32_t proc, s
     case nlm::Proc::kCancelMsg: {
       nlm::CancArgs a;
       if (!nlm::decode(args, &a)) return garbage();
-      nlm::encode(w, nlm::Res{a.cookie, do_cancel(a)});
+      nlm::encode(w, nlm::Res{a.cookie, do_cancel(a, req)});
       res_proc =
           proc == static_cast<uint32_t>(nlm::Proc::kCancelMsg) ? static_cast<uint32_t>(nlm::Proc::kCancelRes) : 0;
       break;
@@ -391,7 +455,7 @@ bool NlmServer::handle_nlm(const RpcRequest& req, uint32_t xid, uint32_t proc, s
     case nlm::Proc::kUnlockMsg: {
       nlm::UnlockArgs a;
       if (!nlm::decode(args, &a)) return garbage();
-      nlm::encode(w, nlm::Res{a.cookie, do_unlock(a)});
+      nlm::encode(w, nlm::Res{a.cookie, do_unlock(a, req)});
       res_proc =
           proc == static_cast<uint32_t>(nlm::Proc::kUnlockMsg) ? static_cast<uint32_t>(nlm::Proc::kUnlockRes) : 0;
       break;
@@ -468,6 +532,8 @@ bool NlmServer::handle_nsm_notify(const RpcRequest& req, uint32_t xid, std::span
   }
   callers.insert(std::string(st.mon_name));
   for (const std::string& c : callers) release_host(c);
+  // It rebooted: nothing of ours to reclaim, nothing to tell it.
+  if (notifier_) notifier_->forget(std::string(st.mon_name));
   rpc_accepted(reply, xid, oc::AcceptStat::kSuccess, {});
   return true;
 }

@@ -28,7 +28,9 @@
 // Every file handle is checked as NFS checks it (signed, the object still
 // there): NLM4_STALE_FH otherwise. For grace_seconds after start only
 // reclaims are granted (NLM4_DENIED_GRACE_PERIOD otherwise), so that clients
-// of a previous tern-nfsd take back their locks before anyone else can.
+// of a previous tern-nfsd take back their locks before anyone else can;
+// with a record of lock holders (NlmOptions::notify.path), those clients
+// are told to (sm_notifier.h) once notify_clients() is called.
 #pragma once
 
 #include <sys/socket.h>
@@ -54,6 +56,7 @@
 #include "nfsd/lock_table.h"
 #include "nfsd/nsm_client.h"
 #include "nfsd/rpc_service.h"
+#include "nfsd/sm_notifier.h"
 
 namespace tern::nfsd {
 
@@ -66,8 +69,13 @@ struct NlmOptions {
   // Monitor lock holders with the local rpc.statd.
   bool use_statd = true;
   NsmClientOptions nsm;  // the callback must stay NLM v4's NSM_NOTIFY
-  // Where a client's rpcbind listens (tests run one on another port).
+  // Where a client's rpcbind listens (tests run one on another port; the
+  // notifier's own setting is replaced by this one).
   uint16_t client_rpcbind_port = 111;
+  // The lock holders' record and how the restart is told to them; an empty
+  // path: nothing kept, nobody told. Its window is made at least
+  // grace_seconds.
+  SmNotifierOptions notify;
   // Whether the client at `peer` may take a lock (exclusive or not) in the
   // file a handle names: NLM4_GRANTED for yes, else the status to answer --
   // NLM4_STALE_FH for a handle no export served now made (or whose object
@@ -79,7 +87,7 @@ struct NlmOptions {
 
 struct NlmStats {
   std::atomic<uint64_t> calls{0}, granted{0}, denied{0}, blocked{0}, grace_denied{0}, callbacks{0},
-      callback_failures{0}, freed_hosts{0};
+      callback_failures{0}, freed_hosts{0}, reclaimed{0};
 };
 
 class NlmServer {
@@ -96,6 +104,12 @@ class NlmServer {
   const sockaddr_storage& address() const { return svc_->address(); }
   const NlmStats& stats() const { return stats_; }
   bool in_grace() const;
+  // Tells the clients that held locks before the restart to reclaim them:
+  // call it once the service is where clients will look for it (after the
+  // rpcbind registration), or they reclaim from the old port and fail.
+  void notify_clients();
+  // The notifier (null without a record): its NSM state and counters.
+  const SmNotifier* notifier() const { return notifier_.get(); }
   // Locks held now (all files).
   size_t locks_held() const;
 
@@ -125,13 +139,16 @@ class NlmServer {
   void send_to_client_nlm(const sockaddr_storage& peer, const sockaddr_storage* local, bool tcp, uint32_t proc,
                           std::span<const uint8_t> args, bool* denied);
   void release_host(const std::string& host);
+  // After `ip` let go of something: when none of the callers that locked
+  // from it holds or waits for anything, the notifier forgets it.
+  void settle_holder(const std::string& ip);
   void grant_waiters(std::vector<Waiter> granted);
 
   // The procedures' work, each returning its result.
   nfs::nlm4::TestRes do_test(const nfs::nlm4::TestArgs& a, const RpcRequest& req, std::string* holder_oh);
   nfs::nlm4::Stat do_lock(const nfs::nlm4::LockArgs& a, const RpcRequest& req, bool monitor);
-  nfs::nlm4::Stat do_cancel(const nfs::nlm4::CancArgs& a);
-  nfs::nlm4::Stat do_unlock(const nfs::nlm4::UnlockArgs& a);
+  nfs::nlm4::Stat do_cancel(const nfs::nlm4::CancArgs& a, const RpcRequest& req);
+  nfs::nlm4::Stat do_unlock(const nfs::nlm4::UnlockArgs& a, const RpcRequest& req);
   bool handle_nlm(const RpcRequest& req, uint32_t xid, uint32_t proc, std::span<const uint8_t> args,
                   std::vector<uint8_t>* reply);
   bool handle_nsm_notify(const RpcRequest& req, uint32_t xid, std::span<const uint8_t> args,
@@ -153,6 +170,7 @@ class NlmServer {
   std::thread callout_;
   std::unique_ptr<NsmClient> nsm_;  // used on the callout thread only
   bool statd_warned_ = false;
+  std::unique_ptr<SmNotifier> notifier_;  // set before the service starts
   std::unique_ptr<RpcService> svc_;
 };
 

@@ -1,5 +1,6 @@
-// The state directory of one tern-nfsd instance: the handle key and the
-// reply cache, and the lock that makes them this instance's alone.
+// The state directory of one tern-nfsd instance: the handle key, the reply
+// cache, the lock holders' record (nlm-holders), and the lock that makes
+// them this instance's alone.
 //
 // Two instances sharing a directory would share the key (each would accept
 // the other's handles) and the reply-cache file (each with its own index of
@@ -40,6 +41,9 @@ class StateDir {
   // The canonical path (realpath).
   const std::string& path() const { return path_; }
   std::string reply_cache_path() const { return path_ + "/reply-cache"; }
+  // The NSM state and the lock holders told to reclaim after a restart
+  // (lock_holders_file.h).
+  std::string lock_holders_path() const { return path_ + "/nlm-holders"; }
 
   // What an export's handles are signed with, and the id they carry: both
   // keyed by the stored key, so that nobody without it can predict them,

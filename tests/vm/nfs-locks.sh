@@ -12,12 +12,20 @@
 #     superblocks, nosharecache: nothing local can exclude them) and are
 #     free again once released; tern-nfsd's counters show the grants and
 #     the denial;
+#   - a lock held through the kernel client survives a restart of tern-nfsd
+#     alone: the new tern-nfsd tells the client's statd (SM_NOTIFY), statd
+#     calls the kernel's lockd back, the kernel reclaims the lock within
+#     the grace period (tern-nfsd counts it: reclaimed=1), and another
+#     mount's process is still refused it after the grace period;
 #   - after SIGTERM tern-nfsd's registrations are gone.
 # Client and server share one kernel here, whose lockd (started by the
 # first mount without nolock) registers NLM with the same rpcbind;
 # tern-nfsd is restarted after the mount so that its registration is the
 # one the client's lockd finds (docs/nfs-gateway.md, "One lock manager per
-# host"). Exit status 0 only if every check passed.
+# host"). The one statd serves both sides: the kernel's lockd monitors the
+# server with NLM version 3 as its callback, which tern-nfsd does not
+# register, so statd's call after SM_NOTIFY reaches the kernel's lockd.
+# Exit status 0 only if every check passed.
 #   tests/vm/nfs-locks.sh BUILDDIR
 set -uo pipefail
 build=$(cd "${1:?usage: nfs-locks.sh BUILDDIR}" && pwd)
@@ -34,9 +42,9 @@ check() {  # check NAME COMMAND...
   shift
   if "$@"; then summary+=("ok      $name"); else summary+=("FAILED  $name"); fails=$((fails + 1)); fi
 }
-start_server() {
+start_server() {  # start_server NTH-START [GRACE]
   "$build/apps/tern-nfsd" --export "$backing" --name /locks --addr $addr --port 20049 --mount-port 0 \
-    --nlm-grace 0 --no-root-squash --state-dir "$state" >>"$log" 2>&1 &
+    --nlm-grace "${2:-0}" --no-root-squash --state-dir "$state" >>"$log" 2>&1 &
   srv=$!
   for _ in $(seq 200); do
     [[ $(grep -c 'tern-nfsd: serving' "$log") -ge $1 ]] && return 0
@@ -52,6 +60,22 @@ stop_server() {
   kill -TERM "$srv" 2>/dev/null
   wait "$srv" 2>/dev/null
   srv=
+}
+until_log() {  # until_log PATTERN SECONDS: the log has a line with PATTERN
+  local end=$((SECONDS + $2))
+  while ((SECONDS < end)); do grep -q "$1" "$log" && return 0; sleep 0.2; done
+  return 1
+}
+until_nlm() {  # until_nlm FIELD VALUE SECONDS: tern-nfsd's NLM counter FIELD reaches VALUE
+  local end=$((SECONDS + $3)) n
+  while ((SECONDS < end)); do
+    n=$(grep -c 'tern-nfsd: nlm:' "$log")
+    kill -USR1 "$srv"
+    while ((SECONDS < end)) && (($(grep -c 'tern-nfsd: nlm:' "$log") == n)); do sleep 0.1; done
+    grep 'tern-nfsd: nlm:' "$log" | tail -1 | tr ' ' '\n' | grep -qx "$1=$2" && return 0
+    sleep 0.5
+  done
+  return 1
 }
 registered() {  # registered PROG PROTO: rpcinfo -p has it
   rpcinfo -p 127.0.0.1 | awk -v p="$1" -v t="$2" '$1 == p && $3 == t { f = 1 } END { exit !f }'
@@ -97,14 +121,41 @@ check "nor a shared one" bash -c "! flock -n -s '$mnt2/lockfile' true"
 touch /tmp/nfs-locks.release
 wait $holder
 check "once released, the second mount takes it" flock -n -x "$mnt2/lockfile" true
+
+# tern-nfsd alone restarts while the first mount's process holds the lock.
+grace=12
+rm -f /tmp/nfs-locks.held /tmp/nfs-locks.release
+flock -x "$mnt/lockfile" -c "touch /tmp/nfs-locks.held; while [ ! -e /tmp/nfs-locks.release ]; do sleep 0.1; done" &
+holder=$!
+for _ in $(seq 300); do [[ -e /tmp/nfs-locks.held ]] && break; kill -0 $holder 2>/dev/null || break; sleep 0.1; done
+check "the first mount's process holds the lock again" test -e /tmp/nfs-locks.held
+t1=$(date +%s)
+stop_server
+nlm=$(grep 'tern-nfsd: nlm:' "$log" | tail -1)
+say "before the restart: $nlm"
+field() { echo "$nlm" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+check "the locks went through tern-nfsd's NLM (granted >= 3, denied >= 2)" \
+  test "$(field granted)" -ge 3 -a "$(field denied)" -ge 2
+check "the record names the client and the address it locked through" \
+  grep -qx "holder $addr $addr" "$state/nlm-holders"
+start_server 3 $grace || exit 1
+t2=$(date +%s)  # the grace period ends by t2 + grace
+say "$(grep 'tern-nfsd: serving' "$log" | tail -1 | grep -o 'NLM tcp.*registered')"
+check "tern-nfsd told the client's statd to reclaim (SM_NOTIFY)" until_log "SM_NOTIFY to $addr: told" 20
+grep "SM_NOTIFY to" "$log" | tail -1 | sed 's/^/    /'
+check "the kernel client reclaimed its lock within grace (reclaimed=1)" until_nlm reclaimed 1 $grace
+say "reclaimed $(($(date +%s) - t1)) s after the stop: $(grep 'tern-nfsd: nlm:' "$log" | tail -1)"
+while (($(date +%s) <= t2 + grace)); do sleep 0.5; done
+check "after grace, the second mount's process is still refused the lock" bash -c "! flock -n -x '$mnt2/lockfile' true"
+touch /tmp/nfs-locks.release
+wait $holder
+check "once released, the second mount takes it" flock -n -x "$mnt2/lockfile" true
+say "the restart check took $(($(date +%s) - t1)) s"
 umount "$mnt2"
 umount "$mnt"
 stop_server
 nlm=$(grep 'tern-nfsd: nlm:' "$log" | tail -1)
 say "$nlm"
-field() { echo "$nlm" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
-check "the locks went through tern-nfsd's NLM (granted >= 2, denied >= 2)" \
-  test "$(field granted)" -ge 2 -a "$(field denied)" -ge 2
 check "nothing was left behind (locks_held=0)" test "$(field locks_held)" -eq 0
 check "after SIGTERM, MOUNT and NLM are unregistered" \
   bash -c "$(declare -f registered); ! registered 100005 tcp && ! registered 100005 udp && ! registered 100021 tcp"
