@@ -116,6 +116,14 @@ void usage(FILE* f) {
                "  --drc-slots N         reply cache slots (default 8192; 0: no reply cache)\n"
                "  --arena-mb N          registered memory per engine, MiB (default 128)\n"
                "  --credits N           credits granted per connection (default 64)\n"
+               "  --max-connections N   connections per engine (default 1024)\n"
+               "  --max-connections-per-peer N   connections one client (address) may hold per engine\n"
+               "                        (default 0: no limit of its own; see docs/security.md)\n"
+               "  --idle-reap-ms N      with the table full, a client under its fair share gets an\n"
+               "                        idle (N ms) connection of the client holding the most\n"
+               "                        (default 10000; 0: never)\n"
+               "  --rw-timeout-ms N     a client that does not complete a READ of its chunks or take a\n"
+               "                        reply within N ms loses that connection (default 5000; 0: never)\n"
                "  --busy-poll           never sleep when idle (default: sleep in epoll when idle)\n"
                "  --stats-interval S    print the counters every S seconds (default: at exit only)\n"
                "  --test-crash-after PROC:N   tests only: SIGKILL this process after recording the\n"
@@ -143,6 +151,11 @@ struct Args {
   uint32_t drc_slots = 8192;
   uint64_t arena_mb = 128;
   uint32_t credits = 64;
+  // The engine's per-peer bounds (EngineOptions); defaults are the engine's.
+  uint32_t max_connections = rpc::EngineOptions{}.max_connections;
+  uint32_t max_connections_per_peer = rpc::EngineOptions{}.max_connections_per_peer;
+  uint32_t idle_reap_ms = rpc::EngineOptions{}.idle_reap_ms;
+  uint32_t rw_timeout_ms = rpc::EngineOptions{}.server_rw_timeout_ms;
   bool busy = false;
   double stats_interval = 0;
   int crash_proc = -1;
@@ -292,6 +305,19 @@ int parse(int argc, char** argv, Args* a) {
       if (!count(1024)) return 1;
       if (n == 0) return say(LogLevel::kError, "--credits 0"), 1;
       a->credits = static_cast<uint32_t>(n);
+    } else if (f == "--max-connections") {
+      if (!count(1u << 20)) return 1;
+      if (n == 0) return say(LogLevel::kError, "--max-connections 0"), 1;
+      a->max_connections = static_cast<uint32_t>(n);
+    } else if (f == "--max-connections-per-peer") {
+      if (!count(1u << 20)) return 1;
+      a->max_connections_per_peer = static_cast<uint32_t>(n);
+    } else if (f == "--idle-reap-ms") {
+      if (!count(86400000)) return 1;
+      a->idle_reap_ms = static_cast<uint32_t>(n);
+    } else if (f == "--rw-timeout-ms") {
+      if (!count(86400000)) return 1;
+      a->rw_timeout_ms = static_cast<uint32_t>(n);
     } else if (f == "--busy-poll") {
       a->busy = true;
     } else if (f == "--stats-interval") {
@@ -528,6 +554,10 @@ int main(int argc, char** argv) {
   rpc::EngineOptions eo;
   eo.arena_bytes = static_cast<size_t>(a.arena_mb) << 20;
   eo.credits = a.credits;
+  eo.max_connections = a.max_connections;
+  eo.max_connections_per_peer = a.max_connections_per_peer;
+  eo.idle_reap_ms = a.idle_reap_ms;
+  eo.server_rw_timeout_ms = a.rw_timeout_ms;
   eo.max_bulk = std::max(cfg.rtmax, cfg.wtmax);
   eo.max_reply = (256u << 10) + 4096;
   std::vector<std::unique_ptr<Worker>> workers;

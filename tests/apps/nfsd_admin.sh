@@ -5,7 +5,8 @@
 # exports served) and SIGHUP, which rereads it without dropping connections:
 # nfsd-probe holds one connection across the reloads and sees a client no
 # longer listed get NFS3ERR_ACCES, a removed export's handles
-# NFS3ERR_STALE, a bad file change nothing. Needs root (open_by_handle_at);
+# NFS3ERR_STALE, a bad file change nothing; the engine's per-peer bounds
+# (--max-connections, --idle-reap-ms) from the command line. Needs root (open_by_handle_at);
 # says so and passes without it.
 set -euo pipefail
 nfsd=$1
@@ -185,6 +186,36 @@ for _ in $(seq 50); do grep -q "tern-nfsd: stats:" "$dir/fifth.log" && break; sl
 kill -TERM "$srv"
 wait "$srv" || fail "SIGTERM: exit $?"
 [[ ! -e $dir/run/tern-nfsd.pid ]] || fail "the pidfile stayed after a clean exit"
+# ---- the engine's per-peer bounds from the command line: a table of one
+# connection that is never reaped refuses a second client (another process,
+# so another peer on pmd/shm) while the first holds it, and takes it once
+# the first has gone.
+start seventh --export "$dir/a" --listen "shm:path=$dir/s7" --state-dir "$dir/state7" --mount-port off \
+  --max-connections 1 --idle-reap-ms 0 --rw-timeout-ms 2000 --max-connections-per-peer 1
+srv=$started
+mkfifo "$dir/holder.in"
+"$probe" <"$dir/holder.in" >"$dir/holder.out" 2>&1 &
+holder=$!
+pids+=("$holder")
+exec 7>"$dir/holder.in"
+echo "connect shm:path=$dir/s7" >&7
+for _ in $(seq 300); do grep -q "^connect" "$dir/holder.out" && break; sleep 0.1; done
+[[ $(cat "$dir/holder.out") == "connect ok" ]] || fail "the first client: $(cat "$dir/holder.out")"
+r=$(echo "connect shm:path=$dir/s7" | timeout 60 "$probe") || true
+[[ $r == "connect failed"* ]] || fail "a second client in a full table of one: '$r'"
+grep -q "refusing connections (first: pid " "$dir/seventh.log" || fail "no refusal line: $(cat "$dir/seventh.log")"
+exec 7>&-  # the holder reads EOF and exits: its connection goes
+wait "$holder" 2>/dev/null || true
+ok=
+for _ in $(seq 20); do
+  r=$(echo "connect shm:path=$dir/s7" | timeout 60 "$probe") || true
+  [[ $r == "connect ok" ]] && { ok=1; break; }
+  sleep 0.5
+done
+[[ -n $ok ]] || fail "the table of one never took a client again: '$r' ($(tail -3 "$dir/seventh.log"))"
+kill -TERM "$srv"
+wait "$srv" || fail "SIGTERM: exit $?"
+
 ts='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z tern (error|warn|info|debug) '
 for l in "$dir"/*.log; do
   bad=$(grep -Ev "$ts" "$l" || true)
