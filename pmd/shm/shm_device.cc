@@ -377,10 +377,17 @@ void ShmDevice::accept_new() {
     if (fd < 0) return;
     if (handshaking_.size() >= cfg_.max_pending) {
       // Connected but silent sockets would otherwise pile up without bound.
-      TERN_LOG(kWarn, "shm", "%s: refusing a connection from %s: %u sockets already wait for their hello",
-               cfg_.path.c_str(), socket_peer(fd).c_str(), cfg_.max_pending);
+      if (refused_pending_++ == 0)
+        TERN_LOG(kWarn, "shm", "%s: refusing connections (first: %s): %u sockets already wait for their hello; "
+                 "said once until one is taken again",
+                 cfg_.path.c_str(), socket_peer(fd).c_str(), cfg_.max_pending);
       close(fd);
       continue;
+    }
+    if (refused_pending_ != 0) {
+      TERN_LOG(kInfo, "shm", "%s: taking connections again; %llu refused while %u sockets waited for their hello",
+               cfg_.path.c_str(), static_cast<unsigned long long>(refused_pending_), cfg_.max_pending);
+      refused_pending_ = 0;
     }
     handshaking_.push_back(Pending{fd, monotonic_ns() + uint64_t{cfg_.hello_timeout_ms} * 1000000u});
     watch_fd(fd);

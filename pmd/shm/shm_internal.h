@@ -597,6 +597,10 @@ class ShmDevice final : public Device {
     uint64_t deadline_ns;  // dropped if no hello by then
   };
   std::vector<Pending> handshaking_;  // accepted sockets waiting for their hello
+  // Sockets refused because max_pending waited for their hello: said once
+  // (a warning) until one can be taken again, then counted in one line, so
+  // a peer that floods connect() cannot flood the log too.
+  uint64_t refused_pending_ = 0;
   std::vector<std::unique_ptr<ShmConnRequest>> requests_;
   std::deque<CmEvent> events_;
   std::unique_ptr<RocePcap> pcap_;
