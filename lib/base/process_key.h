@@ -6,6 +6,9 @@
 // nothing against the next.
 #pragma once
 
+#include <cstddef>
+#include <string_view>
+
 #include "base/siphash.h"
 
 namespace tern {
@@ -16,5 +19,18 @@ const SipKey& process_key();
 
 // A fresh random key (getrandom()), for a keyed structure that wants its own.
 SipKey random_sip_key();
+
+// Hash and equality for tables keyed by a peer's identity string, under
+// process_key(); transparent, so a lookup by string_view makes no string.
+struct KeyedStringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const {
+    return static_cast<size_t>(siphash24(process_key(), {reinterpret_cast<const uint8_t*>(s.data()), s.size()}));
+  }
+};
+struct StringViewEq {
+  using is_transparent = void;
+  bool operator()(std::string_view a, std::string_view b) const { return a == b; }
+};
 
 }  // namespace tern

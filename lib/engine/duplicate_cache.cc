@@ -8,9 +8,7 @@
 
 namespace tern::rpc {
 
-size_t DuplicateCache::PeerHash::operator()(std::string_view s) const {
-  return static_cast<size_t>(siphash24(process_key(), {reinterpret_cast<const uint8_t*>(s.data()), s.size()}));
-}
+size_t DuplicateCache::PeerHash::operator()(std::string_view s) const { return KeyedStringHash()(s); }
 
 size_t DuplicateCache::KeyHash::operator()(const Key& k) const {
   // Every field, under the process's key: a peer that cannot compute it

@@ -106,6 +106,8 @@ class DuplicateCache {
   struct KeyHash {
     size_t operator()(const Key& k) const;
   };
+  // base/process_key.h's KeyedStringHash and StringViewEq, declared here
+  // because this header is public and those are not.
   struct PeerHash {
     using is_transparent = void;
     size_t operator()(std::string_view s) const;

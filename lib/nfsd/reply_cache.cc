@@ -73,10 +73,6 @@ size_t ReplyCache::KeyHash::operator()(const ReplyKey& k) const {
   return static_cast<size_t>(h.finish());
 }
 
-size_t ReplyCache::PeerHash::operator()(std::string_view s) const {
-  return static_cast<size_t>(siphash24(process_key(), {reinterpret_cast<const uint8_t*>(s.data()), s.size()}));
-}
-
 uint64_t ReplyCache::args_digest(std::span<const uint8_t> args) const { return siphash24(digest_key_, args); }
 
 Result<std::unique_ptr<ReplyCache>> ReplyCache::open(const std::string& path, uint32_t slots) {

@@ -57,6 +57,7 @@
 
 #include "base/fair_share.h"
 #include "base/result.h"
+#include "base/process_key.h"
 #include "base/siphash.h"
 
 namespace tern::nfsd {
@@ -119,14 +120,6 @@ class ReplyCache {
   struct KeyHash {
     size_t operator()(const ReplyKey& k) const;
   };
-  struct PeerHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const;
-  };
-  struct PeerEq {
-    using is_transparent = void;
-    bool operator()(std::string_view a, std::string_view b) const { return a == b; }
-  };
   struct Entry {
     int64_t slot = -1;  // -1: in progress (not in the file yet)
     bool from_file = false;
@@ -153,7 +146,7 @@ class ReplyCache {
   std::vector<ReplyKey> slot_keys_;  // what each slot holds (for eviction)
   std::vector<bool> slot_used_;
   std::vector<uint32_t> free_;       // unused slots, the lowest last
-  std::unordered_map<std::string, Peer, PeerHash, PeerEq> peers_;  // peers holding slots
+  std::unordered_map<std::string, Peer, KeyedStringHash, StringViewEq> peers_;  // peers holding slots
   HoldingRank<Peer> rank_;
   uint64_t hits_ = 0, file_hits_ = 0, in_progress_ = 0, misses_ = 0, loaded_ = 0;
 };
