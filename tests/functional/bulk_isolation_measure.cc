@@ -35,6 +35,7 @@
 
 #include "engine/engine.h"
 #include "engine/engine_testing.h"
+#include "chunk_handlers.h"
 #include "raw_peer.h"
 
 using namespace tern;
@@ -50,19 +51,6 @@ constexpr uint32_t kPut = 1;  // read chunk in -> u32 sum of its bytes
 constexpr uint32_t kGet = 2;  // args u32 n -> n bytes of 0xA5 into the write chunk
 constexpr uint32_t kSize = 64u << 10;
 
-void put(void*, ServerCall* c) {
-  uint32_t s = 0;
-  for (uint8_t b : c->bulk()) s += b;
-  (void)c->reply(std::span(reinterpret_cast<const uint8_t*>(&s), 4));
-}
-void get(void*, ServerCall* c) {
-  uint32_t n = 0;
-  if (c->args().size() >= 4) std::memcpy(&n, c->args().data(), 4);
-  n = std::min(n, c->bulk_capacity());
-  auto b = c->bulk_buffer(n);
-  std::memset(b.data(), 0xA5, b.size());
-  (void)c->reply({}, b);
-}
 
 [[noreturn]] void attack(const std::string& spec, int conns, uint32_t chunk, bool writes, int go_fd, int ready_fd) {
   char c;
@@ -180,8 +168,8 @@ int main(int argc, char** argv) {
   so.server_rw_timeout_ms = rw_ms;
   so.max_connections = std::max<uint32_t>(so.max_connections, static_cast<uint32_t>(conns) + 16);
   auto srv = Engine::create(so).value();
-  srv->handle(kProg, kVers, kPut, put, nullptr);
-  srv->handle(kProg, kVers, kGet, get, nullptr);
+  srv->handle(kProg, kVers, kPut, sum_handler, nullptr);
+  srv->handle(kProg, kVers, kGet, fill_handler, nullptr);
   if (!srv->listen(spec).is_ok()) return 1;
   auto good = Engine::create({}).value();
   Connection* conn = good->connect(spec).value();

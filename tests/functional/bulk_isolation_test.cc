@@ -27,6 +27,7 @@
 
 #include "engine/engine.h"
 #include "engine/engine_testing.h"
+#include "chunk_handlers.h"
 #include "raw_peer.h"
 
 namespace tern::rpc {
@@ -48,15 +49,6 @@ constexpr int kAttackConns = 12;  // 12 blocks asked for, 8 in the pool
 constexpr uint32_t kDeadlineMs = 2000;
 constexpr uint32_t kGood = 64u << 10;
 
-void echo(void*, ServerCall* c) { (void)c->reply(c->args(), c->bulk()); }
-void fill(void*, ServerCall* c) {
-  uint32_t n = 0;
-  if (c->args().size() >= 4) std::memcpy(&n, c->args().data(), 4);
-  n = std::min(n, c->bulk_capacity());
-  auto b = c->bulk_buffer(n);
-  std::memset(b.data(), 0xA5, b.size());
-  (void)c->reply({}, b);
-}
 
 // The attacker, in a child process: kAttackConns connections, each with one
 // call whose chunk is a whole pool block, then nothing -- it blocks on a
@@ -104,17 +96,6 @@ void fill(void*, ServerCall* c) {
   _exit(0);
 }
 
-struct Done {
-  bool done = false;
-  CallReply r{};
-  std::vector<uint8_t> results;
-};
-void on_done(void* ctx, const CallReply& r) {
-  auto* d = static_cast<Done*>(ctx);
-  d->done = true;
-  d->r = r;
-  d->results.assign(r.results.begin(), r.results.end());
-}
 
 class BulkIsolation : public ::testing::TestWithParam<bool> {
  protected:
@@ -196,8 +177,8 @@ class BulkIsolation : public ::testing::TestWithParam<bool> {
     so.bulk_pool_bytes = kPool;
     so.server_rw_timeout_ms = kDeadlineMs;
     srv = Engine::create(so).value();
-    srv->handle(kProg, kVers, kEcho, echo, nullptr);
-    srv->handle(kProg, kVers, kFill, fill, nullptr);
+    srv->handle(kProg, kVers, kEcho, echo_handler, nullptr);
+    srv->handle(kProg, kVers, kFill, fill_handler, nullptr);
     ASSERT_TRUE(srv->listen(spec).is_ok());
     good = Engine::create({}).value();
     conn = good->connect(spec).value();

@@ -22,6 +22,7 @@
 
 #include "engine/engine.h"
 #include "mem/memfd.h"
+#include "chunk_handlers.h"
 #include "raw_peer.h"
 #include "rpcrdma/cm_private.h"
 #include "shm/shm_internal.h"
@@ -41,32 +42,7 @@ constexpr uint8_t kSecret = 0x5A;
 
 uint8_t pat(uint32_t seed, size_t i) { return static_cast<uint8_t>(seed * 13 + i * 7 + (i >> 9)); }
 
-void echo(void*, ServerCall* c) { (void)c->reply(c->args(), c->bulk()); }
-void fill(void*, ServerCall* c) {
-  uint32_t n = 0;
-  if (c->args().size() >= 4) std::memcpy(&n, c->args().data(), 4);
-  n = std::min(n, c->bulk_capacity());
-  auto b = c->bulk_buffer(n);
-  std::memset(b.data(), 0xA5, b.size());
-  (void)c->reply({}, b);
-}
-void sum(void*, ServerCall* c) {
-  uint32_t s = 0;
-  for (uint8_t b : c->bulk()) s += b;
-  (void)c->reply(std::span(reinterpret_cast<const uint8_t*>(&s), 4));
-}
 
-struct Done {
-  bool done = false;
-  CallReply r{};
-  std::vector<uint8_t> results;
-};
-void on_done(void* ctx, const CallReply& r) {
-  auto* d = static_cast<Done*>(ctx);
-  d->done = true;
-  d->r = r;
-  d->results.assign(r.results.begin(), r.results.end());
-}
 
 class HostileClient : public ::testing::Test {
  protected:
@@ -78,9 +54,9 @@ class HostileClient : public ::testing::Test {
     // that small so that the cases that reconnect fit the arena.
     so.max_bulk = 256u << 10;
     srv = Engine::create(so).value();
-    srv->handle(kProg, kVers, kEcho, echo, nullptr);
-    srv->handle(kProg, kVers, kFill, fill, nullptr);
-    srv->handle(kProg, kVers, kSum, sum, nullptr);
+    srv->handle(kProg, kVers, kEcho, echo_handler, nullptr);
+    srv->handle(kProg, kVers, kFill, fill_handler, nullptr);
+    srv->handle(kProg, kVers, kSum, sum_handler, nullptr);
     spec = fresh_spec("hostile-client");
     ASSERT_TRUE(srv->listen(spec).is_ok());
     // Server memory no peer was ever offered: it must never change.
