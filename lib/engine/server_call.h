@@ -99,6 +99,11 @@ class SrvCall final : public ServerCall {
   ServerConn* conn = nullptr;
   uint32_t xid_ = 0, prog_ = 0, vers_ = 0, proc_ = 0;
   uint32_t wanted = 1;          // the credits its client asked for (RFC 8166 rdma_credit)
+  // args_digest(), computed on first use: a duplicate request cache asks for
+  // it when the call begins and again when it is answered, and the keyed
+  // hash of a large argument costs more than the rest of the lookup.
+  mutable uint64_t digest_ = 0;
+  mutable bool digest_known_ = false;
   std::span<const uint8_t> args_;
   std::span<const uint8_t> hdr_;  // the ONC RPC call header, in the same buffer as args_
   MsgBuf* rep = nullptr;        // the receive holding the call's bytes, until its reply is encoded

@@ -140,6 +140,7 @@ void ServerConn::handle_call(MsgBuf* rep) {
   sc->conn = this;
   sc->error_only = false;
   sc->xid_ = in.xid;
+  sc->digest_known_ = false;
   sc->wanted = in.credits;
   sc->prog_ = sc->vers_ = sc->proc_ = 0;
   sc->t_recv = now_ticks();

@@ -66,7 +66,14 @@ void SrvCall::drop() {
 
 std::string_view SrvCall::peer_id() const { return conn->peer_key; }
 
-uint64_t SrvCall::args_digest() const { return rpc::args_digest(process_key(), args_, read_chunks()); }
+uint64_t SrvCall::args_digest() const {
+  // Only a handler asks, so args_ and the read chunks are final by now.
+  if (!digest_known_) {
+    digest_ = rpc::args_digest(process_key(), args_, read_chunks());
+    digest_known_ = true;
+  }
+  return digest_;
+}
 
 Status SrvCall::reply_error(AcceptStat stat) {
   TERN_REQUIRE(stat != AcceptStat::kSuccess, "reply_error(kSuccess): use reply()");
