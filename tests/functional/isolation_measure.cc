@@ -21,7 +21,10 @@
 //     sends it again: it must be answered from the cache, having run once.
 // Each phase runs --seconds of calls one at a time: GET, PUT, echo in turn.
 //
-//   tern-isolation-measure [--seconds 3] [--idle-reap-ms 1000] [--max-connections 1024] [--json FILE]
+//   tern-isolation-measure [--seconds 3] [--idle-reap-ms 1000] [--max-connections 1024]
+//                          [--per-peer N] [--json FILE]
+// --per-peer sets EngineOptions::max_connections_per_peer (0, the default:
+// no limit, so the hoarder fills the table).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -258,6 +261,7 @@ int main(int argc, char** argv) {
   double seconds = 3;
   uint32_t reap_ms = 1000;
   static uint32_t max_conns = EngineOptions{}.max_connections;
+  uint32_t per_peer = 0;
   std::string json;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -266,9 +270,11 @@ int main(int argc, char** argv) {
     else if (a == "--idle-reap-ms") reap_ms = static_cast<uint32_t>(std::atoi(next()));
     else if (a == "--json") json = next();
     else if (a == "--max-connections") max_conns = static_cast<uint32_t>(std::atoi(next()));
+    else if (a == "--per-peer") per_peer = static_cast<uint32_t>(std::atoi(next()));
     else if (a == "--rounds") (void)next();  // one round per run: the script repeats runs
     else {
-      std::fprintf(stderr, "usage: %s [--seconds S] [--idle-reap-ms MS] [--json FILE]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--seconds S] [--idle-reap-ms MS] [--max-connections N] [--per-peer N] "
+                   "[--json FILE]\n", argv[0]);
       return 2;
     }
   }
@@ -276,6 +282,7 @@ int main(int argc, char** argv) {
   EngineOptions so;
   so.idle_reap_ms = reap_ms;
   so.max_connections = max_conns;
+  so.max_connections_per_peer = per_peer;
   auto hoard_fn = [](const std::string& s, int g, int r) { hoard(s, max_conns, g, r); };
   Child hoarder = spawn(hoard_fn, spec);
   Child comer = spawn(newcomer, spec);
