@@ -16,6 +16,8 @@
 // noisy client's rate; per round the ratio of the noisy phase's quiet p99
 // to the solo phase's. Clients sleep in wait mode when they have nothing to
 // do (64 spinning processes would only measure the kernel's scheduler).
+// TERN_FAIRNESS_DEBUG=1 prints each client's figures per phase (calls,
+// refusals, sleeps and their time, p50/p99).
 //
 //   tern-fairness [--clients 64] [--window 1] [--noisy-factor 10]
 //                 [--noisy-conns 1] [--rate R] [--seconds 2] [--rounds 3]
@@ -424,9 +426,11 @@ int main(int argc, char** argv) {
       if (std::getenv("TERN_FAIRNESS_DEBUG") != nullptr)
         for (uint32_t c = 0; c < o.clients; ++c) {
           ClientPhase* cp = sh->at(c, ph);
-          std::printf("  client %2u: ok %6" PRIu64 " refused %" PRIu64 " waits %6" PRIu64 " (%.0f ms) p50 %.1fus p99 %.1fus\n",
+          std::printf("  client %2u: ok %6" PRIu64 " refused %" PRIu64 " waits %6" PRIu64
+                      " (%.0f ms) p50 %.1fus p99 %.1fus\n",
                       c, cp->ok, cp->refused, cp->waits, static_cast<double>(cp->wait_ns) / 1e6,
-                      static_cast<double>(cp->lat.percentile(50)) / 1e3, static_cast<double>(cp->lat.percentile(99)) / 1e3);
+                      static_cast<double>(cp->lat.percentile(50)) / 1e3,
+                      static_cast<double>(cp->lat.percentile(99)) / 1e3);
         }
       const double j = jain(rates);
       const double nr = static_cast<double>(sh->at(noisy, ph)->ok) / o.seconds;

@@ -393,8 +393,8 @@ int main(int argc, char** argv) {
   // (a) The connection table.
   if (write(hoarder.go, "G", 1) != 1) return 1;
   uint32_t hmsg[2] = {0, 0};
-  if (!poll_until([&] { pump(), victim->poll(); }, [&] { return read(hoarder.ready, hmsg, sizeof hmsg) == sizeof hmsg; },
-                  120000)) {
+  if (!poll_until([&] { pump(), victim->poll(); },
+                  [&] { return read(hoarder.ready, hmsg, sizeof hmsg) == sizeof hmsg; }, 120000)) {
     std::fprintf(stderr, "the hoarder did not report\n");
     return 1;
   }
