@@ -1,0 +1,485 @@
+// tern-isolation-measure: a well-behaved client's 64 KiB GET and PUT and
+// its echo latency, solo and then with an attacker, in one run
+// (docs/performance.md, "Many peers: fairness and isolation"); the bulk
+// pool attack is tern-bulk-isolation-measure's.
+//
+// One server engine (default options unless told) and the good client's
+// engine are polled by this thread, as in tern-bulk-isolation-measure. The
+// attackers are child processes (other peers to the server), forked before
+// the server exists so that they hold none of its descriptors:
+//   - the connection table: one process opens connections until the server
+//     refuses (max_connections, less the good client's) and leaves them
+//     idle; then a newcomer, another process, must still connect and be
+//     answered (the server reaps an idle connection of the peer holding
+//     more than its share once they are idle_reap_ms old);
+//   - the duplicate request cache: another process makes non-idempotent
+//     calls through the server's cache (4,096 entries) with distinct ids,
+//     16 in flight, all through the phase, which lasts until it made twice
+//     as many calls as the cache holds. Before it starts, the good peer's own non-idempotent call ran
+//     and its reply was lost with its connection; that peer (another engine
+//     of the good process, not polled meanwhile) reconnects afterwards and
+//     sends it again: it must be answered from the cache, having run once.
+// Each phase runs --seconds of calls one at a time: GET, PUT, echo in turn.
+//
+//   tern-isolation-measure [--seconds 3] [--idle-reap-ms 1000] [--max-connections 1024]
+//                          [--per-peer N] [--json FILE]
+// --per-peer sets EngineOptions::max_connections_per_peer (0, the default:
+// no limit, so the hoarder fills the table).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "chunk_handlers.h"
+#include "engine/duplicate_cache.h"
+#include "engine/engine.h"
+#include "engine/engine_testing.h"
+#include "raw_peer.h"
+
+using namespace tern;
+using namespace tern::rpc;
+using namespace tern::test;
+
+namespace {
+
+constexpr uint32_t kProg = 0x20000068, kVers = 1;
+constexpr uint32_t kPut = 1, kGet = 2, kEcho = 3;
+constexpr uint32_t kAdd = 4;  // args: u64 id; results: u32 how many times that (peer, id) ran
+constexpr uint32_t kSize = 64u << 10;
+
+double secs_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+void wait_go(int fd) {
+  char c;
+  if (read(fd, &c, 1) != 1) _exit(0);  // the parent is gone, or done with us
+}
+
+// Waits for the server's socket (it listens after the fork).
+bool wait_socket(const std::string& spec) {
+  const std::string file = spec.substr(9);
+  for (int i = 0; i < 1000; ++i) {
+    if (access(file.c_str(), F_OK) == 0) return true;
+    usleep(10000);
+  }
+  return false;
+}
+
+// The connection-table attacker: connections until refused, in batches (a
+// server reads only so many hellos at once), then idle -- it polls (its
+// connections stay up) but calls nothing.
+[[noreturn]] void hoard(const std::string& spec, uint32_t want, int go_fd, int ready_fd) {
+  wait_go(go_fd);
+  if (!wait_socket(spec)) _exit(3);
+  EngineOptions co;
+  co.max_connections = want + 8;
+  co.reconnect = false;
+  auto e = Engine::create(co).value();
+  std::vector<Connection*> cs;
+  uint32_t up = 0, refused = 0;
+  while (up + refused < want && refused == 0) {
+    size_t first = cs.size();
+    for (uint32_t k = 0; k < 32 && cs.size() < want; ++k) {
+      auto c = e->connect(spec);
+      if (!c) break;
+      cs.push_back(*c);
+    }
+    if (cs.size() == first) break;
+    (void)poll_until([&] { e->poll(); },
+                     [&] {
+                       for (size_t i = first; i < cs.size(); ++i)
+                         if (!cs[i]->ready() && !cs[i]->failed()) return false;
+                       return true;
+                     },
+                     20000);
+    for (size_t i = first; i < cs.size(); ++i) cs[i]->ready() ? ++up : ++refused;
+  }
+  uint32_t msg[2] = {up, refused};
+  if (write(ready_fd, msg, sizeof msg) != sizeof msg) _exit(6);
+  fcntl(go_fd, F_SETFL, O_NONBLOCK);
+  for (;;) {
+    e->poll();
+    (void)e->wait(5);
+    char c;
+    if (read(go_fd, &c, 1) == 0) _exit(0);  // nonblocking; EOF: done
+  }
+}
+
+// The newcomer: connects, makes one echo call; reports its status and the
+// time it took (ms).
+[[noreturn]] void newcomer(const std::string& spec, int go_fd, int ready_fd) {
+  wait_go(go_fd);
+  const auto t0 = std::chrono::steady_clock::now();
+  EngineOptions co;
+  co.reconnect_give_up_ms = 60000;
+  auto e = Engine::create(co).value();
+  Connection* c = e->connect(spec).value();
+  Done d;
+  uint8_t a[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  Call k{kProg, kVers, kEcho};
+  k.args = a;
+  k.done = on_done, k.ctx = &d;
+  struct {
+    int32_t status = -1, ms = 0;
+    char why[200] = {};
+  } msg;
+  // Connected (or refused) first: a call before then is ENOTCONN.
+  const bool up = poll_until([&] { e->poll(); }, [&] { return c->ready() || c->failed(); }, 60000) && c->ready();
+  if (up && c->call(k) == 0 && poll_until([&] { e->poll(); }, [&] { return d.done; }, 60000))
+    msg.status = d.r.status == CallStatus::kOk && d.results.size() == 8 ? 0 : static_cast<int32_t>(d.r.status) + 1;
+  msg.ms = static_cast<int32_t>(secs_since(t0) * 1000);
+  if (msg.status != 0)
+    std::snprintf(msg.why, sizeof msg.why, "(status %d, %zu bytes of results; %s) ", static_cast<int>(d.r.status),
+                  d.results.size(), c->error().to_string().c_str());
+  (void)!write(ready_fd, &msg, sizeof msg);
+  _exit(0);
+}
+
+// The cache flooder: kAdd calls with distinct ids, 16 in flight, until told
+// to stop; reports how many were answered ok and how many failed.
+[[noreturn]] void flood(const std::string& spec, int go_fd, int ready_fd) {
+  wait_go(go_fd);
+  auto e = Engine::create({}).value();
+  Connection* c = e->connect(spec).value();
+  if (!poll_until([&] { e->poll(); }, [&] { return c->ready() || c->failed(); }, 10000) || !c->ready()) _exit(3);
+  if (write(ready_fd, "U", 1) != 1) _exit(6);
+  fcntl(go_fd, F_SETFL, O_NONBLOCK);
+  struct Ctx {
+    uint64_t done = 0, bad = 0;
+  } ctx;
+  std::vector<uint64_t> ids(16);
+  uint64_t sent = 0;
+  auto cb = [](void* p, const CallReply& r) {
+    auto* x = static_cast<Ctx*>(p);
+    ++x->done;
+    if (r.status != CallStatus::kOk) ++x->bad;
+  };
+  for (;;) {
+    while (sent - ctx.done < 16) {
+      uint64_t& id = ids[sent % 16];
+      id = 1000000 + sent;
+      Call k{kProg, kVers, kAdd};
+      k.args = std::span(reinterpret_cast<const uint8_t*>(&id), 8);
+      k.done = cb, k.ctx = &ctx;
+      if (c->call(k) != 0) break;
+      ++sent;
+    }
+    e->poll();
+    char ch;
+    const ssize_t r = read(go_fd, &ch, 1);
+    if (r >= 0 || (errno != EAGAIN && errno != EINTR)) break;  // told to stop, or the parent is gone
+  }
+  (void)poll_until([&] { e->poll(); }, [&] { return ctx.done == sent; }, 10000);
+  uint64_t msg[2] = {ctx.done, ctx.bad + (sent - ctx.done)};
+  (void)!write(ready_fd, msg, sizeof msg);
+  _exit(0);
+}
+
+struct Child {
+  pid_t pid = -1;
+  int go = -1, ready = -1;
+};
+std::vector<int> parent_fds;  // the parent's ends of every child's pipes
+Child spawn(void (*fn)(const std::string&, int, int), const std::string& spec) {
+  int g[2], r[2];
+  if (pipe(g) != 0 || pipe(r) != 0) std::exit(1);
+  Child ch;
+  ch.pid = fork();
+  if (ch.pid == 0) {
+    // Not the earlier children's ends: closing its `go` end must be an EOF
+    // to that child.
+    for (int fd : parent_fds) close(fd);
+    close(g[1]);
+    close(r[0]);
+    fn(spec, g[0], r[1]);
+  }
+  parent_fds.push_back(g[1]);
+  parent_fds.push_back(r[0]);
+  close(g[0]);
+  close(r[1]);
+  fcntl(r[0], F_SETFL, O_NONBLOCK);
+  ch.go = g[1], ch.ready = r[0];
+  return ch;
+}
+
+struct Server {
+  DuplicateCache drc{4096};
+  std::map<std::pair<std::string, uint64_t>, uint32_t> runs;
+  Connection* drop_after = nullptr;  // the good peer's victim connection, lost before its reply
+  static void add(void* ctx, ServerCall* c) {
+    auto* s = static_cast<Server*>(ctx);
+    std::vector<uint8_t> cached;
+    switch (s->drc.begin(c, &cached)) {
+      case DuplicateCache::Found::kDone:
+        (void)c->reply(cached);
+        return;
+      case DuplicateCache::Found::kInProgress:
+        return;
+      case DuplicateCache::Found::kNew:
+        break;
+    }
+    uint64_t id = 0;
+    std::memcpy(&id, c->args().data(), std::min<size_t>(8, c->args().size()));
+    const uint32_t n = ++s->runs[{std::string(c->peer_id()), id}];
+    std::span<const uint8_t> res(reinterpret_cast<const uint8_t*>(&n), 4);
+    s->drc.done(*c, res);
+    if (s->drop_after != nullptr) {
+      (void)testing::inject_fault(s->drop_after, rdma::Fault{rdma::Fault::Kind::kDropConnection});
+      s->drop_after = nullptr;
+    }
+    (void)c->reply(res);
+  }
+};
+
+struct Lat {
+  std::vector<uint64_t> get, put, echo;
+  uint64_t failed = 0;
+};
+
+uint64_t pct(std::vector<uint64_t> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  double seconds = 3;
+  uint32_t reap_ms = 1000;
+  static uint32_t max_conns = EngineOptions{}.max_connections;
+  uint32_t per_peer = 0;
+  std::string json;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? argv[++i] : "0"; };
+    if (a == "--seconds") seconds = std::atof(next());
+    else if (a == "--idle-reap-ms") reap_ms = static_cast<uint32_t>(std::atoi(next()));
+    else if (a == "--json") json = next();
+    else if (a == "--max-connections") max_conns = static_cast<uint32_t>(std::atoi(next()));
+    else if (a == "--per-peer") per_peer = static_cast<uint32_t>(std::atoi(next()));
+    else if (a == "--rounds") (void)next();  // one round per run: the script repeats runs
+    else {
+      std::fprintf(stderr, "usage: %s [--seconds S] [--idle-reap-ms MS] [--max-connections N] [--per-peer N] "
+                   "[--json FILE]\n", argv[0]);
+      return 2;
+    }
+  }
+  const std::string spec = fresh_spec("isolation-measure");
+  EngineOptions so;
+  so.idle_reap_ms = reap_ms;
+  so.max_connections = max_conns;
+  so.max_connections_per_peer = per_peer;
+  auto hoard_fn = [](const std::string& s, int g, int r) { hoard(s, max_conns, g, r); };
+  Child hoarder = spawn(hoard_fn, spec);
+  Child comer = spawn(newcomer, spec);
+  Child flooder = spawn(flood, spec);
+
+  auto srv = Engine::create(so).value();
+  Server sv;
+  srv->handle(kProg, kVers, kPut, sum_handler, nullptr);
+  srv->handle(kProg, kVers, kGet, fill_handler, nullptr);
+  srv->handle(kProg, kVers, kEcho, echo_handler, nullptr);
+  srv->handle(kProg, kVers, kAdd, &Server::add, &sv);
+  if (!srv->listen(spec).is_ok()) return 1;
+  auto good = Engine::create({}).value();
+  Connection* conn = good->connect(spec).value();
+  // The good peer's victim connection: its own engine in the same process
+  // (the same peer to the server), polled only when the test says.
+  EngineOptions vo;
+  vo.reconnect_min_ms = 5;
+  vo.reconnect_max_ms = 50;
+  auto victim = Engine::create(vo).value();
+  Connection* vconn = victim->connect(spec).value();
+  auto pump = [&] {
+    srv->poll();
+    good->poll();
+  };
+  if (!poll_until([&] { pump(), victim->poll(); }, [&] { return conn->ready() && vconn->ready(); }, 5000)) return 1;
+  auto* in = static_cast<uint8_t*>(good->alloc(kSize));
+  auto* out = static_cast<uint8_t*>(good->alloc(kSize));
+  for (uint32_t i = 0; i < kSize; ++i) in[i] = static_cast<uint8_t>(i * 7 + (i >> 9));
+  uint32_t want = 0;
+  for (uint32_t i = 0; i < kSize; ++i) want += in[i];
+
+  // One phase: `secs` of calls, and on until `more` says enough (at most 60 s).
+  auto phase = [&](double secs, const std::function<bool()>& more = nullptr) {
+    Lat l;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto end = t0 + std::chrono::duration<double>(secs);
+    for (int k = 0; std::chrono::steady_clock::now() < end || (more && more() && secs_since(t0) < 60); ++k) {
+      Done d;
+      const int kind = k % 3;  // GET, PUT, echo
+      uint32_t n = kSize;
+      uint8_t args[32];
+      for (int i = 0; i < 32; ++i) args[i] = static_cast<uint8_t>(k + i);
+      Call c{kProg, kVers, kind == 0 ? kGet : kind == 1 ? kPut : kEcho};
+      if (kind == 0) {
+        c.args = std::span(reinterpret_cast<const uint8_t*>(&n), 4);
+        c.bulk_recv = std::span<uint8_t>(out, kSize);
+      } else if (kind == 1) {
+        c.bulk_send = std::span<const uint8_t>(in, kSize);
+      } else {
+        c.args = args;
+      }
+      c.done = on_done, c.ctx = &d;
+      const auto t0 = std::chrono::steady_clock::now();
+      if (conn->call(c) != 0) {
+        ++l.failed;
+        continue;
+      }
+      while (!d.done) pump();
+      const auto ns = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+      uint32_t sum = 0;
+      if (d.results.size() >= 4) std::memcpy(&sum, d.results.data(), 4);
+      const bool ok = d.r.status == CallStatus::kOk &&
+                      (kind == 0   ? d.r.bulk_recv_len == kSize && out[kSize - 1] == 0xA5
+                       : kind == 1 ? sum == want
+                                   : d.results.size() == 32 && std::memcmp(d.results.data(), args, 32) == 0);
+      if (!ok) ++l.failed;
+      (kind == 0 ? l.get : kind == 1 ? l.put : l.echo).push_back(ns);
+      if (kind == 0) out[kSize - 1] = 0;
+    }
+    return l;
+  };
+  std::string js = "{\"seconds\":" + std::to_string(seconds) + ",\"idle_reap_ms\":" + std::to_string(reap_ms);
+  auto report = [&](const char* name, const Lat& l, const Lat* solo) {
+    auto us = [](uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
+    auto x = [&](const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
+      return static_cast<double>(pct(a, 0.99)) / static_cast<double>(std::max<uint64_t>(pct(b, 0.99), 1));
+    };
+    std::printf("%-10s GET p50 %7.1f p99 %7.1f us | PUT p50 %7.1f p99 %7.1f us | echo p50 %6.1f p99 %6.1f us | "
+                "calls %zu failed %llu",
+                name, us(pct(l.get, 0.5)), us(pct(l.get, 0.99)), us(pct(l.put, 0.5)), us(pct(l.put, 0.99)),
+                us(pct(l.echo, 0.5)), us(pct(l.echo, 0.99)), l.get.size() + l.put.size() + l.echo.size(),
+                static_cast<unsigned long long>(l.failed));
+    char buf[400];
+    std::snprintf(buf, sizeof buf,
+                  ",\"%s\":{\"get_p99_ns\":%llu,\"put_p99_ns\":%llu,\"echo_p99_ns\":%llu,\"calls\":%zu,\"failed\":%llu",
+                  name, static_cast<unsigned long long>(pct(l.get, 0.99)),
+                  static_cast<unsigned long long>(pct(l.put, 0.99)), static_cast<unsigned long long>(pct(l.echo, 0.99)),
+                  l.get.size() + l.put.size() + l.echo.size(), static_cast<unsigned long long>(l.failed));
+    js += buf;
+    if (solo != nullptr) {
+      std::printf(" | p99 x solo: GET %.2fx PUT %.2fx echo %.2fx", x(l.get, solo->get), x(l.put, solo->put),
+                  x(l.echo, solo->echo));
+      std::snprintf(buf, sizeof buf, ",\"get_x\":%.3f,\"put_x\":%.3f,\"echo_x\":%.3f", x(l.get, solo->get),
+                    x(l.put, solo->put), x(l.echo, solo->echo));
+      js += buf;
+    }
+    js += "}";
+    std::printf("\n");
+  };
+  bool good_result = true;
+  (void)phase(0.3);  // warm-up
+  Lat solo = phase(seconds);
+  report("solo", solo, nullptr);
+  good_result &= solo.failed == 0;
+
+  // (a) The connection table.
+  if (write(hoarder.go, "G", 1) != 1) return 1;
+  uint32_t hmsg[2] = {0, 0};
+  if (!poll_until([&] { pump(), victim->poll(); },
+                  [&] { return read(hoarder.ready, hmsg, sizeof hmsg) == sizeof hmsg; }, 120000)) {
+    std::fprintf(stderr, "the hoarder did not report\n");
+    return 1;
+  }
+  std::printf("connection table: the hoarder holds %u connections (refused %u); server holds %llu of %u\n", hmsg[0],
+              hmsg[1], static_cast<unsigned long long>(srv->stats().connections.get()), so.max_connections);
+  // Its connections age past idle_reap_ms while the good client measures.
+  Lat table = phase(seconds);
+  report("conn-table", table, &solo);
+  good_result &= table.failed == 0;
+  if (write(comer.go, "G", 1) != 1) return 1;
+  struct {
+    int32_t status = -1, ms = 0;
+    char why[200] = {};
+  } cm;
+  int32_t* cmsg = &cm.status;
+  const bool came = poll_until([&] { pump(), victim->poll(); },
+                               [&] { return read(comer.ready, &cm, sizeof cm) == sizeof cm; }, 90000);
+  cmsg[1] = cm.ms;
+  std::printf("newcomer: %s in %d ms %s(connections reaped %llu, refused %llu)\n",
+              came && cmsg[0] == 0 ? "connected and answered" : "FAILED", cmsg[1], cm.why,
+              static_cast<unsigned long long>(srv->stats().connections_reaped.get()),
+              static_cast<unsigned long long>(srv->stats().connections_refused.get()));
+  js += ",\"hoarded\":" + std::to_string(hmsg[0]) + ",\"newcomer_ok\":" + (came && cmsg[0] == 0 ? "true" : "false") +
+        ",\"newcomer_ms\":" + std::to_string(cmsg[1]);
+  good_result &= came && cmsg[0] == 0;
+  close(hoarder.go);  // the hoarder exits, its connections go
+  const auto t_gone = std::chrono::steady_clock::now();
+  const bool gone = poll_until([&] { pump(), victim->poll(); },
+                               [&] { return srv->stats().connections.get() <= 3; }, 30000);
+  std::printf("the hoarder's connections %s in %.1f s (server holds %llu)\n", gone ? "gone" : "NOT gone",
+              secs_since(t_gone), static_cast<unsigned long long>(srv->stats().connections.get()));
+
+  // (b) The duplicate request cache. The good peer's own non-idempotent
+  // call runs and its reply is lost with its connection first.
+  Done vd;
+  const uint64_t vid = 7;
+  Call v{kProg, kVers, kAdd};
+  v.args = std::span(reinterpret_cast<const uint8_t*>(&vid), 8);
+  v.done = on_done, v.ctx = &vd;
+  sv.drop_after = vconn;
+  if (vconn->call(v) != 0) return 1;
+  if (!poll_until([&] { pump(), victim->poll(); }, [&] { return sv.drop_after == nullptr; }, 5000)) return 1;
+  if (write(flooder.go, "G", 1) != 1) return 1;
+  char ch = 0;
+  if (!poll_until(pump, [&] { return read(flooder.ready, &ch, 1) == 1; }, 30000)) return 1;
+  const uint64_t misses0 = sv.drc.misses();
+  // Until the flood has been through the whole cache twice over.
+  Lat drc = phase(seconds, [&] { return sv.drc.misses() - misses0 < 2 * sv.drc.max_entries(); });
+  const uint64_t flood_calls = sv.drc.misses() - misses0;
+  report("drc-flood", drc, &solo);
+  good_result &= drc.failed == 0;
+  close(flooder.go);  // stop (EOF), then report
+  uint64_t fmsg[2] = {0, 0};
+  (void)poll_until(pump, [&] { return read(flooder.ready, fmsg, sizeof fmsg) == sizeof fmsg; }, 30000);
+  // The victim reconnects and sends its call again.
+  const uint64_t hits0 = sv.drc.hits();
+  const bool answered = poll_until([&] { pump(), victim->poll(); }, [&] { return vd.done; }, 10000);
+  uint32_t n = 0;
+  if (vd.results.size() == 4) std::memcpy(&n, vd.results.data(), 4);
+  uint32_t vruns = 0;
+  for (auto& [k, r] : sv.runs)
+    if (k.second == vid) vruns += r;
+  const bool from_cache = answered && vd.r.status == CallStatus::kOk && vd.r.retransmits >= 1 && n == 1 &&
+                          vruns == 1 && sv.drc.hits() > hits0;
+  std::printf("drc flood: %llu calls from the flooder during the phase (%llu answered ok in all, %llu failed; cache "
+              "%zu entries); the good peer's retransmission %s (ran %u time%s, cache hits %llu)\n",
+              static_cast<unsigned long long>(flood_calls), static_cast<unsigned long long>(fmsg[0]),
+              static_cast<unsigned long long>(fmsg[1]), sv.drc.max_entries(),
+              from_cache ? "answered from the cache" : "NOT answered from the cache", vruns, vruns == 1 ? "" : "s",
+              static_cast<unsigned long long>(sv.drc.hits() - hits0));
+  js += ",\"flood_calls\":" + std::to_string(flood_calls) + ",\"retransmission_from_cache\":" +
+        (from_cache ? "true" : "false") + "}\n";
+  good_result &= from_cache && fmsg[1] == 0;
+  if (!json.empty())
+    if (FILE* f = std::fopen(json.c_str(), "w")) {
+      std::fputs(js.c_str(), f);
+      std::fclose(f);
+    }
+  for (Child c : {hoarder, comer, flooder}) {
+    kill(c.pid, SIGKILL);
+    waitpid(c.pid, nullptr, 0);
+  }
+  victim.reset();
+  good.reset();
+  srv.reset();
+  remove_spec(spec);
+  return good_result ? 0 : 1;
+}
