@@ -1,30 +1,38 @@
 // tern-scale: one server engine (default options, its own process, pinned
-// to one core) serving N concurrent client connections from one client
-// engine (another process, the other core), every connection making calls
-// the whole time -- inline echoes, and every K-th call a 64 KiB read or
-// write chunk -- with every reply checked. Reports the rate, the latency
-// percentiles, failures (must be 0), and what an idle connection costs the
-// server in memory (its resident set with N idle connections, less the
-// same server's with none, per connection).
+// to one core) serving N concurrent client connections from client engines
+// (one process per 2,000 connections, all on the other core), every
+// connection making calls the whole time -- inline echoes, and every K-th
+// call a 64 KiB read or write chunk -- with every reply checked. Reports
+// the rate, the latency percentiles, failures (must be 0), and what an idle
+// connection costs the server in memory (its heap in use and its connection
+// areas' resident pages with N idle connections, less the same with none,
+// per connection; its anonymous and total resident memory for information).
 //
 //   tern-scale [--conns N] [--seconds S] [--bulk-every K] [--bulk BYTES]
 //              [--dev SPEC] [--server-cpu C] [--client-cpu C] [--json FILE]
+//              [--client-procs P]
 //
-// scripts/measure-scale.sh runs it for 1, 16, 256 and 1,024 connections;
+// Past 4,096 connections the server's receive pool (one credit each, at
+// least) and its arena are sized for N; every other option is the default.
+// scripts/measure-scale.sh runs it for 1, 16, 256, 1,024 and 10,000 connections;
 // docs/performance.md has the figures. Exit status: 0 when every call
 // completed ok with its data checked, 1 otherwise, 2 for bad arguments.
 #include <fcntl.h>
+#include <malloc.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,11 +60,12 @@ struct Opts {
   std::string dev;
   int server_cpu = 1, client_cpu = 0;
   std::string json;
+  uint32_t client_procs = 0;  // 0: one per 2,000 connections
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr, "tern-scale: %s\nusage: tern-scale [--conns N] [--seconds S] [--bulk-every K] [--bulk BYTES] "
-               "[--dev SPEC] [--server-cpu C] [--client-cpu C] [--json FILE]\n", why);
+               "[--dev SPEC] [--server-cpu C] [--client-cpu C] [--json FILE] [--client-procs P]\n", why);
   std::exit(2);
 }
 
@@ -139,11 +148,36 @@ void sum(void*, ServerCall* c) {
   (void)c->reply({reinterpret_cast<const uint8_t*>(out), 8});
 }
 
-[[noreturn]] void serve(const std::string& spec, int ready_fd, int cpu, uint32_t conns) {
+// The server's heap as glibc accounts it (bytes in use), asked for through
+// a pipe: its resident anonymous memory also counts memory freed and kept
+// by the allocator for the next allocations, which no connection holds.
+uint64_t heap_in_use() {
+  struct mallinfo2 mi = mallinfo2();
+  return mi.uordblks + mi.hblkhd;
+}
+int g_ask_fd = -1, g_answer_fd = -1;  // the parent's ends
+uint64_t server_heap() {
+  uint64_t v = 0;
+  const char m = 'm';
+  if (write(g_ask_fd, &m, 1) != 1 || read(g_answer_fd, &v, sizeof v) != static_cast<ssize_t>(sizeof v)) return 0;
+  return v;
+}
+
+[[noreturn]] void serve(const std::string& spec, int ready_fd, int ask_fd, int cpu, uint32_t conns) {
   pin(cpu);
   raise_nofile();
   EngineOptions o;  // the defaults: the gateway as it ships
   if (conns > o.max_connections) o.max_connections = conns;
+  // Every connection holds at least one credit, so at least one receive
+  // buffer: past the default pool (4,096 of 4 KiB) the pool, the send
+  // buffers and the arena grow with N (the arena's pages are touched only
+  // as buffers are used).
+  if (conns + 64 > 4096) {
+    o.recv_buffers = conns + conns / 4;
+    o.send_buffers = o.recv_buffers + 1024;
+    o.bulk_pool_bytes = 64u << 20;
+    o.arena_bytes = size_t{o.recv_buffers + o.send_buffers} * 4096 + o.bulk_pool_bytes + (16u << 20);
+  }
   auto eng = Engine::create(o);
   if (!eng) {
     std::fprintf(stderr, "tern-scale server: %s\n", eng.status().to_string().c_str());
@@ -162,8 +196,15 @@ void sum(void*, ServerCall* c) {
   for (int i = 0; i < 1000; ++i) e->poll();
   const char ok = 1;
   (void)!write(ready_fd, &ok, 1);
-  close(ready_fd);
-  for (;;) e->poll();  // until the client kills us
+  (void)fcntl(ask_fd, F_SETFL, O_NONBLOCK);
+  for (;;) {  // until the client kills us
+    for (int i = 0; i < 256; ++i) e->poll();
+    char c = 0;
+    if (read(ask_fd, &c, 1) == 1) {
+      const uint64_t h = heap_in_use();
+      (void)!write(ready_fd, &h, sizeof h);
+    }
+  }
 }
 
 // ---------------------------------------------------------------- the client
@@ -179,9 +220,11 @@ struct Slot {
   struct Run* run = nullptr;
 };
 
+// One client process's figures (sent whole up a pipe to the parent).
 struct Run {
   Histogram lat;
-  uint64_t ok = 0, failed = 0, corrupt = 0, bulk_calls = 0;
+  uint64_t ok = 0, failed = 0, corrupt = 0, bulk_calls = 0, calls = 0, lost = 0;
+  double secs = 0;
   double ns_per_tick = 1;
   uint32_t bulk_len = 0;
   char first_error[200] = {};
@@ -263,47 +306,94 @@ bool issue(Slot& s, const Opts& o) {
   return true;
 }
 
-int client(const Opts& o, const std::string& spec, pid_t server) {
+// The client side is one or more processes (--client-procs; by default one
+// per 2,000 connections): one process holds ~20,000 descriptors at most
+// (RLIMIT_NOFILE's usual hard limit) and one engine's poll over 10,000
+// connections would measure the client, not the server. Each child runs a
+// client engine with its share of the connections and follows the
+// parent's steps through a pipe: connect (one child at a time, so that the
+// server's max_pending sockets waiting for a hello are never exceeded),
+// one call on each connection then idle (the parent reads the server's
+// memory), load for --seconds, then its Run back up the pipe.
+enum Step : char { kConnect = 'c', kIdleCall = 'i', kLoad = 'l', kQuit = 'q' };
+
+// What a child sends back after each step: 1 = done, 0 = failed (its
+// error on stderr).
+bool tell(int fd, char v) { return write(fd, &v, 1) == 1; }
+
+bool read_full(int fd, void* p, size_t n) {
+  auto* b = static_cast<char*>(p);
+  while (n > 0) {
+    ssize_t r = read(fd, b, n);
+    if (r <= 0) {
+      if (r < 0 && errno == EINTR) continue;
+      return false;
+    }
+    b += r, n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// Polls `e` until the parent sends a step (or the pipe closes: kQuit).
+char next_step(Engine& e, int down) {
+  for (;;) {
+    for (int i = 0; i < 64; ++i) e.poll();
+    char c = 0;
+    ssize_t r = read(down, &c, 1);
+    if (r == 1) return c;
+    if (r == 0) return kQuit;
+  }
+}
+
+[[noreturn]] void client_child(const Opts& o, const std::string& spec, uint32_t nconns, int up, int down) {
   pin(o.client_cpu);
   raise_nofile();
+  (void)fcntl(down, F_SETFL, O_NONBLOCK);
   EngineOptions co;
-  co.max_connections = o.conns + 1;
+  co.max_connections = nconns + 1;
   // Room for every connection's bulk buffer and the calls in flight.
-  co.arena_bytes = std::max<size_t>(128u << 20, size_t{o.conns} * o.bulk + (96u << 20));
-  co.recv_buffers = std::max<uint32_t>(4096, o.conns * 2);
+  co.arena_bytes = std::max<size_t>(128u << 20, size_t{nconns} * o.bulk + (96u << 20));
+  co.recv_buffers = std::max<uint32_t>(4096, nconns * 2);
   co.send_buffers = co.recv_buffers + 1024;
   co.bulk_pool_bytes = 8u << 20;
+  // A server taking thousands of connections on a loaded machine answers
+  // each handshake late: give it time (the bench measures calls, not connects).
+  co.connect_timeout_ms = 120000;
+  // One server core behind thousands of connections (on a machine others
+  // load too) keeps a call waiting longer than a keepalive's patience
+  // (keepalive_ms + keepalive_timeout_ms): probes would declare the slow
+  // connections dead and turn queueing into reconnect storms. The bench
+  // measures the server answering every call, so the client waits.
+  co.keepalive_ms = 0;
   auto eng = Engine::create(co);
   if (!eng) {
     std::fprintf(stderr, "tern-scale: %s\n", eng.status().to_string().c_str());
-    return 1;
+    std::_Exit(1);
   }
   Engine& e = **eng;
-  Run run;
-  run.ns_per_tick = 1e9 / tick_hz();
-  run.bulk_len = o.bulk;
-  const uint64_t rss0 = rss_kib(server);
-  const uint64_t anon0 = status_kib(server, "RssAnon"), area0 = mapped_kib(server, "tern-shm-conn");
-  std::vector<Slot> slots(o.conns);
+  auto run = std::make_unique<Run>();
+  run->ns_per_tick = 1e9 / tick_hz();
+  run->bulk_len = o.bulk;
+  std::vector<Slot> slots(nconns);
+  auto fail = [&](const char* fmt, size_t k, const std::string& why) {
+    std::fprintf(stderr, fmt, k, why.c_str());
+    (void)tell(up, 0);
+    std::_Exit(1);
+  };
+  if (next_step(e, down) != kConnect) std::_Exit(1);
   for (Slot& s : slots) {
+    const size_t k = static_cast<size_t>(&s - slots.data());
     auto c = e.connect(spec);
-    if (!c) {
-      std::fprintf(stderr, "tern-scale: connect %zu: %s\n", &s - slots.data(), c.status().to_string().c_str());
-      return 1;
-    }
+    if (!c) fail("tern-scale: connect %zu: %s\n", k, c.status().to_string());
     s.conn = *c;
-    s.run = &run;
+    s.run = run.get();
     s.bulk = static_cast<uint8_t*>(e.alloc(o.bulk));
-    if (s.bulk == nullptr) {
-      std::fprintf(stderr, "tern-scale: client arena full\n");
-      return 1;
-    }
+    if (s.bulk == nullptr) fail("tern-scale: client arena full at connection %zu%s\n", k, "");
     // Connect a batch at a time, each up before the next: a server takes
     // only so many sockets still waiting for their hello (pmd/shm's
     // max_pending), and reads hellos from its poll loop.
-    const size_t k = static_cast<size_t>(&s - slots.data());
     if (k % 32 == 31 || k + 1 == slots.size()) {
-      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
       for (bool waiting = true; waiting && std::chrono::steady_clock::now() < until;) {
         e.poll();
         waiting = false;
@@ -313,62 +403,39 @@ int client(const Opts& o, const std::string& spec, pid_t server) {
     }
   }
   auto t_end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  size_t up = 0;
-  while (up < slots.size() && std::chrono::steady_clock::now() < t_end) {
+  size_t up_n = 0;
+  while (up_n < slots.size() && std::chrono::steady_clock::now() < t_end) {
     e.poll();
-    up = 0;
+    up_n = 0;
     for (Slot& s : slots) {
-      if (s.conn->failed()) {
-        std::fprintf(stderr, "tern-scale: connection %zu failed: %s\n", &s - slots.data(),
-                     s.conn->error().to_string().c_str());
-        return 1;
-      }
-      up += s.conn->ready();
+      if (s.conn->failed())
+        fail("tern-scale: connection %zu failed: %s\n", static_cast<size_t>(&s - slots.data()),
+             s.conn->error().to_string());
+      up_n += s.conn->ready();
     }
   }
-  if (up < slots.size()) {
-    std::fprintf(stderr, "tern-scale: only %zu of %u connections came up\n", up, o.conns);
-    return 1;
-  }
+  if (up_n < slots.size()) fail("tern-scale: only %zu connections came up%s\n", up_n, "");
+  (void)tell(up, 1);
+  if (next_step(e, down) != kIdleCall) std::_Exit(1);
   // One call on each, then idle: what does an idle connection cost the server?
-  for (Slot& s : slots) (void)issue(s, Opts{.conns = o.conns, .bulk_every = 0, .bulk = o.bulk});
+  for (Slot& s : slots) (void)issue(s, Opts{.conns = nconns, .bulk_every = 0, .bulk = o.bulk});
   for (bool any = true; any;) {
     e.poll();
     any = false;
     for (Slot& s : slots) any |= s.busy;
   }
-  // Idle for 1.5 s: pmd/shm trims a connection idle for a second (its send
-  // queue array, its ring's pages), as a gateway's idle peers would be.
-  for (auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
-       std::chrono::steady_clock::now() < until;)
-    e.poll();
-  const uint64_t rss_idle = rss_kib(server);
-  const uint64_t anon_idle = status_kib(server, "RssAnon"), area_idle = mapped_kib(server, "tern-shm-conn");
-  if (const char* dump = std::getenv("TERN_SCALE_SMAPS")) {
-    // For looking into where an idle connection's memory is.
-    std::string cmd = "cp /proc/" + std::to_string(server) + "/smaps " + dump;
-    (void)!std::system(cmd.c_str());
-  }
-  // What an idle connection costs the server: its private memory (heap) and
-  // the pages of its connection's shared area it holds. Its resident set
-  // grows by more -- every connection maps the client's arena and the
-  // kernel faults a few neighbouring pages in (fault-around) -- but those
-  // pages are the client's, resident anyway: no memory is spent on them.
-  const double heap_kib = static_cast<double>(anon_idle - std::min(anon0, anon_idle)) / o.conns;
-  const double area_kib = static_cast<double>(area_idle - std::min(area0, area_idle)) / o.conns;
-  const double per_conn_kib = heap_kib + area_kib;
-  const double rss_per_conn = static_cast<double>(rss_idle - std::min(rss0, rss_idle)) / o.conns;
-  run.lat.reset();
-  run.ok = run.failed = run.corrupt = run.bulk_calls = 0;
+  (void)tell(up, 1);
+  if (next_step(e, down) != kLoad) std::_Exit(1);
+  run->lat.reset();
+  run->ok = run->failed = run->corrupt = run->bulk_calls = 0;
   for (Slot& s : slots) s.n = 0;
   // Load: every connection keeps one call in flight.
   const uint64_t t0 = monotonic_ns();
   const uint64_t t_stop = t0 + static_cast<uint64_t>(o.seconds * 1e9);
-  uint64_t calls = 0;
   while (monotonic_ns() < t_stop) {
     e.poll();
     for (Slot& s : slots)
-      if (!s.busy && issue(s, o)) ++calls;
+      if (!s.busy && issue(s, o)) ++run->calls;
   }
   // Drain: every call completes.
   t_end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -377,35 +444,130 @@ int client(const Opts& o, const std::string& spec, pid_t server) {
     any = false;
     for (Slot& s : slots) any |= s.busy;
   }
-  const double secs = static_cast<double>(monotonic_ns() - t0) / 1e9;
-  uint64_t lost = 0;
-  for (Slot& s : slots) lost += s.busy;
+  run->secs = static_cast<double>(monotonic_ns() - t0) / 1e9;
+  for (Slot& s : slots) run->lost += s.busy;
+  (void)tell(up, 1);
+  if (write(up, run.get(), sizeof *run) != static_cast<ssize_t>(sizeof *run)) std::_Exit(1);
+  (void)next_step(e, down);  // kQuit (or the pipe closed)
+  for (Slot& s : slots) s.conn->close();
+  for (int i = 0; i < 1000; ++i) e.poll();
+  std::_Exit(0);
+}
+
+struct Child {
+  pid_t pid = -1;
+  int up = -1, down = -1;
+};
+
+// Sends `step` to every child (or only `only`) and waits for each's answer.
+bool step_all(std::vector<Child>& kids, char step) {
+  for (Child& k : kids)
+    if (!tell(k.down, step)) return false;
+  for (Child& k : kids) {
+    char v = 0;
+    if (!read_full(k.up, &v, 1) || v != 1) return false;
+  }
+  return true;
+}
+
+int client(const Opts& o, const std::string& spec, pid_t server) {
+  raise_nofile();
+  const uint32_t procs = std::min(o.conns, o.client_procs != 0 ? o.client_procs : (o.conns + 1999) / 2000);
+  std::vector<Child> kids(procs);
+  for (uint32_t i = 0; i < procs; ++i) {
+    int u[2], d[2];
+    if (pipe(u) != 0 || pipe(d) != 0) return 1;
+    const uint32_t n = o.conns / procs + (i < o.conns % procs ? 1 : 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(u[0]);
+      close(d[1]);
+      for (uint32_t j = 0; j < i; ++j) close(kids[j].up), close(kids[j].down);
+      client_child(o, spec, n, u[1], d[0]);
+    }
+    close(u[1]);
+    close(d[0]);
+    kids[i] = Child{pid, u[0], d[1]};
+  }
+  auto reap = [&](int rc) {
+    for (Child& k : kids) close(k.down);
+    for (Child& k : kids) {
+      if (rc != 0) kill(k.pid, SIGKILL);
+      waitpid(k.pid, nullptr, 0);
+      close(k.up);
+    }
+    return rc;
+  };
+  const uint64_t rss0 = rss_kib(server), heap0 = server_heap();
+  const uint64_t anon0 = status_kib(server, "RssAnon"), area0 = mapped_kib(server, "tern-shm-conn");
+  // Connect: one child at a time.
+  for (Child& k : kids) {
+    char v = 0;
+    if (!tell(k.down, kConnect) || !read_full(k.up, &v, 1) || v != 1) return reap(1);
+  }
+  if (!step_all(kids, kIdleCall)) return reap(1);
+  // Idle for 1.5 s: pmd/shm trims a connection idle for a second (its send
+  // queue array, its ring's pages), as a gateway's idle peers would be.
+  usleep(1'500'000);
+  const uint64_t rss_idle = rss_kib(server), heap_idle = server_heap();
+  const uint64_t anon_idle = status_kib(server, "RssAnon"), area_idle = mapped_kib(server, "tern-shm-conn");
+  if (const char* dump = std::getenv("TERN_SCALE_SMAPS")) {
+    // For looking into where an idle connection's memory is.
+    std::string cmd = "cp /proc/" + std::to_string(server) + "/smaps " + dump;
+    (void)!std::system(cmd.c_str());
+  }
+  // What an idle connection costs the server: its heap (glibc's bytes in
+  // use) and the pages of its connection's shared area it holds. Its
+  // anonymous resident memory grows by more (anon below: also the memory
+  // the allocator keeps after frees, e.g. the send queue arrays idle QPs
+  // gave back), and its resident set by more again -- every connection maps
+  // the client's arena and the kernel faults a few neighbouring pages in
+  // (fault-around) -- but those pages are the client's, resident anyway.
+  const double heap_kib = static_cast<double>(heap_idle - std::min(heap0, heap_idle)) / 1024.0 / o.conns;
+  const double anon_kib = static_cast<double>(anon_idle - std::min(anon0, anon_idle)) / o.conns;
+  const double area_kib = static_cast<double>(area_idle - std::min(area0, area_idle)) / o.conns;
+  const double per_conn_kib = heap_kib + area_kib;
+  const double rss_per_conn = static_cast<double>(rss_idle - std::min(rss0, rss_idle)) / o.conns;
+  if (!step_all(kids, kLoad)) return reap(1);
+  Run run;
+  double secs = 0;
+  uint64_t calls = 0, lost = 0;
+  for (Child& k : kids) {
+    auto r = std::make_unique<Run>();
+    if (!read_full(k.up, r.get(), sizeof *r)) return reap(1);
+    run.lat.merge(r->lat);
+    run.ok += r->ok, run.failed += r->failed, run.corrupt += r->corrupt, run.bulk_calls += r->bulk_calls;
+    calls += r->calls, lost += r->lost;
+    secs = std::max(secs, r->secs);
+    if (run.first_error[0] == 0) std::memcpy(run.first_error, r->first_error, sizeof run.first_error);
+  }
   const double rate = static_cast<double>(run.ok) / secs;
   std::printf("%6u conns  %9" PRIu64 " calls  %10.0f calls/s  p50 %7" PRIu64 " ns  p99 %8" PRIu64
               " ns  p99.9 %8" PRIu64 " ns  bulk %7" PRIu64 "  failed %" PRIu64 "  corrupt %" PRIu64
-              "  never %" PRIu64 "  server idle %.1f KiB/conn (heap %.1f + area %.1f; RSS %.1f KiB/conn)\n",
+              "  never %" PRIu64 "  server idle %.1f KiB/conn (heap %.1f + area %.1f; anon %.1f, RSS %.1f KiB/conn)"
+              "  client procs %u\n",
               o.conns, calls, rate, run.lat.percentile(50), run.lat.percentile(99), run.lat.percentile(99.9),
-              run.bulk_calls, run.failed, run.corrupt, lost, per_conn_kib, heap_kib, area_kib, rss_per_conn);
+              run.bulk_calls, run.failed, run.corrupt, lost, per_conn_kib, heap_kib, area_kib, anon_kib, rss_per_conn,
+              procs);
   if (run.first_error[0] != 0) std::printf("first error: %s\n", run.first_error);
   if (!o.json.empty()) {
     FILE* f = o.json == "-" ? stdout : std::fopen(o.json.c_str(), "w");
     if (f != nullptr) {
       std::fprintf(f,
-                   "{\"conns\":%u,\"seconds\":%.3f,\"calls\":%" PRIu64 ",\"ok\":%" PRIu64 ",\"rate\":%.0f,"
+                   "{\"conns\":%u,\"client_procs\":%u,\"seconds\":%.3f,\"calls\":%" PRIu64 ",\"ok\":%" PRIu64
+                   ",\"rate\":%.0f,"
                    "\"p50_ns\":%" PRIu64 ",\"p99_ns\":%" PRIu64 ",\"p999_ns\":%" PRIu64 ",\"bulk_calls\":%" PRIu64
                    ",\"failed\":%" PRIu64 ",\"corrupt\":%" PRIu64 ",\"never_completed\":%" PRIu64
                    ",\"server_rss_kib_before\":%" PRIu64 ",\"server_rss_kib_idle\":%" PRIu64
                    ",\"server_idle_kib_per_conn\":%.1f,\"heap_kib_per_conn\":%.1f,\"area_kib_per_conn\":%.1f,"
-                   "\"rss_kib_per_conn\":%.1f}\n",
-                   o.conns, secs, calls, run.ok, rate, run.lat.percentile(50), run.lat.percentile(99),
+                   "\"anon_kib_per_conn\":%.1f,\"rss_kib_per_conn\":%.1f}\n",
+                   o.conns, procs, secs, calls, run.ok, rate, run.lat.percentile(50), run.lat.percentile(99),
                    run.lat.percentile(99.9), run.bulk_calls, run.failed, run.corrupt, lost, rss0, rss_idle,
-                   per_conn_kib, heap_kib, area_kib, rss_per_conn);
+                   per_conn_kib, heap_kib, area_kib, anon_kib, rss_per_conn);
       if (f != stdout) std::fclose(f);
     }
   }
-  for (Slot& s : slots) s.conn->close();
-  for (int i = 0; i < 1000; ++i) e.poll();
-  return run.failed == 0 && run.corrupt == 0 && lost == 0 && run.ok > 0 ? 0 : 1;
+  return reap(run.failed == 0 && run.corrupt == 0 && lost == 0 && run.ok > 0 ? 0 : 1);
 }
 
 }  // namespace
@@ -432,19 +594,23 @@ int main(int argc, char** argv) {
     else if (a == "--server-cpu") o.server_cpu = static_cast<int>(num(val()));
     else if (a == "--client-cpu") o.client_cpu = static_cast<int>(num(val()));
     else if (a == "--json") o.json = val();
+    else if (a == "--client-procs") o.client_procs = static_cast<uint32_t>(num(val()));
     else usage(("unknown option " + a).c_str());
   }
   if (o.conns == 0 || o.conns > 65536) usage("--conns must be in [1, 65536]");
   if (o.bulk < 8 || o.bulk > (1u << 20)) usage("--bulk must be in [8, 1 MiB]");
   std::string spec = o.dev.empty() ? "shm:path=/tmp/tern-scale-" + std::to_string(getpid()) + ".sock" : o.dev;
-  int p[2];
-  if (pipe(p) != 0) return 1;
+  int p[2], q[2];
+  if (pipe(p) != 0 || pipe(q) != 0) return 1;
   pid_t srv = fork();
   if (srv == 0) {
     close(p[0]);
-    serve(spec, p[1], o.server_cpu, o.conns);
+    close(q[1]);
+    serve(spec, p[1], q[0], o.server_cpu, o.conns);
   }
   close(p[1]);
+  close(q[0]);
+  g_answer_fd = p[0], g_ask_fd = q[1];
   char ok = 0;
   if (read(p[0], &ok, 1) != 1) {
     std::fprintf(stderr, "tern-scale: the server did not start\n");

@@ -68,6 +68,7 @@ class Histogram {
   uint64_t bucket_count(size_t i) const { return load(&buckets_[i]); }
 
  private:
+  friend class LazyHistogram;  // merge_into(): its buckets into ours
   static uint64_t load(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
   static void store(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 

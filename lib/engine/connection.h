@@ -31,7 +31,7 @@
 #include <memory>
 #include <string>
 
-#include "base/histogram.h"
+#include "base/lazy_histogram.h"
 #include "engine/breakdown.h"
 #include "engine/conn_stats.h"
 #include "engine/device_ctx.h"
@@ -155,7 +155,9 @@ class ConnBase : public Connection {
   bool by_qpn_entered = false;
   // Observability (conn_stats.h): written only by the engine's thread.
   ConnCounters cs;
-  Histogram rtt;
+  // Its round trips: buckets allocated as they are used (lazy_histogram.h),
+  // not a Histogram's 8 KiB per connection, most of them idle.
+  LazyHistogram rtt;
   // Where the round trips go, stage by stage: only with
   // EngineOptions::breakdown (null otherwise; each stamp tests it).
   std::unique_ptr<Breakdown> bd;

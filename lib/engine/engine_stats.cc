@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <memory>
 
 #include "base/clock.h"
 #include "engine/engine_impl.h"
@@ -204,7 +205,9 @@ void ConnBase::register_telemetry() {
         out->add_string("side", c->server ? "server" : "client");
         out->add_string("peer", c->peer_fixed);
         out->add_stats(conn_counters_view(c->cs));
-        out->add_histogram("rtt", c->rtt);
+        auto h = std::make_unique<Histogram>();
+        c->rtt.merge_into(h.get());
+        out->add_histogram("rtt", *h);
       },
       this);
   if (src) tsrc = std::move(src).value();
@@ -270,7 +273,11 @@ ConnectionStats ConnBase::stats() const {
   // driver's view (static strings in every driver).
   if (qp)
     for (const StatEntry& e : qp->stats()) s.counters.emplace_back(e.name, e.counter->get());
-  s.rtt = summarize(rtt);
+  {
+    auto h = std::make_unique<Histogram>();  // 8 KiB: not on the stack
+    rtt.merge_into(h.get());
+    s.rtt = summarize(*h);
+  }
   if (bd != nullptr) s.breakdown = breakdown_rows(*bd, server);
   return s;
 }

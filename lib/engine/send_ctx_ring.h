@@ -20,8 +20,9 @@
 // completion will ever walk (the 2026 xprtrdma patch set's rule).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
-#include <vector>
+#include <memory>
 
 #include "base/check.h"
 
@@ -44,13 +45,23 @@ struct SendCtx {
 
 class SendCtxRing {
  public:
-  // `size` contexts (a power of two); one Send is signaled at least every `batch`.
-  SendCtxRing(uint32_t size, uint32_t batch) : ctx_(size), mask_(size - 1), batch_(batch) {
+  // Up to `size` contexts (a power of two); one Send is signaled at least
+  // every `batch`. The storage starts at kInitial contexts and doubles as
+  // chains in flight need it: an idle connection (most of a gateway's
+  // thousands) never needs more than a few, a busy one reaches `size` in
+  // its first bursts (issue 21: 16 KiB per idle connection).
+  static constexpr uint32_t kInitial = 8;
+  SendCtxRing(uint32_t size, uint32_t batch) : size_(size), batch_(batch) {
     TERN_REQUIRE(size >= 2 && (size & (size - 1)) == 0, "send context ring size %u must be a power of two", size);
     TERN_REQUIRE(batch >= 1 && batch < size, "signal batch %u must be in [1, %u)", batch, size);
+    cap_ = std::min(size, kInitial);
+    ctx_.reset(new SendCtx[cap_]);
+    mask_ = cap_ - 1;
   }
 
-  uint32_t size() const { return mask_ + 1; }
+  uint32_t size() const { return size_; }
+  // Contexts it has storage for now (at most size()).
+  uint32_t capacity() const { return cap_; }
   uint32_t in_use() const { return head_ - tail_; }
   bool full() const { return in_use() == size(); }
 
@@ -62,6 +73,7 @@ class SendCtxRing {
   // quiet, or the engine's pools run low: see ConnBase::post).
   uint32_t acquire(SendCtxKind kind, uint32_t obj, uint64_t seq, bool* signal, bool force = false) {
     TERN_REQUIRE(!full(), "send context ring full; check room() first");
+    if (TERN_UNLIKELY(in_use() == cap_)) grow();
     uint32_t idx = head_++;
     ctx_[idx & mask_] = SendCtx{kind, obj, seq};
     ++since_signal_;
@@ -104,8 +116,20 @@ class SendCtxRing {
   }
 
  private:
-  std::vector<SendCtx> ctx_;
-  uint32_t mask_;
+  // Twice the storage; the contexts in use keep their indices (wr_ids
+  // carry them) and move to their places under the new mask.
+  void grow() {
+    const uint32_t cap = cap_ * 2;
+    std::unique_ptr<SendCtx[]> n(new SendCtx[cap]);
+    for (uint32_t i = tail_; i != head_; ++i) n[i & (cap - 1)] = ctx_[i & mask_];
+    ctx_ = std::move(n);
+    cap_ = cap;
+    mask_ = cap - 1;
+  }
+
+  std::unique_ptr<SendCtx[]> ctx_;
+  uint32_t cap_ = 0, mask_ = 0;
+  uint32_t size_;
   uint32_t batch_;
   uint32_t head_ = 0, tail_ = 0;
   uint32_t since_signal_ = 0;

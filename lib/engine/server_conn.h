@@ -7,8 +7,7 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
-
+#include "base/ring_fifo.h"
 #include "engine/connection.h"
 #include "engine/bulk_share.h"
 #include "engine/credits.h"
@@ -131,12 +130,14 @@ class ServerConn final : public ConnBase {
   // Posts the queue's waiting receive buffers now when fewer are posted
   // than the credits granted on it allow clients to send (server_reply.cc).
   void cover_grants();
-  // Calls received while no server call object was free: served as they free up.
-  std::deque<MsgBuf*> deferred;
+  // Calls received while no server call object was free: served as they
+  // free up. (RingFifo: no memory until something waits, as on most
+  // connections nothing ever does.)
+  RingFifo<MsgBuf*> deferred;
   // Replies waiting for send-queue room, in order.
-  std::deque<SrvCall*> queued;
+  RingFifo<SrvCall*> queued;
   // Calls whose RDMA READs wait for send-queue room, in order.
-  std::deque<SrvCall*> pulls;
+  RingFifo<SrvCall*> pulls;
 };
 
 }  // namespace tern::rpc

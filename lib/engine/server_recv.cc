@@ -31,7 +31,7 @@ const char* srv_state_name(SrvState s) {
 ServerConn::ServerConn(EngineImpl* e, DeviceCtx* d) : ConnBase(e, d, true) {}
 
 ServerConn::~ServerConn() {
-  for (MsgBuf* b : deferred) give_back(b);
+  for (size_t i = 0; i < deferred.size(); ++i) give_back(deferred[i]);
   if (rq != nullptr) rq->grants().leave(&grant);
   if (in_peer_table) eng->peers.remove(admitted_peer);
   if (reaped) --eng->reaping;
@@ -611,7 +611,7 @@ void ServerConn::on_lost() {
   // dropped now; those with WRs in flight wait for the drain.
   queued.clear();
   pulls.clear();
-  for (MsgBuf* b : deferred) give_back(b);
+  for (size_t i = 0; i < deferred.size(); ++i) give_back(deferred[i]);
   deferred.clear();
   for (uint32_t i = 0; i < eng->srv_calls.made(); ++i) {
     SrvCall* sc = eng->srv_calls.at(i);

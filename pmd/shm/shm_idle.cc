@@ -6,7 +6,7 @@
 // on the datapath:
 //
 //  - the send queue array (ShmQp::sq_), which doubles while WRs are
-//    outstanding: an idle QP's shrinks back to kSqInitial entries;
+//    outstanding: an idle QP's is freed (the next post makes a small one);
 //  - the pages of our outbound ring's slots in the connection area, which
 //    every descriptor we publish touches in turn until the whole ring is
 //    resident: an idle QP punches them out of the memfd (MADV_REMOVE), so
@@ -54,11 +54,11 @@ void ShmQp::trim_if_idle(uint64_t now) {
   if (state_ != QpState::kRts || sq_head_ != sq_tail_ || out_done_ != out_prod_) return;
   trimmed_ = true;
   st_.idle_trims.add();
-  if (sq_cap_ > kSqInitial) {
-    sq_.reset(new SqEntry[kSqInitial]);  // empty: nothing to move
-    sq_cap_ = kSqInitial;
-    sq_mask_ = kSqInitial - 1;
-    sq_limit_ = std::min(kSqInitial, init_.sq_depth);
+  if (sq_cap_ > 0) {
+    // Empty: nothing to move. The next post makes a kSqInitial one again
+    // (grow_sq); ~4.7 KiB per idle QP otherwise.
+    sq_.reset();
+    sq_cap_ = sq_mask_ = sq_limit_ = 0;
   }
   if (out_slots_ == nullptr || vanished_) return;
   // The whole pages inside our outbound slots; the pages they share with

@@ -260,9 +260,9 @@ struct ShmQpStats {
 };
 
 // Memory per connection (shm_idle.cc, docs/shm-driver.md). A send queue
-// array starts this small and doubles on demand; a connected QP with nothing
-// outstanding and no activity for kIdleTrimNs gives its memory back: the
-// array shrinks to this again, and the slot pages of its outbound ring are
+// array is made this small at the first post and doubles on demand; a
+// connected QP with nothing outstanding and no activity for kIdleTrimNs
+// gives its memory back: the array is freed, and the slot pages of its outbound ring are
 // returned to the system (the peer's driver does the same with its own).
 // The device looks every kIdleSweepNs, from poll_cm and arm_wait.
 inline constexpr uint32_t kSqInitial = 16;
@@ -444,9 +444,9 @@ class ShmQp final : public Qp {
   uint32_t in_cons_ = 0;
 
   // Send queue: [sq_head_, sq_next_) issued, [sq_next_, sq_tail_) waiting.
-  // Entry i is sq_[i & sq_mask_]. The array starts at kSqInitial entries
-  // and doubles when a post finds it full (grow_sq), up to sq_depth rounded
-  // up to a power of two; an idle QP gives the rest back (trim_if_idle).
+  // Entry i is sq_[i & sq_mask_]. The array is made at kSqInitial entries
+  // by the first post and doubles when a post finds it full (grow_sq), up to
+  // sq_depth rounded up to a power of two; an idle QP frees it (trim_if_idle).
   std::unique_ptr<SqEntry[]> sq_;
   uint32_t sq_cap_ = 0, sq_mask_ = 0, sq_head_ = 0, sq_next_ = 0, sq_tail_ = 0;
   // min(sq_cap_, sq_depth): post_send's one comparison per WR; at it the

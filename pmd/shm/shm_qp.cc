@@ -52,11 +52,9 @@ ShmQp::ShmQp(ShmDevice* dev, ShmPd* pd, const QpInit& init, uint32_t qpn)
       init_(init),
       qpn_(qpn),
       pcap_(dev->pcap()) {
-  // Small at first: most QPs never have many WRs outstanding (grow_sq).
-  sq_cap_ = std::min(kSqInitial, next_pow2(init.sq_depth));
-  sq_.reset(new SqEntry[sq_cap_]);
-  sq_mask_ = sq_cap_ - 1;
-  sq_limit_ = std::min(sq_cap_, init.sq_depth);
+  // No send queue array until the first post (grow_sq), and small then:
+  // most QPs never have many WRs outstanding, and an accepted QP may never
+  // post at all. sq_limit_ 0 sends the first post to grow_sq.
   if (init.srq != nullptr) {
     // rq_depth and max_recv_sge do not apply: receives are the SRQ's.
     srq_ = static_cast<ShmSrq*>(init.srq);
@@ -287,7 +285,7 @@ void ShmQp::grow_sq() {
   // Rare (a QP's first bursts, or the first after an idle trim) and cheap
   // next to what filled it: the outstanding entries move to their places
   // under the new mask.
-  const uint32_t cap = sq_cap_ * 2;
+  const uint32_t cap = sq_cap_ == 0 ? std::min(kSqInitial, next_pow2(init_.sq_depth)) : sq_cap_ * 2;
   std::unique_ptr<SqEntry[]> n(new SqEntry[cap]);
   for (uint32_t i = sq_head_; i != sq_tail_; ++i) n[i & (cap - 1)] = sq_[i & sq_mask_];
   sq_ = std::move(n);
