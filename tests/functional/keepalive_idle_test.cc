@@ -5,6 +5,8 @@
 // made one after another, those up for more than 10 s before their first
 // call (one credit, no room for a probe) were declared dead by the first
 // poll after it, reconnected and sent their calls again.
+// (Timings are generous: the thresholds are 1 s and the server answers
+// within 50 ms, so only a stall of the test thread near a second fails it.)
 #include <gtest/gtest.h>
 
 #include <string_view>
@@ -36,11 +38,11 @@ void answer_after(Fixture& f, int ms) {
 // can go out. no_retry makes a wrong "dead" visible as the call's status.
 TEST(KeepaliveIdle, FirstCallAfterALongIdleIsAnswered) {
   EngineOptions so, co;
-  co.keepalive_ms = 300;
-  co.keepalive_timeout_ms = 300;
+  co.keepalive_ms = 1000;
+  co.keepalive_timeout_ms = 1000;
   Fixture f(so, co);
   // Idle well past keepalive_ms + keepalive_timeout_ms, both engines polled.
-  f.wait([] { return false; }, 1000);
+  f.wait([] { return false; }, 2500);
   Pending p;
   Call c{kProg, kVers, kLater};
   c.no_retry = true;
@@ -60,12 +62,12 @@ TEST(KeepaliveIdle, FirstCallAfterALongIdleIsAnswered) {
 // went out, so a server that answers within keepalive_ms is not probed.
 TEST(KeepaliveIdle, CallsAfterAnIdleGapAreNotDeclaredDead) {
   EngineOptions so, co;
-  co.keepalive_ms = 300;
-  co.keepalive_timeout_ms = 300;
+  co.keepalive_ms = 1000;
+  co.keepalive_timeout_ms = 1000;
   co.keepalive_idle_ms = 0;  // no idle probes: the gap stays silent
   Fixture f(so, co);
   ASSERT_EQ(f.call(Call{kProg, kVers, kEcho}).reply.status, CallStatus::kOk);
-  f.wait([] { return false; }, 1000);
+  f.wait([] { return false; }, 1500);
   const uint64_t probes = stat(*f.cli, "keepalive_probes");
   Pending p;
   Call c{kProg, kVers, kLater};
