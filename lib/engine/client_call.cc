@@ -405,6 +405,14 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   }
   // The reply finds the request by its xid from now on.
   TERN_CHECK(xids.insert(r->xid, r->index), "xid %u could not be entered (%u in flight)", r->xid, xids.size());
+  // The server owes nothing while no call is in flight: keepalive's silence
+  // starts when the first one leaves, not at the last reply. Else a
+  // connection idle for keepalive_ms + keepalive_timeout_ms since it came
+  // up (no reply yet, so one credit, no room for a probe) was declared dead
+  // by the first poll after its first call: 56 of 256 connections made over
+  // rxe in the VM, the call sent again on a new connection, or failed if
+  // no_retry.
+  if (credits.in_flight() == 0) t_last_recv = now_ticks();
   credits.sent();
   r->state = ReqState::kSent;
   r->act_prev = nullptr;

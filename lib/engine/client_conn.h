@@ -85,7 +85,9 @@ class ClientConn final : public ConnBase {
   uint64_t backoff_ns = 0;        // the current backoff, before jitter
   bool waiting_for_port = false;  // reconnecting: the device's port is down, no attempt until it is up
   uint64_t connect_deadline = 0;  // ticks: a connect attempt under way fails then
-  uint64_t t_last_recv = 0;       // ticks: the last message received
+  // ticks: the last message received, or when calls went in flight after
+  // none were (what keepalive's silence is measured from)
+  uint64_t t_last_recv = 0;
   bool probe_in_flight = false;
   uint32_t last_prog = 0, last_vers = 0;  // what a keepalive probe calls
   // The counters of the procedure last called (the engine's table is a

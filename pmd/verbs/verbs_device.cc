@@ -390,6 +390,8 @@ Result<std::unique_ptr<Qp>> VerbsDevice::create_qp(const QpInit& in) {
   // The provider reports what it granted (it may round up): never more
   // than was asked.
   const uint32_t max_inline = std::min(qa.cap.max_inline_data, cfg_.max_inline);
+  // legacy_post's list holds a whole chain of any of the device's QPs.
+  if (legacy_post_ && send_scratch_.size() < in.sq_depth) send_scratch_.resize(in.sq_depth);
   auto* q = new VerbsQp(this, pd, scq, rcq, in, qp, index, gen, max_inline);
   qps_[index] = q;
   by_num_[qp->qp_num] = q;

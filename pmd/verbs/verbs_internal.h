@@ -411,7 +411,6 @@ class VerbsQp final : public Qp {
   std::vector<uint8_t> peer_private_, my_private_;
   ShadowRing sq_, rq_;
   std::vector<ibv_recv_wr> rwr_;  // scratch for post_recv chains
-  std::vector<ibv_send_wr> swr_;  // scratch for post_send chains (legacy_post)
   std::unique_ptr<RegMrBuilder> reg_;  // REG_MR: window bind, or the FastRegProvider's
   VerbsMwBuilder* mw_ = nullptr;       // reg_ when it binds windows (the legacy path needs it)
   WrApiQueue wq_;
@@ -553,6 +552,12 @@ class VerbsDevice final : public Device {
   bool renew_windows() const { return renew_windows_; }
   // Post sends with ibv_post_send instead of the ibv_wr_* builder (rxe).
   bool legacy_post() const { return legacy_post_; }
+  // legacy_post's ibv_send_wr list, built and posted within one post_send:
+  // one per device (its QPs belong to one thread, rdmadev.h), as long as
+  // its deepest send queue. One per QP was 104 KiB of each connection's
+  // memory (832 WRs at the default credits), most of what an idle verbs
+  // connection cost its server.
+  ibv_send_wr* send_scratch() { return send_scratch_.data(); }
   // ibv_next_poll returning ENOENT has already ended the poll (rxe).
   bool next_poll_ends() const { return next_poll_ends_; }
   VerbsQp* qp_at(uint32_t index, uint16_t gen) const {
@@ -639,6 +644,7 @@ class VerbsDevice final : public Device {
   bool inv_flag_quirk_ = false;
   bool renew_windows_ = false;
   bool legacy_post_ = false;
+  std::vector<ibv_send_wr> send_scratch_;  // legacy_post only (send_scratch())
   bool next_poll_ends_ = false;
   bool removed_ = false;
   bool port_up_ = true;

@@ -37,7 +37,6 @@ VerbsQp::VerbsQp(VerbsDevice* dev, VerbsPd* pd, VerbsCq* scq, VerbsCq* rcq, cons
   rq_.init(srq_ != nullptr ? 0 : init.rq_depth);
   rwr_.resize(srq_ != nullptr ? 0 : init.rq_depth);
   if (srq_ != nullptr) srq_->attach();
-  swr_.resize(init.sq_depth);
   const DeviceCaps& c = dev->caps();
   if (FastRegProvider* fr = dev->fast_reg_provider()) {
     reg_ = fr->make_builder(qp, pd->pd(), &pd->mrs());
@@ -167,6 +166,9 @@ int VerbsQp::post_send(const SendWr* wrs, int n, int* err) {
 int VerbsQp::post_send_legacy(const SendWr* wrs, int n, int* err) {
   const uint32_t start = sq_.tail;
   const uint32_t max_sge = init_.max_send_sge;
+  // The device's list holds its deepest send queue: sq_.full() stops the
+  // chain before it runs out.
+  ibv_send_wr* const swr = dev_->send_scratch();
   int i = 0;
   for (; i < n; ++i) {
     const SendWr& w = wrs[i];
@@ -197,11 +199,11 @@ int VerbsQp::post_send_legacy(const SendWr* wrs, int n, int* err) {
     const bool signaled = (w.flags & kWrSignaled) != 0;
     const uint32_t seq = sq_.push(w.wr_id, wc_opcode_for(w.opcode), signaled, false);
     const auto* sg = reinterpret_cast<const ibv_sge*>(w.sg_list);
-    ibv_send_wr& x = swr_[static_cast<size_t>(i)];
+    ibv_send_wr& x = swr[i];
     std::memset(&x, 0, sizeof x);
     x.wr_id = encode_wr_id(gen_, index_, false, seq);
     x.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
-    if (i > 0) swr_[static_cast<size_t>(i - 1)].next = &x;
+    if (i > 0) swr[i - 1].next = &x;
     if (has_sge) {
       x.sg_list = const_cast<ibv_sge*>(sg);
       x.num_sge = static_cast<int>(w.num_sge);
@@ -245,14 +247,14 @@ int VerbsQp::post_send_legacy(const SendWr* wrs, int n, int* err) {
   }
   if (i == 0) return 0;
   ibv_send_wr* bad = nullptr;
-  int rc = ibv_post_send(qp_, &swr_[0], &bad);
+  int rc = ibv_post_send(qp_, swr, &bad);
   // WRs before `bad` were posted; the rest were not.
-  int posted = rc == 0 ? i : bad == nullptr ? 0 : static_cast<int>(bad - &swr_[0]);
+  int posted = rc == 0 ? i : bad == nullptr ? 0 : static_cast<int>(bad - swr);
   // rxe-vm.md quirk 3: the next bind of a window must present the key of
   // the last bind posted. (Two binds of one window in one chain would both
   // present the old key.)
   for (int k = 0; k < posted; ++k) {
-    const ibv_send_wr& x = swr_[static_cast<size_t>(k)];
+    const ibv_send_wr& x = swr[k];
     if (x.opcode == IBV_WR_BIND_MW) x.bind_mw.mw->rkey = x.bind_mw.rkey;
   }
   if (rc != 0) {
