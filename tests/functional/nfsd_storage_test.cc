@@ -16,7 +16,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <thread>
 
 #include "nfsd_fixture.h"
@@ -35,8 +37,18 @@ class NfsdStorage : public Nfsd {
     hold_ = false;
     Nfsd::TearDown();
   }
-  ServerConfig held_config() {
+  // TERN_TEST_NFSD_STORAGE=threads runs every test on the worker pool (the
+  // fallback when io_uring is unavailable); =sync on the engine's thread
+  // (the path before: what these tests guard against).
+  static ServerConfig base_config() {
     ServerConfig cfg;
+    const char* m = std::getenv("TERN_TEST_NFSD_STORAGE");
+    if (m != nullptr && std::string_view(m) == "threads") cfg.storage.mode = StorageOptions::Mode::kThreads;
+    if (m != nullptr && std::string_view(m) == "sync") cfg.storage.mode = StorageOptions::Mode::kSync;
+    return cfg;
+  }
+  ServerConfig held_config() {
+    ServerConfig cfg = base_config();
     cfg.storage.hold = &hold_;
     return cfg;
   }
@@ -74,6 +86,7 @@ class NfsdStorage : public Nfsd {
   }
 
   std::atomic<bool> hold_{false};
+  Reply wake_;  // a call whose answer nobody waits for (it outlives the test's body)
 };
 
 Bytes pattern(size_t n, uint32_t seed) {
@@ -90,7 +103,6 @@ Bytes pattern(size_t n, uint32_t seed) {
 TEST_F(NfsdStorage, AStableWriteIsAnsweredOnlyOnceDoneAndNobodyWaitsForIt) {
   hold_ = true;
   start({}, true, held_config());
-  ASSERT_TRUE(server_->nfs->storage().asynchronous()) << server_->nfs->storage().backend();
   CreateRes c = create(root_, "f");
   ASSERT_EQ(c.status, Nfs3Stat::kOk);
   const Fh3 f = *c.obj;
@@ -129,7 +141,7 @@ TEST_F(NfsdStorage, AStableWriteIsAnsweredOnlyOnceDoneAndNobodyWaitsForIt) {
 // on, cached data is answered at once, and data evicted from the page
 // cache (EAGAIN) goes through the queue.
 TEST_F(NfsdStorage, ReadsAreAnsweredFromTheirCompletion) {
-  ServerConfig cfg;
+  ServerConfig cfg = base_config();
   cfg.read_nowait = false;
   start({}, true, cfg);
   const Bytes data = pattern(300u << 10, 2);
@@ -159,8 +171,8 @@ TEST_F(NfsdStorage, ReadsAreAnsweredFromTheirCompletion) {
   EXPECT_EQ(server_->nfs->stats().read_nowait.get(), 0u);
 
   // RWF_NOWAIT first (the default): the page cache answers at once.
-  restart();
-  ASSERT_TRUE(server_->nfs->storage().asynchronous());
+  stop_instance();
+  start({}, true, base_config());
   const Fh3 f2 = handle_of("r.bin");
   (void)read(f2, 0, cap, {buf, cap}, nullptr);  // cached by now
   r = read(f2, 0, cap, {buf, cap}, nullptr);
@@ -186,8 +198,7 @@ TEST_F(NfsdStorage, ReadsAreAnsweredFromTheirCompletion) {
 // another user's 0600 file, squashed root -- is denied before anything is
 // submitted, and the file is untouched.
 TEST_F(NfsdStorage, ADeniedCallStaysDeniedOnTheAsynchronousPath) {
-  start({}, /*no_root_squash=*/false);
-  ASSERT_TRUE(server_->nfs->storage().asynchronous());
+  start({}, /*no_root_squash=*/false, base_config());
   const Bytes keep = pattern(4096, 3);
   put_file("secret", keep);
   ASSERT_EQ(chmod(path("secret").c_str(), 0600), 0);
@@ -335,14 +346,17 @@ TEST_F(NfsdStorage, ACallWhoseConnectionIsLostMidOperationIsFreed) {
   ASSERT_NE(doomed, nullptr);
   rpc::Connection* keep = conn_;
   conn_ = doomed;
+  (void)call(Nfs3Proc::kNull, {});  // its credits granted: both calls go out
   auto* buf = static_cast<uint8_t*>(cli_->alloc(64u << 10));
   Reply r1, r2;
   CallOpts o;
   o.bulk_recv = {buf, 64u << 10};
   start_call(Nfs3Proc::kRead, enc(ReadArgs{f, 0, 64u << 10}), o, &r1);
-  start_call(Nfs3Proc::kWrite, write_args(f, 0, data, StableHow::kFileSync), {}, &r2);
+  start_call(Nfs3Proc::kWrite, write_args(f, 0, {data.data(), 1024}, StableHow::kFileSync), {}, &r2);
   conn_ = keep;
-  ASSERT_TRUE(wait([&] { return io().started.get() == 2; }));
+  ASSERT_TRUE(wait([&] { return io().started.get() == 2; }))
+      << "submitted " << io().submitted.get() << " started " << io().started.get() << " r1 " << r1.done << " "
+      << rpc::call_status_name(r1.status) << " r2 " << r2.done;
   const uint64_t gone = server_->eng->stats().disconnects.get();
   doomed->close();
   ASSERT_TRUE(wait([&] { return server_->eng->stats().disconnects.get() > gone && r1.done && r2.done; }));
@@ -356,17 +370,21 @@ TEST_F(NfsdStorage, ACallWhoseConnectionIsLostMidOperationIsFreed) {
 // the storage completion (its eventfd is in the engine's wait set), not at
 // its timeout.
 TEST_F(NfsdStorage, ASleepingEngineWakesForAStorageCompletion) {
-  ServerConfig cfg;
+  ServerConfig cfg = base_config();
   cfg.read_nowait = false;
   start({}, true, cfg);
   server_->halt();  // polled here instead, sleeping when idle
   std::atomic<bool> stop{false};
   rpc::Engine* eng = server_->eng.get();
   std::thread t([&] {
-    while (!stop.load()) {
+    for (;;) {
       if (eng->poll() > 0) continue;
+      if (stop.load()) break;  // idle: what it had to answer is out
       auto r = eng->wait(120000);  // far beyond the test's guard below
-      if (!r) break;
+      if (!r) {
+        ADD_FAILURE() << r.status().to_string();
+        break;
+      }
     }
   });
   CreateRes c = create(root_, "w");
@@ -382,7 +400,7 @@ TEST_F(NfsdStorage, ASleepingEngineWakesForAStorageCompletion) {
     EXPECT_EQ(got, Bytes(d.begin(), d.begin() + 100));
   }
   stop = true;
-  (void)call(Nfs3Proc::kNull, {});  // wakes it
+  start_call(Nfs3Proc::kNull, {}, {}, &wake_);  // wakes it; idle again, it stops
   t.join();
 }
 
