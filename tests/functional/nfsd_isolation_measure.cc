@@ -245,7 +245,8 @@ int main(int argc, char** argv) {
     const auto args = enc(GetattrArgs{root});
     std::vector<double> lat;
     const uint64_t w0 = writes.load();
-    const auto t0 = Clock::now(), end = t0 + std::chrono::duration<double>(secs);
+    const Clock::time_point t0 = Clock::now();
+    const Clock::time_point end = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(secs));
     Clock::time_point now;
     while ((now = Clock::now()) < end) {
       const uint32_t st = p.call(Nfs3Proc::kGetattr, args);
