@@ -16,7 +16,11 @@
 // GARBAGE_ARGS), its handles resolved through this thread's FdCache, the
 // work done with system calls on descriptors beneath the export's root
 // (names are single components: no "/", and ".." never leaves the root),
-// and the results encoded. Data moves as RPC-over-RDMA moves it: a READ's
+// and the results encoded. What waits for the device -- a READ the page
+// cache cannot serve at once, a FILE_SYNC/DATA_SYNC WRITE, COMMIT -- goes
+// through this engine's StorageQueue (storage_queue.h) and is answered from
+// its completion, which the engine polls (Engine::add_poller): the engine's
+// thread never waits for the disk for those. Data moves as RPC-over-RDMA moves it: a READ's
 // bytes are read straight into the buffer the engine RDMA-writes into the
 // client's write chunk, a WRITE's bytes come from the read chunk the engine
 // pulled; large READDIR(PLUS) results go through the client's reply chunk
@@ -36,6 +40,7 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>

@@ -366,6 +366,39 @@ TEST_F(NfsdStorage, ACallWhoseConnectionIsLostMidOperationIsFreed) {
   EXPECT_EQ(read(f, 0, 4096, {buf, 4096}, nullptr).status, Nfs3Stat::kOk);
 }
 
+// The reply cache on the asynchronous path: a FILE_SYNC WRITE's result is
+// recorded before its reply leaves (the server "dies" right after
+// recording it, as --test-crash-after does), and the next server answers
+// the client's retransmission from the file with that result.
+TEST_F(NfsdStorage, AStableWriteIsInTheReplyCacheBeforeItsReplyLeaves) {
+  ServerConfig cfg = base_config();
+  cfg.crash_after_proc = static_cast<int>(Nfs3Proc::kWrite);
+  cfg.crash_after_n = 1;
+  std::atomic<bool> died{false};
+  cfg.on_crash = [](void* ctx) { static_cast<std::atomic<bool>*>(ctx)->store(true); };
+  cfg.on_crash_ctx = &died;
+  start({}, true, cfg);
+  CreateRes c = create(root_, "once");
+  ASSERT_EQ(c.status, Nfs3Stat::kOk);
+  const Bytes d = pattern(2048, 9);
+  Reply r;
+  start_call(Nfs3Proc::kWrite, write_args(*c.obj, 0, d, StableHow::kFileSync), {}, &r);
+  ASSERT_TRUE(wait([&] { return died.load(); }));
+  EXPECT_EQ(file_bytes("once"), d) << "the write ran before its result was recorded";
+  EXPECT_FALSE(r.done);
+  stop_instance();
+  start({}, true, base_config());
+  ASSERT_TRUE(wait([&] { return r.done; }, 20000)) << "the client never got an answer";
+  ASSERT_EQ(r.status, rpc::CallStatus::kOk);
+  WriteRes w;
+  ASSERT_TRUE(decode(r.results, &w));
+  EXPECT_EQ(w.status, Nfs3Stat::kOk);
+  EXPECT_EQ(w.count, d.size());
+  EXPECT_EQ(w.committed, StableHow::kFileSync);
+  EXPECT_EQ(server_->nfs->stats().drc_replays.get(), 1u);
+  EXPECT_EQ(server_->nfs->storage().stats().submitted.get(), 0u) << "not run again";
+}
+
 // Wait mode with storage in flight: an engine asleep in wait() wakes for
 // the storage completion (its eventfd is in the engine's wait set), not at
 // its timeout.
