@@ -407,7 +407,7 @@ TEST_F(NfsdStorage, ASleepingEngineWakesForAStorageCompletion) {
   cfg.read_nowait = false;
   start({}, true, cfg);
   server_->halt();  // polled here instead, sleeping when idle
-  std::atomic<bool> stop{false};
+  std::atomic<bool> stop{false}, exited{false};
   rpc::Engine* eng = server_->eng.get();
   std::thread t([&] {
     for (;;) {
@@ -419,6 +419,7 @@ TEST_F(NfsdStorage, ASleepingEngineWakesForAStorageCompletion) {
         break;
       }
     }
+    exited = true;
   });
   CreateRes c = create(root_, "w");
   EXPECT_EQ(c.status, Nfs3Stat::kOk);
@@ -434,6 +435,7 @@ TEST_F(NfsdStorage, ASleepingEngineWakesForAStorageCompletion) {
   }
   stop = true;
   start_call(Nfs3Proc::kNull, {}, {}, &wake_);  // wakes it; idle again, it stops
+  EXPECT_TRUE(wait([&] { return exited.load(); }, 60000));  // the client polled meanwhile: the call goes out
   t.join();
 }
 
