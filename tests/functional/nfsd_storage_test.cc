@@ -405,6 +405,16 @@ TEST_F(NfsdStorage, AStableWriteIsInTheReplyCacheBeforeItsReplyLeaves) {
 TEST_F(NfsdStorage, ASleepingEngineWakesForAStorageCompletion) {
   ServerConfig cfg = base_config();
   cfg.read_nowait = false;
+  // Each operation takes a while on the worker pool (the slow device), so
+  // the engine is asleep before it completes. Without the queue's eventfd
+  // in its wait set, only the engine's own periodic deadlines (seconds)
+  // would wake it: the guard below is far above the operation's 200 ms
+  // and below those.
+  cfg.storage.mode = StorageOptions::Mode::kThreads;
+  cfg.storage.fault = [](void*, const StorageReq&) -> int {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    return 0;
+  };
   start({}, true, cfg);
   server_->halt();  // polled here instead, sleeping when idle
   std::atomic<bool> stop{false}, exited{false};
@@ -427,10 +437,16 @@ TEST_F(NfsdStorage, ASleepingEngineWakesForAStorageCompletion) {
   for (int i = 0; i < 5 && c.obj; ++i) {
     Reply w;
     start_call(Nfs3Proc::kWrite, write_args(*c.obj, 16384u * i, d, StableHow::kFileSync), {}, &w);
-    EXPECT_TRUE(wait([&] { return w.done; }, 60000)) << "the engine slept through its storage completion";
+    EXPECT_TRUE(wait([&] { return w.done; }, 3000)) << "the engine slept through its storage completion";
     EXPECT_EQ(status(w), Nfs3Stat::kOk);
     Bytes got;
-    EXPECT_EQ(read(*c.obj, 16384u * i, 100, {}, &got).status, Nfs3Stat::kOk);
+    Reply rd;
+    start_call(Nfs3Proc::kRead, enc(ReadArgs{*c.obj, 16384u * i, 100}), {}, &rd);
+    EXPECT_TRUE(wait([&] { return rd.done; }, 3000)) << "the engine slept through its storage completion";
+    ReadRes rr;
+    EXPECT_TRUE(decode(rd.results, -1, &rr));
+    EXPECT_EQ(rr.status, Nfs3Stat::kOk);
+    got.assign(rr.data.begin(), rr.data.end());
     EXPECT_EQ(got, Bytes(d.begin(), d.begin() + 100));
   }
   stop = true;
