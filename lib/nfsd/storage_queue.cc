@@ -65,6 +65,8 @@ StorageQueue::StorageQueue(const StorageOptions& opt) : opt_(opt) {
     return;
   }
   slots_.reserve(opt_.max_in_flight);
+  held_.reserve(opt_.max_in_flight);
+  delivering_.reserve(opt_.max_in_flight);
   for (uint32_t i = 0; i < opt_.max_in_flight; ++i) {
     slots_.push_back(std::make_unique<Slot>());
     free_.push_back(slots_.back().get());
@@ -303,7 +305,7 @@ void StorageQueue::finish(Slot* s) {
 
 int StorageQueue::deliver() {
   // Completions reaped into held_ first; delivered unless a test holds them.
-  std::vector<Slot*> got;
+  std::vector<Slot*>& got = held_;
 #if TERN_HAVE_LIBURING
   if (backend_ == Backend::kUring) {
     io_uring_cqe* cqes[64];
@@ -325,12 +327,13 @@ int StorageQueue::deliver() {
     threads_->done.clear();
     threads_->ndone.store(0, std::memory_order_relaxed);
   }
-  held_.insert(held_.end(), got.begin(), got.end());
   if (held_.empty() || (opt_.hold != nullptr && opt_.hold->load(std::memory_order_acquire))) return 0;
-  std::vector<Slot*> now;
-  now.swap(held_);
-  for (Slot* s : now) finish(s);
-  return static_cast<int>(now.size());
+  // Both vectors keep their capacity: no allocation per pass.
+  delivering_.swap(held_);
+  for (Slot* s : delivering_) finish(s);
+  const int n = static_cast<int>(delivering_.size());
+  delivering_.clear();
+  return n;
 }
 
 int StorageQueue::poll() {

@@ -159,7 +159,8 @@ class StorageQueue {
   std::deque<Peer*> ready_;  // peers with waiting operations, round-robin
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<Slot*> free_;
-  std::vector<Slot*> held_;  // finished while opt_.hold was set
+  std::vector<Slot*> held_;        // reaped, not yet delivered (or held: opt_.hold)
+  std::vector<Slot*> delivering_;  // being delivered by deliver()
   uint32_t in_flight_ = 0;
   uint32_t waiting_ = 0;
   uint32_t to_submit_ = 0;  // SQEs prepared this pass
