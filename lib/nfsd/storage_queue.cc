@@ -231,6 +231,11 @@ void StorageQueue::start(Peer* p, const StorageReq& r) {
       (void)io_uring_submit(&uring_->ring);
       to_submit_ = 0;
       sqe = io_uring_get_sqe(&uring_->ring);
+      if (sqe == nullptr) {  // the kernel took none: the call is answered with the error
+        s->res = -EAGAIN;
+        held_.push_back(s);
+        return;
+      }
     }
     switch (r.kind) {
       case StorageKind::kRead: io_uring_prep_read(sqe, r.fd, r.buf, static_cast<unsigned>(r.len), r.offset); break;
@@ -342,9 +347,13 @@ int StorageQueue::poll() {
   if (in_flight_ > 0 || !held_.empty()) work += deliver();
   if (!ready_.empty()) work += start_ready();
 #if TERN_HAVE_LIBURING
-  if (to_submit_ > 0) {
+  // What this pass prepared, in one system call. SQEs a failed submission
+  // left in the ring (EAGAIN, EBUSY: the kernel short of memory or CQ room)
+  // stay ready and go with the next pass's.
+  if (backend_ == Backend::kUring && io_uring_sq_ready(&uring_->ring) > 0) {
     int rc = io_uring_submit(&uring_->ring);
-    if (rc < 0) TERN_LOG(kError, "nfsd", "storage: io_uring_submit: %s", strerror(-rc));
+    if (rc < 0 && rc != -EAGAIN && rc != -EBUSY && rc != -EINTR)
+      TERN_LOG(kError, "nfsd", "storage: io_uring_submit: %s", strerror(-rc));
     to_submit_ = 0;
   }
 #endif
