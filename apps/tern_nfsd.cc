@@ -125,6 +125,11 @@ void usage(FILE* f) {
                "  --rw-timeout-ms N     a client that does not complete a READ of its chunks or take a\n"
                "                        reply within N ms loses that connection (default 5000; 0: never)\n"
                "  --busy-poll           never sleep when idle (default: sleep in epoll when idle)\n"
+               "  --storage MODE        where READs that miss the page cache, FILE_SYNC/DATA_SYNC WRITEs\n"
+               "                        and COMMITs wait: auto (io_uring, else worker threads; default),\n"
+               "                        uring, threads, sync (on the engine's thread, as before)\n"
+               "  --storage-inflight N  storage operations in flight per engine (default 64)\n"
+               "  --storage-per-peer N  ... and per client (default 16; less when clients share the engine)\n"
                "  --stats-interval S    print the counters every S seconds (default: at exit only)\n"
                "  --test-crash-after PROC:N   tests only: SIGKILL this process after recording the\n"
                "                        reply of the N-th PROC call (e.g. mkdir:1) in the reply cache\n"
@@ -148,6 +153,7 @@ struct Args {
   bool rpcbind = true;
   uint32_t engines = 1;
   std::vector<int> cores;
+  nfsd::StorageOptions storage;
   uint32_t drc_slots = 8192;
   uint64_t arena_mb = 128;
   uint32_t credits = 64;
@@ -320,6 +326,22 @@ int parse(int argc, char** argv, Args* a) {
       a->rw_timeout_ms = static_cast<uint32_t>(n);
     } else if (f == "--busy-poll") {
       a->busy = true;
+    } else if (f == "--storage") {
+      if ((v = need(i)) == nullptr) return 1;
+      const std::string_view m(v);
+      if (m == "auto") a->storage.mode = nfsd::StorageOptions::Mode::kAuto;
+      else if (m == "uring") a->storage.mode = nfsd::StorageOptions::Mode::kUring;
+      else if (m == "threads") a->storage.mode = nfsd::StorageOptions::Mode::kThreads;
+      else if (m == "sync") a->storage.mode = nfsd::StorageOptions::Mode::kSync;
+      else return say(LogLevel::kError, "--storage %s: auto, uring, threads or sync", v), 1;
+    } else if (f == "--storage-inflight") {
+      if (!count(4096)) return 1;
+      if (n == 0) return say(LogLevel::kError, "--storage-inflight 0"), 1;
+      a->storage.max_in_flight = static_cast<uint32_t>(n);
+    } else if (f == "--storage-per-peer") {
+      if (!count(4096)) return 1;
+      if (n == 0) return say(LogLevel::kError, "--storage-per-peer 0"), 1;
+      a->storage.max_per_peer = static_cast<uint32_t>(n);
     } else if (f == "--stats-interval") {
       if ((v = need(i)) == nullptr) return 1;
       if (!apps::parse_duration(v, 86400, &a->stats_interval)) {
@@ -454,11 +476,17 @@ struct Worker {
 void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::ReplyCache* drc, const nfsd::Mountd* md) {
   uint64_t calls[nfs::kNfs3ProcCount] = {};
   uint64_t errors = 0, garbage = 0, replays = 0, drops = 0, rbytes = 0, wbytes = 0, rchunks = 0, refused = 0;
+  uint64_t nowait = 0, deferred = 0, io_queued = 0, io_failed = 0;
+  const char* backend = "";
   for (const auto& w : ws) {
     const nfsd::Nfs3Stats& s = w->srv->stats();
     for (uint32_t p = 0; p < nfs::kNfs3ProcCount; ++p) calls[p] += s.calls[p].get();
     errors += s.errors.get(), garbage += s.garbage.get(), replays += s.drc_replays.get(), drops += s.drc_drops.get();
     refused += s.refused.get();
+    nowait += s.read_nowait.get(), deferred += s.storage_deferred.get();
+    const nfsd::StorageStats& io = w->srv->storage().stats();
+    io_queued += io.queued.get(), io_failed += io.failed.get();
+    backend = w->srv->storage().backend();
     rbytes += s.read_bytes.get(), wbytes += s.write_bytes.get(), rchunks += s.read_chunk_replies.get();
   }
   std::string line = "stats:";
@@ -473,7 +501,10 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
   line += " calls=" + std::to_string(all) + " errors=" + std::to_string(errors) + " garbage=" + std::to_string(garbage) +
           " read_bytes=" + std::to_string(rbytes) + " write_bytes=" + std::to_string(wbytes) +
           " read_chunk_replies=" + std::to_string(rchunks) + " drc_replays=" + std::to_string(replays) +
-          " drc_drops=" + std::to_string(drops) + " refused=" + std::to_string(refused);
+          " drc_drops=" + std::to_string(drops) + " refused=" + std::to_string(refused) +
+          " storage=" + backend + " storage_deferred=" + std::to_string(deferred) +
+          " read_nowait=" + std::to_string(nowait) + " storage_queued=" + std::to_string(io_queued) +
+          " storage_failed=" + std::to_string(io_failed);
   if (drc != nullptr)
     line += " drc_loaded=" + std::to_string(drc->loaded()) + " drc_file_hits=" + std::to_string(drc->hits_from_file());
   if (md != nullptr)
@@ -550,6 +581,7 @@ int main(int argc, char** argv) {
   cfg.write_verf = nfsd::new_write_verifier();
   cfg.crash_after_proc = a.crash_proc;
   cfg.crash_after_n = a.crash_n;
+  cfg.storage = a.storage;
 
   rpc::EngineOptions eo;
   eo.arena_bytes = static_cast<size_t>(a.arena_mb) << 20;

@@ -11,6 +11,7 @@ packages=(
   libdpdk-dev libnuma-dev libbsd-dev
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
   libgtest-dev libbenchmark-dev
+  liburing-dev  # tern-nfsd's storage path (io_uring); without it a worker pool
   python3
   # Observability tests: tshark decodes driver packet captures (pcap=), and
   # dpdk-dev ships dpdk-telemetry.py, which reads Tern's rte_telemetry commands.

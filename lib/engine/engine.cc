@@ -457,6 +457,11 @@ void EngineImpl::handle(uint32_t prog, uint32_t vers, uint32_t proc, Handler h, 
   handlers.set(HandlerEntry{prog, vers, proc, h, ctx, place, proc_counters(prog, vers, proc, true)});
 }
 
+void EngineImpl::add_poller(Poller fn, void* ctx, int wake_fd) {
+  TERN_REQUIRE(fn != nullptr, "poller is null");
+  pollers.push_back(HostPoller{fn, ctx, wake_fd});
+}
+
 void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
   // A gateway's limits: a clean refusal and one line saying why, never a
   // connection that cannot be served. The reason goes to the client too

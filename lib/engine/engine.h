@@ -578,6 +578,18 @@ class Engine {
   // Serve (prog, vers, proc) with h; `place`, if given, decides where that
   // procedure's read chunks land (see Placer). A later call replaces it.
   virtual void handle(uint32_t prog, uint32_t vers, uint32_t proc, Handler h, void* ctx, Placer place = nullptr) = 0;
+  // A host's own completions polled in the engine's loop (e.g. tern-nfsd's
+  // storage ring, nfsd/storage_queue.h): fn runs once per poll(), after the
+  // calls of that pass were handed to their handlers (so that what they
+  // started goes out in one batch), and returns how much work it did (> 0
+  // keeps a host from sleeping). `wake_fd` (an eventfd, or -1) joins
+  // wait_fd()'s set, so that a sleeping engine wakes for the host's
+  // completions too; the engine drains it when it wakes (the host must look
+  // at its completions after each drain: fn runs in that same poll()).
+  // Pollers do not run once the engine is being destroyed: a host may
+  // destroy what it polls first (with its work done).
+  using Poller = int (*)(void* ctx);
+  virtual void add_poller(Poller fn, void* ctx, int wake_fd = -1) = 0;
 
   virtual const EngineStats& stats() const = 0;
   // EngineStats and the registrars' MR counters (mrs_allocated,

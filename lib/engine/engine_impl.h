@@ -76,6 +76,7 @@ class EngineImpl final : public Engine {
   Status listen(std::string_view spec) override;
   Status listen(std::string_view spec, const std::shared_ptr<ListenGroup>& group) override;
   void handle(uint32_t prog, uint32_t vers, uint32_t proc, Handler h, void* ctx, Placer place) override;
+  void add_poller(Poller fn, void* ctx, int wake_fd) override;
   const EngineStats& stats() const override { return st; }
   StatsView stats_view() const override;
   std::vector<ConnectionStats> connection_stats() const override;
@@ -260,8 +261,16 @@ class EngineImpl final : public Engine {
     bool rechecking = false;   // prepare_wait()'s own poll(): keep them armed
     int timer_fd = -1;         // the clients' next tick, for a sleeping host
     uint64_t timer_at = 0;     // CLOCK_MONOTONIC ns it is armed for (0: disarmed)
+    size_t pollers_added = 0;  // pollers[0..pollers_added) have their wake fd in epfd
     ~WaitState();
   } waiting;
+  // The host's pollers (add_poller), run at the end of every poll().
+  struct HostPoller {
+    Poller fn;
+    void* ctx;
+    int wake_fd;
+  };
+  std::vector<HostPoller> pollers;
   // Cross-thread snapshots (stats_json_snapshot).
   std::atomic<bool> snapshot_wanted{false};
   std::mutex snap_mu;

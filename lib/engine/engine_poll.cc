@@ -159,6 +159,12 @@ int EngineImpl::poll() {
   }
   if (shares->any_waiting()) work += serve_memory_waiters();
   if (service_head != nullptr) work += serve_connections();
+  // The host's own completions, after this pass's calls reached their
+  // handlers: what they submitted goes out in one batch.
+  // Not in the engine's own shutdown: a host destroys what it polls before
+  // the engine (its calls are answered by then).
+  if (!shutting_down)
+    for (const HostPoller& p : pollers) work += p.fn(p.ctx);
   // Receive buffers back to the device, one post per queue per pass.
   if (!to_post.empty()) {
     for (RecvQueue* q : to_post)

@@ -45,6 +45,16 @@ Status join_devices(EngineImpl& e) {
     if (epoll_ctl(w.epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
       return make_sys_error(Errc::kInternal, errno, "engine: epoll_ctl(ADD) for %s", dc->spec.c_str());
   }
+  // The host's pollers' completions (add_poller).
+  for (; w.pollers_added < e.pollers.size(); ++w.pollers_added) {
+    const int fd = e.pollers[w.pollers_added].wake_fd;
+    if (fd < 0) continue;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = UINT64_MAX - 2;
+    if (epoll_ctl(w.epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+      return make_sys_error(Errc::kInternal, errno, "engine: epoll_ctl(ADD) for a host poller");
+  }
   // A listen group's member is woken when a connection is handed to it.
   for (auto& dcp : e.devices) {
     if (!dcp->member || dcp->member_waits) continue;
@@ -124,6 +134,13 @@ int EngineImpl::finish_wait() {
     waiting.timer_at = 0;
     cm_due = true;
     ++events;
+  }
+  // A poller's wake fd is drained here, before its poller runs in this
+  // poll(): a completion it does not see then signals the fd again.
+  for (const HostPoller& p : pollers) {
+    if (p.wake_fd < 0) continue;
+    uint64_t v;
+    if (read(p.wake_fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v)) ++events;
   }
   // ack_wait disarms and consumes what fired; poll_cm at once, not at the
   // next millisecond tick: a connection event may be what woke us.

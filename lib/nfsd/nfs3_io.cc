@@ -4,8 +4,17 @@
 // client's write chunk (ServerCall::bulk_buffer), and answers with the
 // reduced data item; a READ that offered no chunk gets its data inline.
 // WRITE writes from the read chunk the engine pulled (or the inline data).
-// FILE_SYNC and DATA_SYNC writes are synchronous (RWF_SYNC, RWF_DSYNC);
-// UNSTABLE ones are left to COMMIT, which fsyncs.
+//
+// What waits for the device goes through the StorageQueue (storage_queue.h)
+// and is answered from its completion: a READ the page cache cannot serve
+// at once (it is tried with RWF_NOWAIT first, so cached data costs no
+// hand-off), a FILE_SYNC or DATA_SYNC WRITE (RWF_SYNC, RWF_DSYNC: answered
+// only once the data is durable), COMMIT's fsync. UNSTABLE WRITEs go to the
+// page cache on the engine's thread; COMMIT makes them durable. Every check
+// (the export, the caller's squashed credential against the mode bits,
+// read-only exports, set-user-ID removal) runs before anything is
+// submitted, exactly as for a synchronous call: a denied call never
+// reaches the queue.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -65,16 +74,42 @@ bool Nfs3Server::proc_read(Op& op) {
     buf = std::span<uint8_t>(inline_.data(), count);
   }
   size_t got = 0;
-  if (a.offset < static_cast<uint64_t>(INT64_MAX)) {
-    while (got < count) {
-      ssize_t n = pread(fd, buf.data() + got, count - got, static_cast<off_t>(a.offset + got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
+  if (a.offset < static_cast<uint64_t>(INT64_MAX) && count > 0) {
+    // The page cache first, without waiting: data it holds is answered now.
+    bool rest = true;
+    if (cfg_.read_nowait && io_->asynchronous()) {
+      iovec iov{buf.data(), count};
+      ssize_t n;
+      do n = preadv2(fd, &iov, 1, static_cast<off_t>(a.offset), RWF_NOWAIT);
+      while (n < 0 && errno == EINTR);
+      if (n > 0) got = static_cast<size_t>(n);
+      if (n == static_cast<ssize_t>(count) || n == 0) {
+        rest = false;  // all of it, or the end of the file
+      } else if (n > 0) {
+        // Part of it: the rest is past the end, or not cached.
+        struct stat now;
+        if (fstat(fd, &now) == 0 && a.offset + got >= static_cast<uint64_t>(now.st_size)) rest = false;
+      } else if (errno != EAGAIN && errno != EOPNOTSUPP) {
         r.status = nfs3_stat_from_errno(errno);
-        break;
+        rest = false;
       }
-      if (n == 0) break;
-      got += static_cast<size_t>(n);
+      if (!rest && r.status == Nfs3Stat::kOk) st_.read_nowait.add();
+    }
+    if (rest) {
+      Pending* p = defer(op);
+      p->offset = a.offset;
+      p->chunk = chunk;
+      p->have = static_cast<uint32_t>(got);
+      if (!chunk) {
+        // inline_ is the next call's: this one keeps its own.
+        p->inl.assign(buf.begin(), buf.begin() + static_cast<ptrdiff_t>(got));
+        p->inl.resize(count);
+        p->buf = p->inl.data();
+      } else {
+        p->buf = buf.data();
+      }
+      submit_io(op, p, StorageKind::kRead, fd, a.offset + got, p->buf + got, count - got, 0);
+      return true;
     }
   }
   struct stat after;
@@ -124,6 +159,16 @@ bool Nfs3Server::proc_write(Op& op) {
     if ((st.st_mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) kill |= S_ISGID;
     if (kill != 0 && fchmod(fd, st.st_mode & 07777 & ~kill) != 0) r.status = nfs3_stat_from_errno(errno);
   }
+  if (r.status == Nfs3Stat::kOk && a.stable != StableHow::kUnstable && !a.data.empty()) {
+    // Durable before the reply: the completion answers it.
+    Pending* p = defer(op);
+    p->stable = a.stable;
+    p->before = *r.wcc.before;
+    p->offset = a.offset;
+    submit_io(op, p, StorageKind::kWrite, fd, a.offset, const_cast<uint8_t*>(a.data.data()), a.data.size(),
+              a.stable == StableHow::kFileSync ? RWF_SYNC : RWF_DSYNC);
+    return true;
+  }
   if (r.status == Nfs3Stat::kOk) {
     const int flags = a.stable == StableHow::kFileSync ? RWF_SYNC : a.stable == StableHow::kDataSync ? RWF_DSYNC : 0;
     size_t done = 0;
@@ -160,9 +205,15 @@ bool Nfs3Server::proc_commit(Op& op) {
     r.wcc.before = wcc_attr(st);
     if (!S_ISREG(st.st_mode)) {
       r.status = not_regular(st);
+    } else if (int fd = io_fd(e, false); fd < 0) {
+      r.status = nfs3_stat_from_errno(errno);
     } else {
-      int fd = io_fd(e, false);
-      if (fd < 0 || fsync(fd) != 0) r.status = nfs3_stat_from_errno(errno);
+      // Everything written before it (answered UNSTABLE WRITEs are in the
+      // page cache) is durable when the fsync completes; then the answer.
+      Pending* p = defer(op);
+      p->before = *r.wcc.before;
+      submit_io(op, p, StorageKind::kFsync, fd, 0, nullptr, 0, 0);
+      return true;
     }
     r.verf = cfg_.write_verf;
     struct stat after;
@@ -170,6 +221,62 @@ bool Nfs3Server::proc_commit(Op& op) {
   }
   encode(op.w, r);
   return true;
+}
+
+void Nfs3Server::finish_io(Pending& p, const StorageReq& q, int64_t res) {
+  Op op(p.call, last_addr_, res_);
+  op.exp = p.exp;
+  struct stat after;
+  const bool have_after = q.fd >= 0 && fstat(q.fd, &after) == 0;
+  switch (p.proc) {
+    case Nfs3Proc::kRead: {
+      ReadRes r;
+      // An error after part of it was read: the part (the client asks again).
+      const size_t got = p.have + (res > 0 ? static_cast<size_t>(res) : 0);
+      if (res < 0 && p.have == 0) r.status = nfs3_stat_from_errno(static_cast<int>(-res));
+      if (have_after) r.attr = fattr(op, after);
+      if (r.status == Nfs3Stat::kOk) {
+        r.count = static_cast<uint32_t>(got);
+        r.eof = have_after && p.offset + got >= static_cast<uint64_t>(after.st_size);
+        st_.read_bytes.add(got);
+        if (p.chunk) {
+          r.data_in_chunk = true;
+          op.bulk = std::span<const uint8_t>(p.buf, got);
+          st_.read_chunk_replies.add();
+        } else {
+          r.data = std::span<const uint8_t>(p.buf, got);
+        }
+      }
+      encode(op.w, r);
+      break;
+    }
+    case Nfs3Proc::kWrite: {
+      WriteRes r;
+      r.wcc.before = p.before;
+      if (res <= 0) {
+        r.status = nfs3_stat_from_errno(res < 0 ? static_cast<int>(-res) : EIO);
+      } else {
+        // A short write is said as such: the client sends the rest again.
+        r.count = static_cast<uint32_t>(res);
+        r.committed = p.stable;
+        r.verf = cfg_.write_verf;
+        st_.write_bytes.add(static_cast<uint64_t>(res));
+      }
+      if (have_after) r.wcc.after = fattr(op, after);
+      encode(op.w, r);
+      break;
+    }
+    default: {  // COMMIT
+      CommitRes r;
+      r.wcc.before = p.before;
+      if (res < 0) r.status = nfs3_stat_from_errno(static_cast<int>(-res));
+      r.verf = cfg_.write_verf;
+      if (have_after) r.wcc.after = fattr(op, after);
+      encode(op.w, r);
+      break;
+    }
+  }
+  reply_to(p.call, p.cached, p.key, op.w, op.bulk);
 }
 
 bool Nfs3Server::proc_readlink(Op& op) {

@@ -27,6 +27,36 @@ struct Nfs3Server::Op {
   Cred cred;                    // squashed as the export says; anonymous until then
   xdr::XdrWriter w;
   std::span<const uint8_t> bulk;
+  // Set by serve() for a call the reply cache tracks; a procedure that
+  // defers (Nfs3Server::defer) takes the key along, and sets pending.
+  bool cached = false;
+  ReplyKey* key = nullptr;
+  bool pending = false;
+};
+
+// A call waiting for its storage operation (READ, a stable WRITE, COMMIT):
+// what finish_io() needs to answer it from the completion. The call stays
+// valid until it is answered, even when its connection is lost meanwhile
+// (the engine frees it at reply()).
+struct Nfs3Server::Pending {
+  Nfs3Server* srv = nullptr;
+  rpc::ServerCall* call = nullptr;
+  bool cached = false;
+  ReplyKey key;
+  // The export the call resolved, kept alive across a reload.
+  std::shared_ptr<const ExportTable> table;
+  const Export* exp = nullptr;
+  nfs::Nfs3Proc proc = nfs::Nfs3Proc::kNull;
+  // READ: where the data goes, what was read at once (RWF_NOWAIT) before
+  // the rest went asynchronous, and inline data's own buffer.
+  uint64_t offset = 0;
+  bool chunk = false;
+  uint8_t* buf = nullptr;
+  uint32_t have = 0;
+  std::vector<uint8_t> inl;
+  // WRITE and COMMIT.
+  nfs::StableHow stable = nfs::StableHow::kUnstable;
+  nfs::WccAttr before;
 };
 
 // A name as the C string system calls take; only for names check_name()

@@ -63,18 +63,24 @@ Verf3 new_write_verifier() {
 }
 
 Nfs3Server::Nfs3Server(const Export& exp, ReplyCache* drc, const ServerConfig& cfg)
-    : table_(ExportTable::of_one(exp)), drc_(drc), cfg_(cfg), fds_(cfg.fd_cache) {
+    : table_(ExportTable::of_one(exp)), drc_(drc), cfg_(cfg), fds_(cfg.fd_cache),
+      io_(StorageQueue::create(cfg.storage)) {
   res_.resize(kMaxResults);
   dents_.resize(64u << 10);
   max_results_ = kMaxResults;
 }
 
 Nfs3Server::Nfs3Server(const PublishedExports& pub, ReplyCache* drc, const ServerConfig& cfg)
-    : pub_(&pub), drc_(drc), cfg_(cfg), fds_(cfg.fd_cache) {
+    : pub_(&pub), drc_(drc), cfg_(cfg), fds_(cfg.fd_cache), io_(StorageQueue::create(cfg.storage)) {
   table_ = pub.current(&gen_);
   res_.resize(kMaxResults);
   dents_.resize(64u << 10);
   max_results_ = kMaxResults;
+}
+
+Nfs3Server::~Nfs3Server() {
+  // Their completions answer calls through this server: before its members go.
+  io_->drain();
 }
 
 void Nfs3Server::follow_table() {
@@ -89,7 +95,12 @@ void Nfs3Server::follow_table() {
 
 void Nfs3Server::attach(rpc::Engine& eng) {
   for (uint32_t p = 0; p < kNfs3ProcCount; ++p) eng.handle(kNfsProgram, kNfsV3, p, &Nfs3Server::on_call, this);
+  // Storage completions are reaped in the engine's own poll(), right after
+  // the calls of that pass were served (their submissions go out together).
+  if (io_->wake_fd() >= 0) eng.add_poller(&Nfs3Server::poll_storage, this, io_->wake_fd());
 }
+
+int Nfs3Server::poll_storage(void* ctx) { return static_cast<Nfs3Server*>(ctx)->io_->poll(); }
 
 void Nfs3Server::on_call(void* ctx, rpc::ServerCall* c) { static_cast<Nfs3Server*>(ctx)->serve(c); }
 
@@ -117,6 +128,8 @@ void Nfs3Server::serve(rpc::ServerCall* c) {
   Op op(c, last_addr_, res_);
   const bool cached = drc_ != nullptr && non_idempotent(proc);
   ReplyKey key;
+  op.cached = cached;
+  op.key = &key;
   if (cached) {
     key = ReplyKey{std::string(c->peer_id()), c->xid(), c->prog(), c->vers(), c->proc(), drc_->args_digest(c->args())};
     switch (drc_->begin(key, &cached_)) {
@@ -138,7 +151,16 @@ void Nfs3Server::serve(rpc::ServerCall* c) {
     (void)c->reply_error(rpc::AcceptStat::kGarbageArgs);
     return;
   }
-  if (!op.w.ok()) {
+  // Waiting for the device: finish_io() answers it (it may have already,
+  // when the storage ran synchronously).
+  if (op.pending) return;
+  reply_to(c, cached, key, op.w, op.bulk);
+}
+
+void Nfs3Server::reply_to(rpc::ServerCall* c, bool cached, const ReplyKey& key, const xdr::XdrWriter& w,
+                          std::span<const uint8_t> bulk) {
+  const auto proc = static_cast<Nfs3Proc>(c->proc());
+  if (!w.ok()) {
     // Results larger than the buffer: a bound above was missed. Nothing
     // sensible to send but SYSTEM_ERR.
     TERN_LOG(kError, "nfsd", "%s results did not fit %u bytes", nfs3_proc_name(proc), max_results_);
@@ -146,7 +168,7 @@ void Nfs3Server::serve(rpc::ServerCall* c) {
     (void)c->reply_error(rpc::AcceptStat::kSystemErr);
     return;
   }
-  std::span<const uint8_t> results = op.w.written();
+  std::span<const uint8_t> results = w.written();
   if (results.size() >= 4 && (results[0] | results[1] | results[2] | results[3]) != 0) st_.errors.add();
   if (cached) {
     drc_->done(key, results);
@@ -159,7 +181,46 @@ void Nfs3Server::serve(rpc::ServerCall* c) {
       return;
     }
   }
-  (void)c->reply(results, op.bulk);
+  (void)c->reply(results, bulk);
+}
+
+Nfs3Server::Pending* Nfs3Server::defer(Op& op) {
+  auto* p = new Pending;
+  p->srv = this;
+  p->call = op.call;
+  p->cached = op.cached;
+  if (op.cached) p->key = std::move(*op.key);
+  p->table = table_;
+  p->exp = op.exp;
+  p->proc = static_cast<Nfs3Proc>(op.call->proc());
+  op.pending = true;
+  return p;
+}
+
+void Nfs3Server::submit_io(Op& op, Pending* p, StorageKind kind, int fd, uint64_t off, uint8_t* buf, size_t len,
+                           int flags) {
+  StorageReq r;
+  r.kind = kind;
+  // The operation's own descriptor: the cache may close fd before it runs.
+  r.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  r.offset = off;
+  r.buf = buf;
+  r.len = len;
+  r.rw_flags = flags;
+  r.done = &Nfs3Server::on_io;
+  r.ctx = p;
+  st_.storage_deferred.add();
+  if (r.fd < 0) {  // out of descriptors: answered now, with what that means
+    on_io(p, r, -errno);
+    return;
+  }
+  io_->submit(op.call->peer_id(), r);
+}
+
+void Nfs3Server::on_io(void* ctx, const StorageReq& r, int64_t res) {
+  auto* p = static_cast<Pending*>(ctx);
+  p->srv->finish_io(*p, r, res);
+  delete p;
 }
 
 bool Nfs3Server::dispatch(Op& op) {

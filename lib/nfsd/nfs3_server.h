@@ -16,7 +16,11 @@
 // GARBAGE_ARGS), its handles resolved through this thread's FdCache, the
 // work done with system calls on descriptors beneath the export's root
 // (names are single components: no "/", and ".." never leaves the root),
-// and the results encoded. Data moves as RPC-over-RDMA moves it: a READ's
+// and the results encoded. What waits for the device -- a READ the page
+// cache cannot serve at once, a FILE_SYNC/DATA_SYNC WRITE, COMMIT -- goes
+// through this engine's StorageQueue (storage_queue.h) and is answered from
+// its completion, which the engine polls (Engine::add_poller): the engine's
+// thread never waits for the disk for those. Data moves as RPC-over-RDMA moves it: a READ's
 // bytes are read straight into the buffer the engine RDMA-writes into the
 // client's write chunk, a WRITE's bytes come from the read chunk the engine
 // pulled; large READDIR(PLUS) results go through the client's reply chunk
@@ -36,6 +40,7 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -51,6 +56,7 @@
 #include "nfsd/fd_cache.h"
 #include "nfsd/published_exports.h"
 #include "nfsd/reply_cache.h"
+#include "nfsd/storage_queue.h"
 
 namespace tern::nfsd {
 
@@ -73,6 +79,13 @@ struct ServerConfig {
   // dropped unanswered, as if the process had died.
   void (*on_crash)(void* ctx) = nullptr;
   void* on_crash_ctx = nullptr;
+  // Where file I/O waits (storage_queue.h): READs the page cache cannot
+  // serve at once, FILE_SYNC/DATA_SYNC WRITEs and COMMITs go through a
+  // StorageQueue and are answered from its completion.
+  StorageOptions storage;
+  // A READ tries the page cache without waiting (RWF_NOWAIT) before it
+  // goes to the queue. Off: every READ goes through the queue (tests).
+  bool read_nowait = true;
 };
 
 // A verifier no earlier run of the server has used: its start time in
@@ -91,6 +104,8 @@ struct Nfs3Stats {
   Counter swept;               // cached descriptors of removed objects closed
   Counter refused;             // NFS3ERR_ACCES: the caller is not on the export's list
   Counter tables;              // export tables taken up after the first (reloads)
+  Counter read_nowait;         // READs the page cache served at once (RWF_NOWAIT)
+  Counter storage_deferred;    // calls answered from a storage completion
 };
 
 class Nfs3Server {
@@ -100,6 +115,8 @@ class Nfs3Server {
   Nfs3Server(const Export& exp, ReplyCache* drc, const ServerConfig& cfg);
   // The table `pub` holds, and each one published after it.
   Nfs3Server(const PublishedExports& pub, ReplyCache* drc, const ServerConfig& cfg);
+  // Waits for the storage operations in flight (their calls are answered).
+  ~Nfs3Server();
   Nfs3Server(const Nfs3Server&) = delete;
   Nfs3Server& operator=(const Nfs3Server&) = delete;
 
@@ -113,10 +130,24 @@ class Nfs3Server {
   uint64_t table_generation() const { return gen_; }
   const Nfs3Stats& stats() const { return st_; }
   const FdCache& fd_cache() const { return fds_; }
+  const StorageQueue& storage() const { return *io_; }
 
  private:
-  struct Op;  // one call being served (nfs3_server.cc)
+  struct Op;       // one call being served (nfs3_op.h)
+  struct Pending;  // one call waiting for its storage operation (nfs3_op.h)
   static void on_call(void* ctx, rpc::ServerCall* c);
+  static int poll_storage(void* ctx);
+  // Records a non-idempotent call's results in the reply cache and sends
+  // them (or SYSTEM_ERR when they did not fit).
+  void reply_to(rpc::ServerCall* c, bool cached, const ReplyKey& key, const xdr::XdrWriter& w,
+                std::span<const uint8_t> bulk);
+  // The call goes on in a storage operation: its DRC key and the export
+  // table move into the Pending, and serve() leaves the reply to
+  // finish_io().
+  Pending* defer(Op& op);
+  void submit_io(Op& op, Pending* p, StorageKind kind, int fd, uint64_t off, uint8_t* buf, size_t len, int flags);
+  static void on_io(void* ctx, const StorageReq& r, int64_t res);
+  void finish_io(Pending& p, const StorageReq& r, int64_t res);
   void serve(rpc::ServerCall* c);
   // False: the arguments were garbage. Otherwise the results are in op.w.
   bool dispatch(Op& op);
@@ -198,6 +229,7 @@ class Nfs3Server {
   ServerConfig cfg_;
   FdCache fds_;
   CallerThread caller_;
+  std::unique_ptr<StorageQueue> io_;
   Nfs3Stats st_;
   uint32_t crash_count_ = 0;
   std::vector<uint8_t> res_;     // the results being encoded

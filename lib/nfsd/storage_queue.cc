@@ -1,0 +1,381 @@
+// StorageQueue: the per-peer queues and bounds, and its three backends
+// (io_uring, a worker pool, synchronous). See storage_queue.h.
+#include "nfsd/storage_queue.h"
+
+#include <sys/eventfd.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/fair_share.h"
+#include "base/log.h"
+
+#if TERN_HAVE_LIBURING
+#include <liburing.h>
+#endif
+
+namespace tern::nfsd {
+
+#if TERN_HAVE_LIBURING
+struct StorageQueue::Uring {
+  io_uring ring{};
+  bool up = false;
+  ~Uring() {
+    if (up) io_uring_queue_exit(&ring);
+  }
+};
+#else
+struct StorageQueue::Uring {};
+#endif
+
+// Workers take slots from `jobs` and put them on `done`; the engine's thread
+// collects `done` when `ndone` says there is something (no lock otherwise).
+struct StorageQueue::Threads {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Slot*> jobs;
+  std::vector<Slot*> done;
+  std::atomic<uint32_t> ndone{0};
+  bool stop = false;
+  std::vector<std::thread> workers;
+  ~Threads() {
+    {
+      std::lock_guard<std::mutex> g(mu);
+      stop = true;
+    }
+    cv.notify_all();
+    for (auto& t : workers) t.join();
+  }
+};
+
+std::unique_ptr<StorageQueue> StorageQueue::create(const StorageOptions& opt) {
+  return std::unique_ptr<StorageQueue>(new StorageQueue(opt));
+}
+
+StorageQueue::StorageQueue(const StorageOptions& opt) : opt_(opt) {
+  if (opt_.max_in_flight == 0) opt_.max_in_flight = 1;
+  if (opt_.max_per_peer == 0) opt_.max_per_peer = 1;
+  if (opt_.threads == 0) opt_.threads = 1;
+  if (opt_.mode == StorageOptions::Mode::kSync) return;
+  efd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (efd_ < 0) {
+    TERN_LOG(kWarn, "nfsd", "storage: eventfd: %s; file I/O stays on the engine's thread", strerror(errno));
+    return;
+  }
+  slots_.reserve(opt_.max_in_flight);
+  held_.reserve(opt_.max_in_flight);
+  delivering_.reserve(opt_.max_in_flight);
+  for (uint32_t i = 0; i < opt_.max_in_flight; ++i) {
+    slots_.push_back(std::make_unique<Slot>());
+    free_.push_back(slots_.back().get());
+  }
+  if (opt_.mode != StorageOptions::Mode::kThreads && start_uring()) return;
+  start_threads();
+}
+
+StorageQueue::~StorageQueue() {
+  drain();
+  threads_.reset();
+  uring_.reset();
+  if (efd_ >= 0) close(efd_);
+}
+
+const char* StorageQueue::backend() const {
+  switch (backend_) {
+    case Backend::kUring: return "io_uring";
+    case Backend::kThreads: return "threads";
+    case Backend::kSync: return "sync";
+  }
+  return "?";
+}
+
+bool StorageQueue::start_uring() {
+#if TERN_HAVE_LIBURING
+  uring_ = std::make_unique<Uring>();
+  unsigned entries = 1;
+  while (entries < opt_.max_in_flight) entries <<= 1;
+  int rc = io_uring_queue_init(entries, &uring_->ring, 0);
+  if (rc < 0) {
+    TERN_LOG(kWarn, "nfsd", "storage: io_uring unavailable (%s); using %u worker threads", strerror(-rc),
+             opt_.threads);
+    uring_.reset();
+    return false;
+  }
+  uring_->up = true;
+  if ((rc = io_uring_register_eventfd(&uring_->ring, efd_)) < 0) {
+    TERN_LOG(kWarn, "nfsd", "storage: io_uring_register_eventfd: %s; using %u worker threads", strerror(-rc),
+             opt_.threads);
+    uring_.reset();
+    return false;
+  }
+  backend_ = Backend::kUring;
+  return true;
+#else
+  if (opt_.mode == StorageOptions::Mode::kUring)
+    TERN_LOG(kWarn, "nfsd", "storage: built without liburing; using %u worker threads", opt_.threads);
+  return false;
+#endif
+}
+
+void StorageQueue::start_threads() {
+  threads_ = std::make_unique<Threads>();
+  Threads* t = threads_.get();
+  const StorageOptions* o = &opt_;
+  const int efd = efd_;
+  for (uint32_t i = 0; i < opt_.threads; ++i)
+    t->workers.emplace_back([t, o, efd] {
+      for (;;) {
+        Slot* s;
+        {
+          std::unique_lock<std::mutex> g(t->mu);
+          t->cv.wait(g, [t] { return t->stop || !t->jobs.empty(); });
+          if (t->jobs.empty()) return;
+          s = t->jobs.front();
+          t->jobs.pop_front();
+        }
+        s->res = run_now(*o, s->req);
+        {
+          std::lock_guard<std::mutex> g(t->mu);
+          t->done.push_back(s);
+          t->ndone.fetch_add(1, std::memory_order_release);
+        }
+        const uint64_t one = 1;
+        (void)!write(efd, &one, sizeof one);
+      }
+    });
+  backend_ = Backend::kThreads;
+}
+
+int64_t StorageQueue::run_now(const StorageOptions& opt, const StorageReq& r) {
+  if (opt.fault != nullptr)
+    if (int e = opt.fault(opt.fault_ctx, r); e != 0) return -e;
+  for (;;) {
+    ssize_t n = 0;
+    switch (r.kind) {
+      case StorageKind::kRead: n = pread(r.fd, r.buf, r.len, static_cast<off_t>(r.offset)); break;
+      case StorageKind::kWrite: {
+        iovec iov{r.buf, r.len};
+        n = pwritev2(r.fd, &iov, 1, static_cast<off_t>(r.offset), r.rw_flags);
+        break;
+      }
+      case StorageKind::kFsync: n = fsync(r.fd); break;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 ? -errno : n;
+  }
+}
+
+uint32_t StorageQueue::share() const {
+  // Peers with work now: each waiting or running one.
+  const size_t s = fair_share(opt_.max_in_flight, peers_.size());
+  return static_cast<uint32_t>(s < opt_.max_per_peer ? s : opt_.max_per_peer);
+}
+
+void StorageQueue::submit(std::string_view peer, const StorageReq& r) {
+  st_.submitted.add();
+  if (backend_ == Backend::kSync) {
+    if (opt_.hold != nullptr)
+      while (opt_.hold->load(std::memory_order_acquire)) std::this_thread::yield();  // the slow device (tests)
+    const int64_t res = run_now(opt_, r);
+    st_.started.add();
+    if (res < 0) st_.failed.add();
+    r.done(r.ctx, r, res);
+    st_.completed.add();
+    close(r.fd);
+    return;
+  }
+  auto it = peers_.find(std::string(peer));
+  if (it == peers_.end()) {
+    it = peers_.emplace(std::string(peer), Peer{}).first;
+    it->second.id = it->first;
+  }
+  Peer* p = &it->second;
+  if (p->waiting.empty() && in_flight_ < opt_.max_in_flight && p->in_flight < share()) {
+    start(p, r);
+    return;
+  }
+  st_.queued.add();
+  p->waiting.push_back(r);
+  ++waiting_;
+  st_.waiting.set(waiting_);
+  if (!p->ready) {
+    p->ready = true;
+    ready_.push_back(p);
+  }
+}
+
+void StorageQueue::start(Peer* p, const StorageReq& r) {
+  Slot* s = free_.back();
+  free_.pop_back();
+  s->req = r;
+  s->peer = p;
+  s->res = 0;
+  ++in_flight_;
+  ++p->in_flight;
+  st_.in_flight.set(in_flight_);
+  if (p->in_flight > st_.peer_peak.get()) st_.peer_peak.set(p->in_flight);
+  st_.started.add();
+#if TERN_HAVE_LIBURING
+  if (backend_ == Backend::kUring) {
+    if (opt_.fault != nullptr)
+      if (int e = opt_.fault(opt_.fault_ctx, r); e != 0) {
+        // Completed at once, delivered from poll() as any completion.
+        s->res = -e;
+        held_.push_back(s);
+        return;
+      }
+    io_uring_sqe* sqe = io_uring_get_sqe(&uring_->ring);
+    if (sqe == nullptr) {  // cannot happen: in flight <= entries; submit and retry
+      (void)io_uring_submit(&uring_->ring);
+      to_submit_ = 0;
+      sqe = io_uring_get_sqe(&uring_->ring);
+      if (sqe == nullptr) {  // the kernel took none: the call is answered with the error
+        s->res = -EAGAIN;
+        held_.push_back(s);
+        return;
+      }
+    }
+    switch (r.kind) {
+      case StorageKind::kRead: io_uring_prep_read(sqe, r.fd, r.buf, static_cast<unsigned>(r.len), r.offset); break;
+      case StorageKind::kWrite:
+        io_uring_prep_write(sqe, r.fd, r.buf, static_cast<unsigned>(r.len), r.offset);
+        sqe->rw_flags = r.rw_flags;
+        break;
+      case StorageKind::kFsync: io_uring_prep_fsync(sqe, r.fd, 0); break;
+    }
+    sqe->flags |= IOSQE_ASYNC;
+    io_uring_sqe_set_data(sqe, s);
+    ++to_submit_;
+    return;
+  }
+#endif
+  {
+    std::lock_guard<std::mutex> g(threads_->mu);
+    threads_->jobs.push_back(s);
+  }
+  threads_->cv.notify_one();
+}
+
+int StorageQueue::start_ready() {
+  int n = 0;
+  // Round-robin over peers with waiting operations: one each per turn, a
+  // peer at its share leaves the ring until one of its own completes.
+  size_t turns = ready_.size();
+  while (in_flight_ < opt_.max_in_flight && turns > 0 && !ready_.empty()) {
+    Peer* p = ready_.front();
+    ready_.pop_front();
+    --turns;
+    if (p->in_flight >= share()) {
+      p->ready = false;
+      continue;
+    }
+    StorageReq r = p->waiting.front();
+    p->waiting.pop_front();
+    --waiting_;
+    start(p, r);
+    ++n;
+    if (!p->waiting.empty()) {
+      ready_.push_back(p);
+      ++turns;
+    } else {
+      p->ready = false;
+    }
+  }
+  st_.waiting.set(waiting_);
+  return n;
+}
+
+void StorageQueue::finish(Slot* s) {
+  Peer* p = s->peer;
+  StorageReq r = s->req;
+  const int64_t res = s->res;
+  --in_flight_;
+  --p->in_flight;
+  st_.in_flight.set(in_flight_);
+  free_.push_back(s);
+  if (res < 0) st_.failed.add();
+  r.done(r.ctx, r, res);
+  st_.completed.add();
+  close(r.fd);
+  if (p->in_flight == 0 && p->waiting.empty()) {
+    const std::string id = p->id;  // not a reference into the node erased
+    peers_.erase(id);
+  } else if (!p->waiting.empty() && !p->ready) {
+    p->ready = true;
+    ready_.push_back(p);
+  }
+}
+
+int StorageQueue::deliver() {
+  // Completions reaped into held_ first; delivered unless a test holds them.
+  std::vector<Slot*>& got = held_;
+#if TERN_HAVE_LIBURING
+  if (backend_ == Backend::kUring) {
+    io_uring_cqe* cqes[64];
+    for (;;) {
+      unsigned n = io_uring_peek_batch_cqe(&uring_->ring, cqes, 64);
+      if (n == 0) break;
+      for (unsigned i = 0; i < n; ++i) {
+        Slot* s = static_cast<Slot*>(io_uring_cqe_get_data(cqes[i]));
+        s->res = cqes[i]->res;
+        got.push_back(s);
+      }
+      io_uring_cq_advance(&uring_->ring, n);
+    }
+  }
+#endif
+  if (backend_ == Backend::kThreads && threads_->ndone.load(std::memory_order_acquire) != 0) {
+    std::lock_guard<std::mutex> g(threads_->mu);
+    got.insert(got.end(), threads_->done.begin(), threads_->done.end());
+    threads_->done.clear();
+    threads_->ndone.store(0, std::memory_order_relaxed);
+  }
+  if (held_.empty() || (opt_.hold != nullptr && opt_.hold->load(std::memory_order_acquire))) return 0;
+  // Both vectors keep their capacity: no allocation per pass.
+  delivering_.swap(held_);
+  for (Slot* s : delivering_) finish(s);
+  const int n = static_cast<int>(delivering_.size());
+  delivering_.clear();
+  return n;
+}
+
+int StorageQueue::poll() {
+  if (backend_ == Backend::kSync) return 0;
+  int work = 0;
+  if (in_flight_ > 0 || !held_.empty()) work += deliver();
+  if (!ready_.empty()) work += start_ready();
+#if TERN_HAVE_LIBURING
+  // What this pass prepared, in one system call. SQEs a failed submission
+  // left in the ring (EAGAIN, EBUSY: the kernel short of memory or CQ room)
+  // stay ready and go with the next pass's.
+  if (backend_ == Backend::kUring && io_uring_sq_ready(&uring_->ring) > 0) {
+    int rc = io_uring_submit(&uring_->ring);
+    if (rc < 0 && rc != -EAGAIN && rc != -EBUSY && rc != -EINTR)
+      TERN_LOG(kError, "nfsd", "storage: io_uring_submit: %s", strerror(-rc));
+    to_submit_ = 0;
+  }
+#endif
+  return work;
+}
+
+void StorageQueue::drain() {
+  while (!idle()) {
+    if (poll() > 0) continue;
+    if (opt_.hold != nullptr && opt_.hold->load()) {
+      std::this_thread::yield();
+      continue;
+    }
+#if TERN_HAVE_LIBURING
+    if (backend_ == Backend::kUring && in_flight_ > static_cast<uint32_t>(held_.size())) {
+      io_uring_cqe* cqe = nullptr;
+      (void)io_uring_wait_cqe(&uring_->ring, &cqe);
+      continue;
+    }
+#endif
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace tern::nfsd

@@ -1,0 +1,170 @@
+// File I/O off the engine's thread: the storage operations a call waits on
+// the device for (a READ the page cache did not hold, a FILE_SYNC or
+// DATA_SYNC WRITE, COMMIT's fsync) are queued here and completed from the
+// engine's loop, so that no client's disk wait is another client's wait.
+//
+// One StorageQueue per engine, used from that engine's thread only (submit,
+// poll). Backends, picked at create():
+//   - io_uring (liburing): one ring; what a poll pass started is submitted
+//     in one io_uring_submit, completions are reaped from the ring without
+//     a system call. Every SQE carries IOSQE_ASYNC: a buffered write with
+//     RWF_SYNC or an fsync must not run inline in io_uring_submit (which
+//     would block the loop just as pwritev2 did).
+//   - a small pool of worker threads, when the kernel or the build has no
+//     io_uring (io_uring_setup says ENOSYS, EPERM: seccomp, a disabled
+//     sysctl, a container).
+//   - synchronous, on the caller's thread (what tern-nfsd did before:
+//     --storage sync, and a baseline for benchmarks).
+// Completions of the first two signal an eventfd (wake_fd()), which joins
+// the engine's wait set (Engine::add_poller): an idle engine with storage
+// in flight sleeps and wakes for either.
+//
+// Each operation owns its descriptor from submit() to its completion (the
+// caller passes a dup): a descriptor cache may close its copy meanwhile,
+// and io_uring's workers look a plain descriptor up when they run, so a
+// closed and reused number would name another file.
+//
+// Identity: operations run with the process's credentials, as the
+// synchronous path's pread/pwritev2/fsync did: the descriptor is the
+// server's own, and the caller's right to read or write the file was
+// checked (against its squashed credential) before anything was submitted.
+// A denied call never reaches this queue (docs/nfs-gateway.md, "Storage").
+//
+// Back-pressure: at most max_in_flight operations run at once on an
+// engine, and a peer (ServerCall::peer_id) runs at most its share --
+// fair_share(max_in_flight, peers with work) capped at max_per_peer. What a
+// bound holds back waits in its peer's queue, served round-robin across
+// peers as slots free up; submit() never blocks and never fails.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/stats.h"
+
+namespace tern::nfsd {
+
+enum class StorageKind : uint8_t { kRead, kWrite, kFsync };
+
+struct StorageReq {
+  StorageKind kind = StorageKind::kRead;
+  int fd = -1;  // owned by the queue from submit(): closed after done ran
+  uint64_t offset = 0;
+  uint8_t* buf = nullptr;  // read into / write from (valid until done)
+  size_t len = 0;
+  int rw_flags = 0;  // a write's RWF_SYNC or RWF_DSYNC
+  // Runs exactly once, on the engine's thread, from poll() (inline from
+  // submit() in synchronous mode): res is the bytes moved (0 for fsync) or
+  // -errno. fd is still open then (the caller may fstat it).
+  void (*done)(void* ctx, const StorageReq& r, int64_t res) = nullptr;
+  void* ctx = nullptr;
+};
+
+struct StorageOptions {
+  enum class Mode : uint8_t { kAuto, kUring, kThreads, kSync };
+  Mode mode = Mode::kAuto;  // kAuto: io_uring, else threads
+  uint32_t max_in_flight = 64;
+  uint32_t max_per_peer = 16;
+  uint32_t threads = 4;  // the worker pool's size
+  // Tests only. fault: called (on whatever thread runs the operation)
+  // before it runs; a nonzero errno fails it with that instead (as a
+  // device's EIO would). hold: while true, finished operations are kept in
+  // flight, not delivered (synchronous mode: the operation waits before it
+  // runs, as a slow device would keep the thread).
+  int (*fault)(void* ctx, const StorageReq& r) = nullptr;
+  void* fault_ctx = nullptr;
+  const std::atomic<bool>* hold = nullptr;
+};
+
+struct StorageStats {
+  Counter submitted;   // operations given to submit()
+  Counter started;     // handed to the backend
+  Counter completed;   // done() ran
+  Counter queued;      // had to wait for a bound (per-engine or per-peer)
+  Counter failed;      // completed with an error
+  // Gauges.
+  Counter in_flight, waiting;
+  // The most operations one peer had in flight at once.
+  Counter peer_peak;
+};
+
+class StorageQueue {
+ public:
+  // Never fails: a backend that cannot start gives way to the next (the
+  // reason is logged once).
+  static std::unique_ptr<StorageQueue> create(const StorageOptions& opt);
+  ~StorageQueue();
+  StorageQueue(const StorageQueue&) = delete;
+  StorageQueue& operator=(const StorageQueue&) = delete;
+
+  // Queues r on behalf of `peer`; r.done runs later, from poll().
+  void submit(std::string_view peer, const StorageReq& r);
+  // From the engine's loop: starts what the bounds allow (one submission),
+  // delivers what completed. Returns the number of completions delivered
+  // plus operations started.
+  int poll();
+  // Blocks until nothing is queued or in flight, delivering every
+  // completion (shutdown: the calls still get their replies).
+  void drain();
+  bool idle() const { return in_flight_ == 0 && waiting_ == 0; }
+  // An eventfd signalled by completions (-1 in synchronous mode).
+  int wake_fd() const { return efd_; }
+  // "io_uring", "threads" or "sync".
+  const char* backend() const;
+  bool asynchronous() const { return backend_ != Backend::kSync; }
+  const StorageStats& stats() const { return st_; }
+
+ private:
+  struct Peer;
+  struct Slot {  // an operation handed to the backend
+    StorageReq req;
+    Peer* peer = nullptr;
+    int64_t res = 0;
+  };
+  struct Peer {
+    std::string id;
+    std::deque<StorageReq> waiting;
+    uint32_t in_flight = 0;
+    bool ready = false;  // in ready_ (has waiting operations)
+  };
+  struct Uring;    // the io_uring backend (storage_queue.cc)
+  struct Threads;  // the worker pool
+
+  explicit StorageQueue(const StorageOptions& opt);
+  bool start_uring();
+  void start_threads();
+  uint32_t share() const;
+  void start(Peer* p, const StorageReq& r);
+  int start_ready();
+  void finish(Slot* s);
+  int deliver();
+  void idle_peer(Peer* p);
+  static int64_t run_now(const StorageOptions& opt, const StorageReq& r);
+
+  StorageOptions opt_;
+  enum class Backend : uint8_t { kUring, kThreads, kSync } backend_ = Backend::kSync;
+  int efd_ = -1;
+  std::unique_ptr<Uring> uring_;
+  std::unique_ptr<Threads> threads_;
+  std::unordered_map<std::string, Peer> peers_;
+  std::deque<Peer*> ready_;  // peers with waiting operations, round-robin
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<Slot*> free_;
+  std::vector<Slot*> held_;        // reaped, not yet delivered (or held: opt_.hold)
+  std::vector<Slot*> delivering_;  // being delivered by deliver()
+  uint32_t in_flight_ = 0;
+  uint32_t waiting_ = 0;
+  uint32_t to_submit_ = 0;  // SQEs prepared this pass
+  StorageStats st_;
+};
+
+}  // namespace tern::nfsd

@@ -1,0 +1,273 @@
+// The prober/writer matrix of issue 22, in one process over pmd/shm: one
+// tern-nfsd engine (Nfs3Server with its reply cache, polled as tern-nfsd
+// polls it: wait mode when idle) exporting a directory on this machine's
+// disk, a "prober" client doing GETATTR in a loop, and "writer" clients
+// each on a connection and thread of their own: none, 1 and 4 writing
+// 64 KiB FILE_SYNC WRITEs, 4 writing UNSTABLE and COMMITting every 16. Per
+// phase: the prober's calls/s and p99 and their ratio to its solo figures
+// of the same run, and the writers' WRITEs/s. Run by hand (or by
+// scripts/measure-nfs-isolation.sh) for the table in docs/nfs-gateway.md.
+//
+//   tern-nfsd-isolation-measure [--dir DIR] [--seconds S] [--storage auto|uring|threads|sync]
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/engine.h"
+#include "nfs/nfs3_args.h"
+#include "nfs/nfs3_res.h"
+#include "nfs/nfs_program.h"
+#include "nfsd/export.h"
+#include "nfsd/nfs3_server.h"
+#include "nfsd/reply_cache.h"
+#include "nfsd/state_dir.h"
+
+using namespace tern;
+using namespace tern::nfs;
+using namespace tern::nfs::nfs3;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::atomic<bool> g_run{false}, g_stop_clients{false};
+
+struct Client {
+  std::unique_ptr<rpc::Engine> eng;
+  rpc::Connection* conn = nullptr;
+  rpc::AuthSys auth;
+  bool ok = false;
+
+  explicit Client(const std::string& spec) {
+    rpc::EngineOptions o;
+    o.arena_bytes = 16u << 20;
+    eng = rpc::Engine::create(o).value();
+    auto c = eng->connect(spec);
+    if (!c) return;
+    conn = *c;
+    auto end = Clock::now() + std::chrono::seconds(10);
+    while (!conn->ready() && !conn->failed() && Clock::now() < end) eng->poll();
+    ok = conn->ready();
+    auth.machine = "isolation";
+  }
+  // One call, waited for (sleeping in the engine's wait mode: the clients
+  // must not take the cores the server runs on). Returns its nfsstat3.
+  uint32_t call(Nfs3Proc p, std::span<const uint8_t> args, std::span<const uint8_t> bulk = {}) {
+    struct R {
+      bool done = false;
+      uint32_t stat = ~0u;
+    } r;
+    rpc::Call c;
+    c.prog = kNfsProgram, c.vers = kNfsV3, c.proc = static_cast<uint32_t>(p);
+    c.args = args;
+    c.bulk_send = bulk;
+    c.auth = &auth;
+    c.ctx = &r;
+    c.done = [](void* ctx, const rpc::CallReply& rep) {
+      auto* x = static_cast<R*>(ctx);
+      x->done = true;
+      if (rep.status == rpc::CallStatus::kOk && rep.results.size() >= 4)
+        x->stat = uint32_t{rep.results[0]} << 24 | uint32_t{rep.results[1]} << 16 | uint32_t{rep.results[2]} << 8 |
+                  rep.results[3];
+    };
+    if (conn->call(c) != 0) return ~0u;
+    while (!r.done)
+      if (eng->poll() == 0) (void)eng->wait(50);
+    return r.stat;
+  }
+};
+
+template <typename A>
+std::vector<uint8_t> enc(const A& a) {
+  std::vector<uint8_t> b(4096);
+  xdr::XdrWriter w(b);
+  encode(w, a);
+  b.resize(w.bytes_written());
+  return b;
+}
+
+double pct(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+struct Phase {
+  const char* name;
+  int writers;
+  bool stable;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir;
+  double secs = 4;
+  nfsd::StorageOptions so;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--dir" && i + 1 < argc) dir = argv[++i];
+    else if (a == "--seconds" && i + 1 < argc) secs = std::atof(argv[++i]);
+    else if (a == "--storage" && i + 1 < argc) {
+      std::string m = argv[++i];
+      so.mode = m == "sync"      ? nfsd::StorageOptions::Mode::kSync
+                : m == "threads" ? nfsd::StorageOptions::Mode::kThreads
+                : m == "uring"   ? nfsd::StorageOptions::Mode::kUring
+                                 : nfsd::StorageOptions::Mode::kAuto;
+    } else {
+      std::fprintf(stderr, "usage: %s [--dir DIR] [--seconds S] [--storage auto|uring|threads|sync]\n", argv[0]);
+      return 2;
+    }
+  }
+  char tmpl[] = "/var/tmp/tern-isolation.XXXXXX";
+  const std::string top = mkdtemp(tmpl);
+  if (dir.empty()) {
+    dir = top + "/export";
+    mkdir(dir.c_str(), 0777);
+  }
+  auto sd = nfsd::StateDir::open(top + "/state");
+  if (!sd) return std::fprintf(stderr, "%s\n", sd.status().to_string().c_str()), 1;
+  nfsd::ExportOptions eo;
+  eo.dir = dir;
+  eo.squash.root_squash = false;
+  auto exp = nfsd::Export::open(eo, *sd);
+  if (!exp) return std::fprintf(stderr, "%s\n", exp.status().to_string().c_str()), 1;
+  auto drc = nfsd::ReplyCache::open((*sd)->reply_cache_path(), 8192).value();
+  nfsd::ServerConfig cfg;
+  cfg.write_verf = nfsd::new_write_verifier();
+  cfg.storage = so;
+  rpc::EngineOptions o;
+  o.arena_bytes = 128u << 20;
+  o.max_bulk = 1u << 20;
+  o.max_reply = (256u << 10) + 4096;
+  auto eng = rpc::Engine::create(o).value();
+  auto srv = std::make_unique<nfsd::Nfs3Server>(**exp, drc.get(), cfg);
+  srv->attach(*eng);
+  const std::string spec = "shm:path=" + top + "/nfsd.sock";
+  if (Status s = eng->listen(spec); !s) return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
+  std::atomic<bool> stop_srv{false};
+  std::thread server([&] {
+    while (!stop_srv.load(std::memory_order_relaxed))
+      if (eng->poll() == 0) (void)eng->wait(200);  // tern-nfsd's loop (without --busy-poll)
+  });
+  const Fh3 root = (*exp)->root_fh();
+
+  // The writers' files (made through the server, as a client would).
+  auto make_file = [&](Client& c, const std::string& name, Fh3* fh) {
+    CreateArgs a;
+    a.where = {root, name};
+    a.how = CreateMode::kUnchecked;
+    a.attr.set_mode = true;
+    a.attr.mode = 0644;
+    std::vector<uint8_t> res;
+    struct R {
+      bool done = false;
+      std::vector<uint8_t> res;
+    } r;
+    rpc::Call call;
+    auto args = enc(a);
+    call.prog = kNfsProgram, call.vers = kNfsV3, call.proc = static_cast<uint32_t>(Nfs3Proc::kCreate);
+    call.args = args;
+    call.auth = &c.auth;
+    call.ctx = &r;
+    call.done = [](void* ctx, const rpc::CallReply& rep) {
+      auto* x = static_cast<R*>(ctx);
+      x->res.assign(rep.results.begin(), rep.results.end());
+      x->done = true;
+    };
+    (void)c.conn->call(call);
+    while (!r.done) c.eng->poll();
+    CreateRes cr;
+    if (!decode(r.res, &cr) || cr.status != Nfs3Stat::kOk || !cr.obj) return false;
+    *fh = *cr.obj;
+    return true;
+  };
+
+  const Phase phases[] = {{"none (solo)", 0, true},
+                          {"1 writer, 64 KiB FILE_SYNC", 1, true},
+                          {"4 writers, 64 KiB FILE_SYNC", 4, true},
+                          {"4 writers, 64 KiB UNSTABLE + COMMIT every 16", 4, false}};
+  std::printf("storage: %s; export %s; %.0f s phases\n\n", srv->storage().backend(), dir.c_str(), secs);
+  std::printf("| load next to the prober | prober calls/s | prober p99 (ms) | rate vs solo | p99 vs solo | writer WRITEs/s |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: |\n");
+  double solo_rate = 0, solo_p99 = 0;
+  for (const Phase& ph : phases) {
+    std::atomic<uint64_t> writes{0};
+    std::atomic<bool> stop{false};
+    std::atomic<int> ready{0};
+    std::vector<std::thread> ws;
+    for (int i = 0; i < ph.writers; ++i)
+      ws.emplace_back([&, i] {
+        Client c(spec);
+        Fh3 fh;
+        if (!c.ok || !make_file(c, "w" + std::to_string(i), &fh)) {
+          std::fprintf(stderr, "writer %d: no connection or file\n", i);
+          ready++;
+          return;
+        }
+        const uint32_t len = 64u << 10;
+        auto* data = static_cast<uint8_t*>(c.eng->alloc(len));
+        std::memset(data, 'a' + i, len);
+        ready++;
+        uint64_t off = 0, n = 0;
+        while (!stop.load(std::memory_order_relaxed)) {
+          WriteArgs a;
+          a.file = fh;
+          a.offset = off;
+          a.count = len;
+          a.stable = ph.stable ? StableHow::kFileSync : StableHow::kUnstable;
+          a.data = {data, len};
+          std::vector<uint8_t> args(256);
+          xdr::XdrWriter w(args);
+          encode_write_chunked(w, a);
+          args.resize(w.bytes_written());
+          if (c.call(Nfs3Proc::kWrite, args, {data, len}) != 0) break;
+          off = (off + len) % (64u << 20);
+          writes++;
+          if (!ph.stable && ++n % 16 == 0) (void)c.call(Nfs3Proc::kCommit, enc(CommitArgs{fh, 0, 0}));
+        }
+        c.conn->close();
+      });
+    while (ready.load() < ph.writers) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the writers under way
+    Client p(spec);
+    if (!p.ok) return std::fprintf(stderr, "prober: no connection\n"), 1;
+    const auto args = enc(GetattrArgs{root});
+    std::vector<double> lat;
+    const uint64_t w0 = writes.load();
+    const Clock::time_point t0 = Clock::now();
+    const Clock::time_point end = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(secs));
+    Clock::time_point now;
+    while ((now = Clock::now()) < end) {
+      const uint32_t st = p.call(Nfs3Proc::kGetattr, args);
+      lat.push_back(std::chrono::duration<double, std::milli>(Clock::now() - now).count());
+      if (st != 0) return std::fprintf(stderr, "prober: GETATTR failed\n"), 1;
+    }
+    const double el = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double wrate = static_cast<double>(writes.load() - w0) / el;
+    stop = true;
+    for (auto& t : ws) t.join();
+    p.conn->close();
+    const double rate = static_cast<double>(lat.size()) / el, p99 = pct(lat, 0.99);
+    if (ph.writers == 0) solo_rate = rate, solo_p99 = p99;
+    std::printf("| %s | %.0f | %.3f | %.2fx | %.2fx | %.0f |\n", ph.name, rate, p99, rate / solo_rate, p99 / solo_p99,
+                wrate);
+    std::fflush(stdout);
+  }
+  stop_srv = true;
+  server.join();
+  srv.reset();
+  eng.reset();
+  (void)!system(("rm -rf " + top).c_str());
+  return 0;
+}
