@@ -45,10 +45,9 @@
 // a server that answers each call as it arrives sees one outstanding however
 // deep the client's backlog, and a Tern client's request already says what
 // it has in flight and waiting (a Linux client's asks for its maximum,
-// bounded then by the share). What
-// idle connections may hold is bounded instead by how they got it: within
-// their peer's share, or borrowed while nobody else wanted and never the
-// lend reserve. And so that idle connections cannot crowd out new ones the
+// bounded then by the share). What idle connections may hold is bounded
+// instead by how they got it: within their peer's share, or borrowed while
+// nobody else wanted and never the lend reserve. And so that idle connections cannot crowd out new ones the
 // pool keeps one credit in reserve for every connection that may still come
 // (up to EngineOptions::max_connections); grants grow only from what is left.
 #pragma once
@@ -219,9 +218,10 @@ class GrantPolicy {
   // The goal is what the client asks for (at most max_per_conn) -- and,
   // while c's peer is beyond its fair share or the pool is out, no more
   // than twice the calls c has outstanding: a busy connection doubles, a
-  // quiet one comes down to what it uses. Growth toward the goal: within the peer's fair
-  // share whenever the pool has it; beyond the share (borrowed) only while
-  // no other peer wants credits, and never the lend reserve. Fall, by one
+  // quiet one comes down to what it uses. Growth toward the goal: within
+  // the peer's fair share whenever the pool has it; beyond the share
+  // (borrowed) only while no other peer wants credits, and never the lend
+  // reserve. Fall, by one
   // per reply (the client may have the old grant's calls in flight, the
   // head of this file says why one): when the grant is above the goal, or
   // another peer wants credits and c's peer holds more than its share.
