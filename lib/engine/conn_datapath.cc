@@ -8,7 +8,7 @@ namespace tern::rpc {
 
 using namespace tern::rdma;
 
-bool ConnBase::post(WrChain& chain, SendCtxKind kind, uint32_t obj, bool signal) {
+bool ConnBase::post(WrChain& chain, SendCtxKind kind, uint32_t obj, bool signal, bool* was_signaled) {
   bool signaled = false;
   int err = 0;
   // When the shared pools run low, every Send is signaled: an unsignaled
@@ -20,6 +20,7 @@ bool ConnBase::post(WrChain& chain, SendCtxKind kind, uint32_t obj, bool signal)
   SendQueue::Posted p = sq_->post(qp.get(), slot, chain, kind, obj, &signaled, &err, signal);
   eng->st.sends.add();
   if (signaled) eng->st.sends_signaled.add();
+  if (was_signaled != nullptr) *was_signaled = signaled;
   if (p == SendQueue::Posted::kOk) return true;
   // The QP refused (part of) the chain: the connection is failing. The
   // drain fails this chain's object like any other in flight.

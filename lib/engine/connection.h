@@ -93,8 +93,9 @@ class ConnBase : public Connection {
   bool receive_unusual(MsgBuf* buf, const rdma::Wc& wc);
   // The one post path (send_queue.h): false if the QP refused the chain,
   // and then the connection is failing. `signal` asks for a completion
-  // beyond the send-context ring's batching.
-  bool post(WrChain& chain, SendCtxKind kind, uint32_t obj, bool signal = false);
+  // beyond the send-context ring's batching; *was_signaled says whether the
+  // chain got one (its own completion will say when the peer took it).
+  bool post(WrChain& chain, SendCtxKind kind, uint32_t obj, bool signal = false, bool* was_signaled = nullptr);
   bool room(int wrs) const { return sq_->room(wrs); }
   // A receive buffer this connection is done with goes back to its queue
   // (inline, engine_impl.h).

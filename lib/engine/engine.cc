@@ -373,6 +373,17 @@ Result<Connection*> EngineImpl::connect(std::string_view spec) {
   return static_cast<Connection*>(c);
 }
 
+void EngineImpl::reserve_credits(RecvQueue* q) {
+  // A first credit kept for every connection the server may accept (up to
+  // half the receive pool, so that grants can still grow).
+  q->grants().set_reserve(std::min(opt.max_connections, q->target() / 2));
+  // And credits a peer beyond its fair share may not borrow, so that a peer
+  // arriving while another holds the rest is granted at once (credits.h):
+  // by default two full grants, at most a quarter of the pool.
+  const uint32_t lend = opt.credit_lend_reserve != 0 ? opt.credit_lend_reserve : 2 * opt.credits;
+  q->grants().set_lend_reserve(std::min(lend, q->target() / 4));
+}
+
 Status EngineImpl::listen(std::string_view spec) {
   auto dcr = device(spec);
   if (!dcr) return dcr.status();
@@ -381,10 +392,7 @@ Status EngineImpl::listen(std::string_view spec) {
                       spec.data());
   TERN_TRY((*dcr)->dev->listen());
   (*dcr)->listening = true;
-  // A first credit kept for every connection the server may accept (up to
-  // half the receive pool, so that grants can still grow).
-  if (RecvQueue* q = (*dcr)->recv.get())
-    q->grants().set_reserve(std::min(opt.max_connections, q->target() / 2));
+  if (RecvQueue* q = (*dcr)->recv.get()) reserve_credits(q);
   return Status::ok();
 }
 
@@ -409,7 +417,7 @@ Status EngineImpl::listen(std::string_view spec, const std::shared_ptr<ListenGro
   }
   dc->group = std::move(g);
   dc->member = std::move(*m);
-  if (RecvQueue* q = dc->recv.get()) q->grants().set_reserve(std::min(opt.max_connections, q->target() / 2));
+  if (RecvQueue* q = dc->recv.get()) reserve_credits(q);
   return Status::ok();
 }
 
@@ -526,7 +534,7 @@ void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
   Status s = c->setup_queues();
   uint8_t pdata[64];
   size_t n = wire::encode_pdata(pdata, sizeof pdata, opt.inline_send, opt.inline_recv, dc->offer_inv);
-  if (s && !c->rq->grants().admit(&c->grant))
+  if (s && !c->rq->grants().admit(&c->grant, peer))
     s = make_error(Errc::kNoResources, "no receive buffer to grant the connection its first credit");
   if (s) {
     // Negotiated now from the client's offer; kEstablished confirms.

@@ -50,6 +50,16 @@ struct EngineOptions {
   // from 1 up to this; docs/engine.md "Credits"). Client: the most calls
   // this end keeps outstanding per connection (the server's grant decides).
   uint32_t credits = 32;
+  // Server: the receive credits of a device's shared receive queue are
+  // shared fairly among peers (a peer: a client process on pmd/shm, an
+  // address on verbs, however many connections it opens). A peer beyond its
+  // fair share (the queue over the peers holding credits) borrows idle
+  // credits only while no other peer wants more than it was granted, and
+  // never the last credit_lend_reserve, which stay for peers within their
+  // share: one that arrives while another holds the rest is granted at once.
+  // 0: two full grants (2 x credits), at most a quarter of the queue
+  // (docs/engine.md "Credits", docs/security.md "One peer among many").
+  uint32_t credit_lend_reserve = 0;
   // Client: calls that may wait for a credit on each connection.
   uint32_t backlog = 1024;
   // Largest bulk transfer in one chunk and largest reply via reply chunk.
@@ -134,11 +144,13 @@ struct EngineOptions {
   // (docs/security.md, "One peer among many").
   size_t bulk_pool_reserve_bytes = 0;
   // Server: a pull (the RDMA READs of a call's read chunks) or a push (the
-  // WRITEs into its write and reply chunks and the reply's Send) that its
-  // peer has not completed after this long drops the connection, with one
-  // warning naming the peer; the call's bulk memory comes back once the
-  // drain proves the device done with it. It bounds how long one stalled
-  // peer holds pool memory. 0: no bound.
+  // WRITEs into its write and reply chunks and the reply's Send), or the
+  // signaled Send of any other reply, that its peer has not completed after
+  // this long drops the connection, with one warning naming the peer; the
+  // call's bulk memory, send buffer and the connection's credits come back
+  // once the drain proves the device done with them. It bounds how long one
+  // stalled peer -- one that never takes its replies -- holds pool memory
+  // and receive credits. 0: no bound.
   uint32_t server_rw_timeout_ms = 5000;
   // Client requests (calls accepted and not yet released) in the whole
   // engine; call() answers EAGAIN past it.
@@ -513,7 +525,7 @@ struct EngineStats {
   // Server calls a handler released unanswered (ServerCall::drop).
   Counter calls_dropped;
   // Connections dropped because their peer did not complete a pull or a
-  // push within EngineOptions::server_rw_timeout_ms.
+  // push, or to take a signaled reply, within EngineOptions::server_rw_timeout_ms.
   Counter rw_timeouts;
 };
 

@@ -75,6 +75,10 @@ class EngineImpl final : public Engine {
   Result<Connection*> connect(std::string_view spec) override;
   Status listen(std::string_view spec) override;
   Status listen(std::string_view spec, const std::shared_ptr<ListenGroup>& group) override;
+  // The server's reserves on a device's shared receive queue: first credits
+  // for connections yet to come, and credits no peer beyond its share may
+  // borrow (credits.h).
+  void reserve_credits(RecvQueue* q);
   void handle(uint32_t prog, uint32_t vers, uint32_t proc, Handler h, void* ctx, Placer place) override;
   void add_poller(Poller fn, void* ctx, int wake_fd) override;
   const EngineStats& stats() const override { return st; }

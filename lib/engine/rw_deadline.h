@@ -11,6 +11,11 @@
 // flushed, the drain), and the memory comes back only when the drain proves
 // that the device can no longer touch it.
 //
+// A plain reply's Send is on the list too when it is signaled: a peer that
+// never takes its replies (posts no receive for them, or stops progressing
+// its QP) holds no bulk memory, but holds the call, its send buffer and its
+// connection's credits just as long -- and loses its grant the same way.
+//
 // The bound is the same for every call and calls are armed with the time of
 // their post, so the list is in deadline order: arming appends, the timer
 // looks only at the front, and a call leaves from anywhere in O(1).

@@ -66,6 +66,7 @@ enum class RwWait : uint8_t {
   kNone,
   kPull,  // execute the RDMA READs of its read chunks
   kPush,  // take the reply: the WRITEs into its write and reply chunks, and the Send
+  kReply, // take the reply's Send (a reply with no bulk part, signaled)
 };
 
 class SrvCall final : public ServerCall {

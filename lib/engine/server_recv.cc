@@ -67,12 +67,16 @@ void ServerConn::rw_timed_out(SrvCall* sc, RwWait what, uint64_t ticks) {
   // our READs and WRITEs only when its host polls) holds the call's memory
   // for as long as it likes; past the bound that costs it the connection.
   // The memory comes back after the drain, when the device can no longer
-  // touch it.
+  // touch it. A peer that does not take a plain reply holds its send buffer,
+  // its server call and its credits the same way: the drain gives those back
+  // too (its credits to the pool, for the other peers).
   eng->st.rw_timeouts.add();
   Status why = make_error(
       Errc::kTimedOut, "it did not %s of call %u within %u ms (server_rw_timeout_ms; %.0f ms since the post, %zu "
                        "bytes of the bulk pool held)",
-      what == RwWait::kPull ? "complete the RDMA READ of its read chunks" : "take the reply (RDMA WRITEs and Send)",
+      what == RwWait::kPull   ? "complete the RDMA READ of its read chunks"
+      : what == RwWait::kPush ? "take the reply (RDMA WRITEs and Send)"
+                              : "take the reply (its Send: no receive posted for it, or its QP not progressing)",
       sc->xid_, eng->opt.server_rw_timeout_ms, ns_from_ticks(ticks) / 1e6, sc->pool_bytes);
   TERN_LOG(kWarn, "engine", "conn %llu: dropping the connection to %s: %s", static_cast<unsigned long long>(id),
            peer_name().c_str(), why.message().c_str());

@@ -292,10 +292,22 @@ bool ServerConn::try_post_reply(SrvCall* sc) {
   // peer to take it, under a deadline (rw_deadline.h): signaled, so that its
   // own completion -- not a later reply's -- says when the peer did.
   const bool push = (sc->pool_memory || sc->nbulk > 0 || sc->long_len > 0) && eng->rw_timeout_ticks != 0;
+  // Any other reply whose Send is signaled is under the same deadline: a
+  // peer that never takes its replies (posts no receive, or stops
+  // progressing its QP) would otherwise hold the call, its send buffer and
+  // its credits for ever. Only a signaled Send is armed: an unsignaled one
+  // has no completion of its own to prove the peer took it. The signaled
+  // one posted after it stands for it (send-queue order): the ring signals
+  // one at least every batch and before it fills, and the reply that leaves
+  // the connection quiet is signaled, so at most a batch of unsignaled
+  // replies, on a connection with calls still in progress, waits for the
+  // next signaled one's deadline.
+  bool signaled = false;
   // A refusal fails the connection; the drain frees the call.
-  if (post(chain, SendCtxKind::kReplySend, sc->index, quiet || push)) {
+  if (post(chain, SendCtxKind::kReplySend, sc->index, quiet || push, &signaled)) {
     sc->send_owner = true;
-    if (push) eng->rw_due.arm(sc, RwWait::kPush, now_ticks());
+    if (signaled && eng->rw_timeout_ticks != 0)
+      eng->rw_due.arm(sc, push ? RwWait::kPush : RwWait::kReply, now_ticks());
   }
   if (TERN_UNLIKELY(bd != nullptr) && sc->ts_replied != 0) {
     const uint64_t now = now_ticks();
@@ -337,7 +349,11 @@ void ServerConn::send_rdma_error(MsgBuf* rep, uint32_t xid, bool vers) {
   sc->state = SrvState::kSent;
   WrChain& chain = eng->chain;
   build_reply_chain(sc, chain);
-  if (post(chain, SendCtxKind::kReplySend, sc->index)) sc->send_owner = true;
+  bool signaled = false;
+  if (post(chain, SendCtxKind::kReplySend, sc->index, false, &signaled)) {
+    sc->send_owner = true;
+    if (signaled && eng->rw_timeout_ticks != 0) eng->rw_due.arm(sc, RwWait::kReply, now_ticks());
+  }
 }
 
 }  // namespace tern::rpc
