@@ -270,6 +270,12 @@ int ShmQp::post_send(const SendWr* wrs, int n, int* err) {
     // WAKE may be due.
     st_.doorbells.add();
     ring_due_ = true;
+    // Our bit in the link now, not at our next poll: a host descheduled
+    // between this post and that poll would leave the peer without news for
+    // as long (on a loaded machine, tens of ms). One locked RMW per post
+    // call that published, not per WR.
+    notify_due_ = true;
+    notify_peer();
   }
   // The WAKE check for what this published (ring_peer) waits for our next
   // progress(), which every host makes before it sleeps (rdmadev.h's wait
@@ -555,6 +561,7 @@ void ShmQp::reject_inbound(uint32_t index, WcStatus status, const char* why) {
   // kEpError reads a complete record.
   in_->cons.store(in_cons_, std::memory_order_release);
   ring_due_ = true;
+  notify_due_ = true;
   if (!vanished_) {
     my_ep_->err_index = index;
     my_ep_->err_status = static_cast<uint32_t>(status);
@@ -884,6 +891,7 @@ void ShmQp::progress() {
     if (state_ == QpState::kRts && issue()) {
       st_.doorbells.add();
       ring_due_ = true;
+      notify_due_ = true;
     }
   }
   complete_sends();
@@ -892,9 +900,10 @@ void ShmQp::progress() {
   if (state_ == QpState::kRts && sq_next_ != sq_tail_ && issue()) {
     st_.doorbells.add();
     ring_due_ = true;
+    notify_due_ = true;
   }
   if (state_ == QpState::kError) flush_recvs();
-  if (ring_due_) ring_peer();  // sets the peer's bit too
+  if (ring_due_) ring_peer();  // sets the peer's bit too, if due
   else if (notify_due_) notify_peer();
   // Work left that no peer will flag: a full CQ (ours), a burst cut short,
   // flushes, completions held back (fault injection).
@@ -907,6 +916,7 @@ void ShmQp::write_own_state(uint32_t st) {
   if (my_ep_ == nullptr || vanished_) return;
   if (my_ep_->state.load(std::memory_order_relaxed) != kEpActive) return;
   my_ep_->state.store(st, std::memory_order_release);
+  notify_due_ = true;
   ring_peer();
 }
 

@@ -188,9 +188,10 @@ void ShmQp::disarm() {
 
 void ShmQp::ring_peer() {
   ring_due_ = false;
-  // Our bit in the link first (shm_link.cc): the fence below orders it, with
-  // what we stored before, ahead of the load of the wait word.
-  notify_peer();
+  // Our bit in the link first, if not set since our last store (shm_link.cc):
+  // the fence below orders it, with what we stored before, ahead of the
+  // load of the wait word.
+  if (notify_due_) notify_peer();
   if (peer_ep_ == nullptr || sock_ < 0 || peer_gone_ || vanished_) return;
   // Our stores (seq words, cons, state) before the load of its wait word.
   std::atomic_thread_fence(std::memory_order_seq_cst);
