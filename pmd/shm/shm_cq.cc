@@ -32,10 +32,7 @@ int ShmCq::poll(Wc* wc, int max) {
   if (TERN_UNLIKELY((++polls_ & 63) == 0)) safety_net();  // the clock every 64th poll only
   if (!ready_.empty()) {
     visiting_.swap(ready_);
-    for (ShmQp* qp : visiting_) {
-      qp->unqueue(this);  // before its progress: what comes after queues it again
-      qp->progress();
-    }
+    for (ShmQp* qp : visiting_) qp->visit(this);
     visiting_.clear();
   }
   int n = 0;

@@ -324,7 +324,10 @@ class ShmQp final : public Qp {
   // Work for the next poll of our CQs: they visit only QPs queued so.
   // Called for local work (a post, an error to flush, a completion held
   // back by a full CQ) and for the peer's news (its bit in our link).
+  // Queued on both CQs (an application may poll either), visited once: by
+  // whichever polls first (visit()).
   void mark_active() {
+    pending_ = true;
     if (!queued_[0]) {
       queued_[0] = true;
       scq_->enqueue(this);
@@ -334,8 +337,15 @@ class ShmQp final : public Qp {
       rcq_->enqueue(this);
     }
   }
-  // A poll of `cq` is about to progress us: news from now on queues us again.
-  void unqueue(const ShmCq* cq) { queued_[cq == scq_ ? 0 : 1] = false; }
+  // A poll of `cq` takes us off its list and progresses us, unless a poll
+  // of our other CQ did since we were queued. Cleared before progress():
+  // what comes after queues us again.
+  void visit(const ShmCq* cq) {
+    queued_[cq == scq_ ? 0 : 1] = false;
+    if (!pending_) return;
+    pending_ = false;
+    progress();
+  }
   // Links (shm_link.cc): our slot in the link, and setting our bit in the
   // peer's half.
   void attach_link(ShmPeerLink* link, uint32_t slot);
@@ -488,6 +498,7 @@ class ShmQp final : public Qp {
   uint64_t notify_bit_ = 0, notify_sum_bit_ = 0;
   bool notify_due_ = false;    // the peer's consumer index advanced: set our bit soon
   bool queued_[2] = {false, false};  // in scq_'s, rcq_'s ready list
+  bool pending_ = false;       // queued and not visited since
   bool revisit_ = false;       // this progress() stopped with work left that no peer will tell us of
 
   // Connection area (shared).
@@ -634,8 +645,16 @@ class ShmDevice final : public Device {
   }
   void forget_qp(ShmQp* qp);
   // Links (shm_link.cc). collect_activity: every link's half we read,
-  // exchanged; the QPs flagged there are queued on their CQs.
-  void collect_activity();
+  // exchanged; the QPs flagged there are queued on their CQs. The common
+  // case -- no link has news -- is one load per link, inline.
+  void collect_activity() {
+    for (ShmLinkHalf* h : link_in_)
+      if (TERN_UNLIKELY(h->summary.load(std::memory_order_relaxed) != 0)) {
+        collect_links();
+        return;
+      }
+  }
+  void collect_links();
   // Server: a link of the peer at the other end of `sock` (made if none has
   // room) and a free slot in it, or nullptr.
   ShmPeerLink* link_for_accept(int sock, uint64_t peer_token, uint32_t* slot);
@@ -673,6 +692,7 @@ class ShmDevice final : public Device {
   uint64_t next_sweep_ns_ = 0;
   uint64_t token_ = 0;  // ours, in our hellos: a server's links are per (pid, token)
   std::vector<std::unique_ptr<ShmPeerLink>> links_;
+  std::vector<ShmLinkHalf*> link_in_;  // links_[i]->in(), for collect_activity's loop
   std::vector<ShmQp*> qps_;
   struct Pending {
     int fd;

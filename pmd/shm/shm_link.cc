@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "mem/memfd.h"
@@ -38,7 +39,7 @@
 
 namespace tern::shm {
 
-void ShmDevice::collect_activity() {
+void ShmDevice::collect_links() {
   for (const auto& l : links_) {
     ShmLinkHalf& h = l->in();
     // A load first: an idle link's line stays shared in our cache until the
@@ -86,6 +87,7 @@ ShmPeerLink* ShmDevice::link_for_accept(int sock, uint64_t peer_token, uint32_t*
     l->peer_token = peer_token;
     link = l.get();
     links_.push_back(std::move(l));
+    link_in_.push_back(&link->in());
   }
   if (!link->free_slots.empty()) {
     *slot = link->free_slots.back();
@@ -112,12 +114,14 @@ Result<ShmPeerLink*> ShmDevice::link_for_connect(int fd) {
   l->dev = static_cast<uint64_t>(sb.st_dev);
   l->ino = static_cast<uint64_t>(sb.st_ino);
   links_.push_back(std::move(l));
+  link_in_.push_back(&links_.back()->in());
   return links_.back().get();
 }
 
 void ShmDevice::drop_link(ShmPeerLink* link) {
   for (auto it = links_.begin(); it != links_.end(); ++it) {
     if (it->get() != link) continue;
+    link_in_.erase(std::find(link_in_.begin(), link_in_.end(), &link->in()));
     munmap(link->map, kLinkSize);
     if (link->fd >= 0) close(link->fd);
     links_.erase(it);
