@@ -304,6 +304,9 @@ inline constexpr uint64_t kIdleSweepNs = 250'000'000;
 // peer never flagged (a peer that does not set bits, or news we forgot to
 // queue), not a path the protocol relies on.
 inline constexpr uint64_t kSafetyNetNs = 10'000'000;
+// Links a server makes for one client process (shm_link.cc): one per client
+// device token, up to this many; past it the process's connections share.
+inline constexpr uint32_t kMaxLinksPerPeer = 8;
 
 class ShmQp final : public Qp {
  public:
