@@ -12,10 +12,7 @@ ShmCq::ShmCq(ShmDevice* dev, uint32_t capacity)
 
 ShmCq::~ShmCq() { TERN_ASSERT(qps_.empty(), "CQ destroyed while %zu QPs use it", qps_.size()); }
 
-void ShmCq::detach(ShmQp* qp) {
-  qps_.erase(std::remove(qps_.begin(), qps_.end(), qp), qps_.end());
-  ready_.erase(std::remove(ready_.begin(), ready_.end(), qp), ready_.end());
-}
+void ShmCq::detach(ShmQp* qp) { qps_.erase(std::remove(qps_.begin(), qps_.end(), qp), qps_.end()); }
 
 void ShmCq::safety_net() {
   const uint64_t now = now_ticks();
@@ -28,13 +25,8 @@ int ShmCq::poll(Wc* wc, int max) {
   // Software RDMA has no engine of its own: whoever polls moves the data,
   // for the QPs that have work (shm_link.cc): those the peers flagged in
   // our links, and those with local work queued.
-  dev_->collect_activity();
   if (TERN_UNLIKELY((++polls_ & 63) == 0)) safety_net();  // the clock every 64th poll only
-  if (!ready_.empty()) {
-    visiting_.swap(ready_);
-    for (ShmQp* qp : visiting_) qp->visit(this);
-    visiting_.clear();
-  }
+  dev_->run_ready();
   int n = 0;
   while (n < max && count_ > 0) {
     wc[n++] = ring_[head_];

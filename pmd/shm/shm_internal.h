@@ -128,9 +128,6 @@ class ShmCq final : public Cq {
   }
   void attach(ShmQp* qp) { qps_.push_back(qp); }
   void detach(ShmQp* qp);
-  // The QP has work for our next poll (ShmQp::mark_active keeps it from
-  // being queued twice).
-  void enqueue(ShmQp* qp) { ready_.push_back(qp); }
 
  private:
   // Every kSafetyNetNs, poll() visits every attached QP (docs/shm-driver.md).
@@ -140,9 +137,7 @@ class ShmCq final : public Cq {
   std::vector<Wc> ring_;
   uint32_t cap_;
   uint32_t head_ = 0, count_ = 0;
-  std::vector<ShmQp*> qps_;       // attached
-  std::vector<ShmQp*> ready_;     // with work: progressed by the next poll()
-  std::vector<ShmQp*> visiting_;  // ready_ of the poll() in progress
+  std::vector<ShmQp*> qps_;  // attached
   uint32_t polls_ = 0;
   uint64_t net_tick_ = 0, net_ticks_ = 0;
   bool armed_ = false;       // arm() until the device's ack_wait()
@@ -309,6 +304,8 @@ inline constexpr uint64_t kSafetyNetNs = 10'000'000;
 inline constexpr uint32_t kMaxLinksPerPeer = 8;
 
 class ShmQp final : public Qp {
+  friend class ShmDevice;  // its ready list (visit_ready, unready)
+
  public:
   ShmQp(ShmDevice* dev, ShmPd* pd, const QpInit& init, uint32_t qpn);
   ~ShmQp() override;
@@ -324,31 +321,13 @@ class ShmQp final : public Qp {
   // Datapath progress, driven by the CQs' poll(): execute what the peer sent,
   // issue our pending WRs, retire completions (and flushes, in error).
   void progress();
-  // Work for the next poll of our CQs: they visit only QPs queued so.
-  // Called for local work (a post, an error to flush, a completion held
-  // back by a full CQ) and for the peer's news (its bit in our link).
-  // Queued on both CQs (an application may poll either), visited once: by
-  // whichever polls first (visit()).
-  void mark_active() {
-    pending_ = true;
-    if (!queued_[0]) {
-      queued_[0] = true;
-      scq_->enqueue(this);
-    }
-    if (rcq_ != scq_ && !queued_[1]) {
-      queued_[1] = true;
-      rcq_->enqueue(this);
-    }
-  }
-  // A poll of `cq` takes us off its list and progresses us, unless a poll
-  // of our other CQ did since we were queued. Cleared before progress():
-  // what comes after queues us again.
-  void visit(const ShmCq* cq) {
-    queued_[cq == scq_ ? 0 : 1] = false;
-    if (!pending_) return;
-    pending_ = false;
-    progress();
-  }
+  // Work for the next poll of any CQ of our device, which visits only QPs
+  // queued so (ShmDevice::run_ready). Called for local work (a post, an
+  // error to flush, a completion held back by a full CQ) and for the peer's
+  // news (its bit in our link). One list per device, not per CQ: a QP is
+  // queued once and visited by whichever CQ polls first, and its
+  // completions land in its own CQs whichever that is.
+  inline void mark_active();
   // Links (shm_link.cc): our slot in the link, and setting our bit in the
   // peer's half.
   void attach_link(ShmPeerLink* link, uint32_t slot);
@@ -500,8 +479,13 @@ class ShmQp final : public Qp {
   std::atomic<uint64_t>* notify_summary_ = nullptr;
   uint64_t notify_bit_ = 0, notify_sum_bit_ = 0;
   bool notify_due_ = false;    // the peer's consumer index advanced: set our bit soon
-  bool queued_[2] = {false, false};  // in scq_'s, rcq_'s ready list
-  bool pending_ = false;       // queued and not visited since
+  bool queued_ = false;        // on the device's ready list
+  ShmQp* next_ready_ = nullptr;  // the next QP on it
+  // Send-queue index past the last local WR issued (REG_MR, LOCAL_INV): one
+  // behind a remote WR the peer has not executed completes only when we see
+  // its consumer index move, which it tells us only for descriptors flagged
+  // kDescAckWanted (complete_sends).
+  uint32_t local_end_ = 0;
   bool revisit_ = false;       // this progress() stopped with work left that no peer will tell us of
 
   // Connection area (shared).
@@ -647,6 +631,13 @@ class ShmDevice final : public Device {
     if (armed_) self_wake();
   }
   void forget_qp(ShmQp* qp);
+  // The QP whose connection socket is fd (or nullptr): an epoll event to
+  // its QP in O(1).
+  void own_fd(int fd, ShmQp* qp) {
+    if (fd < 0) return;
+    if (by_fd_.size() <= static_cast<size_t>(fd)) by_fd_.resize(static_cast<size_t>(fd) + 1, nullptr);
+    by_fd_[static_cast<size_t>(fd)] = qp;
+  }
   // Links (shm_link.cc). collect_activity: every link's half we read,
   // exchanged; the QPs flagged there are queued on their CQs. The common
   // case -- no link has news -- is one load per link, inline.
@@ -658,6 +649,20 @@ class ShmDevice final : public Device {
       }
   }
   void collect_links();
+  // A CQ's poll: the QPs with news in our links, and those with local work,
+  // progressed (shm_link.cc). Inline: with nothing to do, one load per link
+  // and one test.
+  void run_ready() {
+    collect_activity();
+    if (ready_head_ != nullptr) visit_ready();
+  }
+  void visit_ready();
+  void enqueue_ready(ShmQp* qp, ShmQp** next) {
+    *next = ready_head_;
+    ready_head_ = qp;
+  }
+  // A QP going away leaves the ready list.
+  void unready(ShmQp* qp);
   // Server: a link of the peer at the other end of `sock` (made if none has
   // room) and a free slot in it, or nullptr.
   ShmPeerLink* link_for_accept(int sock, uint64_t peer_token, uint32_t* slot);
@@ -684,6 +689,9 @@ class ShmDevice final : public Device {
   void read_hellos();
   void read_connecting();
   void watch_established();
+  ShmQp* qp_of_fd(int fd) const {
+    return fd >= 0 && static_cast<size_t>(fd) < by_fd_.size() ? by_fd_[static_cast<size_t>(fd)] : nullptr;
+  }
   ShmQp* own_qp(Qp* qp);
   Status enable_wait();
 
@@ -696,6 +704,8 @@ class ShmDevice final : public Device {
   uint64_t token_ = 0;  // ours, in our hellos: a server's links are per (pid, token)
   std::vector<std::unique_ptr<ShmPeerLink>> links_;
   std::vector<ShmLinkHalf*> link_in_;  // links_[i]->in(), for collect_activity's loop
+  ShmQp* ready_head_ = nullptr;  // QPs with work, linked by ShmQp::next_ready_
+  std::vector<ShmQp*> by_fd_;    // own_fd()
   std::vector<ShmQp*> qps_;
   struct Pending {
     int fd;
@@ -720,6 +730,12 @@ class ShmDevice final : public Device {
   bool woken_ = false;        // wake_fd_ written since the last ack_wait
   bool armed_ = false;
 };
+
+inline void ShmQp::mark_active() {
+  if (queued_) return;
+  queued_ = true;
+  dev_->enqueue_ready(this, &next_ready_);
+}
 
 // ---------------------------------------------------------------- control messages (shm_ctl.cc)
 

@@ -60,6 +60,29 @@ void ShmDevice::collect_links() {
   }
 }
 
+void ShmDevice::visit_ready() {
+  // The whole list, taken first: what a visit queues (a QP with work left,
+  // one a visit made news for) waits for the next poll.
+  ShmQp* qp = ready_head_;
+  ready_head_ = nullptr;
+  while (qp != nullptr) {
+    ShmQp* next = qp->next_ready_;
+    qp->queued_ = false;  // before progress(): what comes after queues it again
+    qp->progress();
+    qp = next;
+  }
+}
+
+void ShmDevice::unready(ShmQp* qp) {
+  if (!qp->queued_) return;
+  for (ShmQp** p = &ready_head_; *p != nullptr; p = &(*p)->next_ready_)
+    if (*p == qp) {
+      *p = qp->next_ready_;
+      break;
+    }
+  qp->queued_ = false;
+}
+
 ShmPeerLink* ShmDevice::link_for_accept(int sock, uint64_t peer_token, uint32_t* slot) {
   ucred cred{};
   socklen_t len = sizeof cred;

@@ -76,11 +76,15 @@ ShmQp::~ShmQp() {
   scq_->detach(this);
   if (rcq_ != scq_) rcq_->detach(this);
   detach_link();
+  dev_->unready(this);
   dev_->forget_qp(this);
   for (auto& ps : peer_segs_)
     if (ps.base != nullptr) munmap(const_cast<uint8_t*>(ps.base), ps.length);
   if (area_ != nullptr) munmap(area_, area_len_);
-  if (sock_ >= 0) close(sock_);
+  if (sock_ >= 0) {
+    dev_->own_fd(sock_, nullptr);
+    close(sock_);  // leaves the epoll set with it
+  }
 }
 
 StatsView ShmQp::stats() const {
@@ -433,6 +437,8 @@ bool ShmQp::issue() {
       st_.bytes_out.add(e.byte_len);
     } else if (!issue_local(&e)) {
       break;
+    } else {
+      local_end_ = sq_next_ + 1;  // complete_sends: see there
     }
     e.issued = true;
     if (delay_ticks_ != 0) e.issue_tick = now_ticks();
@@ -505,7 +511,14 @@ void ShmQp::complete_sends() {
         if (e.status == WcStatus::kSuccess) break;  // not issued yet
         st = e.status;                              // a local failure, reached in order
       } else if (e.remote && !idx_before(e.ring_index, cons)) {
-        break;  // the peer has not executed it yet
+        // The peer has not executed it yet. Unless it was flagged (or a
+        // later one was), the peer will not tell us when it has: a local WR
+        // or a failure queued behind it, which completes in order, has us
+        // come back on our next poll instead.
+        if (static_cast<uint32_t>(local_end_ - sq_head_ - 1) < static_cast<uint32_t>(sq_tail_ - sq_head_) ||
+            (sq_next_ != sq_tail_ && sq_[sq_next_ & sq_mask_].status != WcStatus::kSuccess))
+          revisit_ = true;
+        break;
       } else if (delay_ticks_ != 0 && now - e.issue_tick < delay_ticks_) {
         break;
       } else {
@@ -800,10 +813,12 @@ void ShmQp::execute_inbound() {
   }
   if (in_cons_ != start) {
     in_->cons.store(in_cons_, std::memory_order_release);
-    // The peer retires its WRs when it sees cons move: its bit, always; a
-    // WAKE only for what it flagged as waited for.
-    notify_due_ = true;
-    if (ack_wanted) ring_due_ = true;
+    // The peer retires its WRs when it sees cons move, but waits for that
+    // only where it flagged a descriptor (a signaled WR, a filling ring):
+    // its bit and a WAKE for those alone. The rest it reads at its next
+    // visit, which its own next post or our next message brings; what it
+    // queued behind them locally it comes back for (complete_sends).
+    if (ack_wanted) ring_due_ = notify_due_ = true;
   }
 }
 
@@ -1050,6 +1065,7 @@ void ShmQp::protocol_error(Status why) {
 
 void ShmQp::set_socket(int fd) {
   sock_ = fd;
+  dev_->own_fd(fd, this);
   dev_->watch_fd(fd);  // a hang-up or a message wakes a sleeping host
   ucred cred{};
   socklen_t len = sizeof cred;
