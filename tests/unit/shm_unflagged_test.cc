@@ -78,7 +78,11 @@ TEST(ShmUnflaggedTest, FailureBehindUnsignaledSendCompletesWithoutNews) {
     }
   }
   ASSERT_EQ(c.qp->state(), QpState::kRts);
-  for (int k = 0; k < 50; ++k) s.poll(), c.poll();
+  // 64 polls of each CQ: the safety net's first look at the clock (every
+  // 64th poll) is behind us, and the next is 64 polls away -- more than
+  // the test makes below, so only the QP's own revisit can surface the
+  // failure, whatever the machine's load.
+  for (int k = 0; k < 64; ++k) s.poll(), c.poll();
   c.wcs.clear();
 
   // An unsignaled Send (not flagged: the ring is nearly empty), then a
@@ -90,16 +94,16 @@ TEST(ShmUnflaggedTest, FailureBehindUnsignaledSendCompletesWithoutNews) {
   w[0].wr_id = 1, w[0].sg_list = &good, w[0].num_sge = 1, w[0].opcode = WrOpcode::kSend, w[0].flags = 0;
   w[1].wr_id = 2, w[1].sg_list = &bad, w[1].num_sge = 1, w[1].opcode = WrOpcode::kSend, w[1].flags = kWrSignaled;
   (void)c.qp->post_send(w, 2, &err);
-  // Polls in this thread only, a bounded number of them: the failure must
-  // surface within them. (They take well under the safety net's 10 ms;
-  // on a machine so loaded that they do not, the net would hide the
-  // defect, never fail the test.)
+  // Polls in this thread only, a bounded number of them (fewer than the 64
+  // to the net's next look): the failure must surface within them.
   const auto t0 = std::chrono::steady_clock::now();
   int rounds = 0;
   const Wc* failed = nullptr;
-  for (; rounds < 200 && failed == nullptr; ++rounds) {
-    s.poll();
+  // The client first: its post's own visit comes before the server has
+  // executed the Send, so later visits need a reason.
+  for (; rounds < 60 && failed == nullptr; ++rounds) {
     c.poll();
+    s.poll();
     for (const Wc& wc : c.wcs)
       if (wc.wr_id == 2) failed = &wc;
   }
