@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -82,6 +84,10 @@ ShmConnRequest::~ShmConnRequest() {
 }
 
 ShmDevice::ShmDevice(const ShmDeviceConfig& cfg) : cfg_(cfg) {
+  // Distinct for every device of this process: a server gives each its own
+  // link, which only that device's polls read (shm_link.cc).
+  static std::atomic<uint64_t> next_token{1};
+  token_ = next_token.fetch_add(1, std::memory_order_relaxed);
   caps_.driver = "shm";
   caps_.name = "shm:" + cfg.path;
   caps_.max_qp_wr = cfg.max_qp_wr;
@@ -281,6 +287,7 @@ Status ShmDevice::connect(Qp* qpi, std::span<const uint8_t> pdata) {
   m.qp_num = qp->qp_num();
   m.ring_slots = cfg_.ring_slots;
   m.area_size = len;
+  m.seg_length = token_;  // the server's links are per (our pid, this token)
   set_pdata(&m, pdata);
   int e = send_msg(fd, m, afd);
   close(afd);  // mapped already; the server got its own copy with the message
@@ -311,10 +318,17 @@ Status ShmDevice::accept(ConnRequest* reqi, Qp* qpi, std::span<const uint8_t> pd
   requests_.erase(it);
   Status st = qp->attach_area(req->area_fd, false, req->ring_slots, req->area_size);
   if (!st) return st;  // req's destructor closes the socket: the client sees unreachable
+  // The connection's slot in its client's link (shm_link.cc); the QP holds
+  // it until it is destroyed.
+  uint32_t slot = 0;
+  ShmPeerLink* link = link_for_accept(req->sock, req->peer_token, &slot);
+  if (link == nullptr) return make_error(Errc::kNoResources, "shm accept: cannot make a link memfd");
+  qp->attach_link(link, slot);
   ShmMsg m = make_msg(kMsgAccept);
   m.qp_num = qp->qp_num();
+  m.seg_index = slot;
   set_pdata(&m, pdata);
-  if (int e = send_msg(req->sock, m); e != 0)
+  if (int e = send_msg(req->sock, m, link->fd); e != 0)
     return make_sys_error(Errc::kDisconnected, e, "shm accept: the client went away");
   qp->set_socket(req->sock);
   qp->set_peer_qpn(req->peer_qpn);
@@ -434,7 +448,7 @@ void ShmDevice::read_hellos() {
       continue;
     }
     requests_.push_back(std::make_unique<ShmConnRequest>(fd, afd, m.ring_slots, m.area_size, m.qp_num, pdata_of(m),
-                                                         socket_peer(fd)));
+                                                         socket_peer(fd), m.seg_length));
     CmEvent ev{CmEventType::kConnectRequest};
     ev.request = requests_.back().get();
     ev.private_data = requests_.back()->private_data();
@@ -448,11 +462,18 @@ void ShmDevice::read_connecting() {
     ShmMsg m;
     int fd = -1;
     int r = recv_msg(qp->socket_fd(), &m, &fd);
+    // An ACCEPT brings the link (shm_link.cc): mapped, or known already.
+    Result<ShmPeerLink*> link = make_error(Errc::kRemoteError, "shm: the server's ACCEPT carried no link");
+    if (r == 1 && m.type == kMsgAccept && fd >= 0 && m.seg_index < kLinkSlots) link = link_for_connect(fd);
     if (fd >= 0) close(fd);
     if (r == 0) continue;
     CmEvent ev{CmEventType::kUnreachable};
     ev.qp = qp;
-    if (r == 1 && m.type == kMsgAccept) {
+    if (r == 1 && m.type == kMsgAccept && !link) {
+      qp->set_state(QpState::kError);
+      ev.status = link.status();
+    } else if (r == 1 && m.type == kMsgAccept) {
+      qp->attach_link(*link, m.seg_index);
       qp->set_peer_qpn(m.qp_num);
       qp->set_state(QpState::kRts);
       ev.type = CmEventType::kEstablished;
@@ -472,8 +493,24 @@ void ShmDevice::read_connecting() {
 }
 
 void ShmDevice::watch_established() {
-  // One poll() for every connected socket: control messages (segments, bye)
-  // and hang-ups, which is how a dead peer is noticed.
+  // Control messages (segments, bye) and hang-ups, which is how a dead peer
+  // is noticed. Through the epoll set wait mode uses, which holds every
+  // connection's socket: a system call that costs by what is ready, where a
+  // poll() over every socket cost by how many there are (at 1,024
+  // connections, once a millisecond, a tenth of a core). What else the set
+  // reports (the listener, handshakes, our eventfd) is for others to read.
+  if (epfd_ >= 0 || enable_wait().is_ok()) {
+    epoll_event evs[64];
+    const int n = epoll_wait(epfd_, evs, 64, 0);
+    for (int i = 0; i < n; ++i) {
+      ShmQp* qp = qp_of_fd(evs[i].data.fd);
+      if (qp != nullptr && qp->state() == QpState::kError) unwatch_fd(evs[i].data.fd);  // nothing more to read
+      if (qp == nullptr || qp->state() != QpState::kRts) continue;
+      if (!qp->drain_ctl())
+        qp->peer_vanished(make_error(Errc::kDisconnected, "shm: the peer closed the connection or died"));
+    }
+    return;
+  }
   std::vector<pollfd> pfds;
   std::vector<ShmQp*> owners;
   for (ShmQp* qp : qps_) {

@@ -108,7 +108,7 @@ class ShmFastMr final : public FastMr {
 
 class ShmCq final : public Cq {
  public:
-  ShmCq(ShmDevice* dev, uint32_t capacity) : dev_(dev), ring_(capacity), cap_(capacity) {}
+  ShmCq(ShmDevice* dev, uint32_t capacity);
   ~ShmCq() override;
   int poll(Wc* wc, int max) override;
   uint32_t capacity() const override { return cap_; }
@@ -130,12 +130,37 @@ class ShmCq final : public Cq {
   void detach(ShmQp* qp);
 
  private:
+  // Every kSafetyNetNs, poll() visits every attached QP (docs/shm-driver.md).
+  void safety_net();
+
   ShmDevice* dev_;
   std::vector<Wc> ring_;
   uint32_t cap_;
   uint32_t head_ = 0, count_ = 0;
-  std::vector<ShmQp*> qps_;  // progressed by poll()
+  std::vector<ShmQp*> qps_;  // attached
+  uint32_t polls_ = 0;
+  uint64_t net_tick_ = 0, net_ticks_ = 0;
   bool armed_ = false;       // arm() until the device's ack_wait()
+};
+
+// ---------------------------------------------------------------- links (shm_link.cc)
+
+// Our view of one link (ShmLink, shm_layout.h): its mapping, which half we
+// read, and our QP at each slot. A server makes one per (client pid, client
+// device token) and hands out its slots; a client maps each link a server
+// sent it once (known by its inode) and takes the slot each ACCEPT names.
+struct ShmPeerLink {
+  ShmLink* map = nullptr;
+  int fd = -1;        // server: the memfd sent with each ACCEPT; client: -1
+  bool server = false;
+  int peer_pid = -1;  // server: whose link this is
+  uint64_t peer_token = 0;
+  uint64_t dev = 0, ino = 0;  // client: which memfd
+  std::vector<ShmQp*> slots;  // by slot; nullptr: none
+  std::vector<uint32_t> free_slots;  // server: below slots.size(), reusable
+  uint32_t used = 0;          // QPs attached
+  ShmLinkHalf& in() { return map->half[server ? 0 : 1]; }
+  ShmLinkHalf& out() { return map->half[server ? 1 : 0]; }
 };
 
 // ---------------------------------------------------------------- receive queues (shm_srq.cc)
@@ -257,6 +282,7 @@ struct ShmQpStats {
   Counter protection_errors, corrupt_descs, protocol_errors;
   Counter wakes_sent, wakes_received;  // wait mode: WAKE messages
   Counter sq_grows, idle_trims;        // memory: send queue array doublings, idle give-backs
+  Counter visits;                      // progress() passes: what a poll spent on this QP (shm_link.cc)
 };
 
 // Memory per connection (shm_idle.cc, docs/shm-driver.md). A send queue
@@ -268,8 +294,18 @@ struct ShmQpStats {
 inline constexpr uint32_t kSqInitial = 16;
 inline constexpr uint64_t kIdleTrimNs = 1'000'000'000;
 inline constexpr uint64_t kIdleSweepNs = 250'000'000;
+// How often a CQ's poll visits every QP attached to it, whatever the links
+// say (ShmCq::safety_net): a bound on how long a QP can wait for news its
+// peer never flagged (a peer that does not set bits, or news we forgot to
+// queue), not a path the protocol relies on.
+inline constexpr uint64_t kSafetyNetNs = 10'000'000;
+// Links a server makes for one client process (shm_link.cc): one per client
+// device token, up to this many; past it the process's connections share.
+inline constexpr uint32_t kMaxLinksPerPeer = 8;
 
 class ShmQp final : public Qp {
+  friend class ShmDevice;  // its ready list (visit_ready, unready)
+
  public:
   ShmQp(ShmDevice* dev, ShmPd* pd, const QpInit& init, uint32_t qpn);
   ~ShmQp() override;
@@ -285,6 +321,18 @@ class ShmQp final : public Qp {
   // Datapath progress, driven by the CQs' poll(): execute what the peer sent,
   // issue our pending WRs, retire completions (and flushes, in error).
   void progress();
+  // Work for the next poll of any CQ of our device, which visits only QPs
+  // queued so (ShmDevice::run_ready). Called for local work (a post, an
+  // error to flush, a completion held back by a full CQ) and for the peer's
+  // news (its bit in our link). One list per device, not per CQ: a QP is
+  // queued once and visited by whichever CQ polls first, and its
+  // completions land in its own CQs whichever that is.
+  inline void mark_active();
+  // Links (shm_link.cc): our slot in the link, and setting our bit in the
+  // peer's half.
+  void attach_link(ShmPeerLink* link, uint32_t slot);
+  void detach_link();
+  void notify_peer();
 
   // Control path (shm_device.cc).
   Status attach_area(int area_fd, bool is_client, uint32_t ring_slots, size_t area_len);
@@ -296,7 +344,10 @@ class ShmQp final : public Qp {
   std::string peer() const override;
   std::string peer_host() const override;
   int socket_fd() const { return sock_; }
-  void set_state(QpState s) { state_ = s; }
+  void set_state(QpState s) {
+    state_ = s;
+    mark_active();
+  }
   ShmDevice* device() const { return dev_; }
   bool drain_ctl();  // reads queued control messages; false when the peer is gone or broke the protocol
   void enter_error(Status why);
@@ -421,6 +472,21 @@ class ShmQp final : public Qp {
   uint32_t wait_gen_ = 0;      // our wait word, less its armed bit
   uint32_t rung_gen_ = 0;      // the peer's armed wait word we last sent a WAKE for
   bool ring_due_ = false;      // stored something the peer may wait for; ring_peer() soon
+  // Links: our bit in the peer's half, set by notify_peer() (and ring_peer()).
+  ShmPeerLink* link_ = nullptr;
+  uint32_t link_slot_ = 0;
+  std::atomic<uint64_t>* notify_word_ = nullptr;
+  std::atomic<uint64_t>* notify_summary_ = nullptr;
+  uint64_t notify_bit_ = 0, notify_sum_bit_ = 0;
+  bool notify_due_ = false;    // the peer's consumer index advanced: set our bit soon
+  bool queued_ = false;        // on the device's ready list
+  ShmQp* next_ready_ = nullptr;  // the next QP on it
+  // Send-queue index past the last local WR issued (REG_MR, LOCAL_INV): one
+  // behind a remote WR the peer has not executed completes only when we see
+  // its consumer index move, which it tells us only for descriptors flagged
+  // kDescAckWanted (complete_sends).
+  uint32_t local_end_ = 0;
+  bool revisit_ = false;       // this progress() stopped with work left that no peer will tell us of
 
   // Connection area (shared).
   uint8_t* area_ = nullptr;
@@ -482,8 +548,9 @@ class ShmQp final : public Qp {
 class ShmConnRequest final : public ConnRequest {
  public:
   ShmConnRequest(int sock, int area_fd, uint32_t ring_slots, uint64_t area_size, uint32_t peer_qpn,
-                 std::vector<uint8_t> pdata, std::string peer)
-      : sock(sock), area_fd(area_fd), ring_slots(ring_slots), area_size(area_size), peer_qpn(peer_qpn) {
+                 std::vector<uint8_t> pdata, std::string peer, uint64_t peer_token = 0)
+      : sock(sock), area_fd(area_fd), ring_slots(ring_slots), area_size(area_size), peer_qpn(peer_qpn),
+        peer_token(peer_token) {
     private_data_ = std::move(pdata);
     peer_host_ = std::move(peer);
   }
@@ -493,6 +560,7 @@ class ShmConnRequest final : public ConnRequest {
   uint32_t ring_slots;
   uint64_t area_size;
   uint32_t peer_qpn;
+  uint64_t peer_token;  // the client device's (hello): links are per (pid, token)
 };
 
 // Receives one shared receive queue holds at most (caps().max_srq_wr): a
@@ -563,6 +631,45 @@ class ShmDevice final : public Device {
     if (armed_) self_wake();
   }
   void forget_qp(ShmQp* qp);
+  // The QP whose connection socket is fd (or nullptr): an epoll event to
+  // its QP in O(1).
+  void own_fd(int fd, ShmQp* qp) {
+    if (fd < 0) return;
+    if (by_fd_.size() <= static_cast<size_t>(fd)) by_fd_.resize(static_cast<size_t>(fd) + 1, nullptr);
+    by_fd_[static_cast<size_t>(fd)] = qp;
+  }
+  // Links (shm_link.cc). collect_activity: every link's half we read,
+  // exchanged; the QPs flagged there are queued on their CQs. The common
+  // case -- no link has news -- is one load per link, inline.
+  void collect_activity() {
+    for (ShmLinkHalf* h : link_in_)
+      if (TERN_UNLIKELY(h->summary.load(std::memory_order_relaxed) != 0)) {
+        collect_links();
+        return;
+      }
+  }
+  void collect_links();
+  // A CQ's poll: the QPs with news in our links, and those with local work,
+  // progressed (shm_link.cc). Inline: with nothing to do, one load per link
+  // and one test.
+  void run_ready() {
+    collect_activity();
+    if (ready_head_ != nullptr) visit_ready();
+  }
+  void visit_ready();
+  void enqueue_ready(ShmQp* qp, ShmQp** next) {
+    *next = ready_head_;
+    ready_head_ = qp;
+  }
+  // A QP going away leaves the ready list.
+  void unready(ShmQp* qp);
+  // Server: a link of the peer at the other end of `sock` (made if none has
+  // room) and a free slot in it, or nullptr.
+  ShmPeerLink* link_for_accept(int sock, uint64_t peer_token, uint32_t* slot);
+  // Client: the link an ACCEPT brought (mapped once per memfd), or an error.
+  Result<ShmPeerLink*> link_for_connect(int fd);
+  // No QP uses it any more.
+  void drop_link(ShmPeerLink* link);
   // Every kIdleSweepNs: lets idle QPs give memory back (shm_idle.cc).
   void sweep_idle();
   const ShmDeviceConfig& config() const { return cfg_; }
@@ -582,6 +689,9 @@ class ShmDevice final : public Device {
   void read_hellos();
   void read_connecting();
   void watch_established();
+  ShmQp* qp_of_fd(int fd) const {
+    return fd >= 0 && static_cast<size_t>(fd) < by_fd_.size() ? by_fd_[static_cast<size_t>(fd)] : nullptr;
+  }
   ShmQp* own_qp(Qp* qp);
   Status enable_wait();
 
@@ -591,6 +701,11 @@ class ShmDevice final : public Device {
   uint32_t next_qpn_ = 1;
   uint32_t srqs_ = 0;
   uint64_t next_sweep_ns_ = 0;
+  uint64_t token_ = 0;  // ours, in our hellos: a server's links are per (pid, token)
+  std::vector<std::unique_ptr<ShmPeerLink>> links_;
+  std::vector<ShmLinkHalf*> link_in_;  // links_[i]->in(), for collect_activity's loop
+  ShmQp* ready_head_ = nullptr;  // QPs with work, linked by ShmQp::next_ready_
+  std::vector<ShmQp*> by_fd_;    // own_fd()
   std::vector<ShmQp*> qps_;
   struct Pending {
     int fd;
@@ -615,6 +730,12 @@ class ShmDevice final : public Device {
   bool woken_ = false;        // wake_fd_ written since the last ack_wait
   bool armed_ = false;
 };
+
+inline void ShmQp::mark_active() {
+  if (queued_) return;
+  queued_ = true;
+  dev_->enqueue_ready(this, &next_ready_);
+}
 
 // ---------------------------------------------------------------- control messages (shm_ctl.cc)
 

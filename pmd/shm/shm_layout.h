@@ -48,7 +48,8 @@ inline constexpr uint32_t kAreaMagic = 0x5445524e;  // "TERN"
 // 2: the endpoint's wait word and the WAKE message (wait mode).
 // 3: the endpoint's reads_fenced word.
 // 4: sequence-numbered slots (no producer index), messages inline in the slot.
-inline constexpr uint16_t kLayoutVersion = 4;
+// 5: the link (ShmLink): activity words per peer, sent with the ACCEPT.
+inline constexpr uint16_t kLayoutVersion = 5;
 inline constexpr size_t kCacheLine = 64;
 
 inline constexpr uint32_t kMaxSge = 13;        // SGEs per descriptor (fits a 256-byte slot)
@@ -187,12 +188,46 @@ inline constexpr size_t area_size(uint32_t ring_slots) {
   return kSlotsOffset + 2 * static_cast<size_t>(ring_slots) * sizeof(ShmDesc);
 }
 
+// ---------------------------------------------------------------- the link
+
+// Activity words: how a poller finds the connections with news without
+// looking at every connection area (docs/shm-driver.md, "Progress"). The
+// server makes one link per (client process, client device) and sends it,
+// a sealed memfd, with every ACCEPT, naming the connection's slot in it; a
+// link holds up to kLinkSlots connections. Half [0] is written by the client
+// side (news for the server), half [1] by the server side (news for the
+// client). After storing something the other side must act on -- a
+// descriptor published, its consumer index advanced, its endpoint state
+// changed -- a side sets the connection's bit in words[slot / 64], then bit
+// slot / 64 of summary (both release). The poller exchanges summary with 0,
+// then each word it names, and visits the flagged connections: cleared
+// before the visit, so news published after the exchange sets the bit
+// again. Peer-written: a bit naming a slot with no connection of that peer
+// is ignored, so a peer can only make us visit its own connections, and one
+// that never sets a bit only stalls its own.
+inline constexpr uint32_t kLinkWords = 64;
+inline constexpr uint32_t kLinkSlots = kLinkWords * 64;
+
+struct ShmLinkHalf {
+  alignas(kCacheLine) std::atomic<uint64_t> summary;        // bit j: words[j] may be non-zero
+  alignas(kCacheLine) std::atomic<uint64_t> words[kLinkWords];  // bit b of word j: slot 64j+b has news
+};
+
+struct ShmLink {
+  ShmLinkHalf half[2];  // [0] written by the client side, [1] by the server side
+};
+inline constexpr size_t kLinkSize = 4096;  // one page
+static_assert(sizeof(ShmLink) <= kLinkSize);
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be address-free");
+
 // ---------------------------------------------------------------- control messages
 // Sent over the AF_UNIX SOCK_SEQPACKET socket (atomic messages, fds by SCM_RIGHTS).
 
 enum ShmMsgType : uint16_t {
-  kMsgHello = 1,   // client -> server: area memfd attached, private data
-  kMsgAccept = 2,  // server -> client: private data
+  kMsgHello = 1,   // client -> server: area memfd attached, private data;
+                   // seg_length: the client device's token (links are per device)
+  kMsgAccept = 2,  // server -> client: private data; the link memfd attached,
+                   // seg_index: the connection's slot in it
   kMsgReject = 3,  // server -> client: private data
   kMsgSegment = 4, // either way: a memfd the sender's descriptors may name as `seg_index`
   kMsgBye = 5,     // either way: graceful disconnect

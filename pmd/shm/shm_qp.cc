@@ -75,11 +75,16 @@ ShmQp::~ShmQp() {
   if (srq_ != nullptr) srq_->detach(this);
   scq_->detach(this);
   if (rcq_ != scq_) rcq_->detach(this);
+  detach_link();
+  dev_->unready(this);
   dev_->forget_qp(this);
   for (auto& ps : peer_segs_)
     if (ps.base != nullptr) munmap(const_cast<uint8_t*>(ps.base), ps.length);
   if (area_ != nullptr) munmap(area_, area_len_);
-  if (sock_ >= 0) close(sock_);
+  if (sock_ >= 0) {
+    dev_->own_fd(sock_, nullptr);
+    close(sock_);  // leaves the epoll set with it
+  }
 }
 
 StatsView ShmQp::stats() const {
@@ -92,7 +97,7 @@ StatsView ShmQp::stats() const {
           {"flushed", &st_.flushed},         {"protection_errors", &st_.protection_errors},
           {"corrupt_descs", &st_.corrupt_descs}, {"wakes_sent", &st_.wakes_sent},
           {"wakes_received", &st_.wakes_received}, {"sq_grows", &st_.sq_grows},
-          {"idle_trims", &st_.idle_trims}};
+          {"idle_trims", &st_.idle_trims},   {"visits", &st_.visits}};
 }
 
 Status ShmQp::inject_fault(const Fault& f) {
@@ -102,6 +107,7 @@ Status ShmQp::inject_fault(const Fault& f) {
       return Status::ok();
     case Fault::Kind::kDelayCompletions:
       delay_ticks_ = f.delay_ns == 0 ? 0 : std::max<uint64_t>(1, ticks_from_ns(f.delay_ns));
+      mark_active();
       return Status::ok();
     case Fault::Kind::kDropConnection:
       if (state_ != QpState::kRts) return make_error(Errc::kBadState, "drop: QP %u is not connected", qpn_);
@@ -268,6 +274,12 @@ int ShmQp::post_send(const SendWr* wrs, int n, int* err) {
     // WAKE may be due.
     st_.doorbells.add();
     ring_due_ = true;
+    // Our bit in the link now, not at our next poll: a host descheduled
+    // between this post and that poll would leave the peer without news for
+    // as long (on a loaded machine, tens of ms). One locked RMW per post
+    // call that published, not per WR.
+    notify_due_ = true;
+    notify_peer();
   }
   // The WAKE check for what this published (ring_peer) waits for our next
   // progress(), which every host makes before it sleeps (rdmadev.h's wait
@@ -278,6 +290,10 @@ int ShmQp::post_send(const SendWr* wrs, int n, int* err) {
   // Local WRs and failures complete at our next poll, which a host asleep
   // on an armed CQ would never make: it is woken for it.
   if (i > 0 && scq_->armed()) dev_->self_wake();
+  // What this posted is issued, notified and completed by our CQs' next
+  // poll, which visits only QPs with work (shm_link.cc); a full queue is
+  // looked at again too, for what the peer executed without telling us.
+  if (i > 0 || *err == EAGAIN) mark_active();
   return i;
 }
 
@@ -303,6 +319,7 @@ int ShmQp::post_recv(const RecvWr* wrs, int n, int* err) {
   int i = rq_.post(pd_, wrs, n, err);
   // A SEND waiting for a receive (or a flush, in error) completes now.
   if (i > 0 && rcq_->armed()) dev_->self_wake();
+  if (i > 0) mark_active();
   return i;
 }
 
@@ -420,6 +437,8 @@ bool ShmQp::issue() {
       st_.bytes_out.add(e.byte_len);
     } else if (!issue_local(&e)) {
       break;
+    } else {
+      local_end_ = sq_next_ + 1;  // complete_sends: see there
     }
     e.issued = true;
     if (delay_ticks_ != 0) e.issue_tick = now_ticks();
@@ -434,6 +453,7 @@ bool ShmQp::issue() {
 bool ShmQp::push_wc(ShmCq* cq, const Wc& wc) {
   if (cq->full()) {
     st_.cq_full.add();
+    revisit_ = true;  // our own CQ: nobody else will tell us it has room
     return false;
   }
   cq->push(wc);
@@ -491,7 +511,14 @@ void ShmQp::complete_sends() {
         if (e.status == WcStatus::kSuccess) break;  // not issued yet
         st = e.status;                              // a local failure, reached in order
       } else if (e.remote && !idx_before(e.ring_index, cons)) {
-        break;  // the peer has not executed it yet
+        // The peer has not executed it yet. Unless it was flagged (or a
+        // later one was), the peer will not tell us when it has: a local WR
+        // or a failure queued behind it, which completes in order, has us
+        // come back on our next poll instead.
+        if (static_cast<uint32_t>(local_end_ - sq_head_ - 1) < static_cast<uint32_t>(sq_tail_ - sq_head_) ||
+            (sq_next_ != sq_tail_ && sq_[sq_next_ & sq_mask_].status != WcStatus::kSuccess))
+          revisit_ = true;
+        break;
       } else if (delay_ticks_ != 0 && now - e.issue_tick < delay_ticks_) {
         break;
       } else {
@@ -547,6 +574,7 @@ void ShmQp::reject_inbound(uint32_t index, WcStatus status, const char* why) {
   // kEpError reads a complete record.
   in_->cons.store(in_cons_, std::memory_order_release);
   ring_due_ = true;
+  notify_due_ = true;
   if (!vanished_) {
     my_ep_->err_index = index;
     my_ep_->err_status = static_cast<uint32_t>(status);
@@ -569,6 +597,7 @@ ShmQp::Exec ShmQp::execute_send(const ShmDesc& d, const uint8_t* const* src, con
   }
   if (rcq_->full()) {
     st_.cq_full.add();
+    revisit_ = true;
     return Exec::kWait;
   }
   ShmRecvQueue::Entry& r = rq.front();
@@ -774,15 +803,22 @@ void ShmQp::execute_inbound() {
     ack_wanted |= (d.flags & kDescAckWanted) != 0;
     ++in_cons_;
   }
-  // A full burst executed and more waiting: a host about to sleep must poll
-  // again first, for the peer will not ring for descriptors it published
-  // already.
-  if (budget == 0 && dev_->armed() &&
-      seq_word(&in_slots_[in_cons_ & slot_mask_]).load(std::memory_order_acquire) == slot_seq(in_cons_, slot_shift_))
-    dev_->self_wake();
+  // A full burst executed and more waiting: the next poll comes back for
+  // it, and a host about to sleep must poll again first, for the peer will
+  // not ring or set our bit for descriptors it published already.
+  if (budget == 0 &&
+      seq_word(&in_slots_[in_cons_ & slot_mask_]).load(std::memory_order_acquire) == slot_seq(in_cons_, slot_shift_)) {
+    revisit_ = true;
+    if (dev_->armed()) dev_->self_wake();
+  }
   if (in_cons_ != start) {
     in_->cons.store(in_cons_, std::memory_order_release);
-    if (ack_wanted) ring_due_ = true;
+    // The peer retires its WRs when it sees cons move, but waits for that
+    // only where it flagged a descriptor (a signaled WR, a filling ring):
+    // its bit and a WAKE for those alone. The rest it reads at its next
+    // visit, which its own next post or our next message brings; what it
+    // queued behind them locally it comes back for (complete_sends).
+    if (ack_wanted) ring_due_ = notify_due_ = true;
   }
 }
 
@@ -841,6 +877,8 @@ void ShmQp::capture_executed(const ShmDesc& d, const uint8_t* const* src, const 
 // ---------------------------------------------------------------- progress and errors
 
 void ShmQp::progress() {
+  st_.visits.add();
+  revisit_ = false;
   if (state_ == QpState::kRts) {
     uint32_t ps = peer_ep_->state.load(std::memory_order_acquire);
     if (TERN_UNLIKELY(ps != kEpActive)) {
@@ -868,17 +906,32 @@ void ShmQp::progress() {
     if (state_ == QpState::kRts && issue()) {
       st_.doorbells.add();
       ring_due_ = true;
+      notify_due_ = true;
     }
   }
   complete_sends();
+  // What waited for ring slots the retirements just freed: now, not when
+  // some later news brings us back.
+  if (state_ == QpState::kRts && sq_next_ != sq_tail_ && issue()) {
+    st_.doorbells.add();
+    ring_due_ = true;
+    notify_due_ = true;
+  }
   if (state_ == QpState::kError) flush_recvs();
-  if (ring_due_) ring_peer();
+  if (ring_due_) ring_peer();  // sets the peer's bit too, if due
+  else if (notify_due_) notify_peer();
+  // Work left that no peer will flag: a full CQ (ours), a burst cut short,
+  // flushes, completions held back (fault injection).
+  if (revisit_ || (state_ == QpState::kError && (sq_head_ != sq_tail_ || !rq_.empty())) ||
+      (delay_ticks_ != 0 && sq_head_ != sq_next_))
+    mark_active();
 }
 
 void ShmQp::write_own_state(uint32_t st) {
   if (my_ep_ == nullptr || vanished_) return;
   if (my_ep_->state.load(std::memory_order_relaxed) != kEpActive) return;
   my_ep_->state.store(st, std::memory_order_release);
+  notify_due_ = true;
   ring_peer();
 }
 
@@ -893,6 +946,7 @@ void ShmQp::enter_error(Status why) {
   bool was_connected = state_ == QpState::kRts;
   state_ = QpState::kError;
   fence_reads();
+  mark_active();  // flushes to deliver
   // Nothing on the socket matters any more; flushes are ours to deliver.
   if (sock_ >= 0) dev_->unwatch_fd(sock_);
   if (dev_->armed()) dev_->self_wake();
@@ -957,6 +1011,7 @@ bool ShmQp::drain_ctl() {
       // own eventfd while armed, so the sleep ends at once.
       st_.wakes_received.add();
       if (dev_->armed()) dev_->self_wake();
+      mark_active();  // the peer set our bit before it rang; a visit costs little
     } else if (m.type == kMsgBye) {
       peer_gone_ = true;  // the state word says the same; this covers a peer that never mapped it
     } else {
@@ -1010,6 +1065,7 @@ void ShmQp::protocol_error(Status why) {
 
 void ShmQp::set_socket(int fd) {
   sock_ = fd;
+  dev_->own_fd(fd, this);
   dev_->watch_fd(fd);  // a hang-up or a message wakes a sleeping host
   ucred cred{};
   socklen_t len = sizeof cred;

@@ -61,7 +61,13 @@ int ShmSrq::post_recv(const RecvWr* wrs, int n, int* err) {
     // not ring again: a host asleep (armed) must poll now for it to land.
     // Unarmed, the host polls before it sleeps (the wait protocol's second
     // look), which finds it.
-    if (starved_ && dev_->armed()) dev_->self_wake();
+    if (starved_) {
+      if (dev_->armed()) dev_->self_wake();
+      // The starved SENDs wait in their rings, and no peer flags them
+      // again: our QPs go back for them (only after a starvation, so the
+      // walk is rare).
+      for (ShmQp* qp : qps_) qp->mark_active();
+    }
     starved_ = false;
   }
   return i;

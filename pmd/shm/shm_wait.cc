@@ -106,7 +106,9 @@ Status ShmDevice::arm_wait() {
   TERN_TRY(enable_wait());
   sweep_idle();  // a host about to sleep may not call poll_cm for a while
   armed_ = true;
-  if (!events_.empty()) self_wake();
+  // QPs queued for a visit (work left that no peer will flag: a full CQ, a
+  // burst cut short) need the poll a sleep would skip.
+  if (!events_.empty() || ready_head_ != nullptr) self_wake();
   uint64_t at = 0;
   auto earlier = [&](uint64_t t) {
     if (t != 0 && (at == 0 || t < at)) at = t;
@@ -145,18 +147,18 @@ bool ShmDevice::ack_wait() {
       timer_at_ns_ = 0;  // one-shot: it is disarmed now
       cm = true;         // hello timeouts are read_hellos' business
     } else {
-      auto it = std::find_if(qps_.begin(), qps_.end(), [&](ShmQp* q) { return q->socket_fd() == fd; });
-      if (it == qps_.end() || (*it)->state() != QpState::kRts) {
+      ShmQp* qp = qp_of_fd(fd);
+      if (qp == nullptr || qp->state() != QpState::kRts) {
         // The listener, a handshake, a connect's answer: poll_cm reads them.
         // A socket of a QP in error needs nothing more: it leaves the set.
-        if (it != qps_.end() && (*it)->state() == QpState::kError) unwatch_fd(fd);
+        if (qp != nullptr && qp->state() == QpState::kError) unwatch_fd(fd);
         else cm = true;
         continue;
       }
       // WAKE messages (and segments, a goodbye, a hang-up): read them now,
       // or the socket stays readable and the next sleep ends at once.
-      if (!(*it)->drain_ctl())
-        (*it)->peer_vanished(make_error(Errc::kDisconnected, "shm: the peer closed the connection or died"));
+      if (!qp->drain_ctl())
+        qp->peer_vanished(make_error(Errc::kDisconnected, "shm: the peer closed the connection or died"));
     }
   }
   return cm || !events_.empty();
@@ -188,6 +190,10 @@ void ShmQp::disarm() {
 
 void ShmQp::ring_peer() {
   ring_due_ = false;
+  // Our bit in the link first, if not set since our last store (shm_link.cc):
+  // the fence below orders it, with what we stored before, ahead of the
+  // load of the wait word.
+  if (notify_due_) notify_peer();
   if (peer_ep_ == nullptr || sock_ < 0 || peer_gone_ || vanished_) return;
   // Our stores (seq words, cons, state) before the load of its wait word.
   std::atomic_thread_fence(std::memory_order_seq_cst);

@@ -60,6 +60,7 @@ struct Conn {
   uint8_t* area = nullptr;
   std::unique_ptr<Qp> qp;
   std::unique_ptr<FastMr> fmr;
+  fuzz::PeerLink link;     // our bit: set after what the server must act on
   uint32_t prod = 0;       // the client's next descriptor index
   uint32_t published = 0;  // below: seq words stored (kPublish)
   uint32_t recv_id = 0;
@@ -137,7 +138,7 @@ bool connect(Conn& c, Input& in) {
   FUZZ_CHECK(s.dev->accept(req, c.qp.get(), {}).is_ok(), "accept of a valid hello failed");
   CmEvent ev;
   FUZZ_CHECK(s.dev->poll_cm(&ev) && ev.type == CmEventType::kEstablished, "no established event");
-  fuzz::drain_socket(c.sock);  // the accept message
+  FUZZ_CHECK(c.link.take_accept(c.sock), "the ACCEPT carried no link");
 
   // A fast MR registered over part of the arena, as the engine's FRWR does.
   c.fmr = std::move(s.pd->alloc_fast_mr(8)).value();
@@ -166,6 +167,7 @@ void teardown(Conn& c) {
   close(c.sock);
   munmap(c.area, area_size(kSlots));
   close(c.area_fd);
+  c.link.unmap();
   s.check_fds();
 }
 
@@ -250,6 +252,7 @@ void ack(Conn& c, Input& in) {
     }
   }
   r->cons.store(to, std::memory_order_release);
+  c.link.notify();
 }
 
 void state(Conn& c, Input& in) {
@@ -259,6 +262,7 @@ void state(Conn& c, Input& in) {
   e->err_status = in.u8();
   e->err_valid = f & 0x08 ? 1 : in.u8();
   e->state.store((f & 0x04) ? in.u32() : f & 3, std::memory_order_release);
+  c.link.notify();
 }
 
 // kSegment operands: flags, index, size, then raw fields if asked. The
@@ -364,6 +368,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             std::atomic_ref<uint32_t>(c.slots(0)[c.published % kSlots].seq)
                 .store(slot_seq(c.published, kSlotShift), std::memory_order_release);
         }
+        c.link.notify();
         break;
       case kAck: ack(c, in); break;
       case kState: state(c, in); break;
@@ -372,6 +377,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case kServerRecv: post_recv(c, in); break;
       case kPoll: {
         uint8_t f = in.u8();
+        if (f & 8) c.link.scribble(in);  // a hostile peer's bits: its own loss
         poll_server(c, 1 + (f & 3), (f & 4) != 0);
         break;
       }

@@ -125,6 +125,83 @@ inline void drain_socket(int sock) {
   }
 }
 
+// One message into buf (up to len bytes) and the first fd it carried (or
+// -1; any others are closed). Bytes received, or <= 0.
+inline ssize_t recv_with_fd(int sock, void* buf, size_t len, int* fd) {
+  *fd = -1;
+  iovec iov{buf, len};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 8)];
+  mh.msg_control = cbuf;
+  mh.msg_controllen = sizeof cbuf;
+  ssize_t r = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (r <= 0) return r;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < n; ++i) {
+      int f;
+      std::memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
+      if (*fd < 0) *fd = f;
+      else close(f);
+    }
+  }
+  return r;
+}
+
+// The client's side of a link (pmd/shm/shm_layout.h, ShmLink): the page of
+// activity words the server sent with its ACCEPT. The server's polls visit
+// only the QPs whose bits are set there (and every QP once per safety-net
+// period), so a peer that wrote descriptors without setting its bit would
+// leave the fuzzer's input unread for most polls. notify() is what an
+// honest client does after each store the server must act on; scribble()
+// is a hostile one: any value in any word of the half it may write, which
+// must cost nobody but its own connections.
+struct PeerLink {
+  shm::ShmLink* map = nullptr;
+  uint32_t slot = 0;
+
+  // From the ACCEPT on sock: false when it carried no link.
+  bool take_accept(int sock) {
+    shm::ShmMsg m;
+    int fd = -1;
+    ssize_t r = recv_with_fd(sock, &m, sizeof m, &fd);
+    if (r != static_cast<ssize_t>(sizeof m) || fd < 0 || m.type != shm::kMsgAccept) {
+      if (fd >= 0) close(fd);
+      return false;
+    }
+    void* p = mmap(nullptr, shm::kLinkSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    FUZZ_CHECK(p != MAP_FAILED, "mmap of the server's link: %s", std::strerror(errno));
+    map = static_cast<shm::ShmLink*>(p);
+    slot = m.seg_index;
+    FUZZ_CHECK(slot < shm::kLinkSlots, "the server named slot %u of a link of %u", slot, shm::kLinkSlots);
+    return true;
+  }
+  void notify() {
+    if (map == nullptr) return;
+    shm::ShmLinkHalf& h = map->half[0];
+    h.words[slot / 64].fetch_or(uint64_t{1} << (slot % 64), std::memory_order_release);
+    h.summary.fetch_or(uint64_t{1} << (slot / 64), std::memory_order_release);
+  }
+  void scribble(Input& in) {
+    if (map == nullptr) return;
+    shm::ShmLinkHalf& h = map->half[0];
+    uint8_t f = in.u8();
+    for (uint32_t k = 0; k <= (f & 7u); ++k) h.words[in.u8() % shm::kLinkWords].store(in.u64(), std::memory_order_release);
+    h.summary.store((f & 8) ? ~uint64_t{0} : in.u64(), std::memory_order_release);
+    // The server's half too: it is mapped writable here, and the server
+    // must not trust what it reads back from it either.
+    if (f & 16) map->half[1].summary.store(in.u64(), std::memory_order_release);
+  }
+  void unmap() {
+    if (map != nullptr) munmap(map, shm::kLinkSize);
+    map = nullptr;
+  }
+};
+
 // A client socket connected to the server's listening path, or -1.
 inline int connect_client(const std::string& path) {
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);

@@ -1,0 +1,204 @@
+// pmd/shm links: how a poll finds the QPs with work in O(active), not by
+// visiting every QP (docs/shm-driver.md, "Progress").
+//
+// A link (ShmLink, shm_layout.h) is one shared page of activity words
+// between a server device and one client device of one process: the server
+// makes it at the first accept of a connection from that (pid, device
+// token), sends the memfd with every ACCEPT and names the connection's slot;
+// the client maps it once. Each side sets the peer's bit for a connection
+// after storing what the peer must act on -- a descriptor published, the
+// peer's consumer index advanced, its endpoint state changed -- and each
+// poll exchanges the half it reads and queues the QPs flagged there. The
+// rest of a QP's work is local and queued by whoever makes it (a post, an
+// error to flush, a completion a full CQ held back: ShmQp::mark_active).
+//
+// Why per link, not one page per server that every client writes: a bit is
+// peer input, and a bit set in a shared page could name anyone's connection.
+// In a link only the process the server gave it to (SO_PEERCRED's pid) can
+// write, and its slots name only that process's connections: setting bits
+// makes us visit its own QPs, leaving them clear stalls only its own.
+//
+// Ordering: the publisher's store (seq word, cons, state) comes before its
+// fetch_or of the word, which comes before the fetch_or of the summary (both
+// release); the poller exchanges the summary, then the word (acquire), then
+// visits. News that lands after the exchange sets the bit again for the next
+// poll. Wait mode is unchanged (shm_wait.cc): the publisher sets the bit and
+// then, after its fence, looks at the wait word; the poller's re-check after
+// arming reads the summary, so either it sees the bit or the peer sees the
+// armed word and sends a WAKE.
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "mem/memfd.h"
+#include "shm/shm_internal.h"
+
+namespace tern::shm {
+
+void ShmDevice::collect_links() {
+  for (const auto& l : links_) {
+    ShmLinkHalf& h = l->in();
+    // A load first: an idle link's line stays shared in our cache until the
+    // peer writes it, where an exchange would take it from the peer each time.
+    if (h.summary.load(std::memory_order_relaxed) == 0) continue;
+    uint64_t sum = h.summary.exchange(0, std::memory_order_acq_rel);
+    while (sum != 0) {
+      const uint32_t j = static_cast<uint32_t>(__builtin_ctzll(sum));
+      sum &= sum - 1;
+      uint64_t w = l->in().words[j].exchange(0, std::memory_order_acq_rel);
+      while (w != 0) {
+        const uint32_t slot = j * 64 + static_cast<uint32_t>(__builtin_ctzll(w));
+        w &= w - 1;
+        // Peer-written: a slot we gave no QP of its is ignored.
+        if (slot < l->slots.size() && l->slots[slot] != nullptr) l->slots[slot]->mark_active();
+      }
+    }
+  }
+}
+
+void ShmDevice::visit_ready() {
+  // The whole list, taken first: what a visit queues (a QP with work left,
+  // one a visit made news for) waits for the next poll.
+  ShmQp* qp = ready_head_;
+  ready_head_ = nullptr;
+  while (qp != nullptr) {
+    ShmQp* next = qp->next_ready_;
+    qp->queued_ = false;  // before progress(): what comes after queues it again
+    qp->progress();
+    qp = next;
+  }
+}
+
+void ShmDevice::unready(ShmQp* qp) {
+  if (!qp->queued_) return;
+  for (ShmQp** p = &ready_head_; *p != nullptr; p = &(*p)->next_ready_)
+    if (*p == qp) {
+      *p = qp->next_ready_;
+      break;
+    }
+  qp->queued_ = false;
+}
+
+ShmPeerLink* ShmDevice::link_for_accept(int sock, uint64_t peer_token, uint32_t* slot) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  const int pid = getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 ? cred.pid : -1;
+  ShmPeerLink* link = nullptr;
+  ShmPeerLink* any_of_pid = nullptr;
+  uint32_t of_pid = 0;
+  for (const auto& l : links_) {
+    if (!l->server || l->peer_pid != pid) continue;
+    ++of_pid;
+    const bool room = !l->free_slots.empty() || l->slots.size() < kLinkSlots;
+    if (room && any_of_pid == nullptr) any_of_pid = l.get();
+    if (room && l->peer_token == peer_token) {
+      link = l.get();
+      break;
+    }
+  }
+  // The token is the peer's word: a process naming a new one per connection
+  // would cost us a page and an fd each. Past kMaxLinksPerPeer it shares a
+  // link it has, whose bits its devices then take from each other: its own
+  // loss (the safety net's 10 ms), nobody else's.
+  if (link == nullptr && of_pid >= kMaxLinksPerPeer) link = any_of_pid;
+  if (link == nullptr) {
+    auto fd = mem::create_sealed_memfd("tern-shm-link", kLinkSize, false);
+    if (!fd) return nullptr;
+    void* p = mmap(nullptr, kLinkSize, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+    if (p == MAP_FAILED) {
+      close(*fd);
+      return nullptr;
+    }
+    auto l = std::make_unique<ShmPeerLink>();
+    l->map = static_cast<ShmLink*>(p);  // a fresh memfd: all zero, no news
+    l->fd = *fd;
+    l->server = true;
+    l->peer_pid = pid;
+    l->peer_token = peer_token;
+    link = l.get();
+    links_.push_back(std::move(l));
+    link_in_.push_back(&link->in());
+  }
+  if (!link->free_slots.empty()) {
+    *slot = link->free_slots.back();
+    link->free_slots.pop_back();
+  } else {
+    *slot = static_cast<uint32_t>(link->slots.size());
+    link->slots.push_back(nullptr);
+  }
+  return link;
+}
+
+Result<ShmPeerLink*> ShmDevice::link_for_connect(int fd) {
+  if (Status st = mem::check_peer_memfd(fd, kLinkSize); !st.is_ok())
+    return make_error(Errc::kRemoteError, "shm: the server's link: %s", st.message().c_str());
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) return make_sys_error(Errc::kInternal, errno, "shm: fstat of the server's link");
+  for (const auto& l : links_)
+    if (!l->server && l->dev == static_cast<uint64_t>(sb.st_dev) && l->ino == static_cast<uint64_t>(sb.st_ino))
+      return l.get();
+  void* p = mmap(nullptr, kLinkSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return make_sys_error(Errc::kNoResources, errno, "shm: mapping the server's link");
+  auto l = std::make_unique<ShmPeerLink>();
+  l->map = static_cast<ShmLink*>(p);
+  l->dev = static_cast<uint64_t>(sb.st_dev);
+  l->ino = static_cast<uint64_t>(sb.st_ino);
+  links_.push_back(std::move(l));
+  link_in_.push_back(&links_.back()->in());
+  return links_.back().get();
+}
+
+void ShmDevice::drop_link(ShmPeerLink* link) {
+  for (auto it = links_.begin(); it != links_.end(); ++it) {
+    if (it->get() != link) continue;
+    link_in_.erase(std::find(link_in_.begin(), link_in_.end(), &link->in()));
+    munmap(link->map, kLinkSize);
+    if (link->fd >= 0) close(link->fd);
+    links_.erase(it);
+    return;
+  }
+}
+
+void ShmQp::attach_link(ShmPeerLink* link, uint32_t slot) {
+  if (link->slots.size() <= slot) link->slots.resize(slot + 1, nullptr);
+  // A client's slot may still name a QP whose server side is gone (the
+  // server reuses a slot once its QP there is destroyed; we may not have
+  // noticed the hang-up yet): that QP has no more news to come, and it does
+  // not clear the slot when it goes (detach_link).
+  link->slots[slot] = this;
+  ++link->used;
+  link_ = link;
+  link_slot_ = slot;
+  ShmLinkHalf& out = link->out();
+  notify_word_ = &out.words[slot / 64];
+  notify_summary_ = &out.summary;
+  notify_bit_ = uint64_t{1} << (slot % 64);
+  notify_sum_bit_ = uint64_t{1} << (slot / 64);
+  mark_active();
+}
+
+void ShmQp::detach_link() {
+  if (link_ == nullptr) return;
+  ShmPeerLink* l = link_;
+  link_ = nullptr;
+  notify_word_ = nullptr;
+  notify_summary_ = nullptr;
+  if (l->slots[link_slot_] == this) {
+    l->slots[link_slot_] = nullptr;
+    if (l->server) l->free_slots.push_back(link_slot_);
+  }
+  if (--l->used == 0) dev_->drop_link(l);
+}
+
+void ShmQp::notify_peer() {
+  notify_due_ = false;
+  if (notify_word_ == nullptr || vanished_) return;
+  notify_word_->fetch_or(notify_bit_, std::memory_order_release);
+  notify_summary_->fetch_or(notify_sum_bit_, std::memory_order_release);
+}
+
+}  // namespace tern::shm

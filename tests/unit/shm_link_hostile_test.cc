@@ -1,0 +1,212 @@
+// A hostile client's activity bits cost only its own connections
+// (pmd/shm/shm_link.cc, docs/shm-driver.md "Finding the QPs with work"): a
+// process that writes every word of its link half, all ones, again and
+// again, names slots of connections it does not have; the server visits
+// only the QPs that process owns, and another client's idle connections
+// are still visited only by the safety net, its busy one on its own news.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+
+#include "../fuzz/shm_peer.h"
+#include "base/log.h"
+#include "mem/arena.h"
+#include "rdmadev/rdmadev.h"
+
+namespace tern {
+namespace {
+
+using namespace tern::rdma;
+
+constexpr int kVictims = 16;
+constexpr uint32_t kMsg = 64;
+constexpr uint32_t kSlots = 16;
+
+uint64_t counter(const StatsView& v, const char* name) {
+  for (const StatEntry& e : v)
+    if (std::strcmp(e.name, name) == 0) return e.counter->get();
+  ADD_FAILURE() << "no counter " << name;
+  return 0;
+}
+
+struct End {
+  std::unique_ptr<mem::Arena> arena;
+  std::unique_ptr<Device> dev;
+  std::unique_ptr<Pd> pd;
+  std::unique_ptr<Mr> mr;
+  std::unique_ptr<Cq> cq;
+  std::vector<std::unique_ptr<Qp>> qps;
+  std::vector<Wc> wcs;
+  ~End() {
+    qps.clear();
+    cq.reset();
+    mr.reset();
+    pd.reset();
+    dev.reset();
+  }
+  uint8_t* base() const { return static_cast<uint8_t*>(arena->base()); }
+  Sge sge(size_t off, uint32_t len) const { return Sge{reinterpret_cast<uint64_t>(base() + off), len, mr->lkey()}; }
+  void poll() {
+    Wc wc[64];
+    int n = cq->poll(wc, 64);
+    wcs.insert(wcs.end(), wc, wc + n);
+  }
+  std::unique_ptr<Qp> make_qp() {
+    QpInit in;
+    in.pd = pd.get(), in.send_cq = cq.get(), in.recv_cq = cq.get();
+    in.sq_depth = 64, in.rq_depth = 16, in.max_send_sge = 1, in.max_recv_sge = 1;
+    return std::move(dev->create_qp(in)).value();
+  }
+  void post_recvs(Qp* qp, int q, int n) {
+    for (int k = 0; k < n; ++k) {
+      Sge s = sge((static_cast<size_t>(q) * 16 + static_cast<size_t>(k % 16)) * kMsg, kMsg);
+      RecvWr r{static_cast<uint64_t>(q) << 16 | static_cast<uint64_t>(k), &s, 1};
+      int err = 0;
+      ASSERT_EQ(qp->post_recv(&r, 1, &err), 1);
+    }
+  }
+};
+
+class ShmLinkHostileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    set_log_level(LogLevel::kError);
+    path_ = "/tmp/tern-shm-hostile-" + std::to_string(getpid()) + ".sock";
+    unlink(path_.c_str());
+    for (End* e : {&server_, &client_}) {
+      e->arena = std::move(mem::Arena::create({.size = 4u << 20, .huge = mem::HugePages::kNever, .name = "tern-host"}))
+                     .value();
+      e->dev = std::move(open_device("shm:path=" + path_ + ",ring=64")).value();
+      e->pd = std::move(e->dev->alloc_pd()).value();
+      e->mr = std::move(e->pd->reg_mr(e->arena->base(), e->arena->size(), kAccessLocalWrite)).value();
+      e->cq = std::move(e->dev->create_cq(4096)).value();
+    }
+    ASSERT_TRUE(server_.dev->listen().is_ok());
+    // The well-behaved client's connections first: slots 0..15 of its link.
+    for (int i = 0; i < kVictims; ++i) {
+      client_.qps.push_back(client_.make_qp());
+      ASSERT_TRUE(client_.dev->connect(client_.qps.back().get(), {}).is_ok());
+      accept_next(i);
+    }
+    ASSERT_TRUE(wait_for(
+        [&] {
+          for (auto& q : client_.qps)
+            if (q->state() != QpState::kRts) return false;
+          return true;
+        },
+        "every connection established"));
+    // The hostile one, by hand (tests/fuzz/shm_peer.h): its own socket,
+    // area and hello (device token 0: a link of its own), and the link the
+    // ACCEPT brings, mapped writable.
+    hsock_ = fuzz::connect_client(path_);
+    ASSERT_GE(hsock_, 0);
+    harea_fd_ = fuzz::make_memfd(shm::area_size(kSlots), fuzz::kGoodSeals, 0);
+    harea_ = static_cast<uint8_t*>(
+        mmap(nullptr, shm::area_size(kSlots), PROT_READ | PROT_WRITE, MAP_SHARED, harea_fd_, 0));
+    ASSERT_NE(harea_, MAP_FAILED);
+    fuzz::init_area(harea_, kSlots);
+    shm::ShmMsg m = fuzz::hello_msg(kSlots);
+    fuzz::send_raw(hsock_, &m, sizeof m, &harea_fd_, 1);
+    accept_next(kVictims);
+    ASSERT_TRUE(wait_for([&] { return hlink_.take_accept(hsock_); }, "the hostile client's ACCEPT"));
+  }
+  void TearDown() override {
+    hlink_.unmap();
+    if (harea_ != nullptr && harea_ != MAP_FAILED) munmap(harea_, shm::area_size(kSlots));
+    if (harea_fd_ >= 0) close(harea_fd_);
+    if (hsock_ >= 0) close(hsock_);
+    unlink(path_.c_str());
+  }
+  void accept_next(int i) {
+    ASSERT_TRUE(wait_for([&] { return !requests_.empty(); }, "a connect request"));
+    server_.qps.push_back(server_.make_qp());
+    server_.post_recvs(server_.qps.back().get(), i, 16);
+    ASSERT_TRUE(server_.dev->accept(requests_.front(), server_.qps.back().get(), {}).is_ok());
+    requests_.clear();
+  }
+  // Every word of the hostile half all ones: 4,096 slots named, one of
+  // them its own.
+  void scribble() {
+    if (hlink_.map == nullptr) return;
+    shm::ShmLinkHalf& h = hlink_.map->half[0];
+    for (auto& w : h.words) w.store(~uint64_t{0}, std::memory_order_release);
+    h.summary.store(~uint64_t{0}, std::memory_order_release);
+  }
+  void poll_both() {
+    scribble();
+    server_.poll();
+    client_.poll();
+    CmEvent ev;
+    while (server_.dev->poll_cm(&ev))
+      if (ev.type == CmEventType::kConnectRequest) requests_.push_back(ev.request);
+    while (client_.dev->poll_cm(&ev)) {
+    }
+  }
+  bool wait_for(const std::function<bool()>& pred, const char* what) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < end) {
+      poll_both();
+      if (pred()) return true;
+    }
+    ADD_FAILURE() << "timed out waiting for " << what;
+    return false;
+  }
+  uint64_t visits(int conn) { return counter(server_.qps[conn]->stats(), "visits"); }
+
+  std::string path_;
+  End server_, client_;
+  std::vector<ConnRequest*> requests_;
+  int hsock_ = -1, harea_fd_ = -1;
+  uint8_t* harea_ = nullptr;
+  fuzz::PeerLink hlink_;
+};
+
+TEST_F(ShmLinkHostileTest, BitsNameOnlyTheWritersConnections) {
+  for (int k = 0; k < 200; ++k) poll_both();
+  std::vector<uint64_t> before(kVictims + 1);
+  for (int i = 0; i <= kVictims; ++i) before[i] = visits(i);
+  const auto t0 = std::chrono::steady_clock::now();
+  constexpr int kMessages = 100;
+  int polls = 0;
+  for (int m = 0; m < kMessages; ++m) {
+    server_.wcs.clear();
+    std::memset(client_.base(), static_cast<uint8_t>(m), kMsg);
+    Sge s = client_.sge(0, kMsg);
+    SendWr w{};
+    w.wr_id = 1, w.sg_list = &s, w.num_sge = 1, w.opcode = WrOpcode::kSend, w.flags = kWrSignaled;
+    int err = 0;
+    ASSERT_EQ(client_.qps[0]->post_send(&w, 1, &err), 1);
+    ASSERT_TRUE(wait_for(
+        [&] {
+          ++polls;
+          for (const Wc& wc : server_.wcs)
+            if (wc.opcode == WcOpcode::kRecv) return true;
+          return false;
+        },
+        "the well-behaved client's message"));
+    for (const Wc& wc : server_.wcs)
+      if (wc.opcode == WcOpcode::kRecv) {
+        ASSERT_EQ(wc.status, WcStatus::kSuccess);
+        ASSERT_EQ(wc.qp_num, server_.qps[0]->qp_num());
+        server_.post_recvs(server_.qps[0].get(), 0, 1);
+      }
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  // The well-behaved client's idle connections: the safety net's visits
+  // only (one per 10 ms, plus one for a net already due), whatever the
+  // hostile bits said. Naming their slots in its own link must not reach them.
+  const uint64_t allowed = static_cast<uint64_t>(ms / 10.0) + 2;
+  uint64_t idle = 0;
+  for (int i = 1; i < kVictims; ++i) idle += visits(i) - before[i];
+  EXPECT_LE(idle, allowed * (kVictims - 1))
+      << "over " << polls << " polls in " << ms << " ms, the idle QPs were visited " << idle << " times";
+  // The hostile connection pays for its bits: a visit on (nearly) every poll.
+  EXPECT_GT(visits(kVictims) - before[kVictims], static_cast<uint64_t>(polls) / 2);
+  EXPECT_EQ(server_.qps[kVictims]->state(), QpState::kRts);
+}
+
+}  // namespace
+}  // namespace tern
