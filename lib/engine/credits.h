@@ -226,6 +226,11 @@ class GrantPolicy {
   // head of this file says why one): when the grant is above the goal, or
   // another peer wants credits and c's peer holds more than its share.
   uint32_t grant_for_reply(ConnGrant* c, uint32_t wanted) {
+    // A connection that left (drained) holds nothing, but a call it received
+    // after its loss was seen -- a receive completed before the QP's error,
+    // polled late -- can still be answered by its handler: the reply cannot
+    // arrive, and must not touch the pool's counts or a peer that is gone.
+    if (TERN_UNLIKELY(!c->admitted)) return 1;
     const uint32_t target = std::clamp<uint32_t>(wanted, 1, max_);
     PeerCredits* p = c->peer;
     const uint32_t sp = spare();

@@ -49,6 +49,24 @@ uint32_t held_by(const GrantPolicy& p, const char* peer) {
   return pc == nullptr ? 0 : pc->held;
 }
 
+// Found by tern-soak: a server call received on a connection whose loss was
+// already being drained was answered after the connection left the policy;
+// its reply's grant read the peer the connection no longer had (SIGSEGV).
+TEST(PeerCredits, AReplyOnAConnectionThatLeftTouchesNothing) {
+  GrantPolicy p(64, 32);
+  ConnGrant gone, other;
+  ASSERT_TRUE(p.admit(&gone, "a"));
+  ASSERT_TRUE(p.admit(&other, "b"));
+  ASSERT_TRUE(p.on_call(&gone));
+  p.leave(&gone);
+  const uint32_t free_before = p.free();
+  EXPECT_EQ(p.grant_for_reply(&gone, kAll), 1u);
+  p.on_replied(&gone);
+  EXPECT_EQ(p.free(), free_before) << "a departed connection's reply changed the pool";
+  EXPECT_EQ(p.peer("a"), nullptr);
+  EXPECT_EQ(held_by(p, "b"), 1u);
+}
+
 TEST(PeerCredits, APeerAloneBorrowsTheIdleRestButNotTheLendReserve) {
   GrantPolicy p(256, 32);
   p.set_lend_reserve(32);
