@@ -660,6 +660,9 @@ class ShmDevice final : public Device {
   void enqueue_ready(ShmQp* qp, ShmQp** next) {
     *next = ready_head_;
     ready_head_ = qp;
+    // Armed: the host may sleep before its next poll, and no peer will flag
+    // this QP for it (local work, work left by a visit): wake it ourselves.
+    if (TERN_UNLIKELY(armed_)) self_wake();
   }
   // A QP going away leaves the ready list.
   void unready(ShmQp* qp);

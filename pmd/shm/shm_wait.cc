@@ -106,9 +106,13 @@ Status ShmDevice::arm_wait() {
   TERN_TRY(enable_wait());
   sweep_idle();  // a host about to sleep may not call poll_cm for a while
   armed_ = true;
-  // QPs queued for a visit (work left that no peer will flag: a full CQ, a
-  // burst cut short) need the poll a sleep would skip.
-  if (!events_.empty() || ready_head_ != nullptr) self_wake();
+  // Events for poll_cm wake the host at once. QPs queued for a visit do not:
+  // the protocol's second look (step 3) polls the CQs and so visits them,
+  // and what that visit leaves queued (work left that no peer will flag: a
+  // full CQ, a burst cut short) wakes it from enqueue_ready, as does a WR
+  // posted after the arm. Waking for them here woke an idle host for a
+  // receive posted before it slept (tests/conformance/test_wait.cc).
+  if (!events_.empty()) self_wake();
   uint64_t at = 0;
   auto earlier = [&](uint64_t t) {
     if (t != 0 && (at == 0 || t < at)) at = t;
