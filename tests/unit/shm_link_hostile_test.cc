@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "mem/arena.h"
 #include "rdmadev/rdmadev.h"
+#include "shm_test_end.h"
 
 namespace tern {
 namespace {
@@ -22,53 +23,10 @@ namespace {
 using namespace tern::rdma;
 
 constexpr int kVictims = 16;
-constexpr uint32_t kMsg = 64;
+constexpr uint32_t kMsg = shmtest::ManyQpEnd::kMsg;
+using shmtest::counter;
+using End = shmtest::ManyQpEnd;
 constexpr uint32_t kSlots = 16;
-
-uint64_t counter(const StatsView& v, const char* name) {
-  for (const StatEntry& e : v)
-    if (std::strcmp(e.name, name) == 0) return e.counter->get();
-  ADD_FAILURE() << "no counter " << name;
-  return 0;
-}
-
-struct End {
-  std::unique_ptr<mem::Arena> arena;
-  std::unique_ptr<Device> dev;
-  std::unique_ptr<Pd> pd;
-  std::unique_ptr<Mr> mr;
-  std::unique_ptr<Cq> cq;
-  std::vector<std::unique_ptr<Qp>> qps;
-  std::vector<Wc> wcs;
-  ~End() {
-    qps.clear();
-    cq.reset();
-    mr.reset();
-    pd.reset();
-    dev.reset();
-  }
-  uint8_t* base() const { return static_cast<uint8_t*>(arena->base()); }
-  Sge sge(size_t off, uint32_t len) const { return Sge{reinterpret_cast<uint64_t>(base() + off), len, mr->lkey()}; }
-  void poll() {
-    Wc wc[64];
-    int n = cq->poll(wc, 64);
-    wcs.insert(wcs.end(), wc, wc + n);
-  }
-  std::unique_ptr<Qp> make_qp() {
-    QpInit in;
-    in.pd = pd.get(), in.send_cq = cq.get(), in.recv_cq = cq.get();
-    in.sq_depth = 64, in.rq_depth = 16, in.max_send_sge = 1, in.max_recv_sge = 1;
-    return std::move(dev->create_qp(in)).value();
-  }
-  void post_recvs(Qp* qp, int q, int n) {
-    for (int k = 0; k < n; ++k) {
-      Sge s = sge((static_cast<size_t>(q) * 16 + static_cast<size_t>(k % 16)) * kMsg, kMsg);
-      RecvWr r{static_cast<uint64_t>(q) << 16 | static_cast<uint64_t>(k), &s, 1};
-      int err = 0;
-      ASSERT_EQ(qp->post_recv(&r, 1, &err), 1);
-    }
-  }
-};
 
 class ShmLinkHostileTest : public ::testing::Test {
  protected:

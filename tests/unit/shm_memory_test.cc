@@ -16,18 +16,14 @@
 #include "base/log.h"
 #include "mem/arena.h"
 #include "rdmadev/rdmadev.h"
+#include "shm_test_end.h"
 
 namespace tern {
 namespace {
 
 using namespace tern::rdma;
 
-uint64_t counter(const StatsView& v, const char* name) {
-  for (const StatEntry& e : v)
-    if (std::strcmp(e.name, name) == 0) return e.counter->get();
-  ADD_FAILURE() << "no counter " << name;
-  return 0;
-}
+using shmtest::counter;
 
 struct End {
   std::unique_ptr<mem::Arena> arena;

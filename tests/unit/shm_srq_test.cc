@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "mem/arena.h"
 #include "rdmadev/rdmadev.h"
+#include "shm_test_end.h"
 #include "shm/shm_layout.h"
 
 namespace tern::shm {
@@ -32,12 +33,7 @@ constexpr size_t kRecvLen = 256;
 constexpr size_t kSegLen = 64 << 10;       // the hostile client's exported memory
 constexpr uint8_t kUntouched = 0xEE;
 
-uint64_t counter(const StatsView& v, const char* name) {
-  for (const StatEntry& e : v)
-    if (std::strcmp(e.name, name) == 0) return e.counter->get();
-  ADD_FAILURE() << "no counter " << name;
-  return 0;
-}
+using shmtest::counter;
 
 // One end of a connection made with the real driver.
 struct End {
