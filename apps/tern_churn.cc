@@ -1,5 +1,5 @@
-// tern-churn: connection churn against one server engine (issue 21;
-// scripts/measure-churn.sh runs it). Not a test: a measurement.
+// tern-churn: connection churn against one server engine
+// (scripts/measure-churn.sh runs it). Not a test: a measurement.
 //
 // A supervisor forks one server process (one engine over pmd/shm, default
 // options unless told otherwise, an echo handler), one well-behaved client

@@ -1,4 +1,4 @@
-// tern-soak: the fault soak of issue 10 (docs/reliability.md).
+// tern-soak: the seeded fault soak of recovery (docs/reliability.md).
 //
 // A supervisor forks one server process and several client processes that
 // talk ONC RPC over RPC-over-RDMA through pmd/shm. Every client runs one or

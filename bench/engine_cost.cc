@@ -1,5 +1,5 @@
 // tern-engine-cost: the engine's own CPU time per RPC, client side and
-// server side, with the driver's share subtracted (issue 11).
+// server side, with the driver's share subtracted.
 //
 // Both ends run in one thread on one core, so no cache line crosses cores and
 // nothing waits: every nanosecond counted is work. Each loop pass times, with

@@ -1,6 +1,6 @@
 // tern-memcpy: a plain memcpy's throughput, the yardstick for bulk transfers
-// through read and write chunks (issue 11: chunk throughput at least 80% of
-// a memcpy of the same size, measured in the same run; scripts/compare-ucx.sh).
+// through read and write chunks (their goal: at least 80% of a memcpy of
+// the same size, measured in the same run; scripts/compare-ucx.sh).
 // One thread, pinned, copies SIZE bytes from one buffer to another, round
 // robin over BUFS source and BUFS destination buffers (as tern-perf --bulk
 // with --qd BUFS keeps BUFS buffers in flight on each side), for SECONDS.

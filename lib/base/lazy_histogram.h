@@ -3,7 +3,7 @@
 //
 // A Histogram is 8 KiB whether it saw one sample or a billion. One per
 // connection was the largest part of what an idle connection cost its
-// server (issue 21: 10,000 connections on one engine, at most 16 KiB each),
+// server (10,000 connections on one engine, at most 16 KiB each),
 // and a connection's round trips land in a few powers of two. Here the
 // buckets come in groups of Histogram::kSubBuckets (one power of two, 256
 // bytes), allocated the first time a sample lands in the group: a

@@ -3,7 +3,7 @@
 //
 // std::deque allocates a 512-byte node and its map when it is constructed,
 // empty or not: three per server connection were ~1.8 KiB of every idle
-// connection (issue 21: 10,000 connections at most 16 KiB each). Most
+// connection (a server holds 10,000 connections at at most 16 KiB each). Most
 // connections never queue anything (these queues hold work waiting for
 // send-queue room or a free server call), so an empty RingFifo holds no
 // memory; one that queued keeps its ring for the next time.

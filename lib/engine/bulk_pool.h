@@ -3,8 +3,8 @@
 // results and reply-chunk staging; a client's long-call staging. Calls draw
 // blocks when they need them and give them back when done, so an idle
 // connection holds no bulk memory and a server's memory no longer grows with
-// its connections (issue 9: the old engine gave every server call slot
-// max_bulk + max_reply of its own, and three idle peers filled the arena).
+// its connections (an engine that gave every server call slot max_bulk +
+// max_reply of its own let three idle peers fill its arena).
 //
 // A binary buddy allocator over one region of the arena: blocks of
 // min_block << k bytes up to max_block, split on demand and merged with

@@ -423,7 +423,8 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   // destroyed at teardown). Either way the call is now in flight.
   if (!post(chain, SendCtxKind::kCallSend, r->index)) return SendResult::kConnFailed;
   // The Send owner's reference is taken only once the WRs are posted (the
-  // 2026 patch set's rule: a failed post must not hold the request).
+  // rule of the "xprtrdma: Decouple req recycling from RPC completion" series (linux-nfs, 2026):
+  // a failed post must not hold the request).
   r->send_owner = true;
   if (TERN_UNLIKELY(bd != nullptr)) r->ts_posted = now_ticks();
   // Counted once the call is committed: an attempt that ran short of MRs or
@@ -592,8 +593,9 @@ void ClientConn::process(Request* r, ReqEvent ev) {
     case ReqEvent::kDrained:
       // The QP is drained. The registrations of a call that did not finish
       // are in an unknown state (a REG_MR or LOCAL_INV may have been
-      // flushed): destroyed, never reused (seed 003). Then it completes once
-      // -- or, when the connection re-establishes itself, it is sent again
+      // flushed): destroyed, never reused (the kernel's xprtrdma commit
+      // "Properly recover FRWRs with in-flight FASTREG WRs"). Then it
+      // completes once -- or, when the connection re-establishes itself, it is sent again
       // with its xid (reconnecting_ says; on_drained requeues it).
       switch (r->state) {
         case ReqState::kBacklog:

@@ -4,7 +4,8 @@
 // ceiling and jitter, a give-up deadline, RFC 8797 private data negotiated
 // anew -- with the calls that were in flight sent again with their xids
 // once every registration of the old connection is fenced (the drain, then
-// the MRs destroyed: seed 003). The Connection object lives across it all.
+// the MRs destroyed: the kernel's xprtrdma commit "Properly recover FRWRs
+// with in-flight FASTREG WRs"). The Connection object lives across it all.
 #include <algorithm>
 #include <random>
 

@@ -34,8 +34,8 @@ struct ConnCounters {
   Counter credit_waits;     // client: calls that waited for the server's grant
   Counter backlog_depth;    // client: sum over calls of the backlog they found (mountstats' bklog_u)
   Counter ring_full;        // the send-context ring was full (xprtrdma's empty_sendctx_q)
-  Counter retransmits;      // 0 until reconnection exists (issue 10)
-  Counter timeouts;         // 0 until deadlines exist (issue 10)
+  Counter retransmits;      // calls sent again, same xid, after a reconnect
+  Counter timeouts;         // calls ended by their deadline (kTimedOut)
 };
 
 // One procedure (prog, vers, proc), on one side. The client's RTT is

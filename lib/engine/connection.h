@@ -16,7 +16,8 @@
 //                them (ib_drain_qp's way), and nothing is released until
 //                their flush completions prove the queues empty -- an MR
 //                whose REG_MR or LOCAL_INV is still in flight must not be
-//                touched (seed 003).
+//                touched (the kernel's
+//                xprtrdma commit "Properly recover FRWRs with in-flight FASTREG WRs").
 //   kDead:       drained: every WR of ours has completed; the unsignaled
 //                Sends' owners are released, registrations of unfinished
 //                calls destroyed, and every call completed once

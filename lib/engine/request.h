@@ -1,7 +1,8 @@
 // A client call's life, as one state machine (the way SPDK's
 // nvmf_rdma_request_process keeps an NVMe-oF request's): the states, a
 // comment on each, and every transition in ClientConn::process
-// (client_call.cc). A request has two owners (the 2026 xprtrdma patch set):
+// (client_call.cc). A request has two owners (as in the
+// "xprtrdma: Decouple req recycling from RPC completion" series (linux-nfs, 2026)):
 // the RPC side, from call() until its callback has run, and the Send side,
 // from the moment its Send is posted until a completion proves that Send
 // done (Sends are mostly unsignaled, so that can come long after the reply).

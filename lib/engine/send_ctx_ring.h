@@ -17,7 +17,8 @@
 // with an error) lands on its own chain's context; a context is processed
 // once, by whichever completion reaches it first. A chain whose post failed
 // cancels its context, and teardown releases the unsignaled tail that no
-// completion will ever walk (the 2026 xprtrdma patch set's rule).
+// completion will ever walk (the rule of the
+// "xprtrdma: Decouple req recycling from RPC completion" series (linux-nfs, 2026)).
 #pragma once
 
 #include <algorithm>
@@ -49,7 +50,8 @@ class SendCtxRing {
   // every `batch`. The storage starts at kInitial contexts and doubles as
   // chains in flight need it: an idle connection (most of a gateway's
   // thousands) never needs more than a few, a busy one reaches `size` in
-  // its first bursts (issue 21: 16 KiB per idle connection).
+  // its first bursts (an idle connection must cost its server at most
+  // 16 KiB: docs/performance.md, "Connections at scale").
   static constexpr uint32_t kInitial = 8;
   SendCtxRing(uint32_t size, uint32_t batch) : size_(size), batch_(batch) {
     TERN_REQUIRE(size >= 2 && (size & (size - 1)) == 0, "send context ring size %u must be a power of two", size);

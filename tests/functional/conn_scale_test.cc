@@ -1,4 +1,5 @@
-// Many connections to one server engine (issue 21, "Scale"): a client
+// Many connections to one server engine (docs/performance.md, "Connections
+// at scale"): a client
 // process opens thousands of pmd/shm connections to this process's server
 // engine, every one makes a call whose reply it checks, and then, with all
 // of them idle, what they cost the server is read from its allocator's own

@@ -1,5 +1,4 @@
-// The server's connection table against a peer that wants all of it
-// (issue 21): one process fills the table with idle connections, or asks
+// The server's connection table against a peer that wants all of it: one process fills the table with idle connections, or asks
 // for more than its per-peer limit, or keeps a call in flight on every
 // connection it holds -- and another process, another peer (pmd/shm names a
 // peer by its process), still connects and is answered, or is refused with

@@ -1,4 +1,4 @@
-// The prober/writer matrix of issue 22, in one process over pmd/shm: one
+// The prober/writer matrix (docs/nfs-gateway.md, "Storage"), in one process over pmd/shm: one
 // tern-nfsd engine (Nfs3Server with its reply cache, polled as tern-nfsd
 // polls it: wait mode when idle) exporting a directory on this machine's
 // disk, a "prober" client doing GETATTR in a loop, and "writer" clients

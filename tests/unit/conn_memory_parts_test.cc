@@ -1,4 +1,4 @@
-// The pieces that keep an idle connection cheap (issue 21): LazyHistogram
+// The pieces that keep an idle connection cheap: LazyHistogram
 // (buckets allocated as samples land), RingFifo (no memory until used) and
 // SendCtxRing's storage growing under chains in flight. Each must behave as
 // what it replaced: the same percentiles, the same order, the same wr_id
