@@ -2,8 +2,8 @@
 // that the same flag means the same thing in the same unit everywhere:
 // counts and byte sizes with K/M/G suffixes, durations in seconds unless a
 // unit says otherwise, output files where "-" is stdout, and server
-// addresses with an optional port, IPv6 in brackets. Header-only: the two
-// tools link different libraries.
+// addresses with an optional port, IPv6 in brackets. Header-only (JSON text
+// from base/json.h, which both tools' libraries carry).
 #pragma once
 
 #include <cerrno>
@@ -14,6 +14,8 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+
+#include "base/json.h"
 
 namespace tern::apps {
 
@@ -52,26 +54,8 @@ inline bool parse_duration(const char* s, double max_s, double* out_s) {
   return true;
 }
 
-// `s` as the inside of a JSON string literal: quotes, backslashes and
-// control characters escaped; other bytes pass as they are.
-inline std::string json_escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\u%04x", c);
-      out += b;
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
+// `s` as the inside of a JSON string literal (base/json.h).
+using tern::json_escape;
 
 // An output named on the command line: "-" is stdout (never closed), any
 // other name a file opened now, before the work whose results it will hold,

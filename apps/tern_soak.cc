@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "base/version.h"
 #include "cli_args.h"
@@ -1347,12 +1348,9 @@ void report(double secs) {
       std::fprintf(stderr, "tern-soak: cannot write %s\n", g_o.json_path.c_str());
       return;
     }
-    std::fprintf(j, "{\"seed\":%" PRIu64 ",\"seconds\":%.1f,\"command\":\"", g_seed, secs);
-    for (char ch : g_command) {
-      if (ch == '"' || ch == '\\') std::fputc('\\', j);
-      std::fputc(ch, j);
-    }
-    std::fprintf(j, "\",\"pass\":%s,\"faults\":%" PRIu64, bad == 0 && total(k_ok) > 0 ? "true" : "false",
+    std::fprintf(j, "{\"seed\":%" PRIu64 ",\"seconds\":%.1f,\"command\":%s", g_seed, secs,
+                 json_quote(g_command).c_str());
+    std::fprintf(j, ",\"pass\":%s,\"faults\":%" PRIu64, bad == 0 && total(k_ok) > 0 ? "true" : "false",
                  total_faults());
     for (int c = 0; c < kNumCtr; ++c) std::fprintf(j, ",\"%s\":%" PRIu64, kCtrName[c], total(static_cast<Ctr>(c)));
     std::fprintf(j, ",\"status\":{");

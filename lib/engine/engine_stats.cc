@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "base/clock.h"
+#include "base/json.h"
 #include "engine/engine_impl.h"
 #include "engine/engine_testing.h"
 #include "engine/reg_cache_registrar.h"
@@ -46,22 +47,10 @@ const char* state_name(ConnBase::State s) {
   return "?";
 }
 
-// JSON text for s: quotes, backslashes and control characters escaped.
+// JSON text for s (base/json.h), quotes included.
 void json_string(std::string& out, std::string_view s) {
   out += '"';
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
+  json_escape_to(out, s);
   out += '"';
 }
 

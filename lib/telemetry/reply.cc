@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "base/check.h"
+#include "base/json.h"
 
 namespace tern::telemetry {
 
@@ -16,27 +17,7 @@ bool valid_name(std::string_view name) {
   return true;
 }
 
-std::string json_quote(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
+std::string json_quote(std::string_view s) { return tern::json_quote(s); }
 
 void Reply::add(std::string_view name, Value v) {
   TERN_REQUIRE(shape_ != Shape::kList, "telemetry reply: add_*(\"%.*s\") after append()",

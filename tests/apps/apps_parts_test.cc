@@ -54,7 +54,8 @@ TEST(JsonEscape, QuotesBackslashesControls) {
   // A file named q"x made tern-nfs-read's JSON invalid.
   EXPECT_EQ(json_escape("q\"x"), "q\\\"x");
   EXPECT_EQ(json_escape("a\\b"), "a\\\\b");
-  EXPECT_EQ(json_escape("t\tn\n"), "t\\u0009n\\u000a");
+  EXPECT_EQ(json_escape("t\tn\n"), "t\\tn\\n");
+  EXPECT_EQ(json_escape(std::string_view("\x01\x7f", 2)), "\\u0001\\u007f");
   EXPECT_EQ(json_escape("/dir/file"), "/dir/file");
 }
 
