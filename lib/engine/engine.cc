@@ -127,6 +127,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& given) {
   const size_t half = bulk_bytes / 2;
   e->shares = std::make_unique<BulkShares>(bulk_bytes, std::clamp(reserve, std::min(block, half), half), block);
   e->rw_timeout_ticks = ticks_from_ns(uint64_t{o.server_rw_timeout_ms} * 1'000'000);
+  e->keepalive_ticks = ticks_from_ns(uint64_t{o.keepalive_ms} * 1'000'000);
   // Telemetry: readable from outside the process when the host runs an
   // exporter (EAL's, or the Unix socket); costs nothing otherwise.
   auto src = telemetry::register_source(
@@ -370,6 +371,7 @@ Result<Connection*> EngineImpl::connect(std::string_view spec) {
     return s;
   }
   c->connect_deadline = now_ticks() + ticks_from_ns(uint64_t{opt.connect_timeout_ms} * 1'000'000);
+  c->timer_due(c->connect_deadline);
   return static_cast<Connection*>(c);
 }
 
