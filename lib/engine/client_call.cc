@@ -413,11 +413,9 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   // by the first poll after its first call: 56 of 256 connections made over
   // rxe in the VM, the call sent again on a new connection, or failed if
   // no_retry.
-  if (credits.in_flight() == 0) {
-    t_last_recv = now_ticks();
-    // Keepalive watches the silence from now: due by then at the latest.
-    if (eng->keepalive_ticks != 0) timer_due(t_last_recv + eng->keepalive_ticks);
-  }
+  // (The engine's timers have this connection filed within keepalive_ms of
+  // their last look at it, whatever it does: ClientConn::refile_at.)
+  if (credits.in_flight() == 0) t_last_recv = now_ticks();
   credits.sent();
   r->state = ReqState::kSent;
   r->act_prev = nullptr;

@@ -68,6 +68,13 @@ class ClientConn final : public ConnBase {
   int tick(uint64_t now);
   // The next time tick() has something to do (ticks; 0: nothing).
   uint64_t next_tick() const;
+  // When the engine's timers should look next, after a visit at `now`:
+  // next_tick(), but a connection that is up with keepalive on no later than
+  // the shorter of keepalive_ms and keepalive_idle_ms from now. What a send
+  // starts is due later than that look -- keepalive_ms after a call goes in
+  // flight while none were, keepalive_idle_ms after the last call -- so a
+  // send need not file the connection itself.
+  uint64_t refile_at(uint64_t now) const;
   // Something may be due at `at` (ticks), earlier than the engine's timers
   // have this connection filed: filed by then (client_timers.h).
   void timer_due(uint64_t at) {

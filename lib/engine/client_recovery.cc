@@ -134,7 +134,7 @@ void ClientConn::on_up() {
   backoff_ns = 0;
   connect_deadline = 0;
   t_last_recv = now_ticks();
-  timer_due(t_last_recv);  // keepalive from now on: the next tick looks
+  timer_due(refile_at(t_last_recv));  // keepalive from now on
   if (again) eng->st.reconnects.add();
   set_pub(ConnState::kReady, Status::ok());
 }
@@ -160,7 +160,7 @@ void ClientConn::send_probe() {
 void ClientConn::probe_done(void* ctx, const CallReply& rep) {
   auto* c = static_cast<ClientConn*>(ctx);
   c->probe_in_flight = false;
-  c->timer_due(c->eng->now_tick);  // keepalive watches again: the next tick looks
+  c->timer_due(c->refile_at(now_ticks()));  // keepalive watches again
   // Any answer (PROG_UNAVAIL, PROC_UNAVAIL... included) proves the server
   // alive; silence past the probe's timeout proves the opposite.
   if (rep.status == CallStatus::kTimedOut && c->life == State::kReady) {
@@ -292,6 +292,15 @@ int ClientConn::tick(uint64_t now) {
       break;
   }
   return work;
+}
+
+uint64_t ClientConn::refile_at(uint64_t now) const {
+  uint64_t at = next_tick();
+  if (life == State::kReady && eng->keepalive_look_ticks != 0) {
+    const uint64_t by = now + eng->keepalive_look_ticks;
+    if (at == 0 || by < at) at = by;
+  }
+  return at;
 }
 
 uint64_t ClientConn::next_tick() const {

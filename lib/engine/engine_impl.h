@@ -219,9 +219,10 @@ class EngineImpl final : public Engine {
   // the bound in ticks (0: none).
   RwDeadlines rw_due;
   uint64_t rw_timeout_ticks = 0;
-  // EngineOptions::keepalive_ms in ticks (0: no keepalive), for a call's
-  // send: converting per call cost a call to tick_hz().
-  uint64_t keepalive_ticks = 0;
+  // The shorter of EngineOptions::keepalive_ms and keepalive_idle_ms, in
+  // ticks (0: no keepalive): how long the timers may leave a connection
+  // that is up without a look (ClientConn::refile_at).
+  uint64_t keepalive_look_ticks = 0;
   // Connections with work waiting for resources.
   ConnBase* service_head = nullptr;
   ConnBase* service_tail = nullptr;

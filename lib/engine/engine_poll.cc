@@ -244,7 +244,7 @@ int EngineImpl::run_timers() {
     // only the connections with something due (client_timers.h). Taken
     // first: a callback may make a new connection or bring another's time
     // earlier, which files it for the next tick. Each is filed again under
-    // what its tick left to do.
+    // what its tick left to do (ClientConn::refile_at).
     if (timers.first() != 0 && timers.first() <= now) {
       timers_due.clear();
       timers.take_due(now, &timers_due);
@@ -252,7 +252,7 @@ int EngineImpl::run_timers() {
       for (size_t i = 0; i < timers_due.size(); ++i) {
         ClientConn* c = timers_due[i];
         work += c->tick(now);
-        timers.file(c, c->next_tick());
+        timers.file(c, c->refile_at(now));
       }
     }
     if (!rw_due.empty()) work += expire_rw(now);
