@@ -296,8 +296,12 @@ int ClientConn::tick(uint64_t now) {
 
 uint64_t ClientConn::refile_at(uint64_t now) const {
   uint64_t at = next_tick();
-  if (life == State::kReady && eng->keepalive_look_ticks != 0) {
-    const uint64_t by = now + eng->keepalive_look_ticks;
+  if (const uint64_t look = eng->keepalive_look_ticks; life == State::kReady && look != 0) {
+    // Rounded down to a quarter of the period: the connections filed for a
+    // look come due together, so a host asleep in wait mode wakes for them
+    // a few times a period, not once per connection.
+    uint64_t by = now + look;
+    if (look >= 4) by -= by % (look / 4);
     if (at == 0 || by < at) at = by;
   }
   return at;
