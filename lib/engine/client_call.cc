@@ -49,6 +49,7 @@ ClientConn::ClientConn(EngineImpl* e, DeviceCtx* d)
     : ConnBase(e, d, false), credits(e->opt.credits), xids(e->opt.credits), next_xid(first_xid(id)) {}
 
 ClientConn::~ClientConn() {
+  eng->timers.remove(this);
   // Calls that never finished (the engine is going away with the device
   // gone): their MRs are in an unknown state and are destroyed.
   for (Request* r = backlog_head; r != nullptr;) {
@@ -412,6 +413,8 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   // by the first poll after its first call: 56 of 256 connections made over
   // rxe in the VM, the call sent again on a new connection, or failed if
   // no_retry.
+  // (The engine's timers have this connection filed within keepalive_ms of
+  // their last look at it, whatever it does: ClientConn::refile_at.)
   if (credits.in_flight() == 0) t_last_recv = now_ticks();
   credits.sent();
   r->state = ReqState::kSent;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/connection.h"
+#include "engine/client_timers.h"
 #include "engine/credits.h"
 #include "engine/request.h"
 #include "engine/xid_table.h"
@@ -67,6 +68,23 @@ class ClientConn final : public ConnBase {
   int tick(uint64_t now);
   // The next time tick() has something to do (ticks; 0: nothing).
   uint64_t next_tick() const;
+  // When the engine's timers should look next, after a visit at `now`:
+  // next_tick(), but a connection that is up with keepalive on no later than
+  // the shorter of keepalive_ms and keepalive_idle_ms from now. What a send
+  // starts is due later than that look -- keepalive_ms after a call goes in
+  // flight while none were, keepalive_idle_ms after the last call -- so a
+  // send need not file the connection itself.
+  uint64_t refile_at(uint64_t now) const;
+  // Something may be due at `at` (ticks), earlier than the engine's timers
+  // have this connection filed: filed by then (client_timers.h).
+  void timer_due(uint64_t at) {
+    if (timer_pos == ClientTimers::kNotFiled || at < timer_at) file_timer(at);
+  }
+  void file_timer(uint64_t at);
+  // Where the engine's timers have it (client_timers.h): the time it is
+  // filed under, and its place in the heap.
+  uint64_t timer_at = 0;
+  uint32_t timer_pos = ClientTimers::kNotFiled;
   // The host-visible state changes (and the callback hears it).
   void set_pub(ConnState to, const Status& why);
   // Declares the connection dead (keepalive, connect timeout): it drains,

@@ -75,7 +75,10 @@ void ClientConn::link_deadline(Request* r) {
   if (after != nullptr) after->dl_next = r;
   else dl_head = r;
   r->on_deadline_list = true;
+  timer_due(r->deadline);
 }
+
+void ClientConn::file_timer(uint64_t at) { eng->timers.due(this, at); }
 
 void ClientConn::unlink_deadline(Request* r) {
   if (r->dl_prev != nullptr) r->dl_prev->dl_next = r->dl_next;
@@ -132,6 +135,7 @@ void ClientConn::on_up() {
   backoff_ns = 0;
   connect_deadline = 0;
   t_last_recv = now_ticks();
+  timer_due(refile_at(t_last_recv));  // keepalive from now on
   if (again) eng->st.reconnects.add();
   set_pub(ConnState::kReady, Status::ok());
 }
@@ -157,6 +161,7 @@ void ClientConn::send_probe() {
 void ClientConn::probe_done(void* ctx, const CallReply& rep) {
   auto* c = static_cast<ClientConn*>(ctx);
   c->probe_in_flight = false;
+  c->timer_due(c->refile_at(now_ticks()));  // keepalive watches again
   // Any answer (PROG_UNAVAIL, PROC_UNAVAIL... included) proves the server
   // alive; silence past the probe's timeout proves the opposite.
   if (rep.status == CallStatus::kTimedOut && c->life == State::kReady) {
@@ -182,6 +187,7 @@ void ClientConn::schedule_reconnect() {
   static thread_local std::minstd_rand rng(static_cast<uint32_t>(monotonic_ns()));
   const uint64_t jitter = backoff_ns / 2 > 0 ? rng() % (backoff_ns / 2) : 0;
   next_attempt = now + ticks_from_ns(backoff_ns - backoff_ns / 4 + jitter);
+  timer_due(next_attempt);
   TERN_LOG(kInfo, "engine", "conn %llu: reconnecting to %s in %llu ms (%u calls waiting)",
            static_cast<unsigned long long>(id), dc->spec.c_str(),
            static_cast<unsigned long long>(ns_from_ticks(next_attempt - now) / 1'000'000), backlog_len);
@@ -214,6 +220,7 @@ void ClientConn::reconnect_now() {
   }
   life = State::kConnecting;
   connect_deadline = now_ticks() + ticks_from_ns(uint64_t{eng->opt.connect_timeout_ms} * 1'000'000);
+  timer_due(connect_deadline);
 }
 
 // ---------------------------------------------------------------- the tick
@@ -286,6 +293,19 @@ int ClientConn::tick(uint64_t now) {
       break;
   }
   return work;
+}
+
+uint64_t ClientConn::refile_at(uint64_t now) const {
+  uint64_t at = next_tick();
+  if (const uint64_t look = eng->keepalive_look_ticks; life == State::kReady && look != 0) {
+    // Rounded down to a quarter of the period: the connections filed for a
+    // look come due together, so a host asleep in wait mode wakes for them
+    // a few times a period, not once per connection.
+    uint64_t by = now + look;
+    if (look >= 4) by -= by % (look / 4);
+    if (at == 0 || by < at) at = by;
+  }
+  return at;
 }
 
 uint64_t ClientConn::next_tick() const {

@@ -127,6 +127,12 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& given) {
   const size_t half = bulk_bytes / 2;
   e->shares = std::make_unique<BulkShares>(bulk_bytes, std::clamp(reserve, std::min(block, half), half), block);
   e->rw_timeout_ticks = ticks_from_ns(uint64_t{o.server_rw_timeout_ms} * 1'000'000);
+  // The longest a connection that is up goes between two looks of the
+  // timers (ClientConn::refile_at): the shorter of the two keepalive times.
+  if (o.keepalive_ms != 0)
+    e->keepalive_look_ticks = ticks_from_ns(
+        uint64_t{o.keepalive_idle_ms != 0 ? std::min(o.keepalive_ms, o.keepalive_idle_ms) : o.keepalive_ms} *
+        1'000'000);
   // Telemetry: readable from outside the process when the host runs an
   // exporter (EAL's, or the Unix socket); costs nothing otherwise.
   auto src = telemetry::register_source(
@@ -370,6 +376,7 @@ Result<Connection*> EngineImpl::connect(std::string_view spec) {
     return s;
   }
   c->connect_deadline = now_ticks() + ticks_from_ns(uint64_t{opt.connect_timeout_ms} * 1'000'000);
+  c->timer_due(c->connect_deadline);
   return static_cast<Connection*>(c);
 }
 

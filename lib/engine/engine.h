@@ -522,6 +522,10 @@ struct EngineStats {
   // for any reason, cancels.
   Counter reconnects, reconnect_attempts, retransmits, late_replies, keepalive_probes, keepalive_failures;
   Counter declared_dead, cancels;
+  // Client connections the millisecond tick looked at for deadlines,
+  // keepalive, connect timeouts and reconnects (only those with something
+  // due: docs/engine.md, "Timers").
+  Counter timer_visits;
   // Server calls a handler released unanswered (ServerCall::drop).
   Counter calls_dropped;
   // Connections dropped because their peer did not complete a pull or a

@@ -35,6 +35,7 @@
 #include "engine/bulk_pool.h"
 #include "engine/bulk_share.h"
 #include "engine/client_conn.h"
+#include "engine/client_timers.h"
 #include "engine/conn_admission.h"
 #include "engine/conn_stats.h"
 #include "engine/device_ctx.h"
@@ -180,12 +181,16 @@ class EngineImpl final : public Engine {
   // reclaimed (before conns: a connection leaves them when destroyed).
   PeerConns peers;
   uint32_t reaping = 0;
+  // The client connections by when their timers are next due (before
+  // conns: a connection leaves it when destroyed).
+  ClientTimers timers;
+  std::vector<ClientConn*> timers_due;  // run_timers' scratch
   // Connections by slot (wr_ids name the slot); null slots are free.
   std::vector<std::unique_ptr<ConnBase>> conns;
   std::vector<uint32_t> free_slots;
   uint32_t nconns = 0;
-  // Client connections: their timers (deadlines, keepalive, reconnects)
-  // run from poll()'s millisecond tick.
+  // Client connections. Their timers (deadlines, keepalive, reconnects)
+  // run from poll()'s millisecond tick, for those due (timers).
   std::vector<ClientConn*> clients;
   // The earliest time a client's tick has work (ticks; 0: none), for wait
   // mode; next_timer_tick() also counts the pull/push deadlines.
@@ -214,6 +219,10 @@ class EngineImpl final : public Engine {
   // the bound in ticks (0: none).
   RwDeadlines rw_due;
   uint64_t rw_timeout_ticks = 0;
+  // The shorter of EngineOptions::keepalive_ms and keepalive_idle_ms, in
+  // ticks (0: no keepalive): how long the timers may leave a connection
+  // that is up without a look (ClientConn::refile_at).
+  uint64_t keepalive_look_ticks = 0;
   // Connections with work waiting for resources.
   ConnBase* service_head = nullptr;
   ConnBase* service_tail = nullptr;

@@ -141,6 +141,7 @@ StatsView EngineImpl::fixed_view() const {
                  {"retransmits", &st.retransmits},
                  {"late_replies", &st.late_replies},
                  {"keepalive_probes", &st.keepalive_probes},
+                 {"timer_visits", &st.timer_visits},
                  {"keepalive_failures", &st.keepalive_failures},
                  {"declared_dead", &st.declared_dead},
                  {"cancels", &st.cancels},

@@ -126,11 +126,13 @@ class ShmCq final : public Cq {
     ring_[i] = wc;
     ++count_;
   }
-  void attach(ShmQp* qp) { qps_.push_back(qp); }
+  void attach(ShmQp* qp);
   void detach(ShmQp* qp);
 
  private:
-  // Every kSafetyNetNs, poll() visits every attached QP (docs/shm-driver.md).
+  // The safety net (docs/shm-driver.md): every kSafetyNetNs / kNetSlices,
+  // poll() looks at the next slice of the attached QPs, round robin, and
+  // visits those no poll has visited since their last look.
   void safety_net();
 
   ShmDevice* dev_;
@@ -138,8 +140,12 @@ class ShmCq final : public Cq {
   uint32_t cap_;
   uint32_t head_ = 0, count_ = 0;
   std::vector<ShmQp*> qps_;  // attached
+  // Each QP's visit count at the safety net's last look (by qps_ index):
+  // per CQ, since a QP attached to two CQs is looked at by each.
+  std::vector<uint32_t> net_seen_;
   uint32_t polls_ = 0;
   uint64_t net_tick_ = 0, net_ticks_ = 0;
+  size_t net_next_ = 0;      // the safety net's next look starts at this QP
   bool armed_ = false;       // arm() until the device's ack_wait()
 };
 
@@ -294,11 +300,17 @@ struct ShmQpStats {
 inline constexpr uint32_t kSqInitial = 16;
 inline constexpr uint64_t kIdleTrimNs = 1'000'000'000;
 inline constexpr uint64_t kIdleSweepNs = 250'000'000;
-// How often a CQ's poll visits every QP attached to it, whatever the links
-// say (ShmCq::safety_net): a bound on how long a QP can wait for news its
-// peer never flagged (a peer that does not set bits, or news we forgot to
-// queue), not a path the protocol relies on.
+// How often a CQ's poll looks at every QP attached to it, whatever the links
+// say (ShmCq::safety_net), and visits those no poll visited since the last
+// look: a bound on how long a QP can wait for news its peer never flagged
+// (a peer that does not set bits, or news we forgot to queue), not a path
+// the protocol relies on. An idle QP waits at most one period, one visited
+// since its last look at most two (the look after the visit passes it).
+// The looks are spread over the period in kNetSlices slices, so that a poll
+// never walks a thousand QPs at once, and a busy QP (visited anyway) costs
+// the net one comparison per period, not a visit.
 inline constexpr uint64_t kSafetyNetNs = 10'000'000;
+inline constexpr uint32_t kNetSlices = 8;
 // Links a server makes for one client process (shm_link.cc): one per client
 // device token, up to this many; past it the process's connections share.
 inline constexpr uint32_t kMaxLinksPerPeer = 8;
@@ -328,6 +340,9 @@ class ShmQp final : public Qp {
   // queued once and visited by whichever CQ polls first, and its
   // completions land in its own CQs whichever that is.
   inline void mark_active();
+  // Visits so far (wrapping): the safety net's looks (ShmCq::safety_net)
+  // compare it with what they saw last time.
+  uint32_t visit_count() const { return visit_count_; }
   // Links (shm_link.cc): our slot in the link, and setting our bit in the
   // peer's half.
   void attach_link(ShmPeerLink* link, uint32_t slot);
@@ -480,6 +495,7 @@ class ShmQp final : public Qp {
   uint64_t notify_bit_ = 0, notify_sum_bit_ = 0;
   bool notify_due_ = false;    // the peer's consumer index advanced: set our bit soon
   bool queued_ = false;        // on the device's ready list
+  uint32_t visit_count_ = 0;   // progress() passes (visit_count())
   ShmQp* next_ready_ = nullptr;  // the next QP on it
   // Send-queue index past the last local WR issued (REG_MR, LOCAL_INV): one
   // behind a remote WR the peer has not executed completes only when we see

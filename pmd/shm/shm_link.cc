@@ -40,21 +40,26 @@
 namespace tern::shm {
 
 void ShmDevice::collect_links() {
-  for (const auto& l : links_) {
-    ShmLinkHalf& h = l->in();
+  // link_in_[i] is links_[i]->in(), kept side by side: the half and the
+  // slot table are each loaded once per link, not once per bit.
+  for (size_t i = 0; i < link_in_.size(); ++i) {
+    ShmLinkHalf* h = link_in_[i];
     // A load first: an idle link's line stays shared in our cache until the
     // peer writes it, where an exchange would take it from the peer each time.
-    if (h.summary.load(std::memory_order_relaxed) == 0) continue;
-    uint64_t sum = h.summary.exchange(0, std::memory_order_acq_rel);
+    if (h->summary.load(std::memory_order_relaxed) == 0) continue;
+    uint64_t sum = h->summary.exchange(0, std::memory_order_acq_rel);
+    const std::vector<ShmQp*>& slots = links_[i]->slots;
+    ShmQp* const* slot_qp = slots.data();
+    const size_t nslots = slots.size();
     while (sum != 0) {
       const uint32_t j = static_cast<uint32_t>(__builtin_ctzll(sum));
       sum &= sum - 1;
-      uint64_t w = l->in().words[j].exchange(0, std::memory_order_acq_rel);
+      uint64_t w = h->words[j].exchange(0, std::memory_order_acq_rel);
       while (w != 0) {
         const uint32_t slot = j * 64 + static_cast<uint32_t>(__builtin_ctzll(w));
         w &= w - 1;
         // Peer-written: a slot we gave no QP of its is ignored.
-        if (slot < l->slots.size() && l->slots[slot] != nullptr) l->slots[slot]->mark_active();
+        if (slot < nslots && slot_qp[slot] != nullptr) slot_qp[slot]->mark_active();
       }
     }
   }

@@ -879,6 +879,7 @@ void ShmQp::capture_executed(const ShmDesc& d, const uint8_t* const* src, const 
 void ShmQp::progress() {
   st_.visits.add();
   revisit_ = false;
+  ++visit_count_;
   if (state_ == QpState::kRts) {
     uint32_t ps = peer_ep_->state.load(std::memory_order_acquire);
     if (TERN_UNLIKELY(ps != kEpActive)) {
