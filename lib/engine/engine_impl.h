@@ -129,7 +129,8 @@ class EngineImpl final : public Engine {
   void dispatch_recv(DeviceCtx* dc, const rdma::Wc& wc) { dispatch_recv(dc, wc, dc->conn_of(wc.qp_num)); }
   // Service order among peers (peer_service.h): a receive of a server
   // connection waits in its peer's queue (or, when it cannot, is served at
-  // once); serve_held() serves this pass's turn of what waits; release_held()
+  // once, and its connection asks for service); serve_held() serves this
+  // pass's turn of what waits, from serve_connections(); release_held()
   // serves what waits of connection c (of all: nullptr) now, before c goes
   // (a connection that is not ready gives the buffers back).
   void hold_or_take(const rdma::Wc& wc, ConnBase* c, int pos);

@@ -91,6 +91,9 @@ void EngineImpl::hold_or_take(const Wc& wc, ConnBase* c, int pos) {
       // Off the device's count now: the queue's posting and the credits
       // it covers see the buffer as taken, as it is.
       c->rq->completed(buf);
+      // Its turn is served from the service list (serve_connections), so
+      // that a pass without held calls pays no test of its own for them.
+      c->want_service();
       return;
     }
   }
@@ -233,8 +236,6 @@ int EngineImpl::poll() {
     }
     ++rx_batch;  // nothing matches it outside the batch
   }
-  // Calls of several peers: this pass's turn of each (peer_service.h).
-  if (TERN_UNLIKELY(!service.empty())) work += serve_held();
   if (shares->any_waiting()) work += serve_memory_waiters();
   if (service_head != nullptr) work += serve_connections();
   // The host's own completions, after this pass's calls reached their
@@ -270,6 +271,8 @@ int EngineImpl::serve_connections() {
   // Connections with work that waited for resources, each once per pass
   // (those that ask again during the walk wait for the next pass).
   int work = 0;
+  // Calls of several peers: this pass's turn of each (peer_service.h).
+  if (!service.empty()) work += serve_held();
   ConnBase* c = service_head;
   service_head = service_tail = nullptr;
   while (c != nullptr) {
@@ -310,6 +313,8 @@ int EngineImpl::serve_connections() {
     }
     c = next;
   }
+  // Calls still held: the next pass serves their turn.
+  if (!service.empty()) service.any_conn()->want_service();
   return work;
 }
 

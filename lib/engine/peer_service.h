@@ -80,6 +80,8 @@ class PeerService {
   // first, in order()[0..n); they leave their queues. Returns n.
   uint32_t release(const ConnBase* c);
   const uint32_t* order() const { return order_.get(); }
+  // A connection with a receive held (!empty()).
+  ConnBase* any_conn() const { return held_at_[ring_.front()->head].conn; }
   const Held& at(uint32_t index) const { return held_at_[index]; }
 
  private:
