@@ -38,6 +38,7 @@
 #include <unordered_map>
 
 #include "base/intrusive_list.h"
+#include "engine/peer_service.h"
 #include "engine/server_call.h"
 
 namespace tern::rpc {
@@ -50,6 +51,8 @@ struct PeerShare {
   bool active = false; // holds or waits for memory: counted among the peers sharing the pool
   IntrusiveList<SrvCall, &SrvCall::wait_link> waiting;
   ListLink<PeerShare> ring_link;  // on the ring of peers with calls waiting
+  // Its place in the order received calls are served in (peer_service.h).
+  ServiceQueue svc;
 };
 
 class BulkShares {

@@ -236,6 +236,9 @@ void ConnBase::close() {
 void ConnBase::finish_teardown() {
   // The QP is drained: no WR of ours is outstanding. Release the owners of
   // the unsignaled tail, then the role fails every call that did not finish.
+  // Its received calls still waiting for their turn (peer_service.h) go
+  // back first, while its receive queue is still there to take them.
+  if (TERN_UNLIKELY(!eng->service.empty())) eng->release_held(this);
   sq_->release_all([&](const SendCtx& c) { ctx_done(c, false, nullptr); });
   life = State::kDead;
   on_drained();

@@ -37,6 +37,7 @@
 #include "engine/conn_stats.h"
 #include "engine/device_ctx.h"
 #include "engine/engine.h"
+#include "engine/peer_service.h"
 #include "engine/receive_queue.h"
 #include "engine/send_queue.h"
 #include "telemetry/registry.h"
@@ -155,6 +156,10 @@ class ConnBase : public Connection {
   bool in_service = false;  // on the engine's service list
   ConnBase* next_service = nullptr;
   bool by_qpn_entered = false;
+  // Its peer's place in the service order (peer_service.h): a server
+  // connection's, from on_up(); null for a client connection (its receives
+  // are replies, served at once).
+  ServiceQueue* svc_peer = nullptr;
   // Observability (conn_stats.h): written only by the engine's thread.
   ConnCounters cs;
   // Its round trips: buckets allocated as they are used (lazy_histogram.h),

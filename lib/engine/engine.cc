@@ -113,6 +113,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& given) {
 #endif
   e->send_bufs = std::make_unique<MsgBufPool>(e->arena.get(), o.inline_send, o.send_buffers, e->poison);
   e->recv_bufs = std::make_unique<MsgBufPool>(e->arena.get(), o.inline_recv, o.recv_buffers, e->poison);
+  e->service.set_capacity(o.recv_buffers);
   e->send_bufs_low = EngineImpl::three_quarters(e->send_bufs->max_count());
   e->srv_calls_low = EngineImpl::three_quarters(e->srv_call_cap);
   const size_t block = pow2_at_least(std::max<size_t>({o.max_bulk, size_t{o.max_reply} + 256, o.max_long_call}));

@@ -18,7 +18,7 @@
 //   wire.cc              RPC-over-RDMA and ONC RPC headers (lib/rpcrdma, lib/oncrpc)
 // and one file per concept: credits.h, sq_budget.h, send_ctx_ring.h +
 // send_queue.h, request.h, server_call.h, registrar.h (frwr_registrar,
-// reg_cache_registrar), bulk_pool.h, bulk_share.h, rw_deadline.h, msg_buf.h, receive_queue.h,
+// reg_cache_registrar), bulk_pool.h, bulk_share.h, peer_service.h, rw_deadline.h, msg_buf.h, receive_queue.h,
 // xid_table.h, handler_table.h, chunks.h, wr_id.h.
 #pragma once
 
@@ -42,6 +42,7 @@
 #include "engine/engine.h"
 #include "engine/handler_table.h"
 #include "engine/msg_buf.h"
+#include "engine/peer_service.h"
 #include "engine/request.h"
 #include "engine/rw_deadline.h"
 #include "engine/server_call.h"
@@ -127,6 +128,15 @@ class EngineImpl final : public Engine {
   // has already looked up for the batch.
   void dispatch_recv(DeviceCtx* dc, const rdma::Wc& wc, ConnBase* owner);
   void dispatch_recv(DeviceCtx* dc, const rdma::Wc& wc) { dispatch_recv(dc, wc, dc->conn_of(wc.qp_num)); }
+  // Service order among peers (peer_service.h): a receive of a server
+  // connection waits in its peer's queue (or, when it cannot, is served at
+  // once, and its connection asks for service); serve_held() serves this
+  // pass's turn of what waits, from serve_connections(); release_held()
+  // serves what waits of connection c (of all: nullptr) now, before c goes
+  // (a connection that is not ready gives the buffers back).
+  void hold_or_take(const rdma::Wc& wc, ConnBase* c, int pos);
+  int serve_held();
+  void release_held(const ConnBase* c);
   // Server calls waiting for memory, in their peers' queues (bulk_share.h).
   // stop_waiting: served (its peer's turn is charged) or not (freed).
   void wait_for_memory(SrvCall* sc);
@@ -223,6 +233,11 @@ class EngineImpl final : public Engine {
   // ticks (0: no keepalive): how long the timers may leave a connection
   // that is up without a look (ClientConn::refile_at).
   uint64_t keepalive_look_ticks = 0;
+  // Received calls of several peers waiting for their turn (peer_service.h).
+  // One call per peer per round while another peer waits: the smallest
+  // turn, so another peer's call waits behind at most one of each other's.
+  static constexpr uint32_t kServiceQuantum = 1;
+  PeerService service{0, kServiceQuantum};
   // Connections with work waiting for resources.
   ConnBase* service_head = nullptr;
   ConnBase* service_tail = nullptr;

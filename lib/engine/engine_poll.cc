@@ -69,7 +69,68 @@ namespace {
 
 }  // namespace
 
-void EngineImpl::dispatch_recv(DeviceCtx*, const Wc& wc, ConnBase* c) { take_receive(*this, wc, c); }
+void EngineImpl::dispatch_recv(DeviceCtx*, const Wc& wc, ConnBase* c) {
+  // Outside poll()'s batches (a reclaimed QP's last receives): a connection
+  // whose peer has calls waiting must not overtake them.
+  if (TERN_UNLIKELY(!service.empty())) {
+    hold_or_take(wc, c, 0);
+    return;
+  }
+  take_receive(*this, wc, c);
+}
+
+void EngineImpl::hold_or_take(const Wc& wc, ConnBase* c, int pos) {
+  // Only a call on a ready server connection waits for its turn; anything
+  // else (a reply, a flush, a drain marker, a first message that
+  // establishes its connection) is served now, as it always was.
+  if (c != nullptr && c->svc_peer != nullptr && c->life == ConnBase::State::kReady &&
+      wc.status == WcStatus::kSuccess && wr_id_kind(wc.wr_id) == WrKind::kRecv) {
+    MsgBuf* buf = recv_bufs->at(wr_id_value(wc.wr_id));
+    if (buf != nullptr && buf->where == MsgBuf::Where::kPosted && buf->queue < queues.size() &&
+        queues[buf->queue] == c->rq && service.hold(c->svc_peer, buf->index, wc, c)) {
+      // Off the device's count now: the queue's posting and the credits
+      // it covers see the buffer as taken, as it is.
+      c->rq->completed(buf);
+      // Its turn is served from the service list (serve_connections), so
+      // that a pass without held calls pays no test of its own for them.
+      c->want_service();
+      return;
+    }
+  }
+  rx_pos = pos;
+  take_receive(*this, wc, c);
+}
+
+int EngineImpl::serve_held() {
+  const uint32_t n = service.plan();
+  const uint32_t* order = service.order();
+  // The turn is a batch like poll()'s: a reply need not be signaled while
+  // its connection has another call later in this turn.
+  ++rx_batch;
+  for (uint32_t i = 0; i < n; ++i) {
+    ConnBase* c = service.at(order[i]).conn;
+    c->rx_batch = rx_batch;
+    c->rx_last = static_cast<int>(i);
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    const PeerService::Held& h = service.at(order[i]);
+    rx_pos = static_cast<int>(i);
+    h.conn->on_receive(recv_bufs->at(order[i]), h.wc);
+  }
+  ++rx_batch;
+  // What is still held is work for the next pass: no sleep before it.
+  return static_cast<int>(n) + (service.empty() ? 0 : 1);
+}
+
+void EngineImpl::release_held(const ConnBase* c) {
+  const uint32_t n = service.release(c);
+  const uint32_t* order = service.order();
+  ++rx_batch;  // none of them is "in hand" for another
+  for (uint32_t i = 0; i < n; ++i) {
+    const PeerService::Held& h = service.at(order[i]);
+    h.conn->on_receive(recv_bufs->at(order[i]), h.wc);
+  }
+}
 
 void EngineImpl::unlink_service(ConnBase* c) {
   ConnBase* prev = nullptr;
@@ -137,23 +198,41 @@ int EngineImpl::poll() {
     if (n == 0) continue;
     work += n;
     if (n == 1) {
-      // A batch of one: no other call of its connection in hand.
-      rx_pos = 0;
-      take_receive(*this, wc[0], dc->conn_of(wc[0].qp_num));
+      // A batch of one: no other call of its connection in hand. Behind
+      // calls already waiting for their turn, it waits for its own.
+      if (TERN_UNLIKELY(!service.empty())) {
+        ++rx_batch;
+        hold_or_take(wc[0], dc->conn_of(wc[0].qp_num), 0);
+      } else {
+        rx_pos = 0;
+        take_receive(*this, wc[0], dc->conn_of(wc[0].qp_num));
+      }
       ++rx_batch;  // nothing matches it outside the batch
       continue;
     }
     // With more than one receive, each one's connection and where each
     // connection's last receive of the batch is, first: a reply need not be
     // signaled while its connection has another call in hand (one signal
-    // per batch rather than one per reply).
+    // per batch rather than one per reply). And whether they all belong to
+    // one peer: then (with nothing waiting) they are served in order now.
     ConnBase* owner[32];
     ++rx_batch;
+    const ServiceQueue* peer0 = nullptr;
+    bool mixed = !service.empty();
     for (int i = 0; i < n; ++i)
-      if ((owner[i] = dc->conn_of(wc[i].qp_num)) != nullptr) owner[i]->rx_batch = rx_batch, owner[i]->rx_last = i;
-    for (int i = 0; i < n; ++i) {
-      rx_pos = i;
-      take_receive(*this, wc[i], owner[i]);
+      if ((owner[i] = dc->conn_of(wc[i].qp_num)) != nullptr) {
+        owner[i]->rx_batch = rx_batch, owner[i]->rx_last = i;
+        if (owner[i]->svc_peer != peer0) mixed |= i != 0, peer0 = owner[i]->svc_peer;
+      }
+    if (TERN_UNLIKELY(mixed)) {
+      // Several peers' calls (or calls behind others waiting): each waits
+      // in its peer's queue for its turn (serve_held()).
+      for (int i = 0; i < n; ++i) hold_or_take(wc[i], owner[i], i);
+    } else {
+      for (int i = 0; i < n; ++i) {
+        rx_pos = i;
+        take_receive(*this, wc[i], owner[i]);
+      }
     }
     ++rx_batch;  // nothing matches it outside the batch
   }
@@ -192,6 +271,8 @@ int EngineImpl::serve_connections() {
   // Connections with work that waited for resources, each once per pass
   // (those that ask again during the walk wait for the next pass).
   int work = 0;
+  // Calls of several peers: this pass's turn of each (peer_service.h).
+  if (!service.empty()) work += serve_held();
   ConnBase* c = service_head;
   service_head = service_tail = nullptr;
   while (c != nullptr) {
@@ -213,6 +294,9 @@ int EngineImpl::serve_connections() {
         for (int n; (n = c->dc->rcq->poll(left, 32)) > 0;)
           for (int i = 0; i < n; ++i) dispatch_recv(c->dc, left[i]);
       }
+      // Nothing of it may wait for a turn once its slot (and QP number)
+      // can be given to another (its teardown released them already).
+      if (!service.empty()) release_held(c);
       const uint32_t s = c->slot;
       if (!c->server) {
         auto it = std::find(clients.begin(), clients.end(), static_cast<ClientConn*>(c));
@@ -229,6 +313,8 @@ int EngineImpl::serve_connections() {
     }
     c = next;
   }
+  // Calls still held: the next pass serves their turn.
+  if (!service.empty()) service.any_conn()->want_service();
   return work;
 }
 
@@ -305,6 +391,9 @@ void EngineImpl::shutdown() {
       c->on_disconnected(make_error(Errc::kDisconnected, "the engine is shutting down"));
     any |= c->life == ConnBase::State::kDraining;
   }
+  // Calls still waiting for their turn: their connections are lost now, so
+  // their buffers simply go back.
+  if (!service.empty()) release_held(nullptr);
   if (!any) return;
   const uint64_t deadline = now_ticks() + ticks_from_ns(2'000'000'000);
   for (;;) {

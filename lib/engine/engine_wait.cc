@@ -83,6 +83,8 @@ int EngineImpl::wait_fd() {
 Result<bool> EngineImpl::prepare_wait() {
   // Called twice without a poll(): the first arm's wake-up may hold events.
   if (waiting.armed && finish_wait() > 0) return false;
+  // Calls waiting for their turn (peer_service.h) are work now.
+  if (!service.empty()) return false;
   TERN_TRY(join_devices(*this));
   // Armed from here: whatever happens next, the next poll() acks.
   waiting.armed = true;

@@ -42,6 +42,7 @@ void ServerConn::on_up() {
   // Admission may have named the peer from its connection request already.
   if (peer_key.empty()) peer_key = qp->peer_host();
   if (share == nullptr) share = eng->shares->attach(peer_key);
+  svc_peer = &share->svc;
 }
 
 uint8_t* ServerConn::pool_get(SrvCall* sc, size_t len) {
