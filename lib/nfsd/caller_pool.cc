@@ -105,7 +105,8 @@ int CallerPool::poll() {
       // done() may submit again (a job continued in another): the peer
       // stays while it has work.
       j->j.done(j->j.ctx, j->res);
-      if (p->in_flight == 0 && p->waiting.empty()) peers_.erase(p->id);
+      // By iterator, not by p->id: that string dies in the erase.
+      if (p->in_flight == 0 && p->waiting.empty()) peers_.erase(peers_.find(p->id));
       delete j;
       ++n;
     }
