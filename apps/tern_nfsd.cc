@@ -476,7 +476,7 @@ struct Worker {
 void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::ReplyCache* drc, const nfsd::Mountd* md) {
   uint64_t calls[nfs::kNfs3ProcCount] = {};
   uint64_t errors = 0, garbage = 0, replays = 0, drops = 0, rbytes = 0, wbytes = 0, rchunks = 0, refused = 0;
-  uint64_t nowait = 0, deferred = 0, io_queued = 0, io_failed = 0;
+  uint64_t nowait = 0, deferred = 0, io_queued = 0, io_failed = 0, caller_jobs = 0, caller_queued = 0, wnowait = 0;
   const char* backend = "";
   for (const auto& w : ws) {
     const nfsd::Nfs3Stats& s = w->srv->stats();
@@ -487,6 +487,8 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
     const nfsd::StorageStats& io = w->srv->storage().stats();
     io_queued += io.queued.get(), io_failed += io.failed.get();
     backend = w->srv->storage().backend();
+    caller_jobs += s.caller_deferred.get(), wnowait += s.write_nowait.get();
+    caller_queued += w->srv->callers().stats().queued.get();
     rbytes += s.read_bytes.get(), wbytes += s.write_bytes.get(), rchunks += s.read_chunk_replies.get();
   }
   std::string line = "stats:";
@@ -504,7 +506,8 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
           " drc_drops=" + std::to_string(drops) + " refused=" + std::to_string(refused) +
           " storage=" + backend + " storage_deferred=" + std::to_string(deferred) +
           " read_nowait=" + std::to_string(nowait) + " storage_queued=" + std::to_string(io_queued) +
-          " storage_failed=" + std::to_string(io_failed);
+          " storage_failed=" + std::to_string(io_failed) + " write_nowait=" + std::to_string(wnowait) +
+          " caller_jobs=" + std::to_string(caller_jobs) + " caller_queued=" + std::to_string(caller_queued);
   if (drc != nullptr)
     line += " drc_loaded=" + std::to_string(drc->loaded()) + " drc_file_hits=" + std::to_string(drc->hits_from_file());
   if (md != nullptr)

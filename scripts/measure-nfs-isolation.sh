@@ -5,8 +5,10 @@
 # UNSTABLE WRITEs with a COMMIT every 16 -- the prober's calls/s and p99 and
 # their ratio to its solo figures of the same run. Runs the matrix with the
 # synchronous storage path (--storage sync: file I/O on the engine's thread,
-# as tern-nfsd did before) and then with the asynchronous one (auto:
-# io_uring, else worker threads), --rounds times each, alternating.
+# as tern-nfsd did before), with the asynchronous one but UNSTABLE WRITEs on
+# the engine's thread (--unstable-inline: as before they went through the
+# queue), and with the asynchronous one (auto: io_uring, else worker
+# threads), --rounds times each, alternating.
 # Goal: the asynchronous path keeps the prober at >= 0.8x its solo rate and
 # <= 1.5x its solo p99 next to every writer load.
 #
@@ -26,7 +28,7 @@ while (($#)); do
     --seconds) secs=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
-    -h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "measure-nfs-isolation: unknown option $1" >&2; exit 2 ;;
     *) build=$1; shift ;;
   esac
@@ -40,9 +42,13 @@ extra=()
 [[ -n $dir ]] && extra=(--dir "$dir")
 echo "# $(date -u +%F) commit $(git rev-parse --short HEAD) $(uname -r) $(nproc) cores"
 for ((r = 1; r <= rounds; r++)); do
-  for mode in sync auto; do
+  for mode in sync inline auto; do
     echo
-    echo "## round $r, --storage $mode"
-    "$prog" --seconds "$secs" --storage "$mode" "${extra[@]}"
+    case $mode in
+      inline) echo "## round $r, --storage auto --unstable-inline"
+              "$prog" --seconds "$secs" --storage auto --unstable-inline "${extra[@]}" ;;
+      *) echo "## round $r, --storage $mode"
+         "$prog" --seconds "$secs" --storage "$mode" "${extra[@]}" ;;
+    esac
   done
 done

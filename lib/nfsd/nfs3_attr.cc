@@ -34,43 +34,64 @@ timespec to_timespec(TimeHow how, const NfsTime3& t) {
 
 }  // namespace
 
-Nfs3Stat Nfs3Server::apply_sattr(const Op& op, FdCache::Entry* e, const struct stat& st, const Sattr3& sa,
-                                 bool with_mode) {
+void Nfs3Server::apply_sattr(Op& op, FdCache::Entry* e, const struct stat& st, const Sattr3& sa, bool with_mode,
+                             Then k) {
+  bool truncate = false;
   if (sa.set_size) {
-    if (S_ISDIR(st.st_mode)) return Nfs3Stat::kIsdir;
-    if (!S_ISREG(st.st_mode)) return Nfs3Stat::kInval;
+    if (S_ISDIR(st.st_mode)) return k(op, Nfs3Stat::kIsdir);
+    if (!S_ISREG(st.st_mode)) return k(op, Nfs3Stat::kInval);
     // Owner override, as for WRITE: a file's owner may size it whatever its mode.
-    if (st.st_uid != op.cred.uid && !may(op, st, 2)) return Nfs3Stat::kAccess;
+    if (st.st_uid != op.cred.uid && !may(op, st, 2)) return k(op, Nfs3Stat::kAccess);
     if (static_cast<uint64_t>(st.st_size) != sa.size) {
-      if (sa.size > static_cast<uint64_t>(INT64_MAX)) return Nfs3Stat::kFbig;
-      int fd = io_fd(e, true);
-      if (fd < 0 || ftruncate(fd, static_cast<off_t>(sa.size)) != 0) return nfs3_stat_from_errno(errno);
+      if (sa.size > static_cast<uint64_t>(INT64_MAX)) return k(op, Nfs3Stat::kFbig);
+      truncate = true;
     }
   }
   const bool owner = sa.set_uid || sa.set_gid;
   const bool times = sa.atime_how != TimeHow::kDontChange || sa.mtime_how != TimeHow::kDontChange;
   const bool mode = with_mode && sa.set_mode && !S_ISLNK(st.st_mode);  // a symlink has no mode of its own
-  if (!owner && !times && !mode) return Nfs3Stat::kOk;
-  const int fd = e->path_fd;
-  return as_caller(op.cred, [&] {
-    if (mode) {
-      // chmod through the descriptor's /proc link: the object itself, and
-      // the kernel checks that the caller owns it.
-      char path[40];
-      snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-      if (chmod(path, sa.mode & 07777) != 0) return nfs3_stat_from_errno(errno);
-    }
-    if (owner) {
-      const uid_t u = sa.set_uid ? sa.uid : static_cast<uid_t>(-1);
-      const gid_t g = sa.set_gid ? sa.gid : static_cast<gid_t>(-1);
-      if (fchownat(fd, "", u, g, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return nfs3_stat_from_errno(errno);
-    }
-    if (times) {
-      timespec ts[2] = {to_timespec(sa.atime_how, sa.atime), to_timespec(sa.mtime_how, sa.mtime)};
-      if (utimensat(fd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return nfs3_stat_from_errno(errno);
-    }
-    return Nfs3Stat::kOk;
-  });
+  if (!truncate && !owner && !times && !mode) return k(op, Nfs3Stat::kOk);
+  // The job's own descriptors: the cache may close its copies before it runs.
+  struct Job {
+    OwnedFd path, io;
+    Sattr3 sa;
+  };
+  auto j = std::make_shared<Job>();
+  j->sa = sa;
+  j->path.fd = fcntl(e->path_fd, F_DUPFD_CLOEXEC, 0);
+  if (j->path.fd < 0) return k(op, nfs3_stat_from_errno(errno));
+  if (truncate) {
+    // Opened as the server (the owner override above): a truncate through a
+    // descriptor open for writing is not checked again, whoever does it.
+    const int fd = io_fd(e, true);
+    if (fd < 0 || (j->io.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) return k(op, nfs3_stat_from_errno(errno));
+  }
+  as_caller(
+      op,
+      [j, truncate, owner, times, mode] {
+        const Sattr3& sa = j->sa;
+        const int fd = j->path.fd;
+        // Freeing a large file's extents can wait for the disk: here, not on the engine.
+        if (truncate && ftruncate(j->io.fd, static_cast<off_t>(sa.size)) != 0) return nfs3_stat_from_errno(errno);
+        if (mode) {
+          // chmod through the descriptor's /proc link: the object itself, and
+          // the kernel checks that the caller owns it.
+          char path[40];
+          snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+          if (chmod(path, sa.mode & 07777) != 0) return nfs3_stat_from_errno(errno);
+        }
+        if (owner) {
+          const uid_t u = sa.set_uid ? sa.uid : static_cast<uid_t>(-1);
+          const gid_t g = sa.set_gid ? sa.gid : static_cast<gid_t>(-1);
+          if (fchownat(fd, "", u, g, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return nfs3_stat_from_errno(errno);
+        }
+        if (times) {
+          timespec ts[2] = {to_timespec(sa.atime_how, sa.atime), to_timespec(sa.mtime_how, sa.mtime)};
+          if (utimensat(fd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return nfs3_stat_from_errno(errno);
+        }
+        return Nfs3Stat::kOk;
+      },
+      std::move(k));
 }
 
 bool Nfs3Server::proc_getattr(Op& op) {
@@ -92,20 +113,25 @@ bool Nfs3Server::proc_setattr(Op& op) {
   FdCache::Entry* e = nullptr;
   struct stat st;
   r.status = resolve_stat(op, a.obj, &e, &st);
-  if (r.status == Nfs3Stat::kOk) {
-    r.wcc.before = wcc_attr(st);
-    if (op.read_only) {
-      r.status = Nfs3Stat::kRofs;
-    } else if (a.check_ctime && (static_cast<uint32_t>(st.st_ctim.tv_sec) != a.guard_ctime.seconds ||
-                                 static_cast<uint32_t>(st.st_ctim.tv_nsec) != a.guard_ctime.nseconds)) {
-      r.status = Nfs3Stat::kNotSync;
-    } else {
-      r.status = apply_sattr(op, e, st, a.attr, true);
-    }
-    struct stat after;
-    if (fstat(e->path_fd, &after) == 0) r.wcc.after = fattr(op, after);
+  if (r.status != Nfs3Stat::kOk) {
+    encode(op.w, r);
+    return true;
   }
-  encode(op.w, r);
+  r.wcc.before = wcc_attr(st);
+  // The attributes after are the object's, through a descriptor of the
+  // call's own (the cached one may be gone by the time the job finished).
+  auto obj = std::make_shared<OwnedFd>(fcntl(e->path_fd, F_DUPFD_CLOEXEC, 0));
+  Then k = [this, r, obj](Op& op, Nfs3Stat s) mutable {
+    r.status = s;
+    struct stat after;
+    if (obj->fd >= 0 && fstat(obj->fd, &after) == 0) r.wcc.after = fattr(op, after);
+    encode(op.w, r);
+  };
+  if (op.read_only) return k(op, Nfs3Stat::kRofs), true;
+  if (a.check_ctime && (static_cast<uint32_t>(st.st_ctim.tv_sec) != a.guard_ctime.seconds ||
+                        static_cast<uint32_t>(st.st_ctim.tv_nsec) != a.guard_ctime.nseconds))
+    return k(op, Nfs3Stat::kNotSync), true;
+  apply_sattr(op, e, st, a.attr, true, std::move(k));
   return true;
 }
 

@@ -7,8 +7,8 @@
 // themselves go through openat2() with RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS
 // and RESOLVE_NO_XDEV as well (a symlink is returned as itself, never
 // followed; a file system mounted inside the export is not entered), and
-// everything that creates or removes a name runs as the caller (on the
-// caller thread, caller_thread.h); LOOKUP checks search permission itself.
+// everything that creates or removes a name runs as the caller (on a
+// CallerPool worker, caller_pool.h); LOOKUP checks search permission itself.
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
@@ -141,8 +141,8 @@ bool Nfs3Server::begin_create(Op& op, const Fh3& dir, FdCache::Entry** d, struct
   return false;
 }
 
-Nfs3Stat Nfs3Server::set_after_create(const Op& op, int fd, const Sattr3& rest) {
-  if (!rest.any()) return Nfs3Stat::kOk;
+void Nfs3Server::set_after_create(Op& op, int fd, const Sattr3& rest, Then k) {
+  if (!rest.any()) return k(op, Nfs3Stat::kOk);
   // Through the descriptor cache, as SETATTR does: apply_sattr() works on
   // an entry (a handle_and_cache(op, ) failure has closed its duplicate).
   Fh3 fh;
@@ -151,8 +151,41 @@ Nfs3Stat Nfs3Server::set_after_create(const Op& op, int fd, const Sattr3& rest) 
   int keep = dup(fd);
   if (keep >= 0 && handle_and_cache(op, keep, &fh) == Nfs3Stat::kOk && (e = fds_.find(fh)) != nullptr &&
       fstat(e->path_fd, &ost) == 0)
-    return apply_sattr(op, e, ost, rest, false);
-  return Nfs3Stat::kOk;
+    return apply_sattr(op, e, ost, rest, false, std::move(k));
+  k(op, Nfs3Stat::kOk);
+}
+
+struct Nfs3Server::MakeJob {
+  OwnedFd dir;
+  int fd = -1;  // what make() made or found
+  bool existed = false;
+  bool set_rest = true;
+  Sattr3 rest;
+  MakeJob() = default;
+  MakeJob(const MakeJob&) = delete;
+  MakeJob& operator=(const MakeJob&) = delete;
+  ~MakeJob() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+void Nfs3Server::make_as_caller(Op& op, FdCache::Entry* d, const struct stat& dst, std::shared_ptr<MakeJob> j,
+                                std::function<Nfs3Stat(MakeJob&)> make) {
+  if ((j->dir.fd = fcntl(d->path_fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+    finish_create(op, d->path_fd, dst, -1, nfs3_stat_from_errno(errno));
+    return;
+  }
+  as_caller(
+      op, [j, make = std::move(make)] { return make(*j); },
+      [this, j, dst](Op& op, Nfs3Stat s) {
+        Then fin = [this, j, dst](Op& op, Nfs3Stat s) {
+          const int fd = std::exchange(j->fd, -1);
+          finish_create(op, j->dir.fd, dst, s == Nfs3Stat::kOk ? fd : -1, s);
+          if (s != Nfs3Stat::kOk && fd >= 0) close(fd);
+        };
+        if (s == Nfs3Stat::kOk && j->set_rest) return set_after_create(op, j->fd, j->rest, std::move(fin));
+        fin(op, s);
+      });
 }
 
 // The common end of CREATE, MKDIR, SYMLINK and MKNOD: `objfd` (owned; -1
@@ -195,48 +228,44 @@ bool Nfs3Server::proc_create(Op& op) {
   struct stat dst;
   if (!begin_create(op, a.where.dir, &d, &dst)) return true;
   Nfs3Stat s = creatable(dst, op.read_only, check_name(a.where.name));
-  int fd = -1;
-  bool existed = false;
-  if (s == Nfs3Stat::kOk) {
-    const CName n(a.where.name);
-    const int dirfd = d->path_fd;
-    s = as_caller(op.cred, [&] {
-      const mode_t mode = a.how == CreateMode::kExclusive ? 0 : a.attr.set_mode ? (a.attr.mode & 07777) : 0644;
-      fd = openat(dirfd, n.s, O_CREAT | O_EXCL | O_RDONLY | O_NOFOLLOW | O_CLOEXEC, mode);
-      uint32_t v0, v1;
-      std::memcpy(&v0, a.verf.data, 4);
-      std::memcpy(&v1, a.verf.data + 4, 4);
-      if (fd < 0 && errno == EEXIST && a.how != CreateMode::kGuarded) {
-        // UNCHECKED: the file that is there (only its size is set, as nfsd
-        // does); EXCLUSIVE: the one an earlier copy of this call made, if
-        // its times hold this call's verifier.
-        existed = true;
-        fd = open_beneath(dirfd, n.s, O_PATH);
-        struct stat ost;
-        if (fd < 0 || fstat(fd, &ost) != 0) return nfs3_stat_from_errno(errno);
-        if (!S_ISREG(ost.st_mode) ||
-            (a.how == CreateMode::kExclusive &&
-             !(static_cast<uint32_t>(ost.st_mtim.tv_sec) == v0 && static_cast<uint32_t>(ost.st_atim.tv_sec) == v1)))
-          return Nfs3Stat::kExist;
-        return Nfs3Stat::kOk;
-      }
-      if (fd < 0) return nfs3_stat_from_errno(errno);
-      if (a.how == CreateMode::kExclusive) {
-        // The verifier goes into the times (as nfsd keeps it), where a
-        // retransmission finds it; the client sets the real ones after.
-        timespec ts[2] = {{static_cast<time_t>(v1), 0}, {static_cast<time_t>(v0), 0}};
-        if (futimens(fd, ts) != 0) return nfs3_stat_from_errno(errno);
-      }
+  if (s != Nfs3Stat::kOk) {
+    finish_create(op, d->path_fd, dst, -1, s);
+    return true;
+  }
+  auto j = std::make_shared<MakeJob>();
+  j->set_rest = a.how != CreateMode::kExclusive;
+  make_as_caller(op, d, dst, j, [n = CName(a.where.name), how = a.how, attr = a.attr, verf = a.verf](MakeJob& j) {
+    const int dirfd = j.dir.fd;
+    const mode_t mode = how == CreateMode::kExclusive ? 0 : attr.set_mode ? (attr.mode & 07777) : 0644;
+    j.fd = openat(dirfd, n.s, O_CREAT | O_EXCL | O_RDONLY | O_NOFOLLOW | O_CLOEXEC, mode);
+    j.rest = attr;
+    uint32_t v0, v1;
+    std::memcpy(&v0, verf.data, 4);
+    std::memcpy(&v1, verf.data + 4, 4);
+    if (j.fd < 0 && errno == EEXIST && how != CreateMode::kGuarded) {
+      // UNCHECKED: the file that is there (only its size is set, as nfsd
+      // does); EXCLUSIVE: the one an earlier copy of this call made, if
+      // its times hold this call's verifier.
+      j.existed = true;
+      j.rest = Sattr3{.set_size = attr.set_size, .size = attr.size};
+      j.fd = open_beneath(dirfd, n.s, O_PATH);
+      struct stat ost;
+      if (j.fd < 0 || fstat(j.fd, &ost) != 0) return nfs3_stat_from_errno(errno);
+      if (!S_ISREG(ost.st_mode) ||
+          (how == CreateMode::kExclusive &&
+           !(static_cast<uint32_t>(ost.st_mtim.tv_sec) == v0 && static_cast<uint32_t>(ost.st_atim.tv_sec) == v1)))
+        return Nfs3Stat::kExist;
       return Nfs3Stat::kOk;
-    });
-  }
-  if (s == Nfs3Stat::kOk && a.how != CreateMode::kExclusive) {
-    Sattr3 rest = a.attr;
-    if (existed) rest = Sattr3{.set_size = a.attr.set_size, .size = a.attr.size};
-    s = set_after_create(op, fd, rest);
-  }
-  finish_create(op, d->path_fd, dst, s == Nfs3Stat::kOk ? fd : -1, s);
-  if (s != Nfs3Stat::kOk && fd >= 0) close(fd);
+    }
+    if (j.fd < 0) return nfs3_stat_from_errno(errno);
+    if (how == CreateMode::kExclusive) {
+      // The verifier goes into the times (as nfsd keeps it), where a
+      // retransmission finds it; the client sets the real ones after.
+      timespec ts[2] = {{static_cast<time_t>(v1), 0}, {static_cast<time_t>(v0), 0}};
+      if (futimens(j.fd, ts) != 0) return nfs3_stat_from_errno(errno);
+    }
+    return Nfs3Stat::kOk;
+  });
   return true;
 }
 
@@ -247,24 +276,20 @@ bool Nfs3Server::proc_mkdir(Op& op) {
   struct stat dst;
   if (!begin_create(op, a.where.dir, &d, &dst)) return true;
   Nfs3Stat s = creatable(dst, op.read_only, check_name(a.where.name));
-  int fd = -1;
-  if (s == Nfs3Stat::kOk) {
-    const CName n(a.where.name);
-    const int dirfd = d->path_fd;
-    s = as_caller(op.cred, [&] {
-      if (mkdirat(dirfd, n.s, a.attr.set_mode ? (a.attr.mode & 07777) : 0755) != 0) return nfs3_stat_from_errno(errno);
-      if ((fd = open_beneath(dirfd, n.s, O_PATH | O_DIRECTORY)) < 0) return nfs3_stat_from_errno(errno);
-      return Nfs3Stat::kOk;
-    });
+  if (s != Nfs3Stat::kOk) {
+    finish_create(op, d->path_fd, dst, -1, s);
+    return true;
   }
-  if (s == Nfs3Stat::kOk) {
-    Sattr3 rest = a.attr;
-    rest.set_mode = false;
-    rest.set_size = false;
-    s = set_after_create(op, fd, rest);
-  }
-  finish_create(op, d->path_fd, dst, s == Nfs3Stat::kOk ? fd : -1, s);
-  if (s != Nfs3Stat::kOk && fd >= 0) close(fd);
+  auto j = std::make_shared<MakeJob>();
+  j->rest = a.attr;
+  j->rest.set_mode = false;
+  j->rest.set_size = false;
+  const mode_t mode = a.attr.set_mode ? (a.attr.mode & 07777) : 0755;
+  make_as_caller(op, d, dst, j, [n = CName(a.where.name), mode](MakeJob& j) {
+    if (mkdirat(j.dir.fd, n.s, mode) != 0) return nfs3_stat_from_errno(errno);
+    if ((j.fd = open_beneath(j.dir.fd, n.s, O_PATH | O_DIRECTORY)) < 0) return nfs3_stat_from_errno(errno);
+    return Nfs3Stat::kOk;
+  });
   return true;
 }
 
@@ -280,25 +305,19 @@ bool Nfs3Server::proc_symlink(Op& op) {
   if (s == Nfs3Stat::kOk && (a.target.empty() || a.target.find('\0') != std::string_view::npos))
     s = Nfs3Stat::kInval;
   if (s == Nfs3Stat::kOk && a.target.size() >= kNfs3MaxPath) s = Nfs3Stat::kNametoolong;
-  int fd = -1;
-  if (s == Nfs3Stat::kOk) {
-    const CName n(a.where.name);
-    const std::string target(a.target);
-    const int dirfd = d->path_fd;
-    s = as_caller(op.cred, [&] {
-      if (symlinkat(target.c_str(), dirfd, n.s) != 0) return nfs3_stat_from_errno(errno);
-      if ((fd = open_beneath(dirfd, n.s, O_PATH)) < 0) return nfs3_stat_from_errno(errno);
-      return Nfs3Stat::kOk;
-    });
+  if (s != Nfs3Stat::kOk) {
+    finish_create(op, d->path_fd, dst, -1, s);
+    return true;
   }
-  if (s == Nfs3Stat::kOk) {
-    Sattr3 rest = a.attr;
-    rest.set_mode = false;  // a symlink's mode means nothing on Linux
-    rest.set_size = false;
-    s = set_after_create(op, fd, rest);
-  }
-  finish_create(op, d->path_fd, dst, s == Nfs3Stat::kOk ? fd : -1, s);
-  if (s != Nfs3Stat::kOk && fd >= 0) close(fd);
+  auto j = std::make_shared<MakeJob>();
+  j->rest = a.attr;
+  j->rest.set_mode = false;  // a symlink's mode means nothing on Linux
+  j->rest.set_size = false;
+  make_as_caller(op, d, dst, j, [n = CName(a.where.name), target = std::string(a.target)](MakeJob& j) {
+    if (symlinkat(target.c_str(), j.dir.fd, n.s) != 0) return nfs3_stat_from_errno(errno);
+    if ((j.fd = open_beneath(j.dir.fd, n.s, O_PATH)) < 0) return nfs3_stat_from_errno(errno);
+    return Nfs3Stat::kOk;
+  });
   return true;
 }
 
@@ -317,22 +336,22 @@ bool Nfs3Server::proc_mknod(Op& op) {
     case FileType::kBlk: type = S_IFBLK; break;
     default: if (s == Nfs3Stat::kOk) s = Nfs3Stat::kBadtype; break;
   }
-  int fd = -1;
-  if (s == Nfs3Stat::kOk) {
-    const CName n(a.where.name);
-    // Device nodes need CAP_MKNOD, which only a caller acting as root has:
-    // the kernel decides. The server itself never opens them (READ and
-    // WRITE serve regular files only).
-    const mode_t mode = type | (a.attr.set_mode ? (a.attr.mode & 07777) : 0644);
-    const int dirfd = d->path_fd;
-    s = as_caller(op.cred, [&] {
-      if (mknodat(dirfd, n.s, mode, makedev(a.major, a.minor)) != 0) return nfs3_stat_from_errno(errno);
-      if ((fd = open_beneath(dirfd, n.s, O_PATH)) < 0) return nfs3_stat_from_errno(errno);
-      return Nfs3Stat::kOk;
-    });
+  if (s != Nfs3Stat::kOk) {
+    finish_create(op, d->path_fd, dst, -1, s);
+    return true;
   }
-  finish_create(op, d->path_fd, dst, s == Nfs3Stat::kOk ? fd : -1, s);
-  if (s != Nfs3Stat::kOk && fd >= 0) close(fd);
+  // Device nodes need CAP_MKNOD, which only a caller acting as root has:
+  // the kernel decides. The server itself never opens them (READ and
+  // WRITE serve regular files only).
+  const mode_t mode = type | (a.attr.set_mode ? (a.attr.mode & 07777) : 0644);
+  const dev_t dev = makedev(a.major, a.minor);
+  auto j = std::make_shared<MakeJob>();
+  j->set_rest = false;
+  make_as_caller(op, d, dst, j, [n = CName(a.where.name), mode, dev](MakeJob& j) {
+    if (mknodat(j.dir.fd, n.s, mode, dev) != 0) return nfs3_stat_from_errno(errno);
+    if ((j.fd = open_beneath(j.dir.fd, n.s, O_PATH)) < 0) return nfs3_stat_from_errno(errno);
+    return Nfs3Stat::kOk;
+  });
   return true;
 }
 
@@ -350,36 +369,11 @@ bool handle_of_name(const Export& exp, int dirfd, const char* name, Fh3* fh) {
 
 }  // namespace
 
-bool Nfs3Server::proc_remove(Op& op) {
-  RemoveArgs a;
-  if (!decode(op.call->args(), &a)) return false;
-  WccRes r;
-  FdCache::Entry* d = nullptr;
-  struct stat dst;
-  r.status = resolve_stat(op, a.what.dir, &d, &dst);
-  if (r.status != Nfs3Stat::kOk) {
-    encode(op.w, r);
-    return true;
-  }
-  r.wcc.before = wcc_attr(dst);
-  Nfs3Stat s = check_victim(a.what.name, false);
-  if (s == Nfs3Stat::kOk) s = creatable(dst, op.read_only, check_name(a.what.name));
-  if (s == Nfs3Stat::kOk) {
-    const CName n(a.what.name);
-    Fh3 gone;
-    const bool known = handle_of_name(*op.exp, d->path_fd, n.s, &gone);
-    const int dirfd = d->path_fd;
-    s = as_caller(op.cred, [&] { return unlinkat(dirfd, n.s, 0) != 0 ? nfs3_stat_from_errno(errno) : Nfs3Stat::kOk; });
-    if (s == Nfs3Stat::kOk && known) fds_.erase(gone);
-  }
-  r.status = s;
-  struct stat after;
-  if (fstat(d->path_fd, &after) == 0) r.wcc.after = fattr(op, after);
-  encode(op.w, r);
-  return true;
-}
+bool Nfs3Server::proc_remove(Op& op) { return remove_name(op, false); }
 
-bool Nfs3Server::proc_rmdir(Op& op) {
+bool Nfs3Server::proc_rmdir(Op& op) { return remove_name(op, true); }
+
+bool Nfs3Server::remove_name(Op& op, bool dir) {
   RemoveArgs a;
   if (!decode(op.call->args(), &a)) return false;
   WccRes r;
@@ -391,21 +385,28 @@ bool Nfs3Server::proc_rmdir(Op& op) {
     return true;
   }
   r.wcc.before = wcc_attr(dst);
-  Nfs3Stat s = check_victim(a.what.name, true);
+  auto dirfd = std::make_shared<OwnedFd>(fcntl(d->path_fd, F_DUPFD_CLOEXEC, 0));
+  Fh3 gone;
+  bool known = false;
+  Nfs3Stat s = check_victim(a.what.name, dir);
   if (s == Nfs3Stat::kOk) s = creatable(dst, op.read_only, check_name(a.what.name));
-  if (s == Nfs3Stat::kOk) {
-    const CName n(a.what.name);
-    Fh3 gone;
-    const bool known = handle_of_name(*op.exp, d->path_fd, n.s, &gone);
-    const int dirfd = d->path_fd;
-    s = as_caller(op.cred,
-                  [&] { return unlinkat(dirfd, n.s, AT_REMOVEDIR) != 0 ? nfs3_stat_from_errno(errno) : Nfs3Stat::kOk; });
+  if (s == Nfs3Stat::kOk && dirfd->fd < 0) s = nfs3_stat_from_errno(errno);
+  const CName n(a.what.name);
+  if (s == Nfs3Stat::kOk) known = handle_of_name(*op.exp, d->path_fd, n.s, &gone);
+  Then k = [this, r, dirfd, known, gone](Op& op, Nfs3Stat s) mutable {
     if (s == Nfs3Stat::kOk && known) fds_.erase(gone);
-  }
-  r.status = s;
-  struct stat after;
-  if (fstat(d->path_fd, &after) == 0) r.wcc.after = fattr(op, after);
-  encode(op.w, r);
+    r.status = s;
+    struct stat after;
+    if (dirfd->fd >= 0 && fstat(dirfd->fd, &after) == 0) r.wcc.after = fattr(op, after);
+    encode(op.w, r);
+  };
+  if (s != Nfs3Stat::kOk) return k(op, s), true;
+  as_caller(
+      op,
+      [dirfd, n, dir] {
+        return unlinkat(dirfd->fd, n.s, dir ? AT_REMOVEDIR : 0) != 0 ? nfs3_stat_from_errno(errno) : Nfs3Stat::kOk;
+      },
+      std::move(k));
   return true;
 }
 
@@ -417,37 +418,48 @@ bool Nfs3Server::proc_rename(Op& op) {
   FdCache::Entry* to = nullptr;
   struct stat fst, tst;
   r.status = resolve_stat(op, a.from.dir, &from, &fst);
+  if (r.status != Nfs3Stat::kOk) {
+    encode(op.w, r);
+    return true;
+  }
+  r.from_wcc.before = wcc_attr(fst);
+  // Resolving the second may evict the first from a full cache, and the job
+  // outlives both entries: descriptors of its own.
+  auto from_fd = std::make_shared<OwnedFd>(fcntl(from->path_fd, F_DUPFD_CLOEXEC, 0));
+  auto to_fd = std::make_shared<OwnedFd>();
+  Fh3 replaced;
+  bool known = false;
+  r.status = resolve_stat(op, a.to.dir, &to, &tst);
+  Nfs3Stat s = r.status;
+  const CName fn(a.from.name), tn(a.to.name);
   if (r.status == Nfs3Stat::kOk) {
-    r.from_wcc.before = wcc_attr(fst);
-    // Resolving the second may evict the first from a full cache: keep a
-    // descriptor of our own for the rename.
-    const int from_fd = dup(from->path_fd);
-    r.status = resolve_stat(op, a.to.dir, &to, &tst);
-    if (r.status == Nfs3Stat::kOk) {
-      r.to_wcc.before = wcc_attr(tst);
-      Nfs3Stat s = check_victim(a.from.name, false);
-      if (s == Nfs3Stat::kOk) s = creatable(fst, op.read_only, check_name(a.from.name));
-      if (s == Nfs3Stat::kOk) s = creatable(tst, op.read_only, check_name(a.to.name));
-      if (s == Nfs3Stat::kOk && from_fd < 0) s = nfs3_stat_from_errno(errno);
-      if (s == Nfs3Stat::kOk) {
-        const CName fn(a.from.name), tn(a.to.name);
-        Fh3 replaced;
-        const bool known = handle_of_name(*op.exp, to->path_fd, tn.s, &replaced);
-        const int to_fd = to->path_fd;
-        s = as_caller(op.cred, [&] {
-          return renameat(from_fd, fn.s, to_fd, tn.s) != 0 ? nfs3_stat_from_errno(errno) : Nfs3Stat::kOk;
-        });
-        if (s == Nfs3Stat::kOk && known) fds_.erase(replaced);  // (the renamed object itself is simply reopened)
-      }
+    r.to_wcc.before = wcc_attr(tst);
+    s = check_victim(a.from.name, false);
+    if (s == Nfs3Stat::kOk) s = creatable(fst, op.read_only, check_name(a.from.name));
+    if (s == Nfs3Stat::kOk) s = creatable(tst, op.read_only, check_name(a.to.name));
+    if (s == Nfs3Stat::kOk && from_fd->fd < 0) s = nfs3_stat_from_errno(errno);
+    if (s == Nfs3Stat::kOk && (to_fd->fd = fcntl(to->path_fd, F_DUPFD_CLOEXEC, 0)) < 0) s = nfs3_stat_from_errno(errno);
+    if (s == Nfs3Stat::kOk) known = handle_of_name(*op.exp, to->path_fd, tn.s, &replaced);
+  }
+  const bool resolved = r.status == Nfs3Stat::kOk;
+  Then k = [this, r, from_fd, to_fd, known, replaced, resolved](Op& op, Nfs3Stat s) mutable {
+    if (resolved) {
+      if (s == Nfs3Stat::kOk && known) fds_.erase(replaced);  // (the renamed object itself is simply reopened)
       r.status = s;
       struct stat after;
-      if (fstat(to->path_fd, &after) == 0) r.to_wcc.after = fattr(op, after);
+      if (to_fd->fd >= 0 && fstat(to_fd->fd, &after) == 0) r.to_wcc.after = fattr(op, after);
     }
     struct stat after;
-    if (from_fd >= 0 && fstat(from_fd, &after) == 0) r.from_wcc.after = fattr(op, after);
-    if (from_fd >= 0) close(from_fd);
-  }
-  encode(op.w, r);
+    if (from_fd->fd >= 0 && fstat(from_fd->fd, &after) == 0) r.from_wcc.after = fattr(op, after);
+    encode(op.w, r);
+  };
+  if (s != Nfs3Stat::kOk) return k(op, s), true;
+  as_caller(
+      op,
+      [from_fd, to_fd, fn, tn] {
+        return renameat(from_fd->fd, fn.s, to_fd->fd, tn.s) != 0 ? nfs3_stat_from_errno(errno) : Nfs3Stat::kOk;
+      },
+      std::move(k));
   return true;
 }
 
@@ -463,32 +475,42 @@ bool Nfs3Server::proc_link(Op& op) {
     encode(op.w, r);
     return true;
   }
-  const int file_fd = dup(f->path_fd);  // resolving the directory may evict the file's entry
+  // Resolving the directory may evict the file's entry, and the job
+  // outlives both: descriptors of its own.
+  auto file_fd = std::make_shared<OwnedFd>(fcntl(f->path_fd, F_DUPFD_CLOEXEC, 0));
+  auto dir_fd = std::make_shared<OwnedFd>();
   r.status = resolve_stat(op, a.link.dir, &d, &dst);
+  Nfs3Stat s = r.status;
   if (r.status == Nfs3Stat::kOk) {
     r.dir_wcc.before = wcc_attr(dst);
-    Nfs3Stat s = creatable(dst, op.read_only, check_name(a.link.name));
-    if (s == Nfs3Stat::kOk && file_fd < 0) s = nfs3_stat_from_errno(errno);
-    if (s == Nfs3Stat::kOk) {
-      // linkat() of a descriptor through its /proc link: the object itself,
-      // with the kernel's checks as the caller (AT_EMPTY_PATH would need
-      // CAP_DAC_READ_SEARCH).
-      char path[40];
-      snprintf(path, sizeof path, "/proc/self/fd/%d", file_fd);
-      const CName n(a.link.name);
-      const int dirfd = d->path_fd;
-      s = as_caller(op.cred, [&] {
-        return linkat(AT_FDCWD, path, dirfd, n.s, AT_SYMLINK_FOLLOW) != 0 ? nfs3_stat_from_errno(errno) : Nfs3Stat::kOk;
-      });
-    }
-    r.status = s;
-    struct stat after;
-    if (fstat(d->path_fd, &after) == 0) r.dir_wcc.after = fattr(op, after);
+    s = creatable(dst, op.read_only, check_name(a.link.name));
+    if (s == Nfs3Stat::kOk && file_fd->fd < 0) s = nfs3_stat_from_errno(errno);
+    if (s == Nfs3Stat::kOk && (dir_fd->fd = fcntl(d->path_fd, F_DUPFD_CLOEXEC, 0)) < 0) s = nfs3_stat_from_errno(errno);
   }
-  struct stat fafter;
-  if (file_fd >= 0 && fstat(file_fd, &fafter) == 0) r.attr = fattr(op, fafter);
-  if (file_fd >= 0) close(file_fd);
-  encode(op.w, r);
+  const bool resolved = r.status == Nfs3Stat::kOk;
+  Then k = [this, r, file_fd, dir_fd, resolved](Op& op, Nfs3Stat s) mutable {
+    if (resolved) {
+      r.status = s;
+      struct stat after;
+      if (dir_fd->fd >= 0 && fstat(dir_fd->fd, &after) == 0) r.dir_wcc.after = fattr(op, after);
+    }
+    struct stat fafter;
+    if (file_fd->fd >= 0 && fstat(file_fd->fd, &fafter) == 0) r.attr = fattr(op, fafter);
+    encode(op.w, r);
+  };
+  if (s != Nfs3Stat::kOk) return k(op, s), true;
+  as_caller(
+      op,
+      [file_fd, dir_fd, n = CName(a.link.name)] {
+        // linkat() of a descriptor through its /proc link: the object
+        // itself, with the kernel's checks as the caller (AT_EMPTY_PATH
+        // would need CAP_DAC_READ_SEARCH).
+        char path[40];
+        snprintf(path, sizeof path, "/proc/self/fd/%d", file_fd->fd);
+        return linkat(AT_FDCWD, path, dir_fd->fd, n.s, AT_SYMLINK_FOLLOW) != 0 ? nfs3_stat_from_errno(errno)
+                                                                                 : Nfs3Stat::kOk;
+      },
+      std::move(k));
   return true;
 }
 

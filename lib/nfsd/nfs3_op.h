@@ -3,7 +3,10 @@
 // that goes into the client's write chunk. Private to Nfs3Server.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstring>
+#include <functional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -32,6 +35,9 @@ struct Nfs3Server::Op {
   bool cached = false;
   ReplyKey* key = nullptr;
   bool pending = false;
+  // The call's Pending once it was deferred (a job run as the caller may
+  // continue in another).
+  Pending* pend = nullptr;
 };
 
 // A call waiting for its storage operation (READ, a stable WRITE, COMMIT):
@@ -57,6 +63,22 @@ struct Nfs3Server::Pending {
   // WRITE and COMMIT.
   nfs::StableHow stable = nfs::StableHow::kUnstable;
   nfs::WccAttr before;
+  // A job run as the caller (Nfs3Server::as_caller): who, and what follows.
+  Cred cred;
+  bool read_only = true;
+  std::function<void(Op&, nfs::Nfs3Stat)> then;
+};
+
+// A descriptor a deferred job owns (a dup of a cached one), closed with it.
+struct OwnedFd {
+  int fd = -1;
+  OwnedFd() = default;
+  explicit OwnedFd(int f) : fd(f) {}
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  ~OwnedFd() {
+    if (fd >= 0) ::close(fd);
+  }
 };
 
 // A name as the C string system calls take; only for names check_name()

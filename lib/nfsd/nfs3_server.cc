@@ -64,14 +64,15 @@ Verf3 new_write_verifier() {
 
 Nfs3Server::Nfs3Server(const Export& exp, ReplyCache* drc, const ServerConfig& cfg)
     : table_(ExportTable::of_one(exp)), drc_(drc), cfg_(cfg), fds_(cfg.fd_cache),
-      io_(StorageQueue::create(cfg.storage)) {
+      io_(StorageQueue::create(cfg.storage)), callers_(std::make_unique<CallerPool>(cfg.callers)) {
   res_.resize(kMaxResults);
   dents_.resize(64u << 10);
   max_results_ = kMaxResults;
 }
 
 Nfs3Server::Nfs3Server(const PublishedExports& pub, ReplyCache* drc, const ServerConfig& cfg)
-    : pub_(&pub), drc_(drc), cfg_(cfg), fds_(cfg.fd_cache), io_(StorageQueue::create(cfg.storage)) {
+    : pub_(&pub), drc_(drc), cfg_(cfg), fds_(cfg.fd_cache), io_(StorageQueue::create(cfg.storage)),
+      callers_(std::make_unique<CallerPool>(cfg.callers)) {
   table_ = pub.current(&gen_);
   res_.resize(kMaxResults);
   dents_.resize(64u << 10);
@@ -79,7 +80,9 @@ Nfs3Server::Nfs3Server(const PublishedExports& pub, ReplyCache* drc, const Serve
 }
 
 Nfs3Server::~Nfs3Server() {
-  // Their completions answer calls through this server: before its members go.
+  // Their completions answer calls through this server: before its members
+  // go. A caller job's follow-up may start another job, never storage I/O.
+  callers_->drain();
   io_->drain();
 }
 
@@ -98,9 +101,12 @@ void Nfs3Server::attach(rpc::Engine& eng) {
   // Storage completions are reaped in the engine's own poll(), right after
   // the calls of that pass were served (their submissions go out together).
   if (io_->wake_fd() >= 0) eng.add_poller(&Nfs3Server::poll_storage, this, io_->wake_fd());
+  eng.add_poller(&Nfs3Server::poll_callers, this, callers_->wake_fd());
 }
 
 int Nfs3Server::poll_storage(void* ctx) { return static_cast<Nfs3Server*>(ctx)->io_->poll(); }
+
+int Nfs3Server::poll_callers(void* ctx) { return static_cast<Nfs3Server*>(ctx)->callers_->poll(); }
 
 void Nfs3Server::on_call(void* ctx, rpc::ServerCall* c) { static_cast<Nfs3Server*>(ctx)->serve(c); }
 
@@ -215,6 +221,38 @@ void Nfs3Server::submit_io(Op& op, Pending* p, StorageKind kind, int fd, uint64_
     return;
   }
   io_->submit(op.call->peer_id(), r);
+}
+
+void Nfs3Server::as_caller(Op& op, std::function<Nfs3Stat()> job, Then then) {
+  Pending* p = op.pend != nullptr ? op.pend : defer(op);
+  op.pend = p;
+  op.pending = true;
+  p->cred = op.cred;
+  p->read_only = op.read_only;
+  p->then = std::move(then);
+  st_.caller_deferred.add();
+  callers_->submit(p->call->peer_id(), CallerJob{op.cred, std::move(job), &Nfs3Server::on_caller, p});
+}
+
+void Nfs3Server::on_caller(void* ctx, Nfs3Stat s) {
+  auto* p = static_cast<Pending*>(ctx);
+  p->srv->finish_caller(p, s);
+}
+
+void Nfs3Server::finish_caller(Pending* p, Nfs3Stat s) {
+  Op op(p->call, last_addr_, res_);
+  op.exp = p->exp;
+  op.read_only = p->read_only;
+  op.cred = p->cred;
+  op.cached = p->cached;
+  op.key = &p->key;
+  op.pend = p;
+  Then k = std::move(p->then);
+  k(op, s);
+  if (op.pending) return;  // it went on in another job
+  // The reply cache records it before the reply leaves (reply_to).
+  reply_to(p->call, p->cached, p->key, op.w, op.bulk);
+  delete p;
 }
 
 void Nfs3Server::on_io(void* ctx, const StorageReq& r, int64_t res) {

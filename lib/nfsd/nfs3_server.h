@@ -33,8 +33,10 @@
 // (with nfsd's owner override: the owner may read and write its file
 // whatever the mode, as it may through a descriptor it opened before a
 // chmod); everything that changes the name space or attributes runs as the
-// caller, on a thread of its own (caller_thread.h), and the kernel checks
-// it. POSIX ACLs are not consulted.
+// caller, on a worker of this engine's CallerPool (caller_pool.h), and the
+// kernel checks it; the call is answered from the job's result, which the
+// engine polls, so the engine's thread never waits for it. POSIX ACLs are
+// not consulted.
 #pragma once
 
 #include <sys/stat.h>
@@ -49,7 +51,9 @@
 #include "engine/engine.h"
 #include "nfs/nfs3_res.h"
 #include "nfs/nfs3_types.h"
-#include "nfsd/caller_thread.h"
+#include <functional>
+
+#include "nfsd/caller_pool.h"
 #include "nfsd/creds.h"
 #include "nfsd/export.h"
 #include "nfsd/export_table.h"
@@ -86,6 +90,11 @@ struct ServerConfig {
   // A READ tries the page cache without waiting (RWF_NOWAIT) before it
   // goes to the queue. Off: every READ goes through the queue (tests).
   bool read_nowait = true;
+  // Benchmarks only: UNSTABLE WRITEs on the engine's thread (a plain
+  // pwritev2), as before they went through the StorageQueue.
+  bool unstable_inline = false;
+  // Where what runs as the caller runs (caller_pool.h).
+  CallerPoolOptions callers;
 };
 
 // A verifier no earlier run of the server has used: its start time in
@@ -106,6 +115,8 @@ struct Nfs3Stats {
   Counter tables;              // export tables taken up after the first (reloads)
   Counter read_nowait;         // READs the page cache served at once (RWF_NOWAIT)
   Counter storage_deferred;    // calls answered from a storage completion
+  Counter caller_deferred;     // jobs run as the caller (CallerPool)
+  Counter write_nowait;        // UNSTABLE WRITEs done at once (RWF_NOWAIT)
 };
 
 class Nfs3Server {
@@ -131,12 +142,14 @@ class Nfs3Server {
   const Nfs3Stats& stats() const { return st_; }
   const FdCache& fd_cache() const { return fds_; }
   const StorageQueue& storage() const { return *io_; }
+  const CallerPool& callers() const { return *callers_; }
 
  private:
   struct Op;       // one call being served (nfs3_op.h)
   struct Pending;  // one call waiting for its storage operation (nfs3_op.h)
   static void on_call(void* ctx, rpc::ServerCall* c);
   static int poll_storage(void* ctx);
+  static int poll_callers(void* ctx);
   // Records a non-idempotent call's results in the reply cache and sends
   // them (or SYSTEM_ERR when they did not fit).
   void reply_to(rpc::ServerCall* c, bool cached, const ReplyKey& key, const xdr::XdrWriter& w,
@@ -186,12 +199,18 @@ class Nfs3Server {
   nfs::Nfs3Stat resolve_stat(Op& op, const nfs::Fh3& fh, FdCache::Entry** e, struct stat* st);
   // The descriptor for reading (or writing) a regular file's data.
   int io_fd(FdCache::Entry* e, bool write);
-  // Runs fn (which returns an nfsstat3) as the caller, for what the kernel
-  // checks: on caller_, never on the engine's thread (caller_thread.h).
-  template <typename F>
-  nfs::Nfs3Stat as_caller(const Cred& c, F&& fn) {
-    return caller_.run(c, fn);
-  }
+  // What the call does once a job run as the caller finished: encodes the
+  // results into op.w (the call is answered then), or continues in another
+  // job (as_caller again). Runs on the engine's thread.
+  using Then = std::function<void(Op& op, nfs::Nfs3Stat s)>;
+  // Runs job (which returns an nfsstat3) as the caller, for what the kernel
+  // checks: on a CallerPool worker, never on the engine's thread
+  // (caller_pool.h); then then(op, its status) from the engine's poll. The
+  // call is deferred (op.pending): what the job uses must be its own (a
+  // dup of a cached descriptor: the cache may close its copy meanwhile).
+  void as_caller(Op& op, std::function<nfs::Nfs3Stat()> job, Then then);
+  static void on_caller(void* ctx, nfs::Nfs3Stat s);
+  void finish_caller(Pending* p, nfs::Nfs3Stat s);
   static nfs::Fattr3 fattr(const Op& op, const struct stat& st);
   static nfs::WccAttr wcc_attr(const struct stat& st);
   // The handle of `fd` in op's export (which the caller keeps or closes), cached.
@@ -203,20 +222,29 @@ class Nfs3Server {
   static nfs::Nfs3Stat check_name(std::string_view name);
   // Applies everything in `sa` but the mode (which creation applied) and
   // what skip_mode says: ownership, size, times, as the caller.
-  nfs::Nfs3Stat apply_sattr(const Op& op, FdCache::Entry* e, const struct stat& st, const nfs::Sattr3& sa,
-                            bool with_mode);
+  // k(op, status) follows (at once when nothing runs as the caller).
+  void apply_sattr(Op& op, FdCache::Entry* e, const struct stat& st, const nfs::Sattr3& sa, bool with_mode,
+                   Then k);
   // The start of CREATE, MKDIR, SYMLINK and MKNOD: the directory the object
   // goes into and its attributes before; when the handle names none, the
   // reply (its status alone) is encoded and false returned.
   bool begin_create(Op& op, const nfs::Fh3& dir, FdCache::Entry** d, struct stat* dst);
   // What a creating call asked to set beyond what creating the object set
   // (`fd`: the new object, still owned by the caller); kOk when `rest` sets
-  // nothing.
-  nfs::Nfs3Stat set_after_create(const Op& op, int fd, const nfs::Sattr3& rest);
+  // nothing. k(op, status) follows.
+  void set_after_create(Op& op, int fd, const nfs::Sattr3& rest, Then k);
   // The end of CREATE, MKDIR, SYMLINK and MKNOD: fills the handle and
   // attributes of what was made (or found, for UNCHECKED/EXCLUSIVE) and the
   // directory's, and encodes the reply.
   void finish_create(Op& op, int dirfd, const struct stat& dir_before, int objfd, nfs::Nfs3Stat status);
+  // The middle of CREATE, MKDIR, SYMLINK and MKNOD: make() runs as the
+  // caller on the job's own descriptor of the directory (d's, duplicated),
+  // then what creating did not set (MakeJob::rest), then finish_create.
+  struct MakeJob;
+  void make_as_caller(Op& op, FdCache::Entry* d, const struct stat& dst, std::shared_ptr<MakeJob> j,
+                      std::function<nfs::Nfs3Stat(MakeJob&)> make);
+  // REMOVE and RMDIR.
+  bool remove_name(Op& op, bool dir);
 
   const PublishedExports* pub_ = nullptr;  // null: one fixed table
   std::shared_ptr<const ExportTable> table_;
@@ -228,8 +256,8 @@ class Nfs3Server {
   ReplyCache* drc_;
   ServerConfig cfg_;
   FdCache fds_;
-  CallerThread caller_;
   std::unique_ptr<StorageQueue> io_;
+  std::unique_ptr<CallerPool> callers_;
   Nfs3Stats st_;
   uint32_t crash_count_ = 0;
   std::vector<uint8_t> res_;     // the results being encoded
@@ -237,6 +265,9 @@ class Nfs3Server {
   std::vector<uint8_t> dents_;   // getdents64 buffer
   std::vector<uint8_t> cached_;  // a reply cache hit
   uint32_t max_results_ = 0;
+  // Whether an UNSTABLE WRITE tries RWF_NOWAIT first: off once the file
+  // system said EOPNOTSUPP (ext4's buffered writes, for one).
+  bool write_nowait_ = true;
 };
 
 }  // namespace tern::nfsd

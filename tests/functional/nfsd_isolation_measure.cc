@@ -9,6 +9,9 @@
 // scripts/measure-nfs-isolation.sh) for the table in docs/nfs-gateway.md.
 //
 //   tern-nfsd-isolation-measure [--dir DIR] [--seconds S] [--storage auto|uring|threads|sync]
+//                               [--unstable-inline]
+// --unstable-inline: UNSTABLE WRITEs on the engine's thread, as before
+// they went through the storage queue (ServerConfig::unstable_inline).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -114,10 +117,12 @@ int main(int argc, char** argv) {
   std::string dir;
   double secs = 4;
   nfsd::StorageOptions so;
+  bool unstable_inline = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--dir" && i + 1 < argc) dir = argv[++i];
     else if (a == "--seconds" && i + 1 < argc) secs = std::atof(argv[++i]);
+    else if (a == "--unstable-inline") unstable_inline = true;
     else if (a == "--storage" && i + 1 < argc) {
       std::string m = argv[++i];
       so.mode = m == "sync"      ? nfsd::StorageOptions::Mode::kSync
@@ -125,7 +130,7 @@ int main(int argc, char** argv) {
                 : m == "uring"   ? nfsd::StorageOptions::Mode::kUring
                                  : nfsd::StorageOptions::Mode::kAuto;
     } else {
-      std::fprintf(stderr, "usage: %s [--dir DIR] [--seconds S] [--storage auto|uring|threads|sync]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--dir DIR] [--seconds S] [--storage auto|uring|threads|sync] [--unstable-inline]\n", argv[0]);
       return 2;
     }
   }
@@ -146,6 +151,7 @@ int main(int argc, char** argv) {
   nfsd::ServerConfig cfg;
   cfg.write_verf = nfsd::new_write_verifier();
   cfg.storage = so;
+  cfg.unstable_inline = unstable_inline;
   rpc::EngineOptions o;
   o.arena_bytes = 128u << 20;
   o.max_bulk = 1u << 20;
@@ -197,7 +203,8 @@ int main(int argc, char** argv) {
                           {"1 writer, 64 KiB FILE_SYNC", 1, true},
                           {"4 writers, 64 KiB FILE_SYNC", 4, true},
                           {"4 writers, 64 KiB UNSTABLE + COMMIT every 16", 4, false}};
-  std::printf("storage: %s; export %s; %.0f s phases\n\n", srv->storage().backend(), dir.c_str(), secs);
+  std::printf("storage: %s%s; export %s; %.0f s phases\n\n", srv->storage().backend(),
+              unstable_inline ? ", UNSTABLE on the engine's thread" : "", dir.c_str(), secs);
   std::printf("| load next to the prober | prober calls/s | prober p99 (ms) | rate vs solo | p99 vs solo | writer WRITEs/s |\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: |\n");
   double solo_rate = 0, solo_p99 = 0;
