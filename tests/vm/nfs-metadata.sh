@@ -13,11 +13,13 @@ set -euo pipefail
 : "${OUT:?}" "${NFSD:?}" "${STORM:?}" "${N:=1000}" "${ROUNDS:=3}" "${KNFSD_THREADS:=8}"
 addr=169.254.77.1
 
+# tern-nfsd stays out of rpcbind (--no-rpcbind): its MOUNT would answer the
+# kernel server's mount through rpcbind otherwise.
 kernel-nfsd-start /export >/dev/null
 echo "$KNFSD_THREADS" >/proc/fs/nfsd/threads
 mkdir -p /srv/texport /mnt/kernel /mnt/tern
 mountpoint -q /srv/texport || mount -t tmpfs -o mode=0777 tmpfs /srv/texport
-"$NFSD" --export /srv/texport --name /texport --addr $addr --port 20050 --mount-port 20048 --no-root-squash \
+"$NFSD" --no-rpcbind --nlm-port off --export /srv/texport --name /texport --addr $addr --port 20050 --mount-port 20048 --no-root-squash \
   --engines 1 --state-dir /var/lib/tern-nfsd-measure >"$OUT/tern-nfsd.log" 2>&1 &
 srv=$!
 for _ in $(seq 100); do (exec 3<>/dev/tcp/$addr/20048) 2>/dev/null && break; sleep 0.1; done

@@ -58,7 +58,7 @@ srv=
 start_tern() {  # start_tern I
   local i=$1
   # shellcheck disable=SC2086 # a variant is a list of options
-  "$NFSD" --export /srv/slow/tern --name /texport --addr $addr --port 20050 --mount-port 20048 --no-root-squash \
+  "$NFSD" --no-rpcbind --nlm-port off --export /srv/slow/tern --name /texport --addr $addr --port 20050 --mount-port 20048 --no-root-squash \
     --engines 1 --state-dir /var/lib/tern-nfsd-slow ${variants[$i]} >>"$OUT/tern$i.log" 2>&1 &
   srv=$!
   for _ in $(seq 100); do (exec 3<>/dev/tcp/$addr/20048) 2>/dev/null && break; sleep 0.1; done
