@@ -35,12 +35,16 @@ guest_packages=(
   libasan8 libubsan1 libtsan2 libbenchmark1debian
 )
 # Kernel modules (with their dependencies, resolved by modprobe against the package's tree).
+# brd, ext4 and device-mapper's delay and flakey targets (dm-error is in dm_mod) give
+# tern-nfsd's tests a slow or failing device under an export (tests/vm/nfs-slow-storage.sh,
+# nfs-device-error.sh); they are loaded by those tests, not by /init.
 # Optional ones (crc32 providers for rxe's ICRC) are copied when the kernel has them as modules.
 guest_modules=(
   virtio_pci virtio_console 9pnet_virtio 9p
   rdma_rxe ib_uverbs rdma_ucm rpcrdma
   nfsd nfs nfsv3 nfsv4
   dummy veth
+  brd ext4 dm_delay dm_flakey
 )
 optional_modules=(crc32_generic crc32-pclmul crc32c_generic crc32c-intel)
 

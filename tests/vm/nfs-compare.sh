@@ -14,7 +14,7 @@ kernel-nfsd-start /export >/dev/null
 # tern-nfsd: its own tmpfs on rdma port 20050, MOUNT on tcp 20048.
 mkdir -p /srv/texport /mnt/kernel /mnt/tern
 mountpoint -q /srv/texport || mount -t tmpfs -o mode=0777 tmpfs /srv/texport
-"$NFSD" --export /srv/texport --name /texport --addr $addr --port 20050 --mount-port 20048 --no-root-squash \
+"$NFSD" --no-rpcbind --nlm-port off --export /srv/texport --name /texport --addr $addr --port 20050 --mount-port 20048 --no-root-squash \
   --engines "$ENGINES" --state-dir /var/lib/tern-nfsd-measure >"$OUT/tern-nfsd.log" 2>&1 &
 srv=$!
 for _ in $(seq 100); do (exec 3<>/dev/tcp/$addr/20048) 2>/dev/null && break; sleep 0.1; done

@@ -93,6 +93,10 @@ suite nfsd-functional env TERN_RPC_DEVICE="$dev" "$build/tests/functional/tern-n
 # tern-nfsd mounted by the kernel's own NFS/RDMA client (xprtrdma): file
 # work, fio --verify, nconnect, kill -9 and restart under load.
 suite nfs-gateway "$(dirname "$0")/nfs-gateway.sh" "$build"
+# An error from the device under the export (dm's error target under one
+# file): the client reading it gets EIO (NFS3ERR_IO), another process
+# reading another file through the same engine is answered throughout.
+suite nfs-device-error "$(dirname "$0")/nfs-device-error.sh" "$build"
 # A write load (fio, buffered, sequential and random) through the kernel's
 # client on tern-nfsd and on the kernel's nfsd in the same boot: on
 # tern-nfsd no reconnect, no retransmission, no RNR NAK (docs/nfs-gateway.md,

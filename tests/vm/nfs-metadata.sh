@@ -1,0 +1,44 @@
+#!/bin/bash
+# Runs inside the rxe VM for scripts/measure-nfs-metadata.sh: a metadata
+# storm (tern-meta-storm: create, stat, rename, link, symlink, readlink,
+# unlink, mkdir, rmdir, fsstat over N names) through the kernel's NFSv3/RDMA
+# client, in the same boot, on tern-nfsd (one engine) and on the kernel's
+# nfsd (8 threads, the rpc.nfsd default), each exporting a tmpfs. Rounds
+# alternate which server goes first. Per run: the storm's phase times to
+# $OUT/<server>-<round>.txt, the client's /proc/self/mountstats before and
+# after to $OUT/<server>-<round>.{before,after} (the host script takes the
+# per-procedure counts and times from their difference; the guest has no
+# python).
+set -euo pipefail
+: "${OUT:?}" "${NFSD:?}" "${STORM:?}" "${N:=1000}" "${ROUNDS:=3}" "${KNFSD_THREADS:=8}"
+addr=169.254.77.1
+
+# tern-nfsd stays out of rpcbind (--no-rpcbind): its MOUNT would answer the
+# kernel server's mount through rpcbind otherwise.
+kernel-nfsd-start /export >/dev/null
+echo "$KNFSD_THREADS" >/proc/fs/nfsd/threads
+mkdir -p /srv/texport /mnt/kernel /mnt/tern
+mountpoint -q /srv/texport || mount -t tmpfs -o mode=0777 tmpfs /srv/texport
+"$NFSD" --no-rpcbind --nlm-port off --export /srv/texport --name /texport --addr $addr --port 20050 --mount-port 20048 --no-root-squash \
+  --engines 1 --state-dir /var/lib/tern-nfsd-measure >"$OUT/tern-nfsd.log" 2>&1 &
+srv=$!
+for _ in $(seq 100); do (exec 3<>/dev/tcp/$addr/20048) 2>/dev/null && break; sleep 0.1; done
+opts=vers=3,proto=rdma,nolock,hard
+mount -t nfs -o "$opts,port=20049" $addr:/export /mnt/kernel
+mount -t nfs -o "$opts,port=20050,mountport=20048,mountproto=tcp" $addr:/texport /mnt/tern
+# A short storm on each first: connections made, caches warm.
+for s in kernel tern; do "$STORM" /mnt/$s 50 >/dev/null; done
+for r in $(seq "$ROUNDS"); do
+  order="kernel tern"
+  ((r % 2 == 0)) && order="tern kernel"
+  for s in $order; do
+    cat /proc/self/mountstats >"$OUT/$s-$r.before"
+    "$STORM" /mnt/$s "$N" >"$OUT/$s-$r.txt"
+    cat /proc/self/mountstats >"$OUT/$s-$r.after"
+  done
+  echo "nfs-metadata: round $r of $ROUNDS done" >&2
+done
+grep ' nfs ' /proc/mounts >"$OUT/mounts.txt"
+umount /mnt/kernel /mnt/tern
+kill -TERM $srv
+wait $srv || true
