@@ -8,21 +8,24 @@
 # ratio (tern-nfsd / nfsd), and per NFS procedure the calls and the client's
 # mean round trip (mountstats' RTT) on each. TCG emulation: ratios only.
 #
-#   scripts/measure-nfs-metadata.sh [BUILDDIR] [--files N] [--rounds N] [--json FILE]
+#   scripts/measure-nfs-metadata.sh [BUILDDIR] [--files N] [--rounds N] [--json FILE] [--tern 'OPTS']
 #
+# --tern adds options to tern-nfsd's command line (e.g. '--busy-poll', to
+# see what its wait mode costs per call).
 # BUILDDIR (default build-perf, release with apps) must hold apps/tern-nfsd
 # and tests/vm/tern-meta-storm; the script builds them if missing. Take the
 # machine's quiet lock first when others share it (docs/nfs-gateway.md).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-build=build-perf files=1000 rounds=3 json=
+build=build-perf files=1000 rounds=3 json= tern_opts=
 while (($#)); do
   case $1 in
     --files) files=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --json) json=$(realpath -m "$2"); shift 2 ;;
-    -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --tern) tern_opts=$2; shift 2 ;;
+    -h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "measure-nfs-metadata: unknown option $1" >&2; exit 2 ;;
     *) build=$1; shift ;;
   esac
@@ -34,7 +37,7 @@ fi
 out=$(mktemp -d "$top/.measure-nfs-metadata.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 scripts/rxe-vm/rxe-vm run --timeout 1800 -e OUT="$out" -e NFSD="$build/apps/tern-nfsd" \
-  -e STORM="$build/tests/vm/tern-meta-storm" -e N="$files" -e ROUNDS="$rounds" -- tests/vm/nfs-metadata.sh
+  -e STORM="$build/tests/vm/tern-meta-storm" -e N="$files" -e ROUNDS="$rounds" -e TERN_OPTS="$tern_opts" -- tests/vm/nfs-metadata.sh
 python3 - "$out" "$rounds" "$json" "$files" <<'PY'
 import json, os, statistics, sys
 sys.path.insert(0, "scripts")

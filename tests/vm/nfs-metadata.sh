@@ -20,7 +20,7 @@ echo "$KNFSD_THREADS" >/proc/fs/nfsd/threads
 mkdir -p /srv/texport /mnt/kernel /mnt/tern
 mountpoint -q /srv/texport || mount -t tmpfs -o mode=0777 tmpfs /srv/texport
 "$NFSD" --no-rpcbind --nlm-port off --export /srv/texport --name /texport --addr $addr --port 20050 --mount-port 20048 --no-root-squash \
-  --engines 1 --state-dir /var/lib/tern-nfsd-measure >"$OUT/tern-nfsd.log" 2>&1 &
+  --engines 1 --state-dir /var/lib/tern-nfsd-measure ${TERN_OPTS:-} >"$OUT/tern-nfsd.log" 2>&1 &
 srv=$!
 for _ in $(seq 100); do (exec 3<>/dev/tcp/$addr/20048) 2>/dev/null && break; sleep 0.1; done
 opts=vers=3,proto=rdma,nolock,hard
