@@ -252,7 +252,11 @@ TEST_F(NfsdStorage, APeerRunsAtMostItsShare) {
     data.push_back(pattern(1024, 10 + i));
     start_call(Nfs3Proc::kWrite, write_args(f, 1024u * i, data.back(), StableHow::kFileSync), {}, &rep[i]);
   }
-  ASSERT_TRUE(wait([&] { return io().submitted.get() == kCalls; }));
+  // Settled: the last submit() counts itself before it queues, and these
+  // gauges are read from another thread than the engine's.
+  ASSERT_TRUE(wait([&] {
+    return io().submitted.get() == kCalls && io().in_flight.get() + io().waiting.get() == kCalls;
+  }));
   EXPECT_EQ(io().in_flight.get(), 3u);
   EXPECT_EQ(io().waiting.get(), 7u);
   EXPECT_EQ(io().queued.get(), 7u);
