@@ -130,6 +130,9 @@ void usage(FILE* f) {
                "                        uring, threads, sync (on the engine's thread, as before)\n"
                "  --storage-inflight N  storage operations in flight per engine (default 64)\n"
                "  --storage-per-peer N  ... and per client (default 16; less when clients share the engine)\n"
+               "  --caller-ring on|off  MKDIR, SYMLINK, REMOVE, RMDIR, RENAME, LINK as the caller on the\n"
+               "                        storage ring under an io_uring personality (default on; off:\n"
+               "                        on the caller pool's threads, as before)\n"
                "  --stats-interval S    print the counters every S seconds (default: at exit only)\n"
                "  --test-crash-after PROC:N   tests only: SIGKILL this process after recording the\n"
                "                        reply of the N-th PROC call (e.g. mkdir:1) in the reply cache\n"
@@ -163,6 +166,7 @@ struct Args {
   uint32_t idle_reap_ms = rpc::EngineOptions{}.idle_reap_ms;
   uint32_t rw_timeout_ms = rpc::EngineOptions{}.server_rw_timeout_ms;
   bool busy = false;
+  bool caller_ring = true;
   double stats_interval = 0;
   int crash_proc = -1;
   uint32_t crash_n = 0;
@@ -342,6 +346,11 @@ int parse(int argc, char** argv, Args* a) {
       if (!count(4096)) return 1;
       if (n == 0) return say(LogLevel::kError, "--storage-per-peer 0"), 1;
       a->storage.max_per_peer = static_cast<uint32_t>(n);
+    } else if (f == "--caller-ring") {
+      if ((v = need(i)) == nullptr) return 1;
+      const std::string_view m(v);
+      if (m != "on" && m != "off") return say(LogLevel::kError, "--caller-ring %s: on or off", v), 1;
+      a->caller_ring = m == "on";
     } else if (f == "--stats-interval") {
       if ((v = need(i)) == nullptr) return 1;
       if (!apps::parse_duration(v, 86400, &a->stats_interval)) {
@@ -477,6 +486,7 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
   uint64_t calls[nfs::kNfs3ProcCount] = {};
   uint64_t errors = 0, garbage = 0, replays = 0, drops = 0, rbytes = 0, wbytes = 0, rchunks = 0, refused = 0;
   uint64_t nowait = 0, deferred = 0, io_queued = 0, io_failed = 0, caller_jobs = 0, caller_queued = 0, wnowait = 0;
+  uint64_t caller_ring = 0, personalities = 0, personality_failed = 0;
   const char* backend = "";
   for (const auto& w : ws) {
     const nfsd::Nfs3Stats& s = w->srv->stats();
@@ -489,6 +499,8 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
     backend = w->srv->storage().backend();
     caller_jobs += s.caller_deferred.get(), wnowait += s.write_nowait.get();
     caller_queued += w->srv->callers().stats().queued.get();
+    caller_ring += s.caller_ring.get(), personalities += s.personalities.get();
+    personality_failed += s.personality_failed.get();
     rbytes += s.read_bytes.get(), wbytes += s.write_bytes.get(), rchunks += s.read_chunk_replies.get();
   }
   std::string line = "stats:";
@@ -507,7 +519,9 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
           " storage=" + backend + " storage_deferred=" + std::to_string(deferred) +
           " read_nowait=" + std::to_string(nowait) + " storage_queued=" + std::to_string(io_queued) +
           " storage_failed=" + std::to_string(io_failed) + " write_nowait=" + std::to_string(wnowait) +
-          " caller_jobs=" + std::to_string(caller_jobs) + " caller_queued=" + std::to_string(caller_queued);
+          " caller_jobs=" + std::to_string(caller_jobs) + " caller_queued=" + std::to_string(caller_queued) +
+          " caller_ring=" + std::to_string(caller_ring) + " personalities=" + std::to_string(personalities) +
+          " personality_failed=" + std::to_string(personality_failed);
   if (drc != nullptr)
     line += " drc_loaded=" + std::to_string(drc->loaded()) + " drc_file_hits=" + std::to_string(drc->hits_from_file());
   if (md != nullptr)
@@ -585,6 +599,7 @@ int main(int argc, char** argv) {
   cfg.crash_after_proc = a.crash_proc;
   cfg.crash_after_n = a.crash_n;
   cfg.storage = a.storage;
+  cfg.caller_ring = a.caller_ring;
 
   rpc::EngineOptions eo;
   eo.arena_bytes = static_cast<size_t>(a.arena_mb) << 20;

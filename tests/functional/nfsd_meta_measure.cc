@@ -7,7 +7,10 @@
 // LINK, REMOVE (x3), MKDIR, RMDIR, FSSTAT on fresh names. Run by hand for
 // docs/nfs-gateway.md ("Calls that run as the caller").
 //
-//   tern-nfsd-meta-measure [--dir DIR] [--rounds N] [--only getattr|mkdir|create]
+//   tern-nfsd-meta-measure [--dir DIR] [--rounds N] [--only getattr|mkdir|create] [--pool]
+//
+// --pool keeps every call run as the caller on the caller pool
+// (ServerConfig::caller_ring off), the path before io_uring personalities.
 //
 // --only runs one kind of call N times instead (getattr: GETATTR of the
 // root; mkdir: MKDIR then RMDIR; create: CREATE then REMOVE) and prints,
@@ -127,12 +130,14 @@ int main(int argc, char** argv) {
   std::string dir;
   int rounds = 1000;
   std::string only;
+  bool pool = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--dir" && i + 1 < argc) dir = argv[++i];
     else if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
-    else return std::fprintf(stderr, "usage: %s [--dir DIR] [--rounds N] [--only getattr|mkdir|create]\n", argv[0]), 2;
+    else if (a == "--pool") pool = true;
+    else return std::fprintf(stderr, "usage: %s [--dir DIR] [--rounds N] [--only getattr|mkdir|create] [--pool]\n", argv[0]), 2;
   }
   char tmpl[] = "/var/tmp/tern-meta.XXXXXX";
   const std::string top = mkdtemp(tmpl);
@@ -148,6 +153,7 @@ int main(int argc, char** argv) {
   auto drc = nfsd::ReplyCache::open((*sd)->reply_cache_path(), 8192).value();
   nfsd::ServerConfig cfg;
   cfg.write_verf = nfsd::new_write_verifier();
+  cfg.caller_ring = !pool;
   rpc::EngineOptions o;
   o.arena_bytes = 64u << 20;
   auto eng = rpc::Engine::create(o).value();
@@ -201,8 +207,12 @@ int main(int argc, char** argv) {
       }
     }
     const uint64_t cs = context_switches() - cs0;
-    std::printf("%d calls (%s), %d failed: %.2f context switches per call (all threads)\n", calls, only.c_str(),
-                failed, calls > 0 ? static_cast<double>(cs) / calls : 0.0);
+    const nfsd::Nfs3Stats& st = srv->stats();
+    std::printf("%d calls (%s), %d failed: %.2f context switches per call (all threads); %llu on the pool, %llu on the "
+                "ring\n",
+                calls, only.c_str(), failed, calls > 0 ? static_cast<double>(cs) / calls : 0.0,
+                static_cast<unsigned long long>(st.caller_deferred.get()),
+                static_cast<unsigned long long>(st.caller_ring.get()));
     rounds = 0;
   }
   for (int i = 0; i < rounds; ++i) {
