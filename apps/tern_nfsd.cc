@@ -133,6 +133,8 @@ void usage(FILE* f) {
                "  --caller-ring on|off  MKDIR, SYMLINK, REMOVE, RMDIR, RENAME, LINK as the caller on the\n"
                "                        storage ring under an io_uring personality (default on; off:\n"
                "                        on the caller pool's threads, as before)\n"
+               "  --spin-us N           in wait mode, poll up to N us before sleeping while the engine's\n"
+               "                        own operations (caller jobs, storage) are in flight (default 0)\n"
                "  --stats-interval S    print the counters every S seconds (default: at exit only)\n"
                "  --test-crash-after PROC:N   tests only: SIGKILL this process after recording the\n"
                "                        reply of the N-th PROC call (e.g. mkdir:1) in the reply cache\n"
@@ -167,6 +169,7 @@ struct Args {
   uint32_t rw_timeout_ms = rpc::EngineOptions{}.server_rw_timeout_ms;
   bool busy = false;
   bool caller_ring = true;
+  uint32_t spin_us = 0;
   double stats_interval = 0;
   int crash_proc = -1;
   uint32_t crash_n = 0;
@@ -346,6 +349,9 @@ int parse(int argc, char** argv, Args* a) {
       if (!count(4096)) return 1;
       if (n == 0) return say(LogLevel::kError, "--storage-per-peer 0"), 1;
       a->storage.max_per_peer = static_cast<uint32_t>(n);
+    } else if (f == "--spin-us") {
+      if (!count(1000000)) return 1;
+      a->spin_us = static_cast<uint32_t>(n);
     } else if (f == "--caller-ring") {
       if ((v = need(i)) == nullptr) return 1;
       const std::string_view m(v);
@@ -685,12 +691,25 @@ int main(int argc, char** argv) {
   for (uint32_t i = 0; i < a.engines; ++i) {
     Worker* w = workers[i].get();
     const int core = a.cores.empty() ? -1 : a.cores[i];
-    w->thread = std::thread([w, core, busy = a.busy] {
+    w->thread = std::thread([w, core, busy = a.busy, spin = std::chrono::microseconds(a.spin_us)] {
       if (core >= 0) pin(core);
       auto last_tick = std::chrono::steady_clock::now();
+      // Since when the engine has had nothing to do while its own
+      // operations (caller jobs, storage) were in flight (--spin-us).
+      std::chrono::steady_clock::time_point idle_since{};
+      bool idle = false;
       while (!g_stop.load(std::memory_order_relaxed)) {
         int n = w->eng->poll();
+        if (n > 0) idle = false;
+        if (n == 0 && !busy && spin.count() > 0 && w->srv->work_in_flight()) {
+          // Their completion is near: polling for it costs less than
+          // arming, sleeping and being woken through the eventfd.
+          const auto t = std::chrono::steady_clock::now();
+          if (!idle) idle = true, idle_since = t;
+          if (t - idle_since < spin) continue;
+        }
         if (n == 0 && !busy) {
+          idle = false;
           auto r = w->eng->wait(200);
           if (!r) {
             w->failed = r.status();

@@ -154,6 +154,8 @@ class Nfs3Server {
   const Nfs3Stats& stats() const { return st_; }
   const FdCache& fd_cache() const { return fds_; }
   const StorageQueue& storage() const { return *io_; }
+  // Whether a caller job or a storage operation is in flight (engine's thread).
+  bool work_in_flight() const { return !callers_->idle() || !io_->idle(); }
   const CallerPool& callers() const { return *callers_; }
 
  private:
