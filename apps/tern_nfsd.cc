@@ -131,8 +131,8 @@ void usage(FILE* f) {
                "  --storage-inflight N  storage operations in flight per engine (default 64)\n"
                "  --storage-per-peer N  ... and per client (default 16; less when clients share the engine)\n"
                "  --caller-ring on|off  MKDIR, SYMLINK, REMOVE, RMDIR, RENAME, LINK as the caller on the\n"
-               "                        storage ring under an io_uring personality (default on; off:\n"
-               "                        on the caller pool's threads, as before)\n"
+               "                        storage ring under an io_uring personality (default off: on the\n"
+               "                        caller pool's threads)\n"
                "  --spin-us N           in wait mode, poll up to N us before sleeping while the engine's\n"
                "                        own operations (caller jobs, storage) are in flight (default 0)\n"
                "  --stats-interval S    print the counters every S seconds (default: at exit only)\n"
@@ -168,7 +168,7 @@ struct Args {
   uint32_t idle_reap_ms = rpc::EngineOptions{}.idle_reap_ms;
   uint32_t rw_timeout_ms = rpc::EngineOptions{}.server_rw_timeout_ms;
   bool busy = false;
-  bool caller_ring = true;
+  bool caller_ring = false;
   uint32_t spin_us = 0;
   double stats_interval = 0;
   int crash_proc = -1;

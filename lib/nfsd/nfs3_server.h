@@ -101,8 +101,11 @@ struct ServerConfig {
   // an io_uring personality run on the storage ring under it (caller_op.h)
   // instead of on the pool; the identity's first call registers one.
   // Needs the io_uring backend. At most `personalities` identities per
-  // engine (personality_cache.h).
-  bool caller_ring = true;
+  // engine (personality_cache.h). Off by default: it saves the pool's
+  // futex and eventfd calls but not the wake-up of a worker (io_uring runs
+  // these on its io-wq workers), and in the rxe VM it was no faster
+  // (docs/nfs-gateway.md, "Metadata storm").
+  bool caller_ring = false;
   uint32_t personalities = 64;
 };
 

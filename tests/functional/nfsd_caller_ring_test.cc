@@ -52,7 +52,9 @@ class NfsdCallerRing : public Nfsd {
 };
 
 TEST_F(NfsdCallerRing, ADeniedCallStaysDeniedUnderAPersonality) {
-  start({}, /*no_root_squash=*/false, ServerConfig{});
+  ServerConfig cfg;
+  cfg.caller_ring = true;
+  start({}, /*no_root_squash=*/false, cfg);
   if (!server_->nfs->storage().runs_caller_ops()) GTEST_SKIP() << "no io_uring here: the pool does all of it";
   ASSERT_EQ(mkdir(path("locked").c_str(), 0755), 0);  // root's, 0755
   ASSERT_EQ(chown(path("locked").c_str(), 0, 0), 0);
@@ -107,8 +109,8 @@ TEST_F(NfsdCallerRing, ADeniedCallStaysDeniedUnderAPersonality) {
   EXPECT_EQ(server_->nfs->storage().stats().in_flight.get(), 0u);
 }
 
-// Off (ServerConfig::caller_ring = false), every call stays on the pool
-// and no personality is registered.
+// Off (ServerConfig::caller_ring = false, the default), every call stays
+// on the pool and no personality is registered.
 TEST_F(NfsdCallerRing, OffKeepsEveryCallOnThePool) {
   ServerConfig cfg;
   cfg.caller_ring = false;

@@ -7,10 +7,11 @@
 // LINK, REMOVE (x3), MKDIR, RMDIR, FSSTAT on fresh names. Run by hand for
 // docs/nfs-gateway.md ("Calls that run as the caller").
 //
-//   tern-nfsd-meta-measure [--dir DIR] [--rounds N] [--only getattr|mkdir|create] [--pool]
+//   tern-nfsd-meta-measure [--dir DIR] [--rounds N] [--only getattr|mkdir|create] [--ring]
 //
-// --pool keeps every call run as the caller on the caller pool
-// (ServerConfig::caller_ring off), the path before io_uring personalities.
+// --ring puts MKDIR, SYMLINK, REMOVE, RMDIR, RENAME and LINK on the storage
+// ring under io_uring personalities (ServerConfig::caller_ring; default:
+// the caller pool).
 //
 // --only runs one kind of call N times instead (getattr: GETATTR of the
 // root; mkdir: MKDIR then RMDIR; create: CREATE then REMOVE) and prints,
@@ -130,14 +131,14 @@ int main(int argc, char** argv) {
   std::string dir;
   int rounds = 1000;
   std::string only;
-  bool pool = false;
+  bool ring = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--dir" && i + 1 < argc) dir = argv[++i];
     else if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
-    else if (a == "--pool") pool = true;
-    else return std::fprintf(stderr, "usage: %s [--dir DIR] [--rounds N] [--only getattr|mkdir|create] [--pool]\n", argv[0]), 2;
+    else if (a == "--ring") ring = true;
+    else return std::fprintf(stderr, "usage: %s [--dir DIR] [--rounds N] [--only getattr|mkdir|create] [--ring]\n", argv[0]), 2;
   }
   char tmpl[] = "/var/tmp/tern-meta.XXXXXX";
   const std::string top = mkdtemp(tmpl);
@@ -153,7 +154,7 @@ int main(int argc, char** argv) {
   auto drc = nfsd::ReplyCache::open((*sd)->reply_cache_path(), 8192).value();
   nfsd::ServerConfig cfg;
   cfg.write_verf = nfsd::new_write_verifier();
-  cfg.caller_ring = !pool;
+  cfg.caller_ring = ring;
   rpc::EngineOptions o;
   o.arena_bytes = 64u << 20;
   auto eng = rpc::Engine::create(o).value();
