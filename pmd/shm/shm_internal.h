@@ -347,7 +347,7 @@ class ShmQp final : public Qp {
   // peer's half.
   void attach_link(ShmPeerLink* link, uint32_t slot);
   void detach_link();
-  void notify_peer();
+  inline void notify_peer();
 
   // Control path (shm_device.cc).
   Status attach_area(int area_fd, bool is_client, uint32_t ring_slots, size_t area_len);
@@ -658,8 +658,8 @@ class ShmDevice final : public Device {
   // exchanged; the QPs flagged there are queued on their CQs. The common
   // case -- no link has news -- is one load per link, inline.
   void collect_activity() {
-    for (ShmLinkHalf* h : link_in_)
-      if (TERN_UNLIKELY(h->summary.load(std::memory_order_relaxed) != 0)) {
+    for (const LinkIn& l : link_in_)
+      if (TERN_UNLIKELY(l.half->summary.load(std::memory_order_relaxed) != 0)) {
         collect_links();
         return;
       }
@@ -722,7 +722,13 @@ class ShmDevice final : public Device {
   uint64_t next_sweep_ns_ = 0;
   uint64_t token_ = 0;  // ours, in our hellos: a server's links are per (pid, token)
   std::vector<std::unique_ptr<ShmPeerLink>> links_;
-  std::vector<ShmLinkHalf*> link_in_;  // links_[i]->in(), for collect_activity's loop
+  // Each link's half we read, and the link (for its slot table), side by
+  // side for collect_activity's loop and collect_links.
+  struct LinkIn {
+    ShmLinkHalf* half;
+    ShmPeerLink* link;
+  };
+  std::vector<LinkIn> link_in_;
   ShmQp* ready_head_ = nullptr;  // QPs with work, linked by ShmQp::next_ready_
   std::vector<ShmQp*> by_fd_;    // own_fd()
   std::vector<ShmQp*> qps_;
@@ -749,6 +755,15 @@ class ShmDevice final : public Device {
   bool woken_ = false;        // wake_fd_ written since the last ack_wait
   bool armed_ = false;
 };
+
+// Inline (shm_link.cc says what the bits mean): 2-3 calls per RPC, from
+// post_send and ring_peer, where the call's frame was most of its cost.
+inline void ShmQp::notify_peer() {
+  notify_due_ = false;
+  if (notify_word_ == nullptr || vanished_) return;
+  notify_word_->fetch_or(notify_bit_, std::memory_order_release);
+  notify_summary_->fetch_or(notify_sum_bit_, std::memory_order_release);
+}
 
 inline void ShmQp::mark_active() {
   if (queued_) return;

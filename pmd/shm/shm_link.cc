@@ -40,17 +40,25 @@
 namespace tern::shm {
 
 void ShmDevice::collect_links() {
-  // link_in_[i] is links_[i]->in(), kept side by side: the half and the
-  // slot table are each loaded once per link, not once per bit.
-  for (size_t i = 0; i < link_in_.size(); ++i) {
-    ShmLinkHalf* h = link_in_[i];
+  // One RPC makes ~3 of these calls (the request; the reply, with the
+  // request's consumption; the reply's consumption), mostly for one bit, so
+  // the call's own overhead is much of its cost: the link table's bounds and
+  // the ready list's head are kept in registers (a store through a QP
+  // pointer could otherwise alias them and reload them per bit), and the
+  // wake an armed device owes itself for what it queued (enqueue_ready) is
+  // sent once, at the end: no call inside the loops, so few registers to
+  // save around one.
+  ShmQp* head = ready_head_;
+  bool queued = false;
+  for (const LinkIn *l = link_in_.data(), *end = l + link_in_.size(); l != end; ++l) {
+    ShmLinkHalf* h = l->half;
     // A load first: an idle link's line stays shared in our cache until the
     // peer writes it, where an exchange would take it from the peer each time.
     if (h->summary.load(std::memory_order_relaxed) == 0) continue;
     uint64_t sum = h->summary.exchange(0, std::memory_order_acq_rel);
-    const std::vector<ShmQp*>& slots = links_[i]->slots;
-    ShmQp* const* slot_qp = slots.data();
-    const size_t nslots = slots.size();
+    // The slot table, once per link.
+    ShmQp* const* slot_qp = l->link->slots.data();
+    const size_t nslots = l->link->slots.size();
     while (sum != 0) {
       const uint32_t j = static_cast<uint32_t>(__builtin_ctzll(sum));
       sum &= sum - 1;
@@ -59,10 +67,18 @@ void ShmDevice::collect_links() {
         const uint32_t slot = j * 64 + static_cast<uint32_t>(__builtin_ctzll(w));
         w &= w - 1;
         // Peer-written: a slot we gave no QP of its is ignored.
-        if (slot < nslots && slot_qp[slot] != nullptr) slot_qp[slot]->mark_active();
+        ShmQp* qp = slot < nslots ? slot_qp[slot] : nullptr;
+        if (qp == nullptr || qp->queued_) continue;
+        // ShmQp::mark_active, with the list head local.
+        qp->queued_ = true;
+        qp->next_ready_ = head;
+        head = qp;
+        queued = true;
       }
     }
   }
+  ready_head_ = head;
+  if (TERN_UNLIKELY(queued && armed_)) self_wake();
 }
 
 void ShmDevice::visit_ready() {
@@ -126,7 +142,7 @@ ShmPeerLink* ShmDevice::link_for_accept(int sock, uint64_t peer_token, uint32_t*
     l->peer_token = peer_token;
     link = l.get();
     links_.push_back(std::move(l));
-    link_in_.push_back(&link->in());
+    link_in_.push_back(LinkIn{&link->in(), link});
   }
   if (!link->free_slots.empty()) {
     *slot = link->free_slots.back();
@@ -153,14 +169,14 @@ Result<ShmPeerLink*> ShmDevice::link_for_connect(int fd) {
   l->dev = static_cast<uint64_t>(sb.st_dev);
   l->ino = static_cast<uint64_t>(sb.st_ino);
   links_.push_back(std::move(l));
-  link_in_.push_back(&links_.back()->in());
+  link_in_.push_back(LinkIn{&links_.back()->in(), links_.back().get()});
   return links_.back().get();
 }
 
 void ShmDevice::drop_link(ShmPeerLink* link) {
   for (auto it = links_.begin(); it != links_.end(); ++it) {
     if (it->get() != link) continue;
-    link_in_.erase(std::find(link_in_.begin(), link_in_.end(), &link->in()));
+    link_in_.erase(std::find_if(link_in_.begin(), link_in_.end(), [&](const LinkIn& l) { return l.link == link; }));
     munmap(link->map, kLinkSize);
     if (link->fd >= 0) close(link->fd);
     links_.erase(it);
@@ -197,13 +213,6 @@ void ShmQp::detach_link() {
     if (l->server) l->free_slots.push_back(link_slot_);
   }
   if (--l->used == 0) dev_->drop_link(l);
-}
-
-void ShmQp::notify_peer() {
-  notify_due_ = false;
-  if (notify_word_ == nullptr || vanished_) return;
-  notify_word_->fetch_or(notify_bit_, std::memory_order_release);
-  notify_summary_->fetch_or(notify_sum_bit_, std::memory_order_release);
 }
 
 }  // namespace tern::shm
