@@ -18,6 +18,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdarg>
 #include <chrono>
@@ -130,6 +131,8 @@ void usage(FILE* f) {
                "                        uring, threads, sync (on the engine's thread, as before)\n"
                "  --storage-inflight N  storage operations in flight per engine (default 64)\n"
                "  --storage-per-peer N  ... and per client (default 16; less when clients share the engine)\n"
+               "  --group-commit on|off stable WRITEs and COMMITs of a file share one fsync (default on;\n"
+               "                        off: each stable WRITE syncs itself, RWF_SYNC, as before)\n"
                "  --stats-interval S    print the counters every S seconds (default: at exit only)\n"
                "  --test-crash-after PROC:N   tests only: SIGKILL this process after recording the\n"
                "                        reply of the N-th PROC call (e.g. mkdir:1) in the reply cache\n"
@@ -154,6 +157,7 @@ struct Args {
   uint32_t engines = 1;
   std::vector<int> cores;
   nfsd::StorageOptions storage;
+  bool group_commit = true;
   uint32_t drc_slots = 8192;
   uint64_t arena_mb = 128;
   uint32_t credits = 64;
@@ -342,6 +346,12 @@ int parse(int argc, char** argv, Args* a) {
       if (!count(4096)) return 1;
       if (n == 0) return say(LogLevel::kError, "--storage-per-peer 0"), 1;
       a->storage.max_per_peer = static_cast<uint32_t>(n);
+    } else if (f == "--group-commit") {
+      if ((v = need(i)) == nullptr) return 1;
+      const std::string_view m(v);
+      if (m == "on") a->group_commit = true;
+      else if (m == "off") a->group_commit = false;
+      else return say(LogLevel::kError, "--group-commit %s: on or off", v), 1;
     } else if (f == "--stats-interval") {
       if ((v = need(i)) == nullptr) return 1;
       if (!apps::parse_duration(v, 86400, &a->stats_interval)) {
@@ -477,6 +487,7 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
   uint64_t calls[nfs::kNfs3ProcCount] = {};
   uint64_t errors = 0, garbage = 0, replays = 0, drops = 0, rbytes = 0, wbytes = 0, rchunks = 0, refused = 0;
   uint64_t nowait = 0, deferred = 0, io_queued = 0, io_failed = 0, caller_jobs = 0, caller_queued = 0, wnowait = 0;
+  uint64_t syncs = 0, synced = 0, io_peak = 0;
   const char* backend = "";
   for (const auto& w : ws) {
     const nfsd::Nfs3Stats& s = w->srv->stats();
@@ -486,9 +497,12 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
     nowait += s.read_nowait.get(), deferred += s.storage_deferred.get();
     const nfsd::StorageStats& io = w->srv->storage().stats();
     io_queued += io.queued.get(), io_failed += io.failed.get();
+    io_peak = std::max<uint64_t>(io_peak, io.peer_peak.get());
     backend = w->srv->storage().backend();
     caller_jobs += s.caller_deferred.get(), wnowait += s.write_nowait.get();
     caller_queued += w->srv->callers().stats().queued.get();
+    if (const nfsd::SyncBatches* sb = w->srv->sync_batches(); sb != nullptr)
+      syncs += sb->stats().syncs.get(), synced += sb->stats().waiters.get();
     rbytes += s.read_bytes.get(), wbytes += s.write_bytes.get(), rchunks += s.read_chunk_replies.get();
   }
   std::string line = "stats:";
@@ -506,8 +520,10 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
           " drc_drops=" + std::to_string(drops) + " refused=" + std::to_string(refused) +
           " storage=" + backend + " storage_deferred=" + std::to_string(deferred) +
           " read_nowait=" + std::to_string(nowait) + " storage_queued=" + std::to_string(io_queued) +
-          " storage_failed=" + std::to_string(io_failed) + " write_nowait=" + std::to_string(wnowait) +
-          " caller_jobs=" + std::to_string(caller_jobs) + " caller_queued=" + std::to_string(caller_queued);
+          " storage_failed=" + std::to_string(io_failed) + " storage_peer_peak=" + std::to_string(io_peak) +
+          " write_nowait=" + std::to_string(wnowait) +
+          " caller_jobs=" + std::to_string(caller_jobs) + " caller_queued=" + std::to_string(caller_queued) +
+          " syncs=" + std::to_string(syncs) + " synced=" + std::to_string(synced);
   if (drc != nullptr)
     line += " drc_loaded=" + std::to_string(drc->loaded()) + " drc_file_hits=" + std::to_string(drc->hits_from_file());
   if (md != nullptr)
@@ -585,6 +601,7 @@ int main(int argc, char** argv) {
   cfg.crash_after_proc = a.crash_proc;
   cfg.crash_after_n = a.crash_n;
   cfg.storage = a.storage;
+  cfg.group_commit = a.group_commit;
 
   rpc::EngineOptions eo;
   eo.arena_bytes = static_cast<size_t>(a.arena_mb) << 20;

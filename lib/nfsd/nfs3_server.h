@@ -61,6 +61,7 @@
 #include "nfsd/published_exports.h"
 #include "nfsd/reply_cache.h"
 #include "nfsd/storage_queue.h"
+#include "nfsd/sync_batch.h"
 
 namespace tern::nfsd {
 
@@ -95,6 +96,11 @@ struct ServerConfig {
   bool unstable_inline = false;
   // Where what runs as the caller runs (caller_pool.h).
   CallerPoolOptions callers;
+  // Stable WRITEs and COMMITs share one fsync per file (sync_batch.h)
+  // when the storage queue is asynchronous. Off: a stable WRITE is written
+  // with RWF_SYNC/RWF_DSYNC and a COMMIT is its own fsync, as before
+  // (tern-nfsd --group-commit off: a baseline).
+  bool group_commit = true;
 };
 
 // A verifier no earlier run of the server has used: its start time in
@@ -142,6 +148,8 @@ class Nfs3Server {
   const Nfs3Stats& stats() const { return st_; }
   const FdCache& fd_cache() const { return fds_; }
   const StorageQueue& storage() const { return *io_; }
+  // Null when stable WRITEs sync one by one (ServerConfig::group_commit).
+  const SyncBatches* sync_batches() const { return syncs_.get(); }
   const CallerPool& callers() const { return *callers_; }
 
  private:
@@ -160,7 +168,11 @@ class Nfs3Server {
   Pending* defer(Op& op);
   void submit_io(Op& op, Pending* p, StorageKind kind, int fd, uint64_t off, uint8_t* buf, size_t len, int flags);
   static void on_io(void* ctx, const StorageReq& r, int64_t res);
-  void finish_io(Pending& p, const StorageReq& r, int64_t res);
+  // False: the call goes on (a stable WRITE joined its file's next sync).
+  bool finish_io(Pending& p, const StorageReq& r, int64_t res);
+  // A stable WRITE's or COMMIT's answer from its batch's sync (sync_batch.h).
+  static void on_synced(void* ctx, int fd, int err);
+  void finish_synced(Pending& p, int fd, int err);
   void serve(rpc::ServerCall* c);
   // False: the arguments were garbage. Otherwise the results are in op.w.
   bool dispatch(Op& op);
@@ -258,6 +270,7 @@ class Nfs3Server {
   FdCache fds_;
   std::unique_ptr<StorageQueue> io_;
   std::unique_ptr<CallerPool> callers_;
+  std::unique_ptr<SyncBatches> syncs_;  // after io_: its syncs complete through io_
   Nfs3Stats st_;
   uint32_t crash_count_ = 0;
   std::vector<uint8_t> res_;     // the results being encoded

@@ -170,7 +170,7 @@ int64_t StorageQueue::run_now(const StorageOptions& opt, const StorageReq& r) {
         n = pwritev2(r.fd, &iov, 1, static_cast<off_t>(r.offset), r.rw_flags);
         break;
       }
-      case StorageKind::kFsync: n = fsync(r.fd); break;
+      case StorageKind::kFsync: n = (r.rw_flags & kFsyncDataOnly) != 0 ? fdatasync(r.fd) : fsync(r.fd); break;
     }
     if (n < 0 && errno == EINTR) continue;
     return n < 0 ? -errno : n;
@@ -253,7 +253,9 @@ void StorageQueue::start(Peer* p, const StorageReq& r) {
         io_uring_prep_write(sqe, r.fd, r.buf, static_cast<unsigned>(r.len), r.offset);
         sqe->rw_flags = r.rw_flags;
         break;
-      case StorageKind::kFsync: io_uring_prep_fsync(sqe, r.fd, 0); break;
+      case StorageKind::kFsync:
+        io_uring_prep_fsync(sqe, r.fd, (r.rw_flags & kFsyncDataOnly) != 0 ? IORING_FSYNC_DATASYNC : 0);
+        break;
     }
     sqe->flags |= IOSQE_ASYNC;
     io_uring_sqe_set_data(sqe, s);

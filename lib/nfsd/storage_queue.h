@@ -61,13 +61,16 @@ struct StorageReq {
   uint64_t offset = 0;
   uint8_t* buf = nullptr;  // read into / write from (valid until done)
   size_t len = 0;
-  int rw_flags = 0;  // a write's RWF_SYNC or RWF_DSYNC
+  int rw_flags = 0;  // a write's RWF_SYNC or RWF_DSYNC; kFsync: kFsyncDataOnly or 0
   // Runs exactly once, on the engine's thread, from poll() (inline from
   // submit() in synchronous mode): res is the bytes moved (0 for fsync) or
   // -errno. fd is still open then (the caller may fstat it).
   void (*done)(void* ctx, const StorageReq& r, int64_t res) = nullptr;
   void* ctx = nullptr;
 };
+
+// kFsync's rw_flags: fdatasync rather than fsync (sync_batch.h).
+constexpr int kFsyncDataOnly = 1;
 
 struct StorageOptions {
   enum class Mode : uint8_t { kAuto, kUring, kThreads, kSync };
