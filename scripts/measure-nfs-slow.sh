@@ -8,7 +8,8 @@
 # rounds of --seconds, alternating the servers' order. Prints median IOPS,
 # tern-nfsd / nfsd and each server / device, and per NFS procedure the
 # client's calls, mean queue time (waiting for a credit shows there) and
-# mean round trip. TCG emulation: ratios only.
+# mean round trip, and what the servers' threads were blocked in (D state,
+# sampled every 20 ms). TCG emulation: ratios only.
 #
 #   scripts/measure-nfs-slow.sh [BUILDDIR] [--seconds S] [--rounds N] [--delay-ms MS]
 #       [--depth N] [--jobs N] [--tern 'OPTIONS;OPTIONS...'] [--json FILE]
