@@ -18,6 +18,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdarg>
 #include <chrono>
@@ -135,6 +136,8 @@ void usage(FILE* f) {
                "                        caller pool's threads)\n"
                "  --spin-us N           in wait mode, poll up to N us before sleeping while the engine's\n"
                "                        own operations (caller jobs, storage) are in flight (default 0)\n"
+               "  --group-commit on|off stable WRITEs and COMMITs of a file share one fsync (default on;\n"
+               "                        off: each stable WRITE syncs itself, RWF_SYNC, as before)\n"
                "  --stats-interval S    print the counters every S seconds (default: at exit only)\n"
                "  --test-crash-after PROC:N   tests only: SIGKILL this process after recording the\n"
                "                        reply of the N-th PROC call (e.g. mkdir:1) in the reply cache\n"
@@ -159,6 +162,7 @@ struct Args {
   uint32_t engines = 1;
   std::vector<int> cores;
   nfsd::StorageOptions storage;
+  bool group_commit = true;
   uint32_t drc_slots = 8192;
   uint64_t arena_mb = 128;
   uint32_t credits = 64;
@@ -357,6 +361,12 @@ int parse(int argc, char** argv, Args* a) {
       const std::string_view m(v);
       if (m != "on" && m != "off") return say(LogLevel::kError, "--caller-ring %s: on or off", v), 1;
       a->caller_ring = m == "on";
+    } else if (f == "--group-commit") {
+      if ((v = need(i)) == nullptr) return 1;
+      const std::string_view m(v);
+      if (m == "on") a->group_commit = true;
+      else if (m == "off") a->group_commit = false;
+      else return say(LogLevel::kError, "--group-commit %s: on or off", v), 1;
     } else if (f == "--stats-interval") {
       if ((v = need(i)) == nullptr) return 1;
       if (!apps::parse_duration(v, 86400, &a->stats_interval)) {
@@ -493,6 +503,7 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
   uint64_t errors = 0, garbage = 0, replays = 0, drops = 0, rbytes = 0, wbytes = 0, rchunks = 0, refused = 0;
   uint64_t nowait = 0, deferred = 0, io_queued = 0, io_failed = 0, caller_jobs = 0, caller_queued = 0, wnowait = 0;
   uint64_t caller_ring = 0, personalities = 0, personality_failed = 0;
+  uint64_t syncs = 0, synced = 0, io_peak = 0;
   const char* backend = "";
   for (const auto& w : ws) {
     const nfsd::Nfs3Stats& s = w->srv->stats();
@@ -502,11 +513,14 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
     nowait += s.read_nowait.get(), deferred += s.storage_deferred.get();
     const nfsd::StorageStats& io = w->srv->storage().stats();
     io_queued += io.queued.get(), io_failed += io.failed.get();
+    io_peak = std::max<uint64_t>(io_peak, io.peer_peak.get());
     backend = w->srv->storage().backend();
     caller_jobs += s.caller_deferred.get(), wnowait += s.write_nowait.get();
     caller_queued += w->srv->callers().stats().queued.get();
     caller_ring += s.caller_ring.get(), personalities += s.personalities.get();
     personality_failed += s.personality_failed.get();
+    if (const nfsd::SyncBatches* sb = w->srv->sync_batches(); sb != nullptr)
+      syncs += sb->stats().syncs.get(), synced += sb->stats().waiters.get();
     rbytes += s.read_bytes.get(), wbytes += s.write_bytes.get(), rchunks += s.read_chunk_replies.get();
   }
   std::string line = "stats:";
@@ -524,10 +538,12 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
           " drc_drops=" + std::to_string(drops) + " refused=" + std::to_string(refused) +
           " storage=" + backend + " storage_deferred=" + std::to_string(deferred) +
           " read_nowait=" + std::to_string(nowait) + " storage_queued=" + std::to_string(io_queued) +
-          " storage_failed=" + std::to_string(io_failed) + " write_nowait=" + std::to_string(wnowait) +
+          " storage_failed=" + std::to_string(io_failed) + " storage_peer_peak=" + std::to_string(io_peak) +
+          " write_nowait=" + std::to_string(wnowait) +
           " caller_jobs=" + std::to_string(caller_jobs) + " caller_queued=" + std::to_string(caller_queued) +
           " caller_ring=" + std::to_string(caller_ring) + " personalities=" + std::to_string(personalities) +
-          " personality_failed=" + std::to_string(personality_failed);
+          " personality_failed=" + std::to_string(personality_failed) +
+          " syncs=" + std::to_string(syncs) + " synced=" + std::to_string(synced);
   if (drc != nullptr)
     line += " drc_loaded=" + std::to_string(drc->loaded()) + " drc_file_hits=" + std::to_string(drc->hits_from_file());
   if (md != nullptr)
@@ -606,6 +622,7 @@ int main(int argc, char** argv) {
   cfg.crash_after_n = a.crash_n;
   cfg.storage = a.storage;
   cfg.caller_ring = a.caller_ring;
+  cfg.group_commit = a.group_commit;
 
   rpc::EngineOptions eo;
   eo.arena_bytes = static_cast<size_t>(a.arena_mb) << 20;

@@ -8,7 +8,8 @@
 # rounds of --seconds, alternating the servers' order. Prints median IOPS,
 # tern-nfsd / nfsd and each server / device, and per NFS procedure the
 # client's calls, mean queue time (waiting for a credit shows there) and
-# mean round trip. TCG emulation: ratios only.
+# mean round trip, and what the servers' threads were blocked in (D state,
+# sampled every 20 ms). TCG emulation: ratios only.
 #
 #   scripts/measure-nfs-slow.sh [BUILDDIR] [--seconds S] [--rounds N] [--delay-ms MS]
 #       [--depth N] [--jobs N] [--tern 'OPTIONS;OPTIONS...'] [--json FILE]
@@ -91,6 +92,32 @@ print("| --- | --- | --- | ---: | ---: | ---: |")
 for (rw, s, op), (n, q, rtt) in sorted(ops.items()):
     if op in ("READ", "WRITE", "COMMIT"):
         print(f"| {rw} | {label[s]} | {op} | {n} | {q / n:.2f} | {rtt / n:.2f} |")
+print()
+print("the servers' threads blocked (D state) while fio ran, sampled every 20 ms: mean count, and the")
+print("wait channels most seen (share of blocked samples)")
+print()
+print("| job | server | blocked threads (mean, max) | wait channels |")
+print("| --- | --- | ---: | --- |")
+import collections
+for rw in ("randread", "randwrite"):
+    for s in servers:
+        if s == "device":
+            continue
+        counts, chans = [], collections.Counter()
+        for r in range(1, rounds + 1):
+            try:
+                lines = open(os.path.join(out, f"{s}-{rw}-{r}.waits")).read().splitlines()
+            except OSError:
+                continue
+            for ln in lines:
+                w = ln.split()
+                counts.append(len(w))
+                chans.update(w)
+        if not counts:
+            continue
+        tot = sum(chans.values()) or 1
+        top = ", ".join(f"{c} {n / tot:.0%}" for c, n in chans.most_common(4))
+        print(f"| {rw} | {label[s]} | {statistics.mean(counts):.1f}, {max(counts)} | {top} |")
 if jpath:
     with open(jpath, "w") as f:
         json.dump(doc, f, indent=1)

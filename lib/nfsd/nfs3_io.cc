@@ -8,9 +8,10 @@
 // What waits for the device goes through the StorageQueue (storage_queue.h)
 // and is answered from its completion: a READ the page cache cannot serve
 // at once (it is tried with RWF_NOWAIT first, so cached data costs no
-// hand-off), a FILE_SYNC or DATA_SYNC WRITE (RWF_SYNC, RWF_DSYNC: answered
-// only once the data is durable), COMMIT's fsync. UNSTABLE WRITEs go to the
-// page cache on the engine's thread; COMMIT makes them durable. Every check
+// hand-off), every WRITE, COMMIT's fsync. A FILE_SYNC or DATA_SYNC WRITE is
+// written like an UNSTABLE one and then answered from its file's next sync,
+// shared with the file's other stable WRITEs and COMMITs (the group commit,
+// sync_batch.h): answered only once the data is durable. Every check
 // (the export, the caller's squashed credential against the mode bits,
 // read-only exports, set-user-ID removal) runs before anything is
 // submitted, exactly as for a synchronous call: a denied call never
@@ -161,7 +162,14 @@ bool Nfs3Server::proc_write(Op& op) {
   }
   if (r.status == Nfs3Stat::kOk && !a.data.empty() &&
       (a.stable != StableHow::kUnstable || !cfg_.unstable_inline)) {
-    const int flags = a.stable == StableHow::kFileSync ? RWF_SYNC : a.stable == StableHow::kDataSync ? RWF_DSYNC : 0;
+    // A stable WRITE with the group commit (sync_batch.h) is written as an
+    // UNSTABLE one is, then waits for its file's next sync; without it,
+    // the write itself syncs.
+    const bool batched = a.stable != StableHow::kUnstable && syncs_ != nullptr;
+    const int flags = batched                              ? 0
+                      : a.stable == StableHow::kFileSync ? RWF_SYNC
+                      : a.stable == StableHow::kDataSync ? RWF_DSYNC
+                                                         : 0;
     // An UNSTABLE write lands in the page cache, but even that can wait:
     // for dirty-page throttling, a block allocation's metadata read, the
     // inode lock another write holds. Where the file system can say so
@@ -169,7 +177,7 @@ bool Nfs3Server::proc_write(Op& op) {
     // which it is not tried again), a write that would not wait is done at
     // once; every other goes through the queue like a stable one.
     ssize_t n = -1;
-    if (flags == 0 && write_nowait_) {
+    if (a.stable == StableHow::kUnstable && write_nowait_) {
       iovec iov{const_cast<uint8_t*>(a.data.data()), a.data.size()};
       n = pwritev2(fd, &iov, 1, static_cast<off_t>(a.offset), RWF_NOWAIT);
       if (n < 0 && errno == EOPNOTSUPP) write_nowait_ = false;
@@ -189,6 +197,10 @@ bool Nfs3Server::proc_write(Op& op) {
       p->stable = a.stable;
       p->before = *r.wcc.before;
       p->offset = a.offset;
+      if (batched) {
+        p->batched = true;
+        p->file = SyncKey{st.st_dev, st.st_ino};
+      }
       submit_io(op, p, StorageKind::kWrite, fd, a.offset, const_cast<uint8_t*>(a.data.data()), a.data.size(), flags);
       return true;
     }
@@ -231,9 +243,23 @@ bool Nfs3Server::proc_commit(Op& op) {
       r.status = not_regular(st);
     } else if (int fd = io_fd(e, false); fd < 0) {
       r.status = nfs3_stat_from_errno(errno);
-    } else {
+    } else if (syncs_ != nullptr) {
       // Everything written before it (answered UNSTABLE WRITEs are in the
-      // page cache) is durable when the fsync completes; then the answer.
+      // page cache) is durable once a sync of the file that starts after
+      // now completes: the file's next one, shared with its stable WRITEs
+      // and other COMMITs (sync_batch.h). Then the answer.
+      Pending* p = defer(op);
+      p->before = *r.wcc.before;
+      p->batched = true;
+      p->file = SyncKey{st.st_dev, st.st_ino};
+      st_.storage_deferred.add();
+      if (int err = syncs_->join(p->file, op.call->peer_id(), fd, true, {&Nfs3Server::on_synced, p}); err != 0) {
+        finish_synced(*p, fd, err);
+        delete p;
+      }
+      return true;
+    } else {
+      // The same with its own fsync.
       Pending* p = defer(op);
       p->before = *r.wcc.before;
       submit_io(op, p, StorageKind::kFsync, fd, 0, nullptr, 0, 0);
@@ -247,7 +273,17 @@ bool Nfs3Server::proc_commit(Op& op) {
   return true;
 }
 
-void Nfs3Server::finish_io(Pending& p, const StorageReq& q, int64_t res) {
+bool Nfs3Server::finish_io(Pending& p, const StorageReq& q, int64_t res) {
+  if (p.batched && res > 0) {
+    // A stable WRITE's data is in the page cache: it joins its file's next
+    // sync and is answered from that (finish_synced). A failed write is
+    // answered now.
+    p.written = static_cast<uint32_t>(res);
+    const SyncBatches::Waiter w{&Nfs3Server::on_synced, &p};
+    const int err = syncs_->join(p.file, p.call->peer_id(), q.fd, p.stable == StableHow::kFileSync, w);
+    if (err == 0) return false;
+    res = -err;
+  }
   Op op(p.call, last_addr_, res_);
   op.exp = p.exp;
   struct stat after;
@@ -279,6 +315,9 @@ void Nfs3Server::finish_io(Pending& p, const StorageReq& q, int64_t res) {
       r.wcc.before = p.before;
       if (res <= 0) {
         r.status = nfs3_stat_from_errno(res < 0 ? static_cast<int>(-res) : EIO);
+        // RWF_SYNC's sync may have taken a writeback error (once per open
+        // file): as for COMMIT below.
+        if (res < 0 && p.stable != StableHow::kUnstable && !p.batched) cfg_.write_verf = new_write_verifier();
       } else {
         // A short write is said as such: the client sends the rest again.
         r.count = static_cast<uint32_t>(res);
@@ -293,12 +332,52 @@ void Nfs3Server::finish_io(Pending& p, const StorageReq& q, int64_t res) {
     default: {  // COMMIT
       CommitRes r;
       r.wcc.before = p.before;
-      if (res < 0) r.status = nfs3_stat_from_errno(static_cast<int>(-res));
+      if (res < 0) {
+        r.status = nfs3_stat_from_errno(static_cast<int>(-res));
+        // The kernel says a writeback error once per open file: a later
+        // COMMIT would succeed over the lost data. Clients resend what
+        // they wrote UNSTABLE when the verifier changes.
+        cfg_.write_verf = new_write_verifier();
+      }
       r.verf = cfg_.write_verf;
       if (have_after) r.wcc.after = fattr(op, after);
       encode(op.w, r);
       break;
     }
+  }
+  reply_to(p.call, p.cached, p.key, op.w, op.bulk);
+  return true;
+}
+
+void Nfs3Server::finish_synced(Pending& p, int fd, int err) {
+  Op op(p.call, last_addr_, res_);
+  op.exp = p.exp;
+  // The kernel reports a writeback error once per open file, and this sync
+  // took it: a later COMMIT of UNSTABLE data lost with it would succeed.
+  // A new verifier makes clients send their uncommitted WRITEs again.
+  if (err != 0) cfg_.write_verf = new_write_verifier();
+  struct stat after;
+  const bool have_after = fd >= 0 && fstat(fd, &after) == 0;
+  if (p.proc == Nfs3Proc::kWrite) {
+    WriteRes r;
+    r.wcc.before = p.before;
+    if (err != 0) {
+      r.status = nfs3_stat_from_errno(err);
+    } else {
+      r.count = p.written;  // a short write is said as such
+      r.committed = p.stable;
+      r.verf = cfg_.write_verf;
+      st_.write_bytes.add(p.written);
+    }
+    if (have_after) r.wcc.after = fattr(op, after);
+    encode(op.w, r);
+  } else {
+    CommitRes r;
+    r.wcc.before = p.before;
+    if (err != 0) r.status = nfs3_stat_from_errno(err);
+    r.verf = cfg_.write_verf;
+    if (have_after) r.wcc.after = fattr(op, after);
+    encode(op.w, r);
   }
   reply_to(p.call, p.cached, p.key, op.w, op.bulk);
 }

@@ -61,9 +61,13 @@ struct Nfs3Server::Pending {
   uint8_t* buf = nullptr;
   uint32_t have = 0;
   std::vector<uint8_t> inl;
-  // WRITE and COMMIT.
+  // WRITE and COMMIT; a batched one's file (sync_batch.h) and, for a
+  // WRITE, the bytes written before it joined the sync.
   nfs::StableHow stable = nfs::StableHow::kUnstable;
   nfs::WccAttr before;
+  bool batched = false;
+  SyncKey file;
+  uint32_t written = 0;
   // A job run as the caller (Nfs3Server::as_caller): who, and what follows.
   Cred cred;
   bool read_only = true;

@@ -69,6 +69,7 @@ Nfs3Server::Nfs3Server(const Export& exp, ReplyCache* drc, const ServerConfig& c
   res_.resize(kMaxResults);
   dents_.resize(64u << 10);
   max_results_ = kMaxResults;
+  if (cfg_.group_commit && io_->asynchronous()) syncs_ = std::make_unique<SyncBatches>(*io_);
 }
 
 Nfs3Server::Nfs3Server(const PublishedExports& pub, ReplyCache* drc, const ServerConfig& cfg)
@@ -79,15 +80,20 @@ Nfs3Server::Nfs3Server(const PublishedExports& pub, ReplyCache* drc, const Serve
   res_.resize(kMaxResults);
   dents_.resize(64u << 10);
   max_results_ = kMaxResults;
+  if (cfg_.group_commit && io_->asynchronous()) syncs_ = std::make_unique<SyncBatches>(*io_);
 }
 
 Nfs3Server::~Nfs3Server() {
   // Their completions answer calls through this server: before its members
   // go. A follow-up of either may start work on the other (a caller op on
-  // the ring, then a SETATTR job on the pool): until both are idle.
-  while (!callers_->idle() || !io_->idle()) {
+  // the ring, then a SETATTR job on the pool), and a completion may make a
+  // sync due (sync_batch.h), whose completion may make the next one due:
+  // until nothing is left.
+  for (;;) {
     callers_->drain();
     io_->drain();
+    if (syncs_ != nullptr && syncs_->flush() > 0) continue;
+    if (callers_->idle() && io_->idle()) break;
   }
 }
 
@@ -113,7 +119,15 @@ void Nfs3Server::attach(rpc::Engine& eng) {
   eng.add_poller(&Nfs3Server::poll_callers, this, callers_->wake_fd());
 }
 
-int Nfs3Server::poll_storage(void* ctx) { return static_cast<Nfs3Server*>(ctx)->io_->poll(); }
+int Nfs3Server::poll_storage(void* ctx) {
+  auto* s = static_cast<Nfs3Server*>(ctx);
+  int n = s->io_->poll();
+  // The syncs this pass made due (the WRITEs it delivered, the COMMITs the
+  // engine handled before this poller ran, files whose sync completed):
+  // started now, submitted by a second poll of the queue.
+  if (s->syncs_ != nullptr && s->syncs_->flush() > 0) n += 1 + s->io_->poll();
+  return n;
+}
 
 int Nfs3Server::poll_callers(void* ctx) { return static_cast<Nfs3Server*>(ctx)->callers_->poll(); }
 
@@ -326,7 +340,12 @@ void Nfs3Server::finish_caller(Pending* p, Nfs3Stat s) {
 
 void Nfs3Server::on_io(void* ctx, const StorageReq& r, int64_t res) {
   auto* p = static_cast<Pending*>(ctx);
-  p->srv->finish_io(*p, r, res);
+  if (p->srv->finish_io(*p, r, res)) delete p;
+}
+
+void Nfs3Server::on_synced(void* ctx, int fd, int err) {
+  auto* p = static_cast<Pending*>(ctx);
+  p->srv->finish_synced(*p, fd, err);
   delete p;
 }
 

@@ -63,6 +63,7 @@
 #include "nfsd/published_exports.h"
 #include "nfsd/reply_cache.h"
 #include "nfsd/storage_queue.h"
+#include "nfsd/sync_batch.h"
 
 namespace tern::nfsd {
 
@@ -107,6 +108,11 @@ struct ServerConfig {
   // (docs/nfs-gateway.md, "Metadata storm").
   bool caller_ring = false;
   uint32_t personalities = 64;
+  // Stable WRITEs and COMMITs share one fsync per file (sync_batch.h)
+  // when the storage queue is asynchronous. Off: a stable WRITE is written
+  // with RWF_SYNC/RWF_DSYNC and a COMMIT is its own fsync, as before
+  // (tern-nfsd --group-commit off: a baseline).
+  bool group_commit = true;
 };
 
 // A verifier no earlier run of the server has used: its start time in
@@ -159,6 +165,8 @@ class Nfs3Server {
   const StorageQueue& storage() const { return *io_; }
   // Whether a caller job or a storage operation is in flight (engine's thread).
   bool work_in_flight() const { return !callers_->idle() || !io_->idle(); }
+  // Null when stable WRITEs sync one by one (ServerConfig::group_commit).
+  const SyncBatches* sync_batches() const { return syncs_.get(); }
   const CallerPool& callers() const { return *callers_; }
 
  private:
@@ -177,7 +185,11 @@ class Nfs3Server {
   Pending* defer(Op& op);
   void submit_io(Op& op, Pending* p, StorageKind kind, int fd, uint64_t off, uint8_t* buf, size_t len, int flags);
   static void on_io(void* ctx, const StorageReq& r, int64_t res);
-  void finish_io(Pending& p, const StorageReq& r, int64_t res);
+  // False: the call goes on (a stable WRITE joined its file's next sync).
+  bool finish_io(Pending& p, const StorageReq& r, int64_t res);
+  // A stable WRITE's or COMMIT's answer from its batch's sync (sync_batch.h).
+  static void on_synced(void* ctx, int fd, int err);
+  void finish_synced(Pending& p, int fd, int err);
   void serve(rpc::ServerCall* c);
   // False: the arguments were garbage. Otherwise the results are in op.w.
   bool dispatch(Op& op);
@@ -291,6 +303,7 @@ class Nfs3Server {
   // After io_ (destroyed before it: it gives its ids back to the ring).
   std::unique_ptr<PersonalityCache> personas_;
   bool personas_off_ = false;  // a registration failed: the pool only from then on
+  std::unique_ptr<SyncBatches> syncs_;  // after io_: its syncs complete through io_
   Nfs3Stats st_;
   uint32_t crash_count_ = 0;
   std::vector<uint8_t> res_;     // the results being encoded

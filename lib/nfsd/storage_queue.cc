@@ -170,7 +170,7 @@ int64_t StorageQueue::run_now(const StorageOptions& opt, const StorageReq& r) {
         n = pwritev2(r.fd, &iov, 1, static_cast<off_t>(r.offset), r.rw_flags);
         break;
       }
-      case StorageKind::kFsync: n = fsync(r.fd); break;
+      case StorageKind::kFsync: n = (r.rw_flags & kFsyncDataOnly) != 0 ? fdatasync(r.fd) : fsync(r.fd); break;
       case StorageKind::kCallerOp: return -EOPNOTSUPP;  // io_uring only: never given to another backend
     }
     if (n < 0 && errno == EINTR) continue;
@@ -191,6 +191,7 @@ void StorageQueue::submit(std::string_view peer, const StorageReq& r) {
       while (opt_.hold->load(std::memory_order_acquire)) std::this_thread::yield();  // the slow device (tests)
     const int64_t res = run_now(opt_, r);
     st_.started.add();
+    st_.reaped.add();
     if (res < 0) st_.failed.add();
     r.done(r.ctx, r, res);
     st_.completed.add();
@@ -254,7 +255,9 @@ void StorageQueue::start(Peer* p, const StorageReq& r) {
         io_uring_prep_write(sqe, r.fd, r.buf, static_cast<unsigned>(r.len), r.offset);
         sqe->rw_flags = r.rw_flags;
         break;
-      case StorageKind::kFsync: io_uring_prep_fsync(sqe, r.fd, 0); break;
+      case StorageKind::kFsync:
+        io_uring_prep_fsync(sqe, r.fd, (r.rw_flags & kFsyncDataOnly) != 0 ? IORING_FSYNC_DATASYNC : 0);
+        break;
       case StorageKind::kCallerOp:
         r.prep(r.op, sqe);
         // Without it the operation would run as the server: a caller op
@@ -263,6 +266,7 @@ void StorageQueue::start(Peer* p, const StorageReq& r) {
           io_uring_prep_nop(sqe);
           s->res = -EPERM;
           held_.push_back(s);
+          st_.reaped.add();
           io_uring_sqe_set_data(sqe, nullptr);
           ++to_submit_;
           return;
@@ -347,6 +351,7 @@ int StorageQueue::deliver() {
         if (s == nullptr) continue;  // a refused caller op's no-op (start()): already held
         s->res = cqes[i]->res;
         got.push_back(s);
+        st_.reaped.add();
       }
       io_uring_cq_advance(&uring_->ring, n);
     }
@@ -355,6 +360,7 @@ int StorageQueue::deliver() {
   if (backend_ == Backend::kThreads && threads_->ndone.load(std::memory_order_acquire) != 0) {
     std::lock_guard<std::mutex> g(threads_->mu);
     got.insert(got.end(), threads_->done.begin(), threads_->done.end());
+    st_.reaped.add(threads_->done.size());
     threads_->done.clear();
     threads_->ndone.store(0, std::memory_order_relaxed);
   }

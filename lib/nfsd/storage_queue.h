@@ -64,7 +64,7 @@ struct StorageReq {
   uint64_t offset = 0;
   uint8_t* buf = nullptr;  // read into / write from (valid until done)
   size_t len = 0;
-  int rw_flags = 0;  // a write's RWF_SYNC or RWF_DSYNC
+  int rw_flags = 0;  // a write's RWF_SYNC or RWF_DSYNC; kFsync: kFsyncDataOnly or 0
   // kCallerOp: prep(op, sqe) fills the SQE (CallerOp::prep); personality
   // (> 0) is the caller's. fd is -1 (nothing to own); res is 0 or -errno.
   void (*prep)(const void* op, void* sqe) = nullptr;
@@ -76,6 +76,9 @@ struct StorageReq {
   void (*done)(void* ctx, const StorageReq& r, int64_t res) = nullptr;
   void* ctx = nullptr;
 };
+
+// kFsync's rw_flags: fdatasync rather than fsync (sync_batch.h).
+constexpr int kFsyncDataOnly = 1;
 
 struct StorageOptions {
   enum class Mode : uint8_t { kAuto, kUring, kThreads, kSync };
@@ -97,6 +100,10 @@ struct StorageStats {
   Counter submitted;   // operations given to submit()
   Counter started;     // handed to the backend
   Counter completed;   // done() ran
+  // Finished by the backend and reaped by poll(), delivered or still held
+  // (StorageOptions::hold): a test that must release many completions in
+  // one pass waits for this before it lifts the hold.
+  Counter reaped;
   Counter queued;      // had to wait for a bound (per-engine or per-peer)
   Counter failed;      // completed with an error
   // Gauges.

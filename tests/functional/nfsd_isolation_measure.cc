@@ -5,7 +5,10 @@
 // each on a connection and thread of their own: none, 1 and 4 writing
 // 64 KiB FILE_SYNC WRITEs, 4 writing UNSTABLE and COMMITting every 16. Per
 // phase: the prober's calls/s and p99 and their ratio to its solo figures
-// of the same run, and the writers' WRITEs/s. Run by hand (or by
+// of the same run, and the writers' WRITEs/s; then, per phase, what the
+// engine's thread did meanwhile (its passes with work: mean, p99, longest;
+// busy and asleep shares), which is what a prober's call waits behind. The
+// engine's thread is named "engine" (perf report --comm engine). Run by hand (or by
 // scripts/measure-nfs-isolation.sh) for the table in docs/nfs-gateway.md.
 //
 //   tern-nfsd-isolation-measure [--dir DIR] [--seconds S] [--storage auto|uring|threads|sync]
@@ -13,6 +16,7 @@
 // --unstable-inline: UNSTABLE WRITEs on the engine's thread, as before
 // they went through the storage queue (ServerConfig::unstable_inline).
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -162,9 +167,40 @@ int main(int argc, char** argv) {
   const std::string spec = "shm:path=" + top + "/nfsd.sock";
   if (Status s = eng->listen(spec); !s) return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
   std::atomic<bool> stop_srv{false};
+  // What the engine's thread did, per phase (what a prober's call waits
+  // behind): its passes that did work, their lengths in µs (the longest
+  // 1% and the longest), and the time it slept. Reset by the prober
+  // (epoch), read after the phase (a relaxed snapshot: only figures).
+  struct Loop {
+    std::mutex mu;
+    std::vector<double> busy_us;
+    double slept_ms = 0;
+    uint64_t passes = 0;
+  } loop;
   std::thread server([&] {
-    while (!stop_srv.load(std::memory_order_relaxed))
-      if (eng->poll() == 0) (void)eng->wait(200);  // tern-nfsd's loop (without --busy-poll)
+    pthread_setname_np(pthread_self(), "engine");  // for perf --comm
+    std::vector<double> local;
+    double slept = 0;
+    uint64_t passes = 0;
+    Clock::time_point flush = Clock::now();
+    while (!stop_srv.load(std::memory_order_relaxed)) {
+      const Clock::time_point a = Clock::now();
+      const int n = eng->poll();
+      const Clock::time_point b = Clock::now();
+      ++passes;
+      if (n > 0) local.push_back(std::chrono::duration<double, std::micro>(b - a).count());
+      else {
+        (void)eng->wait(200);  // tern-nfsd's loop (without --busy-poll)
+        slept += std::chrono::duration<double, std::milli>(Clock::now() - b).count();
+      }
+      if (b - flush > std::chrono::milliseconds(50)) {
+        std::lock_guard<std::mutex> g(loop.mu);
+        loop.busy_us.insert(loop.busy_us.end(), local.begin(), local.end());
+        loop.slept_ms += slept;
+        loop.passes += passes;
+        local.clear(), slept = 0, passes = 0, flush = b;
+      }
+    }
   });
   const Fh3 root = (*exp)->root_fh();
 
@@ -208,6 +244,7 @@ int main(int argc, char** argv) {
   std::printf("| load next to the prober | prober calls/s | prober p99 (ms) | rate vs solo | p99 vs solo | writer WRITEs/s |\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: |\n");
   double solo_rate = 0, solo_p99 = 0;
+  std::vector<std::string> engine_lines;
   for (const Phase& ph : phases) {
     std::atomic<uint64_t> writes{0};
     std::atomic<bool> stop{false};
@@ -252,6 +289,10 @@ int main(int argc, char** argv) {
     const auto args = enc(GetattrArgs{root});
     std::vector<double> lat;
     const uint64_t w0 = writes.load();
+    {
+      std::lock_guard<std::mutex> g(loop.mu);
+      loop.busy_us.clear(), loop.slept_ms = 0, loop.passes = 0;
+    }
     const Clock::time_point t0 = Clock::now();
     const Clock::time_point end = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(secs));
     Clock::time_point now;
@@ -269,8 +310,22 @@ int main(int argc, char** argv) {
     if (ph.writers == 0) solo_rate = rate, solo_p99 = p99;
     std::printf("| %s | %.0f | %.3f | %.2fx | %.2fx | %.0f |\n", ph.name, rate, p99, rate / solo_rate, p99 / solo_p99,
                 wrate);
+    {
+      std::lock_guard<std::mutex> g(loop.mu);
+      const size_t n = loop.busy_us.size();
+      double sum = 0;
+      for (double x : loop.busy_us) sum += x;
+      const double mx = n > 0 ? *std::max_element(loop.busy_us.begin(), loop.busy_us.end()) : 0;
+      engine_lines.push_back(std::string(ph.name) + ": " + std::to_string(loop.passes) + " passes, " +
+                             std::to_string(n) + " with work (mean " + std::to_string(n ? sum / n : 0) + " us, p99 " +
+                             std::to_string(n ? pct(loop.busy_us, 0.99) : 0) + " us, max " + std::to_string(mx) +
+                             " us; busy " + std::to_string(sum / 1e4 / el) + "% of the phase), slept " +
+                             std::to_string(loop.slept_ms / 10 / el) + "%");
+    }
     std::fflush(stdout);
   }
+  std::printf("\nthe engine's thread per phase (while the prober ran):\n");
+  for (const auto& l : engine_lines) std::printf("  %s\n", l.c_str());
   stop_srv = true;
   server.join();
   srv.reset();

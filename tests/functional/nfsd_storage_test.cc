@@ -124,16 +124,19 @@ TEST_F(NfsdStorage, AStableWriteIsAnsweredOnlyOnceDoneAndNobodyWaitsForIt) {
   EXPECT_EQ(r.committed, StableHow::kFileSync);
   ASSERT_TRUE(r.wcc.after);
   EXPECT_EQ(r.wcc.after->size, data.size());
+  // With the group commit (sync_batch.h) the WRITE was two operations:
+  // the write, then its file's sync.
+  const uint64_t write_ops = server_->nfs->sync_batches() != nullptr ? 2 : 1;
   // COMMIT the same way: held, then answered.
   hold_ = true;
   Reply cm;
   start_call(Nfs3Proc::kCommit, enc(CommitArgs{f, 0, 0}), {}, &cm);
-  ASSERT_TRUE(wait([&] { return io().started.get() == 2; }));
+  ASSERT_TRUE(wait([&] { return io().started.get() == write_ops + 1; }));
   EXPECT_FALSE(wait([&] { return cm.done; }, 300));
   hold_ = false;
   ASSERT_TRUE(wait([&] { return cm.done; }));
   EXPECT_EQ(status(cm), Nfs3Stat::kOk);
-  EXPECT_EQ(io().completed.get(), 2u);
+  EXPECT_EQ(io().completed.get(), write_ops + 1);
 }
 
 // READs that go through the queue (RWF_NOWAIT off: every one) bring the
@@ -229,7 +232,8 @@ TEST_F(NfsdStorage, ADeniedCallStaysDeniedOnTheAsynchronousPath) {
   as_owner.auth = &owner;
   Reply w = call(Nfs3Proc::kWrite, write_args(f, 0, evil, StableHow::kFileSync), as_owner);
   EXPECT_EQ(status(w), Nfs3Stat::kOk);
-  EXPECT_EQ(io().submitted.get(), 1u);
+  // The write, and with the group commit (sync_batch.h) its file's sync.
+  EXPECT_EQ(io().submitted.get(), server_->nfs->sync_batches() != nullptr ? 2u : 1u);
   EXPECT_EQ(file_bytes("secret"), evil);
 }
 
@@ -302,18 +306,27 @@ TEST_F(NfsdStorage, TheEngineRunsAtMostItsBound) {
 
 // A device error (EIO, injected in the storage layer where dm-error is
 // not at hand) reaches the call whose operation failed as NFS3ERR_IO; the
-// other connection's WRITE, in flight at the same time, succeeds.
+// other connection's WRITE (of another file: a failed sync fails every
+// WRITE of that file it covered, nfsd_sync_batch_test.cc), in flight at the
+// same time, succeeds.
 TEST_F(NfsdStorage, ADeviceErrorReachesItsCallerAsNfs3errIo) {
   ServerConfig cfg = held_config();
+  static std::atomic<uint64_t> bad_ino{0};
   cfg.storage.fault = [](void*, const StorageReq& r) -> int {
     if (r.kind == StorageKind::kWrite && r.offset == (1u << 20)) return EIO;
-    if (r.kind == StorageKind::kFsync) return EIO;
+    struct stat st;
+    if (r.kind == StorageKind::kFsync && fstat(r.fd, &st) == 0 && st.st_ino == bad_ino.load()) return EIO;
     return 0;
   };
   hold_ = true;  // both in flight together
   start({}, true, cfg);
   CreateRes c = create(root_, "dev");
   const Fh3 f = *c.obj;
+  CreateRes c2 = create(root_, "other");
+  ASSERT_EQ(c2.status, Nfs3Stat::kOk);
+  struct stat dst;
+  ASSERT_EQ(stat(path("dev").c_str(), &dst), 0);
+  bad_ino = dst.st_ino;
   rpc::Connection* first = conn_;
   rpc::Connection* second = connect(spec_);
   ASSERT_NE(second, nullptr);
@@ -321,14 +334,14 @@ TEST_F(NfsdStorage, ADeviceErrorReachesItsCallerAsNfs3errIo) {
   Reply bad, good;
   start_call(Nfs3Proc::kWrite, write_args(f, 1u << 20, d, StableHow::kFileSync), {}, &bad);
   conn_ = second;
-  start_call(Nfs3Proc::kWrite, write_args(f, 0, d, StableHow::kFileSync), {}, &good);
+  start_call(Nfs3Proc::kWrite, write_args(*c2.obj, 0, d, StableHow::kFileSync), {}, &good);
   conn_ = first;
   ASSERT_TRUE(wait([&] { return io().started.get() == 2; }));
   hold_ = false;
   ASSERT_TRUE(wait([&] { return bad.done && good.done; }));
   EXPECT_EQ(status(bad), Nfs3Stat::kIo);
   EXPECT_EQ(status(good), Nfs3Stat::kOk);
-  EXPECT_EQ(file_bytes("dev"), d);
+  EXPECT_EQ(file_bytes("other"), d);
   EXPECT_EQ(io().failed.get(), 1u);
   CommitRes cm = op<CommitRes>(Nfs3Proc::kCommit, CommitArgs{f, 0, 0});
   EXPECT_EQ(cm.status, Nfs3Stat::kIo);

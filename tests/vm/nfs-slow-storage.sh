@@ -79,10 +79,34 @@ fio_run() {  # fio_run TARGET-OPTIONS... -- RW OUTFILE
     --output="$3" >/dev/null
 }
 cold() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+# What the server's threads wait in, sampled every 20 ms while fio runs:
+# one line per sample, the wait channel of each thread in D state (blocked
+# on the device or a lock). tern-nfsd's are its own threads and io_uring's
+# workers (iou-wrk-*, threads of the process); knfsd's its nfsd threads.
+sample_waits() {  # sample_waits NAME OUTFILE
+  set +e  # a thread that ends between listing and reading is skipped
+  local tasks
+  while :; do
+    if [[ $1 == kernel ]]; then tasks=$(for p in $(pgrep -x nfsd); do echo /proc/$p; done)
+    else tasks=$(ls -d /proc/"$srv"/task/* 2>/dev/null); fi
+    line=
+    for t in $tasks; do
+      read -r st 2>/dev/null <"$t/stat" || continue
+      st=${st##*) }
+      [[ ${st%% *} == D ]] && line+="$(cat "$t/wchan" 2>/dev/null) "
+    done
+    echo "$line" >>"$2"
+    sleep 0.02
+  done
+}
 run_server() {  # run_server NAME DIR RW ROUND
   cold
   cat /proc/self/mountstats >"$OUT/$1-$3-$4.before"
+  sample_waits "$1" "$OUT/$1-$3-$4.waits" &
+  local sampler=$!
   fio_run --directory="$2" --size="${SIZE}m" -- "$3" "$OUT/$1-$3-$4.json"
+  kill "$sampler" 2>/dev/null || true
+  wait "$sampler" 2>/dev/null || true
   cat /proc/self/mountstats >"$OUT/$1-$3-$4.after"
 }
 
