@@ -31,6 +31,7 @@
 #include "nfsd/nfs3_server.h"
 #include "nfsd/reply_cache.h"
 #include "nfsd/state_dir.h"
+#include "option_parser.h"
 
 using namespace tern;
 using namespace tern::nfs;
@@ -97,12 +98,10 @@ struct Client {
 int main(int argc, char** argv) {
   std::string dir;
   int rounds = 1000;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--dir" && i + 1 < argc) dir = argv[++i];
-    else if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
-    else return std::fprintf(stderr, "usage: %s [--dir DIR] [--rounds N]\n", argv[0]), 2;
-  }
+  tern::apps::OptionParser cli("tern-nfsd-meta-measure", "[options]");
+  cli.text("dir", "DIR", "the directory exported (default: a fresh one under /var/tmp)", &dir);
+  cli.integer("rounds", "N", "calls of each procedure (default 1000)", 1, 1 << 30, &rounds);
+  if (int rc = cli.run(argc, argv); rc >= 0) return rc;
   char tmpl[] = "/var/tmp/tern-meta.XXXXXX";
   const std::string top = mkdtemp(tmpl);
   if (dir.empty()) dir = top + "/export";
