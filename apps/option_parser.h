@@ -446,7 +446,7 @@ class OptionParser {
       if (d < best_d) best_d = d, best = &o;
     }
     if (best == nullptr) {
-      if (edit_distance(bare, "help") <= 1) return msg + "; did you mean '--help'?";
+      if (bare.size() >= 3 && edit_distance(bare, "help") <= 2) return msg + "; did you mean '--help'?";
       return msg;
     }
     return msg + "; did you mean '--" + best->name + "'?";

@@ -184,7 +184,7 @@ TEST(OptionParser, HelpIsGeneratedFromTheTable) {
   std::free(buf);
   EXPECT_NE(help.find("usage: prog [options]\n"), std::string::npos) << help;
   // Continuation lines of an option's help are indented to its column.
-  EXPECT_NE(help.find("  --export DIR              the directory\n                          served to every client\n"),
+  EXPECT_NE(help.find("  --export DIR            the directory\n                          served to every client\n"),
             std::string::npos)
       << help;
   EXPECT_NE(help.find("  -s, --size BYTES"), std::string::npos) << help;
