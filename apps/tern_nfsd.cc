@@ -106,6 +106,8 @@ struct Args {
   uint32_t idle_reap_ms = rpc::EngineOptions{}.idle_reap_ms;
   uint32_t rw_timeout_ms = rpc::EngineOptions{}.server_rw_timeout_ms;
   bool busy = false;
+  bool caller_ring = false;
+  uint32_t spin_us = 0;
   double stats_interval = 0;
   int crash_proc = -1;
   uint32_t crash_n = 0;
@@ -217,6 +219,15 @@ int parse(int argc, char** argv, Args* a) {
           &a->storage.max_in_flight);
   p.count("storage-per-peer", "N", "... and per client (default 16; less when clients share the engine)", 1, 4096,
           &a->storage.max_per_peer);
+  p.choice("caller-ring", "on|off",
+           "MKDIR, SYMLINK, REMOVE, RMDIR, RENAME, LINK as the caller on the\n"
+           "storage ring under an io_uring personality (default off: on the\n"
+           "caller pool's threads)",
+           {"off", "on"}, &a->caller_ring);
+  p.integer("spin-us", "N",
+            "in wait mode, poll up to N us before sleeping while the engine's\n"
+            "own operations (caller jobs, storage) are in flight (default 0)",
+            0, 1000000, &a->spin_us);
   p.duration("stats-interval", "S", "print the counters every S seconds (default: at exit only)", 86400,
              &a->stats_interval);
   p.custom("test-crash-after", "PROC:N",
@@ -359,6 +370,7 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
   uint64_t calls[nfs::kNfs3ProcCount] = {};
   uint64_t errors = 0, garbage = 0, replays = 0, drops = 0, rbytes = 0, wbytes = 0, rchunks = 0, refused = 0;
   uint64_t nowait = 0, deferred = 0, io_queued = 0, io_failed = 0, caller_jobs = 0, caller_queued = 0, wnowait = 0;
+  uint64_t caller_ring = 0, personalities = 0, personality_failed = 0;
   const char* backend = "";
   for (const auto& w : ws) {
     const nfsd::Nfs3Stats& s = w->srv->stats();
@@ -371,6 +383,8 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
     backend = w->srv->storage().backend();
     caller_jobs += s.caller_deferred.get(), wnowait += s.write_nowait.get();
     caller_queued += w->srv->callers().stats().queued.get();
+    caller_ring += s.caller_ring.get(), personalities += s.personalities.get();
+    personality_failed += s.personality_failed.get();
     rbytes += s.read_bytes.get(), wbytes += s.write_bytes.get(), rchunks += s.read_chunk_replies.get();
   }
   std::string line = "stats:";
@@ -389,7 +403,9 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
           " storage=" + backend + " storage_deferred=" + std::to_string(deferred) +
           " read_nowait=" + std::to_string(nowait) + " storage_queued=" + std::to_string(io_queued) +
           " storage_failed=" + std::to_string(io_failed) + " write_nowait=" + std::to_string(wnowait) +
-          " caller_jobs=" + std::to_string(caller_jobs) + " caller_queued=" + std::to_string(caller_queued);
+          " caller_jobs=" + std::to_string(caller_jobs) + " caller_queued=" + std::to_string(caller_queued) +
+          " caller_ring=" + std::to_string(caller_ring) + " personalities=" + std::to_string(personalities) +
+          " personality_failed=" + std::to_string(personality_failed);
   if (drc != nullptr)
     line += " drc_loaded=" + std::to_string(drc->loaded()) + " drc_file_hits=" + std::to_string(drc->hits_from_file());
   if (md != nullptr)
@@ -467,6 +483,7 @@ int main(int argc, char** argv) {
   cfg.crash_after_proc = a.crash_proc;
   cfg.crash_after_n = a.crash_n;
   cfg.storage = a.storage;
+  cfg.caller_ring = a.caller_ring;
 
   rpc::EngineOptions eo;
   eo.arena_bytes = static_cast<size_t>(a.arena_mb) << 20;
@@ -552,12 +569,25 @@ int main(int argc, char** argv) {
   for (uint32_t i = 0; i < a.engines; ++i) {
     Worker* w = workers[i].get();
     const int core = a.cores.empty() ? -1 : a.cores[i];
-    w->thread = std::thread([w, core, busy = a.busy] {
+    w->thread = std::thread([w, core, busy = a.busy, spin = std::chrono::microseconds(a.spin_us)] {
       if (core >= 0) pin(core);
       auto last_tick = std::chrono::steady_clock::now();
+      // Since when the engine has had nothing to do while its own
+      // operations (caller jobs, storage) were in flight (--spin-us).
+      std::chrono::steady_clock::time_point idle_since{};
+      bool idle = false;
       while (!g_stop.load(std::memory_order_relaxed)) {
         int n = w->eng->poll();
+        if (n > 0) idle = false;
+        if (n == 0 && !busy && spin.count() > 0 && w->srv->work_in_flight()) {
+          // Their completion is near: polling for it costs less than
+          // arming, sleeping and being woken through the eventfd.
+          const auto t = std::chrono::steady_clock::now();
+          if (!idle) idle = true, idle_since = t;
+          if (t - idle_since < spin) continue;
+        }
         if (n == 0 && !busy) {
+          idle = false;
           auto r = w->eng->wait(200);
           if (!r) {
             w->failed = r.status();

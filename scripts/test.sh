@@ -16,17 +16,45 @@
 #      corpus, then for TERN_FUZZ_SECONDS (default 30) each.
 # Exits non-zero on the first failing stage. TERN_TEST_QUICK=1 runs stage 1
 # only. TERN_TEST_VM=0 skips stage 2, =1 makes it mandatory (fails if the VM
-# cannot run); the default runs it when it can.
+# cannot run); the default runs it when it can. Each stage's wall time is
+# printed at the end, also when one fails.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-"$top/scripts/setup.sh"
+SECONDS=0
 
-stage() { echo; echo "=== $*"; }
+# Each stage's wall time, printed at the end of the run (also when a stage
+# fails: the table then ends with the failing stage), so that where CI's time
+# goes is visible in every log (docs/testing.md "Where the time goes").
+stage_names=() stage_secs=() cur_stage= cur_t0=
+stage_close() {
+  [[ -n $cur_stage ]] || return 0
+  stage_names+=("$cur_stage") stage_secs+=($((SECONDS - cur_t0)))
+  cur_stage=
+}
+stage() { stage_close; echo; echo "=== $*"; cur_stage="$*" cur_t0=$SECONDS; }
+stage_times() {
+  local rc=$? i
+  local failed=$cur_stage
+  stage_close
+  echo
+  echo "stage wall times (s):"
+  for i in "${!stage_names[@]}"; do
+    printf '  %5d  %s%s\n' "${stage_secs[$i]}" "${stage_names[$i]}" \
+      "$([[ $rc != 0 && ${stage_names[$i]} == "$failed" ]] && echo '  <- FAILED')"
+  done
+  printf '  %5d  total\n' "$SECONDS"
+  return "$rc"
+}
+trap stage_times EXIT
 jobs=$(nproc)
+
+stage "set-up (scripts/setup.sh: packages that are missing)"
+"$top/scripts/setup.sh"
 
 stage "debug build (build-test/)"
 scripts/build.sh build-test -Dbuildtype=debugoptimized -Dbenchmarks=true
+stage "debug: unit, conformance, functional and apps suites"
 meson test -C build-test --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite conformance --suite functional --suite apps
 
 if [[ "${TERN_TEST_QUICK:-0}" == 1 ]]; then
@@ -36,6 +64,7 @@ fi
 
 stage "shm-only build (build-shm/): no rdma-core, no DPDK"
 scripts/build.sh build-shm -Dbuildtype=debugoptimized -Dbenchmarks=false -Dverbs=disabled -Dmlx5=disabled -Deal=disabled
+stage "shm-only: unit and apps suites"
 meson test -C build-shm --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite apps
 
 stage "real verbs: rxe0 in a qemu VM (build-test/ binaries)"
@@ -56,15 +85,18 @@ fi
 stage "ASan+UBSan build (build-asan/)"
 scripts/build.sh build-asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
   -Dbenchmarks=false -Dapps=true
+stage "ASan+UBSan: unit, conformance, functional and apps suites"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-asan --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite conformance --suite functional --suite apps
 # The fault soak's short mode (tern-soak --ci, docs/reliability.md): about two minutes.
+stage "ASan+UBSan: the fault soak (tern-soak --ci)"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-asan --no-rebuild --print-errorlogs --suite soak
 
 stage "TSan build (build-tsan/)"
 scripts/build.sh build-tsan -Dbuildtype=debug -Db_sanitize=thread -Db_lundef=false \
   -Dbenchmarks=false -Dapps=false
+stage "TSan: unit, conformance and functional suites"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions="$top/tests/tsan.supp" \
   meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite conformance --suite functional
 

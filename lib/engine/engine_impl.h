@@ -238,6 +238,13 @@ class EngineImpl final : public Engine {
   // turn, so another peer's call waits behind at most one of each other's.
   static constexpr uint32_t kServiceQuantum = 1;
   PeerService service{0, kServiceQuantum};
+  // A batch of receives was served at once, outside the service order,
+  // after its last turn (served_alone: the connection of the latest, which
+  // was its peer's; nullptr when unknown or reclaimed): that peer was served
+  // last, and yields the next turn to peers that waited (peer_service.h).
+  // Two stores per batch on poll()'s common path; read only by a turn.
+  ConnBase* served_alone = nullptr;
+  bool alone_since = false;
   // Connections with work waiting for resources.
   ConnBase* service_head = nullptr;
   ConnBase* service_tail = nullptr;

@@ -102,7 +102,9 @@ void EngineImpl::hold_or_take(const Wc& wc, ConnBase* c, int pos) {
 }
 
 int EngineImpl::serve_held() {
-  const uint32_t n = service.plan();
+  const uint32_t n =
+      service.plan(alone_since, alone_since && served_alone != nullptr ? served_alone->svc_peer : nullptr);
+  alone_since = false;
   const uint32_t* order = service.order();
   // The turn is a batch like poll()'s: a reply need not be signaled while
   // its connection has another call later in this turn.
@@ -205,7 +207,9 @@ int EngineImpl::poll() {
         hold_or_take(wc[0], dc->conn_of(wc[0].qp_num), 0);
       } else {
         rx_pos = 0;
-        take_receive(*this, wc[0], dc->conn_of(wc[0].qp_num));
+        ConnBase* c = dc->conn_of(wc[0].qp_num);
+        served_alone = c, alone_since = true;
+        take_receive(*this, wc[0], c);
       }
       ++rx_batch;  // nothing matches it outside the batch
       continue;
@@ -229,6 +233,7 @@ int EngineImpl::poll() {
       // in its peer's queue for its turn (serve_held()).
       for (int i = 0; i < n; ++i) hold_or_take(wc[i], owner[i], i);
     } else {
+      served_alone = owner[0], alone_since = true;
       for (int i = 0; i < n; ++i) {
         rx_pos = i;
         take_receive(*this, wc[i], owner[i]);
@@ -297,6 +302,7 @@ int EngineImpl::serve_connections() {
       // Nothing of it may wait for a turn once its slot (and QP number)
       // can be given to another (its teardown released them already).
       if (!service.empty()) release_held(c);
+      if (served_alone == c) served_alone = nullptr;
       const uint32_t s = c->slot;
       if (!c->server) {
         auto it = std::find(clients.begin(), clients.end(), static_cast<ClientConn*>(c));

@@ -47,46 +47,17 @@ const char* state_name(ConnBase::State s) {
   return "?";
 }
 
-// JSON text for s (base/json.h), quotes included.
-void json_string(std::string& out, std::string_view s) {
-  out += '"';
-  json_escape_to(out, s);
-  out += '"';
+void json_latency(JsonWriter& w, const char* name, const LatencySummary& l) {
+  w.key(name).begin_object();
+  w.u64("count", l.count).u64("min", l.min).u64("mean", l.mean).u64("p50", l.p50);
+  w.u64("p90", l.p90).u64("p99", l.p99).u64("p999", l.p999).u64("max", l.max);
+  w.end_object();
 }
 
-void json_u64(std::string& out, const char* name, uint64_t v, bool comma = true) {
-  if (comma) out += ',';
-  json_string(out, name);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, ":%" PRIu64, v);
-  out += buf;
-}
-
-void json_latency(std::string& out, const char* name, const LatencySummary& l) {
-  out += ',';
-  json_string(out, name);
-  out += ":{";
-  json_u64(out, "count", l.count, false);
-  json_u64(out, "min", l.min);
-  json_u64(out, "mean", l.mean);
-  json_u64(out, "p50", l.p50);
-  json_u64(out, "p90", l.p90);
-  json_u64(out, "p99", l.p99);
-  json_u64(out, "p999", l.p999);
-  json_u64(out, "max", l.max);
-  out += '}';
-}
-
-void json_view(std::string& out, const char* name, const StatsView& v) {
-  out += ',';
-  json_string(out, name);
-  out += ":{";
-  bool first = true;
-  for (const StatEntry& e : v) {
-    json_u64(out, e.name, e.counter->get(), !first);
-    first = false;
-  }
-  out += '}';
+void json_view(JsonWriter& w, const char* name, const StatsView& v) {
+  w.key(name).begin_object();
+  for (const StatEntry& e : v) w.u64(e.name, e.counter->get());
+  w.end_object();
 }
 
 }  // namespace
@@ -304,72 +275,36 @@ std::vector<ProcedureStats> EngineImpl::procedure_stats() const {
 }
 
 std::string EngineImpl::stats_json() const {
-  std::string out = "{\"engine\":{";
-  bool first = true;
-  for (const StatEntry& e : stats_view()) {
-    json_u64(out, e.name, e.counter->get(), !first);
-    first = false;
+  std::string out;
+  JsonWriter w(out);
+  w.begin_object();
+  json_view(w, "engine", stats_view());
+  w.key("devices").begin_array();
+  for (const auto& dc : devices) {
+    w.begin_object().str("spec", dc->spec).str("name", dc->dev->caps().name).boolean("port_up", dc->dev->port_up());
+    json_view(w, "counters", dc->dev->stats());
+    w.end_object();
   }
-  out += "},\"devices\":[";
-  for (size_t i = 0; i < devices.size(); ++i) {
-    const DeviceCtx& dc = *devices[i];
-    if (i) out += ',';
-    out += "{\"spec\":";
-    json_string(out, dc.spec);
-    out += ",\"name\":";
-    json_string(out, dc.dev->caps().name);
-    out += ",\"port_up\":";
-    out += dc.dev->port_up() ? "true" : "false";
-    json_view(out, "counters", dc.dev->stats());
-    out += '}';
-  }
-  out += "],\"connections\":[";
-  first = true;
+  w.end_array().key("connections").begin_array();
   for (const ConnectionStats& c : connection_stats()) {
-    if (!first) out += ',';
-    first = false;
-    out += '{';
-    json_u64(out, "id", c.id, false);
-    out += ",\"side\":";
-    out += c.server ? "\"server\"" : "\"client\"";
-    out += ",\"peer\":";
-    json_string(out, c.peer);
-    out += ",\"state\":";
-    json_string(out, c.state);
-    json_u64(out, "connect_ns", c.connect_ns);
-    json_u64(out, "age_ns", c.age_ns);
-    json_u64(out, "idle_ns", c.idle_ns);
-    json_u64(out, "outstanding", c.outstanding);
-    json_u64(out, "credits", c.credits);
-    out += ",\"counters\":{";
-    bool f = true;
-    for (auto& [name, val] : c.counters) {
-      json_u64(out, name, val, !f);
-      f = false;
-    }
-    out += '}';
-    json_latency(out, "rtt_ns", c.rtt);
-    out += '}';
+    w.begin_object().u64("id", c.id).str("side", c.server ? "server" : "client").str("peer", c.peer);
+    w.str("state", c.state).u64("connect_ns", c.connect_ns).u64("age_ns", c.age_ns).u64("idle_ns", c.idle_ns);
+    w.u64("outstanding", c.outstanding).u64("credits", c.credits);
+    w.key("counters").begin_object();
+    for (auto& [name, val] : c.counters) w.u64(name, val);
+    w.end_object();
+    json_latency(w, "rtt_ns", c.rtt);
+    w.end_object();
   }
-  out += "],\"procedures\":[";
-  first = true;
+  w.end_array().key("procedures").begin_array();
   for (const ProcedureStats& p : procedure_stats()) {
-    if (!first) out += ',';
-    first = false;
-    out += '{';
-    json_u64(out, "prog", p.prog, false);
-    json_u64(out, "vers", p.vers);
-    json_u64(out, "proc", p.proc);
-    out += ",\"side\":";
-    out += p.server ? "\"server\"" : "\"client\"";
-    json_u64(out, "ops", p.ops);
-    json_u64(out, "errors", p.errors);
-    json_u64(out, "bytes_sent", p.bytes_sent);
-    json_u64(out, "bytes_received", p.bytes_received);
-    json_latency(out, "rtt_ns", p.rtt);
-    out += '}';
+    w.begin_object().u64("prog", p.prog).u64("vers", p.vers).u64("proc", p.proc);
+    w.str("side", p.server ? "server" : "client").u64("ops", p.ops).u64("errors", p.errors);
+    w.u64("bytes_sent", p.bytes_sent).u64("bytes_received", p.bytes_received);
+    json_latency(w, "rtt_ns", p.rtt);
+    w.end_object();
   }
-  out += "]}";
+  w.end_array().end_object();
   return out;
 }
 
@@ -422,11 +357,11 @@ std::string EngineImpl::stats_json_snapshot(int wait_ms) {
   snapshot_wanted.store(true, std::memory_order_relaxed);
   snap_cv.wait_for(g, std::chrono::milliseconds(wait_ms < 0 ? 0 : wait_ms), [&] { return snap_seq != seq; });
   if (snap_json.empty()) return {};
-  // The document with its age: how long ago the engine's thread made it.
+  // The document with its age: how long ago the engine's thread made it
+  // (one more member before the top-level object's closing brace).
   std::string out = snap_json;
   out.pop_back();
-  json_u64(out, "snapshot_age_ms", (monotonic_ns() - snap_ns) / 1'000'000);
-  out += '}';
+  out += ",\"snapshot_age_ms\":" + std::to_string((monotonic_ns() - snap_ns) / 1'000'000) + "}";
   return out;
 }
 

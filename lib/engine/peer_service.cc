@@ -25,7 +25,6 @@ bool PeerService::hold(ServiceQueue* p, uint32_t index, const rdma::Wc& wc, Conn
   Held& h = held_at_[index];
   h.wc = wc;
   h.conn = c;
-  h.peer = p;
   h.next = kNil;
   if (p->tail == kNil) p->head = index;
   else held_at_[p->tail].next = index;
@@ -45,12 +44,35 @@ uint32_t PeerService::pop(ServiceQueue* p) {
   return i;
 }
 
-uint32_t PeerService::plan() {
+uint32_t PeerService::plan(bool batch_since, const ServiceQueue* batch_peer) {
+  using Ring = IntrusiveList<ServiceQueue, &ServiceQueue::link>;
+  const uint64_t last = turn_++;
+  const uint64_t now = turn_;
+  // Served last: in the batch served after the last turn, if there was one;
+  // else in the last turn.
+  auto served_last = [&](const ServiceQueue* p) { return batch_since ? p == batch_peer : p->served == last; };
   uint32_t n = 0;
   if (ring_.size() == 1) {
     // One peer: everything, in order (work-conserving).
     ServiceQueue* p = ring_.pop_front();
+    p->served = now;
     while (p->count != 0) order_[n++] = pop(p);
+    return n;
+  }
+  size_t waited = 0;
+  for (const ServiceQueue* p = ring_.front(); p != nullptr; p = Ring::next(p)) waited += !served_last(p);
+  if (waited != 0 && waited != ring_.size()) {
+    // One round of the peers that waited; those served last sit this pass
+    // out (they have waited by the next turn).
+    for (ServiceQueue* p = ring_.front(); p != nullptr;) {
+      ServiceQueue* next = Ring::next(p);
+      if (!served_last(p)) {
+        p->served = now;
+        for (uint32_t k = 0; k < quantum_ && p->count != 0; ++k) order_[n++] = pop(p);
+        if (p->count == 0) ring_.remove(p);
+      }
+      p = next;
+    }
     return n;
   }
   // Rounds of `quantum` per peer while two or more have calls; the last
@@ -59,7 +81,8 @@ uint32_t PeerService::plan() {
   while (ring_.size() >= 2) {
     ServiceQueue* p = ring_.front();
     while (p != nullptr) {
-      ServiceQueue* next = IntrusiveList<ServiceQueue, &ServiceQueue::link>::next(p);
+      ServiceQueue* next = Ring::next(p);
+      p->served = now;
       for (uint32_t k = 0; k < quantum_ && p->count != 0; ++k) order_[n++] = pop(p);
       if (p->count == 0) ring_.remove(p);
       p = next;

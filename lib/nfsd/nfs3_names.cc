@@ -188,6 +188,30 @@ void Nfs3Server::make_as_caller(Op& op, FdCache::Entry* d, const struct stat& ds
       });
 }
 
+void Nfs3Server::make_by_op(Op& op, FdCache::Entry* d, const struct stat& dst, std::shared_ptr<MakeJob> j,
+                            std::shared_ptr<CallerOp> c, int open_flags) {
+  if ((j->dir.fd = fcntl(d->path_fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+    finish_create(op, d->path_fd, dst, -1, nfs3_stat_from_errno(errno));
+    return;
+  }
+  c->dirfd = j->dir.fd;
+  as_caller_op(op, c, [this, j, c, dst, open_flags](Op& op, Nfs3Stat s) {
+    // What the caller made, opened by the server for its handle and
+    // attributes (O_PATH: nothing is read or written through it), as
+    // LOOKUP opens a name; the caller could search the directory, it made
+    // a name in it.
+    if (s == Nfs3Stat::kOk && (j->fd = open_beneath(j->dir.fd, c->name.c_str(), O_PATH | open_flags)) < 0)
+      s = nfs3_stat_from_errno(errno);
+    Then fin = [this, j, dst](Op& op, Nfs3Stat s) {
+      const int fd = std::exchange(j->fd, -1);
+      finish_create(op, j->dir.fd, dst, s == Nfs3Stat::kOk ? fd : -1, s);
+      if (s != Nfs3Stat::kOk && fd >= 0) close(fd);
+    };
+    if (s == Nfs3Stat::kOk && j->set_rest) return set_after_create(op, j->fd, j->rest, std::move(fin));
+    fin(op, s);
+  });
+}
+
 // The common end of CREATE, MKDIR, SYMLINK and MKNOD: `objfd` (owned; -1
 // when status failed) is what was made or found.
 void Nfs3Server::finish_create(Op& op, int dirfd, const struct stat& dir_before, int objfd, Nfs3Stat status) {
@@ -285,11 +309,11 @@ bool Nfs3Server::proc_mkdir(Op& op) {
   j->rest.set_mode = false;
   j->rest.set_size = false;
   const mode_t mode = a.attr.set_mode ? (a.attr.mode & 07777) : 0755;
-  make_as_caller(op, d, dst, j, [n = CName(a.where.name), mode](MakeJob& j) {
-    if (mkdirat(j.dir.fd, n.s, mode) != 0) return nfs3_stat_from_errno(errno);
-    if ((j.fd = open_beneath(j.dir.fd, n.s, O_PATH | O_DIRECTORY)) < 0) return nfs3_stat_from_errno(errno);
-    return Nfs3Stat::kOk;
-  });
+  auto c = std::make_shared<CallerOp>();
+  c->kind = CallerOpKind::kMkdir;
+  c->name = std::string(a.where.name);
+  c->mode = mode;
+  make_by_op(op, d, dst, j, std::move(c), O_DIRECTORY);
   return true;
 }
 
@@ -313,11 +337,11 @@ bool Nfs3Server::proc_symlink(Op& op) {
   j->rest = a.attr;
   j->rest.set_mode = false;  // a symlink's mode means nothing on Linux
   j->rest.set_size = false;
-  make_as_caller(op, d, dst, j, [n = CName(a.where.name), target = std::string(a.target)](MakeJob& j) {
-    if (symlinkat(target.c_str(), j.dir.fd, n.s) != 0) return nfs3_stat_from_errno(errno);
-    if ((j.fd = open_beneath(j.dir.fd, n.s, O_PATH)) < 0) return nfs3_stat_from_errno(errno);
-    return Nfs3Stat::kOk;
-  });
+  auto c = std::make_shared<CallerOp>();
+  c->kind = CallerOpKind::kSymlink;
+  c->name = std::string(a.where.name);
+  c->name2 = std::string(a.target);
+  make_by_op(op, d, dst, j, std::move(c), 0);
   return true;
 }
 
@@ -401,12 +425,12 @@ bool Nfs3Server::remove_name(Op& op, bool dir) {
     encode(op.w, r);
   };
   if (s != Nfs3Stat::kOk) return k(op, s), true;
-  as_caller(
-      op,
-      [dirfd, n, dir] {
-        return unlinkat(dirfd->fd, n.s, dir ? AT_REMOVEDIR : 0) != 0 ? nfs3_stat_from_errno(errno) : Nfs3Stat::kOk;
-      },
-      std::move(k));
+  auto c = std::make_shared<CallerOp>();
+  c->kind = CallerOpKind::kUnlink;
+  c->dirfd = dirfd->fd;  // open until k ran: k holds dirfd
+  c->name = n.s;
+  c->flags = dir ? AT_REMOVEDIR : 0;
+  as_caller_op(op, std::move(c), std::move(k));
   return true;
 }
 
@@ -454,12 +478,13 @@ bool Nfs3Server::proc_rename(Op& op) {
     encode(op.w, r);
   };
   if (s != Nfs3Stat::kOk) return k(op, s), true;
-  as_caller(
-      op,
-      [from_fd, to_fd, fn, tn] {
-        return renameat(from_fd->fd, fn.s, to_fd->fd, tn.s) != 0 ? nfs3_stat_from_errno(errno) : Nfs3Stat::kOk;
-      },
-      std::move(k));
+  auto c = std::make_shared<CallerOp>();
+  c->kind = CallerOpKind::kRename;
+  c->dirfd = from_fd->fd;  // both open until k ran: k holds them
+  c->name = fn.s;
+  c->dirfd2 = to_fd->fd;
+  c->name2 = tn.s;
+  as_caller_op(op, std::move(c), std::move(k));
   return true;
 }
 
@@ -499,18 +524,18 @@ bool Nfs3Server::proc_link(Op& op) {
     encode(op.w, r);
   };
   if (s != Nfs3Stat::kOk) return k(op, s), true;
-  as_caller(
-      op,
-      [file_fd, dir_fd, n = CName(a.link.name)] {
-        // linkat() of a descriptor through its /proc link: the object
-        // itself, with the kernel's checks as the caller (AT_EMPTY_PATH
-        // would need CAP_DAC_READ_SEARCH).
-        char path[40];
-        snprintf(path, sizeof path, "/proc/self/fd/%d", file_fd->fd);
-        return linkat(AT_FDCWD, path, dir_fd->fd, n.s, AT_SYMLINK_FOLLOW) != 0 ? nfs3_stat_from_errno(errno)
-                                                                                 : Nfs3Stat::kOk;
-      },
-      std::move(k));
+  // linkat() of a descriptor through its /proc link: the object itself,
+  // with the kernel's checks as the caller (AT_EMPTY_PATH would need
+  // CAP_DAC_READ_SEARCH). io_uring's workers are threads of this process,
+  // so /proc/self is this process there too.
+  auto c = std::make_shared<CallerOp>();
+  c->kind = CallerOpKind::kLink;
+  c->dirfd = dir_fd->fd;  // both open until k ran: k holds them
+  c->name = std::string(a.link.name);
+  char path[40];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", file_fd->fd);
+  c->name2 = path;
+  as_caller_op(op, std::move(c), std::move(k));
   return true;
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -67,6 +68,10 @@ struct Nfs3Server::Pending {
   Cred cred;
   bool read_only = true;
   std::function<void(Op&, nfs::Nfs3Stat)> then;
+  // A caller op on the storage ring (as_caller_op): its description, alive
+  // until it completes, and the personality it was given.
+  std::shared_ptr<const CallerOp> cop;
+  int personality = 0;
 };
 
 // A descriptor a deferred job owns (a dup of a cached one), closed with it.

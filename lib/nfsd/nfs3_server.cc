@@ -64,7 +64,8 @@ Verf3 new_write_verifier() {
 
 Nfs3Server::Nfs3Server(const Export& exp, ReplyCache* drc, const ServerConfig& cfg)
     : table_(ExportTable::of_one(exp)), drc_(drc), cfg_(cfg), fds_(cfg.fd_cache),
-      io_(StorageQueue::create(cfg.storage)), callers_(std::make_unique<CallerPool>(cfg.callers)) {
+      io_(StorageQueue::create(cfg.storage)), callers_(std::make_unique<CallerPool>(cfg.callers)),
+      personas_(std::make_unique<PersonalityCache>(cfg.personalities, &Nfs3Server::unregister_personality, this)) {
   res_.resize(kMaxResults);
   dents_.resize(64u << 10);
   max_results_ = kMaxResults;
@@ -72,7 +73,8 @@ Nfs3Server::Nfs3Server(const Export& exp, ReplyCache* drc, const ServerConfig& c
 
 Nfs3Server::Nfs3Server(const PublishedExports& pub, ReplyCache* drc, const ServerConfig& cfg)
     : pub_(&pub), drc_(drc), cfg_(cfg), fds_(cfg.fd_cache), io_(StorageQueue::create(cfg.storage)),
-      callers_(std::make_unique<CallerPool>(cfg.callers)) {
+      callers_(std::make_unique<CallerPool>(cfg.callers)),
+      personas_(std::make_unique<PersonalityCache>(cfg.personalities, &Nfs3Server::unregister_personality, this)) {
   table_ = pub.current(&gen_);
   res_.resize(kMaxResults);
   dents_.resize(64u << 10);
@@ -81,9 +83,16 @@ Nfs3Server::Nfs3Server(const PublishedExports& pub, ReplyCache* drc, const Serve
 
 Nfs3Server::~Nfs3Server() {
   // Their completions answer calls through this server: before its members
-  // go. A caller job's follow-up may start another job, never storage I/O.
-  callers_->drain();
-  io_->drain();
+  // go. A follow-up of either may start work on the other (a caller op on
+  // the ring, then a SETATTR job on the pool): until both are idle.
+  while (!callers_->idle() || !io_->idle()) {
+    callers_->drain();
+    io_->drain();
+  }
+}
+
+void Nfs3Server::unregister_personality(void* ctx, int id) {
+  static_cast<Nfs3Server*>(ctx)->io_->unregister_personality(id);
 }
 
 void Nfs3Server::follow_table() {
@@ -232,6 +241,66 @@ void Nfs3Server::as_caller(Op& op, std::function<Nfs3Stat()> job, Then then) {
   p->then = std::move(then);
   st_.caller_deferred.add();
   callers_->submit(p->call->peer_id(), CallerJob{op.cred, std::move(job), &Nfs3Server::on_caller, p});
+}
+
+void Nfs3Server::as_caller_op(Op& op, std::shared_ptr<CallerOp> c, Then then) {
+  const bool ring = cfg_.caller_ring && !personas_off_ && io_->runs_caller_ops();
+  if (const int id = ring ? personas_->acquire(op.cred) : 0; id > 0) {
+    Pending* p = op.pend != nullptr ? op.pend : defer(op);
+    op.pend = p;
+    op.pending = true;
+    p->cred = op.cred;
+    p->read_only = op.read_only;
+    p->then = std::move(then);
+    p->cop = c;
+    p->personality = id;
+    StorageReq r;
+    r.kind = StorageKind::kCallerOp;
+    r.prep = [](const void* o, void* sqe) { static_cast<const CallerOp*>(o)->prep(sqe); };
+    r.op = c.get();
+    r.personality = static_cast<uint16_t>(id);
+    r.done = &Nfs3Server::on_caller_op;
+    r.ctx = p;
+    st_.caller_ring.add();
+    io_->submit(p->call->peer_id(), r);
+    return;
+  }
+  // The pool, acting as the caller; there, the same identity registers the
+  // personality its next calls use (only once that worker's switch to it
+  // succeeded: the job runs only then).
+  auto reg = std::make_shared<int>(0);
+  StorageQueue* q = ring ? io_.get() : nullptr;
+  as_caller(
+      op,
+      [c, reg, q] {
+        const int rc = c->run_now();
+        const Nfs3Stat s = rc == 0 ? Nfs3Stat::kOk : nfs3_stat_from_errno(-rc);
+        if (q != nullptr) *reg = q->register_personality();
+        return s;
+      },
+      [this, reg, c, then = std::move(then)](Op& op, Nfs3Stat s) {
+        if (*reg > 0) {
+          personas_->add(op.cred, *reg);
+          st_.personalities.set(personas_->size());
+        } else if (*reg < 0 && !personas_off_) {
+          // Fail-closed: this identity's calls (and everyone's) stay on the
+          // pool, acting as the caller there.
+          personas_off_ = true;
+          st_.personality_failed.add();
+          TERN_LOG(kWarn, "nfsd", "io_uring_register_personality: %s; metadata calls stay on the caller pool",
+                   strerror(-*reg));
+        }
+        then(op, s);
+      });
+}
+
+void Nfs3Server::on_caller_op(void* ctx, const StorageReq& r, int64_t res) {
+  (void)r;
+  auto* p = static_cast<Pending*>(ctx);
+  Nfs3Server* srv = p->srv;
+  srv->personas_->release(std::exchange(p->personality, 0));
+  p->cop.reset();
+  srv->finish_caller(p, res < 0 ? nfs3_stat_from_errno(static_cast<int>(-res)) : Nfs3Stat::kOk);
 }
 
 void Nfs3Server::on_caller(void* ctx, Nfs3Stat s) {

@@ -53,11 +53,13 @@
 #include "nfs/nfs3_types.h"
 #include <functional>
 
+#include "nfsd/caller_op.h"
 #include "nfsd/caller_pool.h"
 #include "nfsd/creds.h"
 #include "nfsd/export.h"
 #include "nfsd/export_table.h"
 #include "nfsd/fd_cache.h"
+#include "nfsd/personality_cache.h"
 #include "nfsd/published_exports.h"
 #include "nfsd/reply_cache.h"
 #include "nfsd/storage_queue.h"
@@ -95,6 +97,16 @@ struct ServerConfig {
   bool unstable_inline = false;
   // Where what runs as the caller runs (caller_pool.h).
   CallerPoolOptions callers;
+  // MKDIR, SYMLINK, REMOVE, RMDIR, RENAME and LINK of an identity that has
+  // an io_uring personality run on the storage ring under it (caller_op.h)
+  // instead of on the pool; the identity's first call registers one.
+  // Needs the io_uring backend. At most `personalities` identities per
+  // engine (personality_cache.h). Off by default: it saves the pool's
+  // futex and eventfd calls but not the wake-up of a worker (io_uring runs
+  // these on its io-wq workers), and in the rxe VM it was no faster
+  // (docs/nfs-gateway.md, "Metadata storm").
+  bool caller_ring = false;
+  uint32_t personalities = 64;
 };
 
 // A verifier no earlier run of the server has used: its start time in
@@ -116,6 +128,9 @@ struct Nfs3Stats {
   Counter read_nowait;         // READs the page cache served at once (RWF_NOWAIT)
   Counter storage_deferred;    // calls answered from a storage completion
   Counter caller_deferred;     // jobs run as the caller (CallerPool)
+  Counter caller_ring;         // calls run as the caller on the storage ring (a personality)
+  Counter personalities;       // gauge: identities with a personality
+  Counter personality_failed;  // registrations the kernel refused (then: the pool only)
   Counter write_nowait;        // UNSTABLE WRITEs done at once (RWF_NOWAIT)
 };
 
@@ -142,6 +157,8 @@ class Nfs3Server {
   const Nfs3Stats& stats() const { return st_; }
   const FdCache& fd_cache() const { return fds_; }
   const StorageQueue& storage() const { return *io_; }
+  // Whether a caller job or a storage operation is in flight (engine's thread).
+  bool work_in_flight() const { return !callers_->idle() || !io_->idle(); }
   const CallerPool& callers() const { return *callers_; }
 
  private:
@@ -210,6 +227,14 @@ class Nfs3Server {
   // dup of a cached descriptor: the cache may close its copy meanwhile).
   void as_caller(Op& op, std::function<nfs::Nfs3Stat()> job, Then then);
   static void on_caller(void* ctx, nfs::Nfs3Stat s);
+  // A name-space system call as the caller (caller_op.h): on the storage
+  // ring under the caller's personality when it has one, else on the pool
+  // (as_caller), where the worker acting as the caller also registers the
+  // personality for the next ones. then(op, status) as for as_caller. The
+  // descriptors c names must stay open until then runs (then keeps them).
+  void as_caller_op(Op& op, std::shared_ptr<CallerOp> c, Then then);
+  static void on_caller_op(void* ctx, const StorageReq& r, int64_t res);
+  static void unregister_personality(void* ctx, int id);
   void finish_caller(Pending* p, nfs::Nfs3Stat s);
   static nfs::Fattr3 fattr(const Op& op, const struct stat& st);
   static nfs::WccAttr wcc_attr(const struct stat& st);
@@ -243,6 +268,11 @@ class Nfs3Server {
   struct MakeJob;
   void make_as_caller(Op& op, FdCache::Entry* d, const struct stat& dst, std::shared_ptr<MakeJob> j,
                       std::function<nfs::Nfs3Stat(MakeJob&)> make);
+  // MKDIR and SYMLINK: c (its dirfd set here, to d's duplicate) runs as
+  // the caller (as_caller_op), then what it made is opened (O_PATH |
+  // open_flags) and goes on as make_as_caller's does.
+  void make_by_op(Op& op, FdCache::Entry* d, const struct stat& dst, std::shared_ptr<MakeJob> j,
+                  std::shared_ptr<CallerOp> c, int open_flags);
   // REMOVE and RMDIR.
   bool remove_name(Op& op, bool dir);
 
@@ -258,6 +288,9 @@ class Nfs3Server {
   FdCache fds_;
   std::unique_ptr<StorageQueue> io_;
   std::unique_ptr<CallerPool> callers_;
+  // After io_ (destroyed before it: it gives its ids back to the ring).
+  std::unique_ptr<PersonalityCache> personas_;
+  bool personas_off_ = false;  // a registration failed: the pool only from then on
   Nfs3Stats st_;
   uint32_t crash_count_ = 0;
   std::vector<uint8_t> res_;     // the results being encoded

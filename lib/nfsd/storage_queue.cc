@@ -171,6 +171,7 @@ int64_t StorageQueue::run_now(const StorageOptions& opt, const StorageReq& r) {
         break;
       }
       case StorageKind::kFsync: n = fsync(r.fd); break;
+      case StorageKind::kCallerOp: return -EOPNOTSUPP;  // io_uring only: never given to another backend
     }
     if (n < 0 && errno == EINTR) continue;
     return n < 0 ? -errno : n;
@@ -254,6 +255,20 @@ void StorageQueue::start(Peer* p, const StorageReq& r) {
         sqe->rw_flags = r.rw_flags;
         break;
       case StorageKind::kFsync: io_uring_prep_fsync(sqe, r.fd, 0); break;
+      case StorageKind::kCallerOp:
+        r.prep(r.op, sqe);
+        // Without it the operation would run as the server: a caller op
+        // never goes without its caller's personality.
+        if (r.personality == 0) {
+          io_uring_prep_nop(sqe);
+          s->res = -EPERM;
+          held_.push_back(s);
+          io_uring_sqe_set_data(sqe, nullptr);
+          ++to_submit_;
+          return;
+        }
+        sqe->personality = r.personality;
+        break;
     }
     sqe->flags |= IOSQE_ASYNC;
     io_uring_sqe_set_data(sqe, s);
@@ -308,7 +323,7 @@ void StorageQueue::finish(Slot* s) {
   if (res < 0) st_.failed.add();
   r.done(r.ctx, r, res);
   st_.completed.add();
-  close(r.fd);
+  if (r.fd >= 0) close(r.fd);
   if (p->in_flight == 0 && p->waiting.empty()) {
     const std::string id = p->id;  // not a reference into the node erased
     peers_.erase(id);
@@ -329,6 +344,7 @@ int StorageQueue::deliver() {
       if (n == 0) break;
       for (unsigned i = 0; i < n; ++i) {
         Slot* s = static_cast<Slot*>(io_uring_cqe_get_data(cqes[i]));
+        if (s == nullptr) continue;  // a refused caller op's no-op (start()): already held
         s->res = cqes[i]->res;
         got.push_back(s);
       }
@@ -368,6 +384,21 @@ int StorageQueue::poll() {
   }
 #endif
   return work;
+}
+
+int StorageQueue::register_personality() {
+#if TERN_HAVE_LIBURING
+  if (backend_ == Backend::kUring) return io_uring_register_personality(&uring_->ring);
+#endif
+  return -EOPNOTSUPP;
+}
+
+void StorageQueue::unregister_personality(int id) {
+#if TERN_HAVE_LIBURING
+  if (backend_ == Backend::kUring && id > 0) (void)io_uring_unregister_personality(&uring_->ring, id);
+#else
+  (void)id;
+#endif
 }
 
 void StorageQueue::drain() {

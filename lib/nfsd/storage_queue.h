@@ -53,7 +53,10 @@
 
 namespace tern::nfsd {
 
-enum class StorageKind : uint8_t { kRead, kWrite, kFsync };
+// kCallerOp: a name-space call run as its caller under an io_uring
+// personality (caller_op.h, personality_cache.h); io_uring backend only
+// (runs_caller_ops()).
+enum class StorageKind : uint8_t { kRead, kWrite, kFsync, kCallerOp };
 
 struct StorageReq {
   StorageKind kind = StorageKind::kRead;
@@ -62,6 +65,11 @@ struct StorageReq {
   uint8_t* buf = nullptr;  // read into / write from (valid until done)
   size_t len = 0;
   int rw_flags = 0;  // a write's RWF_SYNC or RWF_DSYNC
+  // kCallerOp: prep(op, sqe) fills the SQE (CallerOp::prep); personality
+  // (> 0) is the caller's. fd is -1 (nothing to own); res is 0 or -errno.
+  void (*prep)(const void* op, void* sqe) = nullptr;
+  const void* op = nullptr;
+  uint16_t personality = 0;
   // Runs exactly once, on the engine's thread, from poll() (inline from
   // submit() in synchronous mode): res is the bytes moved (0 for fsync) or
   // -errno. fd is still open then (the caller may fstat it).
@@ -121,6 +129,14 @@ class StorageQueue {
   // "io_uring", "threads" or "sync".
   const char* backend() const;
   bool asynchronous() const { return backend_ != Backend::kSync; }
+  // Whether kCallerOp operations can be submitted (the io_uring backend).
+  bool runs_caller_ops() const { return backend_ == Backend::kUring; }
+  // Registers the calling thread's credentials as a personality of the
+  // ring: its id (> 0), or -errno. Any thread (a CallerPool worker acting
+  // as the caller); io_uring_register is the kernel's to serialize.
+  int register_personality();
+  // From the engine's thread, when no queued operation uses id any more.
+  void unregister_personality(int id);
   const StorageStats& stats() const { return st_; }
 
  private:

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "base/check.h"
+#include "base/json.h"
 
 namespace tern::telemetry {
 
@@ -187,9 +188,18 @@ std::string handle_request(std::string_view request) {
   std::string_view params = comma == std::string_view::npos ? std::string_view() : request.substr(comma + 1);
   Reply reply;
   bool known = valid_name(cmd) && cmd[0] == '/' && run_command(cmd, params, &reply);
-  std::string out = "{" + json_quote(cmd) + ": " + (known ? reply.json() : "null") + "}";
-  if (out.size() > kMaxOutputLen)
-    out = "{" + json_quote(cmd) + ": " + json_quote("reply too large for one message") + "}";
+  // {"<cmd>": <reply>}, as rte_telemetry answers; a reply that would not
+  // fit one message is replaced by a string that says so.
+  auto answer = [&](auto&& value) {
+    std::string out;
+    JsonWriter w(out, JsonWriter::Style::kSpaced);
+    w.begin_object().key(cmd);
+    value(w);
+    w.end_object();
+    return out;
+  };
+  std::string out = answer([&](JsonWriter& w) { known ? w.raw(reply.json()) : w.null(); });
+  if (out.size() > kMaxOutputLen) out = answer([](JsonWriter& w) { w.str("reply too large for one message"); });
   return out;
 }
 

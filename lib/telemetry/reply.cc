@@ -1,8 +1,5 @@
 #include "telemetry/reply.h"
 
-#include <cinttypes>
-#include <cstdio>
-
 #include "base/check.h"
 #include "base/json.h"
 
@@ -16,8 +13,6 @@ bool valid_name(std::string_view name) {
   }
   return true;
 }
-
-std::string json_quote(std::string_view s) { return tern::json_quote(s); }
 
 void Reply::add(std::string_view name, Value v) {
   TERN_REQUIRE(shape_ != Shape::kList, "telemetry reply: add_*(\"%.*s\") after append()",
@@ -100,30 +95,20 @@ void Reply::append(std::string_view v) {
 
 namespace {
 
-void value_json(const Reply::Value& v, std::string* out) {
-  char buf[32];
+void value_json(const Reply::Value& v, JsonWriter& w) {
   switch (v.kind) {
-    case Reply::Value::Kind::kU64:
-      std::snprintf(buf, sizeof buf, "%" PRIu64, v.u);
-      *out += buf;
-      return;
-    case Reply::Value::Kind::kI64:
-      std::snprintf(buf, sizeof buf, "%" PRId64, v.i);
-      *out += buf;
-      return;
-    case Reply::Value::Kind::kString: *out += json_quote(v.s); return;
+    case Reply::Value::Kind::kU64: w.u64(v.u); return;
+    case Reply::Value::Kind::kI64: w.i64(v.i); return;
+    case Reply::Value::Kind::kString: w.str(v.s); return;
     case Reply::Value::Kind::kU64Array:
-      *out += "[";
-      for (size_t k = 0; k < v.ua.size(); ++k) {
-        std::snprintf(buf, sizeof buf, "%s%" PRIu64, k == 0 ? "" : ", ", v.ua[k]);
-        *out += buf;
-      }
-      *out += "]";
+      w.begin_array();
+      for (uint64_t u : v.ua) w.u64(u);
+      w.end_array();
       return;
     case Reply::Value::Kind::kStringArray:
-      *out += "[";
-      for (size_t k = 0; k < v.sa.size(); ++k) *out += (k == 0 ? "" : ", ") + json_quote(v.sa[k]);
-      *out += "]";
+      w.begin_array();
+      for (const std::string& s : v.sa) w.str(s);
+      w.end_array();
       return;
   }
 }
@@ -132,24 +117,24 @@ void value_json(const Reply::Value& v, std::string* out) {
 
 std::string Reply::json() const {
   std::string out;
+  JsonWriter w(out, JsonWriter::Style::kSpaced);
   switch (shape_) {
-    case Shape::kNone: return "null";
+    case Shape::kNone: w.null(); break;
     case Shape::kDict:
-      out = "{";
-      for (size_t k = 0; k < dict_.size(); ++k) {
-        out += (k == 0 ? "" : ", ") + json_quote(dict_[k].first) + ": ";
-        value_json(dict_[k].second, &out);
+      w.begin_object();
+      for (const auto& [name, value] : dict_) {
+        w.key(name);
+        value_json(value, w);
       }
-      return out + "}";
+      w.end_object();
+      break;
     case Shape::kList:
-      out = "[";
-      for (size_t k = 0; k < list_.size(); ++k) {
-        if (k != 0) out += ", ";
-        value_json(list_[k], &out);
-      }
-      return out + "]";
+      w.begin_array();
+      for (const Value& value : list_) value_json(value, w);
+      w.end_array();
+      break;
   }
-  return "null";
+  return out;
 }
 
 }  // namespace tern::telemetry

@@ -68,7 +68,5 @@ class Reply {
 
 // Valid as a dict name or as a command (commands also start with '/').
 bool valid_name(std::string_view name);
-// `s` as a JSON string literal, quotes included.
-std::string json_quote(std::string_view s);
 
 }  // namespace tern::telemetry

@@ -247,7 +247,42 @@ struct Server {
 struct Lat {
   std::vector<uint64_t> get, put, echo;
   uint64_t failed = 0;
+  // Where each echo waited, by order (not time): the server's poll passes
+  // from its call to its reply, and the flood calls the server ran in that
+  // time before its handler and after it (those after it in its own pass
+  // are paid for too: this thread polls the good client only after the
+  // server's whole pass).
+  std::vector<uint64_t> echo_passes, flood_before, flood_after;
 };
+
+// What the server did while one echo was out (the order trace).
+struct EchoTrace {
+  bool out = false, ran = false;
+  uint64_t passes = 0, before = 0, after = 0;
+  const DuplicateCache* drc = nullptr;
+  uint64_t misses0 = 0, at_run = 0;
+  void begin(const DuplicateCache* d) {
+    *this = EchoTrace{};
+    out = true, drc = d, misses0 = at_run = d->misses();
+  }
+  void handled() {
+    if (!out || ran) return;
+    ran = true;
+    at_run = drc->misses();
+    before = at_run - misses0;
+  }
+};
+EchoTrace g_trace;
+
+void traced_echo(void* ctx, ServerCall* c) {
+  g_trace.handled();
+  echo_handler(ctx, c);
+}
+
+// The server's pass while an echo is out, as a function of its own so that
+// callgrind counts its instructions apart (solo and under the flood).
+[[gnu::noinline]] void server_pass_echo_solo(Engine* e) { e->poll(); }
+[[gnu::noinline]] void server_pass_echo_flood(Engine* e) { e->poll(); }
 
 uint64_t pct(std::vector<uint64_t> v, double p) {
   if (v.empty()) return 0;
@@ -290,7 +325,7 @@ int main(int argc, char** argv) {
   Server sv;
   srv->handle(kProg, kVers, kPut, sum_handler, nullptr);
   srv->handle(kProg, kVers, kGet, fill_handler, nullptr);
-  srv->handle(kProg, kVers, kEcho, echo_handler, nullptr);
+  srv->handle(kProg, kVers, kEcho, traced_echo, nullptr);
   srv->handle(kProg, kVers, kAdd, &Server::add, &sv);
   if (!srv->listen(spec).is_ok()) return 1;
   auto good = Engine::create({}).value();
@@ -314,7 +349,8 @@ int main(int argc, char** argv) {
   for (uint32_t i = 0; i < kSize; ++i) want += in[i];
 
   // One phase: `secs` of calls, and on until `more` says enough (at most 60 s).
-  auto phase = [&](double secs, const std::function<bool()>& more = nullptr) {
+  // flooded: the echo's server passes are counted as under the flood.
+  auto phase = [&](double secs, const std::function<bool()>& more = nullptr, bool flooded = false) {
     Lat l;
     const auto t0 = std::chrono::steady_clock::now();
     const auto end = t0 + std::chrono::duration<double>(secs);
@@ -338,6 +374,21 @@ int main(int argc, char** argv) {
       if (conn->call(c) != 0) {
         ++l.failed;
         continue;
+      }
+      if (kind == 2) {
+        g_trace.begin(&sv.drc);
+        while (!d.done) {
+          const bool ran = g_trace.ran;
+          flooded ? server_pass_echo_flood(srv.get()) : server_pass_echo_solo(srv.get());
+          ++g_trace.passes;
+          // Flood calls after the echo's handler in the pass it ran in.
+          if (!ran && g_trace.ran) g_trace.after = sv.drc.misses() - g_trace.at_run;
+          good->poll();
+        }
+        g_trace.out = false;
+        l.echo_passes.push_back(g_trace.passes);
+        l.flood_before.push_back(g_trace.before);
+        l.flood_after.push_back(g_trace.after);
       }
       while (!d.done) pump();
       const auto ns = static_cast<uint64_t>(
@@ -381,6 +432,18 @@ int main(int argc, char** argv) {
     }
     js += "}";
     std::printf("\n");
+    auto mean = [](const std::vector<uint64_t>& v) {
+      double t = 0;
+      for (uint64_t x : v) t += static_cast<double>(x);
+      return v.empty() ? 0.0 : t / static_cast<double>(v.size());
+    };
+    std::printf("%-10s echo order: server passes p50 %llu p99 %llu max %llu | flood calls run before its handler "
+                "mean %.2f p99 %llu, after it in its pass mean %.2f p99 %llu\n",
+                name, static_cast<unsigned long long>(pct(l.echo_passes, 0.5)),
+                static_cast<unsigned long long>(pct(l.echo_passes, 0.99)),
+                static_cast<unsigned long long>(pct(l.echo_passes, 1.0)), mean(l.flood_before),
+                static_cast<unsigned long long>(pct(l.flood_before, 0.99)), mean(l.flood_after),
+                static_cast<unsigned long long>(pct(l.flood_after, 0.99)));
   };
   bool good_result = true;
   (void)phase(0.3);  // warm-up
@@ -440,7 +503,7 @@ int main(int argc, char** argv) {
   if (!poll_until(pump, [&] { return read(flooder.ready, &ch, 1) == 1; }, 30000)) return 1;
   const uint64_t misses0 = sv.drc.misses();
   // Until the flood has been through the whole cache twice over.
-  Lat drc = phase(seconds, [&] { return sv.drc.misses() - misses0 < 2 * sv.drc.max_entries(); });
+  Lat drc = phase(seconds, [&] { return sv.drc.misses() - misses0 < 2 * sv.drc.max_entries(); }, true);
   const uint64_t flood_calls = sv.drc.misses() - misses0;
   report("drc-flood", drc, &solo);
   good_result &= drc.failed == 0;

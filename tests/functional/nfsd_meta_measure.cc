@@ -7,7 +7,19 @@
 // LINK, REMOVE (x3), MKDIR, RMDIR, FSSTAT on fresh names. Run by hand for
 // docs/nfs-gateway.md ("Calls that run as the caller").
 //
-//   tern-nfsd-meta-measure [--dir DIR] [--rounds N]
+//   tern-nfsd-meta-measure [--dir DIR] [--rounds N] [--only getattr|mkdir|create] [--ring]
+//
+// --ring puts MKDIR, SYMLINK, REMOVE, RMDIR, RENAME and LINK on the storage
+// ring under io_uring personalities (ServerConfig::caller_ring; default:
+// the caller pool).
+//
+// --only runs one kind of call N times instead (getattr: GETATTR of the
+// root; mkdir: MKDIR then RMDIR; create: CREATE then REMOVE) and prints,
+// besides the times, the process's context switches per call (every
+// thread's voluntary and involuntary ones, from /proc/self/task): what a
+// hand-off to another thread costs in wake-ups, a count the machine's load
+// does not change much. Run it under `strace -f -c` for the system calls.
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -93,14 +105,44 @@ struct Client {
   }
 };
 
+// Context switches of every thread of this process so far.
+uint64_t context_switches() {
+  uint64_t n = 0;
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    FILE* f = std::fopen(("/proc/self/task/" + std::string(e->d_name) + "/status").c_str(), "r");
+    if (f == nullptr) continue;
+    char line[256];
+    unsigned long long v;
+    while (std::fgets(line, sizeof line, f) != nullptr)
+      if (std::sscanf(line, "voluntary_ctxt_switches: %llu", &v) == 1 ||
+          std::sscanf(line, "nonvoluntary_ctxt_switches: %llu", &v) == 1)
+        n += v;
+    std::fclose(f);
+  }
+  closedir(d);
+  return n;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string dir;
   int rounds = 1000;
+  std::string only;
+  bool ring = false;
   tern::apps::OptionParser cli("tern-nfsd-meta-measure", "[options]");
   cli.text("dir", "DIR", "the directory exported (default: a fresh one under /var/tmp)", &dir);
   cli.integer("rounds", "N", "calls of each procedure (default 1000)", 1, 1 << 30, &rounds);
+  cli.custom("only", "KIND", "run one kind of call N times instead: getattr, mkdir or create",
+             "getattr, mkdir or create", [&only](std::string_view v, std::string*) {
+               if (v != "getattr" && v != "mkdir" && v != "create") return false;
+               only = std::string(v);
+               return true;
+             });
+  cli.flag("ring", "MKDIR, SYMLINK, REMOVE, RMDIR, RENAME and LINK on the storage ring as the caller", &ring);
   if (int rc = cli.run(argc, argv); rc >= 0) return rc;
   char tmpl[] = "/var/tmp/tern-meta.XXXXXX";
   const std::string top = mkdtemp(tmpl);
@@ -116,6 +158,7 @@ int main(int argc, char** argv) {
   auto drc = nfsd::ReplyCache::open((*sd)->reply_cache_path(), 8192).value();
   nfsd::ServerConfig cfg;
   cfg.write_verf = nfsd::new_write_verifier();
+  cfg.caller_ring = ring;
   rpc::EngineOptions o;
   o.arena_bytes = 64u << 20;
   auto eng = rpc::Engine::create(o).value();
@@ -139,6 +182,44 @@ int main(int argc, char** argv) {
     *fh = *cr.obj;
     return true;
   };
+  if (!only.empty()) {
+    const uint64_t cs0 = context_switches();
+    int calls = 0;
+    for (int i = 0; i < rounds; ++i) {
+      const std::string n = "o" + std::to_string(i);
+      if (only == "getattr") {
+        failed += !c.call("getattr", Nfs3Proc::kGetattr, enc(GetattrArgs{root}), &res);
+        calls += 1;
+      } else if (only == "mkdir") {
+        MkdirArgs ma;
+        ma.where = {root, n};
+        ma.attr.set_mode = true;
+        ma.attr.mode = 0755;
+        failed += !c.call("mkdir", Nfs3Proc::kMkdir, enc(ma), &res);
+        failed += !c.call("rmdir", Nfs3Proc::kRmdir, enc(RemoveArgs{{root, n}}), &res);
+        calls += 2;
+      } else if (only == "create") {
+        CreateArgs ca;
+        ca.where = {root, n};
+        ca.how = CreateMode::kGuarded;
+        ca.attr.set_mode = true;
+        ca.attr.mode = 0644;
+        failed += !c.call("create", Nfs3Proc::kCreate, enc(ca), &res);
+        failed += !c.call("remove", Nfs3Proc::kRemove, enc(RemoveArgs{{root, n}}), &res);
+        calls += 2;
+      } else {
+        return std::fprintf(stderr, "--only: getattr, mkdir or create\n"), 2;
+      }
+    }
+    const uint64_t cs = context_switches() - cs0;
+    const nfsd::Nfs3Stats& st = srv->stats();
+    std::printf("%d calls (%s), %d failed: %.2f context switches per call (all threads); %llu on the pool, %llu on the "
+                "ring\n",
+                calls, only.c_str(), failed, calls > 0 ? static_cast<double>(cs) / calls : 0.0,
+                static_cast<unsigned long long>(st.caller_deferred.get()),
+                static_cast<unsigned long long>(st.caller_ring.get()));
+    rounds = 0;
+  }
   for (int i = 0; i < rounds; ++i) {
     const std::string n = std::to_string(i), f = "f" + n, g = "g" + n, h = "h" + n, s = "s" + n, d = "d" + n;
     CreateArgs ca;
@@ -174,7 +255,7 @@ int main(int argc, char** argv) {
     failed += !c.call("rmdir", Nfs3Proc::kRmdir, enc(RemoveArgs{{root, d}}), &res);
     failed += !c.call("fsstat", Nfs3Proc::kFsstat, enc(FsArgs{root}), &res);
   }
-  std::printf("%d rounds, export %s, %d calls failed\n\n", rounds, dir.c_str(), failed);
+  if (only.empty()) std::printf("%d rounds, export %s, %d calls failed\n\n", rounds, dir.c_str(), failed);
   std::printf("| procedure | mean (us) | median (us) | p99 (us) |\n| --- | ---: | ---: | ---: |\n");
   for (auto& [name, v] : c.us) {
     double sum = 0;

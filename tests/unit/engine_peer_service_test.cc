@@ -24,7 +24,7 @@ struct Svc : ::testing::Test {
     return next++;
   }
   std::vector<uint32_t> plan() {
-    const uint32_t n = s.plan();
+    const uint32_t n = s.plan(false, nullptr);
     return std::vector<uint32_t>(s.order(), s.order() + n);
   }
 };
@@ -67,7 +67,7 @@ TEST_F(Svc, ALargerQuantumServesThatManyPerRound) {
   rdma::Wc wc{};
   for (uint32_t i = 0; i < 6; ++i) ASSERT_TRUE(q.hold(&flood, i, wc, conn(1)));
   ASSERT_TRUE(q.hold(&good, 6, wc, conn(2)));
-  const uint32_t n = q.plan();
+  const uint32_t n = q.plan(false, nullptr);
   EXPECT_EQ(std::vector<uint32_t>(q.order(), q.order() + n), (std::vector<uint32_t>{0, 1, 6}));
 }
 

@@ -24,38 +24,15 @@ using namespace tern::rdma;
 
 constexpr int kVictims = 16;
 constexpr uint32_t kMsg = shmtest::ManyQpEnd::kMsg;
-using shmtest::counter;
-using End = shmtest::ManyQpEnd;
 constexpr uint32_t kSlots = 16;
 
-class ShmLinkHostileTest : public ::testing::Test {
+class ShmLinkHostileTest : public shmtest::PairTest {
  protected:
+  ShmLinkHostileTest() : PairTest("hostile", LogLevel::kError) {}
   void SetUp() override {
-    set_log_level(LogLevel::kError);
-    path_ = "/tmp/tern-shm-hostile-" + std::to_string(getpid()) + ".sock";
-    unlink(path_.c_str());
-    for (End* e : {&server_, &client_}) {
-      e->arena = std::move(mem::Arena::create({.size = 4u << 20, .huge = mem::HugePages::kNever, .name = "tern-host"}))
-                     .value();
-      e->dev = std::move(open_device("shm:path=" + path_ + ",ring=64")).value();
-      e->pd = std::move(e->dev->alloc_pd()).value();
-      e->mr = std::move(e->pd->reg_mr(e->arena->base(), e->arena->size(), kAccessLocalWrite)).value();
-      e->cq = std::move(e->dev->create_cq(4096)).value();
-    }
-    ASSERT_TRUE(server_.dev->listen().is_ok());
+    PairTest::SetUp();
     // The well-behaved client's connections first: slots 0..15 of its link.
-    for (int i = 0; i < kVictims; ++i) {
-      client_.qps.push_back(client_.make_qp());
-      ASSERT_TRUE(client_.dev->connect(client_.qps.back().get(), {}).is_ok());
-      accept_next(i);
-    }
-    ASSERT_TRUE(wait_for(
-        [&] {
-          for (auto& q : client_.qps)
-            if (q->state() != QpState::kRts) return false;
-          return true;
-        },
-        "every connection established"));
+    connect_all(kVictims);
     // The hostile one, by hand (tests/fuzz/shm_peer.h): its own socket,
     // area and hello (device token 0: a link of its own), and the link the
     // ACCEPT brings, mapped writable.
@@ -76,14 +53,7 @@ class ShmLinkHostileTest : public ::testing::Test {
     if (harea_ != nullptr && harea_ != MAP_FAILED) munmap(harea_, shm::area_size(kSlots));
     if (harea_fd_ >= 0) close(harea_fd_);
     if (hsock_ >= 0) close(hsock_);
-    unlink(path_.c_str());
-  }
-  void accept_next(int i) {
-    ASSERT_TRUE(wait_for([&] { return !requests_.empty(); }, "a connect request"));
-    server_.qps.push_back(server_.make_qp());
-    server_.post_recvs(server_.qps.back().get(), i, 16);
-    ASSERT_TRUE(server_.dev->accept(requests_.front(), server_.qps.back().get(), {}).is_ok());
-    requests_.clear();
+    PairTest::TearDown();
   }
   // Every word of the hostile half all ones: 4,096 slots named, one of
   // them its own.
@@ -93,30 +63,8 @@ class ShmLinkHostileTest : public ::testing::Test {
     for (auto& w : h.words) w.store(~uint64_t{0}, std::memory_order_release);
     h.summary.store(~uint64_t{0}, std::memory_order_release);
   }
-  void poll_both() {
-    scribble();
-    server_.poll();
-    client_.poll();
-    CmEvent ev;
-    while (server_.dev->poll_cm(&ev))
-      if (ev.type == CmEventType::kConnectRequest) requests_.push_back(ev.request);
-    while (client_.dev->poll_cm(&ev)) {
-    }
-  }
-  bool wait_for(const std::function<bool()>& pred, const char* what) {
-    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < end) {
-      poll_both();
-      if (pred()) return true;
-    }
-    ADD_FAILURE() << "timed out waiting for " << what;
-    return false;
-  }
-  uint64_t visits(int conn) { return counter(server_.qps[conn]->stats(), "visits"); }
+  void on_poll() override { scribble(); }
 
-  std::string path_;
-  End server_, client_;
-  std::vector<ConnRequest*> requests_;
   int hsock_ = -1, harea_fd_ = -1;
   uint8_t* harea_ = nullptr;
   fuzz::PeerLink hlink_;
@@ -125,7 +73,7 @@ class ShmLinkHostileTest : public ::testing::Test {
 TEST_F(ShmLinkHostileTest, BitsNameOnlyTheWritersConnections) {
   for (int k = 0; k < 200; ++k) poll_both();
   std::vector<uint64_t> before(kVictims + 1);
-  for (int i = 0; i <= kVictims; ++i) before[i] = visits(i);
+  for (int i = 0; i <= kVictims; ++i) before[i] = server_visits(i);
   const auto t0 = std::chrono::steady_clock::now();
   constexpr int kMessages = 100;
   int polls = 0;
@@ -158,11 +106,11 @@ TEST_F(ShmLinkHostileTest, BitsNameOnlyTheWritersConnections) {
   // hostile bits said. Naming their slots in its own link must not reach them.
   const uint64_t allowed = static_cast<uint64_t>(ms / 10.0) + 2;
   uint64_t idle = 0;
-  for (int i = 1; i < kVictims; ++i) idle += visits(i) - before[i];
+  for (int i = 1; i < kVictims; ++i) idle += server_visits(i) - before[i];
   EXPECT_LE(idle, allowed * (kVictims - 1))
       << "over " << polls << " polls in " << ms << " ms, the idle QPs were visited " << idle << " times";
   // The hostile connection pays for its bits: a visit on (nearly) every poll.
-  EXPECT_GT(visits(kVictims) - before[kVictims], static_cast<uint64_t>(polls) / 2);
+  EXPECT_GT(server_visits(kVictims) - before[kVictims], static_cast<uint64_t>(polls) / 2);
   EXPECT_EQ(server_.qps[kVictims]->state(), QpState::kRts);
 }
 

@@ -23,66 +23,14 @@ using namespace tern::rdma;
 
 constexpr int kConns = 32;
 constexpr int kSlices = 8;  // pmd/shm's kNetSlices
-using shmtest::counter;
-using End = shmtest::ManyQpEnd;
 
-class ShmNetSlicesTest : public ::testing::Test {
+class ShmNetSlicesTest : public shmtest::PairTest {
  protected:
+  ShmNetSlicesTest() : PairTest("net-slices") {}
   void SetUp() override {
-    set_log_level(LogLevel::kWarn);
-    path_ = "/tmp/tern-shm-net-slices-" + std::to_string(getpid()) + ".sock";
-    unlink(path_.c_str());
-    for (End* e : {&server_, &client_}) {
-      e->arena = std::move(mem::Arena::create({.size = 4u << 20, .huge = mem::HugePages::kNever, .name = "tern-net"}))
-                     .value();
-      e->dev = std::move(open_device("shm:path=" + path_ + ",ring=64")).value();
-      e->pd = std::move(e->dev->alloc_pd()).value();
-      e->mr = std::move(e->pd->reg_mr(e->arena->base(), e->arena->size(), kAccessLocalWrite)).value();
-      e->cq = std::move(e->dev->create_cq(4096)).value();
-    }
-    ASSERT_TRUE(server_.dev->listen().is_ok());
-    for (int i = 0; i < kConns; ++i) {
-      client_.qps.push_back(client_.make_qp());
-      ASSERT_TRUE(client_.dev->connect(client_.qps.back().get(), {}).is_ok());
-      ASSERT_TRUE(wait_for([&] { return !requests_.empty(); }, "a connect request"));
-      server_.qps.push_back(server_.make_qp());
-      server_.post_recvs(server_.qps.back().get(), i, 16);
-      ASSERT_TRUE(server_.dev->accept(requests_.front(), server_.qps.back().get(), {}).is_ok());
-      requests_.clear();
-    }
-    ASSERT_TRUE(wait_for(
-        [&] {
-          for (auto& q : client_.qps)
-            if (q->state() != QpState::kRts) return false;
-          return true;
-        },
-        "every connection established"));
+    PairTest::SetUp();
+    connect_all(kConns);
   }
-  void TearDown() override { unlink(path_.c_str()); }
-
-  void poll_cm() {
-    CmEvent ev;
-    while (server_.dev->poll_cm(&ev))
-      if (ev.type == CmEventType::kConnectRequest) requests_.push_back(ev.request);
-    while (client_.dev->poll_cm(&ev)) {
-    }
-  }
-  bool wait_for(const std::function<bool()>& pred, const char* what) {
-    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < end) {
-      server_.poll();
-      client_.poll();
-      poll_cm();
-      if (pred()) return true;
-    }
-    ADD_FAILURE() << "timed out waiting for " << what;
-    return false;
-  }
-  uint64_t server_visits(int conn) { return counter(server_.qps[conn]->stats(), "visits"); }
-
-  std::string path_;
-  End server_, client_;
-  std::vector<ConnRequest*> requests_;
 };
 
 // Every connection idle: each server poll visits at most one slice of the

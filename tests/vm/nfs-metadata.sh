@@ -8,7 +8,9 @@
 # $OUT/<server>-<round>.txt, the client's /proc/self/mountstats before and
 # after to $OUT/<server>-<round>.{before,after} (the host script takes the
 # per-procedure counts and times from their difference; the guest has no
-# python).
+# python). TERN_OPTS_B (set, even empty) adds a second tern-nfsd ("ternb", its
+# own tmpfs and ports) with those options, measured in the same rounds: two
+# variants of tern-nfsd compared in one boot.
 set -euo pipefail
 : "${OUT:?}" "${NFSD:?}" "${STORM:?}" "${N:=1000}" "${ROUNDS:=3}" "${KNFSD_THREADS:=8}"
 addr=169.254.77.1
@@ -22,15 +24,26 @@ mountpoint -q /srv/texport || mount -t tmpfs -o mode=0777 tmpfs /srv/texport
 "$NFSD" --no-rpcbind --nlm-port off --export /srv/texport --name /texport --addr $addr --port 20050 --mount-port 20048 --no-root-squash \
   --engines 1 --state-dir /var/lib/tern-nfsd-measure ${TERN_OPTS:-} >"$OUT/tern-nfsd.log" 2>&1 &
 srv=$!
+servers="kernel tern"
 for _ in $(seq 100); do (exec 3<>/dev/tcp/$addr/20048) 2>/dev/null && break; sleep 0.1; done
+if [[ -n ${TERN_OPTS_B+set} ]]; then
+  mkdir -p /srv/texportb /mnt/ternb
+  mountpoint -q /srv/texportb || mount -t tmpfs -o mode=0777 tmpfs /srv/texportb
+  "$NFSD" --no-rpcbind --nlm-port off --export /srv/texportb --name /texportb --addr $addr --port 20052 --mount-port 20051 \
+    --no-root-squash --engines 1 --state-dir /var/lib/tern-nfsd-measure-b ${TERN_OPTS_B} >"$OUT/ternb-nfsd.log" 2>&1 &
+  srvb=$!
+  servers="kernel tern ternb"
+  for _ in $(seq 100); do (exec 3<>/dev/tcp/$addr/20051) 2>/dev/null && break; sleep 0.1; done
+fi
 opts=vers=3,proto=rdma,nolock,hard
 mount -t nfs -o "$opts,port=20049" $addr:/export /mnt/kernel
 mount -t nfs -o "$opts,port=20050,mountport=20048,mountproto=tcp" $addr:/texport /mnt/tern
+[[ -z ${srvb:-} ]] || mount -t nfs -o "$opts,port=20052,mountport=20051,mountproto=tcp" $addr:/texportb /mnt/ternb
 # A short storm on each first: connections made, caches warm.
-for s in kernel tern; do "$STORM" /mnt/$s 50 >/dev/null; done
+for s in $servers; do "$STORM" /mnt/$s 50 >/dev/null; done
 for r in $(seq "$ROUNDS"); do
-  order="kernel tern"
-  ((r % 2 == 0)) && order="tern kernel"
+  order=$servers
+  ((r % 2 == 0)) && order=$(echo $servers | tr ' ' '\n' | tac | tr '\n' ' ')
   for s in $order; do
     cat /proc/self/mountstats >"$OUT/$s-$r.before"
     "$STORM" /mnt/$s "$N" >"$OUT/$s-$r.txt"
@@ -40,5 +53,7 @@ for r in $(seq "$ROUNDS"); do
 done
 grep ' nfs ' /proc/mounts >"$OUT/mounts.txt"
 umount /mnt/kernel /mnt/tern
-kill -TERM $srv
+[[ -z ${srvb:-} ]] || umount /mnt/ternb
+kill -TERM $srv ${srvb:-}
 wait $srv || true
+[[ -z ${srvb:-} ]] || wait $srvb || true
