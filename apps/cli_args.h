@@ -3,7 +3,8 @@
 // counts and byte sizes with K/M/G suffixes, durations in seconds unless a
 // unit says otherwise, output files where "-" is stdout, and server
 // addresses with an optional port, IPv6 in brackets. Header-only (JSON text
-// from base/json.h, which both tools' libraries carry).
+// from base/json.h, which both tools' libraries carry). Counts and
+// durations are parsed in option_parser.h, which every program shares.
 #pragma once
 
 #include <cerrno>
@@ -16,43 +17,9 @@
 #include <string_view>
 
 #include "base/json.h"
+#include "option_parser.h"  // parse_count, parse_duration
 
 namespace tern::apps {
-
-// A count or byte size: decimal digits with an optional binary suffix (K, M,
-// G; any case). False on junk ("8x"), a sign, hex, or more than `max`.
-inline bool parse_count(const char* s, uint64_t max, uint64_t* out) {
-  if (s == nullptr || *s < '0' || *s > '9') return false;
-  errno = 0;
-  char* end = nullptr;
-  unsigned long long v = std::strtoull(s, &end, 10);
-  if (errno != 0 || end == s) return false;
-  unsigned shift = 0;
-  if (*end == 'K' || *end == 'k') shift = 10, ++end;
-  else if (*end == 'M' || *end == 'm') shift = 20, ++end;
-  else if (*end == 'G' || *end == 'g') shift = 30, ++end;
-  if (*end != '\0' || v > (max >> shift)) return false;
-  *out = static_cast<uint64_t>(v) << shift;
-  return true;
-}
-
-// A duration: a positive decimal number of seconds, or with a unit: "2",
-// "2s", "500ms", "250us". False on junk, zero, a negative or a non-finite
-// value, or over `max_s`.
-inline bool parse_duration(const char* s, double max_s, double* out_s) {
-  if (s == nullptr || *s == '\0') return false;
-  errno = 0;
-  char* end = nullptr;
-  double v = std::strtod(s, &end);
-  if (errno != 0 || end == s || !std::isfinite(v)) return false;
-  std::string_view unit(end);
-  if (unit == "ms") v /= 1e3;
-  else if (unit == "us") v /= 1e6;
-  else if (!unit.empty() && unit != "s") return false;
-  if (!(v > 0) || v > max_s) return false;
-  *out_s = v;
-  return true;
-}
 
 // `s` as the inside of a JSON string literal (base/json.h).
 using tern::json_escape;

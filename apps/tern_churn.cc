@@ -18,7 +18,6 @@
 //
 //   tern-churn [--seconds S] [--rate CONNS_PER_S] [--per-client N]
 //              [--life-ms MS] [--max-connections N] [--idle-reap-ms MS]
-#include <getopt.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -40,6 +39,7 @@
 #include "base/log.h"
 #include "engine/engine.h"
 #include "engine/engine_testing.h"
+#include "option_parser.h"
 
 using namespace tern;
 using namespace tern::rpc;
@@ -231,42 +231,25 @@ void churn_done(void*, const CallReply& r) {
   }
 }
 
-[[noreturn]] void usage(int rc) {
-  std::fprintf(rc == 0 ? stdout : stderr,
-               "usage: tern-churn [--seconds S] [--rate CONNS_PER_S] [--per-client N] [--life-ms MS]\n"
-               "                  [--max-connections N] [--idle-reap-ms MS] [--max-per-peer N]\n");
-  std::exit(rc);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   double seconds = 60, rate = 100;
   uint32_t per_client = 10, life_ms = 300;
   EngineOptions so;  // the server as it ships, unless told otherwise
-  static const option longs[] = {{"seconds", required_argument, nullptr, 's'},
-                                 {"rate", required_argument, nullptr, 'r'},
-                                 {"per-client", required_argument, nullptr, 'n'},
-                                 {"life-ms", required_argument, nullptr, 'l'},
-                                 {"max-connections", required_argument, nullptr, 'm'},
-                                 {"idle-reap-ms", required_argument, nullptr, 'i'},
-                                 {"max-per-peer", required_argument, nullptr, 'p'},
-                                 {"help", no_argument, nullptr, 'h'},
-                                 {nullptr, 0, nullptr, 0}};
-  for (int o; (o = getopt_long(argc, argv, "h", longs, nullptr)) != -1;) {
-    switch (o) {
-      case 's': seconds = std::atof(optarg); break;
-      case 'r': rate = std::atof(optarg); break;
-      case 'n': per_client = static_cast<uint32_t>(std::atoi(optarg)); break;
-      case 'l': life_ms = static_cast<uint32_t>(std::atoi(optarg)); break;
-      case 'm': so.max_connections = static_cast<uint32_t>(std::atoi(optarg)); break;
-      case 'i': so.idle_reap_ms = static_cast<uint32_t>(std::atoi(optarg)); break;
-      case 'p': so.max_connections_per_peer = static_cast<uint32_t>(std::atoi(optarg)); break;
-      case 'h': usage(0);
-      default: usage(2);
-    }
-  }
-  if (seconds <= 0 || rate <= 0 || per_client == 0) usage(2);
+  apps::OptionParser cli("tern-churn", "[options]");
+  cli.duration("seconds", "S", "how long clients are started and killed (default 60)", 1e6, &seconds);
+  cli.real("rate", "CONNS_PER_S", "connections opened a second, in all (default 100)", 0.001, 1e6,
+         &rate);
+  cli.integer("per-client", "N", "connections per client process (default 10)", 1, 1u << 16, &per_client);
+  cli.integer("life-ms", "MS", "a client's lifetime before SIGKILL, drawn around MS (default 300)", 0, 86400000, &life_ms);
+  cli.integer("max-connections", "N", "the server engine's max_connections (default: the engine's)", 1, 1u << 20,
+            &so.max_connections);
+  cli.integer("idle-reap-ms", "MS", "the server engine's idle_reap_ms (default: the engine's)", 0, 86400000,
+            &so.idle_reap_ms);
+  cli.integer("max-per-peer", "N", "the server engine's max_connections_per_peer (default: the engine's)", 0,
+            1u << 20, &so.max_connections_per_peer);
+  if (int rc = cli.run(argc, argv); rc >= 0) return rc;
   void* m = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return 2;
   sh = new (m) Shared();

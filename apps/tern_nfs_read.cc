@@ -9,7 +9,6 @@
 // waited out with backoff and a lost connection is resumed (NfsClient), and
 // the report says how often that happened.
 #include <fcntl.h>
-#include <getopt.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,42 +35,6 @@ namespace apps = tern::apps;
 
 namespace {
 
-constexpr const char* kUsageLine =
-    "usage: tern-nfs-read --server ADDR[:PORT] --path /dir/file [options]   (--help lists them)";
-
-void usage(FILE* f) {
-  std::fprintf(f,
-               "usage: tern-nfs-read --server ADDR[:PORT] --path /dir/file [options]\n"
-               "\n"
-               "Reads a file from an NFS/RDMA server (e.g. Linux nfsd with an rdma listener)\n"
-               "through RDMA write chunks and reports throughput and latency. Flags mean what\n"
-               "they mean in tern-perf: sizes take K/M suffixes, durations are seconds or\n"
-               "carry a unit (500ms), latencies are in ns, \"-\" is stdout.\n"
-               "\n"
-               "  --server ADDR[:PORT]  the server: an IPv4 address or name, an IPv6 address\n"
-               "                        ([fe80::1]:20049, or bare without a port); port default\n"
-               "                        20049 (NFS/RDMA)\n"
-               "  --path PATH           file to read, from the server's NFSv4 root (its fsid=0 export)\n"
-               "  --dev NAME|SPEC       RDMA device (default: the one that reaches ADDR): a name\n"
-               "                        (mlx5_0), or a device spec (verbs:dev=rxe0,mw=off) that the\n"
-               "                        server's addr= and port= are added to\n"
-               "  --vers 4              NFS version; only 4 (4.0, no OPEN) reads files\n"
-               "  -s, --size N          bytes per READ (default 1M; --chunk is the same), capped by\n"
-               "                        the server's maxread and the engine's 1 MiB chunk limit\n"
-               "  -q, --qd N            READs in flight (1 to 64, default 4)\n"
-               "  --verify FILE         compare every byte with this local file\n"
-               "  --json FILE           also write the result as one JSON object (\"-\": stdout, and\n"
-               "                        the human report goes to stderr)\n"
-               "  --timeout S           deadline of each call -- every READ included, with its\n"
-               "                        NFS4ERR_DELAY retries and any reconnect -- and of\n"
-               "                        connecting (default 10)\n"
-               "  --quiet               no progress line\n"
-               "  --busy-poll           spin on the CPU while waiting for replies (lowest latency);\n"
-               "                        by default it sleeps in the engine's wait mode\n"
-               "\n"
-               "Exit: 0 read (and verified), 1 error, 2 usage, 3 verify found a difference.\n");
-}
-
 struct Args {
   std::string server, dev, path, verify;
   uint16_t port = 20049;
@@ -84,74 +47,64 @@ struct Args {
   bool busy_poll = false;
 };
 
-int bad(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-int bad(const char* fmt, ...) {
-  std::fprintf(stderr, "tern-nfs-read: ");
-  va_list ap;
-  va_start(ap, fmt);
-  std::vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  std::fprintf(stderr, "\n%s\n", kUsageLine);
-  return 2;
-}
-
-// 0: parsed; 2: usage error (said); -1: --help.
+// The command line, as one table (apps/option_parser.h) that parses it and
+// prints --help. Returns -1 to go on, else the exit status (0 after --help,
+// 2 bad usage, said).
 int parse(int argc, char** argv, Args* a) {
-  static const option longs[] = {
-      {"server", required_argument, nullptr, 'S'}, {"path", required_argument, nullptr, 'p'},
-      {"dev", required_argument, nullptr, 'd'},    {"vers", required_argument, nullptr, 'v'},
-      {"size", required_argument, nullptr, 's'},   {"chunk", required_argument, nullptr, 's'},
-      {"qd", required_argument, nullptr, 'q'},     {"verify", required_argument, nullptr, 'V'},
-      {"json", required_argument, nullptr, 'j'},   {"timeout", required_argument, nullptr, 't'},
-      {"quiet", no_argument, nullptr, 'Q'},        {"help", no_argument, nullptr, 'h'},
-      {"busy-poll", no_argument, nullptr, 'B'},
-      {nullptr, 0, nullptr, 0}};
-  opterr = 0;  // we say what was wrong, in one line
-  int c;
-  uint64_t v;
-  double secs;
-  while ((c = getopt_long(argc, argv, ":s:q:h", longs, nullptr)) != -1) {
-    switch (c) {
-      case 'S':
-        if (!apps::parse_host_port(optarg, &a->server, &a->port))
-          return bad("--server wants ADDR, ADDR:PORT, [IPV6] or [IPV6]:PORT (port 1 to 65535), not '%s'", optarg);
-        break;
-      case 'p': a->path = optarg; break;
-      case 'd': a->dev = optarg; break;
-      case 'v':
-        if (!apps::parse_count(optarg, 4, &v)) return bad("--vers: '%s' is not a version number", optarg);
-        a->vers = static_cast<uint32_t>(v);
-        break;
-      case 's':
-        if (!apps::parse_count(optarg, 1u << 30, &a->chunk) || a->chunk < 4096)
-          return bad("--size wants a byte count of at least 4K (256K, 1M), not '%s'", optarg);
-        break;
-      case 'q':
-        if (!apps::parse_count(optarg, 64, &v) || v == 0) return bad("--qd must be in [1, 64], not '%s'", optarg);
-        a->qd = static_cast<uint32_t>(v);
-        break;
-      case 'V': a->verify = optarg; break;
-      case 'j': a->json.name = optarg; break;
-      case 't':
-        if (!apps::parse_duration(optarg, 3600, &secs) || secs < 0.001)
-          return bad("--timeout must be a duration of 1ms to 3600s (10, 500ms), not '%s'", optarg);
-        a->timeout_ms = static_cast<uint32_t>(secs * 1000 + 0.5);
-        break;
-      case 'Q': a->quiet = true; break;
-      case 'B': a->busy_poll = true; break;
-      case 'h': return -1;
-      case ':': return bad("%s needs a value", argv[optind - 1]);
-      default: {
-        std::string arg = optopt != 0 ? "-" + std::string(1, static_cast<char>(optopt)) : argv[optind - 1];
-        return bad("unknown option '%s'", arg.substr(0, arg.find('=')).c_str());
-      }
-    }
-  }
-  if (optind != argc) return bad("unexpected argument '%s'", argv[optind]);
-  if (a->server.empty() || a->path.empty()) return bad("%s", "--server and --path are required");
-  if (a->vers != 4) return bad("--vers %u: only NFSv4 (4.0) READ is implemented", a->vers);
-  if (std::string why; !a->json.name.empty() && !a->json.open(&why)) return bad("%s", why.c_str());
-  return 0;
+  apps::OptionParser p("tern-nfs-read", "--server ADDR[:PORT] --path /dir/file [options]");
+  p.version(std::string("tern-nfs-read ") + tern::version());
+  p.heading(
+      "\n"
+      "Reads a file from an NFS/RDMA server (e.g. Linux nfsd with an rdma listener)\n"
+      "through RDMA write chunks and reports throughput and latency. Flags mean what\n"
+      "they mean in tern-perf: sizes take K/M suffixes, durations are seconds or\n"
+      "carry a unit (500ms), latencies are in ns, \"-\" is stdout.\n");
+  p.custom("server", "ADDR[:PORT]",
+           "the server: an IPv4 address or name, an IPv6 address\n"
+           "([fe80::1]:20049, or bare without a port); port default\n"
+           "20049 (NFS/RDMA)",
+           "ADDR, ADDR:PORT, [IPV6] or [IPV6]:PORT (port 1 to 65535)",
+           [a](std::string_view v, std::string*) { return apps::parse_host_port(v, &a->server, &a->port); });
+  p.text("path", "PATH", "file to read, from the server's NFSv4 root (its fsid=0 export)", &a->path);
+  p.text("dev", "NAME|SPEC",
+         "RDMA device (default: the one that reaches ADDR): a name\n"
+         "(mlx5_0), or a device spec (verbs:dev=rxe0,mw=off) that the\n"
+         "server's addr= and port= are added to",
+         &a->dev);
+  p.custom("vers", "4", "NFS version; only 4 (4.0, no OPEN) reads files", "4 (NFSv4.0 READ is what is implemented)",
+           [a](std::string_view v, std::string*) { return v == "4" ? (a->vers = 4, true) : false; });
+  p.count("size", "N",
+          "bytes per READ (default 1M; --chunk is the same), capped by\n"
+          "the server's maxread and the engine's 1 MiB chunk limit",
+          4096, 1u << 30, &a->chunk)
+      .shorthand('s');
+  p.count("chunk", "N", "the same as --size", 4096, 1u << 30, &a->chunk);
+  p.count("qd", "N", "READs in flight (1 to 64, default 4)", 1, 64, &a->qd).shorthand('q');
+  p.text("verify", "FILE", "compare every byte with this local file", &a->verify);
+  p.text("json", "FILE",
+         "also write the result as one JSON object (\"-\": stdout, and\n"
+         "the human report goes to stderr)",
+         &a->json.name);
+  p.custom("timeout", "S",
+           "deadline of each call -- every READ included, with its\n"
+           "NFS4ERR_DELAY retries and any reconnect -- and of\n"
+           "connecting (default 10)",
+           "a duration of 1ms to 3600s (10, 500ms)", [a](std::string_view v, std::string*) {
+             double secs = 0;
+             if (!apps::parse_duration(std::string(v).c_str(), 3600, &secs) || secs < 0.001) return false;
+             a->timeout_ms = static_cast<uint32_t>(secs * 1000 + 0.5);
+             return true;
+           });
+  p.flag("quiet", "no progress line", &a->quiet);
+  p.flag("busy-poll",
+         "spin on the CPU while waiting for replies (lowest latency);\n"
+         "by default it sleeps in the engine's wait mode",
+         &a->busy_poll);
+  p.epilogue("\nExit: 0 read (and verified), 1 error, 2 usage, 3 verify found a difference.");
+  if (int rc = p.run(argc, argv); rc >= 0) return rc;
+  if (a->server.empty() || a->path.empty()) return p.usage_error("--server and --path are required");
+  if (std::string why; !a->json.name.empty() && !a->json.open(&why)) return p.usage_error(why);
+  return -1;
 }
 
 // The engine's device spec: verbs on the named device (or the one that routes
@@ -239,17 +192,8 @@ int fail(const char* what, const Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
-    std::printf("tern-nfs-read %s\n", tern::version());
-    return 0;
-  }
   Args a;
-  int pr = parse(argc, argv, &a);
-  if (pr < 0) {
-    usage(stdout);
-    return 0;
-  }
-  if (pr != 0) return pr;
+  if (int rc = parse(argc, argv, &a); rc >= 0) return rc;
 
   NfsClientOptions o;
   o.spec = device_spec(a);

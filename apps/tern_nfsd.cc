@@ -82,70 +82,6 @@ void say(LogLevel level, const char* fmt, ...) {
   std::fprintf(stderr, "%s\n", line);
 }
 
-void usage(FILE* f) {
-  std::fprintf(f,
-               "usage: tern-nfsd (--exports FILE | --export DIR) (--listen SPEC | --addr IP [--port N] [--dev NAME])\n"
-               "                 [options]\n"
-               "  --exports FILE        the exports, as exports(5) writes them: a path per line, its clients\n"
-               "                        (*, an address, address/prefix, localhost) with their options\n"
-               "                        (ro, rw, root_squash, no_root_squash, all_squash, anonuid=, anongid=,\n"
-               "                        sec=sys, fsid=N); reread on SIGHUP\n"
-               "  --export DIR          one directory served to every client (the options below say how)\n"
-               "  --name PATH           the path clients mount (--export; default: DIR)\n"
-               "  --listen SPEC         device spec to listen on: verbs:addr=IP,port=N[,dev=NAME] or\n"
-               "                        shm:path=SOCKET (tests)\n"
-               "  --addr IP, --port N, --dev NAME   the same as --listen verbs:addr=IP,port=N,dev=NAME\n"
-               "                        (port default 20049)\n"
-               "  --mount-port N        MOUNT v3 over TCP on this port (default 20048; 0: any free one;\n"
-               "                        'off': none)\n"
-               "  --mount-addr IP       address MOUNT listens on (default: --addr's; 127.0.0.1 with a shm:\n"
-               "                        listener; else 0.0.0.0)\n"
-               "  --nlm-port N          NLM v4 locks over TCP and UDP on this port (default 0: any free one;\n"
-               "                        'off': none, clients mount with nolock)\n"
-               "  --nlm-grace S         after start, grant only reclaimed locks for S seconds (default 90);\n"
-               "                        the clients that held locks are told to reclaim them (SM_NOTIFY)\n"
-               "  --no-rpcbind          do not register MOUNT, NFS and NLM with the local rpcbind\n"
-               "  --engines N           engines (threads), connections spread over them (default 1)\n"
-               "  --cores LIST          pin engine i to the i-th core of LIST (e.g. 2,3)\n"
-               "  --ro                  read-only export (--export)\n"
-               "  --no-root-squash      trust uid 0 from clients (--export; default: it becomes --anon-uid)\n"
-               "  --all-squash          every caller is --anon-uid/--anon-gid (--export)\n"
-               "  --anon-uid N, --anon-gid N   the squashed identity (--export; default 65534)\n"
-               "  --state-dir DIR       handle key and reply cache (default /var/lib/tern-nfsd); one instance\n"
-               "                        per state directory (locked)\n"
-               "  --pidfile PATH        write the pid there once serving (locked; removed at a clean exit)\n"
-               "  --drc-slots N         reply cache slots (default 8192; 0: no reply cache)\n"
-               "  --arena-mb N          registered memory per engine, MiB (default 128)\n"
-               "  --credits N           credits granted per connection (default 64)\n"
-               "  --max-connections N   connections per engine (default 1024)\n"
-               "  --max-connections-per-peer N   connections one client (address) may hold per engine\n"
-               "                        (default 0: no limit of its own; see docs/security.md)\n"
-               "  --idle-reap-ms N      with the table full, a client under its fair share gets an\n"
-               "                        idle (N ms) connection of the client holding the most\n"
-               "                        (default 10000; 0: never)\n"
-               "  --rw-timeout-ms N     a client that does not complete a READ of its chunks or take a\n"
-               "                        reply within N ms loses that connection (default 5000; 0: never)\n"
-               "  --busy-poll           never sleep when idle (default: sleep in epoll when idle)\n"
-               "  --storage MODE        where READs that miss the page cache, FILE_SYNC/DATA_SYNC WRITEs\n"
-               "                        and COMMITs wait: auto (io_uring, else worker threads; default),\n"
-               "                        uring, threads, sync (on the engine's thread, as before)\n"
-               "  --storage-inflight N  storage operations in flight per engine (default 64)\n"
-               "  --storage-per-peer N  ... and per client (default 16; less when clients share the engine)\n"
-               "  --caller-ring on|off  MKDIR, SYMLINK, REMOVE, RMDIR, RENAME, LINK as the caller on the\n"
-               "                        storage ring under an io_uring personality (default off: on the\n"
-               "                        caller pool's threads)\n"
-               "  --spin-us N           in wait mode, poll up to N us before sleeping while the engine's\n"
-               "                        own operations (caller jobs, storage) are in flight (default 0)\n"
-               "  --group-commit on|off stable WRITEs and COMMITs of a file share one fsync (default on;\n"
-               "                        off: each stable WRITE syncs itself, RWF_SYNC, as before)\n"
-               "  --stats-interval S    print the counters every S seconds (default: at exit only)\n"
-               "  --test-crash-after PROC:N   tests only: SIGKILL this process after recording the\n"
-               "                        reply of the N-th PROC call (e.g. mkdir:1) in the reply cache\n"
-               "  --version, --help\n"
-               "Counters on SIGUSR1 and at exit (SIGINT, SIGTERM); SIGHUP rereads --exports FILE (connections\n"
-               "stay); TERN_LOG_LEVEL=info says more. Log lines: UTC time, level, what (docs/observability.md).\n");
-}
-
 struct Args {
   nfsd::ExportOptions exp;
   std::string exports_file;
@@ -189,206 +125,144 @@ int proc_by_name(const std::string& n) {
   return -1;
 }
 
-// 0: parsed; 1: an error (said); 2: --help/--version (done).
+// The command line, as one table (apps/option_parser.h): --help is printed
+// from it, and every option takes --opt=value as well as --opt value.
+// 0: parsed; 1: a usage error (said, one line); 2: --help/--version (done).
 int parse(int argc, char** argv, Args* a) {
-  auto need = [&](int& i) -> const char* {
-    if (i + 1 >= argc) {
-      say(LogLevel::kError, "%s needs a value", argv[i]);
-      return nullptr;
-    }
-    return argv[++i];
-  };
-  for (int i = 1; i < argc; ++i) {
-    std::string f = argv[i];
-    const char* v = nullptr;
-    uint64_t n = 0;
-    auto count = [&](uint64_t max) {
-      if ((v = need(i)) == nullptr) return false;
-      if (!apps::parse_count(v, max, &n)) {
-        say(LogLevel::kError, "%s %s: not a number up to %llu", f.c_str(), v,
-                     static_cast<unsigned long long>(max));
-        return false;
-      }
+  apps::OptionParser p("tern-nfsd",
+                       "(--exports FILE | --export DIR) (--listen SPEC | --addr IP [--port N] [--dev NAME])\n"
+                       "                 [options]");
+  p.version(std::string("tern-nfsd ") + TERN_VERSION_STRING);
+  // "N" or "off" (-1): the MOUNT and NLM ports.
+  auto port_or_off = [](int* out) {
+    return [out](std::string_view v, std::string*) {
+      int64_t n = 0;
+      if (v == "off") return *out = -1, true;
+      if (!apps::parse_integer(v, 0, 65535, &n)) return false;
+      *out = static_cast<int>(n);
       return true;
     };
-    if (f == "--help" || f == "-h") {
-      usage(stdout);
-      return 2;
-    } else if (f == "--version") {
-      std::printf("tern-nfsd %s\n", TERN_VERSION_STRING);
-      return 2;
-    } else if (f == "--exports") {
-      if ((v = need(i)) == nullptr) return 1;
-      a->exports_file = v;
-    } else if (f == "--pidfile") {
-      if ((v = need(i)) == nullptr) return 1;
-      a->pidfile = v;
-    } else if (f == "--export") {
-      if ((v = need(i)) == nullptr) return 1;
-      a->exp.dir = v;
-    } else if (f == "--name") {
-      if ((v = need(i)) == nullptr) return 1;
-      a->exp.name = v;
-      a->export_flags = true;
-    } else if (f == "--listen") {
-      if ((v = need(i)) == nullptr) return 1;
-      a->listen = v;
-    } else if (f == "--addr") {
-      if ((v = need(i)) == nullptr) return 1;
-      a->addr = v;
-    } else if (f == "--dev") {
-      if ((v = need(i)) == nullptr) return 1;
-      a->dev = v;
-    } else if (f == "--port") {
-      if (!count(65535)) return 1;
-      a->port = static_cast<uint32_t>(n);
-    } else if (f == "--mount-port") {
-      if (i + 1 < argc && std::string(argv[i + 1]) == "off") {
-        a->mount_port = -1;
-        ++i;
-      } else {
-        if (!count(65535)) return 1;
-        a->mount_port = static_cast<int>(n);
-      }
-    } else if (f == "--mount-addr") {
-      if ((v = need(i)) == nullptr) return 1;
-      a->mount_addr = v;
-    } else if (f == "--nlm-port") {
-      if (i + 1 < argc && std::string(argv[i + 1]) == "off") {
-        a->nlm_port = -1;
-        ++i;
-      } else {
-        if (!count(65535)) return 1;
-        a->nlm_port = static_cast<int>(n);
-      }
-    } else if (f == "--nlm-grace") {
-      if (!count(3600)) return 1;
-      a->nlm_grace = static_cast<uint32_t>(n);
-    } else if (f == "--no-rpcbind") {
-      a->rpcbind = false;
-    } else if (f == "--engines") {
-      if (!count(64)) return 1;
-      if (n == 0) {
-        say(LogLevel::kError, "--engines 0");
-        return 1;
-      }
-      a->engines = static_cast<uint32_t>(n);
-    } else if (f == "--cores") {
-      if ((v = need(i)) == nullptr) return 1;
-      std::string s = v;
-      size_t p = 0;
-      while (p <= s.size()) {
-        size_t q = s.find(',', p);
-        if (q == std::string::npos) q = s.size();
-        std::string one = s.substr(p, q - p);
-        if (!apps::parse_count(one.c_str(), 4095, &n)) {
-          say(LogLevel::kError, "--cores %s: '%s' is not a core number", v, one.c_str());
-          return 1;
-        }
-        a->cores.push_back(static_cast<int>(n));
-        p = q + 1;
-      }
-    } else if (f == "--ro") {
-      a->exp.read_only = true;
-      a->export_flags = true;
-    } else if (f == "--no-root-squash") {
-      a->exp.squash.root_squash = false;
-      a->export_flags = true;
-    } else if (f == "--all-squash") {
-      a->exp.squash.all_squash = true;
-      a->export_flags = true;
-    } else if (f == "--anon-uid") {
-      if (!count(UINT32_MAX - 1)) return 1;  // -1 is no identity (nfsd/creds.h)
-      a->exp.squash.anon_uid = static_cast<uint32_t>(n);
-      a->export_flags = true;
-    } else if (f == "--anon-gid") {
-      if (!count(UINT32_MAX - 1)) return 1;
-      a->exp.squash.anon_gid = static_cast<uint32_t>(n);
-      a->export_flags = true;
-    } else if (f == "--state-dir") {
-      if ((v = need(i)) == nullptr) return 1;
-      a->exp.state_dir = v;
-    } else if (f == "--drc-slots") {
-      if (!count(1u << 22)) return 1;
-      a->drc_slots = static_cast<uint32_t>(n);
-    } else if (f == "--arena-mb") {
-      if (!count(65536)) return 1;
-      if (n < 16) {
-        say(LogLevel::kError, "--arena-mb %llu: at least 16", static_cast<unsigned long long>(n));
-        return 1;
-      }
-      a->arena_mb = n;
-    } else if (f == "--credits") {
-      if (!count(1024)) return 1;
-      if (n == 0) return say(LogLevel::kError, "--credits 0"), 1;
-      a->credits = static_cast<uint32_t>(n);
-    } else if (f == "--max-connections") {
-      if (!count(1u << 20)) return 1;
-      if (n == 0) return say(LogLevel::kError, "--max-connections 0"), 1;
-      a->max_connections = static_cast<uint32_t>(n);
-    } else if (f == "--max-connections-per-peer") {
-      if (!count(1u << 20)) return 1;
-      a->max_connections_per_peer = static_cast<uint32_t>(n);
-    } else if (f == "--idle-reap-ms") {
-      if (!count(86400000)) return 1;
-      a->idle_reap_ms = static_cast<uint32_t>(n);
-    } else if (f == "--rw-timeout-ms") {
-      if (!count(86400000)) return 1;
-      a->rw_timeout_ms = static_cast<uint32_t>(n);
-    } else if (f == "--busy-poll") {
-      a->busy = true;
-    } else if (f == "--storage") {
-      if ((v = need(i)) == nullptr) return 1;
-      const std::string_view m(v);
-      if (m == "auto") a->storage.mode = nfsd::StorageOptions::Mode::kAuto;
-      else if (m == "uring") a->storage.mode = nfsd::StorageOptions::Mode::kUring;
-      else if (m == "threads") a->storage.mode = nfsd::StorageOptions::Mode::kThreads;
-      else if (m == "sync") a->storage.mode = nfsd::StorageOptions::Mode::kSync;
-      else return say(LogLevel::kError, "--storage %s: auto, uring, threads or sync", v), 1;
-    } else if (f == "--storage-inflight") {
-      if (!count(4096)) return 1;
-      if (n == 0) return say(LogLevel::kError, "--storage-inflight 0"), 1;
-      a->storage.max_in_flight = static_cast<uint32_t>(n);
-    } else if (f == "--storage-per-peer") {
-      if (!count(4096)) return 1;
-      if (n == 0) return say(LogLevel::kError, "--storage-per-peer 0"), 1;
-      a->storage.max_per_peer = static_cast<uint32_t>(n);
-    } else if (f == "--spin-us") {
-      if (!count(1000000)) return 1;
-      a->spin_us = static_cast<uint32_t>(n);
-    } else if (f == "--caller-ring") {
-      if ((v = need(i)) == nullptr) return 1;
-      const std::string_view m(v);
-      if (m != "on" && m != "off") return say(LogLevel::kError, "--caller-ring %s: on or off", v), 1;
-      a->caller_ring = m == "on";
-    } else if (f == "--group-commit") {
-      if ((v = need(i)) == nullptr) return 1;
-      const std::string_view m(v);
-      if (m == "on") a->group_commit = true;
-      else if (m == "off") a->group_commit = false;
-      else return say(LogLevel::kError, "--group-commit %s: on or off", v), 1;
-    } else if (f == "--stats-interval") {
-      if ((v = need(i)) == nullptr) return 1;
-      if (!apps::parse_duration(v, 86400, &a->stats_interval)) {
-        say(LogLevel::kError, "--stats-interval %s: not a duration", v);
-        return 1;
-      }
-    } else if (f == "--test-crash-after") {
-      if ((v = need(i)) == nullptr) return 1;
-      std::string s = v;
-      size_t c = s.find(':');
-      a->crash_proc = proc_by_name(s.substr(0, c));
-      if (a->crash_proc < 0 || c == std::string::npos ||
-          !apps::parse_count(s.c_str() + c + 1, UINT32_MAX, &n) || n == 0) {
-        say(LogLevel::kError, "--test-crash-after %s: want PROC:N (e.g. mkdir:1)", v);
-        return 1;
-      }
-      a->crash_n = static_cast<uint32_t>(n);
-    } else {
-      say(LogLevel::kError, "unknown option %s (--help lists them)", f.c_str());
+  };
+  p.text("exports", "FILE",
+         "the exports, as exports(5) writes them: a path per line, its clients\n"
+         "(*, an address, address/prefix, localhost) with their options\n"
+         "(ro, rw, root_squash, no_root_squash, all_squash, anonuid=, anongid=,\n"
+         "sec=sys, fsid=N); reread on SIGHUP",
+         &a->exports_file)
+      .once();
+  p.text("export", "DIR", "one directory served to every client (the options below say how)", &a->exp.dir).once();
+  p.text("name", "PATH", "the path clients mount (--export; default: DIR)", &a->exp.name);
+  p.text("listen", "SPEC",
+         "device spec to listen on: verbs:addr=IP,port=N[,dev=NAME] or\n"
+         "shm:path=SOCKET (tests)",
+         &a->listen);
+  p.text("addr", "IP", "with --port and --dev: the same as --listen verbs:addr=IP,port=N,dev=NAME", &a->addr);
+  p.integer("port", "N", "the RDMA port with --addr (default 20049)", 0, 65535, &a->port);
+  p.text("dev", "NAME", "the RDMA device with --addr", &a->dev);
+  p.custom("mount-port", "N",
+           "MOUNT v3 over TCP on this port (default 20048; 0: any free one;\n"
+           "'off': none)",
+           "a port in [0, 65535] or 'off'", port_or_off(&a->mount_port));
+  p.text("mount-addr", "IP",
+         "address MOUNT listens on (default: --addr's; 127.0.0.1 with a shm:\n"
+         "listener; else 0.0.0.0)",
+         &a->mount_addr);
+  p.custom("nlm-port", "N",
+           "NLM v4 locks over TCP and UDP on this port (default 0: any free one;\n"
+           "'off': none, clients mount with nolock)",
+           "a port in [0, 65535] or 'off'", port_or_off(&a->nlm_port));
+  p.integer("nlm-grace", "S",
+            "after start, grant only reclaimed locks for S seconds (default 90);\n"
+            "the clients that held locks are told to reclaim them (SM_NOTIFY)",
+            0, 3600, &a->nlm_grace);
+  p.flag("no-rpcbind", "do not register MOUNT, NFS and NLM with the local rpcbind", &a->rpcbind, false);
+  p.count("engines", "N", "engines (threads), connections spread over them (default 1)", 1, 64, &a->engines);
+  p.integers("cores", "LIST", "pin engine i to the i-th core of LIST (e.g. 2,3)", 0, 4095, 1, 4096, &a->cores);
+  p.flag("ro", "read-only export (--export)", &a->exp.read_only);
+  p.flag("no-root-squash", "trust uid 0 from clients (--export; default: it becomes --anon-uid)",
+         &a->exp.squash.root_squash, false);
+  p.flag("all-squash", "every caller is --anon-uid/--anon-gid (--export)", &a->exp.squash.all_squash);
+  // -1 is no identity (nfsd/creds.h): not a value to squash to.
+  p.integer("anon-uid", "N", "the squashed identity (--export; default 65534)", 0, UINT32_MAX - 1,
+            &a->exp.squash.anon_uid);
+  p.integer("anon-gid", "N", "the squashed group (--export; default 65534)", 0, UINT32_MAX - 1, &a->exp.squash.anon_gid);
+  p.text("state-dir", "DIR",
+         "handle key and reply cache (default /var/lib/tern-nfsd); one instance\n"
+         "per state directory (locked)",
+         &a->exp.state_dir);
+  p.text("pidfile", "PATH", "write the pid there once serving (locked; removed at a clean exit)", &a->pidfile);
+  p.count("drc-slots", "N", "reply cache slots (default 8192; 0: no reply cache)", 0, 1u << 22, &a->drc_slots);
+  p.count("arena-mb", "N", "registered memory per engine, MiB (default 128)", 16, 65536, &a->arena_mb);
+  p.count("credits", "N", "credits granted per connection (default 64)", 1, 1024, &a->credits);
+  p.count("max-connections", "N", "connections per engine (default 1024)", 1, 1u << 20, &a->max_connections);
+  p.count("max-connections-per-peer", "N",
+          "connections one client (address) may hold per engine\n"
+          "(default 0: no limit of its own; see docs/security.md)",
+          0, 1u << 20, &a->max_connections_per_peer);
+  p.integer("idle-reap-ms", "N",
+            "with the table full, a client under its fair share gets an\n"
+            "idle (N ms) connection of the client holding the most\n"
+            "(default 10000; 0: never)",
+            0, 86400000, &a->idle_reap_ms);
+  p.integer("rw-timeout-ms", "N",
+            "a client that does not complete a READ of its chunks or take a\n"
+            "reply within N ms loses that connection (default 5000; 0: never)",
+            0, 86400000, &a->rw_timeout_ms);
+  p.flag("busy-poll", "never sleep when idle (default: sleep in epoll when idle)", &a->busy);
+  using Mode = nfsd::StorageOptions::Mode;
+  static_assert(static_cast<int>(Mode::kAuto) == 0 && static_cast<int>(Mode::kUring) == 1 &&
+                static_cast<int>(Mode::kThreads) == 2 && static_cast<int>(Mode::kSync) == 3);
+  p.choice("storage", "MODE",
+           "where READs that miss the page cache, FILE_SYNC/DATA_SYNC WRITEs\n"
+           "and COMMITs wait: auto (io_uring, else worker threads; default),\n"
+           "uring, threads, sync (on the engine's thread, as before)",
+           {"auto", "uring", "threads", "sync"}, &a->storage.mode);
+  p.count("storage-inflight", "N", "storage operations in flight per engine (default 64)", 1, 4096,
+          &a->storage.max_in_flight);
+  p.count("storage-per-peer", "N", "... and per client (default 16; less when clients share the engine)", 1, 4096,
+          &a->storage.max_per_peer);
+  p.choice("caller-ring", "on|off",
+           "MKDIR, SYMLINK, REMOVE, RMDIR, RENAME, LINK as the caller on the\n"
+           "storage ring under an io_uring personality (default off: on the\n"
+           "caller pool's threads)",
+           {"off", "on"}, &a->caller_ring);
+  p.integer("spin-us", "N",
+            "in wait mode, poll up to N us before sleeping while the engine's\n"
+            "own operations (caller jobs, storage) are in flight (default 0)",
+            0, 1000000, &a->spin_us);
+  p.choice("group-commit", "on|off",
+           "stable WRITEs and COMMITs of a file share one fsync (default on;\n"
+           "off: each stable WRITE syncs itself, RWF_SYNC, as before)",
+           {"off", "on"}, &a->group_commit);
+  p.duration("stats-interval", "S", "print the counters every S seconds (default: at exit only)", 86400,
+             &a->stats_interval);
+  p.custom("test-crash-after", "PROC:N",
+           "tests only: SIGKILL this process after recording the\n"
+           "reply of the N-th PROC call (e.g. mkdir:1) in the reply cache",
+           "PROC:N (e.g. mkdir:1)", [a](std::string_view v, std::string*) {
+             size_t c = v.find(':');
+             int64_t n = 0;
+             if (c == std::string_view::npos) return false;
+             a->crash_proc = proc_by_name(std::string(v.substr(0, c)));
+             if (a->crash_proc < 0 || !apps::parse_integer(v.substr(c + 1), 1, UINT32_MAX, &n)) return false;
+             a->crash_n = static_cast<uint32_t>(n);
+             return true;
+           });
+  p.epilogue(
+      "Counters on SIGUSR1 and at exit (SIGINT, SIGTERM); SIGHUP rereads --exports FILE (connections\n"
+      "stay); TERN_LOG_LEVEL=info says more. Log lines: UTC time, level, what (docs/observability.md).\n"
+      "Exit: 0 after a clean stop, 1 when it cannot serve, 2 bad usage.");
+  switch (p.parse(argc, argv)) {
+    case apps::OptionParser::Outcome::kRun: break;
+    case apps::OptionParser::Outcome::kHelp: p.print_help(stdout); return 2;
+    case apps::OptionParser::Outcome::kVersion: std::printf("tern-nfsd %s\n", TERN_VERSION_STRING); return 2;
+    case apps::OptionParser::Outcome::kUsageError:
+      // One log line, as every other refusal to start.
+      say(LogLevel::kError, "%s (--help lists the options)", p.error().c_str());
       return 1;
-    }
   }
+  for (const char* f : {"name", "ro", "no-root-squash", "all-squash", "anon-uid", "anon-gid"})
+    if (p.given(f)) a->export_flags = true;
   if (a->exp.dir.empty() && a->exports_file.empty()) {
     say(LogLevel::kError, "--exports FILE or --export DIR is required");
     return 1;

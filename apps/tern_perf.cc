@@ -10,7 +10,6 @@
 //  - "rpc" (--rpc): ONC RPC calls through the RPC engine (lib/engine) to an
 //    echo-style program, inline or with bulk data through read or write
 //    chunks, from one or more engines. perf_rpc.cc.
-#include <getopt.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -31,6 +30,7 @@
 #include "base/log.h"
 #include "base/version.h"
 #include "mem/arena.h"
+#include "option_parser.h"
 #include "perf_common.h"
 #include "perf_report.h"
 #include "perf_stats.h"
@@ -48,136 +48,7 @@ namespace {
 // its headers (an echo's call also names a reply chunk for its results).
 constexpr uint32_t kRpcMaxSize = 3992;
 
-constexpr const char* kUsageLine = "usage: tern-perf server|client [options]   (tern-perf --help lists them)";
-
-void usage(FILE* f) {
-  std::fprintf(f,
-               "usage: tern-perf server [options]\n"
-               "       tern-perf client [options]\n"
-               "\n"
-               "A perftest-style tool: the server echoes, the client measures round trips\n"
-               "(latency, and one-way as half of it, as perftest's send_lat reports) or\n"
-               "throughput. Sizes take K, M, G suffixes (64K); durations are seconds, or\n"
-               "with a unit (500ms, 2s).\n"
-               "\n"
-               "Transport (the server and the client must agree):\n"
-               "  (default)          raw driver SEND/SEND echo: the baseline\n"
-               "  --rpc              ONC RPC calls through the RPC engine to tern-perf's echo program\n"
-               "\n"
-               "Both ends:\n"
-               "  --dev SPEC         device (default shm:path=/tmp/tern-perf.sock); drivers: %s\n"
-               "  --lcore LIST       pin to these CPUs/lcores: one per engine (\"0,1\"), or the first\n"
-               "                     of consecutive ones (\"0\")\n"
-               "  --eal              start DPDK EAL and run the engine(s) on lcores from --lcore\n"
-               "  --quiet            no progress or status lines\n"
-               "\n"
-               "Client:\n"
-               "  --mode MODE        lat: latency, one request at a time by default\n"
-               "                     bw: throughput, --qd requests in flight\n"
-               "                     rpc-lat, rpc-bw: the same with --rpc implied\n"
-               "  -s, --size N       message bytes (default 32). Raw: 8 to 64M. --rpc: the inline\n"
-               "                     argument bytes of every call, 16 to 3992 and a multiple of 4\n"
-               "                     (the call must fit the 4 KiB inline threshold; more data: --bulk)\n"
-               "  -a, --all-sizes    sweep: every power of two from the smallest size (raw 8, --rpc\n"
-               "                     16) up to --size (default: raw 8M, less when the client's 3 x qd\n"
-               "                     buffers of it would pass 256M; --rpc 2048, or with --bulk up to\n"
-               "                     --bulk), one run each over one connection; --iters 1000 per\n"
-               "                     size unless --iters or --seconds say otherwise\n"
-               "  -q, --qd N         requests in flight (default 1 for lat, 32 for bw; at most 1024)\n"
-               "                     (perftest's -t; its -q, a QP count, is --engines here)\n"
-               "  -D, --seconds S    run time after the warm-up (default 2)\n"
-               "  -n, --iters N      run N requests (per engine) instead of a time\n"
-               "  --warmup N|S       warm-up before measuring: N requests, or a time with a unit\n"
-               "                     (2s); default 1000 requests or 1 s, whichever ends first\n"
-               "  --timeout S        fail when no response comes for S (default 5)\n"
-               "  --json FILE        also write the results as JSON (\"-\": stdout)\n"
-               "  --csv FILE         also write them as CSV, a row per run (\"-\": stdout)\n"
-               "                     (either one on stdout moves the human report to stderr)\n"
-               "  --histogram        print the latency histogram (and put it in the JSON)\n"
-               "  --engine-stats     --rpc: print each engine's counters (JSON) on stderr at the end\n"
-               "  --breakdown        --rpc: time each stage of every call (client: queue, wire,\n"
-               "                     invalidate, complete; server: pull, wait, handler, post) and\n"
-               "                     print where the round trip goes on stderr at the end\n"
-               "  --plot FILE.png    draw the latency distribution (needs gnuplot)\n"
-               "  --wait             --rpc: sleep in epoll when idle instead of busy-polling\n"
-               "                     (the engine's wait mode; both ends may use it)\n"
-               "\n"
-               "Client, --rpc only:\n"
-               "  --bulk N           also move N bytes per call through a chunk (16 to 16M)\n"
-               "  --bulk-dir DIR     read: client -> server, the call offers a read chunk and the\n"
-               "                     server pulls it with RDMA READ (default); write: server ->\n"
-               "                     client, the call offers a write chunk the server fills\n"
-               "  --engines N        N client engines, each on its own thread and CPU with its own\n"
-               "                     connection to server engine i (default 1)\n"
-               "  --check-every N    besides the ids, lengths and stamps of every call, check every\n"
-               "                     warm-up call and every Nth call's data byte for byte (default\n"
-               "                     64; 1: all); with --bulk those calls are left out of the\n"
-               "                     latency percentiles\n"
-               "\n"
-               "Server:\n"
-               "  --once             exit after the first client leaves (each engine's, with --rpc)\n"
-               "  --engines N        --rpc: N engines on N threads; engine i > 0 listens on the\n"
-               "                     --dev path with \".i\" appended (/tmp/p.sock.1)\n"
-               "  --credits N        --rpc: credits granted per connection (default 32)\n"
-               "  --max-bulk N       --rpc: largest chunk served per call (default 1M)\n"
-               "  --clients N        --rpc: connections each engine holds at once (default 4); a\n"
-               "                     closed connection's buffers go to the next one. Each holds\n"
-               "                     about (credits + 20) x (max-bulk + 72 KiB)\n"
-               "\n"
-               "Exit status: 0 done, 1 failed (no server, lost connection, wrong data, an output\n"
-               "not written), 2 bad usage.\n",
-               [] {
-                 std::string s;
-                 for (auto& n : driver_names()) s += (s.empty() ? "" : ", ") + n;
-                 return s;
-               }()
-                   .c_str());
-}
-
 using apps::parse_count;
-
-bool parse_cpus(const char* s, std::vector<unsigned>* out) {
-  out->clear();
-  std::string str = s;
-  size_t pos = 0;
-  while (pos <= str.size()) {
-    size_t comma = str.find(',', pos);
-    std::string item = str.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    uint64_t v;
-    if (!parse_count(item.c_str(), 1023, &v)) return false;
-    out->push_back(static_cast<unsigned>(v));
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return !out->empty();
-}
-
-bool bad(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-bool bad(const char* fmt, ...) {
-  std::fprintf(stderr, "tern-perf: ");
-  va_list ap;
-  va_start(ap, fmt);
-  std::vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  std::fprintf(stderr, "\n");
-  return false;
-}
-
-// Edit distance, for "did you mean" on a mistyped option.
-size_t distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
 
 // The largest raw message a sweep goes up to by default: perftest's 8 MiB,
 // or less so that the client's 3 x qd buffers of it stay under 256 MiB.
@@ -187,211 +58,174 @@ uint32_t default_raw_top(uint32_t qd) {
   return top;
 }
 
-// Returns false (after saying why) on bad usage; *help when --help was asked.
-bool parse(int argc, char** argv, Options* o, bool* help) {
-  *help = false;
-  if (argc >= 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
-    *help = true;
-    return true;
-  }
-  if (argc < 2) return bad("%s", "say server or client");
+// The command line, as one table (apps/option_parser.h) that parses it and
+// prints --help. The role comes first: tern-perf server|client [options].
+// Returns -1 to go on, else the exit status (0 after --help, 2 bad usage,
+// said).
+int parse(int argc, char** argv, apps::OptionParser* pp, Options* o) {
+  apps::OptionParser& p = *pp;
+  std::string drivers;
+  for (auto& n : driver_names()) drivers += (drivers.empty() ? "" : ", ") + n;
+  p.version(std::string("tern-perf ") + tern::version());
+  p.heading(
+      "\n"
+      "A perftest-style tool: the server echoes, the client measures round trips\n"
+      "(latency, and one-way as half of it, as perftest's send_lat reports) or\n"
+      "throughput. Sizes take K, M, G suffixes (64K); durations are seconds, or\n"
+      "with a unit (500ms, 2s).\n"
+      "\n"
+      "Transport (the server and the client must agree):\n"
+      "  (default)               raw driver SEND/SEND echo: the baseline");
+  p.flag("rpc", "ONC RPC calls through the RPC engine to tern-perf's echo program", &o->rpc);
+  p.heading("\nBoth ends:");
+  p.text("dev", "SPEC", "device (default shm:path=/tmp/tern-perf.sock); drivers: " + drivers, &o->dev);
+  p.integers("lcore", "LIST",
+             "pin to these CPUs/lcores: one per engine (\"0,1\"), or the first\n"
+             "of consecutive ones (\"0\")",
+             0, 1023, 1, 1024, &o->lcores);
+  p.flag("eal", "start DPDK EAL and run the engine(s) on lcores from --lcore", &o->use_eal);
+  p.flag("quiet", "no progress or status lines", &o->quiet);
+  p.heading("\nClient:");
+  p.custom("mode", "MODE",
+           "lat: latency, one request at a time by default\n"
+           "bw: throughput, --qd requests in flight\n"
+           "rpc-lat, rpc-bw: the same with --rpc implied",
+           "lat, bw, rpc-lat or rpc-bw", [o](std::string_view v, std::string*) {
+             if (v == "rpc-lat" || v == "rpc-bw") o->rpc = true, v.remove_prefix(4);
+             if (v != "lat" && v != "bw") return false;
+             o->mode = std::string(v);
+             return true;
+           });
+  p.count("size", "N",
+          "message bytes (default 32). Raw: 8 to 64M. --rpc: the inline\n"
+          "argument bytes of every call, 16 to 3992 and a multiple of 4\n"
+          "(the call must fit the 4 KiB inline threshold; more data: --bulk)",
+          0, 64u << 20, &o->size)
+      .shorthand('s');
+  p.flag("all-sizes",
+         "sweep: every power of two from the smallest size (raw 8, --rpc\n"
+         "16) up to --size (default: raw 8M, less when the client's 3 x qd\n"
+         "buffers of it would pass 256M; --rpc 2048, or with --bulk up to\n"
+         "--bulk), one run each over one connection; --iters 1000 per\n"
+         "size unless --iters or --seconds say otherwise",
+         &o->sweep)
+      .shorthand('a');
+  p.count("qd", "N",
+          "requests in flight (default 1 for lat, 32 for bw; at most 1024)\n"
+          "(perftest's -t; its -q, a QP count, is --engines here)",
+          1, 1024, &o->qd)
+      .shorthand('q');
+  p.duration("seconds", "S", "run time after the warm-up (default 2)", 1e6, &o->seconds).shorthand('D');
+  p.duration("duration", "S", "the same as --seconds", 1e6, &o->seconds);
+  p.count("iters", "N", "run N requests (per engine) instead of a time", 1, UINT64_MAX / 2, &o->iters).shorthand('n');
+  p.custom("warmup", "N|S",
+           "warm-up before measuring: N requests, or a time with a unit\n"
+           "(2s); default 1000 requests or 1 s, whichever ends first",
+           "a count (1000) or a time (2s, 500ms)", [o](std::string_view v, std::string*) {
+             std::string w(v);
+             if (!w.empty() && w.back() == 's') {  // a time: 2s, 500ms
+               if (!apps::parse_duration(w.c_str(), 3600, &o->warmup_s)) return false;
+               o->warmup = UINT64_MAX;
+               return true;
+             }
+             if (!parse_count(w.c_str(), 1ull << 40, &o->warmup)) return false;
+             o->warmup_s = 0;
+             return true;
+           });
+  p.duration("timeout", "S", "fail when no response comes for S (default 5)", 1e6, &o->timeout);
+  p.text("json", "FILE", "also write the results as JSON (\"-\": stdout)", &o->json.name);
+  p.text("csv", "FILE",
+         "also write them as CSV, a row per run (\"-\": stdout)\n"
+         "(either one on stdout moves the human report to stderr)",
+         &o->csv.name);
+  p.flag("histogram", "print the latency histogram (and put it in the JSON)", &o->histogram);
+  p.flag("engine-stats", "--rpc: print each engine's counters (JSON) on stderr at the end", &o->engine_stats);
+  p.flag("breakdown",
+         "--rpc: time each stage of every call (client: queue, wire,\n"
+         "invalidate, complete; server: pull, wait, handler, post) and\n"
+         "print where the round trip goes on stderr at the end",
+         &o->breakdown);
+  p.text("plot", "FILE.png", "draw the latency distribution (needs gnuplot)", &o->plot);
+  p.flag("wait",
+         "--rpc: sleep in epoll when idle instead of busy-polling\n"
+         "(the engine's wait mode; both ends may use it)",
+         &o->wait);
+  p.heading("\nClient, --rpc only:");
+  p.custom("bulk", "N", "also move N bytes per call through a chunk (16 to 16M)", "0 or 16 bytes to 16 MiB",
+           [o](std::string_view v, std::string*) {
+             uint64_t n = 0;
+             if (!parse_count(std::string(v).c_str(), 16u << 20, &n) || (n != 0 && n < 16)) return false;
+             o->bulk = static_cast<uint32_t>(n);
+             return true;
+           });
+  p.choice("bulk-dir", "DIR",
+           "read: client -> server, the call offers a read chunk and the\n"
+           "server pulls it with RDMA READ (default); write: server ->\n"
+           "client, the call offers a write chunk the server fills",
+           {"read", "write"}, &o->bulk_dir);
+  static_assert(static_cast<int>(BulkDir::kRead) == 0 && static_cast<int>(BulkDir::kWrite) == 1);
+  p.count("engines", "N",
+          "client: N engines, each on its own thread and CPU with its own\n"
+          "connection to server engine i (default 1); server: N engines on\n"
+          "N threads; engine i > 0 listens on the --dev path with \".i\"\n"
+          "appended (/tmp/p.sock.1)",
+          1, 64, &o->engines);
+  p.count("check-every", "N",
+          "besides the ids, lengths and stamps of every call, check every\n"
+          "warm-up call and every Nth call's data byte for byte (default\n"
+          "64; 1: all); with --bulk those calls are left out of the\n"
+          "latency percentiles",
+          1, UINT32_MAX, &o->check_every);
+  p.heading("\nServer:");
+  p.flag("once", "exit after the first client leaves (each engine's, with --rpc)", &o->once);
+  p.count("credits", "N", "--rpc: credits granted per connection (default 32)", 1, 1024, &o->credits);
+  p.count("max-bulk", "N", "--rpc: largest chunk served per call (default 1M)", 4096, 16u << 20, &o->max_bulk);
+  p.count("clients", "N",
+          "--rpc: connections each engine holds at once (default 4); a\n"
+          "closed connection's buffers go to the next one. Each holds\n"
+          "about (credits + 20) x (max-bulk + 72 KiB)",
+          1, 1024, &o->clients);
+  p.epilogue(
+      "\nExit status: 0 done, 1 failed (no server, lost connection, wrong data, an output\n"
+      "not written), 2 bad usage.");
+  // The role first; --help and --version may come without one.
+  bool has_role = argc >= 2 && argv[1][0] != '-';
+  if (int rc = p.run(argc, argv, has_role ? 2 : 1); rc >= 0) return rc;
+  if (argc < 2) return p.usage_error("say server or client");
   std::string role = argv[1];
   if (role == "server") o->server = true;
-  else if (role != "client") return bad("the first argument must be server or client, not '%s'", argv[1]);
-  enum : int {
-    kDev = 1000, kMode, kSize, kQd, kSeconds, kIters, kWarmup, kLcore, kEal, kOnce, kJson, kQuiet, kHelp, kRpc,
-    kBulk, kBulkDir, kEngines, kCheckEvery, kTimeout, kCredits, kMaxBulk, kClients, kCsv, kPlot, kHistogram, kSweep, kWait, kEngineStats,
-    kBreakdown
-  };
-  static option longs[] = {{"dev", 1, nullptr, kDev},           {"mode", 1, nullptr, kMode},
-                           {"size", 1, nullptr, kSize},         {"qd", 1, nullptr, kQd},
-                           {"seconds", 1, nullptr, kSeconds},   {"duration", 1, nullptr, kSeconds},
-                           {"iters", 1, nullptr, kIters},       {"warmup", 1, nullptr, kWarmup},
-                           {"lcore", 1, nullptr, kLcore},       {"eal", 0, nullptr, kEal},
-                           {"once", 0, nullptr, kOnce},         {"json", 1, nullptr, kJson},
-                           {"csv", 1, nullptr, kCsv},           {"plot", 1, nullptr, kPlot},
-                           {"histogram", 0, nullptr, kHistogram}, {"all-sizes", 0, nullptr, kSweep},
-                           {"quiet", 0, nullptr, kQuiet},       {"help", 0, nullptr, kHelp},
-                           {"rpc", 0, nullptr, kRpc},           {"bulk", 1, nullptr, kBulk},
-                           {"bulk-dir", 1, nullptr, kBulkDir},  {"engines", 1, nullptr, kEngines},
-                           {"check-every", 1, nullptr, kCheckEvery}, {"timeout", 1, nullptr, kTimeout},
-                           {"credits", 1, nullptr, kCredits},   {"max-bulk", 1, nullptr, kMaxBulk},
-                           {"clients", 1, nullptr, kClients},   {"wait", 0, nullptr, kWait},
-                           {"engine-stats", 0, nullptr, kEngineStats}, {"breakdown", 0, nullptr, kBreakdown},
-                           {nullptr, 0, nullptr, 0}};
-  // perftest's short flags: -s size, -n iterations, -D duration, -a all sizes;
-  // -q is the queue depth here (perftest's -t).
-  static const char kShort[] = ":s:n:D:q:ah";
-  bool qd_set = false, time_set = false;
-  bool rpc_only_used = false, client_only_used = false, server_only_used = false;
-  const char* rpc_only_name = nullptr;
-  const char* side_name = nullptr;
-  optind = 2;
-  opterr = 0;  // we say what was wrong, in one line
-  int c;
-  uint64_t v;
-  while ((c = getopt_long(argc, argv, kShort, longs, nullptr)) != -1) {
-    const char* name = nullptr;
-    for (const option& l : longs)
-      if (l.val == c) name = l.name;
-    auto client_only = [&] { client_only_used = true, side_name = name; };
-    switch (c) {
-      case 'a': c = kSweep; break;
-      case 's': c = kSize, name = "size"; break;
-      case 'n': c = kIters, name = "iters"; break;
-      case 'D': c = kSeconds, name = "seconds"; break;
-      case 'q': c = kQd, name = "qd"; break;
-      case 'h': c = kHelp; break;
-      default: break;
-    }
-    switch (c) {
-      case kDev: o->dev = optarg; break;
-      case kMode:
-        o->mode = optarg;
-        if (o->mode == "rpc-lat" || o->mode == "rpc-bw") o->rpc = true, o->mode = o->mode.substr(4);
-        if (o->mode != "lat" && o->mode != "bw")
-          return bad("--mode must be lat, bw, rpc-lat or rpc-bw, not '%s'", optarg);
-        break;
-      case kSize:
-        if (!parse_count(optarg, 64u << 20, &v)) return bad("--size: '%s' is not a byte count (64, 4K, 1M)", optarg);
-        o->size = static_cast<uint32_t>(v), o->size_set = true;
-        break;
-      case kQd:
-        if (!parse_count(optarg, 1024, &v) || v == 0) return bad("--qd must be in [1, 1024], not '%s'", optarg);
-        o->qd = static_cast<uint32_t>(v), qd_set = true;
-        break;
-      case kSeconds:
-        if (!apps::parse_duration(optarg, 1e6, &o->seconds))
-          return bad("--seconds must be a positive duration (2, 500ms), not '%s'", optarg);
-        time_set = true;
-        break;
-      case kIters:
-        if (!parse_count(optarg, UINT64_MAX / 2, &o->iters) || o->iters == 0)
-          return bad("--iters must be a positive count, not '%s'", optarg);
-        time_set = true;
-        break;
-      case kWarmup: {
-        std::string_view w(optarg);
-        if (!w.empty() && w.back() == 's') {  // a time: 2s, 500ms
-          if (!apps::parse_duration(optarg, 3600, &o->warmup_s))
-            return bad("--warmup wants a count (1000) or a time (2s, 500ms), not '%s'", optarg);
-          o->warmup = UINT64_MAX;
-        } else {
-          if (!parse_count(optarg, 1ull << 40, &o->warmup))
-            return bad("--warmup wants a count (1000) or a time (2s, 500ms), not '%s'", optarg);
-          o->warmup_s = 0;
-        }
-        break;
-      }
-      case kLcore:
-        if (!parse_cpus(optarg, &o->lcores)) return bad("--lcore wants CPU numbers such as 0 or 0,1, not '%s'", optarg);
-        break;
-      case kEal: o->use_eal = true; break;
-      case kOnce: o->once = true; break;
-      case kJson: o->json.name = optarg, client_only(); break;
-      case kCsv: o->csv.name = optarg, client_only(); break;
-      case kPlot: o->plot = optarg, client_only(); break;
-      case kHistogram: o->histogram = true, client_only(); break;
-      case kEngineStats: o->engine_stats = true; break;
-      case kBreakdown: o->breakdown = true; break;
-      case kSweep: o->sweep = true, name = "all-sizes", client_only(); break;
-      case kQuiet: o->quiet = true; break;
-      case kWait: o->wait = true; break;
-      case kHelp: *help = true; return true;
-      case kRpc: o->rpc = true; break;
-      case kBulk:
-        if (!parse_count(optarg, 16u << 20, &v) || (v != 0 && v < 16))
-          return bad("--bulk must be 0 or 16 bytes to 16 MiB, not '%s'", optarg);
-        o->bulk = static_cast<uint32_t>(v);
-        rpc_only_used = true, rpc_only_name = name, client_only();
-        break;
-      case kBulkDir:
-        if (std::strcmp(optarg, "read") == 0) o->bulk_dir = BulkDir::kRead;
-        else if (std::strcmp(optarg, "write") == 0) o->bulk_dir = BulkDir::kWrite;
-        else return bad("--bulk-dir must be read or write, not '%s'", optarg);
-        rpc_only_used = true, rpc_only_name = name, client_only();
-        break;
-      case kEngines:
-        if (!parse_count(optarg, 64, &v) || v == 0) return bad("--engines must be in [1, 64], not '%s'", optarg);
-        o->engines = static_cast<uint32_t>(v);
-        rpc_only_used = true, rpc_only_name = name;
-        break;
-      case kCheckEvery:
-        if (!parse_count(optarg, UINT32_MAX, &v) || v == 0) return bad("--check-every must be >= 1, not '%s'", optarg);
-        o->check_every = static_cast<uint32_t>(v);
-        rpc_only_used = true, rpc_only_name = name, client_only();
-        break;
-      case kTimeout:
-        if (!apps::parse_duration(optarg, 1e6, &o->timeout))
-          return bad("--timeout must be a positive duration (5, 500ms), not '%s'", optarg);
-        break;
-      case kCredits:
-        if (!parse_count(optarg, 1024, &v) || v == 0) return bad("--credits must be in [1, 1024], not '%s'", optarg);
-        o->credits = static_cast<uint32_t>(v);
-        rpc_only_used = true, rpc_only_name = name, server_only_used = true, side_name = name;
-        break;
-      case kMaxBulk:
-        if (!parse_count(optarg, 16u << 20, &v) || v < 4096)
-          return bad("--max-bulk must be 4 KiB to 16 MiB, not '%s'", optarg);
-        o->max_bulk = static_cast<uint32_t>(v);
-        rpc_only_used = true, rpc_only_name = name, server_only_used = true, side_name = name;
-        break;
-      case kClients:
-        if (!parse_count(optarg, 1024, &v) || v == 0) return bad("--clients must be in [1, 1024], not '%s'", optarg);
-        o->clients = static_cast<uint32_t>(v);
-        rpc_only_used = true, rpc_only_name = name, server_only_used = true, side_name = name;
-        break;
-      case ':': {
-        std::string arg = argv[optind - 1];
-        bool short_opt = optopt > 0 && optopt < 128 && std::strchr(kShort, optopt) != nullptr;
-        return bad("%s needs a value", short_opt ? ("-" + std::string(1, static_cast<char>(optopt))).c_str()
-                                                 : arg.substr(0, arg.find('=')).c_str());
-      }
-      default: {  // '?': not an option we know
-        bool short_opt = optopt > 0 && optopt < 128;
-        std::string arg = short_opt ? "-" + std::string(1, static_cast<char>(optopt)) : argv[optind - 1];
-        std::string flag = arg.substr(0, arg.find('='));
-        // A hint for a near miss (--secnds, --warm): not for one letter.
-        std::string bare = flag.substr(std::min(flag.find_first_not_of('-'), flag.size()));
-        std::string best;
-        size_t best_d = 3;
-        for (const option& l : longs) {
-          if (l.name == nullptr || bare.size() < 3) continue;
-          size_t d = distance(bare, l.name);
-          if (d < best_d || (best.empty() && std::string_view(l.name).starts_with(bare))) best_d = d, best = l.name;
-        }
-        if (!best.empty()) return bad("unknown option '%s' (did you mean --%s?)", flag.c_str(), best.c_str());
-        return bad("unknown option '%s'", flag.c_str());
-      }
-    }
-  }
-  if (optind < argc) return bad("unexpected argument '%s'", argv[optind]);
+  else if (role != "client") return p.usage_error("the first argument must be server or client, not '" + role + "'");
+  o->size_set = p.given("size");
+  bool qd_set = p.given("qd"), time_set = p.given("seconds") || p.given("duration") || p.given("iters");
   // Options new with --rpc are strict about their side; the older ones are
   // accepted and ignored on the other side, as they always were.
-  if (rpc_only_used && !o->rpc) return bad("--%s needs --rpc (on both ends)", rpc_only_name);
-  if (o->server && client_only_used) return bad("--%s is a client option", side_name);
-  if (!o->server && server_only_used) return bad("--%s is a server option", side_name);
+  for (const char* n : {"bulk", "bulk-dir", "engines", "check-every", "credits", "max-bulk", "clients"})
+    if (p.given(n) && !o->rpc) return p.usage_error(std::string("--") + n + " needs --rpc (on both ends)");
+  for (const char* n : {"json", "csv", "plot", "histogram", "all-sizes", "bulk", "bulk-dir", "check-every"})
+    if (o->server && p.given(n)) return p.usage_error(std::string("--") + n + " is a client option");
+  for (const char* n : {"credits", "max-bulk", "clients"})
+    if (!o->server && p.given(n)) return p.usage_error(std::string("--") + n + " is a server option");
   if (!qd_set) o->qd = o->mode == "bw" ? 32 : 1;
   if (o->sweep && !time_set) o->iters = 1000;  // perftest's -a: a fixed count per size
   if (o->rpc) {
     if (o->size < 16 || o->size > kRpcMaxSize || o->size % 4 != 0)
-      return bad("with --rpc, --size must be 16 to %u and a multiple of 4 (XDR): the call must fit the connection's "
-                 "4 KiB inline threshold, headers included; move more data with --bulk",
-                 kRpcMaxSize);
+      return p.usage_error("with --rpc, --size must be 16 to " + std::to_string(kRpcMaxSize) +
+                           " and a multiple of 4 (XDR): the call must fit the connection's "
+                           "4 KiB inline threshold, headers included; move more data with --bulk");
     if (static_cast<uint64_t>(o->qd) * o->bulk > (1ull << 30))
-      return bad("%s", "--qd x --bulk must stay under 1 GiB (the client's registered buffers)");
+      return p.usage_error("--qd x --bulk must stay under 1 GiB (the client's registered buffers)");
     if (!o->lcores.empty() && o->lcores.size() != 1 && o->lcores.size() < o->engines)
-      return bad("%s", "--lcore must name one CPU, or one per engine");
-    if (o->sweep && o->engines > 1) return bad("%s", "-a (a size sweep) runs one engine: leave out --engines");
+      return p.usage_error("--lcore must name one CPU, or one per engine");
+    if (o->sweep && o->engines > 1) return p.usage_error("-a (a size sweep) runs one engine: leave out --engines");
     if (o->sweep && !o->size_set && o->bulk == 0) o->size = 2048;
   } else {
-    if (o->size < 8) return bad("%s", "--size must be at least 8 (the sequence number)");
-    if (o->lcores.size() > 1) return bad("%s", "--lcore names one CPU without --rpc");
+    if (o->size < 8) return p.usage_error("--size must be at least 8 (the sequence number)");
+    if (o->lcores.size() > 1) return p.usage_error("--lcore names one CPU without --rpc");
     if (o->sweep && !o->size_set) o->size = default_raw_top(o->qd);
     if (static_cast<uint64_t>(o->size) * o->qd * 3 > (1ull << 30))
-      return bad("%s", "--qd x --size must stay under 340 MiB (three buffers per request in flight)");
+      return p.usage_error("--qd x --size must stay under 340 MiB (three buffers per request in flight)");
   }
-  return true;
+  return -1;
 }
 
 // One side's resources: device, memory, queues, and a connected QP.
@@ -902,19 +736,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   Options o;
-  bool help = false;
-  if (!parse(argc, argv, &o, &help)) {
-    std::fprintf(stderr, "%s\n", kUsageLine);
-    return 2;
-  }
-  if (help) {
-    usage(stdout);
-    return 0;
-  }
+  apps::OptionParser p("tern-perf", "server|client [options]");
+  if (int rc = parse(argc, argv, &p, &o); rc >= 0) return rc;
   // Outputs are opened before the run, so that a bad path costs no run.
   if (std::string why; !o.server && !apps::prepare_outputs(&o, &why)) {
-    std::fprintf(stderr, "tern-perf: %s\n%s\n", why.c_str(), kUsageLine);
-    return 2;
+    return p.usage_error(why);
   }
   if (o.rpc) return o.server ? apps::run_rpc_server(o) : apps::run_rpc_client(o);
 

@@ -30,7 +30,6 @@
 // Every process writes its counters into one shared mapping as it goes, so
 // the figures of a process killed by the soak are kept up to its death.
 #include <fcntl.h>
-#include <getopt.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -1367,56 +1366,9 @@ void report(double secs) {
   }
 }
 
-void usage(FILE* f) {
-  std::fprintf(f,
-      "usage: tern-soak [options]\n"
-      "\n"
-      "The fault soak (docs/reliability.md): a server and client processes over pmd/shm,\n"
-      "calls of every shape with their payloads checked, faults drawn from a seeded\n"
-      "generator. Prints a report; exits 1 if an invariant is violated.\n"
-      "\n"
-      "  --seed N            the seed (default: from the clock; printed either way)\n"
-      "  --seconds S         run for S seconds of faults, then drain and check\n"
-      "  --calls N           ... or until N calls were issued and\n"
-      "  --faults N          N faults injected (both: whichever is later)\n"
-      "  --max-seconds S     end a --calls/--faults run after S seconds anyway\n"
-      "  --ci                the CI preset: --seconds 100 (about 2 minutes under ASan)\n"
-      "  --clients N         client processes (3)\n"
-      "  --engines N         engines per client (2)\n"
-      "  --conns N           connections per engine (2)\n"
-      "  --window N          calls in flight per connection (8)\n"
-      "  --fault-ms N        mean interval between faults in each client (60; 0: none)\n"
-      "  --proc-fault-ms N   mean interval between process faults (4000)\n"
-      "  --no-proc-faults    no SIGKILL/SIGSTOP\n"
-      "  --keepalive-ms N    clients' keepalive_ms and keepalive_timeout_ms (300)\n"
-      "  --path P            the server's socket (default /tmp/tern-soak-PID.sock)\n"
-      "  --device SPEC       another device, e.g. verbs:dev=rxe0,addr=169.254.77.1,port=20998:\n"
-      "                      no driver faults there (closes instead); the others stay\n"
-      "  --no-driver-faults  closes instead of dropped QPs, QP errors and delays\n"
-      "  --flap-netdev NAME  port flaps: `ip link set NAME down`, then up (root; the rxe\n"
-      "                      VM's dum0), spread over a --seconds run; after each, every\n"
-      "                      client must complete calls again within 30 s\n"
-      "  --flaps N           how many (2)\n"
-      "  --flap-down-ms N    how long the port stays down (2000)\n"
-      "  --logdir D          each process's stderr (default /tmp/tern-soak-PID.d; removed on a pass)\n"
-      "  --keep-logs         keep the log directory after a pass\n"
-      "  --json FILE         also write the report as JSON (- for stdout)\n"
-      "  --verbose           engine warnings in the logs (default: errors only)\n"
-      "  --version           print the version and exit\n"
-      "\n"
-      "Rules: every call completes exactly once. kOk needs its payload verified. A\n"
-      "call may fail only with kTimedOut if it carried a deadline, kCancelled if the\n"
-      "soak cancelled it, kDisconnected if it was no_retry or its connection was closed\n"
-      "by the soak. Anything else is an invariant violation.\n");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
-    std::printf("tern-soak %s\n", tern::version());
-    return 0;
-  }
   g_command = "tern-soak";
   for (int i = 1; i < argc; ++i) {
     if (std::string_view(argv[i]) == "--seed" && i + 1 < argc) {
@@ -1427,82 +1379,57 @@ int main(int argc, char** argv) {
     g_command += ' ';
     g_command += argv[i];
   }
-  enum { kSeed = 256, kSeconds, kCalls, kFaults, kMaxSeconds, kCi, kClients, kEngines, kConns, kWindow, kFaultMs,
-         kProcFaultMs, kNoProcFaults, kKeepalive, kPath, kLogdir, kKeepLogs, kJson, kVerbose, kHelp, kDevice,
-         kNoDriverFaults, kFlapNetdev, kFlaps, kFlapDownMs };
-  static const option longs[] = {
-      {"seed", required_argument, nullptr, kSeed},          {"seconds", required_argument, nullptr, kSeconds},
-      {"calls", required_argument, nullptr, kCalls},        {"faults", required_argument, nullptr, kFaults},
-      {"max-seconds", required_argument, nullptr, kMaxSeconds}, {"ci", no_argument, nullptr, kCi},
-      {"clients", required_argument, nullptr, kClients},    {"engines", required_argument, nullptr, kEngines},
-      {"conns", required_argument, nullptr, kConns},        {"window", required_argument, nullptr, kWindow},
-      {"fault-ms", required_argument, nullptr, kFaultMs},   {"proc-fault-ms", required_argument, nullptr, kProcFaultMs},
-      {"no-proc-faults", no_argument, nullptr, kNoProcFaults}, {"keepalive-ms", required_argument, nullptr, kKeepalive},
-      {"path", required_argument, nullptr, kPath},          {"logdir", required_argument, nullptr, kLogdir},
-      {"keep-logs", no_argument, nullptr, kKeepLogs},       {"json", required_argument, nullptr, kJson},
-      {"verbose", no_argument, nullptr, kVerbose},          {"help", no_argument, nullptr, kHelp},
-      {"device", required_argument, nullptr, kDevice},      {"no-driver-faults", no_argument, nullptr, kNoDriverFaults},
-      {"flap-netdev", required_argument, nullptr, kFlapNetdev}, {"flaps", required_argument, nullptr, kFlaps},
-      {"flap-down-ms", required_argument, nullptr, kFlapDownMs},
-      {nullptr, 0, nullptr, 0}};
-  auto count = [&](const char* what, uint64_t max) {
-    uint64_t v;
-    if (!apps::parse_count(optarg, max, &v)) {
-      std::fprintf(stderr, "tern-soak: --%s: '%s' is not a count up to %" PRIu64 "\n", what, optarg, max);
-      std::exit(2);
-    }
-    return v;
-  };
-  auto secs = [&](const char* what) {
-    double v;
-    if (!apps::parse_duration(optarg, 1e7, &v)) {
-      std::fprintf(stderr, "tern-soak: --%s: '%s' is not a duration\n", what, optarg);
-      std::exit(2);
-    }
-    return v;
-  };
-  int opt;
-  while ((opt = getopt_long(argc, argv, "", longs, nullptr)) != -1) {
-    switch (opt) {
-      case kSeed: g_o.seed = count("seed", UINT64_MAX), g_o.seed_given = true; break;
-      case kSeconds: g_o.seconds = secs("seconds"); break;
-      case kCalls: g_o.target_calls = count("calls", 1ull << 40); break;
-      case kFaults: g_o.target_faults = count("faults", 1ull << 40); break;
-      case kMaxSeconds: g_o.max_seconds = secs("max-seconds"); break;
-      case kCi: g_o.seconds = 100; break;
-      case kClients: g_o.clients = static_cast<uint32_t>(count("clients", 32)); break;
-      case kEngines: g_o.engines = static_cast<uint32_t>(count("engines", 16)); break;
-      case kConns: g_o.conns = static_cast<uint32_t>(count("conns", 64)); break;
-      case kWindow: g_o.window = static_cast<uint32_t>(count("window", 256)); break;
-      case kFaultMs: g_o.fault_ms = static_cast<uint32_t>(count("fault-ms", 1u << 30)); break;
-      case kProcFaultMs: g_o.proc_fault_ms = static_cast<uint32_t>(count("proc-fault-ms", 1u << 30)); break;
-      case kNoProcFaults: g_o.proc_faults = false; break;
-      case kKeepalive:
-        g_o.keepalive_ms = g_o.keepalive_timeout_ms = static_cast<uint32_t>(count("keepalive-ms", 1u << 20));
-        break;
-      case kPath: g_o.path = optarg; break;
-      case kLogdir: g_o.logdir = optarg; break;
-      case kKeepLogs: g_o.keep_logs = true; break;
-      case kJson: g_o.json_path = optarg; break;
-      case kVerbose: g_o.verbose = true; break;
-      case kHelp: usage(stdout); return 0;
-      case kDevice: g_o.device = optarg; break;
-      case kNoDriverFaults: g_o.driver_faults = false; break;
-      case kFlapNetdev: g_o.flap_netdev = optarg; break;
-      case kFlaps: g_o.flaps = static_cast<uint32_t>(count("flaps", 100)); break;
-      case kFlapDownMs: g_o.flap_down_ms = static_cast<uint32_t>(count("flap-down-ms", 600'000)); break;
-      default: usage(stderr); return 2;
-    }
-  }
-  if (optind != argc) {
-    usage(stderr);
-    return 2;
-  }
+  // The command line, as one table (apps/option_parser.h) that parses it
+  // and prints --help.
+  apps::OptionParser p("tern-soak", "[options]");
+  p.version(std::string("tern-soak ") + tern::version());
+  p.heading(
+      "\n"
+      "The fault soak (docs/reliability.md): a server and client processes over pmd/shm,\n"
+      "calls of every shape with their payloads checked, faults drawn from a seeded\n"
+      "generator. Prints a report; exits 1 if an invariant is violated.\n");
+  p.count("seed", "N", "the seed (default: from the clock; printed either way)", 0, UINT64_MAX, &g_o.seed);
+  p.duration("seconds", "S", "run for S seconds of faults, then drain and check", 1e7, &g_o.seconds);
+  p.count("calls", "N", "... or until N calls were issued and", 0, 1ull << 40, &g_o.target_calls);
+  p.count("faults", "N", "N faults injected (both: whichever is later)", 0, 1ull << 40, &g_o.target_faults);
+  p.duration("max-seconds", "S", "end a --calls/--faults run after S seconds anyway", 1e7, &g_o.max_seconds);
+  p.flag("ci", "the CI preset: --seconds 100 (about 2 minutes under ASan)", [] { g_o.seconds = 100; });
+  p.count("clients", "N", "client processes (3)", 1, 32, &g_o.clients);
+  p.count("engines", "N", "engines per client (2)", 1, 16, &g_o.engines);
+  p.count("conns", "N", "connections per engine (2)", 1, 64, &g_o.conns);
+  p.count("window", "N", "calls in flight per connection (8)", 1, 256, &g_o.window);
+  p.count("fault-ms", "N", "mean interval between faults in each client (60; 0: none)", 0, 1u << 30, &g_o.fault_ms);
+  p.count("proc-fault-ms", "N", "mean interval between process faults (4000)", 0, 1u << 30, &g_o.proc_fault_ms);
+  p.flag("no-proc-faults", "no SIGKILL/SIGSTOP", &g_o.proc_faults, false);
+  p.count("keepalive-ms", "N", "clients' keepalive_ms and keepalive_timeout_ms (300)", 0, 1u << 20, &g_o.keepalive_ms);
+  p.text("path", "P", "the server's socket (default /tmp/tern-soak-PID.sock)", &g_o.path);
+  p.text("device", "SPEC",
+         "another device, e.g. verbs:dev=rxe0,addr=169.254.77.1,port=20998:\n"
+         "no driver faults there (closes instead); the others stay",
+         &g_o.device);
+  p.flag("no-driver-faults", "closes instead of dropped QPs, QP errors and delays", &g_o.driver_faults, false);
+  p.text("flap-netdev", "NAME",
+         "port flaps: `ip link set NAME down`, then up (root; the rxe\n"
+         "VM's dum0), spread over a --seconds run; after each, every\n"
+         "client must complete calls again within 30 s",
+         &g_o.flap_netdev);
+  p.count("flaps", "N", "how many (2)", 0, 100, &g_o.flaps);
+  p.count("flap-down-ms", "N", "how long the port stays down (2000)", 0, 600'000, &g_o.flap_down_ms);
+  p.text("logdir", "D", "each process's stderr (default /tmp/tern-soak-PID.d; removed on a pass)", &g_o.logdir);
+  p.flag("keep-logs", "keep the log directory after a pass", &g_o.keep_logs);
+  p.text("json", "FILE", "also write the report as JSON (- for stdout)", &g_o.json_path);
+  p.flag("verbose", "engine warnings in the logs (default: errors only)", &g_o.verbose);
+  p.epilogue(
+      "\n"
+      "Rules: every call completes exactly once. kOk needs its payload verified. A\n"
+      "call may fail only with kTimedOut if it carried a deadline, kCancelled if the\n"
+      "soak cancelled it, kDisconnected if it was no_retry or its connection was closed\n"
+      "by the soak. Anything else is an invariant violation.\n"
+      "Exit: 0 every invariant held, 1 one was violated, 2 bad usage.");
+  if (int rc = p.run(argc, argv); rc >= 0) return rc;
+  g_o.seed_given = p.given("seed");
+  if (p.given("keepalive-ms")) g_o.keepalive_timeout_ms = g_o.keepalive_ms;
   if (g_o.seconds == 0 && g_o.target_calls == 0 && g_o.target_faults == 0) g_o.seconds = 30;
-  if (g_o.clients == 0 || g_o.engines == 0 || g_o.conns == 0 || g_o.window == 0) {
-    std::fprintf(stderr, "tern-soak: --clients, --engines, --conns and --window must be at least 1\n");
-    return 2;
-  }
   if (!g_o.device.empty() && !g_o.device.starts_with("shm:")) g_o.driver_faults = false;
   if (!g_o.flap_netdev.empty() && (g_o.seconds <= 0 || g_o.device.empty() || g_o.device.starts_with("shm:"))) {
     std::fprintf(stderr, "tern-soak: --flap-netdev needs --seconds and an RDMA --device on that netdev\n");

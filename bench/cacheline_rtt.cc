@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "option_parser.h"
+
 namespace {
 
 struct alignas(128) Line {
@@ -32,31 +34,19 @@ bool pin(int cpu) {
   return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
 }
 
-int usage() {
-  std::fprintf(stderr, "usage: tern-cacheline [--cpus A,B] [--samples N] [--batch N] [--json]\n");
-  return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  int cpu_a = 0, cpu_b = 1;
+  std::vector<int> cpus = {0, 1};
   long samples = 2000, batch = 200;
   bool json = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--cpus") == 0 && i + 1 < argc) {
-      if (std::sscanf(argv[++i], "%d,%d", &cpu_a, &cpu_b) != 2) return usage();
-    } else if (std::strcmp(argv[i], "--samples") == 0 && i + 1 < argc) {
-      samples = std::strtol(argv[++i], nullptr, 10);
-    } else if (std::strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
-      batch = std::strtol(argv[++i], nullptr, 10);
-    } else if (std::strcmp(argv[i], "--json") == 0) {
-      json = true;
-    } else {
-      return usage();
-    }
-  }
-  if (samples < 1 || batch < 1 || cpu_a < 0 || cpu_b < 0) return usage();
+  tern::apps::OptionParser cli("tern-cacheline", "[options]");
+  cli.integers("cpus", "A,B", "the two CPUs the line bounces between (default 0,1)", 0, 4095, 2, 2, &cpus);
+  cli.integer("samples", "N", "samples (default 2000)", 1, 1l << 30, &samples);
+  cli.integer("batch", "N", "round trips per sample (default 200)", 1, 1l << 30, &batch);
+  cli.flag("json", "print the result as JSON", &json);
+  if (int rc = cli.run(argc, argv); rc >= 0) return rc;
+  const int cpu_a = cpus[0], cpu_b = cpus[1];
   Line ping, pong;
   const uint64_t total = static_cast<uint64_t>(samples) * static_cast<uint64_t>(batch) + 1000;
   std::thread peer([&] {

@@ -20,6 +20,7 @@
 #include "base/process_key.h"
 #include "engine/args_digest.h"
 #include "engine/duplicate_cache.h"
+#include "option_parser.h"
 
 using namespace tern;
 using namespace tern::rpc;
@@ -199,10 +200,10 @@ Run<Cache> run(size_t entries, int rounds, bool attack) {
 int main(int argc, char** argv) {
   size_t entries = 4096;
   int rounds = 20000;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--entries") == 0) entries = std::strtoul(argv[i + 1], nullptr, 10);
-    if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::atoi(argv[i + 1]);
-  }
+  tern::apps::OptionParser cli("tern-drc-cost", "[options]");
+  cli.count("entries", "N", "cache entries (default 4096)", 1, 1u << 24, &entries);
+  cli.integer("rounds", "N", "operations per measurement (default 20000)", 1, 1 << 30, &rounds);
+  if (int rc = cli.run(argc, argv); rc >= 0) return rc;
   std::printf("duplicate request cache, %zu entries, %d rounds (ns per operation; best of 3)\n", entries, rounds);
   std::printf("%-28s %10s %10s %14s\n", "", "insert", "hit", "other peer");
   for (bool attack : {false, true}) {

@@ -32,6 +32,7 @@
 #include "base/clock.h"
 #include "bench_util.h"
 #include "engine/engine.h"
+#include "option_parser.h"
 
 using namespace tern;
 using namespace tern::rpc;
@@ -200,23 +201,14 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   bench::detail::g_prog = "tern-engine-cost";
   long calls = 200000, qd = 1, rounds = 5;
-  const char* json = nullptr;
-  for (int i = 1; i < argc; ++i) {
-    auto arg = [&](const char* name) {
-      if (std::strcmp(argv[i], name) != 0) return false;
-      if (i + 1 >= argc) die("%s needs a value", name);
-      return true;
-    };
-    if (arg("--calls")) calls = std::strtol(argv[++i], nullptr, 10);
-    else if (arg("--qd")) qd = std::strtol(argv[++i], nullptr, 10);
-    else if (arg("--rounds")) rounds = std::strtol(argv[++i], nullptr, 10);
-    else if (arg("--json")) json = argv[++i];
-    else {
-      std::fprintf(stderr, "usage: tern-engine-cost [--calls N] [--qd N (1-32)] [--rounds N] [--json FILE]\n");
-      return 2;
-    }
-  }
-  if (calls < 1000 || qd < 1 || qd > 32 || rounds < 1) die("--calls >= 1000, --qd in [1, 32], --rounds >= 1");
+  std::string json_path;
+  tern::apps::OptionParser cli("tern-engine-cost", "[options]");
+  cli.integer("calls", "N", "calls per round (default 200000)", 1000, 1l << 40, &calls);
+  cli.integer("qd", "N", "calls in flight (default 1)", 1, 32, &qd);
+  cli.integer("rounds", "N", "rounds; the medians are reported (default 5)", 1, 1000, &rounds);
+  cli.text("json", "FILE", "also write the results as JSON", &json_path);
+  if (int rc = cli.run(argc, argv); rc >= 0) return rc;
+  const char* json = json_path.empty() ? nullptr : json_path.c_str();
   std::vector<double> rc, rs, wc, ws;
   for (long r = 0; r < rounds; ++r) {
     Split a = run_rpc(calls, qd);

@@ -17,12 +17,9 @@
 #include <cstring>
 #include <vector>
 
-namespace {
+#include "option_parser.h"
 
-int usage() {
-  std::fprintf(stderr, "usage: tern-memcpy [--size BYTES] [--bufs N] [--seconds S] [--cpu C] [--json]\n");
-  return 2;
-}
+namespace {
 
 }  // namespace
 
@@ -31,25 +28,13 @@ int main(int argc, char** argv) {
   long bufs = 1, cpu = -1;
   double seconds = 1;
   bool json = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--size") == 0 && i + 1 < argc) {
-      char* end = nullptr;
-      size = std::strtoull(argv[++i], &end, 10);
-      if (*end == 'K' || *end == 'k') size <<= 10;
-      else if (*end == 'M' || *end == 'm') size <<= 20;
-    } else if (std::strcmp(argv[i], "--bufs") == 0 && i + 1 < argc) {
-      bufs = std::strtol(argv[++i], nullptr, 10);
-    } else if (std::strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
-      seconds = std::strtod(argv[++i], nullptr);
-    } else if (std::strcmp(argv[i], "--cpu") == 0 && i + 1 < argc) {
-      cpu = std::strtol(argv[++i], nullptr, 10);
-    } else if (std::strcmp(argv[i], "--json") == 0) {
-      json = true;
-    } else {
-      return usage();
-    }
-  }
-  if (size == 0 || size > (size_t{1} << 30) || bufs < 1 || bufs > 1024 || seconds <= 0) return usage();
+  tern::apps::OptionParser cli("tern-memcpy", "[options]");
+  cli.count("size", "BYTES", "bytes per copy (default 64K)", 1, size_t{1} << 30, &size);
+  cli.integer("bufs", "N", "buffers copied in turn (default 1)", 1, 1024, &bufs);
+  cli.duration("seconds", "S", "how long (default 1)", 3600, &seconds);
+  cli.integer("cpu", "C", "pin to this CPU (default -1: unpinned)", -1, 4095, &cpu);
+  cli.flag("json", "print the result as JSON", &json);
+  if (int rc = cli.run(argc, argv); rc >= 0) return rc;
   if (cpu >= 0) {
     cpu_set_t set;
     CPU_ZERO(&set);

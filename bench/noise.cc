@@ -24,6 +24,8 @@
 #include <thread>
 #include <vector>
 
+#include "option_parser.h"
+
 namespace {
 
 // Gap lengths, lower bounds in ns; the last bucket is open.
@@ -69,29 +71,17 @@ const char* label(size_t b) {
   return names[b];
 }
 
-int usage() {
-  std::fprintf(stderr, "usage: tern-noise [--cpus A,B] [--seconds S] [--json]\n");
-  return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  int cpus[2] = {0, 1};
+  std::vector<int> cpus = {0, 1};
   double seconds = 2;
   bool json = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--cpus") == 0 && i + 1 < argc) {
-      if (std::sscanf(argv[++i], "%d,%d", &cpus[0], &cpus[1]) != 2) return usage();
-    } else if (std::strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
-      seconds = std::strtod(argv[++i], nullptr);
-    } else if (std::strcmp(argv[i], "--json") == 0) {
-      json = true;
-    } else {
-      return usage();
-    }
-  }
-  if (seconds <= 0 || seconds > 600 || cpus[0] < 0 || cpus[1] < 0) return usage();
+  tern::apps::OptionParser cli("tern-noise", "[options]");
+  cli.integers("cpus", "A,B", "the two CPUs to spin on (default 0,1)", 0, 4095, 2, 2, &cpus);
+  cli.duration("seconds", "S", "how long (default 2, at most 600)", 600, &seconds);
+  cli.flag("json", "print the result as JSON", &json);
+  if (int rc = cli.run(argc, argv); rc >= 0) return rc;
   Result r[2];
   std::thread other(spin, cpus[1], seconds, &r[1]);
   spin(cpus[0], seconds, &r[0]);

@@ -46,6 +46,7 @@
 #include "base/clock.h"
 #include "base/histogram.h"
 #include "engine/engine.h"
+#include "option_parser.h"
 
 using namespace tern;
 using namespace tern::rpc;
@@ -66,14 +67,6 @@ struct Opts {
   int server_cpu = 1, client_cpu = 0;
   std::string json;
 };
-
-[[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr,
-               "tern-fairness: %s\nusage: tern-fairness [--clients N] [--window W] [--noisy-factor F] "
-               "[--noisy-conns C] [--seconds S] [--rounds R] [--server-cpu C] [--client-cpu C] [--json FILE]\n",
-               why);
-  std::exit(2);
-}
 
 void pin(int cpu) {
   if (cpu < 0) return;  // let the kernel place it
@@ -301,34 +294,20 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   Opts o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto val = [&]() -> const char* {
-      if (i + 1 >= argc) usage(("missing value for " + a).c_str());
-      return argv[++i];
-    };
-    auto num = [&](const char* v) {
-      char* end = nullptr;
-      double d = std::strtod(v, &end);
-      if (end == v || *end != 0 || (d < 0 && a.find("cpu") == std::string::npos))
-        usage(("bad number for " + a).c_str());
-      return d;
-    };
-    if (a == "--clients") o.clients = static_cast<uint32_t>(num(val()));
-    else if (a == "--window") o.window = static_cast<uint32_t>(num(val()));
-    else if (a == "--noisy-factor") o.noisy_factor = static_cast<uint32_t>(num(val()));
-    else if (a == "--noisy-conns") o.noisy_conns = static_cast<uint32_t>(num(val()));
-    else if (a == "--rate") o.rate = num(val());
-    else if (a == "--seconds") o.seconds = num(val());
-    else if (a == "--rounds") o.rounds = static_cast<uint32_t>(num(val()));
-    else if (a == "--server-cpu") o.server_cpu = static_cast<int>(num(val()));
-    else if (a == "--client-cpu") o.client_cpu = static_cast<int>(num(val()));
-    else if (a == "--json") o.json = val();
-    else usage(("unknown option " + a).c_str());
-  }
-  if (o.clients < 2 || o.clients > 1000) usage("--clients must be in [2, 1000]");
-  if (o.window == 0 || o.noisy_factor == 0 || o.noisy_conns == 0) usage("--window, --noisy-factor, --noisy-conns >= 1");
-  if (o.rounds == 0 || o.rounds * 2 > kMaxPhases) usage("--rounds must be in [1, 32]");
+  apps::OptionParser cli("tern-fairness", "[options]");
+  cli.integer("clients", "N", "client processes, one of them noisy (default 64)", 2, 1000, &o.clients);
+  cli.integer("window", "W", "calls in flight per quiet client (default 1)", 1, 1u << 16, &o.window);
+  cli.integer("noisy-factor", "F", "the noisy client keeps F times a quiet one's calls in flight\n(and, with --rate, F times its rate) (default 10)", 1, 1u << 16,
+              &o.noisy_factor);
+  cli.integer("noisy-conns", "C", "connections the noisy client spreads that over (default 1)", 1, 1u << 10,
+              &o.noisy_conns);
+  cli.real("rate", "R", "calls/s each quiet client offers (0: as fast as replies come; default)", 0, 1e9, &o.rate);
+  cli.duration("seconds", "S", "length of each phase (default 2)", 1e6, &o.seconds);
+  cli.integer("rounds", "R", "rounds of two phases: the noisy client silent, then calling\n(default 3)", 1, kMaxPhases / 2, &o.rounds);
+  cli.integer("server-cpu", "C", "the server's CPU (default 1; -1: unpinned)", -1, 4095, &o.server_cpu);
+  cli.integer("client-cpu", "C", "the clients' CPU (default 0; -1: unpinned)", -1, 4095, &o.client_cpu);
+  cli.text("json", "FILE", "also write the results as JSON", &o.json);
+  if (int rc = cli.run(argc, argv); rc >= 0) return rc;
   raise_nofile();
   const std::string spec = "shm:path=/tmp/tern-fairness-" + std::to_string(getpid()) + ".sock";
   const size_t bytes = Shared::bytes(o.clients);

@@ -39,6 +39,7 @@
 #include "base/clock.h"
 #include "base/histogram.h"
 #include "engine/engine.h"
+#include "option_parser.h"
 
 using namespace tern;
 using namespace tern::rpc;
@@ -62,12 +63,6 @@ struct Opts {
   std::string json;
   uint32_t client_procs = 0;  // 0: one per 2,000 connections
 };
-
-[[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr, "tern-scale: %s\nusage: tern-scale [--conns N] [--seconds S] [--bulk-every K] [--bulk BYTES] "
-               "[--dev SPEC] [--server-cpu C] [--client-cpu C] [--json FILE] [--client-procs P]\n", why);
-  std::exit(2);
-}
 
 void pin(int cpu) {
   cpu_set_t set;
@@ -574,31 +569,20 @@ int client(const Opts& o, const std::string& spec, pid_t server) {
 
 int main(int argc, char** argv) {
   Opts o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto val = [&]() -> const char* {
-      if (i + 1 >= argc) usage(("missing value for " + a).c_str());
-      return argv[++i];
-    };
-    auto num = [&](const char* v) {
-      char* end = nullptr;
-      double d = std::strtod(v, &end);
-      if (end == v || *end != 0 || d < 0) usage(("bad number for " + a).c_str());
-      return d;
-    };
-    if (a == "--conns") o.conns = static_cast<uint32_t>(num(val()));
-    else if (a == "--seconds") o.seconds = num(val());
-    else if (a == "--bulk-every") o.bulk_every = static_cast<uint32_t>(num(val()));
-    else if (a == "--bulk") o.bulk = static_cast<uint32_t>(num(val()));
-    else if (a == "--dev") o.dev = val();
-    else if (a == "--server-cpu") o.server_cpu = static_cast<int>(num(val()));
-    else if (a == "--client-cpu") o.client_cpu = static_cast<int>(num(val()));
-    else if (a == "--json") o.json = val();
-    else if (a == "--client-procs") o.client_procs = static_cast<uint32_t>(num(val()));
-    else usage(("unknown option " + a).c_str());
-  }
-  if (o.conns == 0 || o.conns > 65536) usage("--conns must be in [1, 65536]");
-  if (o.bulk < 8 || o.bulk > (1u << 20)) usage("--bulk must be in [8, 1 MiB]");
+  apps::OptionParser cli("tern-scale", "[options]");
+  cli.integer("conns", "N", "concurrent client connections (default 16)", 1, 65536, &o.conns);
+  cli.duration("seconds", "S", "how long they call (default 3)", 1e6, &o.seconds);
+  cli.integer("bulk-every", "K", "every K-th call moves --bulk bytes through a chunk (default 8;\n0: none)", 0, 1u << 20,
+              &o.bulk_every);
+  cli.count("bulk", "BYTES", "the chunk's size (default 64K)", 8, 1u << 20, &o.bulk);
+  cli.text("dev", "SPEC", "the server's device (default: shm at /tmp/tern-scale-PID.sock)", &o.dev);
+  cli.integer("server-cpu", "C", "the server's CPU (default 1)", 0, 4095, &o.server_cpu);
+  cli.integer("client-cpu", "C", "the clients' CPU (default 0)", 0, 4095, &o.client_cpu);
+  cli.text("json", "FILE", "also write the results as JSON", &o.json);
+  cli.integer("client-procs", "P", "client processes (default 0: one per 2,000 connections)", 0, 65536,
+              &o.client_procs);
+  cli.epilogue("Exit: 0 every call completed ok with its data checked, 1 otherwise, 2 bad usage.");
+  if (int rc = cli.run(argc, argv); rc >= 0) return rc;
   std::string spec = o.dev.empty() ? "shm:path=/tmp/tern-scale-" + std::to_string(getpid()) + ".sock" : o.dev;
   int p[2], q[2];
   if (pipe(p) != 0 || pipe(q) != 0) return 1;

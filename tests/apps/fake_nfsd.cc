@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "option_parser.h"
 
 using namespace tern;
 using rpc::ServerCall;
@@ -145,18 +146,13 @@ void on_compound(void*, ServerCall* c) {
 
 int main(int argc, char** argv) {
   std::string path;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--path" && i + 1 < argc) path = argv[++i];
-    else if (a == "--size" && i + 1 < argc) g_size = std::strtoull(argv[++i], nullptr, 0);
-    else if (a == "--stall-reads") g_stall = true;
-    else if (a == "--delay-reads" && i + 1 < argc) g_delays = std::atoi(argv[++i]);
-    else {
-      std::fprintf(stderr, "usage: fake-nfsd --path SOCK [--size N] [--stall-reads] [--delay-reads N]\n");
-      return 2;
-    }
-  }
-  if (path.empty()) return 2;
+  tern::apps::OptionParser cli("fake-nfsd", "--path SOCK [options]");
+  cli.text("path", "SOCK", "the pmd/shm socket to serve on", &path);
+  cli.count("size", "N", "the file's size (default 1M)", 0, 1ull << 40, &g_size);
+  cli.flag("stall-reads", "never answer a READ", &g_stall);
+  cli.integer("delay-reads", "N", "answer the first N READs with NFS4ERR_DELAY (default 0)", 0, 1 << 20, &g_delays);
+  if (int rc = cli.run(argc, argv); rc >= 0) return rc;
+  if (path.empty()) return cli.usage_error("--path is required");
   auto eng = rpc::Engine::create({});
   if (!eng.is_ok()) return 1;
   (*eng)->handle(100003, 4, 0, &on_null, nullptr);

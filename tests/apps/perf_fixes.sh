@@ -126,7 +126,7 @@ for bad in "client --secnds 2" "client --size 3" "client --qd" "server --bulk 4K
   grep -q "^usage: tern-perf" <<<"$msg" || fail "'$bad' gave no usage line: $msg"
 done
 msg=$("$perf" client --secnds 2 2>&1 >/dev/null || true)
-grep -q "did you mean --seconds" <<<"$msg" || fail "no hint for --secnds: $msg"
+grep -q "did you mean '--seconds'?" <<<"$msg" || fail "no hint for --secnds: $msg"
 
 # The RPC --size limit is the real one (3992, the 4 KiB inline threshold),
 # checked at parse time, and the help says so (it said 64 KiB). The

@@ -37,6 +37,7 @@
 #include "engine/engine_testing.h"
 #include "chunk_handlers.h"
 #include "raw_peer.h"
+#include "option_parser.h"
 
 using namespace tern;
 using namespace tern::rpc;
@@ -136,20 +137,13 @@ int main(int argc, char** argv) {
   uint32_t chunk = 1u << 20;
   bool writes = false;
   uint32_t rw_ms = 5000;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&] { return i + 1 < argc ? argv[++i] : "0"; };
-    if (a == "--seconds") seconds = std::atof(next());
-    else if (a == "--conns") conns = std::atoi(next());
-    else if (a == "--chunk") chunk = static_cast<uint32_t>(std::strtoul(next(), nullptr, 0));
-    else if (a == "--writes") writes = true;
-    else if (a == "--rw-timeout-ms") rw_ms = static_cast<uint32_t>(std::atoi(next()));
-    else {
-      std::fprintf(stderr, "usage: %s [--seconds S] [--conns N] [--chunk BYTES] [--writes] [--rw-timeout-ms MS]\n",
-                   argv[0]);
-      return 2;
-    }
-  }
+  tern::apps::OptionParser cli("tern-bulk-isolation-measure", "[options]");
+  cli.duration("seconds", "S", "each phase's length (default 3)", 1e6, &seconds);
+  cli.integer("conns", "N", "the attacker's connections (default 150)", 1, 1 << 16, &conns);
+  cli.count("chunk", "BYTES", "each attacking call's chunk (default 1M)", 1, 1u << 30, &chunk);
+  cli.flag("writes", "attack with write chunks instead of read chunks", &writes);
+  cli.integer("rw-timeout-ms", "MS", "the server's server_rw_timeout_ms (default 5000)", 0, 86400000, &rw_ms);
+  if (int rc = cli.run(argc, argv); rc >= 0) return rc;
   const std::string spec = fresh_spec("bulk-measure");
   int go[2], ready[2];
   if (pipe(go) != 0 || pipe2(ready, O_NONBLOCK) != 0) return 1;

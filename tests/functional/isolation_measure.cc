@@ -46,6 +46,7 @@
 #include "engine/engine.h"
 #include "engine/engine_testing.h"
 #include "raw_peer.h"
+#include "option_parser.h"
 
 using namespace tern;
 using namespace tern::rpc;
@@ -298,21 +299,18 @@ int main(int argc, char** argv) {
   static uint32_t max_conns = EngineOptions{}.max_connections;
   uint32_t per_peer = 0;
   std::string json;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&] { return i + 1 < argc ? argv[++i] : "0"; };
-    if (a == "--seconds") seconds = std::atof(next());
-    else if (a == "--idle-reap-ms") reap_ms = static_cast<uint32_t>(std::atoi(next()));
-    else if (a == "--json") json = next();
-    else if (a == "--max-connections") max_conns = static_cast<uint32_t>(std::atoi(next()));
-    else if (a == "--per-peer") per_peer = static_cast<uint32_t>(std::atoi(next()));
-    else if (a == "--rounds") (void)next();  // one round per run: the script repeats runs
-    else {
-      std::fprintf(stderr, "usage: %s [--seconds S] [--idle-reap-ms MS] [--max-connections N] [--per-peer N] "
-                   "[--json FILE]\n", argv[0]);
-      return 2;
-    }
-  }
+  uint32_t rounds_ignored = 0;
+  tern::apps::OptionParser cli("tern-isolation-measure", "[options]");
+  cli.duration("seconds", "S", "each phase's length (default 3)", 1e6, &seconds);
+  cli.integer("idle-reap-ms", "MS", "the server's idle_reap_ms (default 1000)", 0, 86400000, &reap_ms);
+  cli.integer("max-connections", "N", "the server's max_connections (default: the engine's)", 1, 1 << 20, &max_conns);
+  cli.integer("per-peer", "N", "the server's max_connections_per_peer (default 0: none of its own)", 0, 1 << 20,
+              &per_peer);
+  cli.text("json", "FILE", "also write the results as JSON", &json);
+  // One round per run: the script repeats runs.
+  cli.integer("rounds", "N", "accepted and ignored (scripts/measure-fairness.sh repeats runs)", 0, 1 << 20,
+              &rounds_ignored);
+  if (int rc = cli.run(argc, argv); rc >= 0) return rc;
   const std::string spec = fresh_spec("isolation-measure");
   EngineOptions so;
   so.idle_reap_ms = reap_ms;

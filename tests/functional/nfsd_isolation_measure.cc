@@ -40,6 +40,7 @@
 #include "nfsd/nfs3_server.h"
 #include "nfsd/reply_cache.h"
 #include "nfsd/state_dir.h"
+#include "option_parser.h"
 
 using namespace tern;
 using namespace tern::nfs;
@@ -123,22 +124,13 @@ int main(int argc, char** argv) {
   double secs = 4;
   nfsd::StorageOptions so;
   bool unstable_inline = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--dir" && i + 1 < argc) dir = argv[++i];
-    else if (a == "--seconds" && i + 1 < argc) secs = std::atof(argv[++i]);
-    else if (a == "--unstable-inline") unstable_inline = true;
-    else if (a == "--storage" && i + 1 < argc) {
-      std::string m = argv[++i];
-      so.mode = m == "sync"      ? nfsd::StorageOptions::Mode::kSync
-                : m == "threads" ? nfsd::StorageOptions::Mode::kThreads
-                : m == "uring"   ? nfsd::StorageOptions::Mode::kUring
-                                 : nfsd::StorageOptions::Mode::kAuto;
-    } else {
-      std::fprintf(stderr, "usage: %s [--dir DIR] [--seconds S] [--storage auto|uring|threads|sync] [--unstable-inline]\n", argv[0]);
-      return 2;
-    }
-  }
+  tern::apps::OptionParser cli("tern-nfsd-isolation-measure", "[options]");
+  cli.text("dir", "DIR", "the directory exported (default: a fresh one under /var/tmp)", &dir);
+  cli.duration("seconds", "S", "each phase's length (default 4)", 1e6, &secs);
+  cli.choice("storage", "MODE", "where storage waits, as tern-nfsd's --storage (default auto)",
+             {"auto", "uring", "threads", "sync"}, &so.mode);
+  cli.flag("unstable-inline", "UNSTABLE writes on the engine's thread", &unstable_inline);
+  if (int rc = cli.run(argc, argv); rc >= 0) return rc;
   char tmpl[] = "/var/tmp/tern-isolation.XXXXXX";
   const std::string top = mkdtemp(tmpl);
   if (dir.empty()) {

@@ -43,6 +43,7 @@
 #include "nfsd/nfs3_server.h"
 #include "nfsd/reply_cache.h"
 #include "nfsd/state_dir.h"
+#include "option_parser.h"
 
 using namespace tern;
 using namespace tern::nfs;
@@ -132,14 +133,17 @@ int main(int argc, char** argv) {
   int rounds = 1000;
   std::string only;
   bool ring = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--dir" && i + 1 < argc) dir = argv[++i];
-    else if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
-    else if (a == "--only" && i + 1 < argc) only = argv[++i];
-    else if (a == "--ring") ring = true;
-    else return std::fprintf(stderr, "usage: %s [--dir DIR] [--rounds N] [--only getattr|mkdir|create] [--ring]\n", argv[0]), 2;
-  }
+  tern::apps::OptionParser cli("tern-nfsd-meta-measure", "[options]");
+  cli.text("dir", "DIR", "the directory exported (default: a fresh one under /var/tmp)", &dir);
+  cli.integer("rounds", "N", "calls of each procedure (default 1000)", 1, 1 << 30, &rounds);
+  cli.custom("only", "KIND", "run one kind of call N times instead: getattr, mkdir or create",
+             "getattr, mkdir or create", [&only](std::string_view v, std::string*) {
+               if (v != "getattr" && v != "mkdir" && v != "create") return false;
+               only = std::string(v);
+               return true;
+             });
+  cli.flag("ring", "MKDIR, SYMLINK, REMOVE, RMDIR, RENAME and LINK on the storage ring as the caller", &ring);
+  if (int rc = cli.run(argc, argv); rc >= 0) return rc;
   char tmpl[] = "/var/tmp/tern-meta.XXXXXX";
   const std::string top = mkdtemp(tmpl);
   if (dir.empty()) dir = top + "/export";

@@ -47,6 +47,7 @@
 #include "base/log.h"
 #include "mem/arena.h"
 #include "rdmadev/rdmadev.h"
+#include "option_parser.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define TERN_MEM_SANITIZED 1
@@ -381,23 +382,18 @@ int main(int argc, char** argv) {
     return run_client(argv[2], static_cast<uint32_t>(std::atoi(argv[3])), static_cast<uint32_t>(std::atoi(argv[4])),
                       static_cast<uint32_t>(std::atoi(argv[5])));
   Opts o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto val = [&]() -> uint64_t {
-      if (i + 1 >= argc) die("%s needs a value", a);
-      return std::strtoull(argv[++i], nullptr, 10);
-    };
-    if (a == "--conns") o.conns = static_cast<uint32_t>(val());
-    else if (a == "--sq") o.sq = static_cast<uint32_t>(val());
-    else if (a == "--rq") o.rq = static_cast<uint32_t>(val());
-    else if (a == "--srq") o.srq = static_cast<uint32_t>(val());
-    else if (a == "--burst") o.burst = static_cast<uint32_t>(val());
-    else if (a == "--ring") o.ring = static_cast<uint32_t>(val());
-    else if (a == "--idle-ms") o.idle_ms = static_cast<uint32_t>(val());
-    else if (a == "--budget") o.budget = val();
-    else if (a == "--fresh") o.fresh = true;
-    else die("unknown argument %s (see the top of tests/functional/shm_idle_memory.cc)", a);
-  }
+  tern::apps::OptionParser cli(argv[0], "[options]   (the top of tests/functional/shm_idle_memory.cc says more)");
+  cli.integer("conns", "N", "connections (default 64)", 1, 1024, &o.conns);
+  cli.integer("sq", "DEPTH", "send queue depth (default 832, the engine's)", 1, 1 << 20, &o.sq);
+  cli.integer("rq", "DEPTH", "receive queue depth (default 34, the engine's)", 0, 1 << 20, &o.rq);
+  cli.integer("srq", "DEPTH", "the server's QPs share an SRQ this deep instead (default 0: none)", 0, 1 << 20, &o.srq);
+  cli.integer("burst", "B", "WRITEs the server has outstanding at once (default 256)", 1, 1 << 20, &o.burst);
+  cli.integer("ring", "SLOTS", "the client's ring= (default 512)", 16, 1 << 20, &o.ring);
+  cli.integer("idle-ms", "MS", "how long the connections idle (default 2500)", 0, 86400000, &o.idle_ms);
+  cli.count("budget", "BYTES", "exit 1 when an idle connection costs more (default 0: no check)", 0, 1ull << 40,
+            &o.budget);
+  cli.flag("fresh", "no busy phase: connections that never carried a message", &o.fresh);
+  if (int rc = cli.run(argc, argv); rc >= 0) return rc;
   if (o.conns == 0 || o.sq == 0 || o.burst == 0 || o.burst > o.sq || o.ring < 16 || o.conns > 1024)
     die("%s", std::string("bad arguments"));
   o.client_msgs = o.fresh ? 0 : (o.ring + o.ring / 4 + 31) / 32 * 32;
