@@ -42,8 +42,12 @@ msg=$("$nfsd" --export "$dir/export" 2>&1); rc=$?
 [[ $rc == 2 && $msg == *"--listen SPEC or --addr IP"* ]] || fail "no address: $rc $msg"
 msg=$("$nfsd" --export "$dir/export" --engines 2 --cores 1 --listen shm:path=$dir/s 2>&1); rc=$?
 [[ $rc == 2 && $msg == *"names 1 cores for 2 engines"* ]] || fail "--cores too short: $rc $msg"
-"$nfsd" --help | grep -q "^usage: tern-nfsd" || fail "--help"
-"$nfsd" --version | grep -q "^tern-nfsd " || fail "--version"
+# Captured first: with pipefail, `prog | grep -q` fails when grep exits at
+# its first match while prog still writes (SIGPIPE, status 141).
+out=$("$nfsd" --help) || fail "--help exited $?"
+grep -q "^usage: tern-nfsd" <<<"$out" || fail "--help"
+out=$("$nfsd" --version) || fail "--version exited $?"
+grep -q "^tern-nfsd " <<<"$out" || fail "--version"
 set -e
 
 if [[ $(id -u) != 0 ]]; then
