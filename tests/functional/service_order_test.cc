@@ -18,38 +18,15 @@
 #include <vector>
 
 #include "engine/engine_testing.h"
+#include "flood_peer.h"
 #include "rpc_fixture.h"
 
 namespace tern::rpc {
 namespace {
 
-constexpr uint32_t kMark = 11;  // args: u64 id; results: 4 bytes
-constexpr uint64_t kFloodIds = 1'000'000, kNewIds = 5'000, kGoodId = 1;
+using namespace floodpeer;
+constexpr uint64_t kNewIds = 5'000, kGoodId = 1;
 constexpr int kQuantum = 1;  // EngineImpl::kServiceQuantum
-
-bool on_shm() {
-  const char* dev = std::getenv("TERN_RPC_DEVICE");
-  return dev == nullptr || *dev == 0 || std::string_view(dev) == "shm";
-}
-
-struct Handled {
-  uint64_t id;
-  std::string peer;
-  int pass;  // the test's server poll pass it ran in (0: outside them)
-};
-
-struct Server {
-  std::vector<Handled> log;
-  int pass = 0;
-  static void mark(void* ctx, ServerCall* c) {
-    auto* s = static_cast<Server*>(ctx);
-    uint64_t id = 0;
-    std::memcpy(&id, c->args().data(), std::min<size_t>(8, c->args().size()));
-    s->log.push_back({id, std::string(c->peer_id()), s->pass});
-    const uint32_t ok = 1;
-    (void)c->reply(std::span(reinterpret_cast<const uint8_t*>(&ok), 4));
-  }
-};
 
 // Pipes between the test and the flooding child.
 struct Pipes {
@@ -57,70 +34,6 @@ struct Pipes {
   int down[2] = {-1, -1};  // test -> child
   bool make() { return pipe(up) == 0 && pipe(down) == 0; }
 };
-
-bool read_byte(int fd, char* c, int ms) {
-  pollfd p{fd, POLLIN, 0};
-  if (::poll(&p, 1, ms) != 1) return false;
-  return read(fd, c, 1) == 1;
-}
-
-// The flooding peer: warms its connection up (16 calls in flight, so the
-// server grants it the credits for them), says 'w'; on 'g' sends as many
-// calls as its credits let it at once, moves them out, says how many; on
-// 'q' (or anyway) polls until every call is answered. Exits 0 when all were
-// answered OK.
-[[noreturn]] void flooder(const std::string& path, Pipes p) {
-  close(p.up[0]);
-  close(p.down[1]);
-  auto eng = Engine::create(EngineOptions{}).value();
-  auto c = eng->connect(path);
-  if (!c.is_ok()) _exit(2);
-  Connection* conn = c.value();
-  if (!poll_until({eng.get()}, [&] { return conn->ready() || conn->failed(); }, 10000) || !conn->ready()) _exit(3);
-  std::vector<uint64_t> ids(4096);
-  int sent = 0, done = 0, bad = 0;
-  struct Ctx {
-    int* done;
-    int* bad;
-  } ctx{&done, &bad};
-  auto cb = [](void* x, const CallReply& r) {
-    auto* k = static_cast<Ctx*>(x);
-    ++*k->done;
-    if (r.status != CallStatus::kOk) ++*k->bad;
-  };
-  auto send = [&] {
-    ids[static_cast<size_t>(sent)] = kFloodIds + static_cast<uint64_t>(sent);
-    Call k{kProg, kVers, kMark};
-    k.args = std::span(reinterpret_cast<const uint8_t*>(&ids[static_cast<size_t>(sent)]), 8);
-    k.done = cb, k.ctx = &ctx;
-    if (conn->call(k) != 0) return false;
-    ++sent;
-    return true;
-  };
-  // Warm-up.
-  while (sent < 400) {
-    while (sent < 400 && sent - done < 16 && send()) {
-    }
-    eng->poll();
-  }
-  if (!poll_until({eng.get()}, [&] { return done == sent; }, 20000)) _exit(4);
-  if (write(p.up[1], "w", 1) != 1) _exit(5);
-  char ch = 0;
-  if (!read_byte(p.down[0], &ch, 30000) || ch != 'g') _exit(6);
-  // The burst: only calls the credits let out at once (call() takes more
-  // into its backlog; those would follow later).
-  const int before = sent;
-  while (sent - before < 16 && conn->outstanding() < conn->info().credits && send()) {
-  }
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-  while (std::chrono::steady_clock::now() < end) eng->poll();
-  // On the wire (the server is not polled, so none is answered yet).
-  const char n = static_cast<char>(conn->outstanding());
-  if (write(p.up[1], &n, 1) != 1) _exit(7);
-  (void)read_byte(p.down[0], &ch, 30000);
-  poll_until({eng.get()}, [&] { return done == sent; }, 30000);
-  _exit(done == sent && bad == 0 ? 0 : 8);
-}
 
 struct Burst : ::testing::Test {
   Fixture f;
@@ -136,7 +49,11 @@ struct Burst : ::testing::Test {
     ASSERT_TRUE(p.make());
     child = fork();
     ASSERT_GE(child, 0);
-    if (child == 0) flooder(f.path, p);
+    if (child == 0) {
+      close(p.up[0]);
+      close(p.down[1]);
+      flooder(f.path, p.up[1], p.down[0]);
+    }
     close(p.up[1]);
     close(p.down[0]);
     // Serve its warm-up until it says 'w'.
@@ -259,7 +176,9 @@ TEST_F(Burst, HeldCallsOfATornDownConnectionGoBackAndReachNoOtherConnection) {
   // connection's calls ran once each.
   int news = 0;
   for (const Handled& h : s.log) {
-    if (h.id >= kFloodIds) EXPECT_EQ(h.peer, flood_peer) << "flood call " << h.id - kFloodIds << " ran on another peer's connection";
+    if (h.id >= kFloodIds) {
+      EXPECT_EQ(h.peer, flood_peer) << "flood call " << h.id - kFloodIds << " ran on another peer's connection";
+    }
     if (h.id >= kNewIds && h.id < kFloodIds) ++news;
   }
   EXPECT_EQ(news, 64);
