@@ -38,11 +38,6 @@ class NfsdAsyncMeta : public Nfsd {
     cfg.storage.hold = &io_hold_;
     return cfg;
   }
-  static Nfs3Stat status(const Reply& r) {
-    if (r.results.size() < 4) return Nfs3Stat::kServerfault;
-    return static_cast<Nfs3Stat>(uint32_t{r.results[0]} << 24 | uint32_t{r.results[1]} << 16 |
-                                 uint32_t{r.results[2]} << 8 | r.results[3]);
-  }
   static Bytes create_args(const Fh3& dir, std::string_view name, uint32_t mode) {
     CreateArgs a;
     a.where = {dir, name};
@@ -51,22 +46,7 @@ class NfsdAsyncMeta : public Nfsd {
     a.attr.mode = mode;
     return enc(a);
   }
-  static Bytes write_args(const Fh3& f, uint64_t off, std::span<const uint8_t> data, StableHow how) {
-    WriteArgs a;
-    a.file = f;
-    a.offset = off;
-    a.count = static_cast<uint32_t>(data.size());
-    a.stable = how;
-    a.data = data;
-    Bytes b(data.size() + 512);
-    xdr::XdrWriter w(b);
-    encode(w, a);
-    EXPECT_TRUE(w.ok());
-    b.resize(w.bytes_written());
-    return b;
-  }
   const CallerPoolStats& jobs() const { return server_->nfs->callers().stats(); }
-  const StorageStats& io() const { return server_->nfs->storage().stats(); }
   static CallOpts as(rpc::AuthSys& a, uint32_t uid) {
     a.machine = "test";
     a.uid = uid, a.gid = uid;

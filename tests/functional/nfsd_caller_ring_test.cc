@@ -23,11 +23,6 @@ using namespace tern::nfs::nfs3;
 
 class NfsdCallerRing : public Nfsd {
  protected:
-  static Nfs3Stat status(const Reply& r) {
-    if (r.results.size() < 4) return Nfs3Stat::kServerfault;
-    return static_cast<Nfs3Stat>(uint32_t{r.results[0]} << 24 | uint32_t{r.results[1]} << 16 |
-                                 uint32_t{r.results[2]} << 8 | r.results[3]);
-  }
   static CallOpts as(rpc::AuthSys& a, uint32_t uid) {
     a.machine = "test";
     a.uid = uid, a.gid = uid;

@@ -234,6 +234,31 @@ class Nfsd : public ::testing::Test {
     b.resize(w.bytes_written());
     return b;
   }
+  // A WRITE's arguments, its data inline (a buffer sized for the data,
+  // which may be more than enc()'s holds).
+  static Bytes write_args(const nfs::Fh3& f, uint64_t off, std::span<const uint8_t> data,
+                          nfs::StableHow how) {
+    nfs::nfs3::WriteArgs a;
+    a.file = f;
+    a.offset = off;
+    a.count = static_cast<uint32_t>(data.size());
+    a.stable = how;
+    a.data = data;
+    Bytes b(data.size() + 512);
+    xdr::XdrWriter w(b);
+    nfs::nfs3::encode(w, a);
+    EXPECT_TRUE(w.ok());
+    b.resize(w.bytes_written());
+    return b;
+  }
+  // A reply's NFS status (its results' first word; SERVERFAULT if shorter).
+  static nfs::Nfs3Stat status(const Reply& r) {
+    if (r.results.size() < 4) return nfs::Nfs3Stat::kServerfault;
+    return static_cast<nfs::Nfs3Stat>(uint32_t{r.results[0]} << 24 | uint32_t{r.results[1]} << 16 |
+                                            uint32_t{r.results[2]} << 8 | r.results[3]);
+  }
+  // The engine's storage queue's counters (the server must be started).
+  const StorageStats& io() const { return server_->nfs->storage().stats(); }
   // A procedure whose results decode into R; fails the test otherwise. The
   // results' bytes are kept until the test ends: names and paths in R are
   // views into them.

@@ -52,27 +52,6 @@ class NfsdStorage : public Nfsd {
     cfg.storage.hold = &hold_;
     return cfg;
   }
-  // A WRITE's arguments, its data inline.
-  static Bytes write_args(const Fh3& f, uint64_t off, std::span<const uint8_t> data, StableHow how) {
-    WriteArgs a;
-    a.file = f;
-    a.offset = off;
-    a.count = static_cast<uint32_t>(data.size());
-    a.stable = how;
-    a.data = data;
-    Bytes b(data.size() + 512);
-    xdr::XdrWriter w(b);
-    encode(w, a);
-    EXPECT_TRUE(w.ok());
-    b.resize(w.bytes_written());
-    return b;
-  }
-  static Nfs3Stat status(const Reply& r) {
-    if (r.results.size() < 4) return Nfs3Stat::kServerfault;
-    return static_cast<Nfs3Stat>(uint32_t{r.results[0]} << 24 | uint32_t{r.results[1]} << 16 |
-                                 uint32_t{r.results[2]} << 8 | r.results[3]);
-  }
-  const StorageStats& io() const { return server_->nfs->storage().stats(); }
   void put_file(const std::string& rel, const Bytes& b) {
     int fd = ::open(path(rel).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ASSERT_GE(fd, 0);

@@ -78,26 +78,11 @@ class NfsdSyncBatch : public Nfsd {
     dev_.hold = &hold_;
     return cfg;
   }
-  static Bytes write_args(const Fh3& f, uint64_t off, std::span<const uint8_t> data, StableHow how) {
-    WriteArgs a;
-    a.file = f;
-    a.offset = off;
-    a.count = static_cast<uint32_t>(data.size());
-    a.stable = how;
-    a.data = data;
-    Bytes b(data.size() + 512);
-    xdr::XdrWriter w(b);
-    encode(w, a);
-    EXPECT_TRUE(w.ok());
-    b.resize(w.bytes_written());
-    return b;
-  }
   static WriteRes write_res(const Reply& r) {
     WriteRes w;
     EXPECT_TRUE(decode(r.results, &w));
     return w;
   }
-  const StorageStats& io() const { return server_->nfs->storage().stats(); }
   bool all_done(const std::vector<Reply>& rep) {
     return wait([&] {
       for (const auto& r : rep)
