@@ -38,7 +38,7 @@ namespace {
 
 bool get_bool(xdr::XdrReader& r) { return r.get_bool(); }
 
-NfsTime get_time(xdr::XdrReader& r) {
+NfsTime get_nfstime4(xdr::XdrReader& r) {
   NfsTime t;
   t.seconds = static_cast<int64_t>(r.get_u64());
   t.nseconds = r.get_u32();
@@ -89,9 +89,9 @@ void get_value(xdr::XdrReader& r, uint32_t a, Fattr4* out) {
     case Attr::kOwner: out->owner = r.get_string(kMaxOwnerSize); return;
     case Attr::kOwnerGroup: out->owner_group = r.get_string(kMaxOwnerSize); return;
     case Attr::kSpaceUsed: out->space_used = r.get_u64(); return;
-    case Attr::kTimeAccess: out->time_access = get_time(r); return;
-    case Attr::kTimeMetadata: out->time_metadata = get_time(r); return;
-    case Attr::kTimeModify: out->time_modify = get_time(r); return;
+    case Attr::kTimeAccess: out->time_access = get_nfstime4(r); return;
+    case Attr::kTimeMetadata: out->time_metadata = get_nfstime4(r); return;
+    case Attr::kTimeModify: out->time_modify = get_nfstime4(r); return;
   }
   r.fail();
 }

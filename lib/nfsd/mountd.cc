@@ -17,7 +17,7 @@ namespace m3 = tern::nfs::mount3;
 namespace {
 
 // The largest reply (EXPORT's list): what a record may hold.
-constexpr size_t kMaxRecord = 64u << 10;
+constexpr size_t kMaxMountReply = 64u << 10;
 
 std::string normalized(std::string_view p) {
   std::string s(p);
@@ -49,7 +49,7 @@ bool mountd_answer(const ExportTable& exports, const ClientAddr& from, std::span
   }
   std::span<const uint8_t> args = call.subspan(header_len);
   // EXPORT's list grows with the exports and their clients.
-  std::vector<uint8_t> buf(kMaxRecord);
+  std::vector<uint8_t> buf(kMaxMountReply);
   xdr::XdrWriter w(buf);
   switch (static_cast<m3::Proc>(h.proc)) {
     case m3::Proc::kNull:

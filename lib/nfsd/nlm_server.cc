@@ -65,12 +65,6 @@ std::string server_name_of(const sockaddr_storage& local) {
   return ip_of(local);
 }
 
-std::string hostname() {
-  char h[256] = {};
-  gethostname(h, sizeof h - 1);
-  return h;
-}
-
 LockOwner owner_of(const nlm::Lock& l) {
   return {std::string(l.caller_name), l.svid, std::string(reinterpret_cast<const char*>(l.oh.data()), l.oh.size())};
 }
@@ -256,7 +250,7 @@ void NlmServer::send_to_client_nlm(const sockaddr_storage& peer, const sockaddr_
 }
 
 void NlmServer::send_granted(const Waiter& w) {
-  const std::string me = hostname();
+  const std::string me = local_host_name();
   nlm::TestArgs a;
   a.cookie = span_of(w.cookie);
   a.exclusive = w.exclusive;

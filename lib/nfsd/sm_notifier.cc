@@ -16,15 +16,11 @@ namespace tern::nfsd {
 namespace nsm = tern::nfs::nsm;
 using Clock = std::chrono::steady_clock;
 
-namespace {
-
-std::string hostname() {
+std::string local_host_name() {
   char h[256] = {};
   gethostname(h, sizeof h - 1);
   return h;
 }
-
-}  // namespace
 
 Result<std::unique_ptr<SmNotifier>> SmNotifier::start(const SmNotifierOptions& opt) {
   std::unique_ptr<SmNotifier> n(new SmNotifier(opt));
@@ -162,7 +158,7 @@ Status SmNotifier::notify(const std::string& client, const std::string& server, 
   if (!port) return make_error(port.status().code(), "its statd: %s", port.status().message().c_str());
   // Named as the client's lock manager knows us: the address it sent its
   // locks to (our host name when that is not known).
-  const std::string me = server.empty() ? hostname() : server;
+  const std::string me = server.empty() ? local_host_name() : server;
   *how = me;
   uint8_t buf[nsm::kMaxName + 16];
   xdr::XdrWriter w(buf);

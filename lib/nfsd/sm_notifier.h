@@ -44,6 +44,10 @@
 
 namespace tern::nfsd {
 
+// This host's name (gethostname): what NSM calls it in SM_NOTIFY (my_name)
+// and what NLM's GRANTED callbacks name as their caller.
+std::string local_host_name();
+
 struct SmNotifierOptions {
   std::string path;  // the record (StateDir::lock_holders_path())
   // How long to keep trying a silent client: its reclaims are refused
