@@ -12,6 +12,7 @@
 # Environment:
 #   TERN_FUZZ_SECONDS  fuzzing time per target (default 30; 0: corpus only)
 #   TERN_FUZZ_RSS_MB   memory limit per target (default 2048)
+#   TERN_FUZZ_JOBS     targets run side by side (default: one per core)
 #   TERN_FUZZ_KEEP     directory to keep the grown corpora in (default: a
 #                      temporary one, removed at the end)
 set -euo pipefail
@@ -21,6 +22,7 @@ cd "$top"
 
 seconds=${TERN_FUZZ_SECONDS:-30}
 rss=${TERN_FUZZ_RSS_MB:-2048}
+jobs=${TERN_FUZZ_JOBS:-$(nproc)}
 build=build-fuzz
 all_targets=(rpcrdma_header oncrpc cm_private nfs_compound nfs3 shm_ctl shm_desc)
 targets=("$@")
@@ -28,7 +30,7 @@ targets=("$@")
 
 echo "=== fuzz: building $build/ (clang, ASan+UBSan, libFuzzer)"
 CC=clang CXX=clang++ scripts/build.sh "$build" -Dfuzzers=true -Dtests=false -Dapps=false -Dbenchmarks=false \
-  -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized
+  -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized -Dunity_libs=true
 
 scratch=$(mktemp -d /tmp/tern-fuzz.XXXXXX)
 keep=${TERN_FUZZ_KEEP:-}
@@ -43,14 +45,14 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 # The figure libFuzzer prints with -print_final_stats=1.
 final_stat() { sed -n "s/^stat::$1: *//p" "$2" | tail -1; }
 
-passed=0
-failed=0
-total_execs=0
-summary=()
-for t in "${targets[@]}"; do
+# One target: its corpus, then fuzzing. Writes what it has to say to
+# $scratch/$t.out and one line "STATUS EXECS SUMMARY..." to $scratch/$t.result
+# (STATUS ok or fail), so that targets can run side by side and still report
+# in order.
+run_target() {
+  local t=$1 bin corpus log nfiles work rc execs rate new
   bin=$build/tests/fuzz/fuzz_$t
   corpus=tests/fuzz/corpus/$t
-  [[ -x $bin ]] || { echo "fuzz: no target $t ($bin)" >&2; exit 1; }
   log=$scratch/$t.log
   nfiles=$(find "$corpus" -type f | wc -l)
 
@@ -59,15 +61,13 @@ for t in "${targets[@]}"; do
     echo "fuzz: $t: FAILED on its committed corpus ($corpus):"
     tail -30 "$log"
     grep -o "Test unit written to .*" "$log" || true
-    failed=$((failed + 1))
-    summary+=("$t: corpus of $nfiles FAILED")
-    continue
+    echo "fail 0 $t: corpus of $nfiles FAILED" >"$scratch/$t.result"
+    return
   fi
 
   if ((seconds == 0)); then
-    passed=$((passed + 1))
-    summary+=("$t: corpus of $nfiles ok")
-    continue
+    echo "ok 0 $t: corpus of $nfiles ok" >"$scratch/$t.result"
+    return
   fi
 
   # 2. Fuzzing from a copy of it.
@@ -79,25 +79,58 @@ for t in "${targets[@]}"; do
   execs=$(final_stat number_of_executed_units "$log")
   rate=$(final_stat average_exec_per_sec "$log")
   execs=${execs:-0}
-  total_execs=$((total_execs + execs))
   if ((rc != 0)); then
     echo "fuzz: $t: CRASH after $execs executions (exit $rc):"
     grep -E "ERROR|FUZZ_CHECK|SUMMARY|runtime error" "$log" | head -10 || true
     grep -o "Test unit written to .*" "$log" || echo "fuzz: (no test unit written; log: $log)"
     cp "$log" "$artifacts/$t.log"
     echo "fuzz: full log: $artifacts/$t.log"
-    failed=$((failed + 1))
-    summary+=("$t: CRASH after $execs executions")
+    echo "fail $execs $t: CRASH after $execs executions" >"$scratch/$t.result"
   else
     new=$(($(find "$work" -type f | wc -l) - nfiles))
     echo "fuzz: $t: corpus of $nfiles ok; $execs executions in ${seconds}s (${rate:-?}/s), $new new inputs"
-    passed=$((passed + 1))
-    summary+=("$t: $execs executions")
+    echo "ok $execs $t: $execs executions" >"$scratch/$t.result"
   fi
   if [[ -n $keep ]]; then
     mkdir -p "$keep/$t"
     cp -r "$work/." "$keep/$t/"
   fi
+}
+
+for t in "${targets[@]}"; do
+  [[ -x $build/tests/fuzz/fuzz_$t ]] || { echo "fuzz: no target $t ($build/tests/fuzz/fuzz_$t)" >&2; exit 1; }
+done
+# Each libFuzzer process runs on one thread: TERN_FUZZ_JOBS of them (default:
+# one per core) side by side, each with its whole time budget, so the stage
+# takes the budget times targets / jobs instead of times targets.
+echo "=== fuzz: ${#targets[@]} targets, $jobs at a time, ${seconds}s of fuzzing each"
+running=0
+for t in "${targets[@]}"; do
+  if ((running >= jobs)); then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  run_target "$t" >"$scratch/$t.out" 2>&1 &
+  running=$((running + 1))
+done
+wait
+
+passed=0
+failed=0
+total_execs=0
+summary=()
+for t in "${targets[@]}"; do
+  cat "$scratch/$t.out"
+  if [[ ! -f $scratch/$t.result ]]; then
+    echo "fuzz: $t: no result (the runner itself failed)"
+    failed=$((failed + 1))
+    summary+=("$t: NO RESULT")
+    continue
+  fi
+  read -r status execs line <"$scratch/$t.result"
+  total_execs=$((total_execs + execs))
+  summary+=("$line")
+  if [[ $status == ok ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 done
 
 echo
