@@ -3,17 +3,22 @@
 #   1. debug-checked build (TERN_ASSERT on): unit, conformance and app tests
 #      (the app suite installs the build and links programs against it with
 #      pkg-config alone: tests/install);
-#  1b. shm-only build (-Dverbs=disabled -Dmlx5=disabled -Deal=disabled): no
-#      rdma-core, no DPDK; its unit and app suites (docs/install.md);
 #   2. real verbs: the same build's conformance, RPC and NFS interop suites over
 #      Soft-RoCE (rxe0) in a qemu VM (scripts/rxe-vm), when this machine can
 #      run it (x86_64, qemu installable, root to build the image once);
 #      otherwise it says why and the summary says the stage was skipped;
-#   3. ASan+UBSan build: the suites of stage 1, and the fault soak's short
-#      mode (tern-soak --ci);
-#   4. TSan build: the suites that run code on more than one thread;
+#   3. ASan+UBSan build, shm-only (-Dverbs=disabled -Dmlx5=disabled
+#      -Deal=disabled: no rdma-core, no DPDK, docs/install.md): the suites of
+#      stage 1 (the install check with --no-rdma), and the fault soak's short
+#      mode (tern-soak --ci). One build is both the sanitizer build and the
+#      proof that Tern builds and works without rdma-core and DPDK; the
+#      verbs, mlx5 and EAL tests it leaves out run in stage 1 and (verbs) 2;
+#   4. TSan build: the suites that run code on more than one thread (the
+#      conformance and functional suites, and the unit tests that start
+#      threads: tests/unit/meson.build lists them);
 #   5. fuzzing (scripts/fuzz.sh): every libFuzzer target over its committed
-#      corpus, then for TERN_FUZZ_SECONDS (default 30) each.
+#      corpus, then for TERN_FUZZ_SECONDS (default 30) each, one target per
+#      core at a time.
 # Exits non-zero on the first failing stage. TERN_TEST_QUICK=1 runs stage 1
 # only. TERN_TEST_VM=0 skips stage 2, =1 makes it mandatory (fails if the VM
 # cannot run); the default runs it when it can. Each stage's wall time is
@@ -48,12 +53,17 @@ stage_times() {
 }
 trap stage_times EXIT
 jobs=$(nproc)
+# The builds below are this script's own (a contributor's build/ is not
+# touched): their libraries are compiled as unity blobs (-Dunity_libs=true,
+# about 60% less compile time for them; meson.build). A name that two library
+# files each define privately fails these builds: give it a name of its own,
+# or share one definition.
 
 stage "set-up (scripts/setup.sh: packages that are missing)"
 "$top/scripts/setup.sh"
 
 stage "debug build (build-test/)"
-scripts/build.sh build-test -Dbuildtype=debugoptimized -Dbenchmarks=true
+scripts/build.sh build-test -Dbuildtype=debugoptimized -Dbenchmarks=true -Dunity_libs=true
 stage "debug: unit, conformance, functional and apps suites"
 meson test -C build-test --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite conformance --suite functional --suite apps
 
@@ -61,11 +71,6 @@ if [[ "${TERN_TEST_QUICK:-0}" == 1 ]]; then
   echo "TERN_TEST_QUICK=1: VM, sanitizer and fuzzing stages not run"
   exit 0
 fi
-
-stage "shm-only build (build-shm/): no rdma-core, no DPDK"
-scripts/build.sh build-shm -Dbuildtype=debugoptimized -Dbenchmarks=false -Dverbs=disabled -Dmlx5=disabled -Deal=disabled
-stage "shm-only: unit and apps suites"
-meson test -C build-shm --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite apps
 
 stage "real verbs: rxe0 in a qemu VM (build-test/ binaries)"
 vm_note=
@@ -82,9 +87,9 @@ else
 fi
 [[ -z $vm_note ]] || echo "$vm_note"
 
-stage "ASan+UBSan build (build-asan/)"
-scripts/build.sh build-asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
-  -Dbenchmarks=false -Dapps=true
+stage "ASan+UBSan build, shm-only (build-asan/): no rdma-core, no DPDK"
+scripts/build.sh build-asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false -Dunity_libs=true \
+  -Dbenchmarks=false -Dapps=true -Dverbs=disabled -Dmlx5=disabled -Deal=disabled
 stage "ASan+UBSan: unit, conformance, functional and apps suites"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-asan --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite conformance --suite functional --suite apps
@@ -94,9 +99,9 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
   meson test -C build-asan --no-rebuild --print-errorlogs --suite soak
 
 stage "TSan build (build-tsan/)"
-scripts/build.sh build-tsan -Dbuildtype=debug -Db_sanitize=thread -Db_lundef=false \
+scripts/build.sh build-tsan -Dbuildtype=debug -Db_sanitize=thread -Db_lundef=false -Dunity_libs=true \
   -Dbenchmarks=false -Dapps=false
-stage "TSan: unit, conformance and functional suites"
+stage "TSan: unit (threaded), conformance and functional suites"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions="$top/tests/tsan.supp" \
   meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite conformance --suite functional
 
