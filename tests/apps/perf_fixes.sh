@@ -48,11 +48,17 @@ set -e
   fail "--warmup 0 --seconds 1: $(cat "$dir/w0s.json")"
 
 # --iters 8G: aborted at once with bad_alloc (a sample kept per request). Now
-# it runs in fixed memory until stopped.
-"$perf" client --dev "shm:path=$sock" --iters 8G --quiet >/dev/null 2>"$dir/8g.err" &
+# it runs in fixed memory until stopped: its first progress line (a second
+# into the run) says it is making requests; then it must still be there.
+"$perf" client --dev "shm:path=$sock" --iters 8G >/dev/null 2>"$dir/8g.err" &
 cpid=$!
-sleep 2
+for _ in $(seq 600); do
+  grep -q "requests$\|req/s$" "$dir/8g.err" && break
+  kill -0 $cpid 2>/dev/null || break
+  sleep 0.05
+done
 kill -0 $cpid 2>/dev/null || { wait $cpid; fail "--iters 8G exited $? at once: $(cat "$dir/8g.err")"; }
+grep -q "requests$\|req/s$" "$dir/8g.err" || fail "--iters 8G made no progress in 30 s: $(cat "$dir/8g.err")"
 rss=$(awk '/^VmRSS/ {print $2}' "/proc/$cpid/status")
 kill -KILL $cpid
 wait $cpid 2>/dev/null || true
@@ -99,9 +105,16 @@ set -e
 grep -q "speaks RPC" <<<"$msg" && grep -q -- "--rpc" <<<"$msg" || fail "raw client to an rpc server: $msg"
 
 # A lost connection: was "call N failed: disconnected: disconnected: ...".
-"$perf" client --rpc --dev "shm:path=$sock" --seconds 20 --quiet >/dev/null 2>"$dir/lost.err" &
+# The server dies once the client's first progress line (a second into the
+# run) says its calls are going.
+"$perf" client --rpc --dev "shm:path=$sock" --seconds 20 >/dev/null 2>"$dir/lost.err" &
 cpid=$!
-sleep 1.5
+for _ in $(seq 600); do
+  grep -q " calls$\|RPC/s" "$dir/lost.err" && break
+  kill -0 $cpid 2>/dev/null || break
+  sleep 0.05
+done
+grep -q " calls$\|RPC/s" "$dir/lost.err" || fail "the rpc client made no progress: $(cat "$dir/lost.err")"
 kill -KILL $spid
 wait $spid 2>/dev/null || true
 spid=

@@ -30,6 +30,7 @@
 #include "engine/engine_testing.h"
 #include "chunk_handlers.h"
 #include "raw_peer.h"
+#include "test_arena.h"
 
 namespace tern::rpc {
 namespace {
@@ -169,7 +170,7 @@ class CreditIsolation : public ::testing::Test {
   }
 
   void connect_good() {
-    good = Engine::create({}).value();
+    good = Engine::create({.arena_bytes = kTestArenaBytes}).value();
     conn = good->connect(spec).value();
     ASSERT_TRUE(wait([&] { return conn->ready() || conn->failed(); }, 5000));
     ASSERT_TRUE(conn->ready()) << conn->error().to_string();

@@ -70,7 +70,7 @@ struct Server {
 // distinct ids, a window of 16 in flight. Exits 0 when every call was
 // answered OK.
 [[noreturn]] void flood(const std::string& path, int calls) {
-  auto eng = Engine::create(EngineOptions{}).value();
+  auto eng = Engine::create({.arena_bytes = kTestArenaBytes}).value();
   auto c = eng->connect(path);
   if (!c.is_ok()) _exit(2);
   Connection* conn = c.value();

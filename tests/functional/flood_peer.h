@@ -60,7 +60,7 @@ inline bool read_byte(int fd, char* c, int ms) {
 // moves it out, says how many; on 'q' polls until all are answered. Exits 0
 // when every call was answered OK.
 [[noreturn]] inline void flooder(const std::string& path, int up, int down) {
-  auto eng = Engine::create(EngineOptions{}).value();
+  auto eng = Engine::create({.arena_bytes = kTestArenaBytes}).value();
   auto c = eng->connect(path);
   if (!c.is_ok()) _exit(2);
   Connection* conn = c.value();

@@ -24,6 +24,7 @@
 #include "mem/memfd.h"
 #include "chunk_handlers.h"
 #include "raw_peer.h"
+#include "test_arena.h"
 #include "rpcrdma/cm_private.h"
 #include "shm/shm_internal.h"
 
@@ -49,7 +50,7 @@ class HostileClient : public ::testing::Test {
   void SetUp() override { start({}); }
 
   void start(EngineOptions so) {
-    so.arena_bytes = 128u << 20;
+    so.arena_bytes = kTestArenaBytes;
     // Every server connection holds (credits + slack) x max_bulk today; keep
     // that small so that the cases that reconnect fit the arena.
     so.max_bulk = 256u << 10;
@@ -63,7 +64,7 @@ class HostileClient : public ::testing::Test {
     secret = static_cast<uint8_t*>(srv->alloc(kSecretLen));
     std::memset(secret, kSecret, kSecretLen);
 
-    good = Engine::create({}).value();
+    good = Engine::create({.arena_bytes = kTestArenaBytes}).value();
     good_conn = good->connect(spec).value();
     ASSERT_TRUE(wait([&] { return good_conn->ready() || good_conn->failed(); }));
     ASSERT_TRUE(good_conn->ready()) << good_conn->error().to_string();
@@ -678,7 +679,7 @@ TEST_F(HostileShmClient, OurOwnMemfdsCannotBeTruncated) {
 TEST(HostileShmSockets, SilentSocketsAreDroppedAndCapped) {
   if (!on_shm()) GTEST_SKIP() << "pmd/shm's socket protocol";
   LogCapture log;
-  auto srv = Engine::create({}).value();
+  auto srv = Engine::create({.arena_bytes = kTestArenaBytes}).value();
   std::string spec = fresh_spec("silent") + ",hello_timeout_ms=200,max_pending=4";
   ASSERT_TRUE(srv->listen(spec).is_ok());
   std::string path_spec = spec.substr(0, spec.find(','));
@@ -696,16 +697,23 @@ TEST(HostileShmSockets, SilentSocketsAreDroppedAndCapped) {
   int closed_early = 0;
   for (auto& s : silent) closed_early += s->closed_by_server();
   EXPECT_EQ(closed_early, 2) << "two over max_pending=4 are refused at once";
-  wait_ms(400);
+  // The rest once hello_timeout_ms passed (looked for until then; 5 s is
+  // the guard).
   int closed = 0;
-  for (auto& s : silent) closed += s->closed_by_server();
+  auto all_closed = [&] {
+    closed = 0;
+    for (auto& s : silent) closed += s->closed_by_server();
+    return closed == 6;
+  };
+  auto guard = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!all_closed() && std::chrono::steady_clock::now() < guard) wait_ms(10);
   EXPECT_EQ(closed, 6) << "the rest are dropped once hello_timeout_ms passed";
   EXPECT_EQ(log.warnings({"no hello within 200 ms"}).size(), 4u) << log.dump();
   // Said once for the two refused, not once per socket: a flood of
   // connect()s must not flood the log.
   EXPECT_EQ(log.warnings({"already wait for their hello"}).size(), 1u) << log.dump();
   // A client that does say hello is still served.
-  auto cli = Engine::create({}).value();
+  auto cli = Engine::create({.arena_bytes = kTestArenaBytes}).value();
   Connection* c = cli->connect(path_spec).value();
   auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (!c->ready() && !c->failed() && std::chrono::steady_clock::now() < end) {

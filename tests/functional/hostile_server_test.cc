@@ -20,6 +20,7 @@
 
 #include "engine/engine.h"
 #include "raw_peer.h"
+#include "test_arena.h"
 
 namespace tern::rpc {
 namespace {
@@ -71,13 +72,13 @@ class HostileServer : public ::testing::Test {
   void SetUp() override { start({}); }
 
   void start(EngineOptions co, std::string spec_suffix = "") {
-    co.arena_bytes = 128u << 20;
+    co.arena_bytes = kTestArenaBytes;
     // A hostile server costs its connection: these tests see it fail (a
     // reconnect would only meet the same server again).
     co.reconnect = false;
     cli = Engine::create(co).value();
     EngineOptions so;
-    so.arena_bytes = 128u << 20;
+    so.arena_bytes = kTestArenaBytes;
     so.max_bulk = 256u << 10;
     good_srv = Engine::create(so).value();
     good_srv->handle(kProg, kVers, kEcho, good_echo, nullptr);

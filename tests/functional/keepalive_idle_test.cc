@@ -5,8 +5,10 @@
 // made one after another, those up for more than 10 s before their first
 // call (one credit, no room for a probe) were declared dead by the first
 // poll after it, reconnected and sent their calls again.
-// (Timings are generous: the thresholds are 1 s and the server answers
-// within 50 ms, so only a stall of the test thread near a second fails it.)
+// (Timings are generous: the server answers within 50 ms and only a stall
+// of the test thread near a second fails either test -- keepalive_ms +
+// keepalive_timeout_ms in the first, where no probe can go out, and
+// keepalive_ms in the second.)
 #include <gtest/gtest.h>
 
 #include <string_view>
@@ -38,11 +40,11 @@ void answer_after(Fixture& f, int ms) {
 // can go out. no_retry makes a wrong "dead" visible as the call's status.
 TEST(KeepaliveIdle, FirstCallAfterALongIdleIsAnswered) {
   EngineOptions so, co;
-  co.keepalive_ms = 1000;
-  co.keepalive_timeout_ms = 1000;
+  co.keepalive_ms = 500;
+  co.keepalive_timeout_ms = 500;
   Fixture f(so, co);
   // Idle well past keepalive_ms + keepalive_timeout_ms, both engines polled.
-  f.wait([] { return false; }, 2500);
+  f.wait([] { return false; }, 1250);
   Pending p;
   Call c{kProg, kVers, kLater};
   c.no_retry = true;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "test_arena.h"
 
 namespace tern::rpc {
 namespace {
@@ -113,7 +114,7 @@ TEST(ListenGroup, ConnectionsAreDealtToEveryEngine) {
     ASSERT_TRUE(s[i]->eng->listen(spec, group).is_ok());
   }
   for (auto& x : s) x->start();
-  auto cli = Engine::create({}).value();
+  auto cli = Engine::create({.arena_bytes = kTestArenaBytes}).value();
   std::vector<Connection*> conns;
   for (int i = 0; i < 6; ++i) {
     auto c = cli->connect(spec);
@@ -143,7 +144,7 @@ TEST(ListenGroup, SleepingEnginesAreWokenForTheirConnections) {
   }
   for (auto& x : s) x->start();
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // both asleep
-  auto cli = Engine::create({}).value();
+  auto cli = Engine::create({.arena_bytes = kTestArenaBytes}).value();
   for (int i = 0; i < 4; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     auto c = cli->connect(spec);
@@ -175,7 +176,7 @@ TEST(ListenGroup, AGroupServesOneSpecAndAMemberThatLeftGetsNoMore) {
   EXPECT_EQ(s[2]->eng->listen(spec, group).code(), Errc::kBadState) << "twice";
   for (auto& x : s) x->start();
   s[2].reset();  // leaves the group
-  auto cli = Engine::create({}).value();
+  auto cli = Engine::create({.arena_bytes = kTestArenaBytes}).value();
   for (int i = 0; i < 4; ++i) {
     auto c = cli->connect(spec);
     ASSERT_TRUE(c.is_ok());

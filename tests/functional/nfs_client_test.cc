@@ -19,6 +19,7 @@
 #include "engine/engine_testing.h"
 #include "nfs/nfs_client.h"
 #include "nfs/nfs_program.h"
+#include "test_arena.h"
 
 namespace tern::nfs {
 namespace {
@@ -44,7 +45,7 @@ struct LateServer {
   }
 
   void start() {
-    eng = Engine::create({}).value();
+    eng = Engine::create({.arena_bytes = rpc::kTestArenaBytes}).value();
     eng->handle(kNfsProgram, kNfsV4, kProcCompound, &on_compound, this);
     ASSERT_TRUE(eng->listen("shm:path=" + path).is_ok());
     th = std::thread([this] {
@@ -74,6 +75,7 @@ TEST(NfsClient, TimedOutReadReturnsOnlyOnceTheServerCannotWriteItsBuffer) {
   LateServer srv;
   ASSERT_NO_FATAL_FAILURE(srv.start());
   NfsClientOptions o;
+  o.engine.arena_bytes = rpc::kTestArenaBytes;
   o.spec = "shm:path=" + srv.path;
   // Long enough for the second call to reconnect and reach the server on a
   // loaded 2-core machine under ASan (200 ms was not, once in a full run).
@@ -205,7 +207,7 @@ struct FakeNfs {
   }
 
   void start() {
-    eng = Engine::create({}).value();
+    eng = Engine::create({.arena_bytes = rpc::kTestArenaBytes}).value();
     eng->handle(kNfsProgram, kNfsV4, kProcCompound, &on_compound, this);
     ASSERT_TRUE(eng->listen("shm:path=" + path).is_ok());
     th = std::thread([this] {
@@ -271,6 +273,7 @@ TEST(NfsClient, ReadsFromTheFakeServer) {
   FakeNfs srv;
   ASSERT_NO_FATAL_FAILURE(srv.start());
   NfsClientOptions o;
+  o.engine.arena_bytes = rpc::kTestArenaBytes;
   o.spec = "shm:path=" + srv.path;
   auto cli = NfsClient::connect(o);
   ASSERT_TRUE(cli.is_ok()) << cli.status().to_string();
@@ -290,6 +293,7 @@ TEST(NfsClient, AsyncReadToAStalledServerTimesOutWithinItsDeadline) {
   FakeNfs srv;
   ASSERT_NO_FATAL_FAILURE(srv.start());
   NfsClientOptions o;
+  o.engine.arena_bytes = rpc::kTestArenaBytes;
   o.spec = "shm:path=" + srv.path;
   o.timeout_ms = 300;
   o.engine.reconnect_min_ms = 5;
@@ -330,6 +334,7 @@ TEST(NfsClient, DelayIsRetriedWithBackoff) {
   FakeNfs srv;
   ASSERT_NO_FATAL_FAILURE(srv.start());
   NfsClientOptions o;
+  o.engine.arena_bytes = rpc::kTestArenaBytes;
   o.spec = "shm:path=" + srv.path;
   o.timeout_ms = 5000;
   auto cli = NfsClient::connect(o);
@@ -369,6 +374,7 @@ TEST(NfsClient, DelayForEverEndsAtTheDeadline) {
   FakeNfs srv;
   ASSERT_NO_FATAL_FAILURE(srv.start());
   NfsClientOptions o;
+  o.engine.arena_bytes = rpc::kTestArenaBytes;
   o.spec = "shm:path=" + srv.path;
   o.timeout_ms = 700;
   auto cli = NfsClient::connect(o);
@@ -393,6 +399,7 @@ TEST(NfsClient, ReadsInFlightWhenTheConnectionDropsComplete) {
   FakeNfs srv;
   ASSERT_NO_FATAL_FAILURE(srv.start());
   NfsClientOptions o;
+  o.engine.arena_bytes = rpc::kTestArenaBytes;
   o.spec = "shm:path=" + srv.path;
   o.timeout_ms = 5000;
   o.engine.reconnect_min_ms = 5;
@@ -440,6 +447,7 @@ TEST(NfsClient, WithoutEngineReconnectReadsGoOutOnANewConnection) {
   FakeNfs srv;
   ASSERT_NO_FATAL_FAILURE(srv.start());
   NfsClientOptions o;
+  o.engine.arena_bytes = rpc::kTestArenaBytes;
   o.spec = "shm:path=" + srv.path;
   o.timeout_ms = 5000;
   o.delay_min_ms = 10;

@@ -29,6 +29,7 @@
 #include "nfsd/published_exports.h"
 #include "nfsd/reply_cache.h"
 #include "nfsd/state_dir.h"
+#include "test_arena.h"
 
 namespace tern::nfsd::test {
 
@@ -75,7 +76,7 @@ struct ServerThread {
   }
   void run(std::unique_ptr<Nfs3Server> srv, const std::string& spec) {
     rpc::EngineOptions o;
-    o.arena_bytes = 64u << 20;
+    o.arena_bytes = rpc::kTestArenaBytes;
     o.max_bulk = 1u << 20;
     o.max_reply = (256u << 10) + 4096;
     eng = rpc::Engine::create(o).value();
@@ -164,7 +165,7 @@ class Nfsd : public ::testing::Test {
   rpc::Connection* connect(const std::string& spec) {
     if (cli_ == nullptr) {
       rpc::EngineOptions co;
-      co.arena_bytes = 64u << 20;
+      co.arena_bytes = rpc::kTestArenaBytes;
       co.max_reply = 512u << 10;
       cli_ = rpc::Engine::create(co).value();
     }

@@ -402,13 +402,14 @@ TEST_F(NfsdStorage, ASleepingEngineWakesForAStorageCompletion) {
   ServerConfig cfg = base_config();
   cfg.read_nowait = false;
   // Each operation takes a while on the worker pool (the slow device), so
-  // the engine is asleep before it completes. Without the queue's eventfd
-  // in its wait set, only the engine's own periodic deadlines (seconds)
-  // would wake it: the guard below is far above the operation's 200 ms
-  // and below those.
+  // the engine is asleep before it completes (it goes to sleep within
+  // microseconds of handing the operation over; 100 ms is ample). Without
+  // the queue's eventfd in its wait set, only the engine's own periodic
+  // deadlines (seconds) would wake it: the guard below is far above the
+  // operation's 100 ms and below those.
   cfg.storage.mode = StorageOptions::Mode::kThreads;
   cfg.storage.fault = [](void*, const StorageReq&) -> int {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
     return 0;
   };
   start({}, true, cfg);

@@ -191,7 +191,12 @@ void RawPeer::on_cm(const CmEvent& ev) {
 Status RawPeer::open(std::string_view spec, uint32_t recvs) {
   spec_ = std::string(spec);
   sh_ = std::make_shared<Shared>();
-  auto a = mem::Arena::create({.size = 64u << 20, .huge = mem::HugePages::kNever, .name = "tern-raw-peer"});
+  // The peer and its siblings carve 4.5 MiB each (receives and send slots)
+  // and the tests' chunks (at most a few hundred KiB) from it. No larger:
+  // the whole arena is faulted in and zeroed by the kernel when it is
+  // created, and a test makes a raw peer per case (bulk_isolation's
+  // attacker a dozen).
+  auto a = mem::Arena::create({.size = 16u << 20, .huge = mem::HugePages::kNever, .name = "tern-raw-peer"});
   TERN_TRY(a);
   sh_->arena = std::move(a).value();
   auto d = open_device(spec);

@@ -531,12 +531,12 @@ TEST(Recovery, ADuplicateOfACallInProgressIsAnsweredWithIt) {
 // up to max_connections).
 TEST(Recovery, AClientGoneBeforeItsAcceptIsNotHeldByTheServer) {
   SKIP_UNLESS_SHM();
-  auto srv = Engine::create(EngineOptions{}).value();
+  auto srv = Engine::create({.arena_bytes = kTestArenaBytes}).value();
   const std::string path = next_spec();
   ASSERT_OK(srv->listen(path));
   constexpr int kGone = 3;
   for (int i = 0; i < kGone; ++i) {
-    auto cli = Engine::create(EngineOptions{}).value();
+    auto cli = Engine::create({.arena_bytes = kTestArenaBytes}).value();
     ASSERT_TRUE(cli->connect(path).is_ok());
     cli.reset();  // before the server has looked at the request
   }
@@ -547,7 +547,7 @@ TEST(Recovery, AClientGoneBeforeItsAcceptIsNotHeldByTheServer) {
   testing::Accounting a = testing::accounting(*srv);
   EXPECT_TRUE(a.idle()) << a.to_string();
   // And it still serves.
-  auto cli = Engine::create(EngineOptions{}).value();
+  auto cli = Engine::create({.arena_bytes = kTestArenaBytes}).value();
   srv->handle(kProg, kVers, kEcho, &Fixture::echo, nullptr);
   Connection* c = cli->connect(path).value();
   ASSERT_TRUE(poll_until({srv.get(), cli.get()}, [&] { return c->ready() || c->failed(); }));

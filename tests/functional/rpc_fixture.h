@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "test_arena.h"
 
 namespace tern::rpc {
 namespace {
@@ -81,7 +82,7 @@ struct Fixture {
   std::string path;
 
   explicit Fixture(EngineOptions so = {}, EngineOptions co = {}) {
-    so.arena_bytes = co.arena_bytes = 128u << 20;
+    so.arena_bytes = co.arena_bytes = kTestArenaBytes;
     // A device without fast registration (the VM stage's verbs mw=off) serves
     // chunks only through the registration cache, which is for trusted peers.
     if (const char* t = std::getenv("TERN_RPC_TRUSTED_PEERS"); t != nullptr && std::string_view(t) == "1")

@@ -189,6 +189,7 @@ TEST(Rpc, CallWhoseMemoryCannotBeRegisteredFailsAlone) {
   co.registration = EngineOptions::Registration::kRegCache;
   co.trusted_peers = true;
   co.credits = 1;  // the second refused call waits behind a call in flight
+  so.arena_bytes = co.arena_bytes = kTestArenaBytes;
   auto srv = Engine::create(so).value();
   auto cli = Engine::create(co).value();
   srv->handle(kProg, kVers, kEcho, &Fixture::echo, nullptr);

@@ -151,7 +151,7 @@ TEST_F(Burst, HeldCallsOfATornDownConnectionGoBackAndReachNoOtherConnection) {
   ASSERT_TRUE(f.wait([&] { return f.srv->connection_stats().size() == 1; }, 10000))
       << "the dead peer's connection was not reclaimed";
   // A new connection (likely in the freed slot) makes calls of its own.
-  auto e2 = Engine::create(EngineOptions{}).value();
+  auto e2 = Engine::create({.arena_bytes = kTestArenaBytes}).value();
   auto c2 = e2->connect(f.path);
   ASSERT_TRUE(c2.is_ok());
   Connection* conn2 = c2.value();
