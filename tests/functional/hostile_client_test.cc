@@ -680,7 +680,10 @@ TEST(HostileShmSockets, SilentSocketsAreDroppedAndCapped) {
   if (!on_shm()) GTEST_SKIP() << "pmd/shm's socket protocol";
   LogCapture log;
   auto srv = Engine::create({.arena_bytes = kTestArenaBytes}).value();
-  std::string spec = fresh_spec("silent") + ",hello_timeout_ms=200,max_pending=4";
+  // 1 s (the default): the six connects below must all land before the
+  // first times out, or fewer than two are refused; 200 ms was not enough
+  // on a loaded 2-core machine.
+  std::string spec = fresh_spec("silent") + ",hello_timeout_ms=1000,max_pending=4";
   ASSERT_TRUE(srv->listen(spec).is_ok());
   std::string path_spec = spec.substr(0, spec.find(','));
   std::vector<std::unique_ptr<ShmHandClient>> silent;
@@ -693,10 +696,14 @@ TEST(HostileShmSockets, SilentSocketsAreDroppedAndCapped) {
     auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
     while (std::chrono::steady_clock::now() < end) srv->poll();
   };
+  // The two over max_pending=4 are refused at once. On a loaded machine the
+  // other four may time out before this look, so this
+  // only checks that the refusals came first; the split -- two refused, four
+  // timed out -- is checked by the log below, whatever the scheduling.
   wait_ms(20);
   int closed_early = 0;
   for (auto& s : silent) closed_early += s->closed_by_server();
-  EXPECT_EQ(closed_early, 2) << "two over max_pending=4 are refused at once";
+  EXPECT_GE(closed_early, 2) << "two over max_pending=4 are refused at once";
   // The rest once hello_timeout_ms passed (looked for until then; 5 s is
   // the guard).
   int closed = 0;
@@ -708,7 +715,7 @@ TEST(HostileShmSockets, SilentSocketsAreDroppedAndCapped) {
   auto guard = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (!all_closed() && std::chrono::steady_clock::now() < guard) wait_ms(10);
   EXPECT_EQ(closed, 6) << "the rest are dropped once hello_timeout_ms passed";
-  EXPECT_EQ(log.warnings({"no hello within 200 ms"}).size(), 4u) << log.dump();
+  EXPECT_EQ(log.warnings({"no hello within 1000 ms"}).size(), 4u) << log.dump();
   // Said once for the two refused, not once per socket: a flood of
   // connect()s must not flood the log.
   EXPECT_EQ(log.warnings({"already wait for their hello"}).size(), 1u) << log.dump();
