@@ -1,9 +1,12 @@
 // pmd/shm private classes. Control path: shm_device.cc (device, connection
-// management), shm_ctl.cc (socket messages), shm_mem.cc (PD, MR table).
-// Datapath: shm_qp.cc (post, execute, complete), shm_cq.cc, shm_srq.cc
-// (receive queues: a QP's own and the shared one). Wait mode: shm_wait.cc
-// (the device's epoll set, WAKE messages, arming). Memory an idle QP gives
-// back: shm_idle.cc.
+// management), shm_ctl.cc (socket messages), shm_mem.cc (PD, MR table),
+// shm_segments.cc (memory exported to and mapped from the peer). The queue
+// pair, split as a NIC's RC engine is: shm_qp.cc (the object, its state,
+// progress), shm_requester.cc (post and publish our WRs), shm_responder.cc
+// (execute the peer's descriptors), shm_completer.cc (retire our WRs, flush).
+// Queues: shm_cq.cc, shm_srq.cc (receive queues: a QP's own and the shared
+// one). Wait mode: shm_wait.cc (the device's epoll set, WAKE messages,
+// arming). Memory an idle QP gives back: shm_idle.cc. pcap=: shm_capture.cc.
 #pragma once
 
 #include <cerrno>
@@ -322,16 +325,17 @@ class ShmQp final : public Qp {
   ShmQp(ShmDevice* dev, ShmPd* pd, const QpInit& init, uint32_t qpn);
   ~ShmQp() override;
 
-  int post_send(const SendWr* wrs, int n, int* err) override;
-  int post_recv(const RecvWr* wrs, int n, int* err) override;
+  int post_send(const SendWr* wrs, int n, int* err) override;  // shm_requester.cc
+  int post_recv(const RecvWr* wrs, int n, int* err) override;  // shm_responder.cc
   QpState state() const override { return state_; }
   uint32_t qp_num() const override { return qpn_; }
   const QpInit& init() const override { return init_; }
   StatsView stats() const override;
   Status inject_fault(const Fault& f) override;
 
-  // Datapath progress, driven by the CQs' poll(): execute what the peer sent,
-  // issue our pending WRs, retire completions (and flushes, in error).
+  // Datapath progress, driven by the CQs' poll() (shm_qp.cc): execute what
+  // the peer sent, issue our pending WRs, retire completions (and flushes,
+  // in error).
   void progress();
   // Work for the next poll of any CQ of our device, which visits only QPs
   // queued so (ShmDevice::run_ready). Called for local work (a post, an
@@ -349,13 +353,15 @@ class ShmQp final : public Qp {
   void detach_link();
   inline void notify_peer();
 
-  // Control path (shm_device.cc).
+  // Control path, called by the device (shm_device.cc). The connection
+  // area (shm_qp.cc):
   Status attach_area(int area_fd, bool is_client, uint32_t ring_slots, size_t area_len);
-  // Takes the connection's socket and learns who is at its other end.
+  // The connection's socket (shm_ctl.cc): takes it and learns who is at its
+  // other end.
   void set_socket(int fd);
   // The peer's QP number, from its hello or accept message.
   void set_peer_qpn(uint32_t qpn) { peer_qpn_ = qpn; }
-  // "pid 1234 uid 1000 qp 7": the process and the QP at the other end.
+  // "pid 1234 uid 1000 qp 7": the process and the QP at the other end (shm_ctl.cc).
   std::string peer() const override;
   std::string peer_host() const override;
   int socket_fd() const { return sock_; }
@@ -364,7 +370,10 @@ class ShmQp final : public Qp {
     mark_active();
   }
   ShmDevice* device() const { return dev_; }
-  bool drain_ctl();  // reads queued control messages; false when the peer is gone or broke the protocol
+  // Reads queued control messages (shm_ctl.cc); false when the peer is gone
+  // or broke the protocol.
+  bool drain_ctl();
+  // Leaving RTS (shm_qp.cc).
   void enter_error(Status why);
   void disconnect_gracefully();
   void peer_vanished(Status why);
@@ -420,10 +429,6 @@ class ShmQp final : public Qp {
     uint64_t length = 0;
   };
 
-  WcStatus build_send_entry(const SendWr& wr, SqEntry* e);
-  // A single-SGE Send of up to kMaxInline bytes with nothing queued ahead of
-  // it, published at once; false (nothing done) when it is not that case.
-  bool post_inline_send(const SendWr& wr);
   // A READ's k-th sink SGE, or an inline Send's k-th source, kept in its
   // descriptor's unpublished sge[].
   static void set_local(SqEntry* e, uint32_t k, uint8_t* p, uint32_t len) {
@@ -432,40 +437,57 @@ class ShmQp final : public Qp {
   static LocalSpan local_sge(const SqEntry& e, uint32_t k) {
     return {reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(e.desc.sge[k].offset)), e.desc.sge[k].length};
   }
+
+  // Requester (shm_requester.cc).
+  WcStatus build_send_entry(const SendWr& wr, SqEntry* e);
+  // A single-SGE Send of up to kMaxInline bytes with nothing queued ahead of
+  // it, published at once; false (nothing done) when it is not that case.
+  bool post_inline_send(const SendWr& wr);
   // The send queue array is full but the QP's depth allows more: double it.
   void grow_sq();
   // Publishes what waits in the send queue; true if it published any descriptor.
   bool issue();
   bool issue_local(SqEntry* e);
-  void complete_sends();
+
+  // Responder (shm_responder.cc).
   void execute_inbound();
   enum class Exec { kDone, kWait, kFailed };
   // d: the descriptor at ring index `index`, copied out of `slot`.
   Exec execute_one(const ShmDesc& d, const ShmDesc* slot, uint32_t index);
   Exec execute_send(const ShmDesc& d, const uint8_t* const* src, const uint32_t* len, uint32_t n, uint32_t index,
                     bool from_peer_memory);
+  void reject_inbound(uint32_t index, WcStatus status, const char* why);
+
+  // Completer (shm_completer.cc).
+  void complete_sends();
   bool copy_read_response(SqEntry& e);
+  void flush_recvs();
+  bool push_wc(ShmCq* cq, const Wc& wc);
+
+  // Segments (shm_segments.cc): ours sent to the peer before first use, the
+  // peer's looked up (and mapped from a "segment" message, once per index).
+  bool export_segment(uint32_t seg);
+  const PeerSeg* peer_segment(uint32_t seg, uint64_t off, uint64_t len);
+  Status map_peer_segment(const ShmMsg& m, int fd);
+
+  // State (shm_qp.cc).
   // reads_fenced (shm_layout.h): ours, set once our QP leaves RTS; the peer's, read.
   void fence_reads();
   bool peer_reads_fenced() const {
     return peer_ep_ != nullptr && peer_ep_->reads_fenced.load(std::memory_order_acquire) != 0;
   }
-  void reject_inbound(uint32_t index, WcStatus status, const char* why);
-  void flush_recvs();
-  bool export_segment(uint32_t seg);
-  const PeerSeg* peer_segment(uint32_t seg, uint64_t off, uint64_t len);
-  // A "segment" message: checks the memfd and maps it, once per index.
-  Status map_peer_segment(const ShmMsg& m, int fd);
   // The peer broke the protocol: one log line naming it, then the QP goes to
   // error (the peer sees a disconnect; nothing of ours is touched).
   void protocol_error(Status why);
   void write_own_state(uint32_t st);
-  bool push_wc(ShmCq* cq, const Wc& wc);
-  // pcap= (rdmadev/roce_pcap.h): what we published, and what we executed.
+
+  // pcap= (rdmadev/roce_pcap.h, shm_capture.cc): what we published, what we
+  // executed, and what a READ of ours brought back.
   RocePcap::Flow& cap_flow();
   void capture_issued(SqEntry& e);
   void capture_executed(const ShmDesc& d, const uint8_t* const* src, const uint32_t* len, uint32_t n,
                         const MrEntry* read_mr);
+  void capture_read_response(const SqEntry& e);
 
   ShmDevice* dev_;
   ShmPd* pd_;

@@ -1,7 +1,7 @@
 // pmd/shm receive queues: the storage of posted receives (a QP's own queue
 // and the shared one have the same), and the shared receive queue itself
 // (rdmadev.h's Srq). How an inbound SEND takes its receive from either is
-// in shm_qp.cc (execute_one); this file only holds and hands them out.
+// in shm_responder.cc (execute_send); this file only holds and hands them out.
 //
 // An SRQ is the host's memory, never the peer's business: peers only ever
 // see that a SEND waited or landed. Every QP of the SRQ executes its own
