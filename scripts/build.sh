@@ -11,6 +11,10 @@ if [[ ! -f "$dir/build.ninja" ]]; then
   meson setup "$dir" "$@" >/dev/null
 else
   # Apply the requested options to an existing directory (no-op when equal).
-  [[ $# -gt 0 ]] && meson configure "$dir" "$@" >/dev/null
+  # An option the directory has not seen yet (meson_options.txt grew since
+  # it was configured) needs a reconfigure first, which also applies them.
+  if [[ $# -gt 0 ]] && ! meson configure "$dir" "$@" >/dev/null 2>&1; then
+    meson setup --reconfigure "$dir" "$@" >/dev/null
+  fi
 fi
 ninja -C "$dir" >/dev/null
