@@ -2,7 +2,8 @@
 // request from the engine's table; the backlog's head takes what it needs
 // (a credit, a receive reservation for its reply, a send buffer, staging,
 // MRs, send-queue room) and is posted as [REG_MR..., SEND] with one
-// doorbell. Every transition of a request is in ClientConn::process.
+// doorbell. What each event does to a request is ClientConn::process; its
+// state changes only through ReqMachine::enter (request_machine.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,19 +32,6 @@ uint32_t first_xid(uint64_t conn_id) {
 }
 
 }  // namespace
-
-const char* req_state_name(ReqState s) {
-  switch (s) {
-    case ReqState::kFree: return "free";
-    case ReqState::kBacklog: return "backlog";
-    case ReqState::kSent: return "sent";
-    case ReqState::kInvalidating: return "invalidating";
-    case ReqState::kOrphaned: return "orphaned";
-    case ReqState::kCompleted: return "completed";
-    case ReqState::kAbandoned: return "abandoned";
-  }
-  return "?";
-}
 
 ClientConn::ClientConn(EngineImpl* e, DeviceCtx* d)
     : ConnBase(e, d, false), credits(e->opt.credits), xids(e->opt.credits), next_xid(first_xid(id)) {}
@@ -184,7 +172,7 @@ inline int ClientConn::accept(const Call& c, const ReadChunk* reads, int nr, con
   Request* r = eng->requests.get();
   if (r == nullptr) return EAGAIN;
   // I5: a pooled request carries nothing.
-  TERN_ASSERT(r->state == ReqState::kFree && !r->rpc_owner && !r->send_owner && r->reply == nullptr &&
+  TERN_ASSERT(r->state() == ReqState::kFree && !r->rpc_owner && !r->send_owner && r->reply == nullptr &&
               r->mrs == nullptr && r->sendbuf == nullptr && r->longbuf == nullptr && r->replybuf == nullptr);
   r->nreads = nr;
   std::copy(reads, reads + nr, r->reads);
@@ -238,7 +226,7 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
   }
   if (r->pc != nullptr) r->pc->ops.add();
   if (!probe) last_prog = c.prog, last_vers = c.vers;
-  r->state = ReqState::kBacklog;
+  r->enter(ReqState::kBacklog);
   if (backlog_head == nullptr && life == State::kReady && !r->long_call && r->nreads == 0 && r->nwrites == 0 &&
       c.max_results + 128 <= inline_recv) {
     // Nothing waits ahead of it and it has no chunk (so it cannot be
@@ -252,7 +240,7 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
     if (res == SendResult::kSent || res == SendResult::kConnFailed) {
       link_active(r);
       // A refused post failed the connection: the call is an orphan.
-      if (res == SendResult::kConnFailed || life != State::kReady) r->state = ReqState::kOrphaned;
+      if (res == SendResult::kConnFailed || life != State::kReady) r->enter(ReqState::kOrphaned);
       return;
     }
     // It waits for a credit, memory or room, at the head of the backlog
@@ -276,7 +264,7 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
     in_call_ = true;  // completions come only from poll(): a refusal waits for it
     process(r, ReqEvent::kSubmit);
     in_call_ = false;
-    if (r->state == ReqState::kBacklog) {
+    if (r->state() == ReqState::kBacklog) {
       eng->st.backlogged.add();
       want_service();
     }
@@ -417,7 +405,7 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   // their last look at it, whatever it does: ClientConn::refile_at.)
   if (credits.in_flight() == 0) t_last_recv = now_ticks();
   credits.sent();
-  r->state = ReqState::kSent;
+  r->enter(ReqState::kSent);
   r->act_prev = nullptr;
   r->act_next = nullptr;
   ++active;
@@ -491,12 +479,13 @@ int ClientConn::service(bool* more) {
   return work;
 }
 
-// Every transition of a request: see request.h for the states.
+// What each event does to a request: request_machine.h has the states and
+// the table of transitions that enter() checks.
 void ClientConn::process(Request* r, ReqEvent ev) {
   switch (ev) {
     case ReqEvent::kSubmit: {
       // The backlog's head gets its turn.
-      TERN_ASSERT(r->state == ReqState::kBacklog && r == backlog_head);
+      TERN_ASSERT(r->state() == ReqState::kBacklog && r == backlog_head);
       SendResult res = r->refused ? SendResult::kRefused : send(r);
       head_waits_for_credit = res == SendResult::kWaitCredit;
       switch (res) {
@@ -519,7 +508,7 @@ void ClientConn::process(Request* r, ReqEvent ev) {
           pop_backlog(r);
           link_active(r);
           // A refused post failed the connection: the call is an orphan.
-          if (res == SendResult::kConnFailed || life != State::kReady) r->state = ReqState::kOrphaned;
+          if (res == SendResult::kConnFailed || life != State::kReady) r->enter(ReqState::kOrphaned);
           return;
       }
       return;
@@ -528,11 +517,11 @@ void ClientConn::process(Request* r, ReqEvent ev) {
       // The reply is attached and decoded (or the call failed on it), or its
       // LOCAL_INV chain waited for room: invalidate what the server could
       // still reach, then complete.
-      TERN_ASSERT(r->state == ReqState::kSent || (r->state == ReqState::kInvalidating && r->inv_waiting));
-      if (r->state == ReqState::kSent) {
+      TERN_ASSERT(r->state() == ReqState::kSent || (r->state() == ReqState::kInvalidating && r->inv_waiting));
+      if (r->state() == ReqState::kSent) {
         xids.erase(r->xid);
         credits.answered();
-        r->state = ReqState::kInvalidating;
+        r->enter(ReqState::kInvalidating);
       }
       WrChain& chain = eng->chain;
       chain.clear();
@@ -561,14 +550,11 @@ void ClientConn::process(Request* r, ReqEvent ev) {
       (void)post(chain, SendCtxKind::kInvalidate, r->index);
       return;
     }
-    case ReqEvent::kReplyFailed:
-      // Not used: failures are kReply with the status set.
-      return;
     case ReqEvent::kInvalidated:
       // Its LOCAL_INV chain completed: the server can reach nothing of it.
       // (An orphan whose chain completed before the loss keeps its reply.)
-      TERN_ASSERT(r->state == ReqState::kInvalidating || r->state == ReqState::kOrphaned);
-      if (r->state == ReqState::kOrphaned && r->reply == nullptr) return;
+      TERN_ASSERT(r->state() == ReqState::kInvalidating || r->state() == ReqState::kOrphaned);
+      if (r->state() == ReqState::kOrphaned && r->reply == nullptr) return;
       pdc->reg->release(&r->mrs);
       if (TERN_UNLIKELY(bd != nullptr)) r->ts_fenced = now_ticks();
       finish(r, r->result.status);
@@ -587,8 +573,8 @@ void ClientConn::process(Request* r, ReqEvent ev) {
     case ReqEvent::kConnLost:
       // In flight when the connection was lost: the QP flushes its WRs, and
       // nothing of it is released until that is proved (the drain).
-      if (r->state == ReqState::kSent || r->state == ReqState::kInvalidating) {
-        r->state = ReqState::kOrphaned;
+      if (r->state() == ReqState::kSent || r->state() == ReqState::kInvalidating) {
+        r->enter(ReqState::kOrphaned);
         if (r->inv_waiting) --inv_waits;
         r->inv_waiting = false;
       }
@@ -600,7 +586,7 @@ void ClientConn::process(Request* r, ReqEvent ev) {
       // "Properly recover FRWRs with in-flight FASTREG WRs"). Then it
       // completes once -- or, when the connection re-establishes itself, it is sent again
       // with its xid (reconnecting_ says; on_drained requeues it).
-      switch (r->state) {
+      switch (r->state()) {
         case ReqState::kBacklog:
           if (reconnecting_) {
             // It waits for the new connection; a reservation it holds was on
@@ -633,7 +619,7 @@ void ClientConn::process(Request* r, ReqEvent ev) {
     case ReqEvent::kExpire:
       // Its deadline passed, or its caller cancelled it (r->expire says
       // which). Its memory goes back only once nothing can reach it.
-      switch (r->state) {
+      switch (r->state()) {
         case ReqState::kBacklog:
           // Never sent: no credit spent, nothing registered.
           unlink_backlog(r);
@@ -672,7 +658,7 @@ void ClientConn::requeue(Request* r) {
   unlink_active(r);
   --active;
   release_recv(r);
-  r->state = ReqState::kBacklog;
+  r->enter(ReqState::kBacklog);
   ++r->retransmits;
   cs.retransmits.add();
   eng->st.retransmits.add();
@@ -703,7 +689,7 @@ void ClientConn::retire_abandoned(Request* r) {
   unlink_active(r);
   --active;
   release_recv(r);
-  r->state = ReqState::kCompleted;
+  r->enter(ReqState::kCompleted);
   maybe_free(r);
 }
 
@@ -719,14 +705,14 @@ void ClientConn::finish(Request* r, CallStatus status) {
   TERN_ASSERT(r->mrs == nullptr, "call completing with registered MRs");
   if (r->on_deadline_list) unlink_deadline(r);
   if (status == CallStatus::kTimedOut) cs.timeouts.add();
-  const bool was_active = r->state == ReqState::kInvalidating || r->state == ReqState::kOrphaned ||
-                          r->state == ReqState::kSent;
+  const bool was_active = r->state() == ReqState::kInvalidating || r->state() == ReqState::kOrphaned ||
+                          r->state() == ReqState::kSent;
   if (was_active) {
     unlink_active(r);
     --active;
-    if (r->state == ReqState::kSent || r->state == ReqState::kOrphaned) xids.erase(r->xid);
+    if (r->state() == ReqState::kSent || r->state() == ReqState::kOrphaned) xids.erase(r->xid);
   }
-  r->state = ReqState::kCompleted;
+  r->enter(ReqState::kCompleted);
   if (r->reply == nullptr) {
     r->result = CallReply{status, r->xid, {}, 0};  // no reply: nothing but the status
   } else {
@@ -764,7 +750,7 @@ void ClientConn::finish(Request* r, CallStatus status) {
 
 inline void ClientConn::maybe_free(Request* r) {
   // I4: back to the pool only when both the RPC owner and the Send owner let go.
-  if (r->rpc_owner || r->send_owner || r->state != ReqState::kCompleted) return;
+  if (r->rpc_owner || r->send_owner || r->state() != ReqState::kCompleted) return;
   // I5.
   TERN_ASSERT(r->reply == nullptr && r->mrs == nullptr && r->longbuf == nullptr && r->replybuf == nullptr &&
               !r->holds_recv);
@@ -774,7 +760,7 @@ inline void ClientConn::maybe_free(Request* r) {
   }
   // Only what a later user reads before setting it: the rest is written
   // afresh by call() and by the reply.
-  r->state = ReqState::kFree;
+  r->enter(ReqState::kFree);
   r->call.done = nullptr;
   r->refused = false;
   r->pc = nullptr;
@@ -820,7 +806,7 @@ void ClientConn::on_drained() {
   }
   while (active_head != nullptr) {
     Request* r = active_head;
-    TERN_ASSERT(r->state == ReqState::kOrphaned || r->state == ReqState::kAbandoned);
+    TERN_ASSERT(r->state() == ReqState::kOrphaned || r->state() == ReqState::kAbandoned);
     process(r, ReqEvent::kDrained);
     TERN_CHECK(active_head != r, "an orphaned request did not complete at the drain");
   }

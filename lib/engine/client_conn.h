@@ -4,8 +4,9 @@
 // credit grant (client_call.cc); a reply is matched by xid, the request's
 // registrations are invalidated (remotely by the server's Send With
 // Invalidate, or by a LOCAL_INV chain whose completion finishes the call),
-// and the callback runs (client_reply.cc). Every state change of a request
-// is in ClientConn::process (request.h has the states).
+// and the callback runs (client_reply.cc). What moves a request is decided
+// in ClientConn::process and the helpers it calls; its state is written only
+// by ReqMachine::enter, against the table in request_machine.h.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +49,8 @@ class ClientConn final : public ConnBase {
   void on_drained() override;
   void on_up() override;
 
-  // Every transition of a request (request.h).
+  // What each event does to a request (request_machine.h: the states,
+  // the events and the transitions enter() allows).
   void process(Request* r, ReqEvent ev);
 
   // The server invalidated `rkey` with its Send With Invalidate; `r` is the

@@ -97,9 +97,9 @@ int ClientConn::cancel(uint32_t xid) {
       if (b->xid == xid) r = b;
   if (r == nullptr)
     for (Request* a = active_head; a != nullptr && r == nullptr; a = a->act_next)
-      if (a->xid == xid && (a->state == ReqState::kOrphaned || a->state == ReqState::kSent)) r = a;
+      if (a->xid == xid && (a->state() == ReqState::kOrphaned || a->state() == ReqState::kSent)) r = a;
   if (r == nullptr || r->conn != this || r->probe || r->expire != CallStatus::kOk ||
-      (r->state != ReqState::kBacklog && r->state != ReqState::kSent && r->state != ReqState::kOrphaned))
+      (r->state() != ReqState::kBacklog && r->state() != ReqState::kSent && r->state() != ReqState::kOrphaned))
     return ENOENT;
   eng->st.cancels.add();
   r->expire = CallStatus::kCancelled;
@@ -121,7 +121,7 @@ void ClientConn::abandon(Request* r, CallStatus status) {
   if (r->pc != nullptr) r->pc->errors.add();
   r->result = CallReply{status, r->xid, {}, 0};
   r->result.retransmits = r->retransmits;
-  r->state = ReqState::kAbandoned;
+  r->enter(ReqState::kAbandoned);
   if (r->call.done != nullptr) r->call.done(r->call.ctx, r->result);
   r->call.done = nullptr;
   r->rpc_owner = false;

@@ -26,7 +26,7 @@ void ClientConn::on_message(MsgBuf* rep) {
     Request* r;
     if ((rep->wc_flags & kWcWithInv) == 0 && wire::decode_plain_reply(msg, &xid, &grant, &results) &&
         xids.find(xid, &idx) && (r = eng->requests.at(idx)) != nullptr && r->conn == this &&
-        r->state == ReqState::kSent && r->reply == nullptr) {
+        r->state() == ReqState::kSent && r->reply == nullptr) {
       t_last_recv = t_last;
       credits.grant(grant);
       if (backlog_head != nullptr) want_service();  // a credit may be what the backlog waits for
@@ -51,7 +51,7 @@ void ClientConn::on_message(MsgBuf* rep) {
   Request* r = nullptr;
   if (uint32_t idx; xids.find(xid, &idx)) {
     r = eng->requests.at(idx);
-    if (r != nullptr && r->conn == this && r->state == ReqState::kAbandoned && (rep->wc_flags & kWcWithInv) == 0) {
+    if (r != nullptr && r->conn == this && r->state() == ReqState::kAbandoned && (rep->wc_flags & kWcWithInv) == 0) {
       // The late reply of a call that timed out or was cancelled: its
       // caller has its status. Dropped and counted; what the call kept
       // (its credit, its receive reservation, its xid) goes back.
@@ -65,7 +65,7 @@ void ClientConn::on_message(MsgBuf* rep) {
       if (backlog_head != nullptr) want_service();
       return;
     }
-    if (r == nullptr || r->conn != this || r->state != ReqState::kSent || r->reply != nullptr) r = nullptr;
+    if (r == nullptr || r->conn != this || r->state() != ReqState::kSent || r->reply != nullptr) r = nullptr;
   }
   // Remote invalidation (RFC 8797) first, whatever becomes of the reply: the
   // device has already invalidated that rkey, so a LOCAL_INV of it later
@@ -171,7 +171,7 @@ void ClientConn::fail_reply(Request* r, MsgBuf* rep, CallStatus status) {
 
 EngineMr* ClientConn::live_registration(uint32_t rkey) {
   for (Request* o = active_head; o != nullptr; o = o->act_next) {
-    if (o->state != ReqState::kSent || o->mrs == nullptr) continue;
+    if (o->state() != ReqState::kSent || o->mrs == nullptr) continue;
     if (EngineMr* m = Registrar::live_with_rkey(o->mrs, rkey)) return m;
   }
   return nullptr;
