@@ -97,8 +97,6 @@ constexpr bool req_transition_allowed(ReqState from, ReqState to) {
   return kReqTransitions[static_cast<int>(from)][static_cast<int>(to)];
 }
 
-namespace detail {
-
 // For each target state, the states it may be entered from, as a bit mask:
 // enter() with a constant target tests one bit of a constant.
 constexpr uint32_t req_sources(ReqState to) {
@@ -112,8 +110,6 @@ inline constexpr uint32_t kReqSources[kReqStates] = {
     req_sources(ReqState::kInvalidating), req_sources(ReqState::kOrphaned),  req_sources(ReqState::kCompleted),
     req_sources(ReqState::kAbandoned),
 };
-
-}  // namespace detail
 
 // The table's shape, checked when it is compiled: every state but kFree is
 // entered from somewhere, every state is left for somewhere, nothing
@@ -129,7 +125,7 @@ static_assert([] {
     if (!out || kReqTransitions[s][s]) return false;
     if (s != static_cast<int>(ReqState::kFree) && !in) return false;
   }
-  return detail::req_sources(ReqState::kFree) == 1u << static_cast<int>(ReqState::kCompleted);
+  return req_sources(ReqState::kFree) == 1u << static_cast<int>(ReqState::kCompleted);
 }());
 
 // A request's state. Request derives from it; only enter() writes it.
@@ -142,7 +138,7 @@ class ReqMachine {
   // builds), since a request in a state it should not be in is a double
   // completion or a freed request still in use -- never to be silent.
   void enter(ReqState to) {
-    TERN_CHECK((detail::kReqSources[static_cast<int>(to)] >> static_cast<int>(state_)) & 1u,
+    TERN_CHECK((kReqSources[static_cast<int>(to)] >> static_cast<int>(state_)) & 1u,
                "request: %s -> %s is not a transition of the request machine (request_machine.h)",
                req_state_name(state_), req_state_name(to));
     state_ = to;
