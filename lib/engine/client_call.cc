@@ -40,11 +40,7 @@ ClientConn::~ClientConn() {
   eng->timers.remove(this);
   // Calls that never finished (the engine is going away with the device
   // gone): their MRs are in an unknown state and are destroyed.
-  for (Request* r = backlog_head; r != nullptr;) {
-    Request* n = r->next;
-    drop_staging(r);
-    r = n;
-  }
+  for (Request* r = backlog.front(); r != nullptr; r = backlog.next(r)) drop_staging(r);
 }
 
 ConnectionInfo ClientConn::info() const {
@@ -168,7 +164,7 @@ int ClientConn::call(const Call& c, uint32_t* xid_out) {
 
 inline int ClientConn::accept(const Call& c, const ReadChunk* reads, int nr, const std::span<uint8_t>* writes, int nw,
                        bool long_call, size_t rpc_len, size_t rpc_hdr, uint32_t* xid_out) {
-  if (backlog_len >= eng->opt.backlog) return EAGAIN;
+  if (backlog.size() >= eng->opt.backlog) return EAGAIN;
   Request* r = eng->requests.get();
   if (r == nullptr) return EAGAIN;
   // I5: a pooled request carries nothing.
@@ -209,7 +205,7 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
   if (!probe) {  // keepalive probes are counted as such, not as the host's calls
     eng->st.calls.add();
     cs.calls.add();
-    cs.backlog_depth.add(backlog_len);
+    cs.backlog_depth.add(backlog.size());
   }
   r->t_call = now_ticks();
   if (TERN_UNLIKELY(bd != nullptr)) r->ts_posted = r->ts_recv = r->ts_fenced = 0;
@@ -227,7 +223,7 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
   if (r->pc != nullptr) r->pc->ops.add();
   if (!probe) last_prog = c.prog, last_vers = c.vers;
   r->enter(ReqState::kBacklog);
-  if (backlog_head == nullptr && life == State::kReady && !r->long_call && r->nreads == 0 && r->nwrites == 0 &&
+  if (backlog.empty() && life == State::kReady && !r->long_call && r->nreads == 0 && r->nwrites == 0 &&
       c.max_results + 128 <= inline_recv) {
     // Nothing waits ahead of it and it has no chunk (so it cannot be
     // refused): it goes out now if it can, as process(kSubmit) would send
@@ -238,29 +234,22 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
     head_waits_for_credit = res == SendResult::kWaitCredit;
     TERN_ASSERT(res != SendResult::kRefused);
     if (res == SendResult::kSent || res == SendResult::kConnFailed) {
-      link_active(r);
+      in_flight.push_front(r);
       // A refused post failed the connection: the call is an orphan.
       if (res == SendResult::kConnFailed || life != State::kReady) r->enter(ReqState::kOrphaned);
       return;
     }
     // It waits for a credit, memory or room, at the head of the backlog
     // with what it took.
-    TERN_ASSERT(backlog_head == nullptr);
-    r->next = r->bl_prev = nullptr;
-    backlog_head = backlog_tail = r;
-    ++backlog_len;
+    TERN_ASSERT(backlog.empty());
+    backlog.push_back(r);
     eng->st.backlogged.add();
     want_service();
     return;
   }
   // Into the backlog, in order; the head goes out at once if it can.
-  r->next = nullptr;
-  r->bl_prev = backlog_tail;
-  if (backlog_tail) backlog_tail->next = r;
-  else backlog_head = r;
-  backlog_tail = r;
-  ++backlog_len;
-  if (backlog_head == r && life == State::kReady) {
+  backlog.push_back(r);
+  if (backlog.front() == r && life == State::kReady) {
     in_call_ = true;  // completions come only from poll(): a refusal waits for it
     process(r, ReqEvent::kSubmit);
     in_call_ = false;
@@ -271,20 +260,6 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
   } else {
     eng->st.backlogged.add();
   }
-}
-
-inline void ClientConn::pop_backlog(Request* r) {
-  TERN_ASSERT(r == backlog_head);
-  unlink_backlog(r);
-}
-
-inline void ClientConn::unlink_backlog(Request* r) {
-  if (r->bl_prev != nullptr) r->bl_prev->next = r->next;
-  else backlog_head = r->next;
-  if (r->next != nullptr) r->next->bl_prev = r->bl_prev;
-  else backlog_tail = r->bl_prev;
-  r->next = r->bl_prev = nullptr;
-  --backlog_len;
 }
 
 ClientConn::SendResult ClientConn::send(Request* r) {
@@ -406,9 +381,6 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   if (credits.in_flight() == 0) t_last_recv = now_ticks();
   credits.sent();
   r->enter(ReqState::kSent);
-  r->act_prev = nullptr;
-  r->act_next = nullptr;
-  ++active;
   // If the QP refuses the chain the connection is failing: the drain fails
   // this call like any other in flight (its MRs, maybe half-registered, are
   // destroyed at teardown). Either way the call is now in flight.
@@ -449,10 +421,10 @@ ClientConn::SendResult ClientConn::send(Request* r) {
 
 int ClientConn::flush_backlog() {
   int n = 0;
-  while (backlog_head != nullptr && life == State::kReady) {
-    Request* r = backlog_head;
+  while (!backlog.empty() && life == State::kReady) {
+    Request* r = backlog.front();
     process(r, ReqEvent::kSubmit);
-    if (backlog_head == r) break;  // the head waits: so does everything behind it
+    if (backlog.front() == r) break;  // the head waits: so does everything behind it
     ++n;
   }
   return n;
@@ -463,17 +435,19 @@ int ClientConn::service(bool* more) {
   *more = false;
   if (life == State::kReady) {
     work += flush_backlog();
-    head_waits_for_credit = head_waits_for_credit && backlog_head != nullptr;
+    head_waits_for_credit = head_waits_for_credit && !backlog.empty();
     // LOCAL_INV chains that found no send-queue room.
     if (inv_waits > 0)
-      for (Request* r = active_head; r != nullptr && life == State::kReady; r = r->act_next)
+      // (A call that completes here leaves the list, and its link says
+      // nothing more: the walk ends there, and the next pass goes on.)
+      for (Request* r = in_flight.front(); r != nullptr && life == State::kReady; r = in_flight.next(r))
         if (r->inv_waiting) {
           process(r, ReqEvent::kReply);
           if (!r->inv_waiting) ++work;
         }
     // A head waiting for a credit needs a reply, which services us again;
     // one waiting for memory or room retries from the next poll.
-    *more = inv_waits > 0 || (backlog_head != nullptr && !head_waits_for_credit);
+    *more = inv_waits > 0 || (!backlog.empty() && !head_waits_for_credit);
   }
   if (life == State::kDraining) work += step_drain(more);
   return work;
@@ -485,7 +459,7 @@ void ClientConn::process(Request* r, ReqEvent ev) {
   switch (ev) {
     case ReqEvent::kSubmit: {
       // The backlog's head gets its turn.
-      TERN_ASSERT(r->state() == ReqState::kBacklog && r == backlog_head);
+      TERN_ASSERT(r->state() == ReqState::kBacklog && r == backlog.front());
       SendResult res = r->refused ? SendResult::kRefused : send(r);
       head_waits_for_credit = res == SendResult::kWaitCredit;
       switch (res) {
@@ -500,13 +474,13 @@ void ClientConn::process(Request* r, ReqEvent ev) {
             want_service();
             return;
           }
-          pop_backlog(r);
+          backlog.remove(r);
           finish(r, CallStatus::kNoRegistration);
           return;
         case SendResult::kSent:
         case SendResult::kConnFailed:
-          pop_backlog(r);
-          link_active(r);
+          backlog.remove(r);
+          in_flight.push_front(r);
           // A refused post failed the connection: the call is an orphan.
           if (res == SendResult::kConnFailed || life != State::kReady) r->enter(ReqState::kOrphaned);
           return;
@@ -594,7 +568,7 @@ void ClientConn::process(Request* r, ReqEvent ev) {
             release_recv(r);
             return;
           }
-          unlink_backlog(r);
+          backlog.remove(r);
           finish(r, r->expire != CallStatus::kOk ? r->expire : CallStatus::kDisconnected);
           return;
         case ReqState::kOrphaned:
@@ -622,13 +596,13 @@ void ClientConn::process(Request* r, ReqEvent ev) {
       switch (r->state()) {
         case ReqState::kBacklog:
           // Never sent: no credit spent, nothing registered.
-          unlink_backlog(r);
+          backlog.remove(r);
           if (r->sendbuf != nullptr) {
             eng->send_bufs->put(r->sendbuf);
             r->sendbuf = nullptr;
           }
           finish(r, r->expire);
-          if (backlog_head != nullptr) want_service();
+          if (!backlog.empty()) want_service();
           return;
         case ReqState::kSent:
           if (r->mrs == nullptr) {
@@ -655,28 +629,13 @@ void ClientConn::process(Request* r, ReqEvent ev) {
 void ClientConn::requeue(Request* r) {
   // Sent again on the new connection, with the same xid, ahead of the calls
   // that never went out (on_drained puts them in their first order).
-  unlink_active(r);
-  --active;
+  in_flight.remove(r);
   release_recv(r);
   r->enter(ReqState::kBacklog);
   ++r->retransmits;
   cs.retransmits.add();
   eng->st.retransmits.add();
   requeued_.push_back(r);
-}
-
-inline void ClientConn::link_active(Request* r) {
-  r->act_prev = nullptr;
-  r->act_next = active_head;
-  if (active_head != nullptr) active_head->act_prev = r;
-  active_head = r;
-}
-
-inline void ClientConn::unlink_active(Request* r) {
-  if (r->act_prev != nullptr) r->act_prev->act_next = r->act_next;
-  else if (active_head == r) active_head = r->act_next;
-  if (r->act_next != nullptr) r->act_next->act_prev = r->act_prev;
-  r->act_prev = r->act_next = nullptr;
 }
 
 inline void ClientConn::release_recv(Request* r) {
@@ -686,8 +645,7 @@ inline void ClientConn::release_recv(Request* r) {
 }
 
 void ClientConn::retire_abandoned(Request* r) {
-  unlink_active(r);
-  --active;
+  in_flight.remove(r);
   release_recv(r);
   r->enter(ReqState::kCompleted);
   maybe_free(r);
@@ -703,13 +661,12 @@ inline void ClientConn::drop_staging(Request* r) {
 void ClientConn::finish(Request* r, CallStatus status) {
   // I3: every MR of this call is invalidated before its results are seen.
   TERN_ASSERT(r->mrs == nullptr, "call completing with registered MRs");
-  if (r->on_deadline_list) unlink_deadline(r);
+  if (deadlines.linked(r)) deadlines.remove(r);
   if (status == CallStatus::kTimedOut) cs.timeouts.add();
   const bool was_active = r->state() == ReqState::kInvalidating || r->state() == ReqState::kOrphaned ||
                           r->state() == ReqState::kSent;
   if (was_active) {
-    unlink_active(r);
-    --active;
+    in_flight.remove(r);
     if (r->state() == ReqState::kSent || r->state() == ReqState::kOrphaned) xids.erase(r->xid);
   }
   r->enter(ReqState::kCompleted);
@@ -788,7 +745,7 @@ void ClientConn::ctx_done(const SendCtx& ctx, bool own, const Wc* wc) {
 }
 
 void ClientConn::on_lost() {
-  for (Request* r = active_head; r != nullptr; r = r->act_next) process(r, ReqEvent::kConnLost);
+  for (Request* r = in_flight.front(); r != nullptr; r = in_flight.next(r)) process(r, ReqEvent::kConnLost);
   if (pub == ConnState::kReady) set_pub(reconnect_wanted() ? ConnState::kReconnecting : ConnState::kFailed, why);
 }
 
@@ -799,16 +756,16 @@ bool ClientConn::reconnect_wanted() const {
 void ClientConn::on_drained() {
   reconnecting_ = reconnect_wanted();
   requeued_.clear();
-  for (Request* r = backlog_head; r != nullptr;) {
-    Request* next = r->next;
+  for (Request* r = backlog.front(); r != nullptr;) {
+    Request* next = backlog.next(r);
     process(r, ReqEvent::kDrained);
     r = next;
   }
-  while (active_head != nullptr) {
-    Request* r = active_head;
+  while (!in_flight.empty()) {
+    Request* r = in_flight.front();
     TERN_ASSERT(r->state() == ReqState::kOrphaned || r->state() == ReqState::kAbandoned);
     process(r, ReqEvent::kDrained);
-    TERN_CHECK(active_head != r, "an orphaned request did not complete at the drain");
+    TERN_CHECK(in_flight.front() != r, "an orphaned request did not complete at the drain");
   }
   xids.clear();
   credits.reset();
@@ -820,15 +777,7 @@ void ClientConn::on_drained() {
   // The calls to send again go first, in the order they were first sent
   // (xids are given in order), then those that never went out.
   std::sort(requeued_.begin(), requeued_.end(), [](Request* a, Request* b) { return a->xid < b->xid; });
-  for (auto it = requeued_.rbegin(); it != requeued_.rend(); ++it) {
-    Request* r = *it;
-    r->bl_prev = nullptr;
-    r->next = backlog_head;
-    if (backlog_head != nullptr) backlog_head->bl_prev = r;
-    else backlog_tail = r;
-    backlog_head = r;
-    ++backlog_len;
-  }
+  for (auto it = requeued_.rbegin(); it != requeued_.rend(); ++it) backlog.push_front(*it);
   requeued_.clear();
   schedule_reconnect();
 }

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/intrusive_list.h"
 #include "engine/chunks.h"
 #include "engine/conn_stats.h"
 #include "engine/engine.h"
@@ -66,14 +67,13 @@ struct Request : ReqMachine {
   bool inv_waiting = false;    // its LOCAL_INV chain waits for send-queue room
   uint32_t rpc_len = 0;        // ONC RPC header + inline arguments
   uint32_t rpc_hdr = 0;        // ONC RPC header alone (read chunk positions follow it)
-  Request* act_prev = nullptr; // the connection's requests in flight (sent, invalidating, orphaned, abandoned)
-  Request* act_next = nullptr;
-  Request* bl_prev = nullptr;  // backlog link (next is the other way)
+  // On its connection's backlog (kBacklog), or among its requests in flight
+  // (sent, invalidating, orphaned, abandoned): never both.
+  ListLink<Request> backlog_link;
+  ListLink<Request> in_flight_link;
   // Recovery (client_recovery.cc).
   uint64_t deadline = 0;       // ticks; 0: none
-  Request* dl_prev = nullptr;  // the connection's deadline list, earliest first
-  Request* dl_next = nullptr;
-  bool on_deadline_list = false;
+  ListLink<Request> deadline_link;  // on the connection's deadline list, earliest first
   CallStatus expire = CallStatus::kOk;  // kTimedOut / kCancelled once expired: its status at the drain
   uint32_t retransmits = 0;
   bool probe = false;          // an internal keepalive probe (RPC NULL)
@@ -83,7 +83,6 @@ struct Request : ReqMachine {
   // received, its registrations fenced (breakdown.h).
   uint64_t ts_posted = 0, ts_recv = 0, ts_fenced = 0;
   ProcCounters* pc = nullptr;  // this procedure's counters
-  Request* next = nullptr;     // backlog link
 };
 
 }  // namespace tern::rpc
