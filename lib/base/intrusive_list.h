@@ -30,6 +30,7 @@ class IntrusiveList {
   T* front() const { return head_; }
   T* back() const { return tail_; }
   static T* next(const T* x) { return (x->*Link).next; }
+  static T* prev(const T* x) { return (x->*Link).prev; }
   static bool linked(const T* x) { return (x->*Link).linked; }
 
   void push_back(T* x) {
@@ -41,6 +42,23 @@ class IntrusiveList {
     if (tail_ != nullptr) (tail_->*Link).next = x;
     else head_ = x;
     tail_ = x;
+    ++size_;
+  }
+
+  void push_front(T* x) { insert_after(nullptr, x); }
+
+  // x goes right after pos (at the front when pos is nullptr): what keeps a
+  // list sorted when the caller has found the place.
+  void insert_after(T* pos, T* x) {
+    ListLink<T>& l = x->*Link;
+    TERN_ASSERT(!l.linked && (pos == nullptr || (pos->*Link).linked));
+    l.prev = pos;
+    l.next = pos != nullptr ? (pos->*Link).next : head_;
+    l.linked = true;
+    if (l.next != nullptr) (l.next->*Link).prev = x;
+    else tail_ = x;
+    if (pos != nullptr) (pos->*Link).next = x;
+    else head_ = x;
     ++size_;
   }
 

@@ -2,7 +2,8 @@
 // request from the engine's table; the backlog's head takes what it needs
 // (a credit, a receive reservation for its reply, a send buffer, staging,
 // MRs, send-queue room) and is posted as [REG_MR..., SEND] with one
-// doorbell. Every transition of a request is in ClientConn::process.
+// doorbell. What each event does to a request is ClientConn::process; its
+// state changes only through ReqMachine::enter (request_machine.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,19 +33,6 @@ uint32_t first_xid(uint64_t conn_id) {
 
 }  // namespace
 
-const char* req_state_name(ReqState s) {
-  switch (s) {
-    case ReqState::kFree: return "free";
-    case ReqState::kBacklog: return "backlog";
-    case ReqState::kSent: return "sent";
-    case ReqState::kInvalidating: return "invalidating";
-    case ReqState::kOrphaned: return "orphaned";
-    case ReqState::kCompleted: return "completed";
-    case ReqState::kAbandoned: return "abandoned";
-  }
-  return "?";
-}
-
 ClientConn::ClientConn(EngineImpl* e, DeviceCtx* d)
     : ConnBase(e, d, false), credits(e->opt.credits), xids(e->opt.credits), next_xid(first_xid(id)) {}
 
@@ -52,11 +40,7 @@ ClientConn::~ClientConn() {
   eng->timers.remove(this);
   // Calls that never finished (the engine is going away with the device
   // gone): their MRs are in an unknown state and are destroyed.
-  for (Request* r = backlog_head; r != nullptr;) {
-    Request* n = r->next;
-    drop_staging(r);
-    r = n;
-  }
+  for (Request* r = backlog.front(); r != nullptr; r = backlog.next(r)) drop_staging(r);
 }
 
 ConnectionInfo ClientConn::info() const {
@@ -180,11 +164,11 @@ int ClientConn::call(const Call& c, uint32_t* xid_out) {
 
 inline int ClientConn::accept(const Call& c, const ReadChunk* reads, int nr, const std::span<uint8_t>* writes, int nw,
                        bool long_call, size_t rpc_len, size_t rpc_hdr, uint32_t* xid_out) {
-  if (backlog_len >= eng->opt.backlog) return EAGAIN;
+  if (backlog.size() >= eng->opt.backlog) return EAGAIN;
   Request* r = eng->requests.get();
   if (r == nullptr) return EAGAIN;
   // I5: a pooled request carries nothing.
-  TERN_ASSERT(r->state == ReqState::kFree && !r->rpc_owner && !r->send_owner && r->reply == nullptr &&
+  TERN_ASSERT(r->state() == ReqState::kFree && !r->rpc_owner && !r->send_owner && r->reply == nullptr &&
               r->mrs == nullptr && r->sendbuf == nullptr && r->longbuf == nullptr && r->replybuf == nullptr);
   r->nreads = nr;
   std::copy(reads, reads + nr, r->reads);
@@ -221,7 +205,7 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
   if (!probe) {  // keepalive probes are counted as such, not as the host's calls
     eng->st.calls.add();
     cs.calls.add();
-    cs.backlog_depth.add(backlog_len);
+    cs.backlog_depth.add(backlog.size());
   }
   r->t_call = now_ticks();
   if (TERN_UNLIKELY(bd != nullptr)) r->ts_posted = r->ts_recv = r->ts_fenced = 0;
@@ -238,8 +222,8 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
   }
   if (r->pc != nullptr) r->pc->ops.add();
   if (!probe) last_prog = c.prog, last_vers = c.vers;
-  r->state = ReqState::kBacklog;
-  if (backlog_head == nullptr && life == State::kReady && !r->long_call && r->nreads == 0 && r->nwrites == 0 &&
+  r->enter(ReqState::kBacklog);
+  if (backlog.empty() && life == State::kReady && !r->long_call && r->nreads == 0 && r->nwrites == 0 &&
       c.max_results + 128 <= inline_recv) {
     // Nothing waits ahead of it and it has no chunk (so it cannot be
     // refused): it goes out now if it can, as process(kSubmit) would send
@@ -250,53 +234,32 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
     head_waits_for_credit = res == SendResult::kWaitCredit;
     TERN_ASSERT(res != SendResult::kRefused);
     if (res == SendResult::kSent || res == SendResult::kConnFailed) {
-      link_active(r);
+      in_flight.push_front(r);
       // A refused post failed the connection: the call is an orphan.
-      if (res == SendResult::kConnFailed || life != State::kReady) r->state = ReqState::kOrphaned;
+      if (res == SendResult::kConnFailed || life != State::kReady) r->enter(ReqState::kOrphaned);
       return;
     }
     // It waits for a credit, memory or room, at the head of the backlog
     // with what it took.
-    TERN_ASSERT(backlog_head == nullptr);
-    r->next = r->bl_prev = nullptr;
-    backlog_head = backlog_tail = r;
-    ++backlog_len;
+    TERN_ASSERT(backlog.empty());
+    backlog.push_back(r);
     eng->st.backlogged.add();
     want_service();
     return;
   }
   // Into the backlog, in order; the head goes out at once if it can.
-  r->next = nullptr;
-  r->bl_prev = backlog_tail;
-  if (backlog_tail) backlog_tail->next = r;
-  else backlog_head = r;
-  backlog_tail = r;
-  ++backlog_len;
-  if (backlog_head == r && life == State::kReady) {
+  backlog.push_back(r);
+  if (backlog.front() == r && life == State::kReady) {
     in_call_ = true;  // completions come only from poll(): a refusal waits for it
     process(r, ReqEvent::kSubmit);
     in_call_ = false;
-    if (r->state == ReqState::kBacklog) {
+    if (r->state() == ReqState::kBacklog) {
       eng->st.backlogged.add();
       want_service();
     }
   } else {
     eng->st.backlogged.add();
   }
-}
-
-inline void ClientConn::pop_backlog(Request* r) {
-  TERN_ASSERT(r == backlog_head);
-  unlink_backlog(r);
-}
-
-inline void ClientConn::unlink_backlog(Request* r) {
-  if (r->bl_prev != nullptr) r->bl_prev->next = r->next;
-  else backlog_head = r->next;
-  if (r->next != nullptr) r->next->bl_prev = r->bl_prev;
-  else backlog_tail = r->bl_prev;
-  r->next = r->bl_prev = nullptr;
-  --backlog_len;
 }
 
 ClientConn::SendResult ClientConn::send(Request* r) {
@@ -417,10 +380,7 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   // their last look at it, whatever it does: ClientConn::refile_at.)
   if (credits.in_flight() == 0) t_last_recv = now_ticks();
   credits.sent();
-  r->state = ReqState::kSent;
-  r->act_prev = nullptr;
-  r->act_next = nullptr;
-  ++active;
+  r->enter(ReqState::kSent);
   // If the QP refuses the chain the connection is failing: the drain fails
   // this call like any other in flight (its MRs, maybe half-registered, are
   // destroyed at teardown). Either way the call is now in flight.
@@ -461,10 +421,10 @@ ClientConn::SendResult ClientConn::send(Request* r) {
 
 int ClientConn::flush_backlog() {
   int n = 0;
-  while (backlog_head != nullptr && life == State::kReady) {
-    Request* r = backlog_head;
+  while (!backlog.empty() && life == State::kReady) {
+    Request* r = backlog.front();
     process(r, ReqEvent::kSubmit);
-    if (backlog_head == r) break;  // the head waits: so does everything behind it
+    if (backlog.front() == r) break;  // the head waits: so does everything behind it
     ++n;
   }
   return n;
@@ -475,28 +435,31 @@ int ClientConn::service(bool* more) {
   *more = false;
   if (life == State::kReady) {
     work += flush_backlog();
-    head_waits_for_credit = head_waits_for_credit && backlog_head != nullptr;
+    head_waits_for_credit = head_waits_for_credit && !backlog.empty();
     // LOCAL_INV chains that found no send-queue room.
     if (inv_waits > 0)
-      for (Request* r = active_head; r != nullptr && life == State::kReady; r = r->act_next)
+      // (A call that completes here leaves the list, and its link says
+      // nothing more: the walk ends there, and the next pass goes on.)
+      for (Request* r = in_flight.front(); r != nullptr && life == State::kReady; r = in_flight.next(r))
         if (r->inv_waiting) {
           process(r, ReqEvent::kReply);
           if (!r->inv_waiting) ++work;
         }
     // A head waiting for a credit needs a reply, which services us again;
     // one waiting for memory or room retries from the next poll.
-    *more = inv_waits > 0 || (backlog_head != nullptr && !head_waits_for_credit);
+    *more = inv_waits > 0 || (!backlog.empty() && !head_waits_for_credit);
   }
   if (life == State::kDraining) work += step_drain(more);
   return work;
 }
 
-// Every transition of a request: see request.h for the states.
+// What each event does to a request: request_machine.h has the states and
+// the table of transitions that enter() checks.
 void ClientConn::process(Request* r, ReqEvent ev) {
   switch (ev) {
     case ReqEvent::kSubmit: {
       // The backlog's head gets its turn.
-      TERN_ASSERT(r->state == ReqState::kBacklog && r == backlog_head);
+      TERN_ASSERT(r->state() == ReqState::kBacklog && r == backlog.front());
       SendResult res = r->refused ? SendResult::kRefused : send(r);
       head_waits_for_credit = res == SendResult::kWaitCredit;
       switch (res) {
@@ -511,15 +474,15 @@ void ClientConn::process(Request* r, ReqEvent ev) {
             want_service();
             return;
           }
-          pop_backlog(r);
+          backlog.remove(r);
           finish(r, CallStatus::kNoRegistration);
           return;
         case SendResult::kSent:
         case SendResult::kConnFailed:
-          pop_backlog(r);
-          link_active(r);
+          backlog.remove(r);
+          in_flight.push_front(r);
           // A refused post failed the connection: the call is an orphan.
-          if (res == SendResult::kConnFailed || life != State::kReady) r->state = ReqState::kOrphaned;
+          if (res == SendResult::kConnFailed || life != State::kReady) r->enter(ReqState::kOrphaned);
           return;
       }
       return;
@@ -528,11 +491,11 @@ void ClientConn::process(Request* r, ReqEvent ev) {
       // The reply is attached and decoded (or the call failed on it), or its
       // LOCAL_INV chain waited for room: invalidate what the server could
       // still reach, then complete.
-      TERN_ASSERT(r->state == ReqState::kSent || (r->state == ReqState::kInvalidating && r->inv_waiting));
-      if (r->state == ReqState::kSent) {
+      TERN_ASSERT(r->state() == ReqState::kSent || (r->state() == ReqState::kInvalidating && r->inv_waiting));
+      if (r->state() == ReqState::kSent) {
         xids.erase(r->xid);
         credits.answered();
-        r->state = ReqState::kInvalidating;
+        r->enter(ReqState::kInvalidating);
       }
       WrChain& chain = eng->chain;
       chain.clear();
@@ -561,14 +524,11 @@ void ClientConn::process(Request* r, ReqEvent ev) {
       (void)post(chain, SendCtxKind::kInvalidate, r->index);
       return;
     }
-    case ReqEvent::kReplyFailed:
-      // Not used: failures are kReply with the status set.
-      return;
     case ReqEvent::kInvalidated:
       // Its LOCAL_INV chain completed: the server can reach nothing of it.
       // (An orphan whose chain completed before the loss keeps its reply.)
-      TERN_ASSERT(r->state == ReqState::kInvalidating || r->state == ReqState::kOrphaned);
-      if (r->state == ReqState::kOrphaned && r->reply == nullptr) return;
+      TERN_ASSERT(r->state() == ReqState::kInvalidating || r->state() == ReqState::kOrphaned);
+      if (r->state() == ReqState::kOrphaned && r->reply == nullptr) return;
       pdc->reg->release(&r->mrs);
       if (TERN_UNLIKELY(bd != nullptr)) r->ts_fenced = now_ticks();
       finish(r, r->result.status);
@@ -587,8 +547,8 @@ void ClientConn::process(Request* r, ReqEvent ev) {
     case ReqEvent::kConnLost:
       // In flight when the connection was lost: the QP flushes its WRs, and
       // nothing of it is released until that is proved (the drain).
-      if (r->state == ReqState::kSent || r->state == ReqState::kInvalidating) {
-        r->state = ReqState::kOrphaned;
+      if (r->state() == ReqState::kSent || r->state() == ReqState::kInvalidating) {
+        r->enter(ReqState::kOrphaned);
         if (r->inv_waiting) --inv_waits;
         r->inv_waiting = false;
       }
@@ -600,7 +560,7 @@ void ClientConn::process(Request* r, ReqEvent ev) {
       // "Properly recover FRWRs with in-flight FASTREG WRs"). Then it
       // completes once -- or, when the connection re-establishes itself, it is sent again
       // with its xid (reconnecting_ says; on_drained requeues it).
-      switch (r->state) {
+      switch (r->state()) {
         case ReqState::kBacklog:
           if (reconnecting_) {
             // It waits for the new connection; a reservation it holds was on
@@ -608,7 +568,7 @@ void ClientConn::process(Request* r, ReqEvent ev) {
             release_recv(r);
             return;
           }
-          unlink_backlog(r);
+          backlog.remove(r);
           finish(r, r->expire != CallStatus::kOk ? r->expire : CallStatus::kDisconnected);
           return;
         case ReqState::kOrphaned:
@@ -633,16 +593,16 @@ void ClientConn::process(Request* r, ReqEvent ev) {
     case ReqEvent::kExpire:
       // Its deadline passed, or its caller cancelled it (r->expire says
       // which). Its memory goes back only once nothing can reach it.
-      switch (r->state) {
+      switch (r->state()) {
         case ReqState::kBacklog:
           // Never sent: no credit spent, nothing registered.
-          unlink_backlog(r);
+          backlog.remove(r);
           if (r->sendbuf != nullptr) {
             eng->send_bufs->put(r->sendbuf);
             r->sendbuf = nullptr;
           }
           finish(r, r->expire);
-          if (backlog_head != nullptr) want_service();
+          if (!backlog.empty()) want_service();
           return;
         case ReqState::kSent:
           if (r->mrs == nullptr) {
@@ -669,28 +629,13 @@ void ClientConn::process(Request* r, ReqEvent ev) {
 void ClientConn::requeue(Request* r) {
   // Sent again on the new connection, with the same xid, ahead of the calls
   // that never went out (on_drained puts them in their first order).
-  unlink_active(r);
-  --active;
+  in_flight.remove(r);
   release_recv(r);
-  r->state = ReqState::kBacklog;
+  r->enter(ReqState::kBacklog);
   ++r->retransmits;
   cs.retransmits.add();
   eng->st.retransmits.add();
   requeued_.push_back(r);
-}
-
-inline void ClientConn::link_active(Request* r) {
-  r->act_prev = nullptr;
-  r->act_next = active_head;
-  if (active_head != nullptr) active_head->act_prev = r;
-  active_head = r;
-}
-
-inline void ClientConn::unlink_active(Request* r) {
-  if (r->act_prev != nullptr) r->act_prev->act_next = r->act_next;
-  else if (active_head == r) active_head = r->act_next;
-  if (r->act_next != nullptr) r->act_next->act_prev = r->act_prev;
-  r->act_prev = r->act_next = nullptr;
 }
 
 inline void ClientConn::release_recv(Request* r) {
@@ -700,10 +645,9 @@ inline void ClientConn::release_recv(Request* r) {
 }
 
 void ClientConn::retire_abandoned(Request* r) {
-  unlink_active(r);
-  --active;
+  in_flight.remove(r);
   release_recv(r);
-  r->state = ReqState::kCompleted;
+  r->enter(ReqState::kCompleted);
   maybe_free(r);
 }
 
@@ -717,16 +661,15 @@ inline void ClientConn::drop_staging(Request* r) {
 void ClientConn::finish(Request* r, CallStatus status) {
   // I3: every MR of this call is invalidated before its results are seen.
   TERN_ASSERT(r->mrs == nullptr, "call completing with registered MRs");
-  if (r->on_deadline_list) unlink_deadline(r);
+  if (deadlines.linked(r)) deadlines.remove(r);
   if (status == CallStatus::kTimedOut) cs.timeouts.add();
-  const bool was_active = r->state == ReqState::kInvalidating || r->state == ReqState::kOrphaned ||
-                          r->state == ReqState::kSent;
+  const bool was_active = r->state() == ReqState::kInvalidating || r->state() == ReqState::kOrphaned ||
+                          r->state() == ReqState::kSent;
   if (was_active) {
-    unlink_active(r);
-    --active;
-    if (r->state == ReqState::kSent || r->state == ReqState::kOrphaned) xids.erase(r->xid);
+    in_flight.remove(r);
+    if (r->state() == ReqState::kSent || r->state() == ReqState::kOrphaned) xids.erase(r->xid);
   }
-  r->state = ReqState::kCompleted;
+  r->enter(ReqState::kCompleted);
   if (r->reply == nullptr) {
     r->result = CallReply{status, r->xid, {}, 0};  // no reply: nothing but the status
   } else {
@@ -764,7 +707,7 @@ void ClientConn::finish(Request* r, CallStatus status) {
 
 inline void ClientConn::maybe_free(Request* r) {
   // I4: back to the pool only when both the RPC owner and the Send owner let go.
-  if (r->rpc_owner || r->send_owner || r->state != ReqState::kCompleted) return;
+  if (r->rpc_owner || r->send_owner || r->state() != ReqState::kCompleted) return;
   // I5.
   TERN_ASSERT(r->reply == nullptr && r->mrs == nullptr && r->longbuf == nullptr && r->replybuf == nullptr &&
               !r->holds_recv);
@@ -774,7 +717,7 @@ inline void ClientConn::maybe_free(Request* r) {
   }
   // Only what a later user reads before setting it: the rest is written
   // afresh by call() and by the reply.
-  r->state = ReqState::kFree;
+  r->enter(ReqState::kFree);
   r->call.done = nullptr;
   r->refused = false;
   r->pc = nullptr;
@@ -802,7 +745,7 @@ void ClientConn::ctx_done(const SendCtx& ctx, bool own, const Wc* wc) {
 }
 
 void ClientConn::on_lost() {
-  for (Request* r = active_head; r != nullptr; r = r->act_next) process(r, ReqEvent::kConnLost);
+  for (Request* r = in_flight.front(); r != nullptr; r = in_flight.next(r)) process(r, ReqEvent::kConnLost);
   if (pub == ConnState::kReady) set_pub(reconnect_wanted() ? ConnState::kReconnecting : ConnState::kFailed, why);
 }
 
@@ -813,16 +756,16 @@ bool ClientConn::reconnect_wanted() const {
 void ClientConn::on_drained() {
   reconnecting_ = reconnect_wanted();
   requeued_.clear();
-  for (Request* r = backlog_head; r != nullptr;) {
-    Request* next = r->next;
+  for (Request* r = backlog.front(); r != nullptr;) {
+    Request* next = backlog.next(r);
     process(r, ReqEvent::kDrained);
     r = next;
   }
-  while (active_head != nullptr) {
-    Request* r = active_head;
-    TERN_ASSERT(r->state == ReqState::kOrphaned || r->state == ReqState::kAbandoned);
+  while (!in_flight.empty()) {
+    Request* r = in_flight.front();
+    TERN_ASSERT(r->state() == ReqState::kOrphaned || r->state() == ReqState::kAbandoned);
     process(r, ReqEvent::kDrained);
-    TERN_CHECK(active_head != r, "an orphaned request did not complete at the drain");
+    TERN_CHECK(in_flight.front() != r, "an orphaned request did not complete at the drain");
   }
   xids.clear();
   credits.reset();
@@ -834,15 +777,7 @@ void ClientConn::on_drained() {
   // The calls to send again go first, in the order they were first sent
   // (xids are given in order), then those that never went out.
   std::sort(requeued_.begin(), requeued_.end(), [](Request* a, Request* b) { return a->xid < b->xid; });
-  for (auto it = requeued_.rbegin(); it != requeued_.rend(); ++it) {
-    Request* r = *it;
-    r->bl_prev = nullptr;
-    r->next = backlog_head;
-    if (backlog_head != nullptr) backlog_head->bl_prev = r;
-    else backlog_tail = r;
-    backlog_head = r;
-    ++backlog_len;
-  }
+  for (auto it = requeued_.rbegin(); it != requeued_.rend(); ++it) backlog.push_front(*it);
   requeued_.clear();
   schedule_reconnect();
 }

@@ -4,8 +4,9 @@
 // credit grant (client_call.cc); a reply is matched by xid, the request's
 // registrations are invalidated (remotely by the server's Send With
 // Invalidate, or by a LOCAL_INV chain whose completion finishes the call),
-// and the callback runs (client_reply.cc). Every state change of a request
-// is in ClientConn::process (request.h has the states).
+// and the callback runs (client_reply.cc). What moves a request is decided
+// in ClientConn::process and the helpers it calls; its state is written only
+// by ReqMachine::enter, against the table in request_machine.h.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +41,7 @@ class ClientConn final : public ConnBase {
 
   // ---- ConnBase hooks
   bool reclaimable() const override { return life == State::kDead && user_closed; }
-  bool has_waiting() const override { return backlog_head != nullptr || inv_waits > 0; }
+  bool has_waiting() const override { return !backlog.empty() || inv_waits > 0; }
   int service(bool* more) override;
   void ctx_done(const SendCtx& ctx, bool own, const rdma::Wc* wc) override;
   void on_message(MsgBuf* buf) override;  // client_reply.cc
@@ -48,7 +49,8 @@ class ClientConn final : public ConnBase {
   void on_drained() override;
   void on_up() override;
 
-  // Every transition of a request (request.h).
+  // What each event does to a request (request_machine.h: the states,
+  // the events and the transitions enter() allows).
   void process(Request* r, ReqEvent ev);
 
   // The server invalidated `rkey` with its Send With Invalidate; `r` is the
@@ -112,16 +114,15 @@ class ClientConn final : public ConnBase {
   // hash map; a connection mostly calls one procedure after another).
   uint32_t pc_key[3] = {UINT32_MAX, UINT32_MAX, UINT32_MAX};
   ProcCounters* pc_last = nullptr;
-  Request* dl_head = nullptr;     // deadlines, earliest first
-  Request* dl_tail = nullptr;
+  // Calls with a deadline, earliest first (a new one is mostly the latest:
+  // link_deadline looks for its place from the back).
+  IntrusiveList<Request, &Request::deadline_link> deadlines;
   // The backlog: accepted calls not yet sent, in order.
-  Request* backlog_head = nullptr;
-  Request* backlog_tail = nullptr;
-  uint32_t backlog_len = 0;
-  // Requests of this connection that are sent, invalidating or orphaned
-  // (for teardown and for remote invalidation's accounting).
-  Request* active_head = nullptr;
-  uint32_t active = 0;
+  IntrusiveList<Request, &Request::backlog_link> backlog;
+  // Requests of this connection that are sent, invalidating, orphaned or
+  // abandoned (for teardown and for remote invalidation's accounting), the
+  // latest first.
+  IntrusiveList<Request, &Request::in_flight_link> in_flight;
   bool head_waits_for_credit = false;
   bool in_call_ = false;  // inside call(): nothing may complete
   uint32_t inv_waits = 0;    // requests whose LOCAL_INV chain waits for room
@@ -131,17 +132,14 @@ class ClientConn final : public ConnBase {
   // Takes what the backlog's head needs and posts it (client_call.cc).
   SendResult send(Request* r);
   int flush_backlog();
-  void pop_backlog(Request* r);
-  void unlink_backlog(Request* r);
   // A checked call (call()) takes a request with its chunks and shape, and
   // is entered. Returns call()'s answer.
   int accept(const Call& c, const ReadChunk* reads, int nr, const std::span<uint8_t>* writes, int nw, bool long_call,
              size_t rpc_len, size_t rpc_hdr, uint32_t* xid_out);
   // Enters an accepted call (call(), a probe) into the backlog and tries it.
   void enter(Request* r, const Call& c, bool probe);
-  // Deadlines (client_recovery.cc).
+  // Files r on the deadline list (client_recovery.cc).
   void link_deadline(Request* r);
-  void unlink_deadline(Request* r);
   // Completes r to its caller with `status` but keeps its credit and xid
   // for a late reply (kAbandoned).
   void abandon(Request* r, CallStatus status);
@@ -158,10 +156,6 @@ class ClientConn final : public ConnBase {
   bool reconnecting_ = false;        // on_drained: the connection will be re-established
   bool gave_up_ = false;
   std::vector<Request*> requeued_;   // on_drained: calls to send again
-  void link_active(Request* r);
- public:
-  void unlink_active(Request* r);
- private:
   // Gives back what a request holds for its chunks and staging.
   void drop_staging(Request* r);
   // Gives back r's receive reservation, if it holds one.

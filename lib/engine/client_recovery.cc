@@ -65,45 +65,31 @@ void ClientConn::close() {
 
 void ClientConn::link_deadline(Request* r) {
   // Mostly one timeout per connection: a new deadline is the latest, so
-  // the walk from the tail stops at once.
-  Request* after = dl_tail;
-  while (after != nullptr && after->deadline > r->deadline) after = after->dl_prev;
-  r->dl_prev = after;
-  r->dl_next = after != nullptr ? after->dl_next : dl_head;
-  if (r->dl_next != nullptr) r->dl_next->dl_prev = r;
-  else dl_tail = r;
-  if (after != nullptr) after->dl_next = r;
-  else dl_head = r;
-  r->on_deadline_list = true;
+  // the walk from the back stops at once. (Only filing walks; taking a
+  // call off the list, wherever it is, is O(1).)
+  Request* after = deadlines.back();
+  while (after != nullptr && after->deadline > r->deadline) after = deadlines.prev(after);
+  deadlines.insert_after(after, r);
   timer_due(r->deadline);
 }
 
 void ClientConn::file_timer(uint64_t at) { eng->timers.due(this, at); }
 
-void ClientConn::unlink_deadline(Request* r) {
-  if (r->dl_prev != nullptr) r->dl_prev->dl_next = r->dl_next;
-  else dl_head = r->dl_next;
-  if (r->dl_next != nullptr) r->dl_next->dl_prev = r->dl_prev;
-  else dl_tail = r->dl_prev;
-  r->dl_prev = r->dl_next = nullptr;
-  r->on_deadline_list = false;
-}
-
 int ClientConn::cancel(uint32_t xid) {
   Request* r = nullptr;
   if (uint32_t idx; xids.find(xid, &idx)) r = eng->requests.at(idx);
   if (r == nullptr)
-    for (Request* b = backlog_head; b != nullptr && r == nullptr; b = b->next)
+    for (Request* b = backlog.front(); b != nullptr && r == nullptr; b = backlog.next(b))
       if (b->xid == xid) r = b;
   if (r == nullptr)
-    for (Request* a = active_head; a != nullptr && r == nullptr; a = a->act_next)
-      if (a->xid == xid && (a->state == ReqState::kOrphaned || a->state == ReqState::kSent)) r = a;
+    for (Request* a = in_flight.front(); a != nullptr && r == nullptr; a = in_flight.next(a))
+      if (a->xid == xid && (a->state() == ReqState::kOrphaned || a->state() == ReqState::kSent)) r = a;
   if (r == nullptr || r->conn != this || r->probe || r->expire != CallStatus::kOk ||
-      (r->state != ReqState::kBacklog && r->state != ReqState::kSent && r->state != ReqState::kOrphaned))
+      (r->state() != ReqState::kBacklog && r->state() != ReqState::kSent && r->state() != ReqState::kOrphaned))
     return ENOENT;
   eng->st.cancels.add();
   r->expire = CallStatus::kCancelled;
-  if (r->on_deadline_list) unlink_deadline(r);
+  if (deadlines.linked(r)) deadlines.remove(r);
   // Completions come only from poll(): a call that can complete at once
   // does so from the next one (the deadline list, due now).
   r->deadline = now_ticks();
@@ -115,13 +101,13 @@ int ClientConn::cancel(uint32_t xid) {
 void ClientConn::abandon(Request* r, CallStatus status) {
   // Its caller learns the status now; the request keeps its credit, its
   // receive reservation and its xid until the late reply or the drain.
-  if (r->on_deadline_list) unlink_deadline(r);
+  if (deadlines.linked(r)) deadlines.remove(r);
   if (status == CallStatus::kTimedOut) cs.timeouts.add();
   cs.errors.add();
   if (r->pc != nullptr) r->pc->errors.add();
   r->result = CallReply{status, r->xid, {}, 0};
   r->result.retransmits = r->retransmits;
-  r->state = ReqState::kAbandoned;
+  r->enter(ReqState::kAbandoned);
   if (r->call.done != nullptr) r->call.done(r->call.ctx, r->result);
   r->call.done = nullptr;
   r->rpc_owner = false;
@@ -190,7 +176,8 @@ void ClientConn::schedule_reconnect() {
   timer_due(next_attempt);
   TERN_LOG(kInfo, "engine", "conn %llu: reconnecting to %s in %llu ms (%u calls waiting)",
            static_cast<unsigned long long>(id), dc->spec.c_str(),
-           static_cast<unsigned long long>(ns_from_ticks(next_attempt - now) / 1'000'000), backlog_len);
+           static_cast<unsigned long long>(ns_from_ticks(next_attempt - now) / 1'000'000),
+           static_cast<unsigned>(backlog.size()));
 }
 
 void ClientConn::give_up(Status reason) {
@@ -229,9 +216,8 @@ int ClientConn::tick(uint64_t now) {
   int work = 0;
   const EngineOptions& o = eng->opt;
   // Deadlines, earliest first.
-  while (dl_head != nullptr && dl_head->deadline <= now) {
-    Request* r = dl_head;
-    unlink_deadline(r);
+  while (!deadlines.empty() && deadlines.front()->deadline <= now) {
+    Request* r = deadlines.pop_front();
     if (r->expire == CallStatus::kOk) r->expire = CallStatus::kTimedOut;
     process(r, ReqEvent::kExpire);
     ++work;
@@ -313,7 +299,7 @@ uint64_t ClientConn::next_tick() const {
   auto earlier = [&](uint64_t t) {
     if (t != 0 && (at == 0 || t < at)) at = t;
   };
-  if (dl_head != nullptr) earlier(dl_head->deadline);
+  if (!deadlines.empty()) earlier(deadlines.front()->deadline);
   const EngineOptions& o = eng->opt;
   if (life == State::kReconnecting) earlier(next_attempt);
   if (life == State::kConnecting) earlier(connect_deadline);

@@ -26,10 +26,10 @@ void ClientConn::on_message(MsgBuf* rep) {
     Request* r;
     if ((rep->wc_flags & kWcWithInv) == 0 && wire::decode_plain_reply(msg, &xid, &grant, &results) &&
         xids.find(xid, &idx) && (r = eng->requests.at(idx)) != nullptr && r->conn == this &&
-        r->state == ReqState::kSent && r->reply == nullptr) {
+        r->state() == ReqState::kSent && r->reply == nullptr) {
       t_last_recv = t_last;
       credits.grant(grant);
-      if (backlog_head != nullptr) want_service();  // a credit may be what the backlog waits for
+      if (!backlog.empty()) want_service();  // a credit may be what the backlog waits for
       r->reply = rep;  // I2
       if (TERN_UNLIKELY(bd != nullptr)) r->ts_recv = now_ticks();
       CallReply& res = r->result;
@@ -51,7 +51,7 @@ void ClientConn::on_message(MsgBuf* rep) {
   Request* r = nullptr;
   if (uint32_t idx; xids.find(xid, &idx)) {
     r = eng->requests.at(idx);
-    if (r != nullptr && r->conn == this && r->state == ReqState::kAbandoned && (rep->wc_flags & kWcWithInv) == 0) {
+    if (r != nullptr && r->conn == this && r->state() == ReqState::kAbandoned && (rep->wc_flags & kWcWithInv) == 0) {
       // The late reply of a call that timed out or was cancelled: its
       // caller has its status. Dropped and counted; what the call kept
       // (its credit, its receive reservation, its xid) goes back.
@@ -62,10 +62,10 @@ void ClientConn::on_message(MsgBuf* rep) {
       xids.erase(r->xid);
       retire_abandoned(r);
       give_back(rep);
-      if (backlog_head != nullptr) want_service();
+      if (!backlog.empty()) want_service();
       return;
     }
-    if (r == nullptr || r->conn != this || r->state != ReqState::kSent || r->reply != nullptr) r = nullptr;
+    if (r == nullptr || r->conn != this || r->state() != ReqState::kSent || r->reply != nullptr) r = nullptr;
   }
   // Remote invalidation (RFC 8797) first, whatever becomes of the reply: the
   // device has already invalidated that rkey, so a LOCAL_INV of it later
@@ -101,7 +101,7 @@ void ClientConn::on_message(MsgBuf* rep) {
   }
   // The server's grant: at least one, never more than we asked for.
   credits.grant(h.credits);
-  if (backlog_head != nullptr) want_service();  // a credit may be what the backlog waits for
+  if (!backlog.empty()) want_service();  // a credit may be what the backlog waits for
   if (r == nullptr) {
     // Not a call we are waiting for (late, duplicated or forged): drop it.
     eng->st.bad_headers.add();
@@ -170,8 +170,8 @@ void ClientConn::fail_reply(Request* r, MsgBuf* rep, CallStatus status) {
 }
 
 EngineMr* ClientConn::live_registration(uint32_t rkey) {
-  for (Request* o = active_head; o != nullptr; o = o->act_next) {
-    if (o->state != ReqState::kSent || o->mrs == nullptr) continue;
+  for (Request* o = in_flight.front(); o != nullptr; o = in_flight.next(o)) {
+    if (o->state() != ReqState::kSent || o->mrs == nullptr) continue;
     if (EngineMr* m = Registrar::live_with_rkey(o->mrs, rkey)) return m;
   }
   return nullptr;

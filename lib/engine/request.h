@@ -1,7 +1,8 @@
-// A client call's life, as one state machine (the way SPDK's
-// nvmf_rdma_request_process keeps an NVMe-oF request's): the states, a
-// comment on each, and every transition in ClientConn::process
-// (client_call.cc). A request has two owners (as in the
+// A client call: what it holds through its life. Its life is one state
+// machine (request_machine.h: the states, a comment on each, the table of
+// allowed transitions; ClientConn::process in client_call.cc decides them,
+// the way SPDK's nvmf_rdma_request_process keeps an NVMe-oF request's).
+// A request has two owners (as in the
 // "xprtrdma: Decouple req recycling from RPC completion" series (linux-nfs, 2026)):
 // the RPC side, from call() until its callback has run, and the Send side,
 // from the moment its Send is posted until a completion proves that Send
@@ -25,62 +26,21 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/intrusive_list.h"
 #include "engine/chunks.h"
 #include "engine/conn_stats.h"
 #include "engine/engine.h"
 #include "engine/mr_free_list.h"
 #include "engine/msg_buf.h"
+#include "engine/request_machine.h"
 
 namespace tern::rpc {
 
 class ClientConn;
 
-enum class ReqState : uint8_t {
-  // In the engine's pool: no owner, holds nothing (I5).
-  kFree,
-  // Accepted by call() and queued on its connection: waits for a credit, a
-  // receive reservation, a send buffer, MRs, long-call staging or
-  // send-queue room. Holds its arguments (copied) and nothing else.
-  kBacklog,
-  // REG_MRs and Send posted: waits for the reply. Holds a credit, its xid's
-  // entry in the connection's table, its send buffer (until the Send side
-  // lets go) and its registrations.
-  kSent,
-  // The reply is attached (I2) and the LOCAL_INV chain for its
-  // registrations is posted: the chain's completion completes the call (I3).
-  kInvalidating,
-  // Its connection was lost while it was sent or invalidating: it waits for
-  // the QP to drain, then its MRs (state unknown) are destroyed and it
-  // completes with kDisconnected.
-  kOrphaned,
-  // Completed: the callback has run and the RPC side has let go, but the
-  // Send side still holds it (its Send is not yet known complete, so its
-  // send buffer may still be read by the device). Between "completed" and
-  // "both owners let go"; the Send side's release frees it.
-  kCompleted,
-  // Timed out or cancelled while sent, with nothing registered: its caller
-  // has its status, but the server may still answer. It keeps its credit,
-  // its receive reservation and its xid's entry until that late reply
-  // (dropped and counted) or the connection's end; it holds no memory of
-  // the caller's.
-  kAbandoned,
-};
-const char* req_state_name(ReqState s);
-
-// What happens to a request: the inputs of ClientConn::process.
-enum class ReqEvent : uint8_t {
-  kSubmit,        // call() accepted it, or a retry from the backlog: try to send it
-  kReply,         // a reply matched its xid (attached as Request::reply)
-  kReplyFailed,   // a reply for it that cannot be used: fail it with Request::result's status
-  kInvalidated,   // its LOCAL_INV chain completed successfully
-  kSendReleased,  // a send-queue completion walked past its Send's context (or teardown did)
-  kConnLost,      // its connection is lost (draining): a call in flight is orphaned
-  kDrained,       // its connection's QP is drained: orphans are sent again, or fail
-  kExpire,        // its deadline passed, or its caller cancelled it (Request::expire says which)
-};
-
-struct Request {
-  ReqState state = ReqState::kFree;
+// A request: its state (ReqMachine: read with state(), changed only with
+// enter(), request_machine.h) and what it holds.
+struct Request : ReqMachine {
   bool send_owner = false;   // I4: the Send side holds it
   bool rpc_owner = false;    // I4: the RPC side holds it (call() to callback)
   bool refused = false;      // its memory could not be registered: fails from the backlog
@@ -107,14 +67,13 @@ struct Request {
   bool inv_waiting = false;    // its LOCAL_INV chain waits for send-queue room
   uint32_t rpc_len = 0;        // ONC RPC header + inline arguments
   uint32_t rpc_hdr = 0;        // ONC RPC header alone (read chunk positions follow it)
-  Request* act_prev = nullptr; // the connection's requests in flight (sent, invalidating, orphaned, abandoned)
-  Request* act_next = nullptr;
-  Request* bl_prev = nullptr;  // backlog link (next is the other way)
+  // On its connection's backlog (kBacklog), or among its requests in flight
+  // (sent, invalidating, orphaned, abandoned): never both.
+  ListLink<Request> backlog_link;
+  ListLink<Request> in_flight_link;
   // Recovery (client_recovery.cc).
   uint64_t deadline = 0;       // ticks; 0: none
-  Request* dl_prev = nullptr;  // the connection's deadline list, earliest first
-  Request* dl_next = nullptr;
-  bool on_deadline_list = false;
+  ListLink<Request> deadline_link;  // on the connection's deadline list, earliest first
   CallStatus expire = CallStatus::kOk;  // kTimedOut / kCancelled once expired: its status at the drain
   uint32_t retransmits = 0;
   bool probe = false;          // an internal keepalive probe (RPC NULL)
@@ -124,7 +83,6 @@ struct Request {
   // received, its registrations fenced (breakdown.h).
   uint64_t ts_posted = 0, ts_recv = 0, ts_fenced = 0;
   ProcCounters* pc = nullptr;  // this procedure's counters
-  Request* next = nullptr;     // backlog link
 };
 
 }  // namespace tern::rpc
