@@ -157,8 +157,6 @@ class EngineImpl final : public Engine {
     q->in_post_list = true;
     to_post.push_back(q);
   }
-  // Takes c off the service list (it is being reclaimed).
-  void unlink_service(ConnBase* c);
   // The shared send buffers or server calls are three quarters used, or a
   // call waits for bulk memory: Sends are signaled so that what they hold
   // comes back promptly (ConnBase::post).
@@ -246,9 +244,9 @@ class EngineImpl final : public Engine {
   // Two stores per batch on poll()'s common path; read only by a turn.
   ConnBase* served_alone = nullptr;
   bool alone_since = false;
-  // Connections with work waiting for resources.
-  ConnBase* service_head = nullptr;
-  ConnBase* service_tail = nullptr;
+  // Connections with work waiting for resources, in the order they asked.
+  using ServiceList = IntrusiveList<ConnBase, &ConnBase::service_link>;
+  ServiceList service_list;
   // The scratch chain every post is built in (one thread, one at a time).
   WrChain chain;
   // The chunk lists a call is marshaled with (ClientConn::send), scratch
