@@ -89,12 +89,8 @@ bool ConnBase::receive_unusual(MsgBuf* buf, const Wc& wc) {
 }
 
 void ConnBase::want_service() {
-  if (in_service) return;
-  in_service = true;
-  next_service = nullptr;
-  if (eng->service_tail != nullptr) eng->service_tail->next_service = this;
-  else eng->service_head = this;
-  eng->service_tail = this;
+  if (EngineImpl::ServiceList::linked(this)) return;  // on the list, or in this pass's walk
+  eng->service_list.push_back(this);
 }
 
 }  // namespace tern::rpc

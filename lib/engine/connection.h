@@ -32,6 +32,7 @@
 #include <memory>
 #include <string>
 
+#include "base/intrusive_list.h"
 #include "base/lazy_histogram.h"
 #include "engine/breakdown.h"
 #include "engine/conn_stats.h"
@@ -153,8 +154,7 @@ class ConnBase : public Connection {
   bool lost_to_flush = false;  // lost because its WRs flushed, before the driver said why
   bool sq_drained = false, rq_drained = false;
   bool sq_marker = false, rq_marker = false;  // drain markers posted
-  bool in_service = false;  // on the engine's service list
-  ConnBase* next_service = nullptr;
+  ListLink<ConnBase> service_link;  // on the engine's service list (EngineImpl::service_list)
   bool by_qpn_entered = false;
   // Its peer's place in the service order (peer_service.h): a server
   // connection's, from on_up(); null for a client connection (its receives

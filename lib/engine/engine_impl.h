@@ -12,12 +12,13 @@
 //   conn_datapath.cc     what both roles do on the datapath: post, completions, receives
 //   client_call.cc       client: call(), the backlog, marshaling and sending; request transitions
 //   client_reply.cc      client: replies, remote invalidation, completion
-//   server_recv.cc       server: receiving a call, its memory, dispatch; server call transitions
+//   server_recv.cc       server: receiving a call, decoding and routing it, its bulk-pool memory
+//   server_call_machine.cc  server: the server call's events and transitions (server_call_machine.h)
 //   server_rw.cc         server: RDMA READ of read chunks, RDMA WRITE of write and reply chunks
 //   server_reply.cc      server: encoding and sending replies, RDMA_ERROR
 //   wire.cc              RPC-over-RDMA and ONC RPC headers (lib/rpcrdma, lib/oncrpc)
 // and one file per concept: credits.h, sq_budget.h, send_ctx_ring.h +
-// send_queue.h, request.h, server_call.h, registrar.h (frwr_registrar,
+// send_queue.h, request.h, server_call.h + server_call_machine.h, registrar.h (frwr_registrar,
 // reg_cache_registrar), bulk_pool.h, bulk_share.h, peer_service.h, rw_deadline.h, msg_buf.h, receive_queue.h,
 // xid_table.h, handler_table.h, chunks.h, wr_id.h.
 #pragma once
@@ -45,7 +46,7 @@
 #include "engine/peer_service.h"
 #include "engine/request.h"
 #include "engine/rw_deadline.h"
-#include "engine/server_call.h"
+#include "engine/server_call_machine.h"
 #include "engine/server_conn.h"
 #include "engine/slab_table.h"
 #include "mem/arena.h"
@@ -156,8 +157,6 @@ class EngineImpl final : public Engine {
     q->in_post_list = true;
     to_post.push_back(q);
   }
-  // Takes c off the service list (it is being reclaimed).
-  void unlink_service(ConnBase* c);
   // The shared send buffers or server calls are three quarters used, or a
   // call waits for bulk memory: Sends are signaled so that what they hold
   // comes back promptly (ConnBase::post).
@@ -245,9 +244,9 @@ class EngineImpl final : public Engine {
   // Two stores per batch on poll()'s common path; read only by a turn.
   ConnBase* served_alone = nullptr;
   bool alone_since = false;
-  // Connections with work waiting for resources.
-  ConnBase* service_head = nullptr;
-  ConnBase* service_tail = nullptr;
+  // Connections with work waiting for resources, in the order they asked.
+  using ServiceList = IntrusiveList<ConnBase, &ConnBase::service_link>;
+  ServiceList service_list;
   // The scratch chain every post is built in (one thread, one at a time).
   WrChain chain;
   // The chunk lists a call is marshaled with (ClientConn::send), scratch
@@ -258,7 +257,7 @@ class EngineImpl final : public Engine {
   // the completion being dispatched. A connection remembers the last index
   // of its own in the batch (ConnBase::rx_*): more_in_batch() lets a server
   // leave a reply unsignaled when another call of the same connection is
-  // already in hand (see ServerConn::try_post_reply).
+  // already in hand (see ServerConn::post_reply).
   uint64_t rx_batch = 0;  // 64 bits: a connection's old mark never comes round again
   int rx_pos = 0;
   bool more_in_batch(const ConnBase* c) const { return c->rx_batch == rx_batch && c->rx_last > rx_pos; }

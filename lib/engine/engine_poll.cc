@@ -134,19 +134,6 @@ void EngineImpl::release_held(const ConnBase* c) {
   }
 }
 
-void EngineImpl::unlink_service(ConnBase* c) {
-  ConnBase* prev = nullptr;
-  for (ConnBase* p = service_head; p != nullptr; prev = p, p = p->next_service) {
-    if (p != c) continue;
-    if (prev != nullptr) prev->next_service = p->next_service;
-    else service_head = p->next_service;
-    if (service_tail == p) service_tail = prev;
-    break;
-  }
-  c->in_service = false;
-  c->next_service = nullptr;
-}
-
 void EngineImpl::wait_for_memory(SrvCall* sc) {
   if (sc->waiting) return;
   sc->waiting = true;
@@ -242,7 +229,7 @@ int EngineImpl::poll() {
     ++rx_batch;  // nothing matches it outside the batch
   }
   if (shares->any_waiting()) work += serve_memory_waiters();
-  if (service_head != nullptr) work += serve_connections();
+  if (!service_list.empty()) work += serve_connections();
   // The host's own completions, after this pass's calls reached their
   // handlers: what they submitted goes out in one batch.
   // Not in the engine's own shutdown: a host destroys what it polls before
@@ -278,18 +265,18 @@ int EngineImpl::serve_connections() {
   int work = 0;
   // Calls of several peers: this pass's turn of each (peer_service.h).
   if (!service.empty()) work += serve_held();
-  ConnBase* c = service_head;
-  service_head = service_tail = nullptr;
-  while (c != nullptr) {
-    ConnBase* next = c->next_service;
-    c->in_service = false;
-    c->next_service = nullptr;
+  // This pass's connections, taken whole: one that asks again is put on
+  // the engine's list, for the next pass; one still to be served this pass
+  // is on this one, so asking again changes nothing.
+  ServiceList pass;
+  pass.swap(service_list);
+  while (ConnBase* c = pass.pop_front()) {
     bool more = false;
     work += c->service(&more);
     if (c->reclaimable()) {
       // Reclaimed: its QP (and any receive queue of its own) go now. It may
       // have asked for service again during this pass: off the list first.
-      if (c->in_service) unlink_service(c);
+      if (ServiceList::linked(c)) service_list.remove(c);
       // A QP on the shared receive queue: its last receive completions are
       // in the receive CQ by now (the drain rule, rdmadev.h), and a device
       // may drop what a destroyed QP left there (mlx5), losing those
@@ -317,7 +304,6 @@ int EngineImpl::serve_connections() {
     } else if (more) {
       c->want_service();
     }
-    c = next;
   }
   // Calls still held: the next pass serves their turn.
   if (!service.empty()) service.any_conn()->want_service();

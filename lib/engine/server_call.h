@@ -1,12 +1,8 @@
-// A server call's life, as one state machine: the states, a comment on each,
-// and every transition in ServerConn::process (server_recv.cc). Like a
-// client request it has two owners: the handler side, from the moment the
-// call is received until the handler replies (the engine holds that side
-// while it pulls read chunks), and the Send side, from the reply's post
-// until a completion proves its Send (and the RDMA WRITEs before it) done.
-// It returns to the engine's pool only when both have let go, and only then
-// do its buffers go back: the device may read its send buffer, its bulk
-// results and its reply staging until that completion.
+// SrvCall: a server call -- what the handler sees of it (ServerCall), and
+// what the engine keeps for it from its receive until both its owners let
+// go. Its life is a state machine of its own, in server_call_machine.h: the
+// states, the table of allowed transitions, and enter(), the only writer of
+// a call's state.
 #pragma once
 
 #include <cstdint>
@@ -23,43 +19,9 @@ namespace tern::rpc {
 class ServerConn;
 struct HandlerEntry;
 
-enum class SrvState : uint8_t {
-  // In the engine's pool: no owner, holds nothing.
-  kFree,
-  // Received and decoded: waits, in its peer's queue (bulk_share.h), for
-  // what it needs from the shared pools before anything else happens -- a send buffer for
-  // its reply, and from the bulk pool its read chunks' destinations (unless
-  // the handler places them), its write chunks' result buffers (handlers
-  // without a Placer) and its reply-chunk staging. All or nothing, so that
-  // no two waiting calls can each hold what the other needs.
-  kWaitMemory,
-  // RDMA READs of its read chunks are posted (of the position-zero chunk
-  // alone, first, for an RDMA_NOMSG call); their completion moves it on.
-  kPulling,
-  // The handler owns it until reply() or reply_error().
-  kInHandler,
-  // The reply is encoded into its buffers, with its WRITEs and Send in its
-  // chain: waits for send-queue room (the chain is posted from poll()).
-  kReplyQueued,
-  // The reply's chain is posted. The Send side holds it until a completion
-  // walks past its context: answered, not yet released.
-  kSent,
-  // Its connection died while the handler held it: reply() is refused, and
-  // the call is freed then.
-  kOrphaned,
-};
-const char* srv_state_name(SrvState s);
-
-enum class SrvEvent : uint8_t {
-  kReceived,      // a call arrived (rep attached, header decoded): take its memory
-  kMemory,        // its turn in the memory queue, or send-queue room to pull
-  kPulled,        // its READ chain completed (status in the event's wc)
-  kReplied,       // the reply is encoded (reply(), reply_error(), or the engine's own answer)
-  kRoom,          // retry a queued reply's post
-  kSendReleased,  // a send-queue completion walked past its reply's context
-  kConnLost,      // its connection is lost (draining)
-  kDrained,       // its connection's QP is drained
-};
+// The states (server_call_machine.h); declared here without their values
+// so that a call can hold one.
+enum class SrvState : uint8_t;
 
 // What a server call waits for its peer to do (rw_deadline.h).
 enum class RwWait : uint8_t {
@@ -89,7 +51,8 @@ class SrvCall final : public ServerCall {
   std::string_view peer_id() const override;
   uint64_t args_digest() const override;
 
-  SrvState state = SrvState::kFree;
+  // Its place in the machine (server_call_machine.h), written only by enter().
+  SrvState state() const { return state_; }
   bool handler_owner = false;  // the handler side (the engine's, while pulling)
   bool send_owner = false;     // the Send side
   bool error_only = false;     // an RDMA_ERROR answer, not a call
@@ -148,7 +111,10 @@ class SrvCall final : public ServerCall {
   ListLink<SrvCall> rw_link;
   uint64_t rw_since = 0;
   RwWait rw_what = RwWait::kNone;
-  SrvCall* next_free = nullptr; // the engine's pool
+
+ private:
+  friend void enter(SrvCall* sc, SrvState to);
+  SrvState state_{};  // kFree
 };
 
 }  // namespace tern::rpc

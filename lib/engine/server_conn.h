@@ -2,8 +2,9 @@
 // server datapath, split as svcrdma splits it: receiving and deciding what a
 // call needs (server_recv.cc), pulling read chunks and pushing write and
 // reply chunks with RDMA READ and WRITE (server_rw.cc), and sending the
-// reply (server_reply.cc). Every state change of a server call is in
-// ServerConn::process (server_call.h has the states).
+// reply (server_reply.cc). Those raise a server call's events; its states,
+// their table and every transition are the machine's
+// (server_call_machine.h, ServerConn::process in server_call_machine.cc).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +12,7 @@
 #include "engine/connection.h"
 #include "engine/bulk_share.h"
 #include "engine/credits.h"
-#include "engine/server_call.h"
+#include "engine/server_call_machine.h"
 
 namespace tern::rpc {
 
@@ -38,7 +39,8 @@ class ServerConn final : public ConnBase {
   void on_lost() override;
   void on_drained() override;
 
-  // Every transition of a server call (server_call.h).
+  // A server call's event: every transition of its machine
+  // (server_call_machine.cc).
   void process(SrvCall* sc, SrvEvent ev, const rdma::Wc* wc = nullptr);
   // reply() and reply_error() of a call of this connection (server_reply.cc).
   Status reply(SrvCall* sc, std::span<const uint8_t> results, std::span<const std::span<const uint8_t>> bulk,
@@ -113,9 +115,20 @@ class ServerConn final : public ConnBase {
       s.invalidate_rkey = sc->inv_rkey;
     }
   }
+  // The machine's steps (server_call_machine.cc): take the memory of a
+  // call waiting for it and go on; run its handler (or the engine's own
+  // answer); post its encoded reply if the send queue has room (false: no
+  // room, nothing changed).
+  void start(SrvCall* sc, bool turn);
   void dispatch(SrvCall* sc);
   void answer_now(SrvCall* sc, int accept, uint32_t low, uint32_t high);
-  bool try_post_reply(SrvCall* sc);
+  bool send_reply(SrvCall* sc);
+  // The reply's chain, built into the engine's scratch chain: whether the
+  // send queue has room for it, and its post (server_reply.cc).
+  bool reply_fits(SrvCall* sc);
+  void post_reply(SrvCall* sc);
+  // The Send of an RDMA_ERROR answer (send_rdma_error made the room sure).
+  void post_error_answer(SrvCall* sc);
   // reply() of an inline message with no write chunk and no bulk data;
   // false, having changed nothing, when it does not fit inline.
   bool reply_inline(SrvCall* sc, std::span<const uint8_t> results, int accept);

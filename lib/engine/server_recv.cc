@@ -2,31 +2,20 @@
 // header gets RDMA_ERROR or is dropped, as RFC 8166 says), counted against
 // the connection's credits, given what it needs from the shared pools (all
 // or nothing; the bulk pool shared fairly among peers, bulk_share.h), its
-// read chunks pulled (server_rw.cc), and its handler run. Every transition
-// of a server call is in ServerConn::process.
+// read chunks pulled (server_rw.cc), and its handler run. The call's
+// transitions are the machine's (server_call_machine.{h,cc}): this file
+// raises its events.
 #include <algorithm>
 
 #include "base/clock.h"
 #include "base/log.h"
 #include "engine/engine_impl.h"
+#include "engine/server_call_machine.h"
 #include "engine/wire.h"
 
 namespace tern::rpc {
 
 using namespace tern::rdma;
-
-const char* srv_state_name(SrvState s) {
-  switch (s) {
-    case SrvState::kFree: return "free";
-    case SrvState::kWaitMemory: return "wait-memory";
-    case SrvState::kPulling: return "pulling";
-    case SrvState::kInHandler: return "in-handler";
-    case SrvState::kReplyQueued: return "reply-queued";
-    case SrvState::kSent: return "sent";
-    case SrvState::kOrphaned: return "orphaned";
-  }
-  return "?";
-}
 
 ServerConn::ServerConn(EngineImpl* e, DeviceCtx* d) : ConnBase(e, d, true) {}
 
@@ -140,7 +129,26 @@ void ServerConn::handle_call(MsgBuf* rep) {
                               in.xid, grant.unreplied, grant.granted));
     return;
   }
-  TERN_ASSERT(sc->state == SrvState::kFree && !sc->handler_owner && !sc->send_owner);
+  cs.calls.add();
+  // Chunks larger than this server takes: RFC 8166's ERR_CHUNK.
+  const EngineOptions& o = eng->opt;
+  uint64_t bulk = 0;
+  bool too_big = false;
+  for (int c = 0; c < sc->chunks.nreads; ++c) {
+    if (sc->chunks.reads[c].position == 0) too_big |= sc->chunks.reads[c].length() > o.max_long_call;
+    else bulk += sc->chunks.reads[c].length();
+  }
+  too_big |= bulk > o.max_bulk;
+  if (too_big) {
+    // Answered before it becomes a call: the server call never leaves the
+    // pool's state (kFree) and goes straight back, as for a bad header.
+    // Its credit comes back with the answer.
+    eng->srv_calls.put(sc);
+    rq->grants().on_replied(&grant);
+    send_rdma_error(rep, in.xid, false);
+    return;
+  }
+  TERN_ASSERT(sc->state() == SrvState::kFree && !sc->handler_owner && !sc->send_owner);
   ++calls_held;
   sc->conn = this;
   sc->error_only = false;
@@ -159,7 +167,6 @@ void ServerConn::handle_call(MsgBuf* rep) {
   sc->handler = nullptr;
   sc->ndata_ = 0;
   sc->pc = nullptr;
-  cs.calls.add();
   // Send With Invalidate is possible when the call carries exactly one rkey
   // (as Linux svcrdma does it).
   sc->inv_rkey = 0;
@@ -178,25 +185,6 @@ void ServerConn::handle_call(MsgBuf* rep) {
     for (int i = 0; i < ch.reply.nsegs; ++i) see(ch.reply.segs[i].handle);
     if (one) sc->inv_rkey = key;
   }
-  // Chunks larger than this server takes: RFC 8166's ERR_CHUNK.
-  const EngineOptions& o = eng->opt;
-  uint64_t bulk = 0;
-  bool too_big = false;
-  for (int c = 0; c < sc->chunks.nreads; ++c) {
-    if (sc->chunks.reads[c].position == 0) too_big |= sc->chunks.reads[c].length() > o.max_long_call;
-    else bulk += sc->chunks.reads[c].length();
-  }
-  too_big |= bulk > o.max_bulk;
-  if (too_big) {
-    sc->state = SrvState::kSent;  // never handed to anyone: freed below
-    sc->rep = nullptr;
-    rq->grants().on_replied(&grant);
-    free_call(sc);
-    send_rdma_error(rep, in.xid, false);
-    return;
-  }
-  sc->handler_owner = true;  // the engine holds the handler's side until the handler runs
-  sc->state = SrvState::kWaitMemory;
   if (plain) {
     route(sc, rc, in.body);
   } else if (!sc->nomsg) {
@@ -284,18 +272,6 @@ void ServerConn::route(SrvCall* sc, const wire::RpcCall& rc, std::span<const uin
   }
 }
 
-// A send buffer for the reply, and the bulk pool's part when the call has
-// chunks (an inline call needs nothing else). Inline: the common call's
-// path is a test and a buffer.
-inline bool ServerConn::take_memory(SrvCall* sc, bool turn) {
-  if (sc->sendbuf == nullptr && (sc->sendbuf = eng->send_bufs->get()) == nullptr) {
-    sc->pool_need = 0;  // queued for a send buffer; what it needs of the pool is measured on its turn
-    return false;
-  }
-  const ChunkLists& ch = sc->chunks;
-  return (ch.nreads == 0 && ch.nwrites == 0 && !ch.has_reply) || take_pool_memory(sc, turn);
-}
-
 bool ServerConn::take_pool_memory(SrvCall* sc, bool turn) {
   // All or nothing: either the call gets everything it needs from the pools
   // or it holds nothing, so calls waiting for memory can never each hold
@@ -342,12 +318,6 @@ bool ServerConn::take_pool_memory(SrvCall* sc, bool turn) {
   return true;
 }
 
-inline void ServerConn::drop_memory(SrvCall* sc) {
-  if (sc->sendbuf != nullptr) eng->send_bufs->put(sc->sendbuf);
-  sc->sendbuf = nullptr;
-  if (sc->pool_memory) drop_pool_memory(sc);  // not the common case: an inline call held only its send buffer
-}
-
 void ServerConn::drop_pool_memory(SrvCall* sc) {
   sc->pool_memory = false;
   for (int c = 0; c < kMaxReadChunks; ++c) {
@@ -364,194 +334,6 @@ void ServerConn::drop_pool_memory(SrvCall* sc) {
   TERN_ASSERT(sc->pool_bytes == 0);
 }
 
-// Every transition of a server call: see server_call.h for the states.
-void ServerConn::process(SrvCall* sc, SrvEvent ev, const Wc* wc) {
-  switch (ev) {
-    case SrvEvent::kReceived:
-    case SrvEvent::kMemory: {
-      if (sc->state == SrvState::kPulling && sc->pull_waiting) {
-        // Its READs waited for send-queue room.
-        sc->pull_waiting = false;
-        pull(sc);
-        return;
-      }
-      TERN_ASSERT(sc->state == SrvState::kWaitMemory);
-      if (!take_memory(sc, ev == SrvEvent::kMemory)) {
-        eng->wait_for_memory(sc);
-        return;
-      }
-      if (sc->waiting) eng->stop_waiting(sc, true);
-      if (sc->answer >= 0) {
-        answer_now(sc, sc->answer, sc->answer_low, sc->answer_high);
-        return;
-      }
-      if (sc->chunks.nreads > 0) {
-        sc->state = SrvState::kPulling;
-        pull(sc);
-        return;
-      }
-      dispatch(sc);
-      return;
-    }
-    case SrvEvent::kPulled: {
-      TERN_ASSERT(sc->state == SrvState::kPulling);
-      eng->rw_due.disarm(sc);
-      if (wc->status != WcStatus::kSuccess) {
-        // The pull failed (the client's rkey was refused, or the QP died):
-        // the connection is gone; the drain frees the call.
-        if (life == State::kReady) {
-          Status why = make_error(Errc::kRemoteError, "RDMA READ of its read chunk failed: %s",
-                                  wc_status_name(wc->status));
-          // The client named memory it does not let us read.
-          if (wc->status == WcStatus::kRemAccessErr || wc->status == WcStatus::kRemInvReqErr)
-            protocol_error(std::move(why));
-          else
-            on_disconnected(std::move(why));
-        }
-        return;
-      }
-      after_pull(sc);
-      return;
-    }
-    case SrvEvent::kReplied:
-      // reply() encoded it: post it, or queue it for room.
-      TERN_ASSERT(sc->state == SrvState::kInHandler);
-      sc->handler_owner = false;
-      if (!try_post_reply(sc)) {
-        sc->state = SrvState::kReplyQueued;
-        queued.push_back(sc);
-        want_service();
-      }
-      return;
-    case SrvEvent::kRoom:
-      TERN_ASSERT(sc->state == SrvState::kReplyQueued);
-      (void)try_post_reply(sc);
-      return;
-    case SrvEvent::kSendReleased:
-      // The reply's WRITEs and Send are done: its buffers may be reused.
-      sc->send_owner = false;
-      eng->rw_due.disarm(sc);
-      if (sc->state == SrvState::kSent) free_call(sc);
-      return;
-    case SrvEvent::kConnLost:
-      switch (sc->state) {
-        case SrvState::kWaitMemory:  // never started: nothing posted
-        case SrvState::kReplyQueued:  // never posted
-          sc->handler_owner = false;
-          free_call(sc);
-          return;
-        case SrvState::kInHandler:
-          sc->state = SrvState::kOrphaned;  // its reply is refused and frees it
-          return;
-        default:
-          return;  // pulling or sent: WRs in flight, the drain decides
-      }
-    case SrvEvent::kDrained:
-      if (sc->state == SrvState::kPulling) {
-        sc->handler_owner = false;
-        free_call(sc);
-      } else if (sc->state == SrvState::kSent && !sc->send_owner) {
-        free_call(sc);  // its post was refused: no completion will release it
-      }
-      return;
-  }
-}
-
-void ServerConn::pull(SrvCall* sc) {
-  switch (post_reads(sc)) {
-    case Pull::kPosted:
-      return;
-    case Pull::kNothing:
-      after_pull(sc);
-      return;
-    case Pull::kNoRoom:
-      sc->pull_waiting = true;
-      pulls.push_back(sc);
-      want_service();
-      return;
-  }
-}
-
-void ServerConn::after_pull(SrvCall* sc) {
-  if (TERN_UNLIKELY(bd != nullptr)) sc->ts_pulled = now_ticks();
-  if (sc->nomsg && !sc->msg_pulled) {
-    // The RDMA_NOMSG message is here: decode it, let the handler place the
-    // other chunks, and pull them.
-    sc->msg_pulled = true;
-    cs.nomsg.add();
-    (void)decode_rpc(sc);
-    if (sc->answer >= 0) {
-      answer_now(sc, sc->answer, sc->answer_low, sc->answer_high);
-      return;
-    }
-    if (sc->chunks.nreads > 1) {
-      pull(sc);
-      return;
-    }
-  }
-  dispatch(sc);
-}
-
-void ServerConn::dispatch(SrvCall* sc) {
-  uint64_t bulk = 0;
-  if (sc->chunks.nreads > 0) {
-    // The handler sees each read chunk's data where it was pulled to.
-    int k = 0;
-    for (int c = 0; c < sc->chunks.nreads; ++c) {
-      if (sc->chunks.reads[c].position == 0) continue;
-      sc->data_[k].data = std::span<const uint8_t>(sc->read_dst[c], sc->chunks.reads[c].length());
-      ++k;
-    }
-    for (int c = 0; c < sc->chunks.nreads; ++c)
-      if (sc->chunks.reads[c].position != 0) bulk += sc->chunks.reads[c].length();
-    if (bulk > 0) {
-      cs.read_chunks.add();
-      cs.read_chunk_bytes.add(bulk);
-    }
-  }
-  sc->state = SrvState::kInHandler;
-  sc->handler_owner = true;
-  sc->pc->ops.add();
-  sc->pc->bytes_received.add((sc->rep != nullptr ? sc->rep->len : 0) + bulk);
-  if (TERN_UNLIKELY(bd != nullptr)) sc->ts_handler = now_ticks();
-  sc->handler->h(sc->handler->ctx, sc);
-}
-
-void ServerConn::answer_now(SrvCall* sc, int accept, uint32_t low, uint32_t high) {
-  sc->state = SrvState::kInHandler;
-  sc->handler_owner = true;
-  sc->pc->ops.add();
-  sc->answer_low = low, sc->answer_high = high;
-  (void)reply(sc, {}, {}, accept);
-}
-
-void ServerConn::free_call(SrvCall* sc) {
-  TERN_ASSERT(!sc->handler_owner && !sc->send_owner);
-  if (sc->waiting) eng->stop_waiting(sc, false);
-  eng->rw_due.disarm(sc);
-  drop_memory(sc);
-  if (MsgBuf* rep = sc->rep) {
-    sc->rep = nullptr;
-    give_back(rep);
-  }
-  sc->state = SrvState::kFree;
-  sc->conn = nullptr;
-  sc->handler = nullptr;
-  sc->pc = nullptr;
-  sc->chunks.clear();
-  sc->args_ = {};
-  sc->hdr_ = {};
-  sc->ndata_ = 0;
-  sc->pull_waiting = false;
-  sc->answer = -1;
-  sc->msg_len = sc->long_len = 0;
-  sc->nbulk = 0;
-  sc->ts_pulled = sc->ts_handler = sc->ts_replied = 0;  // send_rdma_error's calls skip handle_call
-  eng->srv_calls.put(sc);
-  --calls_held;
-  if (life == State::kDead && calls_held == 0) want_service();  // to be reclaimed
-}
-
 int ServerConn::service(bool* more) {
   int work = 0;
   *more = false;
@@ -560,7 +342,7 @@ int ServerConn::service(bool* more) {
     while (!queued.empty() && life == State::kReady) {
       SrvCall* sc = queued.front();
       process(sc, SrvEvent::kRoom);
-      if (sc->state == SrvState::kReplyQueued) break;
+      if (sc->state() == SrvState::kReplyQueued) break;
       queued.pop_front();
       ++work;
     }
@@ -601,7 +383,7 @@ void ServerConn::ctx_done(const SendCtx& ctx, bool own, const Wc* wc) {
     case SendCtxKind::kRead: {
       // Always signaled: only its own completion (or teardown) reaches it.
       SrvCall* sc = eng->srv_calls.at(ctx.obj);
-      if (own && wc != nullptr && sc->state == SrvState::kPulling) process(sc, SrvEvent::kPulled, wc);
+      if (own && wc != nullptr && sc->state() == SrvState::kPulling) process(sc, SrvEvent::kPulled, wc);
       break;
     }
     case SendCtxKind::kCallSend:
@@ -620,7 +402,7 @@ void ServerConn::on_lost() {
   deferred.clear();
   for (uint32_t i = 0; i < eng->srv_calls.made(); ++i) {
     SrvCall* sc = eng->srv_calls.at(i);
-    if (sc->conn == this && sc->state != SrvState::kFree) {
+    if (sc->conn == this && sc->state() != SrvState::kFree) {
       sc->pull_waiting = false;
       process(sc, SrvEvent::kConnLost);
     }
@@ -630,7 +412,7 @@ void ServerConn::on_lost() {
 void ServerConn::on_drained() {
   for (uint32_t i = 0; i < eng->srv_calls.made(); ++i) {
     SrvCall* sc = eng->srv_calls.at(i);
-    if (sc->conn == this && sc->state != SrvState::kFree) process(sc, SrvEvent::kDrained);
+    if (sc->conn == this && sc->state() != SrvState::kFree) process(sc, SrvEvent::kDrained);
   }
   // Its credits go back to the pool for other connections.
   rq->grants().leave(&grant);

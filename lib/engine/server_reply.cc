@@ -14,6 +14,7 @@
 #include "base/process_key.h"
 #include "engine/args_digest.h"
 #include "engine/engine_impl.h"
+#include "engine/server_call_machine.h"
 #include "engine/wire.h"
 
 namespace tern::rpc {
@@ -59,8 +60,8 @@ Status SrvCall::reply_chunks(std::span<const uint8_t> results, std::span<const s
 }
 
 void SrvCall::drop() {
-  TERN_REQUIRE(state == SrvState::kInHandler || state == SrvState::kOrphaned,
-               "drop() on a call that is not waiting for a reply (state %s)", srv_state_name(state));
+  TERN_REQUIRE(state() == SrvState::kInHandler || state() == SrvState::kOrphaned,
+               "drop() on a call that is not waiting for a reply (state %s)", srv_state_name(state()));
   conn->drop(this);
 }
 
@@ -138,15 +139,14 @@ inline void ServerConn::cover_grants() {
 
 Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::span<const std::span<const uint8_t>> bulk,
                          int accept) {
-  if (sc->state == SrvState::kOrphaned) {
+  if (sc->state() == SrvState::kOrphaned) {
     // Its connection died while the handler held it: nobody to answer.
-    sc->handler_owner = false;
-    free_call(sc);
+    process(sc, SrvEvent::kDropped);
     return make_error(Errc::kDisconnected, "the connection of call %u is gone", sc->xid_);
   }
   if (TERN_UNLIKELY(bd != nullptr)) sc->ts_replied = now_ticks();
-  TERN_REQUIRE(sc->state == SrvState::kInHandler, "reply() on a call that is not waiting for one (state %s)",
-               srv_state_name(sc->state));
+  TERN_REQUIRE(sc->state() == SrvState::kInHandler, "reply() on a call that is not waiting for one (state %s)",
+               srv_state_name(sc->state()));
   // The commonest shape -- no write chunk, no bulk data, a message that fits
   // inline -- skips the chunk lists altogether.
   if (sc->chunks.nwrites == 0 && (bulk.empty() || (bulk.size() == 1 && bulk[0].empty())) &&
@@ -263,13 +263,11 @@ inline bool ServerConn::reply_inline(SrvCall* sc, std::span<const uint8_t> resul
 void ServerConn::drop(SrvCall* sc) {
   // Released unanswered. Its receive buffer and memory go back now; its
   // client's credit stays taken (no reply carries it back).
-  const bool orphaned = sc->state == SrvState::kOrphaned;
-  sc->handler_owner = false;
-  if (!orphaned) eng->st.calls_dropped.add();
-  free_call(sc);
+  if (sc->state() != SrvState::kOrphaned) eng->st.calls_dropped.add();
+  process(sc, SrvEvent::kDropped);
 }
 
-bool ServerConn::try_post_reply(SrvCall* sc) {
+bool ServerConn::reply_fits(SrvCall* sc) {
   WrChain& chain = eng->chain;
   if (sc->nbulk == 0 && sc->long_len == 0) {
     chain.clear();
@@ -277,8 +275,11 @@ bool ServerConn::try_post_reply(SrvCall* sc) {
   } else {
     build_reply_chain(sc, chain);
   }
-  if (!room(chain.size())) return false;
-  sc->state = SrvState::kSent;
+  return room(chain.size());
+}
+
+void ServerConn::post_reply(SrvCall* sc) {
+  WrChain& chain = eng->chain;  // as reply_fits() built it
   // The reply that leaves its connection with no call in progress is
   // signaled (svcrdma signals every reply): a connection that goes quiet
   // then holds no server call and no send buffer, where a batched one
@@ -317,7 +318,6 @@ bool ServerConn::try_post_reply(SrvCall* sc) {
     bd->record(Stage::kPost, sc->ts_replied, now);
     bd->record(Stage::kTotal, sc->t_recv, now);
   }
-  return true;
 }
 
 void ServerConn::send_rdma_error(MsgBuf* rep, uint32_t xid, bool vers) {
@@ -346,7 +346,10 @@ void ServerConn::send_rdma_error(MsgBuf* rep, uint32_t xid, bool vers) {
   cs.errors.add();
   cs.sends.add();
   cs.bytes_sent.add(sc->msg_len);
-  sc->state = SrvState::kSent;
+  process(sc, SrvEvent::kErrorAnswer);
+}
+
+void ServerConn::post_error_answer(SrvCall* sc) {
   WrChain& chain = eng->chain;
   build_reply_chain(sc, chain);
   bool signaled = false;

@@ -9,6 +9,7 @@
 
 #include "base/clock.h"
 #include "engine/engine_impl.h"
+#include "engine/server_call_machine.h"
 
 namespace tern::rpc {
 
@@ -40,7 +41,7 @@ ServerConn::Pull ServerConn::post_reads(SrvCall* sc) {
   if (!room(chain.size())) return Pull::kNoRoom;
   eng->st.rdma_reads.add(static_cast<uint64_t>(chain.size()));
   if (!sc->nomsg || sc->msg_pulled) eng->st.read_chunks.add();
-  sc->state = SrvState::kPulling;
+  TERN_ASSERT(sc->state() == SrvState::kPulling);  // the machine entered it before asking for the pull
   // A refusal fails the connection; the drain frees the call. Posted, the
   // READs wait for the peer: the deadline runs from now.
   if (post(chain, SendCtxKind::kRead, sc->index) && eng->rw_timeout_ticks != 0)

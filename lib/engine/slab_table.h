@@ -56,10 +56,11 @@ class SlabTable {
   }
   uint32_t cap_, made_ = 0, out_ = 0;
   std::vector<std::unique_ptr<T[]>> slabs_;
-  // The free objects, as a stack rather than an intrusive list: any free
-  // object will do, the one given back last is the likeliest still in
-  // cache, and none is ever taken from the middle, so links in every object
-  // would buy nothing.
+  // The free objects, as a stack: the one given back last is taken first,
+  // while its cache lines are likely still warm. A free object is on no
+  // list of the engine's, so the stack needs no link in it, and its
+  // storage grows only with the slabs: get() and put() never allocate and
+  // never search.
   std::vector<T*> free_;
   std::vector<uint8_t> in_table_;
 };

@@ -1,0 +1,260 @@
+// The server call machine's events (server_call_machine.h has the states
+// and the table): ServerConn::process, and what a transition does --
+// taking the call's memory, starting its pull, running its handler,
+// posting its reply, freeing it. Every state change here goes through
+// enter(); the receive, read/write and reply files only raise events.
+#include "base/clock.h"
+#include "engine/engine_impl.h"
+#include "engine/server_call_machine.h"
+
+namespace tern::rpc {
+
+using namespace tern::rdma;
+
+const char* srv_state_name(SrvState s) {
+  switch (s) {
+    case SrvState::kFree: return "free";
+    case SrvState::kWaitMemory: return "wait-memory";
+    case SrvState::kPulling: return "pulling";
+    case SrvState::kInHandler: return "in-handler";
+    case SrvState::kReplyQueued: return "reply-queued";
+    case SrvState::kSent: return "sent";
+    case SrvState::kOrphaned: return "orphaned";
+  }
+  return "?";
+}
+
+// A send buffer for the reply, and the bulk pool's part when the call has
+// chunks (an inline call needs nothing else). Inline: the common call's
+// path is a test and a buffer.
+inline bool ServerConn::take_memory(SrvCall* sc, bool turn) {
+  if (sc->sendbuf == nullptr && (sc->sendbuf = eng->send_bufs->get()) == nullptr) {
+    sc->pool_need = 0;  // queued for a send buffer; what it needs of the pool is measured on its turn
+    return false;
+  }
+  const ChunkLists& ch = sc->chunks;
+  return (ch.nreads == 0 && ch.nwrites == 0 && !ch.has_reply) || take_pool_memory(sc, turn);
+}
+
+inline void ServerConn::drop_memory(SrvCall* sc) {
+  if (sc->sendbuf != nullptr) eng->send_bufs->put(sc->sendbuf);
+  sc->sendbuf = nullptr;
+  if (sc->pool_memory) drop_pool_memory(sc);  // not the common case: an inline call held only its send buffer
+}
+
+// A call waiting for memory tries to take it (turn: the memory queue chose
+// it; otherwise it just arrived): it waits on, or pulls, or is answered.
+inline void ServerConn::start(SrvCall* sc, bool turn) {
+  if (!take_memory(sc, turn)) {
+    eng->wait_for_memory(sc);
+    return;
+  }
+  if (sc->waiting) eng->stop_waiting(sc, true);
+  if (sc->answer >= 0) {
+    answer_now(sc, sc->answer, sc->answer_low, sc->answer_high);
+    return;
+  }
+  if (sc->chunks.nreads > 0) {
+    enter(sc, SrvState::kPulling);
+    pull(sc);
+    return;
+  }
+  dispatch(sc);
+}
+
+// An encoded reply's chain is posted when the send queue has room for it.
+// False: no room, nothing changed.
+inline bool ServerConn::send_reply(SrvCall* sc) {
+  if (!reply_fits(sc)) return false;
+  enter(sc, SrvState::kSent);  // before the post: a refusal fails the connection at once
+  post_reply(sc);
+  return true;
+}
+
+void ServerConn::process(SrvCall* sc, SrvEvent ev, const Wc* wc) {
+  switch (ev) {
+    case SrvEvent::kReceived:
+      // The engine holds the handler's side until the handler runs.
+      sc->handler_owner = true;
+      enter(sc, SrvState::kWaitMemory);
+      start(sc, false);
+      return;
+    case SrvEvent::kMemory:
+      if (sc->state() == SrvState::kPulling && sc->pull_waiting) {
+        // Its READs waited for send-queue room.
+        sc->pull_waiting = false;
+        pull(sc);
+        return;
+      }
+      TERN_ASSERT(sc->state() == SrvState::kWaitMemory);
+      start(sc, true);
+      return;
+    case SrvEvent::kPulled: {
+      TERN_ASSERT(sc->state() == SrvState::kPulling);
+      eng->rw_due.disarm(sc);
+      if (wc->status != WcStatus::kSuccess) {
+        // The pull failed (the client's rkey was refused, or the QP died):
+        // the connection is gone; the drain frees the call.
+        if (life == State::kReady) {
+          Status why = make_error(Errc::kRemoteError, "RDMA READ of its read chunk failed: %s",
+                                  wc_status_name(wc->status));
+          // The client named memory it does not let us read.
+          if (wc->status == WcStatus::kRemAccessErr || wc->status == WcStatus::kRemInvReqErr)
+            protocol_error(std::move(why));
+          else
+            on_disconnected(std::move(why));
+        }
+        return;
+      }
+      after_pull(sc);
+      return;
+    }
+    case SrvEvent::kReplied:
+      // reply() encoded it: post it, or queue it for room.
+      TERN_ASSERT(sc->state() == SrvState::kInHandler);
+      sc->handler_owner = false;
+      if (!send_reply(sc)) {
+        enter(sc, SrvState::kReplyQueued);
+        queued.push_back(sc);
+        want_service();
+      }
+      return;
+    case SrvEvent::kErrorAnswer:
+      // send_rdma_error made sure of the room: sent at once, no handler.
+      enter(sc, SrvState::kSent);
+      post_error_answer(sc);
+      return;
+    case SrvEvent::kDropped:
+      sc->handler_owner = false;
+      free_call(sc);
+      return;
+    case SrvEvent::kRoom:
+      TERN_ASSERT(sc->state() == SrvState::kReplyQueued);
+      (void)send_reply(sc);
+      return;
+    case SrvEvent::kSendReleased:
+      // The reply's WRITEs and Send are done: its buffers may be reused.
+      sc->send_owner = false;
+      eng->rw_due.disarm(sc);
+      if (sc->state() == SrvState::kSent) free_call(sc);
+      return;
+    case SrvEvent::kConnLost:
+      switch (sc->state()) {
+        case SrvState::kWaitMemory:  // never started: nothing posted
+        case SrvState::kReplyQueued:  // never posted
+          sc->handler_owner = false;
+          free_call(sc);
+          return;
+        case SrvState::kInHandler:
+          enter(sc, SrvState::kOrphaned);  // its reply is refused and frees it
+          return;
+        default:
+          return;  // pulling or sent: WRs in flight, the drain decides
+      }
+    case SrvEvent::kDrained:
+      if (sc->state() == SrvState::kPulling) {
+        sc->handler_owner = false;
+        free_call(sc);
+      } else if (sc->state() == SrvState::kSent && !sc->send_owner) {
+        free_call(sc);  // its post was refused: no completion will release it
+      }
+      return;
+  }
+}
+
+void ServerConn::pull(SrvCall* sc) {
+  switch (post_reads(sc)) {
+    case Pull::kPosted:
+      return;
+    case Pull::kNothing:
+      after_pull(sc);
+      return;
+    case Pull::kNoRoom:
+      sc->pull_waiting = true;
+      pulls.push_back(sc);
+      want_service();
+      return;
+  }
+}
+
+void ServerConn::after_pull(SrvCall* sc) {
+  if (TERN_UNLIKELY(bd != nullptr)) sc->ts_pulled = now_ticks();
+  if (sc->nomsg && !sc->msg_pulled) {
+    // The RDMA_NOMSG message is here: decode it, let the handler place the
+    // other chunks, and pull them.
+    sc->msg_pulled = true;
+    cs.nomsg.add();
+    (void)decode_rpc(sc);
+    if (sc->answer >= 0) {
+      answer_now(sc, sc->answer, sc->answer_low, sc->answer_high);
+      return;
+    }
+    if (sc->chunks.nreads > 1) {
+      pull(sc);
+      return;
+    }
+  }
+  dispatch(sc);
+}
+
+void ServerConn::dispatch(SrvCall* sc) {
+  uint64_t bulk = 0;
+  if (sc->chunks.nreads > 0) {
+    // The handler sees each read chunk's data where it was pulled to.
+    int k = 0;
+    for (int c = 0; c < sc->chunks.nreads; ++c) {
+      if (sc->chunks.reads[c].position == 0) continue;
+      sc->data_[k].data = std::span<const uint8_t>(sc->read_dst[c], sc->chunks.reads[c].length());
+      ++k;
+    }
+    for (int c = 0; c < sc->chunks.nreads; ++c)
+      if (sc->chunks.reads[c].position != 0) bulk += sc->chunks.reads[c].length();
+    if (bulk > 0) {
+      cs.read_chunks.add();
+      cs.read_chunk_bytes.add(bulk);
+    }
+  }
+  enter(sc, SrvState::kInHandler);
+  sc->handler_owner = true;
+  sc->pc->ops.add();
+  sc->pc->bytes_received.add((sc->rep != nullptr ? sc->rep->len : 0) + bulk);
+  if (TERN_UNLIKELY(bd != nullptr)) sc->ts_handler = now_ticks();
+  sc->handler->h(sc->handler->ctx, sc);
+}
+
+void ServerConn::answer_now(SrvCall* sc, int accept, uint32_t low, uint32_t high) {
+  enter(sc, SrvState::kInHandler);
+  sc->handler_owner = true;
+  sc->pc->ops.add();
+  sc->answer_low = low, sc->answer_high = high;
+  (void)reply(sc, {}, {}, accept);
+}
+
+void ServerConn::free_call(SrvCall* sc) {
+  TERN_ASSERT(!sc->handler_owner && !sc->send_owner);
+  if (sc->waiting) eng->stop_waiting(sc, false);
+  eng->rw_due.disarm(sc);
+  drop_memory(sc);
+  if (MsgBuf* rep = sc->rep) {
+    sc->rep = nullptr;
+    give_back(rep);
+  }
+  enter(sc, SrvState::kFree);
+  sc->conn = nullptr;
+  sc->handler = nullptr;
+  sc->pc = nullptr;
+  sc->chunks.clear();
+  sc->args_ = {};
+  sc->hdr_ = {};
+  sc->ndata_ = 0;
+  sc->pull_waiting = false;
+  sc->answer = -1;
+  sc->msg_len = sc->long_len = 0;
+  sc->nbulk = 0;
+  sc->ts_pulled = sc->ts_handler = sc->ts_replied = 0;  // send_rdma_error's calls skip handle_call
+  eng->srv_calls.put(sc);
+  --calls_held;
+  if (life == State::kDead && calls_held == 0) want_service();  // to be reclaimed
+}
+
+}  // namespace tern::rpc
