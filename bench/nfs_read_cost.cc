@@ -213,11 +213,13 @@ int main(int argc, char** argv) {
   // or through its storage queue. A server without a storage queue (before
   // issue 22) read every one on the engine's thread; the same source
   // builds against both (the counters are looked for, not named outright).
-  auto served = [total](const auto& st) {
-    if constexpr (requires { st.read_nowait; st.storage_deferred; }) {
-      std::fprintf(stderr, "tern-nfs-read-cost: %ld READs, %llu at once (RWF_NOWAIT), %llu through the storage queue\n",
+  auto served = [total](const auto& srv) {
+    const auto& st = srv.stats();
+    if constexpr (requires { st.read_nowait; st.storage_deferred; srv.storage().backend(); }) {
+      std::fprintf(stderr,
+                   "tern-nfs-read-cost: %ld READs, %llu at once (RWF_NOWAIT), %llu through the storage queue (%s)\n",
                    total, static_cast<unsigned long long>(st.read_nowait.get()),
-                   static_cast<unsigned long long>(st.storage_deferred.get()));
+                   static_cast<unsigned long long>(st.storage_deferred.get()), srv.storage().backend());
       return st.read_nowait.get() == static_cast<uint64_t>(total);
     } else {
       std::fprintf(stderr, "tern-nfs-read-cost: %ld READs, all on the engine's thread (no storage queue)\n", total);
@@ -225,7 +227,7 @@ int main(int argc, char** argv) {
     }
   };
   // A cached READ that went to the queue is not what this counts.
-  if (!served(server->stats())) return fail("some READs were not served from the page cache at once");
+  if (!served(*server)) return fail("some READs were not served from the page cache at once");
   c->close();
   for (int i = 0; i < 100; ++i) (*cli)->poll(), (*srv)->poll();
   return 0;
