@@ -32,7 +32,10 @@ done
 scripts/build.sh build-perf -Dbuildtype=release -Dtests=false
 base="$top/.measure-nfs-base"
 rev=$(git rev-parse --verify "$against^{commit}")
-if [[ -d $base ]]; then git -C "$base" checkout -q -f --detach "$rev"; else git worktree add -q --detach "$base" "$rev"; fi
+# Shared with measure-nfs-read-cost.sh (run them one at a time): checked out
+# only when at another revision, so that the tool it added stays.
+if [[ ! -d $base ]]; then git worktree add -q --detach "$base" "$rev"
+elif [[ $(git -C "$base" rev-parse HEAD) != "$rev" ]]; then git -C "$base" checkout -q -f --detach "$rev"; fi
 echo "base: $(git -C "$base" log --oneline -1)" >&2
 "$base/scripts/build.sh" "$base/build-perf" -Dbuildtype=release -Dtests=false
 out=$(mktemp -d "$top/.measure-nfs.XXXXXX")

@@ -36,7 +36,10 @@ bins=(new:"$top/build-perf/bench/tern-nfs-read-cost")
 if [[ -n $against ]]; then
   base="$top/.measure-nfs-base"
   rev=$(git -C "$top" rev-parse --verify "$against^{commit}")
-  if [[ -d $base ]]; then git -C "$base" checkout -q -f --detach "$rev"; else git -C "$top" worktree add -q --detach "$base" "$rev"; fi
+  # Checked out only when at another revision: a forced checkout drops the
+  # tool this script (or measure-nfs-cached-read.sh) added to the base.
+  if [[ ! -d $base ]]; then git -C "$top" worktree add -q --detach "$base" "$rev"
+  elif [[ $(git -C "$base" rev-parse HEAD) != "$rev" ]]; then git -C "$base" checkout -q -f --detach "$rev"; fi
   echo "base: $(git -C "$base" log --oneline -1)" >&2
   # A base without the tool gets this tree's source and its meson target,
   # so that both are compiled alike (same flags, same link); the base's
