@@ -44,11 +44,10 @@ if [[ -n $against ]]; then
   # A base without the tool gets this tree's source and its meson target,
   # so that both are compiled alike (same flags, same link); the base's
   # worktree is a scratch copy, left with them.
-  if [[ ! -f $base/bench/nfs_read_cost.cc ]] || ! cmp -s "$top/bench/nfs_read_cost.cc" "$base/bench/nfs_read_cost.cc"; then
+  cmp -s "$top/bench/nfs_read_cost.cc" "$base/bench/nfs_read_cost.cc" ||
     cp "$top/bench/nfs_read_cost.cc" "$base/bench/nfs_read_cost.cc"
-    grep -q "'tern-nfs-read-cost'" "$base/bench/meson.build" ||
-      echo "executable('tern-nfs-read-cost', 'nfs_read_cost.cc', dependencies: [tern_nfsd_dep])" >>"$base/bench/meson.build"
-  fi
+  grep -q "'tern-nfs-read-cost'" "$base/bench/meson.build" ||
+    echo "executable('tern-nfs-read-cost', 'nfs_read_cost.cc', dependencies: [tern_nfsd_dep])" >>"$base/bench/meson.build"
   "$base/scripts/build.sh" "$base/build-perf" -Dbuildtype=release -Dtests=false
   bins+=(base:"$base/build-perf/bench/tern-nfs-read-cost")
 fi
