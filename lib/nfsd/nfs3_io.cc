@@ -8,7 +8,7 @@
 // What waits for the device goes through the StorageQueue (storage_queue.h)
 // and is answered from its completion: a READ the page cache cannot serve
 // at once (it is tried with RWF_NOWAIT first, so cached data costs no
-// hand-off), every WRITE, COMMIT's fsync. A FILE_SYNC or DATA_SYNC WRITE is
+// hand-off; on tmpfs, which refuses RWF_NOWAIT, it is read at once), every WRITE, COMMIT's fsync. A FILE_SYNC or DATA_SYNC WRITE is
 // written like an UNSTABLE one and then answered from its file's next sync,
 // shared with the file's other stable WRITEs and COMMITs (the group commit,
 // sync_batch.h): answered only once the data is durable. Every check
@@ -17,7 +17,9 @@
 // submitted, exactly as for a synchronous call: a denied call never
 // reaches the queue.
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -38,6 +40,16 @@ namespace {
 Nfs3Stat not_regular(const struct stat& st) { return S_ISDIR(st.st_mode) ? Nfs3Stat::kIsdir : Nfs3Stat::kInval; }
 
 }  // namespace
+
+bool Nfs3Server::memory_backed(dev_t dev, int fd) {
+  for (const auto& [d, mem] : memory_devs_)
+    if (d == dev) return mem;
+  struct statfs sf;
+  const bool mem = fstatfs(fd, &sf) == 0 && (sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC);
+  // A handful of file systems per export table; past the bound, asked each time.
+  if (memory_devs_.size() < 16) memory_devs_.emplace_back(dev, mem);
+  return mem;
+}
 
 bool Nfs3Server::proc_read(Op& op) {
   ReadArgs a;
@@ -90,6 +102,23 @@ bool Nfs3Server::proc_read(Op& op) {
         // Part of it: the rest is past the end, or not cached.
         struct stat now;
         if (fstat(fd, &now) == 0 && a.offset + got >= static_cast<uint64_t>(now.st_size)) rest = false;
+      } else if (errno == EOPNOTSUPP && memory_backed(st.st_dev, fd)) {
+        // tmpfs cannot say whether a read would wait (RWF_NOWAIT is
+        // EOPNOTSUPP there, on 6.18 too), but its data is memory, never a
+        // device's (short of swap): read here, as before the queue, not
+        // through an io_uring worker and a later pass (2x the instructions
+        // of a cached READ; docs/nfs-gateway.md, "Cached READs").
+        rest = false;
+        while (got < count) {
+          ssize_t m = pread(fd, buf.data() + got, count - got, static_cast<off_t>(a.offset + got));
+          if (m < 0 && errno == EINTR) continue;
+          if (m < 0) {
+            r.status = nfs3_stat_from_errno(errno);
+            break;
+          }
+          if (m == 0) break;
+          got += static_cast<size_t>(m);
+        }
       } else if (errno != EAGAIN && errno != EOPNOTSUPP) {
         r.status = nfs3_stat_from_errno(errno);
         rest = false;

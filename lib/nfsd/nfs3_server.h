@@ -131,7 +131,7 @@ struct Nfs3Stats {
   Counter swept;               // cached descriptors of removed objects closed
   Counter refused;             // NFS3ERR_ACCES: the caller is not on the export's list
   Counter tables;              // export tables taken up after the first (reloads)
-  Counter read_nowait;         // READs the page cache served at once (RWF_NOWAIT)
+  Counter read_nowait;         // READs the page cache served at once (RWF_NOWAIT; tmpfs: pread)
   Counter storage_deferred;    // calls answered from a storage completion
   Counter caller_deferred;     // jobs run as the caller (CallerPool)
   Counter caller_ring;         // calls run as the caller on the storage ring (a personality)
@@ -314,6 +314,10 @@ class Nfs3Server {
   // Whether an UNSTABLE WRITE tries RWF_NOWAIT first: off once the file
   // system said EOPNOTSUPP (ext4's buffered writes, for one).
   bool write_nowait_ = true;
+  // Whether the file system of device `dev` (fd one of its files) keeps its
+  // files' data in memory (tmpfs, ramfs), remembered per device (bounded).
+  bool memory_backed(dev_t dev, int fd);
+  std::vector<std::pair<dev_t, bool>> memory_devs_;
 };
 
 }  // namespace tern::nfsd
