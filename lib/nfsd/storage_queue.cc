@@ -367,6 +367,14 @@ int StorageQueue::deliver() {
   if (held_.empty() || (opt_.hold != nullptr && opt_.hold->load(std::memory_order_acquire))) return 0;
   // Both vectors keep their capacity: no allocation per pass.
   delivering_.swap(held_);
+  if (opt_.hold_if != nullptr) {  // tests: the operations still held stay
+    size_t keep = 0;
+    for (Slot* s : delivering_) {
+      if (opt_.hold_if(opt_.fault_ctx, s->req)) held_.push_back(s);
+      else delivering_[keep++] = s;
+    }
+    delivering_.resize(keep);
+  }
   for (Slot* s : delivering_) finish(s);
   const int n = static_cast<int>(delivering_.size());
   delivering_.clear();

@@ -94,6 +94,11 @@ struct StorageOptions {
   int (*fault)(void* ctx, const StorageReq& r) = nullptr;
   void* fault_ctx = nullptr;
   const std::atomic<bool>* hold = nullptr;
+  // hold_if (asynchronous backends): a finished operation for which it
+  // returns true (asked with fault_ctx, on the engine's thread) is kept in
+  // flight, not delivered, until it returns false: a device slow for some
+  // operations only, while the others complete.
+  bool (*hold_if)(void* ctx, const StorageReq& r) = nullptr;
 };
 
 struct StorageStats {
