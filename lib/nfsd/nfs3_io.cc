@@ -276,16 +276,15 @@ bool Nfs3Server::proc_commit(Op& op) {
       // Everything written before it (answered UNSTABLE WRITEs are in the
       // page cache) is durable once a sync of the file that starts after
       // now completes: the file's next one, shared with its stable WRITEs
-      // and other COMMITs (sync_batch.h). Then the answer.
+      // and other COMMITs (sync_batch.h). It joins once its reservation
+      // went through its peer's bound (finish_io), so that a client's
+      // COMMITs start syncs no faster than its share allows; then the
+      // answer.
       Pending* p = defer(op);
       p->before = *r.wcc.before;
       p->batched = true;
       p->file = SyncKey{st.st_dev, st.st_ino};
-      st_.storage_deferred.add();
-      if (int err = syncs_->join(p->file, op.call->peer_id(), fd, true, {&Nfs3Server::on_synced, p}); err != 0) {
-        finish_synced(*p, fd, err);
-        delete p;
-      }
+      submit_io(op, p, StorageKind::kReserve, fd, 0, nullptr, 0, 0);
       return true;
     } else {
       // The same with its own fsync.
@@ -303,13 +302,14 @@ bool Nfs3Server::proc_commit(Op& op) {
 }
 
 bool Nfs3Server::finish_io(Pending& p, const StorageReq& q, int64_t res) {
-  if (p.batched && res > 0) {
-    // A stable WRITE's data is in the page cache: it joins its file's next
-    // sync and is answered from that (finish_synced). A failed write is
-    // answered now.
-    p.written = static_cast<uint32_t>(res);
+  const bool commit = p.proc == Nfs3Proc::kCommit;
+  if (p.batched && (commit ? res == 0 : res > 0)) {
+    // A stable WRITE's data is in the page cache (a COMMIT's reservation
+    // went through): it joins its file's next sync and is answered from
+    // that (finish_synced). A failed write is answered now.
+    if (!commit) p.written = static_cast<uint32_t>(res);
     const SyncBatches::Waiter w{&Nfs3Server::on_synced, &p};
-    const int err = syncs_->join(p.file, p.call->peer_id(), q.fd, p.stable == StableHow::kFileSync, w);
+    const int err = syncs_->join(p.file, p.call->peer_id(), q.fd, commit || p.stable == StableHow::kFileSync, w);
     if (err == 0) return false;
     res = -err;
   }

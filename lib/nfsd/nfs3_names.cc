@@ -393,11 +393,7 @@ bool handle_of_name(const Export& exp, int dirfd, const char* name, Fh3* fh) {
 
 }  // namespace
 
-bool Nfs3Server::proc_remove(Op& op) { return remove_name(op, false); }
-
-bool Nfs3Server::proc_rmdir(Op& op) { return remove_name(op, true); }
-
-bool Nfs3Server::remove_name(Op& op, bool dir) {
+bool Nfs3Server::proc_remove(Op& op, bool dir) {
   RemoveArgs a;
   if (!decode(op.call->args(), &a)) return false;
   WccRes r;

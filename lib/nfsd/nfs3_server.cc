@@ -1,7 +1,7 @@
-// Nfs3Server: dispatch, the reply cache, and what every procedure shares
-// (resolving handles, attributes, permissions, acting as the caller). The
-// procedures themselves are in nfs3_attr.cc, nfs3_io.cc, nfs3_names.cc and
-// nfs3_dir.cc.
+// Nfs3Server: the reply cache, and what every procedure shares (resolving
+// handles, attributes, permissions, acting as the caller). The procedure
+// table and the dispatch through it are in nfs3_procs.cc, the procedures
+// themselves in nfs3_attr.cc, nfs3_io.cc, nfs3_names.cc and nfs3_dir.cc.
 #include "nfsd/nfs3_server.h"
 
 #include <fcntl.h>
@@ -22,27 +22,6 @@ namespace tern::nfsd {
 using namespace tern::nfs;
 
 namespace {
-
-// The procedures whose retransmission must not run again (nfsd's
-// RC_REPLBUFF set, WRITE included: replaying an old WRITE after a newer one
-// to the same bytes would undo it).
-bool non_idempotent(Nfs3Proc p) {
-  switch (p) {
-    case Nfs3Proc::kSetattr:
-    case Nfs3Proc::kWrite:
-    case Nfs3Proc::kCreate:
-    case Nfs3Proc::kMkdir:
-    case Nfs3Proc::kSymlink:
-    case Nfs3Proc::kMknod:
-    case Nfs3Proc::kRemove:
-    case Nfs3Proc::kRmdir:
-    case Nfs3Proc::kRename:
-    case Nfs3Proc::kLink:
-      return true;
-    default:
-      return false;
-  }
-}
 
 // The results' buffer: the largest READDIR(PLUS) reply (FSINFO's dtpref is
 // far below) or inline READ, with room for the rest of the reply.
@@ -136,54 +115,6 @@ void Nfs3Server::on_call(void* ctx, rpc::ServerCall* c) { static_cast<Nfs3Server
 void Nfs3Server::tick() {
   follow_table();
   st_.swept.add(fds_.sweep());
-}
-
-void Nfs3Server::serve(rpc::ServerCall* c) {
-  const auto proc = static_cast<Nfs3Proc>(c->proc());
-  if (c->proc() >= kNfs3ProcCount) {  // the engine routes only what attach() registered
-    (void)c->reply_error(rpc::AcceptStat::kProcUnavail);
-    return;
-  }
-  st_.calls[c->proc()].add();
-  if (proc == Nfs3Proc::kNull) {
-    (void)c->reply({});
-    return;
-  }
-  follow_table();
-  if (c->peer_id() != last_peer_) {
-    last_peer_ = std::string(c->peer_id());
-    last_addr_ = ClientAddr::from_peer_id(last_peer_);
-  }
-  Op op(c, last_addr_, res_);
-  const bool cached = drc_ != nullptr && non_idempotent(proc);
-  ReplyKey key;
-  op.cached = cached;
-  op.key = &key;
-  if (cached) {
-    key = ReplyKey{std::string(c->peer_id()), c->xid(), c->prog(), c->vers(), c->proc(), drc_->args_digest(c->args())};
-    switch (drc_->begin(key, &cached_)) {
-      case ReplyCache::Found::kDone:
-        st_.drc_replays.add();
-        (void)c->reply(cached_);
-        return;
-      case ReplyCache::Found::kInProgress:
-        st_.drc_drops.add();
-        c->drop();
-        return;
-      case ReplyCache::Found::kNew:
-        break;
-    }
-  }
-  if (!dispatch(op)) {
-    st_.garbage.add();
-    if (cached) drc_->forget(key);
-    (void)c->reply_error(rpc::AcceptStat::kGarbageArgs);
-    return;
-  }
-  // Waiting for the device: finish_io() answers it (it may have already,
-  // when the storage ran synchronously).
-  if (op.pending) return;
-  reply_to(c, cached, key, op.w, op.bulk);
 }
 
 void Nfs3Server::reply_to(rpc::ServerCall* c, bool cached, const ReplyKey& key, const xdr::XdrWriter& w,
@@ -347,34 +278,6 @@ void Nfs3Server::on_synced(void* ctx, int fd, int err) {
   auto* p = static_cast<Pending*>(ctx);
   p->srv->finish_synced(*p, fd, err);
   delete p;
-}
-
-bool Nfs3Server::dispatch(Op& op) {
-  switch (static_cast<Nfs3Proc>(op.call->proc())) {
-    case Nfs3Proc::kNull: return true;
-    case Nfs3Proc::kGetattr: return proc_getattr(op);
-    case Nfs3Proc::kSetattr: return proc_setattr(op);
-    case Nfs3Proc::kLookup: return proc_lookup(op);
-    case Nfs3Proc::kAccess: return proc_access(op);
-    case Nfs3Proc::kReadlink: return proc_readlink(op);
-    case Nfs3Proc::kRead: return proc_read(op);
-    case Nfs3Proc::kWrite: return proc_write(op);
-    case Nfs3Proc::kCreate: return proc_create(op);
-    case Nfs3Proc::kMkdir: return proc_mkdir(op);
-    case Nfs3Proc::kSymlink: return proc_symlink(op);
-    case Nfs3Proc::kMknod: return proc_mknod(op);
-    case Nfs3Proc::kRemove: return proc_remove(op);
-    case Nfs3Proc::kRmdir: return proc_rmdir(op);
-    case Nfs3Proc::kRename: return proc_rename(op);
-    case Nfs3Proc::kLink: return proc_link(op);
-    case Nfs3Proc::kReaddir: return proc_readdir(op, false);
-    case Nfs3Proc::kReaddirplus: return proc_readdir(op, true);
-    case Nfs3Proc::kFsstat: return proc_fsstat(op);
-    case Nfs3Proc::kFsinfo: return proc_fsinfo(op);
-    case Nfs3Proc::kPathconf: return proc_pathconf(op);
-    case Nfs3Proc::kCommit: return proc_commit(op);
-  }
-  return false;
 }
 
 // ---------------------------------------------------------------- helpers

@@ -190,9 +190,28 @@ class Nfs3Server {
   // A stable WRITE's or COMMIT's answer from its batch's sync (sync_batch.h).
   static void on_synced(void* ctx, int fd, int err);
   void finish_synced(Pending& p, int fd, int err);
+  // Serves a call through its procedure's entry of kProcs (nfs3_procs.cc).
   void serve(rpc::ServerCall* c);
-  // False: the arguments were garbage. Otherwise the results are in op.w.
-  bool dispatch(Op& op);
+
+  // What the reply cache does with a procedure's calls.
+  enum class Cache : uint8_t {
+    kNone,    // nothing: a retransmission runs again (idempotent)
+    // Non-idempotent: a retransmission is answered with the first run's
+    // reply, which is recorded before it leaves (reply_to).
+    kRecord,
+  };
+  // One NFSv3 procedure as this server serves it.
+  struct Proc {
+    nfs::Nfs3Proc proc;  // its number: the entry's index (checked)
+    // Decodes the arguments, does the work and encodes the results into
+    // op.w, or defers the answer to a completion (op.pending); false: the
+    // arguments were garbage. Null: a void procedure (NULL), answered at
+    // once with no results.
+    bool (*serve)(Nfs3Server& s, Op& op);
+    Cache cache;
+  };
+  // Every procedure of program 100003 version 3, at its number (nfs3_procs.cc).
+  static const Proc kProcs[nfs::kNfs3ProcCount];
 
   // The procedures (nfs3_attr.cc, nfs3_io.cc, nfs3_names.cc, nfs3_dir.cc).
   bool proc_getattr(Op& op);
@@ -210,8 +229,8 @@ class Nfs3Server {
   bool proc_mkdir(Op& op);
   bool proc_symlink(Op& op);
   bool proc_mknod(Op& op);
-  bool proc_remove(Op& op);
-  bool proc_rmdir(Op& op);
+  // REMOVE (dir false) and RMDIR (true).
+  bool proc_remove(Op& op, bool dir);
   bool proc_rename(Op& op);
   bool proc_link(Op& op);
   bool proc_readdir(Op& op, bool plus);
@@ -285,8 +304,6 @@ class Nfs3Server {
   // open_flags) and goes on as make_as_caller's does.
   void make_by_op(Op& op, FdCache::Entry* d, const struct stat& dst, std::shared_ptr<MakeJob> j,
                   std::shared_ptr<CallerOp> c, int open_flags);
-  // REMOVE and RMDIR.
-  bool remove_name(Op& op, bool dir);
 
   const PublishedExports* pub_ = nullptr;  // null: one fixed table
   std::shared_ptr<const ExportTable> table_;

@@ -172,6 +172,7 @@ int64_t StorageQueue::run_now(const StorageOptions& opt, const StorageReq& r) {
       }
       case StorageKind::kFsync: n = (r.rw_flags & kFsyncDataOnly) != 0 ? fdatasync(r.fd) : fsync(r.fd); break;
       case StorageKind::kCallerOp: return -EOPNOTSUPP;  // io_uring only: never given to another backend
+      case StorageKind::kReserve: return 0;
     }
     if (n < 0 && errno == EINTR) continue;
     return n < 0 ? -errno : n;
@@ -198,12 +199,7 @@ void StorageQueue::submit(std::string_view peer, const StorageReq& r) {
     close(r.fd);
     return;
   }
-  auto it = peers_.find(std::string(peer));
-  if (it == peers_.end()) {
-    it = peers_.emplace(std::string(peer), Peer{}).first;
-    it->second.id = it->first;
-  }
-  Peer* p = &it->second;
+  Peer* p = peer_of(peer);
   if (p->waiting.empty() && in_flight_ < opt_.max_in_flight && p->in_flight < share()) {
     start(p, r);
     return;
@@ -218,16 +214,67 @@ void StorageQueue::submit(std::string_view peer, const StorageReq& r) {
   }
 }
 
-void StorageQueue::start(Peer* p, const StorageReq& r) {
+StorageQueue::Peer* StorageQueue::peer_of(std::string_view id) {
+  auto it = peers_.find(std::string(id));
+  if (it == peers_.end()) {
+    it = peers_.emplace(std::string(id), Peer{}).first;
+    it->second.id = it->first;
+  }
+  return &it->second;
+}
+
+void StorageQueue::submit_shared(std::vector<std::string> peers, const StorageReq& r) {
+  st_.submitted.add();
+  Shared sh{std::move(peers), r};
+  if (shared_.empty() && in_flight_ < opt_.max_in_flight) {
+    start_shared(sh);
+    return;
+  }
+  st_.queued.add();
+  shared_.push_back(std::move(sh));
+  ++waiting_;
+  st_.waiting.set(waiting_);
+}
+
+void StorageQueue::start_shared(Shared& sh) {
+  std::vector<Peer*> charged;
+  charged.reserve(sh.peers.size());
+  for (const std::string& id : sh.peers) {
+    Peer* p = peer_of(id);
+    ++p->in_flight;
+    if (p->in_flight > st_.peer_peak.get()) st_.peer_peak.set(p->in_flight);
+    charged.push_back(p);
+  }
+  start(nullptr, sh.req, std::move(charged));
+}
+
+void StorageQueue::settle(Peer* p) {
+  if (p->in_flight == 0 && p->waiting.empty()) {
+    const std::string id = p->id;  // not a reference into the node erased
+    peers_.erase(id);
+  } else if (!p->waiting.empty() && !p->ready) {
+    p->ready = true;
+    ready_.push_back(p);
+  }
+}
+
+void StorageQueue::start(Peer* p, const StorageReq& r, std::vector<Peer*> shared) {
   Slot* s = free_.back();
   free_.pop_back();
   s->req = r;
   s->peer = p;
+  s->shared = std::move(shared);
   s->res = 0;
   ++in_flight_;
-  ++p->in_flight;
   st_.in_flight.set(in_flight_);
-  if (p->in_flight > st_.peer_peak.get()) st_.peer_peak.set(p->in_flight);
+  if (p != nullptr) {
+    ++p->in_flight;
+    if (p->in_flight > st_.peer_peak.get()) st_.peer_peak.set(p->in_flight);
+  }
+  if (r.kind == StorageKind::kReserve) {  // nothing to run: done, delivered from poll()
+    held_.push_back(s);
+    return;
+  }
   st_.started.add();
 #if TERN_HAVE_LIBURING
   if (backend_ == Backend::kUring) {
@@ -273,6 +320,7 @@ void StorageQueue::start(Peer* p, const StorageReq& r) {
         }
         sqe->personality = r.personality;
         break;
+      case StorageKind::kReserve: break;  // never here: completed above
     }
     sqe->flags |= IOSQE_ASYNC;
     io_uring_sqe_set_data(sqe, s);
@@ -289,6 +337,14 @@ void StorageQueue::start(Peer* p, const StorageReq& r) {
 
 int StorageQueue::start_ready() {
   int n = 0;
+  // Shared operations first: they answer calls whose own operations are
+  // done, of peers that already paid their share for them.
+  while (in_flight_ < opt_.max_in_flight && !shared_.empty()) {
+    start_shared(shared_.front());
+    shared_.pop_front();
+    --waiting_;
+    ++n;
+  }
   // Round-robin over peers with waiting operations: one each per turn, a
   // peer at its share leaves the ring until one of its own completes.
   size_t turns = ready_.size();
@@ -320,21 +376,21 @@ void StorageQueue::finish(Slot* s) {
   Peer* p = s->peer;
   StorageReq r = s->req;
   const int64_t res = s->res;
+  std::vector<Peer*> shared;
+  shared.swap(s->shared);
   --in_flight_;
-  --p->in_flight;
+  if (p != nullptr) --p->in_flight;
+  for (Peer* q : shared) --q->in_flight;
   st_.in_flight.set(in_flight_);
   free_.push_back(s);
   if (res < 0) st_.failed.add();
   r.done(r.ctx, r, res);
   st_.completed.add();
   if (r.fd >= 0) close(r.fd);
-  if (p->in_flight == 0 && p->waiting.empty()) {
-    const std::string id = p->id;  // not a reference into the node erased
-    peers_.erase(id);
-  } else if (!p->waiting.empty() && !p->ready) {
-    p->ready = true;
-    ready_.push_back(p);
-  }
+  // After done, which may have queued more for them (a COMMIT's
+  // reservation joins its file's sync): each one known until then.
+  if (p != nullptr) settle(p);
+  for (Peer* q : shared) settle(q);
 }
 
 int StorageQueue::deliver() {
@@ -364,9 +420,22 @@ int StorageQueue::deliver() {
     threads_->done.clear();
     threads_->ndone.store(0, std::memory_order_relaxed);
   }
-  if (held_.empty() || (opt_.hold != nullptr && opt_.hold->load(std::memory_order_acquire))) return 0;
+  if (held_.empty()) return 0;
   // Both vectors keep their capacity: no allocation per pass.
   delivering_.swap(held_);
+  if (opt_.hold != nullptr || opt_.hold_if != nullptr) {
+    // Tests: what the "device" still holds stays in flight; a reservation
+    // never went to the device.
+    const bool all = opt_.hold != nullptr && opt_.hold->load(std::memory_order_acquire);
+    size_t keep = 0;
+    for (Slot* s : delivering_) {
+      const bool held = s->req.kind != StorageKind::kReserve &&
+                        (all || (opt_.hold_if != nullptr && opt_.hold_if(opt_.fault_ctx, s->req)));
+      if (held) held_.push_back(s);
+      else delivering_[keep++] = s;
+    }
+    delivering_.resize(keep);
+  }
   for (Slot* s : delivering_) finish(s);
   const int n = static_cast<int>(delivering_.size());
   delivering_.clear();
@@ -377,7 +446,7 @@ int StorageQueue::poll() {
   if (backend_ == Backend::kSync) return 0;
   int work = 0;
   if (in_flight_ > 0 || !held_.empty()) work += deliver();
-  if (!ready_.empty()) work += start_ready();
+  if (!ready_.empty() || !shared_.empty()) work += start_ready();
 #if TERN_HAVE_LIBURING
   // What this pass prepared, in one system call. SQEs a failed submission
   // left in the ring (EAGAIN, EBUSY: the kernel short of memory or CQ room)

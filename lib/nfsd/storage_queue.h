@@ -35,6 +35,18 @@
 // fair_share(max_in_flight, peers with work) capped at max_per_peer. What a
 // bound holds back waits in its peer's queue, served round-robin across
 // peers as slots free up; submit() never blocks and never fails.
+//
+// A shared operation (submit_shared: the group commit's sync of a file,
+// sync_batch.h) answers calls of several peers. It waits for none of their
+// shares, only for the engine's bound (ahead of the peers' queued
+// operations), and while it runs it is charged to each of them: it counts
+// in every one's in-flight number, so that their own next operations wait
+// for their shares. Charged to one of them (the one whose call came first,
+// as it once was), the others waited for that one's share: one peer
+// waiting for another. So a peer's count may pass its share by the shared
+// operations it is in (one sync per file at a time); it cannot start one
+// of its own then, and every shared operation needs a call of a peer that
+// went through that peer's share first (sync_batch.h).
 #pragma once
 
 #include <atomic>
@@ -55,8 +67,11 @@ namespace tern::nfsd {
 
 // kCallerOp: a name-space call run as its caller under an io_uring
 // personality (caller_op.h, personality_cache.h); io_uring backend only
-// (runs_caller_ops()).
-enum class StorageKind : uint8_t { kRead, kWrite, kFsync, kCallerOp };
+// (runs_caller_ops()). kReserve: nothing is run; it takes its turn under
+// the bounds like any operation and completes at once (res 0), so that
+// what follows it starts no faster than its peer's share allows (a COMMIT
+// before it joins its file's sync, sync_batch.h).
+enum class StorageKind : uint8_t { kRead, kWrite, kFsync, kCallerOp, kReserve };
 
 struct StorageReq {
   StorageKind kind = StorageKind::kRead;
@@ -90,15 +105,21 @@ struct StorageOptions {
   // before it runs; a nonzero errno fails it with that instead (as a
   // device's EIO would). hold: while true, finished operations are kept in
   // flight, not delivered (synchronous mode: the operation waits before it
-  // runs, as a slow device would keep the thread).
+  // runs, as a slow device would keep the thread); a kReserve, which never
+  // goes to the device, is not held.
   int (*fault)(void* ctx, const StorageReq& r) = nullptr;
   void* fault_ctx = nullptr;
   const std::atomic<bool>* hold = nullptr;
+  // hold_if (asynchronous backends): a finished operation for which it
+  // returns true (asked with fault_ctx, on the engine's thread) is kept in
+  // flight, not delivered, until it returns false: a device slow for some
+  // operations only, while the others complete.
+  bool (*hold_if)(void* ctx, const StorageReq& r) = nullptr;
 };
 
 struct StorageStats {
   Counter submitted;   // operations given to submit()
-  Counter started;     // handed to the backend
+  Counter started;     // handed to the backend (kReserve is not)
   Counter completed;   // done() ran
   // Finished by the backend and reaped by poll(), delivered or still held
   // (StorageOptions::hold): a test that must release many completions in
@@ -123,6 +144,10 @@ class StorageQueue {
 
   // Queues r on behalf of `peer`; r.done runs later, from poll().
   void submit(std::string_view peer, const StorageReq& r);
+  // Queues r on behalf of every one of `peers` (each once): started when
+  // the engine has room, before any queued operation of a peer; charged to
+  // all of them until its completion. Asynchronous backends only.
+  void submit_shared(std::vector<std::string> peers, const StorageReq& r);
   // From the engine's loop: starts what the bounds allow (one submission),
   // delivers what completed. Returns the number of completions delivered
   // plus operations started.
@@ -150,7 +175,8 @@ class StorageQueue {
   struct Peer;
   struct Slot {  // an operation handed to the backend
     StorageReq req;
-    Peer* peer = nullptr;
+    Peer* peer = nullptr;  // null: a shared operation (submit_shared)...
+    std::vector<Peer*> shared;  // ... charged to these
     int64_t res = 0;
   };
   struct Peer {
@@ -166,9 +192,19 @@ class StorageQueue {
   bool start_uring();
   void start_threads();
   uint32_t share() const;
-  void start(Peer* p, const StorageReq& r);
+  // p null: a shared operation, charged to `shared`.
+  void start(Peer* p, const StorageReq& r, std::vector<Peer*> shared = {});
   int start_ready();
   void finish(Slot* s);
+  Peer* peer_of(std::string_view id);
+  struct Shared {
+    std::vector<std::string> peers;
+    StorageReq req;
+  };
+  void start_shared(Shared& s);
+  // After p's in-flight count dropped: forgets an idle peer, or puts one
+  // with waiting operations back in the round-robin.
+  void settle(Peer* p);
   int deliver();
   void idle_peer(Peer* p);
   static int64_t run_now(const StorageOptions& opt, const StorageReq& r);
@@ -180,6 +216,7 @@ class StorageQueue {
   std::unique_ptr<Threads> threads_;
   std::unordered_map<std::string, Peer> peers_;
   std::deque<Peer*> ready_;  // peers with waiting operations, round-robin
+  std::deque<Shared> shared_;  // shared operations waiting for room
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<Slot*> free_;
   std::vector<Slot*> held_;        // reaped, not yet delivered (or held: opt_.hold)

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <utility>
 
@@ -32,8 +33,8 @@ int SyncBatches::join(const SyncKey& k, std::string_view peer, int fd, bool full
       if (f.next.empty() && !f.syncing) files_.erase(k);
       return err;
     }
-    f.next_peer.assign(peer);
   }
+  if (std::find(f.next_peers.begin(), f.next_peers.end(), peer) == f.next_peers.end()) f.next_peers.emplace_back(peer);
   f.next.push_back(w);
   f.next_full |= full;
   make_due(&f);
@@ -74,10 +75,9 @@ void SyncBatches::start(File* f) {
   f->next_fd = -1;
   f->syncing = true;
   st_.syncs.add();
-  const std::string peer = std::move(f->next_peer);
-  f->next_peer.clear();
-  // Last: a synchronous queue would complete it here (on_sync).
-  q_.submit(peer, r);
+  std::vector<std::string> peers;
+  peers.swap(f->next_peers);
+  q_.submit_shared(std::move(peers), r);
 }
 
 void SyncBatches::on_sync(void* ctx, const StorageReq& r, int64_t res) {

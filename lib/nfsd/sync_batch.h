@@ -36,11 +36,21 @@
 // once per open file, so the Nfs3Server also changes its write verifier then
 // (UNSTABLE data a later COMMIT would call durable may be what was lost).
 //
-// One SyncBatches per engine, used from the engine's thread only. The syncs
-// go through the engine's StorageQueue (asynchronous: its backend must not
-// be kSync, whose inline completions would answer in the middle of a
-// WRITE's own handler), on behalf of the peer whose waiter opened the
-// batch, so they count against the queue's per-peer and engine bounds.
+// Whose sync: a batch's waiters may be calls of several peers (clients
+// writing one file), and its one sync answers all of them. It goes through
+// the engine's StorageQueue as a shared operation (asynchronous: its
+// backend must not be kSync, whose inline completions would answer in the
+// middle of a WRITE's own handler), charged to every peer with a waiter in
+// it and waiting for none of their bounds, only for the engine's. Charged
+// to the peer whose waiter opened the batch, as it once was, it waited
+// behind that peer's share: another client's FILE_SYNC WRITE to the same
+// file stayed unanswered while the first client's READs were on a slow
+// device (nfsd_sync_batch_peers_test.cc). Every bound keeps its meaning: a
+// peer's syncs count in its in-flight number, so its own next operations
+// wait for its share, and a sync needs a waiter that got through its
+// peer's bound first -- a stable WRITE's write, a COMMIT's reservation
+// (StorageKind::kReserve) -- so a peer cannot start syncs faster than its
+// share lets its operations start.
 #pragma once
 
 #include <sys/types.h>
@@ -86,8 +96,9 @@ class SyncBatches {
 
   // w joins the file's next sync: a stable WRITE once its data was written
   // (full: FILE_SYNC, an fsync; else DATA_SYNC, fdatasync), a COMMIT (full)
-  // when it arrives. fd: a descriptor of the file (duplicated for the
-  // sync). 0, or an errno when it could not join (the caller answers with
+  // once its reservation went through its peer's bound. `peer` (the
+  // call's) is charged for the sync while it runs. fd: a descriptor of
+  // the file (duplicated for the sync). 0, or an errno when it could not join (the caller answers with
   // it at once).
   int join(const SyncKey& k, std::string_view peer, int fd, bool full, const Waiter& w);
   // Starts the syncs that are due (the end of a poll pass): what this pass
@@ -108,11 +119,11 @@ class SyncBatches {
     SyncBatches* owner = nullptr;
     SyncKey key;
     // The next sync's waiters, what it must be, its descriptor (owned) and
-    // on whose behalf it runs; due: in due_.
+    // the peers it is charged to (each once); due: in due_.
     std::vector<Waiter> next;
     bool next_full = false;
     int next_fd = -1;
-    std::string next_peer;
+    std::vector<std::string> next_peers;
     bool due = false;
     // The running sync's waiters.
     bool syncing = false;

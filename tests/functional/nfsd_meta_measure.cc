@@ -7,14 +7,16 @@
 // LINK, REMOVE (x3), MKDIR, RMDIR, FSSTAT on fresh names. Run by hand for
 // docs/nfs-gateway.md ("Calls that run as the caller").
 //
-//   tern-nfsd-meta-measure [--dir DIR] [--rounds N] [--only getattr|mkdir|create] [--ring]
+//   tern-nfsd-meta-measure [--dir DIR] [--rounds N] [--only getattr|mkdir|create|read] [--ring]
 //
 // --ring puts MKDIR, SYMLINK, REMOVE, RMDIR, RENAME and LINK on the storage
 // ring under io_uring personalities (ServerConfig::caller_ring; default:
 // the caller pool).
 //
 // --only runs one kind of call N times instead (getattr: GETATTR of the
-// root; mkdir: MKDIR then RMDIR; create: CREATE then REMOVE) and prints,
+// root; mkdir: MKDIR then RMDIR; create: CREATE then REMOVE; read: a 512-byte
+// READ of a file in the page cache, inline -- the cached READ path, for
+// instruction counts under callgrind) and prints,
 // besides the times, the process's context switches per call (every
 // thread's voluntary and involuntary ones, from /proc/self/task): what a
 // hand-off to another thread costs in wake-ups, a count the machine's load
@@ -136,9 +138,9 @@ int main(int argc, char** argv) {
   tern::apps::OptionParser cli("tern-nfsd-meta-measure", "[options]");
   cli.text("dir", "DIR", "the directory exported (default: a fresh one under /var/tmp)", &dir);
   cli.integer("rounds", "N", "calls of each procedure (default 1000)", 1, 1 << 30, &rounds);
-  cli.custom("only", "KIND", "run one kind of call N times instead: getattr, mkdir or create",
-             "getattr, mkdir or create", [&only](std::string_view v, std::string*) {
-               if (v != "getattr" && v != "mkdir" && v != "create") return false;
+  cli.custom("only", "KIND", "run one kind of call N times instead: getattr, mkdir, create or read",
+             "getattr, mkdir, create or read", [&only](std::string_view v, std::string*) {
+               if (v != "getattr" && v != "mkdir" && v != "create" && v != "read") return false;
                only = std::string(v);
                return true;
              });
@@ -183,6 +185,17 @@ int main(int argc, char** argv) {
     return true;
   };
   if (!only.empty()) {
+    Fh3 file;  // --only read's
+    if (only == "read") {
+      const int fd = ::open((dir + "/r").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const std::vector<uint8_t> data(4096, 0x5a);
+      const bool wrote = fd >= 0 && ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
+      if (fd >= 0) ::close(fd);
+      LookupRes lr;
+      if (!wrote || !c.call("lookup", Nfs3Proc::kLookup, enc(LookupArgs{{root, "r"}}), &res) || !decode(res, &lr))
+        return std::fprintf(stderr, "--only read: no file to read\n"), 1;
+      file = lr.obj;
+    }
     const uint64_t cs0 = context_switches();
     int calls = 0;
     for (int i = 0; i < rounds; ++i) {
@@ -207,8 +220,11 @@ int main(int argc, char** argv) {
         failed += !c.call("create", Nfs3Proc::kCreate, enc(ca), &res);
         failed += !c.call("remove", Nfs3Proc::kRemove, enc(RemoveArgs{{root, n}}), &res);
         calls += 2;
+      } else if (only == "read") {
+        failed += !c.call("read", Nfs3Proc::kRead, enc(ReadArgs{file, 0, 512}), &res);
+        calls += 1;
       } else {
-        return std::fprintf(stderr, "--only: getattr, mkdir or create\n"), 2;
+        return std::fprintf(stderr, "--only: getattr, mkdir, create or read\n"), 2;
       }
     }
     const uint64_t cs = context_switches() - cs0;

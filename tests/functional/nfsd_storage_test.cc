@@ -115,7 +115,9 @@ TEST_F(NfsdStorage, AStableWriteIsAnsweredOnlyOnceDoneAndNobodyWaitsForIt) {
   hold_ = false;
   ASSERT_TRUE(wait([&] { return cm.done; }));
   EXPECT_EQ(status(cm), Nfs3Stat::kOk);
-  EXPECT_EQ(io().completed.get(), write_ops + 1);
+  // With the group commit the COMMIT was two too: its reservation under
+  // the peer's bound (StorageKind::kReserve), then its file's sync.
+  EXPECT_EQ(io().completed.get(), write_ops + (server_->nfs->sync_batches() != nullptr ? 2 : 1));
 }
 
 // READs that go through the queue (RWF_NOWAIT off: every one) bring the
@@ -252,7 +254,11 @@ TEST_F(NfsdStorage, APeerRunsAtMostItsShare) {
     return true;
   }));
   for (auto& r : rep) EXPECT_EQ(status(r), Nfs3Stat::kOk);
-  EXPECT_EQ(io().peer_peak.get(), 3u);
+  // Its share, and with the group commit its file's sync, which is charged
+  // to it (and to any other peer it answers) without waiting for its
+  // share (storage_queue.h, "shared operation").
+  EXPECT_GE(io().peer_peak.get(), 3u);
+  EXPECT_LE(io().peer_peak.get(), server_->nfs->sync_batches() != nullptr ? 4u : 3u);
   EXPECT_EQ(io().in_flight.get(), 0u);
   Bytes disk = file_bytes("many");
   ASSERT_EQ(disk.size(), 1024u * kCalls);
