@@ -235,6 +235,17 @@ class Nfsd : public ::testing::Test {
     b.resize(w.bytes_written());
     return b;
   }
+  // The storage backend a run asks for, set by hand:
+  // TERN_TEST_NFSD_STORAGE=threads runs on the worker pool (the fallback
+  // when io_uring is unavailable), =sync on the engine's thread (the path
+  // before the storage queue); unset keeps the default. Tests whose point
+  // needs a queue (holds, batches) pass with_sync=false and ignore =sync.
+  static void storage_mode_from_env(ServerConfig& cfg, bool with_sync) {
+    const char* m = std::getenv("TERN_TEST_NFSD_STORAGE");
+    if (m == nullptr) return;
+    if (std::string_view(m) == "threads") cfg.storage.mode = StorageOptions::Mode::kThreads;
+    if (with_sync && std::string_view(m) == "sync") cfg.storage.mode = StorageOptions::Mode::kSync;
+  }
   // A WRITE's arguments, its data inline (a buffer sized for the data,
   // which may be more than enc()'s holds).
   static Bytes write_args(const nfs::Fh3& f, uint64_t off, std::span<const uint8_t> data,

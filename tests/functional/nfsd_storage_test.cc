@@ -37,14 +37,11 @@ class NfsdStorage : public Nfsd {
     hold_ = false;
     Nfsd::TearDown();
   }
-  // TERN_TEST_NFSD_STORAGE=threads runs every test on the worker pool (the
-  // fallback when io_uring is unavailable); =sync on the engine's thread
-  // (the path before: what these tests guard against).
+  // TERN_TEST_NFSD_STORAGE=threads or =sync runs every test on that backend
+  // (=sync: the path before, what these tests guard against).
   static ServerConfig base_config() {
     ServerConfig cfg;
-    const char* m = std::getenv("TERN_TEST_NFSD_STORAGE");
-    if (m != nullptr && std::string_view(m) == "threads") cfg.storage.mode = StorageOptions::Mode::kThreads;
-    if (m != nullptr && std::string_view(m) == "sync") cfg.storage.mode = StorageOptions::Mode::kSync;
+    storage_mode_from_env(cfg, /*with_sync=*/true);
     return cfg;
   }
   ServerConfig held_config() {

@@ -56,8 +56,7 @@ class NfsdSyncBatchPeers : public Nfsd {
   // TERN_TEST_NFSD_STORAGE=threads: on the worker pool (no io_uring).
   ServerConfig config() {
     ServerConfig cfg;
-    const char* m = std::getenv("TERN_TEST_NFSD_STORAGE");
-    if (m != nullptr && std::string_view(m) == "threads") cfg.storage.mode = StorageOptions::Mode::kThreads;
+    storage_mode_from_env(cfg, /*with_sync=*/false);
     cfg.storage.hold = &hold_;
     cfg.storage.fault = &count_syncs;
     cfg.storage.hold_if = &hold_reads;
