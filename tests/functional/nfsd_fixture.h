@@ -246,16 +246,22 @@ class Nfsd : public ::testing::Test {
     if (std::string_view(m) == "threads") cfg.storage.mode = StorageOptions::Mode::kThreads;
     if (with_sync && std::string_view(m) == "sync") cfg.storage.mode = StorageOptions::Mode::kSync;
   }
-  // A WRITE's arguments, its data inline (a buffer sized for the data,
-  // which may be more than enc()'s holds).
-  static Bytes write_args(const nfs::Fh3& f, uint64_t off, std::span<const uint8_t> data,
-                          nfs::StableHow how) {
+  // A WRITE of `data` at `off`, as the decoded structure.
+  static nfs::nfs3::WriteArgs write_of(const nfs::Fh3& f, uint64_t off, std::span<const uint8_t> data,
+                                       nfs::StableHow how) {
     nfs::nfs3::WriteArgs a;
     a.file = f;
     a.offset = off;
     a.count = static_cast<uint32_t>(data.size());
     a.stable = how;
     a.data = data;
+    return a;
+  }
+  // A WRITE's arguments, its data inline (a buffer sized for the data,
+  // which may be more than enc()'s holds).
+  static Bytes write_args(const nfs::Fh3& f, uint64_t off, std::span<const uint8_t> data,
+                          nfs::StableHow how) {
+    nfs::nfs3::WriteArgs a = write_of(f, off, data, how);
     Bytes b(data.size() + 512);
     xdr::XdrWriter w(b);
     nfs::nfs3::encode(w, a);
@@ -310,12 +316,7 @@ class Nfsd : public ::testing::Test {
   // WRITE of `data` (registered memory from the client engine when chunked).
   nfs::nfs3::WriteRes write(const Fh3& f, uint64_t off, std::span<const uint8_t> data, nfs::StableHow how,
                             bool chunked, const CallOpts& base = {}) {
-    nfs::nfs3::WriteArgs a;
-    a.file = f;
-    a.offset = off;
-    a.count = static_cast<uint32_t>(data.size());
-    a.stable = how;
-    a.data = data;
+    nfs::nfs3::WriteArgs a = write_of(f, off, data, how);
     CallOpts o = base;
     Bytes args(256);
     xdr::XdrWriter w(args);
