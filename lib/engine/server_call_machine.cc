@@ -24,6 +24,12 @@ const char* srv_state_name(SrvState s) {
   return "?";
 }
 
+void srv_transition_refused(const SrvCall* sc, SrvState to) {
+  TERN_CHECK(srv_may_enter(sc->state(), to), "server call %u (xid %u): %s -> %s is not a transition of the machine",
+             sc->index, sc->xid(), srv_state_name(sc->state()), srv_state_name(to));
+  __builtin_unreachable();  // only called for a refused transition
+}
+
 // A send buffer for the reply, and the bulk pool's part when the call has
 // chunks (an inline call needs nothing else). Inline: the common call's
 // path is a test and a buffer.
