@@ -51,21 +51,37 @@ inline void ServerConn::drop_memory(SrvCall* sc) {
 // A call waiting for memory tries to take it (turn: the memory queue chose
 // it; otherwise it just arrived): it waits on, or pulls, or is answered.
 inline void ServerConn::start(SrvCall* sc, bool turn) {
-  if (!take_memory(sc, turn)) {
+  // The common call -- inline, its send buffer in hand, waiting for nothing,
+  // for its handler to answer -- takes its send buffer and goes straight to
+  // its handler, as the general case would. The general case is out of
+  // line: inlined here it made every call save six registers and a frame.
+  const ChunkLists& ch = sc->chunks;
+  if (TERN_LIKELY(ch.nreads == 0 && ch.nwrites == 0 && !ch.has_reply && !sc->waiting && sc->answer < 0)) {
+    if (sc->sendbuf != nullptr || (sc->sendbuf = eng->send_bufs->get()) != nullptr) {
+      dispatch(sc);
+      return;
+    }
+    sc->pool_need = 0;  // as take_memory(): queued for a send buffer
     eng->wait_for_memory(sc);
     return;
   }
-  if (sc->waiting) eng->stop_waiting(sc, true);
-  if (sc->answer >= 0) {
-    answer_now(sc, sc->answer, sc->answer_low, sc->answer_high);
-    return;
-  }
-  if (sc->chunks.nreads > 0) {
-    enter(sc, SrvState::kPulling);
-    pull(sc);
-    return;
-  }
-  dispatch(sc);
+  [](ServerConn* conn, SrvCall* sc, bool turn) __attribute__((noinline)) {
+    if (!conn->take_memory(sc, turn)) {
+      conn->eng->wait_for_memory(sc);
+      return;
+    }
+    if (sc->waiting) conn->eng->stop_waiting(sc, true);
+    if (sc->answer >= 0) {
+      conn->answer_now(sc, sc->answer, sc->answer_low, sc->answer_high);
+      return;
+    }
+    if (sc->chunks.nreads > 0) {
+      enter(sc, SrvState::kPulling);
+      conn->pull(sc);
+      return;
+    }
+    conn->dispatch(sc);
+  }(this, sc, turn);
 }
 
 // An encoded reply's chain is posted when the send queue has room for it.
