@@ -131,22 +131,23 @@ expect=(
 lost_write="lost 0 8192 41 unstable"  # never committed: must be gone
 
 round() {  # round NAME TERN-NFSD-ARGS...: 0 ok, 3 the crash lost nothing (retry)
-  local name=$1
+  local name=$1 out root i st f
   shift
   # (set -e does not hold in a function called with ||: every step checks.)
   mount -t ext4 "$dev" "$mnt" || fail "$name: mount"
-  rm -rf "$mnt/export" && mkdir "$mnt/export" || fail "$name: mkdir"
-  : >"$mnt/export/fsync" && : >"$mnt/export/dsync" && : >"$mnt/export/commit" &&
-    : >"$mnt/export/lost" && : >"$mnt/export/pagecache" || fail "$name: files"
+  rm -rf "$mnt/export" || fail "$name: rm"
+  mkdir "$mnt/export" || fail "$name: mkdir"
+  for f in fsync dsync commit lost pagecache; do
+    : >"$mnt/export/$f" || fail "$name: create $f"
+  done
   sync -f "$mnt/export" || fail "$name: sync"  # the empty files exist on the device; their data is the server's job
   start "$name-1" "$@"
 
-  local out root i st
   out=$(printf 'mnt 127.0.0.1 %s %s\n' "$mport" "$mnt/export" | timeout 30 "$probe")
   root=$(awk '{print $3}' <<<"$out")
   [[ $root != - && -n $root ]] || fail "$name: MNT: $out"
   # One probe run: lookups, then the writes and the COMMIT, in this order.
-  local script="connect shm:path=$dir/s"$'\n' f
+  local script="connect shm:path=$dir/s"$'\n'
   for f in fsync dsync commit lost; do script+="lookup $root $f"$'\n'; done
   out=$(printf '%s' "$script" | timeout 30 "$probe")
   local -a lk
@@ -258,8 +259,8 @@ check() {  # check NAME BACKEND ARGS...: a round, tried again when the crash los
   [[ -z ${TERN_CRASH_ROUNDS:-} || " $TERN_CRASH_ROUNDS " == *" $name "* ]] || return 0
   expect_backend=$2
   shift 2
-  local try rc
-  for try in 1 2 3; do
+  local rc
+  for _ in 1 2 3; do
     rc=0
     round "$name" "$@" || rc=$?
     ((rc == 0)) && return 0
