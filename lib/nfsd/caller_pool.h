@@ -86,6 +86,9 @@ class CallerPool {
   // From the engine's loop: delivers finished jobs (their done() may submit
   // more) and starts what the bounds allow. Returns the work done.
   int poll();
+  // Whether poll() has anything to do (inline: the engine's poller asks on
+  // every pass): finished jobs to deliver, or queued ones a bound held.
+  bool busy() const { return ndone_.load(std::memory_order_acquire) != 0 || !ready_.empty(); }
   // Until nothing is queued or running, delivering every result (shutdown).
   void drain();
   bool idle() const { return in_flight_ == 0 && waiting_ == 0; }

@@ -288,7 +288,7 @@ void StorageQueue::start(Peer* p, const StorageReq& r, std::vector<Peer*> shared
     io_uring_sqe* sqe = io_uring_get_sqe(&uring_->ring);
     if (sqe == nullptr) {  // cannot happen: in flight <= entries; submit and retry
       (void)io_uring_submit(&uring_->ring);
-      to_submit_ = 0;
+      to_submit_ = io_uring_sq_ready(&uring_->ring);
       sqe = io_uring_get_sqe(&uring_->ring);
       if (sqe == nullptr) {  // the kernel took none: the call is answered with the error
         s->res = -EAGAIN;
@@ -455,7 +455,7 @@ int StorageQueue::poll() {
     int rc = io_uring_submit(&uring_->ring);
     if (rc < 0 && rc != -EAGAIN && rc != -EBUSY && rc != -EINTR)
       TERN_LOG(kError, "nfsd", "storage: io_uring_submit: %s", strerror(-rc));
-    to_submit_ = 0;
+    to_submit_ = io_uring_sq_ready(&uring_->ring);
   }
 #endif
   return work;

@@ -156,6 +156,12 @@ class StorageQueue {
   // completion (shutdown: the calls still get their replies).
   void drain();
   bool idle() const { return in_flight_ == 0 && waiting_ == 0; }
+  // Whether poll() has anything to do: an operation in flight (completions
+  // to reap), one waiting for a bound, or SQEs not yet submitted. Inline,
+  // for the engine's poller: the engine runs it on every pass, and a
+  // cached READ (answered with no hand-off) takes several passes, so an
+  // idle queue must cost a load or two there, not a call.
+  bool busy() const { return in_flight_ != 0 || waiting_ != 0 || to_submit_ != 0; }
   // An eventfd signalled by completions (-1 in synchronous mode).
   int wake_fd() const { return efd_; }
   // "io_uring", "threads" or "sync".
@@ -223,7 +229,9 @@ class StorageQueue {
   std::vector<Slot*> delivering_;  // being delivered by deliver()
   uint32_t in_flight_ = 0;
   uint32_t waiting_ = 0;
-  uint32_t to_submit_ = 0;  // SQEs prepared this pass
+  // SQEs in the ring not yet submitted: prepared this pass, or left by a
+  // submission that failed (they go with the next one).
+  uint32_t to_submit_ = 0;
   StorageStats st_;
 };
 
