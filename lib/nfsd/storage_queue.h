@@ -53,6 +53,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -186,10 +187,16 @@ class StorageQueue {
     int64_t res = 0;
   };
   struct Peer {
-    std::string id;
+    std::string_view id;  // its key in peers_ (a node's: stable)
     std::deque<StorageReq> waiting;
     uint32_t in_flight = 0;
-    bool ready = false;  // in ready_ (has waiting operations)
+    bool ready = false;   // in ready_ (has waiting operations)
+    bool active = false;  // has work (in flight, waiting): counted in active_
+  };
+  // peers_ is looked up by a call's peer_id() without making a string.
+  struct PeerHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
   };
   struct Uring;    // the io_uring backend (storage_queue.cc)
   struct Threads;  // the worker pool
@@ -208,9 +215,12 @@ class StorageQueue {
     StorageReq req;
   };
   void start_shared(Shared& s);
-  // After p's in-flight count dropped: forgets an idle peer, or puts one
-  // with waiting operations back in the round-robin.
+  // After p's in-flight count dropped: marks an idle peer so (kept for its
+  // next operation; forget_idle), or puts one with waiting operations back
+  // in the round-robin.
   void settle(Peer* p);
+  // Erases every idle peer: when more than kept_idle_ of them are kept.
+  void forget_idle();
   int deliver();
   void idle_peer(Peer* p);
   static int64_t run_now(const StorageOptions& opt, const StorageReq& r);
@@ -220,7 +230,15 @@ class StorageQueue {
   int efd_ = -1;
   std::unique_ptr<Uring> uring_;
   std::unique_ptr<Threads> threads_;
-  std::unordered_map<std::string, Peer> peers_;
+  // Peers with work, and idle ones kept: a client with one operation at a
+  // time would otherwise have its entry (a node, its key, a deque's
+  // buffers) made and dropped for every operation -- some 1,400
+  // instructions of malloc and hashing each (tern-storage-queue-cost).
+  // Idle entries are kept up to kept_idle_, then all erased at once (the
+  // sweep is paid for by the kept_idle_ operations before it).
+  std::unordered_map<std::string, Peer, PeerHash, std::equal_to<>> peers_;
+  uint32_t active_ = 0;     // peers with work: what share() divides among
+  uint32_t kept_idle_ = 0;  // max(64, max_in_flight)
   std::deque<Peer*> ready_;  // peers with waiting operations, round-robin
   std::deque<Shared> shared_;  // shared operations waiting for room
   std::vector<std::unique_ptr<Slot>> slots_;
