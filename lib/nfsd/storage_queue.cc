@@ -216,12 +216,18 @@ void StorageQueue::submit(std::string_view peer, const StorageReq& r) {
 }
 
 StorageQueue::Peer* StorageQueue::peer_of(std::string_view id) {
-  auto it = peers_.find(id);
-  if (it == peers_.end()) {
-    it = peers_.emplace(std::string(id), Peer{}).first;
-    it->second.id = it->first;
+  // The last one looked up first: one client's operations come in runs
+  // (a burst of WRITEs, a READ's continuation), and a compare is cheaper
+  // than the keyed hash.
+  Peer* p = last_;
+  if (p == nullptr || p->id != id) {
+    auto it = peers_.find(id);
+    if (it == peers_.end()) {
+      it = peers_.emplace(std::string(id), Peer{}).first;
+      it->second.id = it->first;
+    }
+    p = last_ = &it->second;
   }
-  Peer* p = &it->second;
   // Every caller gives it work at once (an operation started or queued, a
   // shared one charged): it counts among the peers sharing the engine
   // from now, as a new entry always did.
@@ -272,7 +278,8 @@ void StorageQueue::settle(Peer* p) {
 
 void StorageQueue::forget_idle() {
   // Only idle ones: nothing points at them (slots, ready_ and finish()'s
-  // peers still to settle are all active).
+  // peers still to settle are all active) but last_.
+  last_ = nullptr;
   for (auto it = peers_.begin(); it != peers_.end();) {
     if (it->second.active) ++it;
     else it = peers_.erase(it);

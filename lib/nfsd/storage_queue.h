@@ -53,7 +53,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -62,6 +61,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/process_key.h"
 #include "base/stats.h"
 
 namespace tern::nfsd {
@@ -193,11 +193,6 @@ class StorageQueue {
     bool ready = false;   // in ready_ (has waiting operations)
     bool active = false;  // has work (in flight, waiting): counted in active_
   };
-  // peers_ is looked up by a call's peer_id() without making a string.
-  struct PeerHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-  };
   struct Uring;    // the io_uring backend (storage_queue.cc)
   struct Threads;  // the worker pool
 
@@ -235,8 +230,11 @@ class StorageQueue {
   // buffers) made and dropped for every operation -- some 1,400
   // instructions of malloc and hashing each (tern-storage-queue-cost).
   // Idle entries are kept up to kept_idle_, then all erased at once (the
-  // sweep is paid for by the kept_idle_ operations before it).
-  std::unordered_map<std::string, Peer, PeerHash, std::equal_to<>> peers_;
+  // sweep is paid for by the kept_idle_ operations before it). Looked up
+  // by a call's peer_id() without making a string; keyed hash, as the
+  // peer names it.
+  std::unordered_map<std::string, Peer, KeyedStringHash, StringViewEq> peers_;
+  Peer* last_ = nullptr;    // the one peer_of() found last (null after a sweep)
   uint32_t active_ = 0;     // peers with work: what share() divides among
   uint32_t kept_idle_ = 0;  // max(64, max_in_flight)
   std::deque<Peer*> ready_;  // peers with waiting operations, round-robin

@@ -1,14 +1,19 @@
-// The storage queue's per-client entries (lib/nfsd/storage_queue.h): an
-// idle client's entry is kept for its next operation (not made and dropped
-// for each one), and that must change no bound -- only clients with work
-// share the engine. Driven with reservations (StorageKind::kReserve), which
-// never reach the device: each starts in submit() when the bounds allow
-// and completes at the next poll(), so what started and what waited is
-// decided on this thread alone, with no timing.
+// Per-client entries of the storage queue (lib/nfsd/storage_queue.h) and
+// the caller pool (caller_pool.h): an idle client's entry is kept for its
+// next operation (not made and dropped for each one), and that must change
+// no bound -- only clients with work share the engine. Whether an
+// operation starts or waits is decided in submit(), on this thread, so the
+// checks need no timing. The storage queue is driven with reservations
+// (StorageKind::kReserve), which never reach the device: each starts in
+// submit() when the bounds allow and completes at the next poll(); the
+// caller pool's workers hold their jobs while a test says so.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <string>
 
+#include "nfsd/caller_pool.h"
 #include "nfsd/storage_queue.h"
 
 using namespace tern;
@@ -101,4 +106,36 @@ TEST(NfsdStorageQueuePeers, IdleEntriesBeyondTheKeptNumberAreForgottenSafely) {
   EXPECT_EQ(q->stats().queued.get(), 0u);
   settle(*q);
   EXPECT_EQ(lone.done, 8);
+}
+
+// The caller pool, the same: A's job done, B alone gets the pool's whole
+// bound (4 of 4 running, none queued), though A's entry is kept.
+TEST(NfsdCallerPoolPeers, AnIdleClientKeptForItsNextJobTakesNoShare) {
+  std::atomic<bool> hold{false};
+  nfsd::CallerPoolOptions o;
+  o.threads = 4;
+  o.max_in_flight = 4;
+  o.max_per_peer = 4;
+  o.hold = &hold;
+  nfsd::CallerPool pool(o);
+  int done = 0;
+  auto job = [&done] {
+    nfsd::CallerJob j;  // the process's own credentials: nothing to switch
+    j.cred.uid = geteuid();
+    j.cred.gid = getegid();
+    j.fn = [] { return nfs::Nfs3Stat::kOk; };
+    j.ctx = &done;
+    j.done = [](void* ctx, nfs::Nfs3Stat) { ++*static_cast<int*>(ctx); };
+    return j;
+  };
+  pool.submit("pid 1 uid 1000", job());
+  pool.drain();
+  ASSERT_EQ(done, 1);
+  hold = true;  // B's jobs stay running until released
+  for (int i = 0; i < 4; ++i) pool.submit("pid 2 uid 1000", job());
+  EXPECT_EQ(pool.stats().in_flight.get(), 4u);
+  EXPECT_EQ(pool.stats().queued.get(), 0u);
+  hold = false;
+  pool.drain();
+  EXPECT_EQ(done, 5);
 }
