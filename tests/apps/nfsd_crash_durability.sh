@@ -28,7 +28,8 @@
 # COMMIT's own fsync) and --storage sync. TERN_CRASH_ROUNDS="NAME ..."
 # runs only those (e.g. to see one backend fail with its sync broken).
 #
-# Needs root, a loop device and mkfs.ext4: without them it says why and
+# Needs root, a loop device and mkfs.ext4 (e2fsprogs, scripts/setup.sh):
+# without them it says why and
 # exits 77, which meson reports as SKIP (never as a pass).
 set -euo pipefail
 nfsd=$1
