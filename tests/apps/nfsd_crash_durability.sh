@@ -29,8 +29,8 @@
 # runs only those (e.g. to see one backend fail with its sync broken).
 #
 # Needs root, a loop device and mkfs.ext4 (e2fsprogs, scripts/setup.sh):
-# without them it says why and
-# exits 77, which meson reports as SKIP (never as a pass).
+# without them it says why and exits 77, which meson reports as SKIP
+# (never as a pass).
 set -euo pipefail
 nfsd=$1
 probe=$2
