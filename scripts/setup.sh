@@ -18,6 +18,7 @@ packages=(
   # dpdk-dev ships dpdk-telemetry.py, which reads Tern's rte_telemetry commands.
   tshark dpdk-dev
   gnuplot-nox  # tern-perf --plot (optional at run time; installed so its test runs)
+  e2fsprogs  # mkfs.ext4: nfsd_crash_durability's loop-device export
 )
 fuzz_packages=(clang libclang-rt-14-dev)
 for a in "$@"; do
