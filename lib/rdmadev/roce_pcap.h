@@ -44,6 +44,7 @@ class RocePcap {
     uint32_t local_psn = 0;       // next PSN of our requests
     uint32_t remote_psn = 0;      // next PSN of the peer's requests
     uint32_t local_msn = 0, remote_msn = 0;  // message sequence numbers in AETHs
+    bool cm_written = false;                 // the connection's CM exchange is in the file
   };
   enum class Dir : uint8_t { kOut, kIn };  // kOut: we sent it (we are the requester)
 
@@ -72,6 +73,11 @@ class RocePcap {
   // One frame: headers (BTH onwards) then payload bytes [off, off+len) of the pieces.
   void frame(const Flow& f, bool from_local, const uint8_t* ib_hdr, size_t ib_len, std::span<const Piece> payload,
              size_t off, size_t len);
+  // Before a flow's first frame: the CM REQ / REP / RTU exchange that would
+  // have set the connection up (see roce_pcap.cc for why Wireshark needs it).
+  void connect(Flow& f);
+  // One CM MAD (to and from QP 1) from the connecting side or to it.
+  void cm_mad(const Flow& f, bool from_client, uint16_t attr, const uint8_t* data);
   // Splits a message into packets with the opcodes given (first, middle,
   // last, only); RETH (16 bytes) goes on the first or only packet.
   void message(Flow& f, bool from_local, uint32_t* psn, uint8_t op_first, uint8_t op_middle, uint8_t op_last,
@@ -81,6 +87,7 @@ class RocePcap {
   uint64_t frames_ = 0;
   uint64_t write_errors_ = 0;
   uint16_t ip_id_ = 0;
+  uint32_t cm_psn_ = 0;  // PSNs of the CM MADs (QP 1 is shared by all flows)
 };
 
 }  // namespace tern::rdma
