@@ -11,6 +11,10 @@
 // QP numbers are the driver's, PSNs run per direction from 0 as on a real
 // RC connection (an RDMA READ request takes one PSN per response packet),
 // and messages are cut into FIRST/MIDDLE/LAST packets at a 4096-byte MTU.
+// Each connection's first frame is preceded by the CM REQ / REP / RTU MADs
+// (UD SENDs between QP 1s) that would have set it up: they tell Wireshark
+// which QP talks to which, so that it can tie replies to calls and chunks
+// to their RDMA READs and WRITEs (roce_pcap.cc, connect()).
 // The ICRC is computed (RoCEv2 masked CRC-32), the UDP checksum is 0 as
 // RoCEv2 senders leave it, and no ACKs are written.
 //
@@ -41,10 +45,10 @@ class RocePcap {
   struct Flow {
     uint32_t local_qpn = 0, remote_qpn = 0;
     bool local_is_client = true;  // which made-up address is ours
+    bool cm_written = false;      // the connection's CM exchange is in the file
     uint32_t local_psn = 0;       // next PSN of our requests
     uint32_t remote_psn = 0;      // next PSN of the peer's requests
     uint32_t local_msn = 0, remote_msn = 0;  // message sequence numbers in AETHs
-    bool cm_written = false;                 // the connection's CM exchange is in the file
   };
   enum class Dir : uint8_t { kOut, kIn };  // kOut: we sent it (we are the requester)
 
