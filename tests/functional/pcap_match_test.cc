@@ -131,12 +131,12 @@ class PcapMatch : public ::testing::Test {
       };
       uint8_t args[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
       // Odd lengths: the chunks' last packets carry pad bytes.
-      const uint32_t read_len[kSumCalls] = {10000, 4099};
-      const uint32_t write_len[kFillCalls] = {9001, 4096};
+      const uint32_t read_len[kSumCalls] = {10000, 70003};
+      const uint32_t write_len[kFillCalls] = {9001, 70001};
       const uint32_t reply_len[kBigCalls] = {6000, 9000};
-      auto* rd = static_cast<uint8_t*>(cli->alloc(16384));
-      auto* wr = static_cast<uint8_t*>(cli->alloc(16384));
-      for (uint32_t i = 0; i < 16384; ++i) rd[i] = static_cast<uint8_t>(i * 3);
+      auto* rd = static_cast<uint8_t*>(cli->alloc(131072));
+      auto* wr = static_cast<uint8_t*>(cli->alloc(131072));
+      for (uint32_t i = 0; i < 131072; ++i) rd[i] = static_cast<uint8_t>(i * 3);
       for (int i = 0; i < kNullCalls; ++i) {
         Call k;
         k.prog = kNfsProg, k.vers = kNfsVers, k.proc = kNfsNull;
