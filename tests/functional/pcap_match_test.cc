@@ -4,7 +4,7 @@
 // program Wireshark knows, here NFSv3's NULL), and no malformed frame or
 // expert error for any message shape: inline call and reply, read chunk
 // (RDMA READ request and response), write chunk and reply chunk (RDMA WRITE,
-// odd lengths included), RDMA_NOMSG, RDMA_ERROR. Skipped when tshark is not
+// odd lengths included), RDMA_NOMSG (a long call, long replies), RDMA_ERROR. Skipped when tshark is not
 // installed (scripts/setup.sh installs it). docs/observability.md.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -35,7 +35,7 @@ constexpr uint32_t kSum = 5;   // read chunk -> u32 sum, u32 length
 constexpr uint32_t kNfsProg = 100003, kNfsVers = 3, kNfsNull = 0;
 
 // How many calls of each procedure the workload makes (the SRT counts).
-constexpr int kEchoCalls = 3, kFillCalls = 2, kBigCalls = 2, kSumCalls = 2, kNullCalls = 4;
+constexpr int kEchoCalls = 4, kFillCalls = 2, kBigCalls = 2, kSumCalls = 2, kNullCalls = 4;
 constexpr int kCalls = kEchoCalls + kFillCalls + kBigCalls + kSumCalls + kNullCalls;
 
 std::string run(const std::string& cmd) {
@@ -142,10 +142,19 @@ class PcapMatch : public ::testing::Test {
         k.prog = kNfsProg, k.vers = kNfsVers, k.proc = kNfsNull;
         ASSERT_NO_FATAL_FAILURE(call(k));
       }
-      for (int i = 0; i < kEchoCalls; ++i) {
+      for (int i = 0; i < kEchoCalls - 1; ++i) {
         Call k;
         k.proc = kEcho;
         k.args = std::span<const uint8_t>(args, 4 + 4 * i);
+        ASSERT_NO_FATAL_FAILURE(call(k));
+      }
+      {  // A long call: RDMA_NOMSG with the call in a position-zero read
+         // chunk, and its long reply through a reply chunk (RDMA_NOMSG too).
+        std::vector<uint8_t> long_args(6000, 0x33);
+        Call k;
+        k.proc = kEcho;
+        k.args = long_args;
+        k.max_results = 8192;
         ASSERT_NO_FATAL_FAILURE(call(k));
       }
       for (uint32_t n : read_len) {
@@ -263,7 +272,7 @@ void PcapMatch::check(const std::string& file, bool raw_peer_seen) {
   std::map<std::string, int> t;
   for (const auto& line : split(types, '\n'))
     if (!line.empty()) t[line]++;
-  EXPECT_EQ(t["1"], kBigCalls) << "RDMA_NOMSG replies\n" << types;
+  EXPECT_EQ(t["1"], kBigCalls + 2) << "RDMA_NOMSG: the long replies, the long call and its reply\n" << types;
   if (raw_peer_seen) EXPECT_EQ(t["4"], 1) << "one RDMA_ERROR\n" << types;
 }
 
