@@ -256,7 +256,7 @@ void Pcap::check(const std::string& file) {
       ++reads;
       calls_seen.insert(xid);
       EXPECT_EQ(f[7], std::to_string(kReadLen)) << "read segment length";
-      continue;  // its ONC RPC call follows its read chunk: see docs/observability.md
+      continue;  // its ONC RPC call is decoded in the READ response that brings it (tern-pcap-match)
     }
     if (f[8] == "0") {  // an ONC RPC call, decoded inside the RPC-over-RDMA message
       calls_seen.insert(xid);
