@@ -88,6 +88,24 @@ size_t total_len(std::span<const RocePcap::Piece> payload) {
   return n;
 }
 
+// The made-up IPv4 address of one end: 10.1.x.y for the connecting side and
+// 10.2.x.y for the accepting side, x.y the low 16 bits of the *other* end's
+// QP number. Why not one address per side: Wireshark keys an RC connection
+// by (address, QP number) of each end, and QP numbers repeat across
+// processes (pmd/shm numbers each device's QPs from 1): a server's capture
+// of two client processes would show both clients as the same QP at the same
+// address, and replies to one would be matched against the other's calls.
+// A server's QP numbers are unique within its capture, and a client's
+// within its own, so naming each end by its peer's QP makes every endpoint
+// unique in either capture, and both ends' captures still agree.
+void endpoint_ip(const RocePcap::Flow& f, bool client, uint8_t* ip) {
+  uint32_t client_qpn = f.local_is_client ? f.local_qpn : f.remote_qpn;
+  uint32_t server_qpn = f.local_is_client ? f.remote_qpn : f.local_qpn;
+  uint32_t other = client ? server_qpn : client_qpn;
+  ip[0] = 10, ip[1] = client ? 1 : 2;
+  ip[2] = static_cast<uint8_t>(other >> 8), ip[3] = static_cast<uint8_t>(other);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<RocePcap>> RocePcap::open(const std::string& path) {
@@ -115,12 +133,13 @@ void RocePcap::frame(const Flow& f, bool from_local, const uint8_t* ib_hdr, size
   size_t ip_len = kIp + kUdp + ib_len + len + pad + kIcrc;
   uint8_t h[kEth + kIp + kUdp + 64];
   bool src_client = from_local == f.local_is_client;
-  uint8_t src = src_client ? 1 : 2, dst = src_client ? 2 : 1;
-  // Ethernet: locally administered MACs.
+  uint8_t src[4], dst[4];
+  endpoint_ip(f, src_client, src);
+  endpoint_ip(f, !src_client, dst);
+  // Ethernet: locally administered MACs, 02:00 then the IPv4 address.
   uint8_t* e = h;
-  const uint8_t mac[5] = {0x02, 0, 0, 0, 0};
-  std::memcpy(e, mac, 5), e[5] = dst;
-  std::memcpy(e + 6, mac, 5), e[11] = src;
+  e[0] = 0x02, e[1] = 0, std::memcpy(e + 2, dst, 4);
+  e[6] = 0x02, e[7] = 0, std::memcpy(e + 8, src, 4);
   put16(e + 12, 0x0800);
   // IPv4: 10.0.0.1 (connecting side) and 10.0.0.2 (accepting side).
   uint8_t* ip = h + kEth;
@@ -131,8 +150,8 @@ void RocePcap::frame(const Flow& f, bool from_local, const uint8_t* ib_hdr, size
   put16(ip + 6, 0x4000);  // don't fragment
   ip[8] = 64;
   ip[9] = 17;  // UDP
-  ip[12] = 10, ip[15] = src;
-  ip[16] = 10, ip[19] = dst;
+  std::memcpy(ip + 12, src, 4);
+  std::memcpy(ip + 16, dst, 4);
   put16(ip + 10, ip_checksum(ip));
   // UDP: 4791 both ways (RoCEv2 allows any source port; NICs put flow
   // entropy there). One port pair per host pair makes both directions one
@@ -211,9 +230,12 @@ void RocePcap::connect(Flow& f) {
   uint32_t server_qpn = f.local_is_client ? f.remote_qpn : f.local_qpn;
   // Communication IDs: any value per connection; the QPNs are unique here.
   uint32_t client_cid = 0x10000u | client_qpn, server_cid = 0x20000u | server_qpn;
-  auto gid = [](uint8_t* p, uint8_t host) {  // IPv4-mapped GID of 10.0.0.host
+  uint8_t client_ip[4], server_ip[4];
+  endpoint_ip(f, true, client_ip);
+  endpoint_ip(f, false, server_ip);
+  auto gid = [](uint8_t* p, const uint8_t* ip) {  // IPv4-mapped GID
     p[10] = p[11] = 0xff;
-    p[12] = 10, p[15] = host;
+    std::memcpy(p + 12, ip, 4);
   };
   uint8_t req[kMad - kMadHdr] = {};
   put32(req + 0, client_cid);
@@ -229,16 +251,16 @@ void RocePcap::connect(Flow& f) {
   req[50] = 0x57;  // path MTU 4096 (5), RNR retry count 7
   req[51] = 0xf0;  // max CM retries 15
   put16(req + 52, 0xffff), put16(req + 54, 0xffff);  // LIDs: permissive (RoCE has none)
-  gid(req + 56, 1);
-  gid(req + 72, 2);
+  gid(req + 56, client_ip);
+  gid(req + 72, server_ip);
   req[93] = 64;  // hop limit
   req[95] = 0x80;  // local ACK timeout
   // IP CM private data: version 0, IPv4, source port, source and destination IP.
   uint8_t* pd = req + 140;
   pd[1] = 0x40;
   put16(pd + 2, kRoceV2Port);
-  pd[16] = 10, pd[19] = 1;
-  pd[32] = 10, pd[35] = 2;
+  std::memcpy(pd + 16, client_ip, 4);
+  std::memcpy(pd + 32, server_ip, 4);
   cm_mad(f, true, kCmReq, req);
 
   uint8_t rep[kMad - kMadHdr] = {};
@@ -270,8 +292,11 @@ void RocePcap::cm_mad(const Flow& f, bool from_client, uint16_t attr, const uint
   mad[1] = kMgmtClassCm;
   mad[2] = kCmClassVersion;
   mad[3] = kMadSend;
-  // One transaction per connection: the REP is matched to its REQ by it.
-  put64(mad + 8, 0x7465726e00000000ull | (f.local_is_client ? f.local_qpn : f.remote_qpn));
+  // One transaction per connection (the REP is matched to its REQ by it
+  // and the client's address): both QP numbers.
+  uint32_t client_qpn = f.local_is_client ? f.local_qpn : f.remote_qpn;
+  uint32_t server_qpn = f.local_is_client ? f.remote_qpn : f.local_qpn;
+  put64(mad + 8, static_cast<uint64_t>(client_qpn) << 32 | server_qpn);
   put16(mad + 16, attr);
   std::memcpy(mad + kMadHdr, data, kMad - kMadHdr);
   Piece p{mad, sizeof mad};

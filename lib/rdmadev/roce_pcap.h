@@ -6,8 +6,9 @@
 // device argument `pcap=FILE` (docs/observability.md).
 //
 // What the frames hold is made up where no wire exists, but consistent: the
-// connecting side is 02:00:00:00:00:01 / 10.0.0.1 and the accepting side
-// 02:00:00:00:00:02 / 10.0.0.2 (so captures taken at both ends agree), the
+// connecting side is 10.1.x.y and the accepting side 10.2.x.y, x.y the other
+// end's QP number (MACs 02:00 + the address), so that captures taken at both
+// ends agree and every connection's ends are distinct (roce_pcap.cc), the
 // QP numbers are the driver's, PSNs run per direction from 0 as on a real
 // RC connection (an RDMA READ request takes one PSN per response packet),
 // and messages are cut into FIRST/MIDDLE/LAST packets at a 4096-byte MTU.

@@ -1,7 +1,8 @@
 // pcap= on pmd/shm, read by tshark the way a latency user reads it: every
 // ONC RPC reply matched to its call (rpc.time, "This is a reply to a request
 // in frame N"), response-time tables (-z rpc,programs; -z rpc,srt for a
-// program Wireshark knows, here NFSv3's NULL), and no malformed frame or
+// program Wireshark knows, here NFSv3's NULL) also with two client processes
+// whose QPs share a number on one server, and no malformed frame or
 // expert error for any message shape: inline call and reply, read chunk
 // (RDMA READ request and response), write chunk and reply chunk (RDMA WRITE,
 // odd lengths included), RDMA_NOMSG (a long call, long replies), RDMA_ERROR. Skipped when tshark is not
@@ -37,6 +38,9 @@ constexpr uint32_t kNfsProg = 100003, kNfsVers = 3, kNfsNull = 0;
 // How many calls of each procedure the workload makes (the SRT counts).
 constexpr int kEchoCalls = 4, kFillCalls = 2, kBigCalls = 2, kSumCalls = 2, kNullCalls = 4;
 constexpr int kCalls = kEchoCalls + kFillCalls + kBigCalls + kSumCalls + kNullCalls;
+// A second client process (engine of its own, no capture) interleaves these
+// NULL calls: its QP has the same number as the first client's.
+constexpr int kOtherCalls = 2;
 
 std::string run(const std::string& cmd) {
   std::string out;
@@ -108,11 +112,15 @@ class PcapMatch : public ::testing::Test {
       auto c = cli->connect("shm:path=" + sock + ",pcap=" + cli_pcap_);
       ASSERT_TRUE(c.is_ok()) << c.status().to_string();
       Connection* conn = c.value();
-      auto pump = [&] { srv->poll(), cli->poll(); };
+      auto cli2 = Engine::create({}).value();
+      Connection* conn2 = cli2->connect("shm:path=" + sock).value();
+      auto pump = [&] { srv->poll(), cli->poll(), cli2->poll(); };
       ASSERT_TRUE(tern::test::poll_until(pump, [&] { return conn->ready() || conn->failed(); }, 10000));
       ASSERT_TRUE(conn->ready()) << conn->error().to_string();
+      ASSERT_TRUE(tern::test::poll_until(pump, [&] { return conn2->ready() || conn2->failed(); }, 10000));
+      ASSERT_TRUE(conn2->ready()) << conn2->error().to_string();
 
-      auto call = [&](Call k) {
+      auto call = [&](Call k, Connection* on = nullptr) {
         bool done = false;
         CallReply r{};
         struct Ctx {
@@ -125,7 +133,7 @@ class PcapMatch : public ::testing::Test {
           *x->done = true, *x->r = rep;
         };
         k.ctx = &ctx;
-        ASSERT_EQ(conn->call(k), 0);
+        ASSERT_EQ((on != nullptr ? on : conn)->call(k), 0);
         ASSERT_TRUE(tern::test::poll_until(pump, [&] { return done; }, 10000));
         EXPECT_EQ(r.status, CallStatus::kOk) << call_status_name(r.status);
       };
@@ -141,6 +149,9 @@ class PcapMatch : public ::testing::Test {
         Call k;
         k.prog = kNfsProg, k.vers = kNfsVers, k.proc = kNfsNull;
         ASSERT_NO_FATAL_FAILURE(call(k));
+        if (i == 0) {  // the other client's calls, between ours
+          for (int j = 0; j < kOtherCalls; ++j) ASSERT_NO_FATAL_FAILURE(call(k, conn2));
+        }
       }
       for (int i = 0; i < kEchoCalls - 1; ++i) {
         Call k;
@@ -196,8 +207,10 @@ class PcapMatch : public ::testing::Test {
       EXPECT_EQ(got->bytes[15], 4) << "RDMA_ERROR";
 
       conn->close();
+      conn2->close();
       EXPECT_TRUE(tern::test::poll_until(
-          pump, [&] { return cli->stats().connections.get() == 0; }, 10000));
+          pump, [&] { return cli->stats().connections.get() == 0 && cli2->stats().connections.get() == 0; },
+          10000));
     }  // the engines go: the captures are closed
   }
 
@@ -207,12 +220,14 @@ class PcapMatch : public ::testing::Test {
     return run("tshark -r " + file + " -o rpc.dissect_unknown_programs:TRUE -q -z expert,warn 2>/dev/null");
   }
 
-  void check(const std::string& file, bool raw_peer_seen);
+  void check(const std::string& file, bool server_side);
 
   std::string dir_, cli_pcap_, srv_pcap_;
 };
 
-void PcapMatch::check(const std::string& file, bool raw_peer_seen) {
+void PcapMatch::check(const std::string& file, bool server_side) {
+  // The server's capture also holds the second client's NULL calls.
+  const int other = server_side ? kOtherCalls : 0;
   // No malformed frame, no warning or error from any dissector.
   std::string ex = expert(file);
   EXPECT_EQ(ex.find("Malformed"), std::string::npos) << ex;
@@ -245,10 +260,10 @@ void PcapMatch::check(const std::string& file, bool raw_peer_seen) {
       if (!f[5].empty()) ++timed;
     }
   }
-  EXPECT_EQ(calls, kCalls) << out;
-  EXPECT_EQ(replies, kCalls) << out;
+  EXPECT_EQ(calls, kCalls + other) << out;
+  EXPECT_EQ(replies, kCalls + other) << out;
   EXPECT_EQ(timed, replies) << "replies with rpc.time (matched to their call)\n" << out;
-  EXPECT_EQ(procs[std::to_string(kNfsProg) + "/0"], kNullCalls) << out;
+  EXPECT_EQ(procs[std::to_string(kNfsProg) + "/0"], kNullCalls + other) << out;
   EXPECT_EQ(procs[std::to_string(kProg) + "/1"], kEchoCalls) << out;
   EXPECT_EQ(procs[std::to_string(kProg) + "/2"], kFillCalls) << out;
   EXPECT_EQ(procs[std::to_string(kProg) + "/3"], kBigCalls) << out;
@@ -262,9 +277,9 @@ void PcapMatch::check(const std::string& file, bool raw_peer_seen) {
     std::string index, name;
     int n = -1;
     in >> index >> name >> n;
-    if (name == "NULL") null_row = n == kNullCalls;
+    if (name == "NULL") null_row = n == kNullCalls + other;
   }
-  EXPECT_TRUE(null_row) << "NULL with " << kNullCalls << " calls in\n" << srt;
+  EXPECT_TRUE(null_row) << "NULL with " << kNullCalls + other << " calls in\n" << srt;
 
   // RPC-over-RDMA message types: RDMA_NOMSG (reply chunk replies), and the
   // RDMA_ERROR to the raw peer (in the server's capture).
@@ -273,7 +288,9 @@ void PcapMatch::check(const std::string& file, bool raw_peer_seen) {
   for (const auto& line : split(types, '\n'))
     if (!line.empty()) t[line]++;
   EXPECT_EQ(t["1"], kBigCalls + 2) << "RDMA_NOMSG: the long replies, the long call and its reply\n" << types;
-  if (raw_peer_seen) EXPECT_EQ(t["4"], 1) << "one RDMA_ERROR\n" << types;
+  if (server_side) {
+    EXPECT_EQ(t["4"], 1) << "one RDMA_ERROR\n" << types;
+  }
 }
 
 TEST_F(PcapMatch, ClientCaptureMatchesEveryReply) { check(cli_pcap_, false); }
