@@ -33,9 +33,12 @@ std::string CallTrace::chrome_json(uint32_t engine_id) const {
   std::string out;
   JsonWriter w(out);
   w.begin_object().key("traceEvents").begin_array();
+  // pid: the process, so that a client's and a server's files opened
+  // together are two processes; tid: engine and connection, unique within it.
+  const uint64_t pid = static_cast<uint64_t>(getpid());
   char name[64];
-  std::snprintf(name, sizeof name, "tern engine %u (pid %d)", engine_id, static_cast<int>(getpid()));
-  w.begin_object().str("name", "process_name").str("ph", "M").u64("pid", engine_id);
+  std::snprintf(name, sizeof name, "tern (pid %d)", static_cast<int>(pid));
+  w.begin_object().str("name", "process_name").str("ph", "M").u64("pid", pid);
   w.key("args").begin_object().str("name", name).end_object().end_object();
   size_t n = sampled_ < ring_.size() ? sampled_ : ring_.size();
   uint64_t first = sampled_ - n;
@@ -44,8 +47,8 @@ std::string CallTrace::chrome_json(uint32_t engine_id) const {
     auto event = [&](const char* nm, uint64_t from, uint64_t to) {
       double ts = us(from);  // from <= to: add() made the stamps non-decreasing
       w.begin_object().str("name", nm).str("cat", r.server ? "server" : "client").str("ph", "X");
-      w.f64("ts", ts).f64("dur", static_cast<double>(to - from) * ns_per_tick_ / 1000.0).u64("pid", engine_id).u64("tid", r.conn);
-      w.key("args").begin_object().u64("call", k).u64("xid", r.xid).u64("prog", r.prog).u64("vers", r.vers);
+      w.f64("ts", ts).f64("dur", static_cast<double>(to - from) * ns_per_tick_ / 1000.0).u64("pid", pid).u64("tid", uint64_t{engine_id} * 1'000'000 + r.conn);
+      w.key("args").begin_object().u64("call", k).u64("engine", engine_id).u64("conn", r.conn).u64("xid", r.xid).u64("prog", r.prog).u64("vers", r.vers);
       w.u64("proc", r.proc).str("side", r.server ? "server" : "client").end_object();
       w.end_object();
     };

@@ -51,8 +51,9 @@ class CallTrace {
   // {"traceEvents": [...], "displayTimeUnit": "ns", "otherData": {...}}:
   // per call an "X" event named "call" spanning it and one "X" event per
   // stage (client: queue, wire, invalidate, complete; server: pull when it
-  // had read chunks, wait, handler, post), on pid = engine, tid = connection,
-  // all carrying args.call (the sample's number), xid, prog, vers, proc.
+  // had read chunks, wait, handler, post), on pid = the process, tid =
+  // engine * 1,000,000 + connection, all carrying args.call (the sample's
+  // number), engine, conn, xid, prog, vers, proc.
   // Times are CLOCK_MONOTONIC microseconds, so two engines' traces of one
   // machine line up.
   std::string chrome_json(uint32_t engine_id) const;
