@@ -71,11 +71,9 @@ void MetricsExporter::run() {
   std::vector<pollfd> pfds;
   while (!stop_.load(std::memory_order_relaxed)) {
     pfds.clear();
-    if (server_)
-      for (int fd : server_->fds()) pfds.push_back(pollfd{fd, POLLIN | POLLOUT, 0});
-    // The listener waits for readers; clients for input or room to send.
-    // 100 ms bounds how long stop() waits.
-    if (!pfds.empty()) pfds[0].events = POLLIN;
+    if (server_) server_->add_pollfds(&pfds);
+    // 100 ms bounds how long stop() waits and how late a client that never
+    // sends its request is dropped.
     ::poll(pfds.data(), pfds.size(), 100);
     if (server_) server_->poll();
     if (!opt_.file.empty() && monotonic_ns() >= next_file) {

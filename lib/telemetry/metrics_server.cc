@@ -43,10 +43,9 @@ MetricsServer::~MetricsServer() {
   close(listen_fd_);
 }
 
-std::vector<int> MetricsServer::fds() const {
-  std::vector<int> v{listen_fd_};
-  for (const Client& c : clients_) v.push_back(c.fd);
-  return v;
+void MetricsServer::add_pollfds(std::vector<pollfd>* out) const {
+  out->push_back(pollfd{listen_fd_, POLLIN, 0});
+  for (const Client& c : clients_) out->push_back(pollfd{c.fd, static_cast<short>(c.out.empty() ? POLLIN : POLLOUT), 0});
 }
 
 void MetricsServer::answer(Client& c) {

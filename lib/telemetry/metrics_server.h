@@ -11,6 +11,8 @@
 // kRequestTimeoutMs, or sends more than kMaxRequest bytes, is closed.
 #pragma once
 
+#include <poll.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -41,8 +43,10 @@ class MetricsServer {
   int poll();
   int fd() const { return listen_fd_; }
   uint16_t port() const { return port_; }
-  // Every fd poll() is waiting on (the listener first), for a host's poll(2).
-  std::vector<int> fds() const;
+  // What poll() waits for, as poll(2) entries appended to *out: the
+  // listener and clients reading (POLLIN), clients with a reply to send
+  // (POLLOUT), so a host's poll(2) sleeps until there is something to do.
+  void add_pollfds(std::vector<pollfd>* out) const;
 
  private:
   struct Client {
