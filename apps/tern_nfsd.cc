@@ -192,11 +192,15 @@ int parse(int argc, char** argv, Args* a) {
          "handle key and reply cache (default /var/lib/tern-nfsd); one instance\n"
          "per state directory (locked)",
          &a->exp.state_dir);
-  p.text("metrics", "PORT|ADDR:PORT|FILE",
-         "Prometheus metrics (per-procedure latency, per-connection and\n"
-         "engine counters) at http://127.0.0.1:PORT/metrics (ADDR:PORT to\n"
-         "listen elsewhere), or a file for node_exporter's textfile collector",
-         &a->metrics);
+  p.custom("metrics", "PORT|ADDR:PORT|FILE",
+           "Prometheus metrics (per-procedure latency, per-connection and\n"
+           "engine counters) at http://127.0.0.1:PORT/metrics (ADDR:PORT to\n"
+           "listen elsewhere), or a file for node_exporter's textfile collector",
+           "a port, ADDR:PORT or a file path", [a](std::string_view v, std::string*) {
+             if (!tern::telemetry::metrics_options_from_arg(v)) return false;
+             a->metrics = std::string(v);
+             return true;
+           });
   p.text("pidfile", "PATH", "write the pid there once serving (locked; removed at a clean exit)", &a->pidfile);
   p.count("drc-slots", "N", "reply cache slots (default 8192; 0: no reply cache)", 0, 1u << 22, &a->drc_slots);
   p.count("arena-mb", "N", "registered memory per engine, MiB (default 128)", 16, 65536, &a->arena_mb);

@@ -146,11 +146,15 @@ int parse(int argc, char** argv, apps::OptionParser* pp, Options* o) {
          "invalidate, complete; server: pull, wait, handler, post) and\n"
          "print where the round trip goes on stderr at the end",
          &o->breakdown);
-  p.text("metrics", "PORT|ADDR:PORT|FILE",
-         "Prometheus metrics (the engines' counters and latency histograms):\n"
-         "served at http://127.0.0.1:PORT/metrics while running, or\n"
-         "written to FILE for node_exporter's textfile collector",
-         &o->metrics);
+  p.custom("metrics", "PORT|ADDR:PORT|FILE",
+           "Prometheus metrics (the engines' counters and latency histograms):\n"
+           "served at http://127.0.0.1:PORT/metrics while running, or\n"
+           "written to FILE for node_exporter's textfile collector",
+           "a port, ADDR:PORT or a file path", [o](std::string_view v, std::string*) {
+             if (!tern::telemetry::metrics_options_from_arg(v)) return false;
+             o->metrics = std::string(v);
+             return true;
+           });
   p.text("trace", "FILE",
          "--rpc: trace one call in 64, stage by stage, and write them as\n"
          "Chrome trace-event JSON at the end (FILE.<engine> with -e > 1)",
