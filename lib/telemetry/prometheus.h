@@ -15,7 +15,8 @@
 //   tern_exporter_series_folded{engine,kind}    sources folded into "other" (below)
 //
 // Cardinality is bounded: per engine, at most max_conns connections and
-// max_procs procedures get series of their own (the first in id order); the
+// max_procs procedures get series of their own (the first in the registry's
+// order, ids sorted as strings); the
 // rest are summed into one series with conn="other" (peer="other") or
 // proc="other", and tern_exporter_series_folded says how many were folded.
 // So a server with 10,000 clients exposes at most max_conns + 1 connection
