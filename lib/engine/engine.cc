@@ -103,6 +103,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& given) {
   if (o.breakdown)
     for (auto& b : e->bd_gone) b = std::make_unique<Breakdown>(e->ns_per_tick);
   e->ns_per_tick = 1e9 / tick_hz();
+  if (o.trace_every != 0)
+    e->trace = std::make_unique<CallTrace>(o.trace_every, o.trace_capacity, e->ns_per_tick, now_ticks(), monotonic_ns());
   auto a = mem::Arena::create({.size = o.arena_bytes, .name = "tern-engine"});
   if (!a) return a.status();
   e->arena = std::move(a).value();

@@ -91,6 +91,8 @@ class EngineImpl final : public Engine {
   std::vector<ProcedureStats> procedure_stats() const override;
   std::string stats_json() const override;
   std::string stats_json_snapshot(int wait_ms) override;
+  std::string trace_json() const override;
+  Status write_trace(const std::string& path) const override;
 
   // ---- control path (engine.cc)
   Result<DeviceCtx*> device(std::string_view spec);
@@ -273,6 +275,7 @@ class EngineImpl final : public Engine {
   // Breakdown (EngineOptions::breakdown): what connections already gone
   // measured, client side [0] and server side [1] (merged at teardown).
   std::unique_ptr<Breakdown> bd_gone[2];
+  std::unique_ptr<CallTrace> trace;  // EngineOptions::trace_every; null when off
   uint32_t clock_skip = 0;
   uint64_t next_conn_id = 1;
   double ns_per_tick = 1.0;
