@@ -45,6 +45,7 @@
 #include "nfsd/published_exports.h"
 #include "nfsd/reply_cache.h"
 #include "nfsd/state_dir.h"
+#include "telemetry/socket_thread.h"
 
 using namespace tern;
 
@@ -86,6 +87,7 @@ struct Args {
   nfsd::ExportOptions exp;
   std::string exports_file;
   std::string pidfile;
+  std::string telemetry;  // --telemetry, else $TERN_TELEMETRY_SOCK
   bool export_flags = false;  // --name, --ro, squash flags: --export's alone
   std::string listen;
   std::string addr, dev;
@@ -191,6 +193,10 @@ int parse(int argc, char** argv, Args* a) {
          "per state directory (locked)",
          &a->exp.state_dir);
   p.text("pidfile", "PATH", "write the pid there once serving (locked; removed at a clean exit)", &a->pidfile);
+  p.text("telemetry", "PATH",
+         "answer telemetry (counters, per-procedure latency) on this Unix socket\n"
+         "(default $TERN_TELEMETRY_SOCK): tern-stats -s PATH /tern/procs",
+         &a->telemetry);
   p.count("drc-slots", "N", "reply cache slots (default 8192; 0: no reply cache)", 0, 1u << 22, &a->drc_slots);
   p.count("arena-mb", "N", "registered memory per engine, MiB (default 128)", 16, 65536, &a->arena_mb);
   p.count("credits", "N", "credits granted per connection (default 64)", 1, 1024, &a->credits);
@@ -459,6 +465,12 @@ int main(int argc, char** argv) {
       return 1;
     }
     pidfile = std::move(*p);
+  }
+  // Telemetry answers from a thread of its own, off the engines' loops.
+  auto tel = telemetry::start_socket_thread(a.telemetry);
+  if (!tel) {
+    say(LogLevel::kError, "--telemetry: %s", tel.status().to_string().c_str());
+    return 1;
   }
   // Removed however main returns, failed start included, while still
   // locked (destroyed before `pidfile`): nobody else can have made a new

@@ -36,6 +36,7 @@
 #include "perf_stats.h"
 #include "rdmadev/rdmadev.h"
 #include "runtime/eal.h"
+#include "telemetry/socket_thread.h"
 
 using namespace tern;
 using namespace tern::rdma;
@@ -85,6 +86,10 @@ int parse(int argc, char** argv, apps::OptionParser* pp, Options* o) {
              0, 1023, 1, 1024, &o->lcores);
   p.flag("eal", "start DPDK EAL and run the engine(s) on lcores from --lcore", &o->use_eal);
   p.flag("quiet", "no progress or status lines", &o->quiet);
+  p.text("telemetry", "PATH",
+         "answer telemetry on this Unix socket (default $TERN_TELEMETRY_SOCK):\n"
+         "tern-stats -s PATH /tern/engine,0 (with --eal, DPDK's socket too)",
+         &o->telemetry);
   p.heading("\nClient:");
   p.custom("mode", "MODE",
            "lat: latency, one request at a time by default\n"
@@ -742,6 +747,12 @@ int main(int argc, char** argv) {
   if (std::string why; !o.server && !apps::prepare_outputs(&o, &why)) {
     return p.usage_error(why);
   }
+  // Telemetry answers from a thread of its own, off the engines' loops.
+  auto tel = telemetry::start_socket_thread(o.telemetry);
+  if (!tel) {
+    std::fprintf(stderr, "tern-perf: --telemetry: %s\n", tel.status().to_string().c_str());
+    return 1;
+  }
   if (o.rpc) return o.server ? apps::run_rpc_server(o) : apps::run_rpc_client(o);
 
   int lcore = o.lcores.empty() ? -1 : static_cast<int>(o.lcores[0]);
@@ -760,6 +771,7 @@ int main(int argc, char** argv) {
   eo.lcores = std::to_string(main_lc) + "," + std::to_string(lc);
   // EAL would make the lowest lcore the main one; the engine wants `lc`.
   eo.extra_args = {"--main-lcore", std::to_string(main_lc)};
+  apps::eal_telemetry(o, &eo);
   auto rt = runtime::Runtime::start(eo);
   if (!rt) {
     std::fprintf(stderr, "tern-perf: %s\n", rt.status().to_string().c_str());
