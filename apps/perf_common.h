@@ -81,7 +81,8 @@ struct CpuMeter {
   void start();
   // Says whether the figures are worth a warning: a share under 90% of a
   // run long enough for the share to mean something.
-  bool busy() const { return share >= 0 && share < 0.9 && seconds >= 0.2; }
+  bool judged() const { return share >= 0 && seconds >= 0.2; }
+  bool busy() const { return judged() && share < 0.9; }
   void stop();
 };
 

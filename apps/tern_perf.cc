@@ -195,6 +195,17 @@ int parse(int argc, char** argv, apps::OptionParser* pp, Options* o) {
       "not written), 2 bad usage.");
   // The role first; --help and --version may come without one.
   bool has_role = argc >= 2 && argv[1][0] != '-';
+  // perftest habits get a hint with the error: its -t (tx depth) and the
+  // server's host as a positional argument.
+  if (p.parse(argc, argv, has_role ? 2 : 1) == apps::OptionParser::Outcome::kUsageError) {
+    std::string why = p.error();
+    if (why.starts_with("unknown option '-t'"))
+      why += " (perftest's -t, the tx depth, is --qd/-q here: requests in flight)";
+    else if (why.starts_with("unexpected argument"))
+      why += " (tern-perf takes no server host: the client reaches the server through --dev, e.g. "
+             "--dev verbs:addr=HOST or --dev shm:path=/tmp/p.sock)";
+    return p.usage_error(why);
+  }
   if (int rc = p.run(argc, argv, has_role ? 2 : 1); rc >= 0) return rc;
   if (argc < 2) return p.usage_error("say server or client");
   std::string role = argv[1];
@@ -208,8 +219,13 @@ int parse(int argc, char** argv, apps::OptionParser* pp, Options* o) {
     if (p.given(n) && !o->rpc) return p.usage_error(std::string("--") + n + " needs --rpc (on both ends)");
   for (const char* n : {"json", "csv", "plot", "histogram", "all-sizes", "bulk", "bulk-dir", "check-every"})
     if (o->server && p.given(n)) return p.usage_error(std::string("--") + n + " is a client option");
-  for (const char* n : {"credits", "max-bulk", "clients"})
-    if (!o->server && p.given(n)) return p.usage_error(std::string("--") + n + " is a server option");
+  for (const char* n : {"credits", "max-bulk", "clients", "once"})
+    if (!o->server && p.given(n))
+      return p.usage_error(std::string("--") + n + " is a server option (tern-perf server --" + n + " ...)");
+  // A count and a time both given: which one would end the run? Refused
+  // rather than one silently ignored (-n used to win over -D unsaid).
+  if (p.given("iters") && (p.given("seconds") || p.given("duration")))
+    return p.usage_error("give --iters (-n) or --seconds (-D), not both: a run ends after a count or a time");
   if (!qd_set) o->qd = o->mode == "bw" ? 32 : 1;
   if (o->sweep && !time_set) o->iters = 1000;  // perftest's -a: a fixed count per size
   if (o->rpc) {
@@ -419,7 +435,21 @@ Status accept_client(Endpoint& ep, Options o, CmInbox& inbox) {
       o.qd = h.qd;
       TERN_TRY(make_queues(o, &ep));
       for (uint32_t i = 0; i < o.qd; ++i) post_recv_slot(ep, i);
-      TERN_TRY(ep.dev->accept(ev.request, ep.qp.get(), {}));
+      if (Status st = ep.dev->accept(ev.request, ep.qp.get(), {}); !st) {
+        // The client gave up while it waited for us (it was kept in the
+        // inbox while another was served): its leaving is its business,
+        // not a reason for the server to exit. Drop its queues (the QP
+        // before what it uses) and wait for the next.
+        std::fprintf(stderr, "tern-perf server: a client left before it was accepted (%s); waiting for the next\n",
+                     st.to_string().c_str());
+        ep.qp.reset();
+        ep.rcq.reset();
+        ep.scq.reset();
+        ep.mr.reset();
+        ep.pd.reset();
+        ep.arena.reset();
+        continue;
+      }
     } else if (ev.type == CmEventType::kEstablished) {
       return Status::ok();
     }
@@ -441,7 +471,10 @@ Status wait_established(Endpoint& ep, const Options& o) {
                         "rejects raw clients)", o.dev.c_str());
     return ev.status.is_ok() ? make_error(Errc::kDisconnected, "%s", cm_event_name(ev.type)) : ev.status;
   }
-  return make_error(Errc::kTimedOut, "no answer from %s within %.1f s", o.dev.c_str(), o.timeout);
+  return make_error(Errc::kTimedOut,
+                    "the server at %s did not accept the connection within %.1f s: it is busy with another "
+                    "client (a raw server serves one at a time), or it stopped polling; --timeout S waits longer",
+                    o.dev.c_str(), o.timeout);
 }
 
 void on_stop_signal(int) { apps::g_stop.store(true); }  // a lock-free atomic store: async-signal-safe
@@ -676,6 +709,7 @@ bool measure(RawClient& c, uint32_t size, apps::RunReport* r) {
   r->cpu_share = cpu.share;
   r->preempted = cpu.preempted;
   r->busy = cpu.busy();
+  r->busy_judged = cpu.judged();
   return true;
 }
 
