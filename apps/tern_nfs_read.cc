@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/log.h"
 #include "base/version.h"
 #include "cli_args.h"
 #include "nfs/fattr4.h"
@@ -200,6 +201,11 @@ int fail(const char* what, const Status& s) {
 int main(int argc, char** argv) {
   Args a;
   if (int rc = parse(argc, argv, &a); rc >= 0) return rc;
+  // A bad TERN_LOG_LEVEL: one line and exit 2, as tern-nfsd and tern-perf.
+  if (Status st = log_init(); !st) {
+    std::fprintf(stderr, "tern-nfs-read: %s\n", st.message().c_str());
+    return 2;
+  }
   // Telemetry answers from a thread of its own, off the read loop.
   auto tel = telemetry::start_socket_thread(a.telemetry);
   if (!tel) {

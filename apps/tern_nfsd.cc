@@ -452,7 +452,7 @@ int main(int argc, char** argv) {
   Args a;
   if (int r = parse(argc, argv, &a); r != 0) return r == 2 ? 0 : 2;
   if (Status s = log_init(); !s) {
-    say(LogLevel::kError, "%s", s.to_string().c_str());
+    say(LogLevel::kError, "%s", s.message().c_str());
     return 2;
   }
   // The pidfile first, locked for the process's life: a live instance

@@ -777,6 +777,9 @@ int main(int argc, char** argv) {
   Options o;
   apps::OptionParser p("tern-perf", "server|client [options]");
   if (int rc = parse(argc, argv, &p, &o); rc >= 0) return rc;
+  // A bad TERN_LOG_LEVEL is a usage error, one line, as in tern-nfsd and
+  // tern-nfs-read (it used to be a warning here and an exit there).
+  if (Status st = log_init(); !st) return p.usage_error(st.message());
   // Outputs are opened before the run, so that a bad path costs no run.
   if (std::string why; !o.server && !apps::prepare_outputs(&o, &why)) {
     return p.usage_error(why);
