@@ -44,6 +44,16 @@ int engine_cpu(const Options& o, uint32_t i) {
   return static_cast<int>((o.lcores[0] + i) % static_cast<unsigned>(n));
 }
 
+void eal_telemetry(const Options& o, runtime::EalOptions* eo) {
+  eo->telemetry = true;
+  eo->file_prefix = "tern-perf-" + std::to_string(getpid());
+  // The prefix only names the telemetry socket's directory: still no shared
+  // config files, so that several tern-perfs share nothing, as without it.
+  eo->extra_args.push_back("--no-shconf");
+  if (!o.quiet)
+    std::fprintf(stderr, "tern-perf: rte_telemetry on: dpdk-telemetry.py -f %s\n", eo->file_prefix.c_str());
+}
+
 int run_engines(const Options& o, std::vector<std::function<int()>> bodies, const std::function<int()>& monitor) {
   const size_t n = bodies.size();
   std::vector<int> rcs(n, 0);
@@ -93,6 +103,7 @@ int run_engines(const Options& o, std::vector<std::function<int()>> bodies, cons
   }
   // EAL would make the lowest lcore the main one; the engines want theirs.
   eo.extra_args = {"--main-lcore", std::to_string(main_lc)};
+  eal_telemetry(o, &eo);
   auto rt = runtime::Runtime::start(eo);
   if (!rt) {
     std::fprintf(stderr, "tern-perf: %s\n", rt.status().to_string().c_str());

@@ -14,6 +14,7 @@
 
 #include "base/result.h"
 #include "cli_args.h"
+#include "runtime/eal.h"
 
 namespace tern::apps {
 
@@ -39,6 +40,10 @@ struct Options {
   double warmup_s = 1.0;
   std::vector<unsigned> lcores;  // empty: do not pin
   bool use_eal = false;
+  // Telemetry: the Unix socket to answer /tern/... on (--telemetry PATH, else
+  // $TERN_TELEMETRY_SOCK; none when both are empty). Under --eal, DPDK's own
+  // telemetry socket is on as well (eal_telemetry()).
+  std::string telemetry;
   bool once = false;
   bool quiet = false;
   // Outputs ("-": stdout; the human report then goes to stderr).
@@ -78,7 +83,8 @@ struct CpuMeter {
   void start();
   // Says whether the figures are worth a warning: a share under 90% of a
   // run long enough for the share to mean something.
-  bool busy() const { return share >= 0 && share < 0.9 && seconds >= 0.2; }
+  bool judged() const { return share >= 0 && seconds >= 0.2; }
+  bool busy() const { return judged() && share < 0.9; }
   void stop();
 };
 
@@ -94,6 +100,12 @@ Result<std::string> engine_spec(const std::string& spec, uint32_t i);
 // engine, or a first CPU from which the others follow (wrapping around the
 // CPUs online).
 int engine_cpu(const Options& o, uint32_t i);
+
+// --eal: EAL with rte_telemetry on, under a file prefix of its own
+// ("tern-perf-PID", so a server and a client on one host each have a socket;
+// with --no-shconf, so nothing but that socket is made there); says where on
+// stderr unless --quiet. Call after setting extra_args.
+void eal_telemetry(const Options& o, runtime::EalOptions* eo);
 
 // Set to make every engine loop and the monitor wind down: a signal, a failed
 // engine, an engine that could not be launched.

@@ -153,8 +153,10 @@ void Reporter::write_json_object(FILE* f, const RunReport& r) const {
   std::fprintf(f,
                "\"one_way_ns\":{\"min\":%.1f,\"p50\":%.1f,\"p99\":%.1f,\"p99_9\":%.1f,\"max\":%.1f,\"mean\":%.1f},",
                p.min_ns / 2, p.p50_ns / 2, p.p99_ns / 2, p.p999_ns / 2, p.max_ns / 2, p.mean_ns / 2);
+  // busy is null, not false, for a run too short to judge: false would
+  // claim the machine was quiet when nothing was measured.
   std::fprintf(f, "\"cpu_share\":%.3f,\"preempted\":%" PRIu64 ",\"busy\":%s", r.cpu_share, r.preempted,
-               r.busy ? "true" : "false");
+               !r.busy_judged ? "null" : r.busy ? "true" : "false");
   if (o_.histogram) {
     std::fprintf(f, ",\"histogram_ns\":[");
     bool first = true;

@@ -28,6 +28,7 @@ struct RunReport {
   double cpu_share = -1;    // the measuring threads' CPU time over wall time (the lowest); -1: not known
   uint64_t preempted = 0;   // their involuntary context switches
   bool busy = false;        // a measuring thread had a CPU less than 90% of a long enough run
+  bool busy_judged = false; // some measuring thread ran long enough (0.2 s) to judge; else JSON busy is null
   std::string extra_json;   // more members of the JSON object, each with its leading ','
 };
 

@@ -1044,6 +1044,7 @@ int run_rpc_client(const Options& o) {
       if (st.cpu.share >= 0) r.cpu_share = r.cpu_share < 0 ? st.cpu.share : std::min(r.cpu_share, st.cpu.share);
       r.preempted += st.cpu.preempted;
       r.busy = r.busy || st.cpu.busy();
+      r.busy_judged = r.busy_judged || st.cpu.judged();
       for (size_t i = 0; i < st.stats.size(); ++i) {
         if (i >= stats.size()) stats.push_back({st.stats[i].first, 0});
         stats[i].second += st.stats[i].second;

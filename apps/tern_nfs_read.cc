@@ -22,12 +22,14 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/log.h"
 #include "base/version.h"
 #include "cli_args.h"
 #include "nfs/fattr4.h"
 #include "nfs/nfs_client.h"
 #include "nfs/nfs_program.h"
 #include "perf_stats.h"
+#include "telemetry/socket_thread.h"
 
 using namespace tern;
 using namespace tern::nfs;
@@ -37,6 +39,7 @@ namespace {
 
 struct Args {
   std::string server, dev, path, verify;
+  std::string telemetry;  // --telemetry, else $TERN_TELEMETRY_SOCK
   uint16_t port = 20049;
   uint32_t vers = 4;
   uint64_t chunk = 1u << 20;
@@ -96,6 +99,10 @@ int parse(int argc, char** argv, Args* a) {
              return true;
            });
   p.flag("quiet", "no progress line", &a->quiet);
+  p.text("telemetry", "PATH",
+         "answer telemetry on this Unix socket while reading (default\n"
+         "$TERN_TELEMETRY_SOCK): tern-stats -s PATH /tern/engine,0",
+         &a->telemetry);
   p.flag("busy-poll",
          "spin on the CPU while waiting for replies (lowest latency);\n"
          "by default it sleeps in the engine's wait mode",
@@ -194,6 +201,17 @@ int fail(const char* what, const Status& s) {
 int main(int argc, char** argv) {
   Args a;
   if (int rc = parse(argc, argv, &a); rc >= 0) return rc;
+  // A bad TERN_LOG_LEVEL: one line and exit 2, as tern-nfsd and tern-perf.
+  if (Status st = log_init(); !st) {
+    std::fprintf(stderr, "tern-nfs-read: %s\n", st.message().c_str());
+    return 2;
+  }
+  // Telemetry answers from a thread of its own, off the read loop.
+  auto tel = telemetry::start_socket_thread(a.telemetry);
+  if (!tel) {
+    std::fprintf(stderr, "tern-nfs-read: --telemetry: %s\n", tel.status().to_string().c_str());
+    return 1;
+  }
 
   NfsClientOptions o;
   o.spec = device_spec(a);

@@ -46,6 +46,7 @@
 #include "nfsd/reply_cache.h"
 #include "nfsd/state_dir.h"
 #include "telemetry/metrics_exporter.h"
+#include "telemetry/socket_thread.h"
 
 using namespace tern;
 
@@ -88,6 +89,7 @@ struct Args {
   std::string exports_file;
   std::string pidfile;
   std::string metrics;  // --metrics: Prometheus (telemetry/metrics_exporter.h)
+  std::string telemetry;  // --telemetry, else $TERN_TELEMETRY_SOCK
   bool export_flags = false;  // --name, --ro, squash flags: --export's alone
   std::string listen;
   std::string addr, dev;
@@ -202,6 +204,10 @@ int parse(int argc, char** argv, Args* a) {
              return true;
            });
   p.text("pidfile", "PATH", "write the pid there once serving (locked; removed at a clean exit)", &a->pidfile);
+  p.text("telemetry", "PATH",
+         "answer telemetry (counters, per-procedure latency) on this Unix socket\n"
+         "(default $TERN_TELEMETRY_SOCK): tern-stats -s PATH /tern/procs",
+         &a->telemetry);
   p.count("drc-slots", "N", "reply cache slots (default 8192; 0: no reply cache)", 0, 1u << 22, &a->drc_slots);
   p.count("arena-mb", "N", "registered memory per engine, MiB (default 128)", 16, 65536, &a->arena_mb);
   p.count("credits", "N", "credits granted per connection (default 64)", 1, 1024, &a->credits);
@@ -457,7 +463,7 @@ int main(int argc, char** argv) {
   Args a;
   if (int r = parse(argc, argv, &a); r != 0) return r == 2 ? 0 : 2;
   if (Status s = log_init(); !s) {
-    say(LogLevel::kError, "%s", s.to_string().c_str());
+    say(LogLevel::kError, "%s", s.message().c_str());
     return 2;
   }
   // The pidfile first, locked for the process's life: a live instance
@@ -470,6 +476,12 @@ int main(int argc, char** argv) {
       return 1;
     }
     pidfile = std::move(*p);
+  }
+  // Telemetry answers from a thread of its own, off the engines' loops.
+  auto tel = telemetry::start_socket_thread(a.telemetry);
+  if (!tel) {
+    say(LogLevel::kError, "--telemetry: %s", tel.status().to_string().c_str());
+    return 1;
   }
   // Removed however main returns, failed start included, while still
   // locked (destroyed before `pidfile`): nobody else can have made a new

@@ -37,6 +37,7 @@
 #include "rdmadev/rdmadev.h"
 #include "runtime/eal.h"
 #include "telemetry/metrics_exporter.h"
+#include "telemetry/socket_thread.h"
 
 using namespace tern;
 using namespace tern::rdma;
@@ -86,6 +87,10 @@ int parse(int argc, char** argv, apps::OptionParser* pp, Options* o) {
              0, 1023, 1, 1024, &o->lcores);
   p.flag("eal", "start DPDK EAL and run the engine(s) on lcores from --lcore", &o->use_eal);
   p.flag("quiet", "no progress or status lines", &o->quiet);
+  p.text("telemetry", "PATH",
+         "answer telemetry on this Unix socket (default $TERN_TELEMETRY_SOCK):\n"
+         "tern-stats -s PATH /tern/engine,0 (with --eal, DPDK's socket too)",
+         &o->telemetry);
   p.heading("\nClient:");
   p.custom("mode", "MODE",
            "lat: latency, one request at a time by default\n"
@@ -204,6 +209,17 @@ int parse(int argc, char** argv, apps::OptionParser* pp, Options* o) {
       "not written), 2 bad usage.");
   // The role first; --help and --version may come without one.
   bool has_role = argc >= 2 && argv[1][0] != '-';
+  // perftest habits get a hint with the error: its -t (tx depth) and the
+  // server's host as a positional argument.
+  if (p.parse(argc, argv, has_role ? 2 : 1) == apps::OptionParser::Outcome::kUsageError) {
+    std::string why = p.error();
+    if (why.starts_with("unknown option '-t'"))
+      why += " (perftest's -t, the tx depth, is --qd/-q here: requests in flight)";
+    else if (why.starts_with("unexpected argument"))
+      why += " (tern-perf takes no server host: the client reaches the server through --dev, e.g. "
+             "--dev verbs:addr=HOST or --dev shm:path=/tmp/p.sock)";
+    return p.usage_error(why);
+  }
   if (int rc = p.run(argc, argv, has_role ? 2 : 1); rc >= 0) return rc;
   if (argc < 2) return p.usage_error("say server or client");
   std::string role = argv[1];
@@ -217,8 +233,13 @@ int parse(int argc, char** argv, apps::OptionParser* pp, Options* o) {
     if (p.given(n) && !o->rpc) return p.usage_error(std::string("--") + n + " needs --rpc (on both ends)");
   for (const char* n : {"json", "csv", "plot", "histogram", "all-sizes", "bulk", "bulk-dir", "check-every"})
     if (o->server && p.given(n)) return p.usage_error(std::string("--") + n + " is a client option");
-  for (const char* n : {"credits", "max-bulk", "clients"})
-    if (!o->server && p.given(n)) return p.usage_error(std::string("--") + n + " is a server option");
+  for (const char* n : {"credits", "max-bulk", "clients", "once"})
+    if (!o->server && p.given(n))
+      return p.usage_error(std::string("--") + n + " is a server option (tern-perf server --" + n + " ...)");
+  // A count and a time both given: which one would end the run? Refused
+  // rather than one silently ignored (-n used to win over -D unsaid).
+  if (p.given("iters") && (p.given("seconds") || p.given("duration")))
+    return p.usage_error("give --iters (-n) or --seconds (-D), not both: a run ends after a count or a time");
   if (!qd_set) o->qd = o->mode == "bw" ? 32 : 1;
   if (o->sweep && !time_set) o->iters = 1000;  // perftest's -a: a fixed count per size
   if (o->rpc) {
@@ -428,7 +449,21 @@ Status accept_client(Endpoint& ep, Options o, CmInbox& inbox) {
       o.qd = h.qd;
       TERN_TRY(make_queues(o, &ep));
       for (uint32_t i = 0; i < o.qd; ++i) post_recv_slot(ep, i);
-      TERN_TRY(ep.dev->accept(ev.request, ep.qp.get(), {}));
+      if (Status st = ep.dev->accept(ev.request, ep.qp.get(), {}); !st) {
+        // The client gave up while it waited for us (it was kept in the
+        // inbox while another was served): its leaving is its business,
+        // not a reason for the server to exit. Drop its queues (the QP
+        // before what it uses) and wait for the next.
+        std::fprintf(stderr, "tern-perf server: a client left before it was accepted (%s); waiting for the next\n",
+                     st.to_string().c_str());
+        ep.qp.reset();
+        ep.rcq.reset();
+        ep.scq.reset();
+        ep.mr.reset();
+        ep.pd.reset();
+        ep.arena.reset();
+        continue;
+      }
     } else if (ev.type == CmEventType::kEstablished) {
       return Status::ok();
     }
@@ -450,7 +485,10 @@ Status wait_established(Endpoint& ep, const Options& o) {
                         "rejects raw clients)", o.dev.c_str());
     return ev.status.is_ok() ? make_error(Errc::kDisconnected, "%s", cm_event_name(ev.type)) : ev.status;
   }
-  return make_error(Errc::kTimedOut, "no answer from %s within %.1f s", o.dev.c_str(), o.timeout);
+  return make_error(Errc::kTimedOut,
+                    "the server at %s did not accept the connection within %.1f s: it is busy with another "
+                    "client (a raw server serves one at a time), or it stopped polling; --timeout S waits longer",
+                    o.dev.c_str(), o.timeout);
 }
 
 void on_stop_signal(int) { apps::g_stop.store(true); }  // a lock-free atomic store: async-signal-safe
@@ -685,6 +723,7 @@ bool measure(RawClient& c, uint32_t size, apps::RunReport* r) {
   r->cpu_share = cpu.share;
   r->preempted = cpu.preempted;
   r->busy = cpu.busy();
+  r->busy_judged = cpu.judged();
   return true;
 }
 
@@ -752,6 +791,9 @@ int main(int argc, char** argv) {
   Options o;
   apps::OptionParser p("tern-perf", "server|client [options]");
   if (int rc = parse(argc, argv, &p, &o); rc >= 0) return rc;
+  // A bad TERN_LOG_LEVEL is a usage error, one line, as in tern-nfsd and
+  // tern-nfs-read (it used to be a warning here and an exit there).
+  if (Status st = log_init(); !st) return p.usage_error(st.message());
   // Outputs are opened before the run, so that a bad path costs no run.
   if (std::string why; !o.server && !apps::prepare_outputs(&o, &why)) {
     return p.usage_error(why);
@@ -767,6 +809,12 @@ int main(int argc, char** argv) {
   auto metrics = tern::telemetry::MetricsExporter::start(mo);
   if (!metrics) {
     std::fprintf(stderr, "tern-perf: %s\n", metrics.status().to_string().c_str());
+    return 1;
+  }
+  // Telemetry answers from a thread of its own, off the engines' loops.
+  auto tel = telemetry::start_socket_thread(o.telemetry);
+  if (!tel) {
+    std::fprintf(stderr, "tern-perf: --telemetry: %s\n", tel.status().to_string().c_str());
     return 1;
   }
   if (o.rpc) return o.server ? apps::run_rpc_server(o) : apps::run_rpc_client(o);
@@ -787,6 +835,7 @@ int main(int argc, char** argv) {
   eo.lcores = std::to_string(main_lc) + "," + std::to_string(lc);
   // EAL would make the lowest lcore the main one; the engine wants `lc`.
   eo.extra_args = {"--main-lcore", std::to_string(main_lc)};
+  apps::eal_telemetry(o, &eo);
   auto rt = runtime::Runtime::start(eo);
   if (!rt) {
     std::fprintf(stderr, "tern-perf: %s\n", rt.status().to_string().c_str());

@@ -516,6 +516,22 @@ void tern_log_set_level(tern_log_level level) TERN_NOEXCEPT;
 typedef void (*tern_log_fn)(void* ctx, tern_log_level level, const char* component, const char* line);
 void tern_log_set_sink(tern_log_fn sink, void* ctx) TERN_NOEXCEPT;
 
+/* ------------------------------------------------------------------ telemetry */
+
+/* Answers telemetry requests (docs/observability.md: /tern/engines,
+ * /tern/engine,ID, /tern/conns, /tern/conn,ID, /tern/procs, ...) on a Unix
+ * socket at `path` (NULL or "": $TERN_TELEMETRY_SOCK), from a thread of the
+ * library's own, so the host needs no poll for it: `tern-stats -s PATH`
+ * and DPDK's dpdk-telemetry.py read every engine's counters there. One per
+ * process. 0, or -EINVAL (no path, or one that cannot be listened on),
+ * -EALREADY (one is open, or another live process answers on `path`). A
+ * socket file left by a dead process is replaced. */
+int tern_telemetry_open(const char* path) TERN_NOEXCEPT;
+
+/* Stops answering and removes the socket file; nothing when none is open.
+ * Once it returns, no telemetry request runs. */
+void tern_telemetry_close(void) TERN_NOEXCEPT;
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

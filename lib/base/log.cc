@@ -32,20 +32,33 @@ const EnvLevel& env_level() {
       r.bad = true;
       r.level = kDefaultLevel;
       r.value = env;
-      // Said once here, for hosts that never call log_init(); log_init()
-      // hands the same error to the init path that checks it.
-      std::fprintf(stderr,
-                   "tern error log: TERN_LOG_LEVEL='%s' is not a log level (want error, warn, info or debug); "
-                   "logging at %s\n",
-                   env, log_level_name(kDefaultLevel));
     }
     return r;
   }();
   return e;
 }
 
+// Whether a bad TERN_LOG_LEVEL has been dealt with: log_init() hands it to
+// a host that checks (tern-nfsd, tern-perf and tern-nfs-read exit with it,
+// one line), and then nothing else is said; a host that never calls
+// log_init() gets one warning at its first log call instead, which says
+// what happens (it goes on at warn). Before, both were printed: "logging at
+// warn", then the exit.
+std::atomic<bool>& bad_level_handled() {
+  static std::atomic<bool> handled{false};
+  return handled;
+}
+
 std::atomic<int>& level_ref() {
-  static std::atomic<int> level{static_cast<int>(env_level().level)};
+  static std::atomic<int> level{[] {
+    const EnvLevel& e = env_level();
+    if (e.bad && !bad_level_handled().exchange(true))
+      std::fprintf(stderr,
+                   "tern warn log: TERN_LOG_LEVEL='%s' is not a log level (want error, warn, info or debug); "
+                   "logging at %s\n",
+                   e.value.c_str(), log_level_name(kDefaultLevel));
+    return static_cast<int>(e.level);
+  }()};
   return level;
 }
 
@@ -103,6 +116,7 @@ const char* log_level_name(LogLevel l) {
 Status log_init() {
   const EnvLevel& e = env_level();
   if (!e.bad) return Status::ok();
+  bad_level_handled().store(true);  // the host says it (and stops): no warning besides
   return make_error(Errc::kInvalidArgument,
                     "TERN_LOG_LEVEL='%s' is not a log level (want error, warn, info or debug)", e.value.c_str());
 }

@@ -3,6 +3,8 @@
 // lib/ or pmd/; datapath calls return counts instead of these.
 #pragma once
 
+#include "base/cxx20.h"  // first: a clear error for C++17 consumers
+
 #include <cerrno>
 #include <cstdarg>
 #include <string>

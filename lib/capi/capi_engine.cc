@@ -249,16 +249,39 @@ size_t copy_out(const std::string& doc, char* buf, size_t len) {
   }
   return doc.size();
 }
+
+// The sizing idiom made whole: a fresh document that fits is returned (and
+// forgets any held one); one that does not fit falls back to the document an
+// earlier short call measured, if that one fits, so "ask with NULL, then call
+// with n+1" always yields a complete document, at worst as old as the sizing
+// call. A short call with nothing held that fits keeps the fresh one and
+// returns its size.
+size_t copy_stats_json(std::string fresh, std::string* held, char* buf, size_t len) {
+  if (buf != nullptr && fresh.size() < len) {
+    held->clear();
+    return copy_out(fresh, buf, len);
+  }
+  if (buf != nullptr && !held->empty() && held->size() < len) {
+    size_t n = copy_out(*held, buf, len);
+    held->clear();
+    return n;
+  }
+  *held = std::move(fresh);
+  return copy_out(*held, buf, len);
+}
 }  // namespace
 
 size_t tern_engine_stats_json(const tern_engine* e, char* buf, size_t len) noexcept {
   if (e == nullptr) return 0;
-  return copy_out(e->engine->stats_json(), buf, len);
+  return copy_stats_json(e->engine->stats_json(), &e->held_json, buf, len);
 }
 
 size_t tern_engine_stats_json_snapshot(tern_engine* e, int wait_ms, char* buf, size_t len) noexcept {
   if (e == nullptr) return 0;
-  return copy_out(e->engine->stats_json_snapshot(wait_ms), buf, len);
+  std::string fresh = e->engine->stats_json_snapshot(wait_ms);
+  if (fresh.empty()) return 0;
+  std::lock_guard<std::mutex> lock(e->held_snapshot_mu);
+  return copy_stats_json(std::move(fresh), &e->held_snapshot, buf, len);
 }
 
 }  // extern "C"

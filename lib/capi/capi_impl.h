@@ -7,6 +7,8 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "base/result.h"
@@ -70,6 +72,17 @@ struct tern_engine {
   std::vector<std::unique_ptr<tern::capi::CallRecord[]>> record_blocks;
   tern::capi::CallRecord* free_records = nullptr;
   tern_conn* conns = nullptr;  // open handles (closed ones are freed at close)
+  // The stats JSON documents a caller was told the size of but could not
+  // take (its buffer was NULL or short). The sizing idiom -- ask with no
+  // buffer, then call with n+1 bytes -- must hand over a whole document, yet
+  // live counters and ages move between the two calls and can lengthen it;
+  // so a short call keeps what it measured, and the next call whose buffer
+  // holds that one gets it when a fresh one would not fit (copy_stats_json).
+  // `held_json` is the engine thread's (tern_engine_stats_json is const for
+  // its callers, hence mutable); the snapshot's is any thread's, so locked.
+  mutable std::string held_json;
+  std::mutex held_snapshot_mu;
+  std::string held_snapshot;
   // Declared last, so destroyed first: its connections may still refer to
   // call records while they go away.
   std::unique_ptr<tern::rpc::Engine> engine;

@@ -13,6 +13,7 @@
 #include "engine/receive_queue.h"
 #include "engine/registrar.h"
 #include "rdmadev/rdmadev.h"
+#include "telemetry/registry.h"
 
 namespace tern::rpc {
 
@@ -105,6 +106,13 @@ struct DeviceCtx {
   bool warned_no_chunks = false;
   bool warned_full = false;
   bool warned_handover = false;
+  // Telemetry kind "device", id "<engine>.<index>" (register_device_telemetry
+  // in engine_stats.cc). Declared last, so unregistered first: its provider
+  // reads `dev` and `srq`.
+  telemetry::Source tsrc;
 };
+
+// Registers dc as a telemetry source once it is complete (its SRQ made).
+void register_device_telemetry(const std::string& engine_tel_id, DeviceCtx* dc);
 
 }  // namespace tern::rpc

@@ -321,6 +321,7 @@ Result<DeviceCtx*> EngineImpl::device(std::string_view spec) {
                dc->spec.c_str(), srq.status().to_string().c_str());
     }
   }
+  register_device_telemetry(tel_id, dc.get());
   devices.push_back(std::move(dc));
   return devices.back().get();
 }

@@ -178,6 +178,25 @@ void ConnBase::register_telemetry() {
   if (src) tsrc = std::move(src).value();
 }
 
+void register_device_telemetry(const std::string& engine_tel_id, DeviceCtx* dc) {
+  if (engine_tel_id.empty() || dc->tsrc.registered()) return;
+  auto src = telemetry::register_source(
+      "device", engine_tel_id + "." + std::to_string(dc->index),
+      [](void* ctx, telemetry::Reply* out) {
+        // spec, the driver's name and the device's and SRQ's Counters: all
+        // fixed while registered or relaxed atomics (registry.h's rule).
+        // port_up() is left out: the engine's thread changes it unlocked.
+        auto* d = static_cast<const DeviceCtx*>(ctx);
+        out->add_u64("index", d->index);
+        out->add_string("spec", d->spec);
+        out->add_string("driver", d->dev->caps().name);
+        out->add_stats(d->dev->stats());
+        if (d->srq != nullptr) out->add_stats(d->srq->stats(), "srq_");
+      },
+      dc);
+  if (src) dc->tsrc = std::move(src).value();
+}
+
 ProcCounters* EngineImpl::proc_counters(uint32_t prog, uint32_t vers, uint32_t proc, bool server) {
   // prog and proc are 32 bits, vers in practice small: fold into one key
   // with the side; a collision only merges two procedures' figures.

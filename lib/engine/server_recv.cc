@@ -129,6 +129,9 @@ void ServerConn::handle_call(MsgBuf* rep) {
                               in.xid, grant.unreplied, grant.granted));
     return;
   }
+  // Counted engine-wide too, as replies are: a server's `calls` stayed 0
+  // while its `replies` counted (issue 24).
+  eng->st.calls.add();
   cs.calls.add();
   // Chunks larger than this server takes: RFC 8166's ERR_CHUNK.
   const EngineOptions& o = eng->opt;

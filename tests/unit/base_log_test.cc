@@ -154,9 +154,24 @@ TEST_F(LogEnv, UnknownLevelIsAnErrorTheInitPathSees) {
                   !log_init().is_ok();
         std::_Exit(ok ? 0 : 1);
       },
+      // Nothing printed: the host that checks says it (and stops); a
+      // "logging at warn" line besides would contradict its exit.
+      ::testing::ExitedWithCode(0), "^$");
+}
+
+// A host that never calls log_init() gets one warning, at its first log
+// call, saying what happens: it goes on at warn.
+TEST_F(LogEnv, UnknownLevelWithoutInitIsOneWarning) {
+  EXPECT_EXIT(
+      {
+        setenv("TERN_LOG_LEVEL", "verbose", 1);
+        TERN_LOG(kInfo, "test", "not shown at warn");
+        TERN_LOG(kWarn, "test", "shown");
+        std::_Exit(log_level() == LogLevel::kWarn ? 0 : 1);
+      },
       ::testing::ExitedWithCode(0),
-      "tern error log: TERN_LOG_LEVEL='verbose' is not a log level \\(want error, warn, info or debug\\); "
-      "logging at warn");
+      "^tern warn log: TERN_LOG_LEVEL='verbose' is not a log level \\(want error, warn, info or debug\\); "
+      "logging at warn\n[^\n]* tern warn test: shown\n$");
 }
 
 TEST_F(LogEnv, KnownLevelIsApplied) {

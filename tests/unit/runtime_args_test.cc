@@ -143,7 +143,9 @@ TEST(RuntimeLogLevel, UnknownLevelFailsStart) {
                   rt.status().message().find("TERN_LOG_LEVEL='chatty'") != std::string::npos;
         std::_Exit(ok ? 0 : 1);
       },
-      ::testing::ExitedWithCode(0), "TERN_LOG_LEVEL='chatty' is not a log level");
+      // The error is Runtime::start's to return (the host says it), not
+      // also printed by the library.
+      ::testing::ExitedWithCode(0), "^$");
 }
 
 }  // namespace
