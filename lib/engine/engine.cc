@@ -114,8 +114,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& given) {
   e->send_bufs = std::make_unique<MsgBufPool>(e->arena.get(), o.inline_send, o.send_buffers, e->poison);
   e->recv_bufs = std::make_unique<MsgBufPool>(e->arena.get(), o.inline_recv, o.recv_buffers, e->poison);
   e->service.set_capacity(o.recv_buffers);
-  e->send_bufs_low = EngineImpl::three_quarters(e->send_bufs->max_count());
-  e->srv_calls_low = EngineImpl::three_quarters(e->srv_call_cap);
+  e->send_bufs_low = ConnCore::three_quarters(e->send_bufs->max_count());
+  e->srv_calls_low = ConnCore::three_quarters(e->srv_call_cap);
   const size_t block = pow2_at_least(std::max<size_t>({o.max_bulk, size_t{o.max_reply} + 256, o.max_long_call}));
   const size_t bulk_bytes = o.bulk_pool_bytes / block * block;
   auto* bulk_mem = static_cast<uint8_t*>(e->arena->carve(bulk_bytes, 4096));
@@ -152,9 +152,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& given) {
   return std::unique_ptr<Engine>(std::move(e));
 }
 
-EngineImpl::EngineImpl(const EngineOptions& o)
+ConnCore::ConnCore(const EngineOptions& o)
     : opt(o), requests(o.max_calls), srv_calls(std::max<uint32_t>(o.recv_buffers * 2 + 64, 256)),
       srv_call_cap(std::max<uint32_t>(o.recv_buffers * 2 + 64, 256)) {}
+
+EngineImpl::EngineImpl(const EngineOptions& o) : ConnCore(o) { control = this; }
 
 EngineImpl::~EngineImpl() {
   // Every outstanding call completes once, after its registrations are
@@ -323,7 +325,7 @@ Result<DeviceCtx*> EngineImpl::device(std::string_view spec) {
   return devices.back().get();
 }
 
-uint16_t EngineImpl::add_queue(RecvQueue* q) {
+uint16_t ConnCore::add_queue(RecvQueue* q) {
   if (!free_queue_ids.empty()) {
     uint16_t id = free_queue_ids.back();
     free_queue_ids.pop_back();
@@ -335,11 +337,19 @@ uint16_t EngineImpl::add_queue(RecvQueue* q) {
   return static_cast<uint16_t>(queues.size() - 1);
 }
 
-void EngineImpl::remove_queue(uint16_t id) {
+void ConnCore::remove_queue(uint16_t id) {
   for (RecvQueue*& q : to_post)
     if (q == queues[id]) q = nullptr;
   queues[id] = nullptr;
   free_queue_ids.push_back(id);
+}
+
+EngineMr* EngineImpl::registration_elsewhere(const ConnBase* me, const PdCtx* pdc, uint32_t rkey) {
+  for (auto& c : conns) {
+    if (!c || c.get() == me || c->server || c->pdc != pdc) continue;
+    if (EngineMr* m = static_cast<ClientConn*>(c.get())->live_registration(rkey); m != nullptr) return m;
+  }
+  return nullptr;
 }
 
 void EngineImpl::enter(ConnBase* c) {

@@ -156,10 +156,11 @@ StatsView conn_counters_view(const ConnCounters& c) {
 }
 
 void ConnBase::register_telemetry() {
-  if (eng->tel_id.empty() || tsrc.registered()) return;
+  const std::string& tel_id = core->control->telemetry_id();
+  if (tel_id.empty() || tsrc.registered()) return;
   peer_fixed = peer_name();
   auto src = telemetry::register_source(
-      "conn", eng->tel_id + "." + std::to_string(id),
+      "conn", tel_id + "." + std::to_string(id),
       [](void* ctx, telemetry::Reply* out) {
         auto* c = static_cast<const ConnBase*>(ctx);
         out->add_u64("id", c->id);
@@ -174,7 +175,7 @@ void ConnBase::register_telemetry() {
   if (src) tsrc = std::move(src).value();
 }
 
-ProcCounters* EngineImpl::proc_counters(uint32_t prog, uint32_t vers, uint32_t proc, bool server) {
+ProcCounters* ConnCore::proc_counters(uint32_t prog, uint32_t vers, uint32_t proc, bool server) {
   // prog and proc are 32 bits, vers in practice small: fold into one key
   // with the side; a collision only merges two procedures' figures.
   uint64_t key = (static_cast<uint64_t>(prog) << 32) ^ (static_cast<uint64_t>(vers) << 20) ^
@@ -186,6 +187,10 @@ ProcCounters* EngineImpl::proc_counters(uint32_t prog, uint32_t vers, uint32_t p
     if (unknown_proc_ == nullptr) unknown_proc_ = proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, false);
     return unknown_proc_;
   }
+  return control->add_proc_counters(key, prog, vers, proc, server);
+}
+
+ProcCounters* EngineImpl::add_proc_counters(uint64_t key, uint32_t prog, uint32_t vers, uint32_t proc, bool server) {
   auto pc = std::make_unique<ProcCounters>();
   pc->prog = prog, pc->vers = vers, pc->proc = proc, pc->server = server;
   ProcCounters* p = pc.get();
@@ -221,7 +226,7 @@ ConnectionStats ConnBase::stats() const {
   s.peer = peer_name();
   s.state = state_name(life);
   uint64_t now = now_ticks();
-  auto ns = [&](uint64_t ticks) { return static_cast<uint64_t>(static_cast<double>(ticks) * eng->ns_per_tick); };
+  auto ns = [&](uint64_t ticks) { return static_cast<uint64_t>(static_cast<double>(ticks) * core->ns_per_tick); };
   if (t_established != 0) {
     s.connect_ns = ns(t_established - t_created);
     s.age_ns = ns(now - t_established);
