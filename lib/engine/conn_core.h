@@ -101,6 +101,8 @@ class ConnCore {
   // ---- memory and the shared pools. The arena first: what is carved from
   // it goes before it.
   std::unique_ptr<mem::Arena> arena;
+  // The arena and the pools in it, sized by opt (settled by Engine::create).
+  Status make_pools();  // engine.cc
   std::unique_ptr<MsgBufPool> send_bufs, recv_bufs;
   std::unique_ptr<BulkPool> bulk;
   SlabTable<Request> requests;

@@ -103,30 +103,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& given) {
   if (o.breakdown)
     for (auto& b : e->bd_gone) b = std::make_unique<Breakdown>(e->ns_per_tick);
   e->ns_per_tick = 1e9 / tick_hz();
-  auto a = mem::Arena::create({.size = o.arena_bytes, .name = "tern-engine"});
-  if (!a) return a.status();
-  e->arena = std::move(a).value();
-#if defined(TERN_DEBUG) && TERN_DEBUG
-  // Test builds: recycled buffers are poisoned, so that one reused while a
-  // device or peer may still read it shows up as corrupted data.
-  e->poison = true;
-#endif
-  e->send_bufs = std::make_unique<MsgBufPool>(e->arena.get(), o.inline_send, o.send_buffers, e->poison);
-  e->recv_bufs = std::make_unique<MsgBufPool>(e->arena.get(), o.inline_recv, o.recv_buffers, e->poison);
-  e->service.set_capacity(o.recv_buffers);
-  e->send_bufs_low = ConnCore::three_quarters(e->send_bufs->max_count());
-  e->srv_calls_low = ConnCore::three_quarters(e->srv_call_cap);
-  const size_t block = pow2_at_least(std::max<size_t>({o.max_bulk, size_t{o.max_reply} + 256, o.max_long_call}));
-  const size_t bulk_bytes = o.bulk_pool_bytes / block * block;
-  auto* bulk_mem = static_cast<uint8_t*>(e->arena->carve(bulk_bytes, 4096));
-  if (bulk_mem == nullptr)
-    return make_error(Errc::kNoResources, "engine: the arena cannot hold a %zu-byte bulk pool", bulk_bytes);
-  e->bulk = std::make_unique<BulkPool>(bulk_mem, bulk_bytes, 4096, block, e->poison);
-  // The reserve peers beyond their share leave free: an eighth of the pool
-  // by default, room for one largest call at least, half the pool at most.
-  const size_t reserve = o.bulk_pool_reserve_bytes != 0 ? o.bulk_pool_reserve_bytes : bulk_bytes / 8;
-  const size_t half = bulk_bytes / 2;
-  e->shares = std::make_unique<BulkShares>(bulk_bytes, std::clamp(reserve, std::min(block, half), half), block);
+  TERN_TRY(e->make_pools());
   e->rw_timeout_ticks = ticks_from_ns(uint64_t{o.server_rw_timeout_ms} * 1'000'000);
   // The longest a connection that is up goes between two looks of the
   // timers (ClientConn::refile_at): the shorter of the two keepalive times.
@@ -157,6 +134,35 @@ ConnCore::ConnCore(const EngineOptions& o)
       srv_call_cap(std::max<uint32_t>(o.recv_buffers * 2 + 64, 256)) {}
 
 EngineImpl::EngineImpl(const EngineOptions& o) : ConnCore(o) { control = this; }
+
+Status ConnCore::make_pools() {
+  const EngineOptions& o = opt;
+  auto a = mem::Arena::create({.size = o.arena_bytes, .name = "tern-engine"});
+  if (!a) return a.status();
+  arena = std::move(a).value();
+#if defined(TERN_DEBUG) && TERN_DEBUG
+  // Test builds: recycled buffers are poisoned, so that one reused while a
+  // device or peer may still read it shows up as corrupted data.
+  poison = true;
+#endif
+  send_bufs = std::make_unique<MsgBufPool>(arena.get(), o.inline_send, o.send_buffers, poison);
+  recv_bufs = std::make_unique<MsgBufPool>(arena.get(), o.inline_recv, o.recv_buffers, poison);
+  service.set_capacity(o.recv_buffers);
+  send_bufs_low = ConnCore::three_quarters(send_bufs->max_count());
+  srv_calls_low = ConnCore::three_quarters(srv_call_cap);
+  const size_t block = pow2_at_least(std::max<size_t>({o.max_bulk, size_t{o.max_reply} + 256, o.max_long_call}));
+  const size_t bulk_bytes = o.bulk_pool_bytes / block * block;
+  auto* bulk_mem = static_cast<uint8_t*>(arena->carve(bulk_bytes, 4096));
+  if (bulk_mem == nullptr)
+    return make_error(Errc::kNoResources, "engine: the arena cannot hold a %zu-byte bulk pool", bulk_bytes);
+  bulk = std::make_unique<BulkPool>(bulk_mem, bulk_bytes, 4096, block, poison);
+  // The reserve peers beyond their share leave free: an eighth of the pool
+  // by default, room for one largest call at least, half the pool at most.
+  const size_t reserve = o.bulk_pool_reserve_bytes != 0 ? o.bulk_pool_reserve_bytes : bulk_bytes / 8;
+  const size_t half = bulk_bytes / 2;
+  shares = std::make_unique<BulkShares>(bulk_bytes, std::clamp(reserve, std::min(block, half), half), block);
+  return Status::ok();
+}
 
 EngineImpl::~EngineImpl() {
   // Every outstanding call completes once, after its registrations are
