@@ -1,17 +1,20 @@
-// A ServerConn driven alone: over a core of the test's own (conn_core.h)
-// and a stub QP that records what the connection posts -- no engine, no
-// device, no driver. That a connection can be built and run this way is what
-// the narrow core is for; the test walks one call through its server-call
-// transitions (received -> in handler -> sent -> free) and checks what went
-// on the wire and what came back to the pools.
+// A connection driven alone: a ServerConn or a ClientConn over a core of
+// the test's own (conn_core.h) and a stub QP that records what the
+// connection posts -- no engine, no device, no driver. That a connection can
+// be built and run this way is what the narrow core is for. Each test walks
+// one call through its machine's transitions (server: received -> in
+// handler -> sent -> free; client: queued -> sent -> replied -> done) and
+// checks what went on the wire and what came back to the pools.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "base/clock.h"
+#include "engine/client_conn.h"
 #include "engine/conn_core.h"
 #include "engine/conn_datapath.h"
 #include "engine/device_ctx.h"
@@ -115,13 +118,14 @@ void reverse_handler(void* ctx, ServerCall* call) {
   ASSERT_TRUE(call->reply(out).is_ok());
 }
 
+template <typename Conn>
 struct Harness {
   ConnCore core{small_options()};
   StubControl control{&core};
   DeviceCtx dc;
   StubQp* qp = nullptr;
   std::unique_ptr<RecvQueue> rq;
-  std::unique_ptr<ServerConn> conn;
+  std::unique_ptr<Conn> conn;
   int handled = 0;
 
   Harness() {
@@ -136,21 +140,25 @@ struct Harness {
     dc.shared->arena_lo = reinterpret_cast<uint64_t>(core.arena->base());
     dc.shared->arena_hi = dc.shared->arena_lo + core.arena->size();
     dc.shared->arena_mr = std::make_unique<ArenaMr>(dc.shared->arena_lo, core.arena->size());
-    conn = std::make_unique<ServerConn>(&core, &dc);
+    dc.chunk_reg = ChunkReg::kNone;  // no registrar: inline calls only
+    conn = std::make_unique<Conn>(&core, &dc);
     auto q = std::make_unique<StubQp>();
     qp = q.get();
     conn->qp = std::move(q);
     // What ConnBase::setup_queues() makes on a device without an SRQ.
     const EngineOptions& o = core.opt;
-    conn->sq_ = std::make_unique<SendQueue>(64, 64, 8);
+    // Every Send signaled (a batch of one), so that each chain's completion
+    // can be handed back by the test and its owners released.
+    conn->sq_ = std::make_unique<SendQueue>(64, 64, 1);
     const uint16_t qid = core.add_queue(nullptr);
     rq = std::make_unique<RecvQueue>(core.recv_bufs.get(), o.credits + 1, o.credits, nullptr, qp, qid,
                                      dc.shared->arena_lkey());
     core.queues[qid] = rq.get();
     conn->rq = rq.get();
     EXPECT_GE(rq->grow(2), 2u);
-    // Its first credit, as accepting it does (EngineImpl::accept_request).
-    EXPECT_TRUE(rq->grants().admit(&conn->grant, "stub peer"));
+    // A server connection's first credit, as accepting it does
+    // (EngineImpl::accept_request).
+    if constexpr (std::is_same_v<Conn, ServerConn>) EXPECT_TRUE(rq->grants().admit(&conn->grant, "stub peer"));
     rq->post(&core.st.recvs_posted, &core.st.recv_batches);
     conn->on_established({});
   }
@@ -163,14 +171,25 @@ struct Harness {
 
   // A call arrives in the receive buffer the QP was given first.
   void deliver(uint32_t xid, std::span<const uint8_t> args) {
+    Call c;
+    c.prog = kProg, c.vers = kVers, c.proc = kProc;
+    receive([&](uint8_t* p, size_t cap) { return wire::encode_call(p, cap, xid, 8, ChunkLists{}, c, args); });
+  }
+  // A plain SUCCESS reply arrives, granting `credits`.
+  void deliver_reply(uint32_t xid, uint32_t credits, std::span<const uint8_t> results) {
+    receive([&](uint8_t* p, size_t cap) {
+      const size_t h = wire::encode_reply_header(p, cap, xid, credits, ChunkLists{}, false);
+      return h + wire::encode_rpc_reply(p + h, cap - h, xid, 0, 0, 0, results);
+    });
+  }
+  template <typename Fill>
+  void receive(Fill fill) {
     ASSERT_FALSE(qp->recvs.empty());
     const uint64_t wr_id = qp->recvs.front();
     qp->recvs.erase(qp->recvs.begin());
     MsgBuf* buf = core.recv_bufs->at(wr_id_value(wr_id));
     ASSERT_NE(buf, nullptr);
-    Call c;
-    c.prog = kProg, c.vers = kVers, c.proc = kProc;
-    const size_t len = wire::encode_call(buf->data, core.opt.inline_recv, xid, 8, ChunkLists{}, c, args);
+    const size_t len = fill(buf->data, core.opt.inline_recv);
     ASSERT_GT(len, 0u);
     rq->completed(buf);
     Wc wc{};
@@ -183,8 +202,8 @@ struct Harness {
   }
 };
 
-TEST(ServerConnCore, OneCallOverAStubCoreAndQp) {
-  Harness h;
+TEST(ConnCore, ServerConnAnswersOneCallOverAStubCoreAndQp) {
+  Harness<ServerConn> h;
   ASSERT_TRUE(h.conn->ready());
   ASSERT_EQ(h.core.srv_calls.out(), 0u);
   const uint8_t args[] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -203,17 +222,10 @@ TEST(ServerConnCore, OneCallOverAStubCoreAndQp) {
   ASSERT_EQ(wire::decode_rpc_reply(r.body, r.xid, &results), CallStatus::kOk);
   const std::vector<uint8_t> want = {8, 7, 6, 5, 4, 3, 2, 1};
   EXPECT_EQ(std::vector<uint8_t>(results.begin(), results.end()), want);
-  // The call (and its send buffer) is held until the Send is known done:
-  // the completion of a signaled Send gives it back.
-  if (!(s.flags & rdma::kWrSignaled)) {
-    // An unsignaled reply is released by the next signaled completion;
-    // another call makes one, as a busy connection would.
-    EXPECT_EQ(h.core.srv_calls.out(), 1u);
-    h.deliver(0x1235, args);
-    ASSERT_EQ(h.qp->sends.size(), 2u);
-    ASSERT_TRUE(h.qp->sends.back().flags & rdma::kWrSignaled) << "two replies, neither signaled";
-  }
+  // The call (and its send buffer) is held until the Send is known done.
+  EXPECT_EQ(h.core.srv_calls.out(), 1u);
   const StubQp::Posted& last = h.qp->sends.back();
+  ASSERT_TRUE(last.flags & rdma::kWrSignaled);
   Wc wc{};
   wc.wr_id = last.wr_id;
   wc.qp_num = h.qp->qp_num();
@@ -225,6 +237,64 @@ TEST(ServerConnCore, OneCallOverAStubCoreAndQp) {
   // The receive buffers went back to the connection's queue, to be posted.
   EXPECT_EQ(h.rq->pending() + h.rq->posted(), h.rq->owned());
   EXPECT_EQ(h.control.left, 0);
+}
+
+struct Done {
+  int calls = 0;
+  CallStatus status = CallStatus::kDisconnected;
+  std::vector<uint8_t> results;
+};
+void on_done(void* ctx, const CallReply& r) {
+  auto* d = static_cast<Done*>(ctx);
+  ++d->calls;
+  d->status = r.status;
+  d->results.assign(r.results.begin(), r.results.end());
+}
+
+TEST(ConnCore, ClientConnMakesOneCallOverAStubCoreAndQp) {
+  Harness<ClientConn> h;
+  ASSERT_TRUE(h.conn->ready());
+  Done done;
+  const uint8_t args[] = {9, 8, 7, 6};
+  Call c;
+  c.prog = kProg, c.vers = kVers, c.proc = kProc;
+  c.args = args;
+  c.done = on_done;
+  c.ctx = &done;
+  uint32_t xid = 0;
+  ASSERT_EQ(h.conn->call(c, &xid), 0);
+  EXPECT_EQ(h.core.requests.out(), 1u);
+  // The call went out as one Send: RDMA_MSG around the ONC RPC call.
+  ASSERT_EQ(h.qp->sends.size(), 1u);
+  const StubQp::Posted& s = h.qp->sends[0];
+  EXPECT_EQ(s.opcode, rdma::WrOpcode::kSend);
+  wire::Incoming in;
+  ChunkLists ch;
+  wire::decode_call_header(s.bytes, &in, &ch);
+  ASSERT_EQ(in.verdict, wire::Incoming::Verdict::kOk);
+  EXPECT_EQ(in.xid, xid);
+  wire::RpcCall rc;
+  ASSERT_TRUE(wire::decode_rpc_call(in.body, in.xid, &rc));
+  EXPECT_EQ(rc.prog, kProg);
+  EXPECT_EQ(rc.proc, kProc);
+  EXPECT_EQ(done.calls, 0);
+  // Its reply completes it once, with the results; the request (and its
+  // send buffer) goes back when its Send is known complete as well.
+  const uint8_t results[] = {1, 1, 2, 3, 5, 8, 13, 21};
+  h.deliver_reply(xid, 4, results);
+  ASSERT_TRUE(s.flags & rdma::kWrSignaled);
+  Wc wc{};
+  wc.wr_id = s.wr_id;
+  wc.qp_num = h.qp->qp_num();
+  wc.status = WcStatus::kSuccess;
+  wc.opcode = rdma::WcOpcode::kSend;
+  h.conn->on_send_completion(wc);
+  EXPECT_EQ(done.calls, 1);
+  EXPECT_EQ(done.status, CallStatus::kOk);
+  EXPECT_EQ(done.results, std::vector<uint8_t>(std::begin(results), std::end(results)));
+  EXPECT_EQ(h.core.requests.out(), 0u) << "the request back in its pool";
+  EXPECT_EQ(h.core.send_bufs->out(), 0u) << "its send buffer back in its pool";
+  EXPECT_EQ(h.rq->pending() + h.rq->posted(), h.rq->owned());
 }
 
 }  // namespace
