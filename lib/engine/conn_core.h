@@ -28,7 +28,7 @@
 //                   through ConnBase, hence ConnBase below it)
 //   conn_datapath.h ConnBase's inline datapath steps, which use both
 //   client_conn.h, server_conn.h   the roles
-//   engine_impl.h   the engine: a ConnCore, plus devices, CM, the table, control
+//   the engine      EngineImpl: a ConnCore, plus devices, CM, the table, control
 #pragma once
 
 #include <cstdint>
@@ -201,9 +201,9 @@ class ConnCore {
   // entry per handler, plus one for calls no handler serves, so no peer
   // can grow it.
   static constexpr size_t kMaxProcs = 256;
-  std::unordered_map<uint64_t, std::unique_ptr<ProcCounters>> procs_;
-  std::vector<ProcCounters*> proc_order_;
-  ProcCounters* unknown_proc_ = nullptr;
+  std::unordered_map<uint64_t, std::unique_ptr<ProcCounters>> procs;
+  std::vector<ProcCounters*> proc_order;
+  ProcCounters* unknown_proc = nullptr;
   ProcCounters* proc_counters(uint32_t prog, uint32_t vers, uint32_t proc, bool server);  // engine_stats.cc
   // Breakdown (EngineOptions::breakdown): what connections already gone
   // measured, client side [0] and server side [1] (merged at teardown).

@@ -180,12 +180,12 @@ ProcCounters* ConnCore::proc_counters(uint32_t prog, uint32_t vers, uint32_t pro
   // with the side; a collision only merges two procedures' figures.
   uint64_t key = (static_cast<uint64_t>(prog) << 32) ^ (static_cast<uint64_t>(vers) << 20) ^
                  (static_cast<uint64_t>(proc) << 1) ^ (server ? 1u : 0u);
-  auto it = procs_.find(key);
-  if (it != procs_.end()) return it->second.get();
-  if (!server && procs_.size() >= kMaxProcs) {
+  auto it = procs.find(key);
+  if (it != procs.end()) return it->second.get();
+  if (!server && procs.size() >= kMaxProcs) {
     // A client calling more procedures than we keep: the rest share one entry.
-    if (unknown_proc_ == nullptr) unknown_proc_ = proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, false);
-    return unknown_proc_;
+    if (unknown_proc == nullptr) unknown_proc = proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, false);
+    return unknown_proc;
   }
   return control->add_proc_counters(key, prog, vers, proc, server);
 }
@@ -194,8 +194,8 @@ ProcCounters* EngineImpl::add_proc_counters(uint64_t key, uint32_t prog, uint32_
   auto pc = std::make_unique<ProcCounters>();
   pc->prog = prog, pc->vers = vers, pc->proc = proc, pc->server = server;
   ProcCounters* p = pc.get();
-  procs_.emplace(key, std::move(pc));
-  proc_order_.push_back(p);
+  procs.emplace(key, std::move(pc));
+  proc_order.push_back(p);
   if (!tel_id.empty()) {
     char id[96];
     std::snprintf(id, sizeof id, "%s.%u.%u.%u.%c", tel_id.c_str(), prog, vers, proc, server ? 's' : 'c');
@@ -267,8 +267,8 @@ std::vector<ConnectionStats> EngineImpl::connection_stats() const {
 
 std::vector<ProcedureStats> EngineImpl::procedure_stats() const {
   std::vector<ProcedureStats> v;
-  v.reserve(proc_order_.size());
-  for (const ProcCounters* p : proc_order_) {
+  v.reserve(proc_order.size());
+  for (const ProcCounters* p : proc_order) {
     ProcedureStats s;
     s.prog = p->prog, s.vers = p->vers, s.proc = p->proc, s.server = p->server;
     s.ops = p->ops.get(), s.errors = p->errors.get();

@@ -42,8 +42,8 @@ class StubControl final : public ConnControl {
     auto pc = std::make_unique<ProcCounters>();
     pc->prog = prog, pc->vers = vers, pc->proc = proc, pc->server = server;
     ProcCounters* p = pc.get();
-    core_->procs_.emplace(key, std::move(pc));
-    core_->proc_order_.push_back(p);
+    core_->procs.emplace(key, std::move(pc));
+    core_->proc_order.push_back(p);
     return p;
   }
   EngineMr* registration_elsewhere(const ConnBase*, const PdCtx*, uint32_t) override { return nullptr; }
