@@ -2,6 +2,9 @@
 // QP and its send queue, the receive queue it draws on, the connection's
 // life (conn_lifecycle.cc), its counters and telemetry. The roles are two
 // types over it: ClientConn (client_conn.h) and ServerConn (server_conn.h).
+// A connection sees its engine only as a ConnCore (conn_core.h): the pools,
+// scratch, clock, counters and small scheduler all connections share, and a
+// ConnControl for the few control-path requests it makes.
 //
 // A connection's life:
 //   kConnecting -> kReady -> kDraining -> kDead -> reclaimed
