@@ -80,12 +80,13 @@ class StubQp final : public rdma::Qp {
     for (int i = 0; i < n; ++i) recvs.push_back(wrs[i].wr_id);
     return n;
   }
-  rdma::QpState state() const override { return rdma::QpState::kRts; }
+  rdma::QpState state() const override { return state_now; }
   uint32_t qp_num() const override { return 7; }
   const rdma::QpInit& init() const override { return init_; }
   StatsView stats() const override { return {}; }
   std::vector<Posted> sends;
   std::vector<uint64_t> recvs;
+  rdma::QpState state_now = rdma::QpState::kRts;
 
  private:
   rdma::QpInit init_;
@@ -128,7 +129,8 @@ struct Harness {
   std::unique_ptr<Conn> conn;
   int handled = 0;
 
-  Harness() {
+  explicit Harness(bool reconnect = true) {
+    core.opt.reconnect = reconnect;
     core.control = &control;
     core.ns_per_tick = 1e9 / tick_hz();
     core.now_tick = now_ticks();
@@ -295,6 +297,50 @@ TEST(ConnCore, ClientConnMakesOneCallOverAStubCoreAndQp) {
   EXPECT_EQ(h.core.requests.out(), 0u) << "the request back in its pool";
   EXPECT_EQ(h.core.send_bufs->out(), 0u) << "its send buffer back in its pool";
   EXPECT_EQ(h.rq->pending() + h.rq->posted(), h.rq->owned());
+}
+
+// The QP goes to error with a call in flight: its Send flushes, the
+// connection drains (markers after everything it posted, as ib_drain_qp
+// does) and, once drained, completes the call once with kDisconnected and
+// gives everything back. The engine's part -- seeing the markers' flush
+// completions -- is the test's.
+TEST(ConnCore, ClientConnFailsItsCallOnceWhenTheQpFlushes) {
+  Harness<ClientConn> h(/*reconnect=*/false);
+  Done done;
+  const uint8_t args[] = {4, 2};
+  Call c;
+  c.prog = kProg, c.vers = kVers, c.proc = kProc;
+  c.args = args;
+  c.done = on_done;
+  c.ctx = &done;
+  uint32_t xid = 0;
+  ASSERT_EQ(h.conn->call(c, &xid), 0);
+  ASSERT_EQ(h.qp->sends.size(), 1u);
+  h.qp->state_now = rdma::QpState::kError;
+  Wc wc{};
+  wc.wr_id = h.qp->sends[0].wr_id;
+  wc.qp_num = h.qp->qp_num();
+  wc.status = WcStatus::kWrFlushErr;
+  wc.opcode = rdma::WcOpcode::kSend;
+  h.conn->on_send_completion(wc);
+  EXPECT_TRUE(h.conn->failed());
+  EXPECT_TRUE(h.core.cm_due) << "the engine is asked to read the driver's reason in this poll()";
+  EXPECT_EQ(done.calls, 0) << "nothing completes before the QP is drained";
+  // The drain markers went after the Send: one Send-side, one receive.
+  ASSERT_EQ(h.qp->sends.size(), 2u);
+  EXPECT_EQ(wr_id_kind(h.qp->sends[1].wr_id), WrKind::kDrain);
+  bool more = false;
+  EXPECT_EQ(h.conn->step_drain(&more), 0);
+  EXPECT_TRUE(more) << "not drained before the markers' completions";
+  // Their flush completions (the engine's dispatch marks them).
+  h.conn->sq_drained = h.conn->rq_drained = true;
+  more = false;
+  EXPECT_EQ(h.conn->step_drain(&more), 1);
+  EXPECT_EQ(done.calls, 1);
+  EXPECT_EQ(done.status, CallStatus::kDisconnected);
+  EXPECT_EQ(h.core.requests.out(), 0u);
+  EXPECT_EQ(h.core.send_bufs->out(), 0u);
+  EXPECT_EQ(h.conn->state(), ConnState::kFailed);
 }
 
 }  // namespace
