@@ -239,27 +239,7 @@ class GrantPolicy {
     // The common case, a connection granted what it asks for, its peer
     // within its share and the pool not out: nothing changes.
     if (TERN_LIKELY(target == c->granted && !over && sp != 0 && !c->hungry)) return c->granted;
-    const bool contested = contested_for(p);
-    uint32_t goal = target;
-    if (over || sp == 0) goal = std::min(goal, std::max<uint32_t>(2 * c->unreplied, 1));
-    const uint32_t can = std::min(sp, free_);
-    uint32_t add = 0;
-    if (goal > c->granted && can > 0) {
-      const uint32_t within = share > p->held ? share - p->held : 0;
-      const uint32_t lend = !contested && can > lend_reserve_ ? can - lend_reserve_ : 0;
-      add = std::min({goal - c->granted, can, std::max(within, lend)});
-    }
-    if (add > 0) {
-      c->granted += add;
-      p->held += add;
-      free_ -= add;
-    } else if (c->granted > 1 && (goal < c->granted || (contested && over))) {
-      --c->granted;
-      --p->held;
-      ++free_;
-    }
-    set_hungry(c, target > c->granted);
-    return c->granted;
+    return regrant(c, target, p, sp, share, over);
   }
   // A call was answered (its reply posted) or dropped unanswered.
   void on_replied(ConnGrant* c) {
@@ -284,6 +264,32 @@ class GrantPolicy {
   }
 
  private:
+  // grant_for_reply's uncommon case: the grant moves. Out of line, so that
+  // the common case inlined into the reply's path saves no registers.
+  [[gnu::noinline]] uint32_t regrant(ConnGrant* c, uint32_t target, PeerCredits* p, uint32_t sp, uint32_t share,
+                                     bool over) {
+    const bool contested = contested_for(p);
+    uint32_t goal = target;
+    if (over || sp == 0) goal = std::min(goal, std::max<uint32_t>(2 * c->unreplied, 1));
+    const uint32_t can = std::min(sp, free_);
+    uint32_t add = 0;
+    if (goal > c->granted && can > 0) {
+      const uint32_t within = share > p->held ? share - p->held : 0;
+      const uint32_t lend = !contested && can > lend_reserve_ ? can - lend_reserve_ : 0;
+      add = std::min({goal - c->granted, can, std::max(within, lend)});
+    }
+    if (add > 0) {
+      c->granted += add;
+      p->held += add;
+      free_ -= add;
+    } else if (c->granted > 1 && (goal < c->granted || (contested && over))) {
+      --c->granted;
+      --p->held;
+      ++free_;
+    }
+    set_hungry(c, target > c->granted);
+    return c->granted;
+  }
   uint32_t keep_for_newcomers() const { return reserve_ > admitted_ ? reserve_ - admitted_ : 0; }
   // The fair share (share_of without the floor of one credit per
   // connection): the shared credits over the peers holding any, never more

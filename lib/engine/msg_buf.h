@@ -82,7 +82,10 @@ class MsgBufPool {
   bool poison() const { return poison_; }
 
  private:
-  bool grow() {
+  // Out of line: get() is inlined into the call's path (the server's
+  // start(), the client's send), where an inlined grow made the caller save
+  // registers on every call for what happens once a slab.
+  [[gnu::noinline]] bool grow() {
     if (made_ >= max_) return false;
     uint32_t n = std::min(kSlab, max_ - made_);
     auto* mem = static_cast<uint8_t*>(arena_->carve(size_t{size_} * n, 64));

@@ -15,4 +15,11 @@ const char* req_state_name(ReqState s) {
   return "?";
 }
 
+void req_transition_refused(ReqState from, ReqState to) {
+  TERN_CHECK(req_transition_allowed(from, to),
+             "request: %s -> %s is not a transition of the request machine (request_machine.h)",
+             req_state_name(from), req_state_name(to));
+  __builtin_unreachable();  // only called for a refused transition
+}
+
 }  // namespace tern::rpc

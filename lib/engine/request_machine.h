@@ -65,6 +65,9 @@ enum class ReqState : uint8_t {
 inline constexpr int kReqStates = 7;
 static_assert(static_cast<int>(ReqState::kAbandoned) + 1 == kReqStates, "a state the table has no row for");
 const char* req_state_name(ReqState s);
+// The report of a transition the table does not allow (a TERN_CHECK
+// failure: aborts, release builds included). Only ReqMachine::enter calls it.
+[[noreturn, gnu::cold, gnu::noinline]] void req_transition_refused(ReqState from, ReqState to);
 
 // What happens to a request: the inputs of ClientConn::process.
 enum class ReqEvent : uint8_t {
@@ -137,10 +140,12 @@ class ReqMachine {
   // allow is the engine's bug: TERN_CHECK (always on, even in release
   // builds), since a request in a state it should not be in is a double
   // completion or a freed request still in use -- never to be silent.
+  // The test is inline (a bit of a constant, one branch); the report is
+  // out of line and cold, so that the callers -- maybe_free above all --
+  // stay small enough to be inlined on the call's path.
   void enter(ReqState to) {
-    TERN_CHECK((kReqSources[static_cast<int>(to)] >> static_cast<int>(state_)) & 1u,
-               "request: %s -> %s is not a transition of the request machine (request_machine.h)",
-               req_state_name(state_), req_state_name(to));
+    if (TERN_UNLIKELY(!((kReqSources[static_cast<int>(to)] >> static_cast<int>(state_)) & 1u)))
+      req_transition_refused(state_, to);
     state_ = to;
   }
 

@@ -133,9 +133,12 @@ constexpr bool srv_may_enter(SrvState from, SrvState to) {
 // or write its buffers, or answered twice -- memory corruption that would
 // otherwise surface far away, on another peer's call. The check is a load,
 // a shift and a branch, four times per plain RPC.
+//
+// The report is out of line and cold: what is inlined at each transition
+// is the test alone.
+[[noreturn, gnu::cold, gnu::noinline]] void srv_transition_refused(const SrvCall* sc, SrvState to);
 [[gnu::always_inline]] inline void enter(SrvCall* sc, SrvState to) {
-  TERN_CHECK(srv_may_enter(sc->state_, to), "server call %u (xid %u): %s -> %s is not a transition of the machine",
-             sc->index, sc->xid_, srv_state_name(sc->state_), srv_state_name(to));
+  if (TERN_UNLIKELY(!srv_may_enter(sc->state_, to))) srv_transition_refused(sc, to);
   sc->state_ = to;
 }
 

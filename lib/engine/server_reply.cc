@@ -230,10 +230,15 @@ Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::spa
 uint32_t ServerConn::grant_for_reply(const SrvCall* sc) {
   // The receive queue grows as clients ask for credits (up to its depth,
   // while the engine's receive buffers last).
-  if (sc->wanted > grant.granted) {
-    const uint32_t want = std::min<uint32_t>(std::min<uint32_t>(sc->wanted, core->opt.credits) - grant.granted,
-                                             rq->grants().spare());
-    if (rq->grants().free() < want && rq->grow(want - rq->grants().free()) > 0) core->queue_needs_post(rq);
+  // (Out of line: a connection granted what it asks for -- the common case
+  // -- then saves no registers for it.)
+  if (TERN_UNLIKELY(sc->wanted > grant.granted)) {
+    [](ServerConn* c, const SrvCall* sc) __attribute__((noinline)) {
+      const uint32_t want = std::min<uint32_t>(
+          std::min<uint32_t>(sc->wanted, c->core->opt.credits) - c->grant.granted, c->rq->grants().spare());
+      if (c->rq->grants().free() < want && c->rq->grow(want - c->rq->grants().free()) > 0)
+        c->core->queue_needs_post(c->rq);
+    }(this, sc);
   }
   return rq->grants().grant_for_reply(&grant, sc->wanted);
 }

@@ -170,7 +170,7 @@ int ShmQp::post_send(const SendWr* wrs, int n, int* err) {
     ++sq_tail_;
   }
   bool published = fast > 0;
-  if (state_ == QpState::kRts) published |= issue();
+  if (state_ == QpState::kRts && sq_next_ != sq_tail_) published |= issue();  // empty after fast-path posts
   if (published) {
     // A doorbell is a post that published (what a NIC's would be), and a
     // WAKE may be due.
