@@ -48,6 +48,8 @@ struct Options {
   bool engine_stats = false;  // --rpc: the engines' stats_json() on stderr at the end
   bool breakdown = false;     // --rpc: time each stage of every call; print where the round trip goes
   bool wait = false;       // --rpc: sleep in the engine's wait mode when idle
+  std::string metrics;     // --metrics PORT|ADDR:PORT|FILE: Prometheus (telemetry/metrics_exporter.h)
+  std::string trace;       // --rpc --trace FILE: one call in 64 per engine, stage by stage (Chrome trace JSON)
   bool sweep = false;      // -a: every power-of-two size up to the top one
   // RPC mode.
   uint32_t bulk = 0;  // bytes per call through a chunk; 0: inline echo

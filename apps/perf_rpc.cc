@@ -51,6 +51,17 @@ using namespace tern::rpc;
 
 namespace {
 
+// --trace FILE: the engine's sampled calls (FILE.<engine> when there are several).
+void write_trace_file(const Engine& eng, const std::string& file, uint32_t engines, uint32_t index) {
+  std::string path = engines > 1 ? file + "." + std::to_string(index) : file;
+  Status st = eng.write_trace(path);
+  if (st.is_ok())
+    std::fprintf(stderr, "tern-perf: engine %u: call trace in %s (chrome://tracing, ui.perfetto.dev)\n", index,
+                 path.c_str());
+  else
+    std::fprintf(stderr, "tern-perf: engine %u: %s\n", index, st.to_string().c_str());
+}
+
 // --breakdown: where the round trip goes, one line per stage, with each
 // stage's share of the mean round trip (the stages tile it; send_done on the
 // client and pull on the server are not on every call's path).
@@ -376,6 +387,7 @@ int server_body(ServerEngine* se) {
   eo.credits = o.credits;
   eo.max_bulk = o.max_bulk;
   eo.breakdown = o.breakdown;
+  eo.trace_every = o.trace.empty() ? 0 : 64;
   // Connections no longer carve memory of their own: receive and send
   // buffers and bulk memory are the engine's shared pools. The bulk pool
   // must hold a block of max_bulk (a power of two) and, for throughput, a
@@ -421,6 +433,7 @@ int server_body(ServerEngine* se) {
     std::snprintf(who, sizeof who, "tern-perf server: engine %u", se->index);
     print_breakdown(stderr, who, se->eng->breakdown(true));
   }
+  if (!o.trace.empty()) write_trace_file(*se->eng, o.trace, o.engines, se->index);
   se->eng.reset();  // closes connections and the listener (and its socket)
   se->state.store(kDone);
   return 0;
@@ -858,6 +871,7 @@ int ClientEngine::run() {
   // reason instead of reconnecting and mixing two connections' figures.
   eo.reconnect = false;
   eo.breakdown = op.breakdown;
+  eo.trace_every = op.trace.empty() ? 0 : 64;
   eo.max_bulk = std::max<uint32_t>(eo.max_bulk, max_bulk);
   // Our bulk buffers (Engine::alloc), plus the engine's pools: message
   // buffers, and a bulk pool for reply-chunk staging (a block per call in
@@ -912,6 +926,7 @@ int ClientEngine::run() {
     std::snprintf(who, sizeof who, "tern-perf client: engine %u", index);
     print_breakdown(stderr, who, eng->breakdown(false));
   }
+  if (!op.trace.empty()) write_trace_file(*eng, op.trace, op.engines, index);
   eng.reset();
   state.store(rc == 0 ? kDone : kFailed);
   return rc;

@@ -45,6 +45,7 @@
 #include "nfsd/published_exports.h"
 #include "nfsd/reply_cache.h"
 #include "nfsd/state_dir.h"
+#include "telemetry/metrics_exporter.h"
 
 using namespace tern;
 
@@ -86,6 +87,7 @@ struct Args {
   nfsd::ExportOptions exp;
   std::string exports_file;
   std::string pidfile;
+  std::string metrics;  // --metrics: Prometheus (telemetry/metrics_exporter.h)
   bool export_flags = false;  // --name, --ro, squash flags: --export's alone
   std::string listen;
   std::string addr, dev;
@@ -190,6 +192,15 @@ int parse(int argc, char** argv, Args* a) {
          "handle key and reply cache (default /var/lib/tern-nfsd); one instance\n"
          "per state directory (locked)",
          &a->exp.state_dir);
+  p.custom("metrics", "PORT|ADDR:PORT|FILE",
+           "Prometheus metrics (per-procedure latency, per-connection and\n"
+           "engine counters) at http://127.0.0.1:PORT/metrics (ADDR:PORT to\n"
+           "listen elsewhere), or a file for node_exporter's textfile collector",
+           "a port, ADDR:PORT or a file path", [a](std::string_view v, std::string*) {
+             if (!tern::telemetry::metrics_options_from_arg(v)) return false;
+             a->metrics = std::string(v);
+             return true;
+           });
   p.text("pidfile", "PATH", "write the pid there once serving (locked; removed at a clean exit)", &a->pidfile);
   p.count("drc-slots", "N", "reply cache slots (default 8192; 0: no reply cache)", 0, 1u << 22, &a->drc_slots);
   p.count("arena-mb", "N", "registered memory per engine, MiB (default 128)", 16, 65536, &a->arena_mb);
@@ -519,6 +530,18 @@ int main(int argc, char** argv) {
     w->srv = std::make_unique<nfsd::Nfs3Server>(exports, drc.get(), cfg);
     w->srv->attach(*w->eng);
     workers.push_back(std::move(w));
+  }
+  // Prometheus, from a thread of its own (never an engine's); declared after
+  // the engines, so stopped (and the file written a last time) before them.
+  std::unique_ptr<telemetry::MetricsExporter> metrics;
+  if (!a.metrics.empty()) {
+    auto mo = telemetry::metrics_options_from_arg(a.metrics);
+    auto m = mo ? telemetry::MetricsExporter::start(*mo) : Result<std::unique_ptr<telemetry::MetricsExporter>>(mo.status());
+    if (!m) {
+      say(LogLevel::kError, "%s", m.status().to_string().c_str());
+      return 1;
+    }
+    metrics = std::move(*m);
   }
   // Engine 0 listens; with more engines it deals the connections out.
   std::shared_ptr<rpc::ListenGroup> group = a.engines > 1 ? rpc::ListenGroup::create() : nullptr;

@@ -36,6 +36,7 @@
 #include "perf_stats.h"
 #include "rdmadev/rdmadev.h"
 #include "runtime/eal.h"
+#include "telemetry/metrics_exporter.h"
 
 using namespace tern;
 using namespace tern::rdma;
@@ -145,6 +146,19 @@ int parse(int argc, char** argv, apps::OptionParser* pp, Options* o) {
          "invalidate, complete; server: pull, wait, handler, post) and\n"
          "print where the round trip goes on stderr at the end",
          &o->breakdown);
+  p.custom("metrics", "PORT|ADDR:PORT|FILE",
+           "Prometheus metrics (the engines' counters and latency histograms):\n"
+           "served at http://127.0.0.1:PORT/metrics while running, or\n"
+           "written to FILE for node_exporter's textfile collector",
+           "a port, ADDR:PORT or a file path", [o](std::string_view v, std::string*) {
+             if (!tern::telemetry::metrics_options_from_arg(v)) return false;
+             o->metrics = std::string(v);
+             return true;
+           });
+  p.text("trace", "FILE",
+         "--rpc: trace one call in 64, stage by stage, and write them as\n"
+         "Chrome trace-event JSON at the end (FILE.<engine> with -e > 1)",
+         &o->trace);
   p.text("plot", "FILE.png", "draw the latency distribution (needs gnuplot)", &o->plot);
   p.flag("wait",
          "--rpc: sleep in epoll when idle instead of busy-polling\n"
@@ -741,6 +755,19 @@ int main(int argc, char** argv) {
   // Outputs are opened before the run, so that a bad path costs no run.
   if (std::string why; !o.server && !apps::prepare_outputs(&o, &why)) {
     return p.usage_error(why);
+  }
+  // Prometheus, from a thread of its own for the whole run (never an engine's).
+  tern::telemetry::MetricsOptions mo;
+  if (!o.metrics.empty()) {
+    auto m = tern::telemetry::metrics_options_from_arg(o.metrics);
+    if (!m) return p.usage_error(m.status().to_string());
+    mo = *m;
+    mo.file_interval_ms = 1000;  // runs are seconds long: the file shows the last second's figures
+  }
+  auto metrics = tern::telemetry::MetricsExporter::start(mo);
+  if (!metrics) {
+    std::fprintf(stderr, "tern-perf: %s\n", metrics.status().to_string().c_str());
+    return 1;
   }
   if (o.rpc) return o.server ? apps::run_rpc_server(o) : apps::run_rpc_client(o);
 

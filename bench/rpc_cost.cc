@@ -8,15 +8,28 @@
 //   tern-rpc-cost CALLS [BULK [DIR [QD]]]  BULK bytes through a write (DIR w,
 //                                        default) or read (r) chunk; 0: inline;
 //                                        QD calls kept in flight (default 1)
+// Observability switches, for measuring what they cost the datapath
+// (docs/observability.md, Overhead): TERN_RPC_COST_BREAKDOWN=1 turns
+// EngineOptions::breakdown on in both engines, TERN_RPC_COST_TRACE=N samples
+// one call in N (trace_every), TERN_RPC_COST_METRICS=1 runs the Prometheus
+// exporter on a port with a second thread scraping it without pause (under
+// callgrind --separate-threads=yes the engines' thread is counted alone).
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/engine.h"
+#include "telemetry/metrics_exporter.h"
 
 using namespace tern::rpc;
 
@@ -42,6 +55,28 @@ void on_done(void* p, const CallReply& r) {
   d->status = r.status;
 }
 
+// Scrapes http://127.0.0.1:port/metrics until told to stop; counts scrapes.
+void scrape_loop(uint16_t port, std::atomic<bool>* stop, long* scrapes) {
+  while (!stop->load()) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
+      const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+      (void)!send(fd, req, sizeof req - 1, MSG_NOSIGNAL);
+      char buf[65536];
+      while (recv(fd, buf, sizeof buf, 0) > 0) {
+      }
+      ++*scrapes;
+    }
+    close(fd);
+  }
+}
+
+bool env_on(const char* name) { return std::getenv(name) != nullptr && std::atoi(std::getenv(name)) != 0; }
+
 int fail(const char* what) {
   std::fprintf(stderr, "tern-rpc-cost: %s\n", what);
   return 1;
@@ -65,12 +100,16 @@ int main(int argc, char** argv) {
   std::string spec = "shm:path=/tmp/tern-rpc-cost-" + std::to_string(getpid()) + ".sock";
   EngineOptions so;
   so.arena_bytes = 128u << 20;
+  so.breakdown = env_on("TERN_RPC_COST_BREAKDOWN");
+  so.trace_every = std::getenv("TERN_RPC_COST_TRACE") ? static_cast<uint32_t>(std::atoi(std::getenv("TERN_RPC_COST_TRACE"))) : 0;
   auto srv = Engine::create(so);
   if (!srv) return fail(srv.status().to_string().c_str());
   (*srv)->handle(kProg, kVers, kEcho, echo, nullptr);
   if (!(*srv)->listen(spec).is_ok()) return fail("listen");
   EngineOptions co;
   co.arena_bytes = 32u << 20;
+  co.breakdown = so.breakdown;
+  co.trace_every = so.trace_every;
   auto cli = Engine::create(co);
   if (!cli) return fail(cli.status().to_string().c_str());
   auto conn = (*cli)->connect(spec);
@@ -80,6 +119,16 @@ int main(int argc, char** argv) {
     (*srv)->poll();
     (*cli)->poll();
     if (c->failed()) return fail("connection failed");
+  }
+  std::unique_ptr<tern::telemetry::MetricsExporter> metrics;
+  std::atomic<bool> stop{false};
+  long scrapes = 0;
+  std::thread scraper;
+  if (env_on("TERN_RPC_COST_METRICS")) {
+    auto m = tern::telemetry::MetricsExporter::start({.port = 0});
+    if (!m) return fail(m.status().to_string().c_str());
+    metrics = std::move(*m);
+    scraper = std::thread(scrape_loop, metrics->port(), &stop, &scrapes);
   }
   uint8_t args[32] = {1, 2, 3};
   // One bulk buffer per call in flight.
@@ -113,6 +162,11 @@ int main(int argc, char** argv) {
       busy[k] = false;
       ++finished;
     }
+  }
+  if (scraper.joinable()) {
+    stop.store(true);
+    scraper.join();
+    std::fprintf(stderr, "tern-rpc-cost: %ld scrapes of /metrics during the run\n", scrapes);
   }
   unlink(spec.c_str() + std::strlen("shm:path="));
   return 0;

@@ -17,7 +17,10 @@ packages=(
   # Observability tests: tshark decodes driver packet captures (pcap=), and
   # dpdk-dev ships dpdk-telemetry.py, which reads Tern's rte_telemetry commands.
   tshark dpdk-dev
+  # The Prometheus exposition test parses /metrics with the reference client's parser.
+  python3-prometheus-client
   gnuplot-nox  # tern-perf --plot (optional at run time; installed so its test runs)
+  e2fsprogs  # mkfs.ext4: nfsd_crash_durability's loop-device export
 )
 fuzz_packages=(clang libclang-rt-14-dev)
 for a in "$@"; do

@@ -44,6 +44,7 @@ class Histogram {
   void reset();
 
   uint64_t count() const { return load(&count_); }
+  uint64_t sum() const { return load(&sum_); }  // of every sample, ns (Prometheus' _sum)
   uint64_t min() const;  // 0 when empty
   uint64_t max() const { return load(&max_); }
   double mean() const;   // exact (from the sum of the samples)

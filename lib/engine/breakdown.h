@@ -30,6 +30,7 @@
 #include <memory>
 
 #include "base/histogram.h"
+#include "engine/call_trace.h"
 
 namespace tern::rpc {
 
@@ -80,6 +81,9 @@ struct Breakdown {
     h[static_cast<int>(s)].record(static_cast<uint64_t>(static_cast<double>(to - from) * ns_per_tick_));
   }
   const Histogram& of(Stage s) const { return h[static_cast<int>(s)]; }
+  // The engine's sampled per-call trace (EngineOptions::trace_every), or
+  // null: the one extra branch a call pays with the breakdown on.
+  CallTrace* trace = nullptr;
   void merge(const Breakdown& o) {
     for (int i = 0; i < static_cast<int>(Stage::kCount); ++i) h[i].merge(o.h[i]);
   }

@@ -690,6 +690,7 @@ void ClientConn::finish(Request* r, CallStatus status) {
       bd->record(Stage::kInvalidate, r->ts_recv, r->ts_fenced);
       bd->record(Stage::kComplete, r->ts_fenced, now);
       bd->record(Stage::kTotal, r->t_call, now);
+      if (TERN_UNLIKELY(bd->trace != nullptr) && bd->trace->due(false)) trace_call(r, now);
     }
   } else if (error) {
     cs.errors.add();  // failed without a reply (connection lost, memory refused)
@@ -782,6 +783,14 @@ void ClientConn::on_drained() {
   for (auto it = requeued_.rbegin(); it != requeued_.rend(); ++it) backlog.push_front(*it);
   requeued_.clear();
   schedule_reconnect();
+}
+
+void ClientConn::trace_call(const Request* r, uint64_t now) {
+  CallTrace::Record t;
+  t.conn = id, t.xid = r->xid, t.server = false;
+  if (r->pc != nullptr) t.prog = r->pc->prog, t.vers = r->pc->vers, t.proc = r->pc->proc;
+  t.t[0] = r->t_call, t.t[1] = r->ts_posted, t.t[2] = r->ts_recv, t.t[3] = r->ts_fenced, t.t[4] = now;
+  bd->trace->add(t);
 }
 
 }  // namespace tern::rpc

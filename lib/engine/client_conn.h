@@ -52,6 +52,8 @@ class ClientConn final : public ConnBase {
   // What each event does to a request (request_machine.h: the states,
   // the events and the transitions enter() allows).
   void process(Request* r, ReqEvent ev);
+  // A sampled call's stamps into the engine's CallTrace (out of line: rare).
+  [[gnu::cold, gnu::noinline]] void trace_call(const Request* r, uint64_t now);
 
   // The server invalidated `rkey` with its Send With Invalidate; `r` is the
   // call the reply names, if any. kOurs: one of this connection's live

@@ -41,6 +41,7 @@
 #include "engine/breakdown.h"
 #include "engine/bulk_pool.h"
 #include "engine/bulk_share.h"
+#include "engine/call_trace.h"
 #include "engine/chunks.h"
 #include "engine/client_timers.h"
 #include "engine/conn_stats.h"
@@ -208,6 +209,7 @@ class ConnCore {
   // Breakdown (EngineOptions::breakdown): what connections already gone
   // measured, client side [0] and server side [1] (merged at teardown).
   std::unique_ptr<Breakdown> bd_gone[2];
+  std::unique_ptr<CallTrace> trace;  // EngineOptions::trace_every; null when off
 
   // ---- connection ids, and flags the control path reads
   uint64_t next_conn_id = 1;  // ConnBase::id: engine-unique, never reused

@@ -38,7 +38,10 @@ uint32_t ring_size_for(const EngineOptions& o) { return pow2_at_least(o.credits 
 
 ConnBase::ConnBase(ConnCore* e, DeviceCtx* d, bool srv)
     : core(e), dc(d), server(srv), id(e->next_conn_id++), pdc(d->shared.get()), t_created(now_ticks()) {
-  if (e->opt.breakdown) bd = std::make_unique<Breakdown>(e->ns_per_tick);
+  if (e->opt.breakdown || e->trace != nullptr) {
+    bd = std::make_unique<Breakdown>(e->ns_per_tick);
+    bd->trace = e->trace.get();
+  }
 }
 
 ConnBase::~ConnBase() {

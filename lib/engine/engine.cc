@@ -103,6 +103,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& given) {
   if (o.breakdown)
     for (auto& b : e->bd_gone) b = std::make_unique<Breakdown>(e->ns_per_tick);
   e->ns_per_tick = 1e9 / tick_hz();
+  if (o.trace_every != 0)
+    e->trace = std::make_unique<CallTrace>(o.trace_every, o.trace_capacity, e->ns_per_tick, now_ticks(), monotonic_ns());
   TERN_TRY(e->make_pools());
   e->rw_timeout_ticks = ticks_from_ns(uint64_t{o.server_rw_timeout_ms} * 1'000'000);
   // The longest a connection that is up goes between two looks of the

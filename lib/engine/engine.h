@@ -96,6 +96,13 @@ struct EngineOptions {
   // one untaken branch per stage; on: a TSC reading per stage (~14 ns on
   // the project's VMs) and ~8 KiB per stage per connection.
   bool breakdown = false;
+  // Trace one call in this many per side, stage by stage, into a ring of
+  // trace_capacity records (the oldest overwritten), read as Chrome
+  // trace-event JSON by trace_json() / write_trace() (call_trace.h,
+  // docs/observability.md). 0: off. On, it also turns the breakdown's
+  // stamps on (the trace is made of them).
+  uint32_t trace_every = 0;
+  uint32_t trace_capacity = 4096;
   // One signaled Send per this many.
   uint32_t send_batch = 16;
   // Connections this engine holds at once (accepted and made). A connection
@@ -628,6 +635,12 @@ class Engine {
   // returns the last snapshot it published (its "snapshot_age_ms" says how
   // old), or "" if there never was one.
   virtual std::string stats_json_snapshot(int wait_ms) = 0;
+  // With EngineOptions::trace_every: the sampled calls' stages as Chrome
+  // trace-event JSON (chrome://tracing, ui.perfetto.dev); with it off, a
+  // trace with no events. write_trace() writes it to PATH.tmp.<pid> and
+  // renames it over PATH. Engine thread, like the calls above.
+  virtual std::string trace_json() const = 0;
+  virtual Status write_trace(const std::string& path) const = 0;
 };
 
 }  // namespace tern::rpc

@@ -90,6 +90,8 @@ class EngineImpl final : public Engine, public ConnCore, private ConnControl {
   std::vector<ProcedureStats> procedure_stats() const override;
   std::string stats_json() const override;
   std::string stats_json_snapshot(int wait_ms) override;
+  std::string trace_json() const override;
+  Status write_trace(const std::string& path) const override;
 
   // ---- control path (engine.cc)
   Result<DeviceCtx*> device(std::string_view spec);

@@ -1,9 +1,13 @@
 // Observability: the engine's counters by name, per-connection and
 // per-procedure snapshots (conn_stats.h), the JSON document telemetry reads,
 // and the cross-thread snapshot hand-off.
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "base/clock.h"
@@ -311,6 +315,27 @@ std::string EngineImpl::stats_json() const {
   }
   w.end_array().end_object();
   return out;
+}
+
+std::string EngineImpl::trace_json() const {
+  uint32_t eid = static_cast<uint32_t>(std::strtoul(tel_id.c_str(), nullptr, 10));
+  if (trace == nullptr) return R"({"traceEvents": [], "displayTimeUnit": "ns"})";
+  return trace->chrome_json(eid);
+}
+
+Status EngineImpl::write_trace(const std::string& path) const {
+  std::string text = trace_json();
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) return make_sys_error(Errc::kInvalidArgument, errno, "trace: cannot write %s", tmp.c_str());
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    std::remove(tmp.c_str());
+    return make_sys_error(Errc::kNoResources, e, "trace: cannot write %s", path.c_str());
+  }
+  return Status::ok();
 }
 
 std::string PoolAudit::to_string() const {

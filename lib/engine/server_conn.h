@@ -127,6 +127,8 @@ class ServerConn final : public ConnBase {
   // send queue has room for it, and its post (server_reply.cc).
   bool reply_fits(SrvCall* sc);
   void post_reply(SrvCall* sc);
+  // A sampled call's stamps into the engine's CallTrace (out of line: rare).
+  [[gnu::cold, gnu::noinline]] void trace_call(const SrvCall* sc, uint64_t now);
   // The Send of an RDMA_ERROR answer (send_rdma_error made the room sure).
   void post_error_answer(SrvCall* sc);
   // reply() of an inline message with no write chunk and no bulk data;

@@ -324,6 +324,7 @@ void ServerConn::post_reply(SrvCall* sc) {
     bd->record(Stage::kHandler, sc->ts_handler, sc->ts_replied);
     bd->record(Stage::kPost, sc->ts_replied, now);
     bd->record(Stage::kTotal, sc->t_recv, now);
+    if (TERN_UNLIKELY(bd->trace != nullptr) && bd->trace->due(true)) trace_call(sc, now);
   }
 }
 
@@ -364,6 +365,15 @@ void ServerConn::post_error_answer(SrvCall* sc) {
     sc->send_owner = true;
     if (signaled && core->rw_timeout_ticks != 0) core->rw_due.arm(sc, RwWait::kReply, now_ticks());
   }
+}
+
+void ServerConn::trace_call(const SrvCall* sc, uint64_t now) {
+  CallTrace::Record t;
+  t.conn = id, t.xid = sc->xid(), t.server = true;
+  t.prog = sc->prog(), t.vers = sc->vers(), t.proc = sc->proc();
+  t.pulled = sc->ts_pulled != 0;
+  t.t[0] = sc->t_recv, t.t[1] = sc->ts_pulled, t.t[2] = sc->ts_handler, t.t[3] = sc->ts_replied, t.t[4] = now;
+  bd->trace->add(t);
 }
 
 }  // namespace tern::rpc

@@ -43,6 +43,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/process_key.h"
 #include "base/stats.h"
 #include "nfs/nfs3_types.h"
 #include "nfsd/creds.h"
@@ -86,6 +87,9 @@ class CallerPool {
   // From the engine's loop: delivers finished jobs (their done() may submit
   // more) and starts what the bounds allow. Returns the work done.
   int poll();
+  // Whether poll() has anything to do (inline: the engine's poller asks on
+  // every pass): finished jobs to deliver, or queued ones a bound held.
+  bool busy() const { return ndone_.load(std::memory_order_acquire) != 0 || !ready_.empty(); }
   // Until nothing is queued or running, delivering every result (shutdown).
   void drain();
   bool idle() const { return in_flight_ == 0 && waiting_ == 0; }
@@ -100,19 +104,31 @@ class CallerPool {
     nfs::Nfs3Stat res = nfs::Nfs3Stat::kOk;
   };
   struct Peer {
-    std::string id;
+    std::string_view id;  // its key in peers_ (a node's: stable)
     std::deque<Job*> waiting;
     uint32_t in_flight = 0;
     bool ready = false;
+    bool active = false;  // has work (running, waiting): counted in active_
   };
   uint32_t share() const;
+  // The peer's entry, counted as active (every caller gives it work).
+  Peer* peer_of(std::string_view id);
+  // After a job of p's was delivered: p idle is kept, marked so.
+  void settle(Peer* p);
   void start(Job* j);
   int start_ready();
   void worker();
 
   CallerPoolOptions opt_;
   int efd_ = -1;
-  std::unordered_map<std::string, Peer> peers_;  // engine thread
+  // Engine thread. Idle peers' entries are kept for their next job, as the
+  // storage queue keeps them (storage_queue.h: a client with one call at a
+  // time would have its entry made and dropped for each), up to
+  // kept_idle_, then all erased at once; only active ones share the pool.
+  std::unordered_map<std::string, Peer, KeyedStringHash, StringViewEq> peers_;
+  Peer* last_ = nullptr;  // the one peer_of() found last (null after a sweep)
+  uint32_t active_ = 0;
+  uint32_t kept_idle_ = 0;  // max(64, max_in_flight)
   std::deque<Peer*> ready_;
   uint32_t in_flight_ = 0, waiting_ = 0;
   // Shared with the workers.

@@ -58,6 +58,7 @@ StorageQueue::StorageQueue(const StorageOptions& opt) : opt_(opt) {
   if (opt_.max_in_flight == 0) opt_.max_in_flight = 1;
   if (opt_.max_per_peer == 0) opt_.max_per_peer = 1;
   if (opt_.threads == 0) opt_.threads = 1;
+  kept_idle_ = opt_.max_in_flight > 64 ? opt_.max_in_flight : 64;
   if (opt_.mode == StorageOptions::Mode::kSync) return;
   efd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (efd_ < 0) {
@@ -181,7 +182,7 @@ int64_t StorageQueue::run_now(const StorageOptions& opt, const StorageReq& r) {
 
 uint32_t StorageQueue::share() const {
   // Peers with work now: each waiting or running one.
-  const size_t s = fair_share(opt_.max_in_flight, peers_.size());
+  const size_t s = fair_share(opt_.max_in_flight, active_);
   return static_cast<uint32_t>(s < opt_.max_per_peer ? s : opt_.max_per_peer);
 }
 
@@ -215,12 +216,26 @@ void StorageQueue::submit(std::string_view peer, const StorageReq& r) {
 }
 
 StorageQueue::Peer* StorageQueue::peer_of(std::string_view id) {
-  auto it = peers_.find(std::string(id));
-  if (it == peers_.end()) {
-    it = peers_.emplace(std::string(id), Peer{}).first;
-    it->second.id = it->first;
+  // The last one looked up first: one client's operations come in runs
+  // (a burst of WRITEs, a READ's continuation), and a compare is cheaper
+  // than the keyed hash.
+  Peer* p = last_;
+  if (p == nullptr || p->id != id) {
+    auto it = peers_.find(id);
+    if (it == peers_.end()) {
+      it = peers_.emplace(std::string(id), Peer{}).first;
+      it->second.id = it->first;
+    }
+    p = last_ = &it->second;
   }
-  return &it->second;
+  // Every caller gives it work at once (an operation started or queued, a
+  // shared one charged): it counts among the peers sharing the engine
+  // from now, as a new entry always did.
+  if (!p->active) {
+    p->active = true;
+    ++active_;
+  }
+  return p;
 }
 
 void StorageQueue::submit_shared(std::vector<std::string> peers, const StorageReq& r) {
@@ -250,11 +265,24 @@ void StorageQueue::start_shared(Shared& sh) {
 
 void StorageQueue::settle(Peer* p) {
   if (p->in_flight == 0 && p->waiting.empty()) {
-    const std::string id = p->id;  // not a reference into the node erased
-    peers_.erase(id);
+    if (p->active) {
+      p->active = false;
+      --active_;
+      if (peers_.size() - active_ > kept_idle_) forget_idle();
+    }
   } else if (!p->waiting.empty() && !p->ready) {
     p->ready = true;
     ready_.push_back(p);
+  }
+}
+
+void StorageQueue::forget_idle() {
+  // Only idle ones: nothing points at them (slots, ready_ and finish()'s
+  // peers still to settle are all active) but last_.
+  last_ = nullptr;
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    if (it->second.active) ++it;
+    else it = peers_.erase(it);
   }
 }
 
@@ -288,7 +316,7 @@ void StorageQueue::start(Peer* p, const StorageReq& r, std::vector<Peer*> shared
     io_uring_sqe* sqe = io_uring_get_sqe(&uring_->ring);
     if (sqe == nullptr) {  // cannot happen: in flight <= entries; submit and retry
       (void)io_uring_submit(&uring_->ring);
-      to_submit_ = 0;
+      to_submit_ = io_uring_sq_ready(&uring_->ring);
       sqe = io_uring_get_sqe(&uring_->ring);
       if (sqe == nullptr) {  // the kernel took none: the call is answered with the error
         s->res = -EAGAIN;
@@ -455,7 +483,7 @@ int StorageQueue::poll() {
     int rc = io_uring_submit(&uring_->ring);
     if (rc < 0 && rc != -EAGAIN && rc != -EBUSY && rc != -EINTR)
       TERN_LOG(kError, "nfsd", "storage: io_uring_submit: %s", strerror(-rc));
-    to_submit_ = 0;
+    to_submit_ = io_uring_sq_ready(&uring_->ring);
   }
 #endif
   return work;

@@ -61,6 +61,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/process_key.h"
 #include "base/stats.h"
 
 namespace tern::nfsd {
@@ -156,6 +157,12 @@ class StorageQueue {
   // completion (shutdown: the calls still get their replies).
   void drain();
   bool idle() const { return in_flight_ == 0 && waiting_ == 0; }
+  // Whether poll() has anything to do: an operation in flight (completions
+  // to reap), one waiting for a bound, or SQEs not yet submitted. Inline,
+  // for the engine's poller: the engine runs it on every pass, and a
+  // cached READ (answered with no hand-off) takes several passes, so an
+  // idle queue must cost a load or two there, not a call.
+  bool busy() const { return in_flight_ != 0 || waiting_ != 0 || to_submit_ != 0; }
   // An eventfd signalled by completions (-1 in synchronous mode).
   int wake_fd() const { return efd_; }
   // "io_uring", "threads" or "sync".
@@ -180,10 +187,11 @@ class StorageQueue {
     int64_t res = 0;
   };
   struct Peer {
-    std::string id;
+    std::string_view id;  // its key in peers_ (a node's: stable)
     std::deque<StorageReq> waiting;
     uint32_t in_flight = 0;
-    bool ready = false;  // in ready_ (has waiting operations)
+    bool ready = false;   // in ready_ (has waiting operations)
+    bool active = false;  // has work (in flight, waiting): counted in active_
   };
   struct Uring;    // the io_uring backend (storage_queue.cc)
   struct Threads;  // the worker pool
@@ -202,9 +210,12 @@ class StorageQueue {
     StorageReq req;
   };
   void start_shared(Shared& s);
-  // After p's in-flight count dropped: forgets an idle peer, or puts one
-  // with waiting operations back in the round-robin.
+  // After p's in-flight count dropped: marks an idle peer so (kept for its
+  // next operation; forget_idle), or puts one with waiting operations back
+  // in the round-robin.
   void settle(Peer* p);
+  // Erases every idle peer: when more than kept_idle_ of them are kept.
+  void forget_idle();
   int deliver();
   void idle_peer(Peer* p);
   static int64_t run_now(const StorageOptions& opt, const StorageReq& r);
@@ -214,7 +225,18 @@ class StorageQueue {
   int efd_ = -1;
   std::unique_ptr<Uring> uring_;
   std::unique_ptr<Threads> threads_;
-  std::unordered_map<std::string, Peer> peers_;
+  // Peers with work, and idle ones kept: a client with one operation at a
+  // time would otherwise have its entry (a node, its key, a deque's
+  // buffers) made and dropped for every operation -- some 1,400
+  // instructions of malloc and hashing each (tern-storage-queue-cost).
+  // Idle entries are kept up to kept_idle_, then all erased at once (the
+  // sweep is paid for by the kept_idle_ operations before it). Looked up
+  // by a call's peer_id() without making a string; keyed hash, as the
+  // peer names it.
+  std::unordered_map<std::string, Peer, KeyedStringHash, StringViewEq> peers_;
+  Peer* last_ = nullptr;    // the one peer_of() found last (null after a sweep)
+  uint32_t active_ = 0;     // peers with work: what share() divides among
+  uint32_t kept_idle_ = 0;  // max(64, max_in_flight)
   std::deque<Peer*> ready_;  // peers with waiting operations, round-robin
   std::deque<Shared> shared_;  // shared operations waiting for room
   std::vector<std::unique_ptr<Slot>> slots_;
@@ -223,7 +245,9 @@ class StorageQueue {
   std::vector<Slot*> delivering_;  // being delivered by deliver()
   uint32_t in_flight_ = 0;
   uint32_t waiting_ = 0;
-  uint32_t to_submit_ = 0;  // SQEs prepared this pass
+  // SQEs in the ring not yet submitted: prepared this pass, or left by a
+  // submission that failed (they go with the next one).
+  uint32_t to_submit_ = 0;
   StorageStats st_;
 };
 

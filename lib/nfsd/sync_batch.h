@@ -105,6 +105,9 @@ class SyncBatches {
   // joined, and the next batch of files whose sync completed. Returns how
   // many started; their operations go out with the queue's next poll().
   int flush();
+  // Whether flush() would start any (inline: the engine's poller asks on
+  // every pass).
+  bool has_due() const { return !due_.empty(); }
 
   const SyncStats& stats() const { return st_; }
   bool idle() const { return files_.empty(); }

@@ -27,7 +27,19 @@ enum : uint8_t {
   kReadRespOnly = 0x10,
   kSendLastInv = 0x16,
   kSendOnlyInv = 0x17,
+  kUdSendOnly = 0x64,
 };
+
+// Communication Management (IBA chapter 12): MADs of class 0x07 between the
+// two ends' QP 1, carried as UD SENDs with a DETH.
+constexpr uint32_t kGsiQpn = 1;
+constexpr uint32_t kGsiQkey = 0x80010000u;
+constexpr size_t kDeth = 8, kMad = 256, kMadHdr = 24;
+constexpr uint8_t kMgmtClassCm = 0x07, kCmClassVersion = 2, kMadSend = 0x03;
+constexpr uint16_t kCmReq = 0x0010, kCmRep = 0x0013, kCmRtu = 0x0014;
+// The RDMA IP CM service ID (IBA annex A11): prefix 0x0000000001, protocol
+// TCP (6), port 20049 (RPC-over-RDMA's, RFC 8267) as rdma_cm would write it.
+constexpr uint64_t kIpCmServiceId = 0x0000000001060000ull | 20049;
 
 constexpr size_t kEth = 14, kIp = 20, kUdp = 8, kBth = 12, kIcrc = 4;
 
@@ -76,6 +88,24 @@ size_t total_len(std::span<const RocePcap::Piece> payload) {
   return n;
 }
 
+// The made-up IPv4 address of one end: 10.1.x.y for the connecting side and
+// 10.2.x.y for the accepting side, x.y the low 16 bits of the *other* end's
+// QP number. Why not one address per side: Wireshark keys an RC connection
+// by (address, QP number) of each end, and QP numbers repeat across
+// processes (pmd/shm numbers each device's QPs from 1): a server's capture
+// of two client processes would show both clients as the same QP at the same
+// address, and replies to one would be matched against the other's calls.
+// A server's QP numbers are unique within its capture, and a client's
+// within its own, so naming each end by its peer's QP makes every endpoint
+// unique in either capture, and both ends' captures still agree.
+void endpoint_ip(const RocePcap::Flow& f, bool client, uint8_t* ip) {
+  uint32_t client_qpn = f.local_is_client ? f.local_qpn : f.remote_qpn;
+  uint32_t server_qpn = f.local_is_client ? f.remote_qpn : f.local_qpn;
+  uint32_t other = client ? server_qpn : client_qpn;
+  ip[0] = 10, ip[1] = client ? 1 : 2;
+  ip[2] = static_cast<uint8_t>(other >> 8), ip[3] = static_cast<uint8_t>(other);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<RocePcap>> RocePcap::open(const std::string& path) {
@@ -103,12 +133,13 @@ void RocePcap::frame(const Flow& f, bool from_local, const uint8_t* ib_hdr, size
   size_t ip_len = kIp + kUdp + ib_len + len + pad + kIcrc;
   uint8_t h[kEth + kIp + kUdp + 64];
   bool src_client = from_local == f.local_is_client;
-  uint8_t src = src_client ? 1 : 2, dst = src_client ? 2 : 1;
-  // Ethernet: locally administered MACs.
+  uint8_t src[4], dst[4];
+  endpoint_ip(f, src_client, src);
+  endpoint_ip(f, !src_client, dst);
+  // Ethernet: locally administered MACs, 02:00 then the IPv4 address.
   uint8_t* e = h;
-  const uint8_t mac[5] = {0x02, 0, 0, 0, 0};
-  std::memcpy(e, mac, 5), e[5] = dst;
-  std::memcpy(e + 6, mac, 5), e[11] = src;
+  e[0] = 0x02, e[1] = 0, std::memcpy(e + 2, dst, 4);
+  e[6] = 0x02, e[7] = 0, std::memcpy(e + 8, src, 4);
   put16(e + 12, 0x0800);
   // IPv4: 10.0.0.1 (connecting side) and 10.0.0.2 (accepting side).
   uint8_t* ip = h + kEth;
@@ -119,8 +150,8 @@ void RocePcap::frame(const Flow& f, bool from_local, const uint8_t* ib_hdr, size
   put16(ip + 6, 0x4000);  // don't fragment
   ip[8] = 64;
   ip[9] = 17;  // UDP
-  ip[12] = 10, ip[15] = src;
-  ip[16] = 10, ip[19] = dst;
+  std::memcpy(ip + 12, src, 4);
+  std::memcpy(ip + 16, dst, 4);
   put16(ip + 10, ip_checksum(ip));
   // UDP: 4791 both ways (RoCEv2 allows any source port; NICs put flow
   // entropy there). One port pair per host pair makes both directions one
@@ -184,6 +215,94 @@ void RocePcap::frame(const Flow& f, bool from_local, const uint8_t* ib_hdr, size
   if (!ok) ++write_errors_;
 }
 
+// Why a capture starts each connection with a CM exchange: an RC packet
+// names only its destination QP, so Wireshark's InfiniBand dissector learns
+// the source QP of every later packet from the REQ (the connecting side's QP
+// and address) and REP (the accepting side's QP) MADs, and sets it as the
+// packet's source port. Without it every packet's source port is unknown,
+// a call (client, server, ?, server QP) and its reply (server, client, ?,
+// client QP) fall in different conversations, and the ONC RPC dissector,
+// which pairs a reply with its call by xid within one conversation, matches
+// none (replies show program 0, no rpc.time, no `-z rpc,srt`).
+void RocePcap::connect(Flow& f) {
+  f.cm_written = true;
+  uint32_t client_qpn = f.local_is_client ? f.local_qpn : f.remote_qpn;
+  uint32_t server_qpn = f.local_is_client ? f.remote_qpn : f.local_qpn;
+  // Communication IDs: any value per connection; the QPNs are unique here.
+  uint32_t client_cid = 0x10000u | client_qpn, server_cid = 0x20000u | server_qpn;
+  uint8_t client_ip[4], server_ip[4];
+  endpoint_ip(f, true, client_ip);
+  endpoint_ip(f, false, server_ip);
+  auto gid = [](uint8_t* p, const uint8_t* ip) {  // IPv4-mapped GID
+    p[10] = p[11] = 0xff;
+    std::memcpy(p + 12, ip, 4);
+  };
+  uint8_t req[kMad - kMadHdr] = {};
+  put32(req + 0, client_cid);
+  put64(req + 8, kIpCmServiceId);
+  put64(req + 16, 0x0200000000000001ull);  // local CA GUID
+  put24(req + 32, client_qpn);
+  req[35] = 16;  // responder resources
+  req[39] = 16;  // initiator depth
+  req[43] = 0x80 | 0x00;  // remote CM response timeout 16, transport service type RC (0)
+  put24(req + 44, 0);     // starting PSN: the flow's PSNs start at 0
+  req[47] = 0x87;         // local CM response timeout 16, retry count 7
+  put16(req + 48, 0xffff);
+  req[50] = 0x57;  // path MTU 4096 (5), RNR retry count 7
+  req[51] = 0xf0;  // max CM retries 15
+  put16(req + 52, 0xffff), put16(req + 54, 0xffff);  // LIDs: permissive (RoCE has none)
+  gid(req + 56, client_ip);
+  gid(req + 72, server_ip);
+  req[93] = 64;  // hop limit
+  req[95] = 0x80;  // local ACK timeout
+  // IP CM private data: version 0, IPv4, source port, source and destination IP.
+  uint8_t* pd = req + 140;
+  pd[1] = 0x40;
+  put16(pd + 2, kRoceV2Port);
+  std::memcpy(pd + 16, client_ip, 4);
+  std::memcpy(pd + 32, server_ip, 4);
+  cm_mad(f, true, kCmReq, req);
+
+  uint8_t rep[kMad - kMadHdr] = {};
+  put32(rep + 0, server_cid);
+  put32(rep + 4, client_cid);
+  put24(rep + 12, server_qpn);
+  put24(rep + 20, 0);  // starting PSN
+  rep[24] = 16, rep[25] = 16;
+  rep[27] = 0xe0;  // RNR retry count 7
+  put64(rep + 28, 0x0200000000000002ull);
+  cm_mad(f, false, kCmRep, rep);
+
+  uint8_t rtu[kMad - kMadHdr] = {};
+  put32(rtu + 0, client_cid);
+  put32(rtu + 4, server_cid);
+  cm_mad(f, true, kCmRtu, rtu);
+}
+
+void RocePcap::cm_mad(const Flow& f, bool from_client, uint16_t attr, const uint8_t* data) {
+  uint8_t ib[kBth + kDeth] = {};
+  ib[0] = kUdSendOnly;
+  put16(ib + 2, 0xffff);
+  put24(ib + 5, kGsiQpn);
+  put24(ib + 9, cm_psn_++);
+  put32(ib + kBth, kGsiQkey);
+  put24(ib + kBth + 5, kGsiQpn);
+  uint8_t mad[kMad] = {};
+  mad[0] = 1;  // base version
+  mad[1] = kMgmtClassCm;
+  mad[2] = kCmClassVersion;
+  mad[3] = kMadSend;
+  // One transaction per connection (the REP is matched to its REQ by it
+  // and the client's address): both QP numbers.
+  uint32_t client_qpn = f.local_is_client ? f.local_qpn : f.remote_qpn;
+  uint32_t server_qpn = f.local_is_client ? f.remote_qpn : f.local_qpn;
+  put64(mad + 8, static_cast<uint64_t>(client_qpn) << 32 | server_qpn);
+  put16(mad + 16, attr);
+  std::memcpy(mad + kMadHdr, data, kMad - kMadHdr);
+  Piece p{mad, sizeof mad};
+  frame(f, from_client == f.local_is_client, ib, sizeof ib, {&p, 1}, 0, sizeof mad);
+}
+
 void RocePcap::message(Flow& f, bool from_local, uint32_t* psn, uint8_t op_first, uint8_t op_middle,
                        uint8_t op_last, uint8_t op_only, const uint8_t* reth, const uint32_t* ieth,
                        std::span<const Piece> payload) {
@@ -218,6 +337,7 @@ void RocePcap::message(Flow& f, bool from_local, uint32_t* psn, uint8_t op_first
 }
 
 void RocePcap::send(Flow& f, Dir d, std::span<const Piece> payload, const uint32_t* inv_rkey) {
+  if (!f.cm_written) connect(f);
   bool out = d == Dir::kOut;
   uint32_t* psn = out ? &f.local_psn : &f.remote_psn;
   if (inv_rkey != nullptr)
@@ -227,6 +347,7 @@ void RocePcap::send(Flow& f, Dir d, std::span<const Piece> payload, const uint32
 }
 
 void RocePcap::write(Flow& f, Dir d, uint64_t va, uint32_t rkey, std::span<const Piece> payload) {
+  if (!f.cm_written) connect(f);
   bool out = d == Dir::kOut;
   uint8_t reth[16];
   put64(reth, va);
@@ -237,6 +358,7 @@ void RocePcap::write(Flow& f, Dir d, uint64_t va, uint32_t rkey, std::span<const
 }
 
 uint32_t RocePcap::read_request(Flow& f, Dir d, uint64_t va, uint32_t rkey, uint32_t len) {
+  if (!f.cm_written) connect(f);
   bool out = d == Dir::kOut;
   uint32_t* psn = out ? &f.local_psn : &f.remote_psn;
   uint32_t first = *psn;
@@ -258,6 +380,7 @@ uint32_t RocePcap::read_request(Flow& f, Dir d, uint64_t va, uint32_t rkey, uint
 }
 
 void RocePcap::read_response(Flow& f, Dir d, uint32_t first_psn, std::span<const Piece> payload) {
+  if (!f.cm_written) connect(f);
   // The responder sends it: the peer when we asked (kOut), we when it did.
   bool from_local = d == Dir::kIn;
   uint32_t* msn = from_local ? &f.local_msn : &f.remote_msn;

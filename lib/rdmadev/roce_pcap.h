@@ -6,11 +6,16 @@
 // device argument `pcap=FILE` (docs/observability.md).
 //
 // What the frames hold is made up where no wire exists, but consistent: the
-// connecting side is 02:00:00:00:00:01 / 10.0.0.1 and the accepting side
-// 02:00:00:00:00:02 / 10.0.0.2 (so captures taken at both ends agree), the
+// connecting side is 10.1.x.y and the accepting side 10.2.x.y, x.y the other
+// end's QP number (MACs 02:00 + the address), so that captures taken at both
+// ends agree and every connection's ends are distinct (roce_pcap.cc), the
 // QP numbers are the driver's, PSNs run per direction from 0 as on a real
 // RC connection (an RDMA READ request takes one PSN per response packet),
 // and messages are cut into FIRST/MIDDLE/LAST packets at a 4096-byte MTU.
+// Each connection's first frame is preceded by the CM REQ / REP / RTU MADs
+// (UD SENDs between QP 1s) that would have set it up: they tell Wireshark
+// which QP talks to which, so that it can tie replies to calls and chunks
+// to their RDMA READs and WRITEs (roce_pcap.cc, connect()).
 // The ICRC is computed (RoCEv2 masked CRC-32), the UDP checksum is 0 as
 // RoCEv2 senders leave it, and no ACKs are written.
 //
@@ -41,6 +46,7 @@ class RocePcap {
   struct Flow {
     uint32_t local_qpn = 0, remote_qpn = 0;
     bool local_is_client = true;  // which made-up address is ours
+    bool cm_written = false;      // the connection's CM exchange is in the file
     uint32_t local_psn = 0;       // next PSN of our requests
     uint32_t remote_psn = 0;      // next PSN of the peer's requests
     uint32_t local_msn = 0, remote_msn = 0;  // message sequence numbers in AETHs
@@ -72,6 +78,11 @@ class RocePcap {
   // One frame: headers (BTH onwards) then payload bytes [off, off+len) of the pieces.
   void frame(const Flow& f, bool from_local, const uint8_t* ib_hdr, size_t ib_len, std::span<const Piece> payload,
              size_t off, size_t len);
+  // Before a flow's first frame: the CM REQ / REP / RTU exchange that would
+  // have set the connection up (see roce_pcap.cc for why Wireshark needs it).
+  void connect(Flow& f);
+  // One CM MAD (to and from QP 1) from the connecting side or to it.
+  void cm_mad(const Flow& f, bool from_client, uint16_t attr, const uint8_t* data);
   // Splits a message into packets with the opcodes given (first, middle,
   // last, only); RETH (16 bytes) goes on the first or only packet.
   void message(Flow& f, bool from_local, uint32_t* psn, uint8_t op_first, uint8_t op_middle, uint8_t op_last,
@@ -81,6 +92,7 @@ class RocePcap {
   uint64_t frames_ = 0;
   uint64_t write_errors_ = 0;
   uint16_t ip_id_ = 0;
+  uint32_t cm_psn_ = 0;  // PSNs of the CM MADs (QP 1 is shared by all flows)
 };
 
 }  // namespace tern::rdma

@@ -68,6 +68,17 @@ void Reply::add_histogram(std::string_view prefix, const Histogram& h) {
   add_u64(p + "_p90_ns", h.percentile(90));
   add_u64(p + "_p99_ns", h.percentile(99));
   add_u64(p + "_p999_ns", h.percentile(99.9));
+  // The buckets as read now: their sum is the count an exporter reports,
+  // so that _count equals the +Inf bucket even while the owner records.
+  HistogramData d;
+  d.name = p;
+  for (size_t i = 0; i < Histogram::kBuckets; ++i)
+    if (uint64_t n = h.bucket_count(i)) {
+      d.buckets.emplace_back(Histogram::bucket_high(i), n);
+      d.count += n;
+    }
+  d.sum_ns = h.sum();
+  hists_.push_back(std::move(d));
 }
 
 void Reply::start_list() {

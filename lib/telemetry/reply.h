@@ -53,6 +53,16 @@ class Reply {
   void append(uint64_t v);
   void append(std::string_view v);
 
+  // A histogram as add_histogram() saw it, bucket by bucket, for exporters
+  // that carry whole distributions (telemetry/prometheus.h). Not part of
+  // json(): rte_telemetry cannot carry it and the flattened names suffice there.
+  struct HistogramData {
+    std::string name;                // add_histogram()'s prefix
+    uint64_t count = 0, sum_ns = 0;  // the bucket sum, so buckets and count agree
+    std::vector<std::pair<uint64_t, uint64_t>> buckets;  // (highest value in ns, samples), non-empty ones, ascending
+  };
+  const std::vector<HistogramData>& histograms() const { return hists_; }
+
   Shape shape() const { return shape_; }
   const std::vector<std::pair<std::string, Value>>& dict() const { return dict_; }
   const std::vector<Value>& list() const { return list_; }
@@ -64,6 +74,7 @@ class Reply {
   Shape shape_ = Shape::kNone;
   std::vector<std::pair<std::string, Value>> dict_;
   std::vector<Value> list_;
+  std::vector<HistogramData> hists_;
 };
 
 // Valid as a dict name or as a command (commands also start with '/').

@@ -9,6 +9,8 @@
 # (A SIGKILL cannot tell the page cache from the disk -- that takes a
 # machine crash; what it shows is that nothing answered is left undone.)
 # Needs root (open_by_handle_at); says so and passes without it.
+# nfsd_crash_durability.sh checks the sync itself, across a simulated
+# power cut of the exported file system.
 set -euo pipefail
 nfsd=$1
 probe=$2

@@ -10,6 +10,11 @@
 //   getattr HEX          -> "getattr NFSSTAT"
 //   write HEX            -> "write NFSSTAT"         (one byte, 'X' at offset 0, FILE_SYNC)
 //   lookup HEX NAME      -> "lookup NFSSTAT HEX"
+//   pwrite HEX OFF N SEED HOW -> "pwrite NFSSTAT COMMITTED VERF" (N bytes of pattern SEED at OFF;
+//                           HOW: unstable, data or file; COMMITTED: the reply's, 0/1/2)
+//   commit HEX           -> "commit NFSSTAT VERF"  (the whole file)
+//   pread HEX OFF N SEED -> "pread NFSSTAT same", "pread NFSSTAT differ AT" (the first file
+//                           offset whose byte is not pattern SEED's) or "pread NFSSTAT short GOT"
 //   conn                 -> "conn ready RETRANSMITS" (the connection still the first one, and the
 //                           retransmissions its calls needed so far: 0 when it never dropped)
 //
@@ -19,6 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -145,9 +151,27 @@ struct Client {
   }
 };
 
+// The byte pattern SEED has at file offset `at`: differs from page to page
+// and from seed to seed, so a page written by another seed, a stale page
+// and zeros (a hole, a size the crash kept) all tell.
+uint8_t pattern(uint32_t seed, uint64_t at) {
+  const uint64_t x = (at + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t{seed} << 32 | seed) * 0xbf58476d1ce4e5b9ull;
+  return static_cast<uint8_t>((x >> 29) ^ (x >> 47));
+}
+
+std::string verf_hex(const nfs::Verf3& v) {
+  std::string s;
+  char b[3];
+  for (uint8_t c : v.data) {
+    std::snprintf(b, sizeof b, "%02x", c);
+    s += b;
+  }
+  return s;
+}
+
 template <typename A>
-std::vector<uint8_t> enc(const A& a) {
-  std::vector<uint8_t> b(4096);
+std::vector<uint8_t> enc(const A& a, size_t room = 4096) {
+  std::vector<uint8_t> b(room);
   xdr::XdrWriter w(b);
   nfs::nfs3::encode(w, a);
   b.resize(w.bytes_written());
@@ -237,6 +261,62 @@ int main() {
         nfs::nfs3::LookupRes r;
         out = "lookup " + std::to_string(st) + " " +
               (st == 0 && nfs::nfs3::decode(res, &r) ? hex(r.obj) : std::string("-"));
+      }
+      std::printf("%s\n", out.c_str());
+    } else if (cmd == "pwrite" || cmd == "pread" || cmd == "commit") {
+      std::string h, how;
+      uint64_t off = 0;
+      uint32_t n = 0, seed = 0;
+      in >> h;
+      if (cmd != "commit") in >> off >> n >> seed;
+      if (cmd == "pwrite") in >> how;
+      nfs::Fh3 fh;
+      std::string out = cmd + " -1";
+      if (cli.conn != nullptr && unhex(h, &fh) && n <= (1u << 20)) {
+        std::vector<uint8_t> res;
+        if (cmd == "pwrite") {
+          std::vector<uint8_t> data(n);
+          for (uint32_t i = 0; i < n; ++i) data[i] = pattern(seed, off + i);
+          nfs::nfs3::WriteArgs a;
+          a.file = fh, a.offset = off, a.count = n, a.data = data;
+          a.stable = how == "file"   ? nfs::StableHow::kFileSync
+                     : how == "data" ? nfs::StableHow::kDataSync
+                                     : nfs::StableHow::kUnstable;
+          const long st = cli.call(nfs::Nfs3Proc::kWrite, enc(a, n + 512), &res);
+          nfs::nfs3::WriteRes r;
+          out = "pwrite " + std::to_string(st);
+          if (st == 0 && nfs::nfs3::decode(res, &r))
+            out += " " + std::to_string(static_cast<int>(r.committed)) + " " + verf_hex(r.verf);
+        } else if (cmd == "commit") {
+          const long st = cli.call(nfs::Nfs3Proc::kCommit, enc(nfs::nfs3::CommitArgs{fh, 0, 0}), &res);
+          nfs::nfs3::CommitRes r;
+          out = "commit " + std::to_string(st);
+          if (st == 0 && nfs::nfs3::decode(res, &r)) out += " " + verf_hex(r.verf);
+        } else {
+          // READs of at most 2 KiB: their replies fit inline, no chunks needed.
+          std::vector<uint8_t> got;
+          long st = 0;
+          while (st == 0 && got.size() < n) {
+            const uint32_t ask = std::min<uint32_t>(2048, n - static_cast<uint32_t>(got.size()));
+            st = cli.call(nfs::Nfs3Proc::kRead, enc(nfs::nfs3::ReadArgs{fh, off + got.size(), ask}), &res);
+            nfs::nfs3::ReadRes r;
+            if (st != 0) break;
+            if (!nfs::nfs3::decode(res, -1, &r)) {
+              st = -1;
+              break;
+            }
+            got.insert(got.end(), r.data.begin(), r.data.end());
+            if (r.eof || r.data.empty()) break;
+          }
+          out = "pread " + std::to_string(st);
+          if (st == 0) {
+            size_t i = 0;
+            while (i < got.size() && got[i] == pattern(seed, off + i)) ++i;
+            if (i < got.size()) out += " differ " + std::to_string(off + i);
+            else if (got.size() < n) out += " short " + std::to_string(got.size());
+            else out += " same";
+          }
+        }
       }
       std::printf("%s\n", out.c_str());
     } else if (cmd == "conn") {
