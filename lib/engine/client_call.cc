@@ -11,7 +11,9 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "engine/engine_impl.h"
+#include "engine/client_conn.h"
+#include "engine/conn_core.h"
+#include "engine/conn_datapath.h"
 #include "engine/wire.h"
 
 namespace tern::rpc {
@@ -33,11 +35,11 @@ uint32_t first_xid(uint64_t conn_id) {
 
 }  // namespace
 
-ClientConn::ClientConn(EngineImpl* e, DeviceCtx* d)
+ClientConn::ClientConn(ConnCore* e, DeviceCtx* d)
     : ConnBase(e, d, false), credits(e->opt.credits), xids(e->opt.credits), next_xid(first_xid(id)) {}
 
 ClientConn::~ClientConn() {
-  eng->timers.remove(this);
+  core->timers.remove(this);
   // Calls that never finished (the engine is going away with the device
   // gone): their MRs are in an unknown state and are destroyed.
   for (Request* r = backlog.front(); r != nullptr; r = backlog.next(r)) drop_staging(r);
@@ -62,7 +64,7 @@ int ClientConn::call(const Call& c, uint32_t* xid_out) {
   // before it was ever up, or once it failed for good, there is nowhere to send them.
   if (!(life == State::kReady || (was_ready && pub == ConnState::kReconnecting))) return ENOTCONN;
   if (c.done == nullptr) return EINVAL;
-  const EngineOptions& o = eng->opt;
+  const EngineOptions& o = core->opt;
   // The commonest call: inline arguments, no chunk of any kind, small
   // results, a message that fits the inline threshold. It needs none of the
   // checks below (each is about a chunk), and gives the same answers.
@@ -164,8 +166,8 @@ int ClientConn::call(const Call& c, uint32_t* xid_out) {
 
 inline int ClientConn::accept(const Call& c, const ReadChunk* reads, int nr, const std::span<uint8_t>* writes, int nw,
                        bool long_call, size_t rpc_len, size_t rpc_hdr, uint32_t* xid_out) {
-  if (backlog.size() >= eng->opt.backlog) return EAGAIN;
-  Request* r = eng->requests.get();
+  if (backlog.size() >= core->opt.backlog) return EAGAIN;
+  Request* r = core->requests.get();
   if (r == nullptr) return EAGAIN;
   // I5: a pooled request carries nothing.
   TERN_ASSERT(r->state() == ReqState::kFree && !r->rpc_owner && !r->send_owner && r->reply == nullptr &&
@@ -203,7 +205,7 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
   r->xid = next_xid++;
   if (r->xid == 0) r->xid = next_xid++;
   if (!probe) {  // keepalive probes are counted as such, not as the host's calls
-    eng->st.calls.add();
+    core->st.calls.add();
     cs.calls.add();
     cs.backlog_depth.add(backlog.size());
   }
@@ -215,7 +217,7 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
     r->pc = nullptr;
   } else {
     if (c.prog != pc_key[0] || c.vers != pc_key[1] || c.proc != pc_key[2]) {
-      pc_last = eng->proc_counters(c.prog, c.vers, c.proc, false);
+      pc_last = core->proc_counters(c.prog, c.vers, c.proc, false);
       pc_key[0] = c.prog, pc_key[1] = c.vers, pc_key[2] = c.proc;
     }
     r->pc = pc_last;
@@ -243,7 +245,7 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
     // with what it took.
     TERN_ASSERT(backlog.empty());
     backlog.push_back(r);
-    eng->st.backlogged.add();
+    core->st.backlogged.add();
     want_service();
     return;
   }
@@ -254,23 +256,23 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
     process(r, ReqEvent::kSubmit);
     in_call_ = false;
     if (r->state() == ReqState::kBacklog) {
-      eng->st.backlogged.add();
+      core->st.backlogged.add();
       want_service();
     }
   } else {
-    eng->st.backlogged.add();
+    core->st.backlogged.add();
   }
 }
 
 ClientConn::SendResult ClientConn::send(Request* r) {
-  const EngineOptions& o = eng->opt;
+  const EngineOptions& o = core->opt;
   const Call& c = r->call;
   auto wait = [&](bool memory) {
     if (!r->waited) {
       r->waited = true;
-      if (memory) eng->st.memory_waits.add();
+      if (memory) core->st.memory_waits.add();
       else {
-        eng->st.credit_waits.add();
+        core->st.credit_waits.add();
         cs.credit_waits.add();
       }
     }
@@ -284,19 +286,19 @@ ClientConn::SendResult ClientConn::send(Request* r) {
     // a batch (from the engine's receive buffers, while they last).
     if (!rq->grants().reserve()) {
       if (rq->grow(rq->shared() ? 16 : 1) == 0 || !rq->grants().reserve()) return wait(true);
-      eng->queue_needs_post(rq);
+      core->queue_needs_post(rq);
     }
     r->holds_recv = true;
   }
-  if (r->sendbuf == nullptr && (r->sendbuf = eng->send_bufs->get()) == nullptr) return wait(true);
+  if (r->sendbuf == nullptr && (r->sendbuf = core->send_bufs->get()) == nullptr) return wait(true);
   const bool want_reply = c.max_results + 128 > inline_recv;
-  if (r->long_call && r->longbuf == nullptr && (r->longbuf = eng->bulk->get(r->rpc_len)) == nullptr)
+  if (r->long_call && r->longbuf == nullptr && (r->longbuf = core->bulk->get(r->rpc_len)) == nullptr)
     return wait(true);
-  if (want_reply && r->replybuf == nullptr && (r->replybuf = eng->bulk->get(c.max_results + 256)) == nullptr)
+  if (want_reply && r->replybuf == nullptr && (r->replybuf = core->bulk->get(c.max_results + 256)) == nullptr)
     return wait(true);
-  WrChain& chain = eng->chain;
+  WrChain& chain = core->chain;
   chain.clear();
-  ChunkLists& ch = eng->chunks;
+  ChunkLists& ch = core->chunks;
   ch.clear();
   const uint32_t arena_lkey = pdc->arena_lkey();
   // Most calls carry no chunk of any kind: their chain is the Send alone.
@@ -394,17 +396,17 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   // send-queue room is retried from the backlog and must not count twice.
   cs.sends.add();
   cs.bytes_sent.add(len);
-  t_last = eng->now_tick;  // coarse (EngineImpl::now_tick)
+  t_last = core->now_tick;  // coarse (ConnCore::now_tick)
   if (!chunked) {
     if (r->pc != nullptr) r->pc->bytes_sent.add(len);
     return SendResult::kSent;
   }
   int nread_user = ch.nreads - (r->long_call ? 1 : 0);
-  if (nread_user > 0) eng->st.read_chunks.add();
-  if (ch.nwrites > 0) eng->st.write_chunks.add();
-  if (ch.has_reply) eng->st.reply_chunks.add();
+  if (nread_user > 0) core->st.read_chunks.add();
+  if (ch.nwrites > 0) core->st.write_chunks.add();
+  if (ch.has_reply) core->st.reply_chunks.add();
   if (r->long_call) {
-    eng->st.long_calls.add();
+    core->st.long_calls.add();
     cs.nomsg.add();
   }
   uint64_t bulk = 0;
@@ -497,7 +499,7 @@ void ClientConn::process(Request* r, ReqEvent ev) {
         credits.answered();
         r->enter(ReqState::kInvalidating);
       }
-      WrChain& chain = eng->chain;
+      WrChain& chain = core->chain;
       chain.clear();
       int n = r->mrs != nullptr ? pdc->reg->invalidate(r->mrs, chain) : 0;
       if (n == 0) {
@@ -518,7 +520,7 @@ void ClientConn::process(Request* r, ReqEvent ev) {
       }
       if (r->inv_waiting) --inv_waits;
       r->inv_waiting = false;
-      eng->st.local_inv_chains.add();
+      core->st.local_inv_chains.add();
       cs.local_inv_chains.add();
       // Its completion finishes the call (I3). A refusal orphans it.
       (void)post(chain, SendCtxKind::kInvalidate, r->index);
@@ -539,7 +541,7 @@ void ClientConn::process(Request* r, ReqEvent ev) {
       r->send_owner = false;
       if (TERN_UNLIKELY(bd != nullptr)) bd->record(Stage::kSendDone, r->ts_posted, now_ticks());
       if (r->sendbuf != nullptr) {
-        eng->send_bufs->put(r->sendbuf);
+        core->send_bufs->put(r->sendbuf);
         r->sendbuf = nullptr;
       }
       maybe_free(r);
@@ -598,7 +600,7 @@ void ClientConn::process(Request* r, ReqEvent ev) {
           // Never sent: no credit spent, nothing registered.
           backlog.remove(r);
           if (r->sendbuf != nullptr) {
-            eng->send_bufs->put(r->sendbuf);
+            core->send_bufs->put(r->sendbuf);
             r->sendbuf = nullptr;
           }
           finish(r, r->expire);
@@ -634,7 +636,7 @@ void ClientConn::requeue(Request* r) {
   r->enter(ReqState::kBacklog);
   ++r->retransmits;
   cs.retransmits.add();
-  eng->st.retransmits.add();
+  core->st.retransmits.add();
   requeued_.push_back(r);
 }
 
@@ -652,8 +654,8 @@ void ClientConn::retire_abandoned(Request* r) {
 }
 
 inline void ClientConn::drop_staging(Request* r) {
-  if (r->longbuf != nullptr) eng->bulk->put(r->longbuf);
-  if (r->replybuf != nullptr) eng->bulk->put(r->replybuf);
+  if (r->longbuf != nullptr) core->bulk->put(r->longbuf);
+  if (r->replybuf != nullptr) core->bulk->put(r->replybuf);
   r->longbuf = r->replybuf = nullptr;
   release_recv(r);
 }
@@ -682,7 +684,7 @@ void ClientConn::finish(Request* r, CallStatus status) {
   } else if (r->reply != nullptr) {
     record_rtt(r->pc, r->t_call, error);  // a reply came: its round trip counts
     if (TERN_UNLIKELY(bd != nullptr)) {
-      const uint64_t now = eng->now_tick;  // record_rtt's reading
+      const uint64_t now = core->now_tick;  // record_rtt's reading
       bd->record(Stage::kQueue, r->t_call, r->ts_posted);
       bd->record(Stage::kWire, r->ts_posted, r->ts_recv);
       bd->record(Stage::kInvalidate, r->ts_recv, r->ts_fenced);
@@ -713,7 +715,7 @@ inline void ClientConn::maybe_free(Request* r) {
   TERN_ASSERT(r->reply == nullptr && r->mrs == nullptr && r->longbuf == nullptr && r->replybuf == nullptr &&
               !r->holds_recv);
   if (r->sendbuf != nullptr) {
-    eng->send_bufs->put(r->sendbuf);
+    core->send_bufs->put(r->sendbuf);
     r->sendbuf = nullptr;
   }
   // Only what a later user reads before setting it: the rest is written
@@ -723,17 +725,17 @@ inline void ClientConn::maybe_free(Request* r) {
   r->refused = false;
   r->pc = nullptr;
   r->conn = nullptr;
-  eng->requests.put(r);
+  core->requests.put(r);
 }
 
 void ClientConn::ctx_done(const SendCtx& ctx, bool own, const Wc* wc) {
   switch (ctx.kind) {
     case SendCtxKind::kCallSend:
-      process(eng->requests.at(ctx.obj), ReqEvent::kSendReleased);
+      process(core->requests.at(ctx.obj), ReqEvent::kSendReleased);
       break;
     case SendCtxKind::kInvalidate: {
       // Always signaled, so only its own completion (or teardown) reaches it.
-      Request* r = eng->requests.at(ctx.obj);
+      Request* r = core->requests.at(ctx.obj);
       if (own && wc != nullptr && wc->status == WcStatus::kSuccess) process(r, ReqEvent::kInvalidated);
       // Failed or flushed: the MRs' state is unknown; the drain fails the call.
       break;
@@ -751,7 +753,7 @@ void ClientConn::on_lost() {
 }
 
 bool ClientConn::reconnect_wanted() const {
-  return !user_closed && !gave_up_ && eng->opt.reconnect && was_ready && !eng->shutting_down;
+  return !user_closed && !gave_up_ && core->opt.reconnect && was_ready && !core->shutting_down;
 }
 
 void ClientConn::on_drained() {

@@ -22,7 +22,7 @@ namespace tern::rpc {
 
 class ClientConn final : public ConnBase {
  public:
-  ClientConn(EngineImpl* eng, DeviceCtx* dc);
+  ClientConn(ConnCore* core, DeviceCtx* dc);
   ~ClientConn() override;
 
   // ---- Connection

@@ -11,7 +11,9 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "engine/engine_impl.h"
+#include "engine/client_conn.h"
+#include "engine/conn_core.h"
+#include "engine/conn_datapath.h"
 #include "engine/wire.h"
 
 namespace tern::rpc {
@@ -35,12 +37,12 @@ void ClientConn::set_pub(ConnState to, const Status& reason) {
   pub = to;
   // Not while the engine is being destroyed: what the callback's context
   // points at may be gone by then (calls still complete, they must).
-  if (state_cb != nullptr && !eng->shutting_down) state_cb(state_ctx, this, from, to, reason);
+  if (state_cb != nullptr && !core->shutting_down) state_cb(state_ctx, this, from, to, reason);
 }
 
 void ClientConn::declare_dead(Status reason) {
   if (life != State::kReady && life != State::kConnecting) return;
-  eng->st.declared_dead.add();
+  core->st.declared_dead.add();
   TERN_LOG(kWarn, "engine", "conn %llu: connection to %s declared dead: %s", static_cast<unsigned long long>(id),
            peer_name().c_str(), reason.message().c_str());
   on_disconnected(std::move(reason));
@@ -73,11 +75,11 @@ void ClientConn::link_deadline(Request* r) {
   timer_due(r->deadline);
 }
 
-void ClientConn::file_timer(uint64_t at) { eng->timers.due(this, at); }
+void ClientConn::file_timer(uint64_t at) { core->timers.due(this, at); }
 
 int ClientConn::cancel(uint32_t xid) {
   Request* r = nullptr;
-  if (uint32_t idx; xids.find(xid, &idx)) r = eng->requests.at(idx);
+  if (uint32_t idx; xids.find(xid, &idx)) r = core->requests.at(idx);
   if (r == nullptr)
     for (Request* b = backlog.front(); b != nullptr && r == nullptr; b = backlog.next(b))
       if (b->xid == xid) r = b;
@@ -87,7 +89,7 @@ int ClientConn::cancel(uint32_t xid) {
   if (r == nullptr || r->conn != this || r->probe || r->expire != CallStatus::kOk ||
       (r->state() != ReqState::kBacklog && r->state() != ReqState::kSent && r->state() != ReqState::kOrphaned))
     return ENOENT;
-  eng->st.cancels.add();
+  core->st.cancels.add();
   r->expire = CallStatus::kCancelled;
   if (deadlines.linked(r)) deadlines.remove(r);
   // Completions come only from poll(): a call that can complete at once
@@ -122,25 +124,25 @@ void ClientConn::on_up() {
   connect_deadline = 0;
   t_last_recv = now_ticks();
   timer_due(refile_at(t_last_recv));  // keepalive from now on
-  if (again) eng->st.reconnects.add();
+  if (again) core->st.reconnects.add();
   set_pub(ConnState::kReady, Status::ok());
 }
 
 // ---------------------------------------------------------------- keepalive
 
 void ClientConn::send_probe() {
-  Request* r = eng->requests.get();
+  Request* r = core->requests.get();
   if (r == nullptr) return;
   Call c{last_prog, last_vers, 0};  // the RPC NULL procedure (RFC 5531)
   c.done = &ClientConn::probe_done;
   c.ctx = this;
-  c.timeout_ns = uint64_t{eng->opt.keepalive_timeout_ms} * 1'000'000;
+  c.timeout_ns = uint64_t{core->opt.keepalive_timeout_ms} * 1'000'000;
   r->nreads = r->nwrites = 0;
   r->long_call = false;
   r->rpc_hdr = static_cast<uint32_t>(wire::call_rpc_header_len(c));
   r->rpc_len = r->rpc_hdr;
   probe_in_flight = true;
-  eng->st.keepalive_probes.add();
+  core->st.keepalive_probes.add();
   enter(r, c, true);
 }
 
@@ -151,9 +153,9 @@ void ClientConn::probe_done(void* ctx, const CallReply& rep) {
   // Any answer (PROG_UNAVAIL, PROC_UNAVAIL... included) proves the server
   // alive; silence past the probe's timeout proves the opposite.
   if (rep.status == CallStatus::kTimedOut && c->life == State::kReady) {
-    c->eng->st.keepalive_failures.add();
+    c->core->st.keepalive_failures.add();
     c->declare_dead(make_error(Errc::kTimedOut, "keepalive: the server did not answer an RPC NULL call within %u ms",
-                               c->eng->opt.keepalive_timeout_ms));
+                               c->core->opt.keepalive_timeout_ms));
   }
 }
 
@@ -166,7 +168,7 @@ void ClientConn::schedule_reconnect() {
   life = State::kReconnecting;
   const uint64_t now = now_ticks();
   if (lost_at == 0) lost_at = now;
-  const EngineOptions& o = eng->opt;
+  const EngineOptions& o = core->opt;
   backoff_ns = backoff_ns == 0 ? uint64_t{o.reconnect_min_ms} * 1'000'000
                                : std::min<uint64_t>(backoff_ns * 2, uint64_t{o.reconnect_max_ms} * 1'000'000);
   // +-25% jitter, so that many clients of one server do not come back in step.
@@ -191,10 +193,10 @@ void ClientConn::give_up(Status reason) {
 }
 
 void ClientConn::reconnect_now() {
-  eng->st.reconnect_attempts.add();
+  core->st.reconnect_attempts.add();
   Status s = setup_queues();
   uint8_t pdata[64];
-  size_t n = wire::encode_pdata(pdata, sizeof pdata, eng->opt.inline_send, eng->opt.inline_recv, dc->offer_inv);
+  size_t n = wire::encode_pdata(pdata, sizeof pdata, core->opt.inline_send, core->opt.inline_recv, dc->offer_inv);
   if (s) s = dc->dev->connect(qp.get(), std::span<const uint8_t>(pdata, n));
   if (!s) {
     TERN_LOG(kInfo, "engine", "conn %llu: reconnect attempt failed: %s", static_cast<unsigned long long>(id),
@@ -206,7 +208,7 @@ void ClientConn::reconnect_now() {
     return;
   }
   life = State::kConnecting;
-  connect_deadline = now_ticks() + ticks_from_ns(uint64_t{eng->opt.connect_timeout_ms} * 1'000'000);
+  connect_deadline = now_ticks() + ticks_from_ns(uint64_t{core->opt.connect_timeout_ms} * 1'000'000);
   timer_due(connect_deadline);
 }
 
@@ -214,7 +216,7 @@ void ClientConn::reconnect_now() {
 
 int ClientConn::tick(uint64_t now) {
   int work = 0;
-  const EngineOptions& o = eng->opt;
+  const EngineOptions& o = core->opt;
   // Deadlines, earliest first.
   while (!deadlines.empty() && deadlines.front()->deadline <= now) {
     Request* r = deadlines.pop_front();
@@ -263,7 +265,7 @@ int ClientConn::tick(uint64_t now) {
         } else if (quiet_ms >= static_cast<double>(o.keepalive_ms) + o.keepalive_timeout_ms) {
           // Every credit is taken by calls that get no answer: no probe can
           // go out, and the silence says enough.
-          eng->st.keepalive_failures.add();
+          core->st.keepalive_failures.add();
           declare_dead(make_error(Errc::kTimedOut, "no reply for %.0f ms with %u calls outstanding", quiet_ms,
                                   credits.in_flight()));
         }
@@ -283,7 +285,7 @@ int ClientConn::tick(uint64_t now) {
 
 uint64_t ClientConn::refile_at(uint64_t now) const {
   uint64_t at = next_tick();
-  if (const uint64_t look = eng->keepalive_look_ticks; life == State::kReady && look != 0) {
+  if (const uint64_t look = core->keepalive_look_ticks; life == State::kReady && look != 0) {
     // Rounded down to a quarter of the period: the connections filed for a
     // look come due together, so a host asleep in wait mode wakes for them
     // a few times a period, not once per connection.
@@ -300,7 +302,7 @@ uint64_t ClientConn::next_tick() const {
     if (t != 0 && (at == 0 || t < at)) at = t;
   };
   if (!deadlines.empty()) earlier(deadlines.front()->deadline);
-  const EngineOptions& o = eng->opt;
+  const EngineOptions& o = core->opt;
   if (life == State::kReconnecting) earlier(next_attempt);
   if (life == State::kConnecting) earlier(connect_deadline);
   if (life == State::kReady && o.keepalive_ms != 0 && !probe_in_flight) {

@@ -7,7 +7,9 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "engine/engine_impl.h"
+#include "engine/client_conn.h"
+#include "engine/conn_core.h"
+#include "engine/conn_datapath.h"
 #include "engine/wire.h"
 
 namespace tern::rpc {
@@ -25,7 +27,7 @@ void ClientConn::on_message(MsgBuf* rep) {
     uint32_t idx;
     Request* r;
     if ((rep->wc_flags & kWcWithInv) == 0 && wire::decode_plain_reply(msg, &xid, &grant, &results) &&
-        xids.find(xid, &idx) && (r = eng->requests.at(idx)) != nullptr && r->conn == this &&
+        xids.find(xid, &idx) && (r = core->requests.at(idx)) != nullptr && r->conn == this &&
         r->state() == ReqState::kSent && r->reply == nullptr) {
       t_last_recv = t_last;
       credits.grant(grant);
@@ -36,7 +38,7 @@ void ClientConn::on_message(MsgBuf* rep) {
       res = CallReply{CallStatus::kOk, r->xid, results, 0};
       res.nwrites = static_cast<uint32_t>(r->nwrites);  // nothing written into them
       if (r->pc != nullptr) r->pc->bytes_received.add(rep->len);
-      eng->st.replies.add();
+      core->st.replies.add();
       cs.replies.add();
       process(r, ReqEvent::kReply);
       return;
@@ -50,12 +52,12 @@ void ClientConn::on_message(MsgBuf* rep) {
   t_last_recv = t_last;
   Request* r = nullptr;
   if (uint32_t idx; xids.find(xid, &idx)) {
-    r = eng->requests.at(idx);
+    r = core->requests.at(idx);
     if (r != nullptr && r->conn == this && r->state() == ReqState::kAbandoned && (rep->wc_flags & kWcWithInv) == 0) {
       // The late reply of a call that timed out or was cancelled: its
       // caller has its status. Dropped and counted; what the call kept
       // (its credit, its receive reservation, its xid) goes back.
-      eng->st.late_replies.add();
+      core->st.late_replies.add();
       cs.bad_xids.add();
       if (decoded) credits.grant(h.credits);
       credits.answered();
@@ -90,7 +92,7 @@ void ClientConn::on_message(MsgBuf* rep) {
     }
   }
   if (!decoded) {
-    eng->st.bad_headers.add();
+    core->st.bad_headers.add();
     // A reply to a call we wait for that we cannot use fails that call
     // rather than leaving it pending; anything else is dropped (RFC 8166
     // §4.5: a requester never answers a bad header).
@@ -104,7 +106,7 @@ void ClientConn::on_message(MsgBuf* rep) {
   if (!backlog.empty()) want_service();  // a credit may be what the backlog waits for
   if (r == nullptr) {
     // Not a call we are waiting for (late, duplicated or forged): drop it.
-    eng->st.bad_headers.add();
+    core->st.bad_headers.add();
     cs.bad_xids.add();
     give_back(rep);
     return;
@@ -117,7 +119,7 @@ void ClientConn::on_message(MsgBuf* rep) {
   uint64_t reply_chunk_bytes = 0;
   if (h.kind == wire::Reply::Kind::kError) {
     res.status = CallStatus::kRdmaError;
-    eng->st.rdma_errors_received.add();
+    core->st.rdma_errors_received.add();
   } else {
     std::span<const uint8_t> body = h.body;
     if (h.kind == wire::Reply::Kind::kNoMsg) {
@@ -145,7 +147,7 @@ void ClientConn::on_message(MsgBuf* rep) {
     res.bulk_recv_len = r->nwrites > 0 && !r->call.bulk_recv.empty() ? res.write_lens[0] : 0;
   }
   if (res.status == CallStatus::kBadReply) {
-    eng->st.bad_replies.add();
+    core->st.bad_replies.add();
     cs.bad_replies.add();
   }
   if (h.kind == wire::Reply::Kind::kNoMsg) {
@@ -156,7 +158,7 @@ void ClientConn::on_message(MsgBuf* rep) {
   for (uint32_t i = 0; i < res.nwrites; ++i) written += res.write_lens[i];
   cs.write_chunk_bytes.add(written);
   if (r->pc != nullptr) r->pc->bytes_received.add(rep->len + written + reply_chunk_bytes);
-  eng->st.replies.add();
+  core->st.replies.add();
   cs.replies.add();
   process(r, ReqEvent::kReply);
 }
@@ -164,7 +166,7 @@ void ClientConn::on_message(MsgBuf* rep) {
 void ClientConn::fail_reply(Request* r, MsgBuf* rep, CallStatus status) {
   r->reply = rep;
   r->result = CallReply{status, r->xid, {}, 0};
-  eng->st.bad_replies.add();
+  core->st.bad_replies.add();
   cs.bad_replies.add();
   process(r, ReqEvent::kReply);
 }
@@ -188,19 +190,16 @@ ClientConn::RemoteInv ClientConn::accept_remote_inv(Request* r, uint32_t rkey) {
   if (m == nullptr) m = live_registration(rkey);
   if (m != nullptr) {
     pdc->reg->remote_invalidated(m);
-    eng->st.remote_invalidations.add();
+    core->st.remote_invalidations.add();
     cs.remote_invalidations.add();
     return RemoteInv::kOurs;
   }
   // A device that does not tie remote invalidation to the window's QP (rxe)
   // lets a peer invalidate another connection's registration in the same PD.
   if (!dc->dev->caps().remote_inv_qp_bound) {
-    for (auto& c : eng->conns) {
-      if (!c || c.get() == this || c->server || c->pdc != pdc) continue;
-      if ((m = static_cast<ClientConn*>(c.get())->live_registration(rkey)) != nullptr) {
-        pdc->reg->remote_invalidated(m);
-        return RemoteInv::kOtherConnection;
-      }
+    if ((m = core->control->registration_elsewhere(this, pdc, rkey)) != nullptr) {
+      pdc->reg->remote_invalidated(m);
+      return RemoteInv::kOtherConnection;
     }
   }
   return RemoteInv::kNone;

@@ -6,7 +6,7 @@
 // pmd/verbs -- known from the connection request itself
 // (rdma::ConnRequest::peer_host), before anything is accepted. PeerConns
 // counts the server connections each peer holds; EngineImpl::admit
-// (conn_admission.cc) decides with it:
+// (engine_admission.cc) decides with it:
 //   - a peer at max_connections_per_peer is refused;
 //   - below max_connections everyone else is accepted (work-conserving: one
 //     peer may hold the whole table while nobody else asks);

@@ -2,7 +2,10 @@
 // chain, taking a send-queue completion, taking a receive.
 #include "base/clock.h"
 #include "base/log.h"
-#include "engine/engine_impl.h"
+#include "engine/client_conn.h"
+#include "engine/conn_core.h"
+#include "engine/conn_datapath.h"
+#include "engine/server_conn.h"
 
 namespace tern::rpc {
 
@@ -16,10 +19,10 @@ bool ConnBase::post(WrChain& chain, SendCtxKind kind, uint32_t obj, bool signal,
   // later completion on its connection walks past it, and a connection that
   // goes idle may never post that later WR. Signaled, each Send gives its
   // buffers back on its own completion, so the pools always come back.
-  signal |= eng->pools_low();
+  signal |= core->pools_low();
   SendQueue::Posted p = sq_->post(qp.get(), slot, chain, kind, obj, &signaled, &err, signal);
-  eng->st.sends.add();
-  if (signaled) eng->st.sends_signaled.add();
+  core->st.sends.add();
+  if (signaled) core->st.sends_signaled.add();
   if (was_signaled != nullptr) *was_signaled = signaled;
   if (p == SendQueue::Posted::kOk) return true;
   // The QP refused (part of) the chain: the connection is failing. The
@@ -46,7 +49,7 @@ void ConnBase::on_send_completion(const Wc& wc) {
     else if (wc.status == WcStatus::kWrFlushErr) {
       on_disconnected(make_error(Errc::kDisconnected, "the QP went to error (its WRs are flushed)"));
       lost_to_flush = true;
-      eng->cm_due = true;  // the driver's event says why: read it in this same poll()
+      core->cm_due = true;  // the driver's event says why: read it in this same poll()
     } else {
       on_disconnected(std::move(why));
     }
@@ -71,7 +74,7 @@ bool ConnBase::receive_unusual(MsgBuf* buf, const Wc& wc) {
     else if (life == State::kReady || life == State::kConnecting) {
       on_disconnected(make_error(Errc::kDisconnected, "the QP went to error (its receives are flushed)"));
       lost_to_flush = true;
-      eng->cm_due = true;  // the driver's event says why: read it in this same poll()
+      core->cm_due = true;  // the driver's event says why: read it in this same poll()
     }
     give_back(buf);
     return false;
@@ -89,8 +92,8 @@ bool ConnBase::receive_unusual(MsgBuf* buf, const Wc& wc) {
 }
 
 void ConnBase::want_service() {
-  if (EngineImpl::ServiceList::linked(this)) return;  // on the list, or in this pass's walk
-  eng->service_list.push_back(this);
+  if (ConnCore::ServiceList::linked(this)) return;  // on the list, or in this pass's walk
+  core->service_list.push_back(this);
 }
 
 }  // namespace tern::rpc

@@ -5,7 +5,10 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "engine/engine_impl.h"
+#include "engine/client_conn.h"
+#include "engine/conn_core.h"
+#include "engine/conn_datapath.h"
+#include "engine/server_conn.h"
 #include "engine/wire.h"
 
 namespace tern::rpc {
@@ -33,8 +36,8 @@ uint32_t ring_size_for(const EngineOptions& o) { return pow2_at_least(o.credits 
 
 }  // namespace
 
-ConnBase::ConnBase(EngineImpl* e, DeviceCtx* d, bool srv)
-    : eng(e), dc(d), server(srv), id(e->next_conn_id++), pdc(d->shared.get()), t_created(now_ticks()) {
+ConnBase::ConnBase(ConnCore* e, DeviceCtx* d, bool srv)
+    : core(e), dc(d), server(srv), id(e->next_conn_id++), pdc(d->shared.get()), t_created(now_ticks()) {
   if (e->opt.breakdown || e->trace != nullptr) {
     bd = std::make_unique<Breakdown>(e->ns_per_tick);
     bd->trace = e->trace.get();
@@ -42,18 +45,18 @@ ConnBase::ConnBase(EngineImpl* e, DeviceCtx* d, bool srv)
 }
 
 ConnBase::~ConnBase() {
-  if (bd != nullptr && eng->bd_gone[server]) eng->bd_gone[server]->merge(*bd);
+  if (bd != nullptr && core->bd_gone[server]) core->bd_gone[server]->merge(*bd);
   if (qp && (life == State::kReady || life == State::kConnecting)) (void)dc->dev->disconnect(qp.get());
   if (by_qpn_entered && qp) dc->forget_qpn(qp->qp_num());
   // The QP first: nothing can reach this connection's buffers after it.
   qp.reset();
   if (own_rq) {
     own_rq->release_all();
-    eng->remove_queue(own_rq->id());
+    core->remove_queue(own_rq->id());
   }
   own_rq.reset();
   own_pd.reset();  // after the QP, which was created in it
-  eng->st.connections.sub();
+  core->st.connections.sub();
 }
 
 std::string ConnBase::peer_name() const {
@@ -67,25 +70,25 @@ void ConnBase::protocol_error(Status reason) {
   if ((life == State::kDraining || life == State::kDead) && !lost_to_flush) return;
   if (lost_to_flush && (life == State::kDraining || life == State::kDead)) {
     lost_to_flush = false;
-    eng->st.protocol_errors.add();
+    core->st.protocol_errors.add();
     why = reason;
     TERN_LOG(kWarn, "engine", "conn %llu: dropping the connection to %s: %s", static_cast<unsigned long long>(id),
              peer_name().c_str(), reason.message().c_str());
     return;
   }
-  eng->st.protocol_errors.add();
+  core->st.protocol_errors.add();
   TERN_LOG(kWarn, "engine", "conn %llu: dropping the connection to %s: %s", static_cast<unsigned long long>(id),
            peer_name().c_str(), reason.message().c_str());
   on_disconnected(std::move(reason));
 }
 
 Status ConnBase::setup_queues() {
-  const EngineOptions& o = eng->opt;
+  const EngineOptions& o = core->opt;
   const DeviceCaps& caps = dc->dev->caps();
   if (!server && dc->pd_per_conn) {
     // Fast registrations are PD-wide on this device: a PD of our own keeps
     // this connection's rkeys useless to every other peer.
-    auto p = eng->make_pd_ctx(dc);
+    auto p = core->control->make_pd_ctx(dc);
     if (!p) return p.status();
     own_pd = std::move(p).value();
     pdc = own_pd.get();
@@ -116,16 +119,16 @@ Status ConnBase::setup_queues() {
   if (dc->last_qpn == qp->qp_num()) dc->last_qpn = UINT32_MAX;
   by_qpn_entered = true;
   if (own_queue) {
-    uint16_t qid = eng->add_queue(nullptr);
-    own_rq = std::make_unique<RecvQueue>(eng->recv_bufs.get(), own_depth, o.credits, nullptr, qp.get(), qid,
+    uint16_t qid = core->add_queue(nullptr);
+    own_rq = std::make_unique<RecvQueue>(core->recv_bufs.get(), own_depth, o.credits, nullptr, qp.get(), qid,
                                          pdc->arena_lkey());
-    eng->queues[qid] = own_rq.get();
+    core->queues[qid] = own_rq.get();
     // Two to start (a first credit and a spare); more as load asks.
     if (own_rq->grow(2) < 2)
       return make_error(Errc::kNoResources, "engine: no receive buffers left (EngineOptions::recv_buffers)");
     rq = own_rq.get();
     // Receives may be posted before the connection is up.
-    eng->queue_needs_post(rq);
+    core->queue_needs_post(rq);
   } else {
     rq = dc->recv.get();
     // Only this connection's own QP drains receives of its own.
@@ -138,7 +141,7 @@ Status ConnBase::setup_queues() {
 void ConnBase::on_established(std::span<const uint8_t> peer_pdata) {
   if (life != State::kConnecting) return;  // a server may learn it first from a receive
   if (!server)
-    wire::negotiate(peer_pdata, eng->opt.inline_send, eng->opt.inline_recv, dc->offer_inv, false, &inline_send,
+    wire::negotiate(peer_pdata, core->opt.inline_send, core->opt.inline_recv, dc->offer_inv, false, &inline_send,
                     &inline_recv, &remote_inv);
   life = State::kReady;
   t_established = t_last = now_ticks();
@@ -158,7 +161,7 @@ void ConnBase::on_established(std::span<const uint8_t> peer_pdata) {
 void ConnBase::on_disconnected(Status reason) {
   if (life == State::kDraining || life == State::kDead || life == State::kReconnecting) return;
   why = std::move(reason);
-  eng->st.disconnects.add();
+  core->st.disconnects.add();
   bool was_connecting = life == State::kConnecting;
   life = State::kDraining;
   // The engine may give up on a connection whose QP is still up (a post it
@@ -214,14 +217,14 @@ void ConnBase::drop_qp() {
   if (own_rq == nullptr && dc->srq) {
     Wc left[32];
     for (int n; (n = dc->rcq->poll(left, 32)) > 0;)
-      for (int i = 0; i < n; ++i) eng->dispatch_recv(dc, left[i]);
+      for (int i = 0; i < n; ++i) core->control->dispatch_left(dc, left[i]);
   }
   if (by_qpn_entered) dc->forget_qpn(qp->qp_num());
   by_qpn_entered = false;
   qp.reset();
   if (own_rq) {
     own_rq->release_all();
-    eng->remove_queue(own_rq->id());
+    core->remove_queue(own_rq->id());
     own_rq.reset();
   }
   rq = nullptr;
@@ -241,7 +244,7 @@ void ConnBase::finish_teardown() {
   // the unsignaled tail, then the role fails every call that did not finish.
   // Its received calls still waiting for their turn (peer_service.h) go
   // back first, while its receive queue is still there to take them.
-  if (TERN_UNLIKELY(!eng->service.empty())) eng->release_held(this);
+  if (TERN_UNLIKELY(!core->service.empty())) core->release_held(this);
   sq_->release_all([&](const SendCtx& c) { ctx_done(c, false, nullptr); });
   life = State::kDead;
   on_drained();

@@ -2,6 +2,9 @@
 // QP and its send queue, the receive queue it draws on, the connection's
 // life (conn_lifecycle.cc), its counters and telemetry. The roles are two
 // types over it: ClientConn (client_conn.h) and ServerConn (server_conn.h).
+// A connection sees its engine only as a ConnCore (conn_core.h): the pools,
+// scratch, clock, counters and small scheduler all connections share, and a
+// ConnControl for the few control-path requests it makes.
 //
 // A connection's life:
 //   kConnecting -> kReady -> kDraining -> kDead -> reclaimed
@@ -45,13 +48,13 @@
 
 namespace tern::rpc {
 
-class EngineImpl;
+class ConnCore;
 
 class ConnBase : public Connection {
  public:
   enum class State : uint8_t { kConnecting, kReady, kDraining, kDead, kReconnecting };
 
-  ConnBase(EngineImpl* eng, DeviceCtx* dc, bool server);
+  ConnBase(ConnCore* core, DeviceCtx* dc, bool server);
   ~ConnBase() override;
 
   // ---- Connection (the parts both roles share)
@@ -89,7 +92,7 @@ class ConnBase : public Connection {
   // A completion of a chain this connection posted.
   void on_send_completion(const rdma::Wc& wc);
   // A receive completion on this connection's QP (the buffer is held).
-  // Inline (engine_impl.h): every message takes it.
+  // Inline (conn_datapath.h): every message takes it.
   inline void on_receive(MsgBuf* buf, const rdma::Wc& wc);
   // on_receive() of a failed receive or on a connection that is not ready:
   // false when the buffer went back and there is nothing to deliver.
@@ -101,7 +104,7 @@ class ConnBase : public Connection {
   bool post(WrChain& chain, SendCtxKind kind, uint32_t obj, bool signal = false, bool* was_signaled = nullptr);
   bool room(int wrs) const { return sq_->room(wrs); }
   // A receive buffer this connection is done with goes back to its queue
-  // (inline, engine_impl.h).
+  // (inline, conn_datapath.h).
   inline void give_back(MsgBuf* buf);
   // Work waiting for resources (a backlog, queued replies, deferred
   // receives, a drain): run from the engine's service list each poll.
@@ -128,11 +131,12 @@ class ConnBase : public Connection {
   virtual void on_up() {}
 
   // Records one finished call's RTT on the connection and its procedure
-  // (inline, in engine_impl.h).
+  // (inline, conn_datapath.h).
   inline void record_rtt(ProcCounters* pc, uint64_t t0, bool error);
   void register_telemetry();
 
-  EngineImpl* eng;
+  // What it may use of its engine (conn_core.h), and nothing more.
+  ConnCore* core;
   DeviceCtx* dc;
   bool server;
   State life = State::kConnecting;  // as above; Connection::state() is what the host sees
@@ -154,7 +158,7 @@ class ConnBase : public Connection {
   bool lost_to_flush = false;  // lost because its WRs flushed, before the driver said why
   bool sq_drained = false, rq_drained = false;
   bool sq_marker = false, rq_marker = false;  // drain markers posted
-  ListLink<ConnBase> service_link;  // on the engine's service list (EngineImpl::service_list)
+  ListLink<ConnBase> service_link;  // on the engine's service list (ConnCore::service_list)
   bool by_qpn_entered = false;
   // Its peer's place in the service order (peer_service.h): a server
   // connection's, from on_up(); null for a client connection (its receives
@@ -170,7 +174,7 @@ class ConnBase : public Connection {
   std::unique_ptr<Breakdown> bd;
   uint64_t t_created = 0, t_established = 0, t_last = 0;  // ticks
   // The engine's receive batch this connection last had a completion in,
-  // and the index of its last one there (EngineImpl::more_in_batch).
+  // and the index of its last one there (ConnCore::more_in_batch).
   uint64_t rx_batch = 0;
   int rx_last = 0;
   std::string peer_fixed;

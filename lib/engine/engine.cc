@@ -105,30 +105,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& given) {
   e->ns_per_tick = 1e9 / tick_hz();
   if (o.trace_every != 0)
     e->trace = std::make_unique<CallTrace>(o.trace_every, o.trace_capacity, e->ns_per_tick, now_ticks(), monotonic_ns());
-  auto a = mem::Arena::create({.size = o.arena_bytes, .name = "tern-engine"});
-  if (!a) return a.status();
-  e->arena = std::move(a).value();
-#if defined(TERN_DEBUG) && TERN_DEBUG
-  // Test builds: recycled buffers are poisoned, so that one reused while a
-  // device or peer may still read it shows up as corrupted data.
-  e->poison = true;
-#endif
-  e->send_bufs = std::make_unique<MsgBufPool>(e->arena.get(), o.inline_send, o.send_buffers, e->poison);
-  e->recv_bufs = std::make_unique<MsgBufPool>(e->arena.get(), o.inline_recv, o.recv_buffers, e->poison);
-  e->service.set_capacity(o.recv_buffers);
-  e->send_bufs_low = EngineImpl::three_quarters(e->send_bufs->max_count());
-  e->srv_calls_low = EngineImpl::three_quarters(e->srv_call_cap);
-  const size_t block = pow2_at_least(std::max<size_t>({o.max_bulk, size_t{o.max_reply} + 256, o.max_long_call}));
-  const size_t bulk_bytes = o.bulk_pool_bytes / block * block;
-  auto* bulk_mem = static_cast<uint8_t*>(e->arena->carve(bulk_bytes, 4096));
-  if (bulk_mem == nullptr)
-    return make_error(Errc::kNoResources, "engine: the arena cannot hold a %zu-byte bulk pool", bulk_bytes);
-  e->bulk = std::make_unique<BulkPool>(bulk_mem, bulk_bytes, 4096, block, e->poison);
-  // The reserve peers beyond their share leave free: an eighth of the pool
-  // by default, room for one largest call at least, half the pool at most.
-  const size_t reserve = o.bulk_pool_reserve_bytes != 0 ? o.bulk_pool_reserve_bytes : bulk_bytes / 8;
-  const size_t half = bulk_bytes / 2;
-  e->shares = std::make_unique<BulkShares>(bulk_bytes, std::clamp(reserve, std::min(block, half), half), block);
+  TERN_TRY(e->make_pools());
   e->rw_timeout_ticks = ticks_from_ns(uint64_t{o.server_rw_timeout_ms} * 1'000'000);
   // The longest a connection that is up goes between two looks of the
   // timers (ClientConn::refile_at): the shorter of the two keepalive times.
@@ -154,9 +131,40 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& given) {
   return std::unique_ptr<Engine>(std::move(e));
 }
 
-EngineImpl::EngineImpl(const EngineOptions& o)
+ConnCore::ConnCore(const EngineOptions& o)
     : opt(o), requests(o.max_calls), srv_calls(std::max<uint32_t>(o.recv_buffers * 2 + 64, 256)),
       srv_call_cap(std::max<uint32_t>(o.recv_buffers * 2 + 64, 256)) {}
+
+EngineImpl::EngineImpl(const EngineOptions& o) : ConnCore(o) { control = this; }
+
+Status ConnCore::make_pools() {
+  const EngineOptions& o = opt;
+  auto a = mem::Arena::create({.size = o.arena_bytes, .name = "tern-engine"});
+  if (!a) return a.status();
+  arena = std::move(a).value();
+#if defined(TERN_DEBUG) && TERN_DEBUG
+  // Test builds: recycled buffers are poisoned, so that one reused while a
+  // device or peer may still read it shows up as corrupted data.
+  poison = true;
+#endif
+  send_bufs = std::make_unique<MsgBufPool>(arena.get(), o.inline_send, o.send_buffers, poison);
+  recv_bufs = std::make_unique<MsgBufPool>(arena.get(), o.inline_recv, o.recv_buffers, poison);
+  service.set_capacity(o.recv_buffers);
+  send_bufs_low = ConnCore::three_quarters(send_bufs->max_count());
+  srv_calls_low = ConnCore::three_quarters(srv_call_cap);
+  const size_t block = pow2_at_least(std::max<size_t>({o.max_bulk, size_t{o.max_reply} + 256, o.max_long_call}));
+  const size_t bulk_bytes = o.bulk_pool_bytes / block * block;
+  auto* bulk_mem = static_cast<uint8_t*>(arena->carve(bulk_bytes, 4096));
+  if (bulk_mem == nullptr)
+    return make_error(Errc::kNoResources, "engine: the arena cannot hold a %zu-byte bulk pool", bulk_bytes);
+  bulk = std::make_unique<BulkPool>(bulk_mem, bulk_bytes, 4096, block, poison);
+  // The reserve peers beyond their share leave free: an eighth of the pool
+  // by default, room for one largest call at least, half the pool at most.
+  const size_t reserve = o.bulk_pool_reserve_bytes != 0 ? o.bulk_pool_reserve_bytes : bulk_bytes / 8;
+  const size_t half = bulk_bytes / 2;
+  shares = std::make_unique<BulkShares>(bulk_bytes, std::clamp(reserve, std::min(block, half), half), block);
+  return Status::ok();
+}
 
 EngineImpl::~EngineImpl() {
   // Every outstanding call completes once, after its registrations are
@@ -326,7 +334,7 @@ Result<DeviceCtx*> EngineImpl::device(std::string_view spec) {
   return devices.back().get();
 }
 
-uint16_t EngineImpl::add_queue(RecvQueue* q) {
+uint16_t ConnCore::add_queue(RecvQueue* q) {
   if (!free_queue_ids.empty()) {
     uint16_t id = free_queue_ids.back();
     free_queue_ids.pop_back();
@@ -338,11 +346,19 @@ uint16_t EngineImpl::add_queue(RecvQueue* q) {
   return static_cast<uint16_t>(queues.size() - 1);
 }
 
-void EngineImpl::remove_queue(uint16_t id) {
+void ConnCore::remove_queue(uint16_t id) {
   for (RecvQueue*& q : to_post)
     if (q == queues[id]) q = nullptr;
   queues[id] = nullptr;
   free_queue_ids.push_back(id);
+}
+
+EngineMr* EngineImpl::registration_elsewhere(const ConnBase* me, const PdCtx* pdc, uint32_t rkey) {
+  for (auto& c : conns) {
+    if (!c || c.get() == me || c->server || c->pdc != pdc) continue;
+    if (EngineMr* m = static_cast<ClientConn*>(c.get())->live_registration(rkey); m != nullptr) return m;
+  }
+  return nullptr;
 }
 
 void EngineImpl::enter(ConnBase* c) {

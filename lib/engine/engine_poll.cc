@@ -124,7 +124,7 @@ int EngineImpl::serve_held() {
   return static_cast<int>(n) + (service.empty() ? 0 : 1);
 }
 
-void EngineImpl::release_held(const ConnBase* c) {
+void ConnCore::release_held(const ConnBase* c) {
   const uint32_t n = service.release(c);
   const uint32_t* order = service.order();
   ++rx_batch;  // none of them is "in hand" for another
@@ -134,7 +134,7 @@ void EngineImpl::release_held(const ConnBase* c) {
   }
 }
 
-void EngineImpl::wait_for_memory(SrvCall* sc) {
+void ConnCore::wait_for_memory(SrvCall* sc) {
   if (sc->waiting) return;
   sc->waiting = true;
   shares->enqueue(static_cast<ServerConn*>(sc->conn)->share, sc);
@@ -142,7 +142,7 @@ void EngineImpl::wait_for_memory(SrvCall* sc) {
   st.memory_waits.add();
 }
 
-void EngineImpl::stop_waiting(SrvCall* sc, bool served) {
+void ConnCore::stop_waiting(SrvCall* sc, bool served) {
   if (!sc->waiting) return;
   shares->dequeue(static_cast<ServerConn*>(sc->conn)->share, sc, served);
   sc->waiting = false;

@@ -160,10 +160,11 @@ StatsView conn_counters_view(const ConnCounters& c) {
 }
 
 void ConnBase::register_telemetry() {
-  if (eng->tel_id.empty() || tsrc.registered()) return;
+  const std::string& tel_id = core->control->telemetry_id();
+  if (tel_id.empty() || tsrc.registered()) return;
   peer_fixed = peer_name();
   auto src = telemetry::register_source(
-      "conn", eng->tel_id + "." + std::to_string(id),
+      "conn", tel_id + "." + std::to_string(id),
       [](void* ctx, telemetry::Reply* out) {
         auto* c = static_cast<const ConnBase*>(ctx);
         out->add_u64("id", c->id);
@@ -197,23 +198,27 @@ void register_device_telemetry(const std::string& engine_tel_id, DeviceCtx* dc) 
   if (src) dc->tsrc = std::move(src).value();
 }
 
-ProcCounters* EngineImpl::proc_counters(uint32_t prog, uint32_t vers, uint32_t proc, bool server) {
+ProcCounters* ConnCore::proc_counters(uint32_t prog, uint32_t vers, uint32_t proc, bool server) {
   // prog and proc are 32 bits, vers in practice small: fold into one key
   // with the side; a collision only merges two procedures' figures.
   uint64_t key = (static_cast<uint64_t>(prog) << 32) ^ (static_cast<uint64_t>(vers) << 20) ^
                  (static_cast<uint64_t>(proc) << 1) ^ (server ? 1u : 0u);
-  auto it = procs_.find(key);
-  if (it != procs_.end()) return it->second.get();
-  if (!server && procs_.size() >= kMaxProcs) {
+  auto it = procs.find(key);
+  if (it != procs.end()) return it->second.get();
+  if (!server && procs.size() >= kMaxProcs) {
     // A client calling more procedures than we keep: the rest share one entry.
-    if (unknown_proc_ == nullptr) unknown_proc_ = proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, false);
-    return unknown_proc_;
+    if (unknown_proc == nullptr) unknown_proc = proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, false);
+    return unknown_proc;
   }
+  return control->add_proc_counters(key, prog, vers, proc, server);
+}
+
+ProcCounters* EngineImpl::add_proc_counters(uint64_t key, uint32_t prog, uint32_t vers, uint32_t proc, bool server) {
   auto pc = std::make_unique<ProcCounters>();
   pc->prog = prog, pc->vers = vers, pc->proc = proc, pc->server = server;
   ProcCounters* p = pc.get();
-  procs_.emplace(key, std::move(pc));
-  proc_order_.push_back(p);
+  procs.emplace(key, std::move(pc));
+  proc_order.push_back(p);
   if (!tel_id.empty()) {
     char id[96];
     std::snprintf(id, sizeof id, "%s.%u.%u.%u.%c", tel_id.c_str(), prog, vers, proc, server ? 's' : 'c');
@@ -244,7 +249,7 @@ ConnectionStats ConnBase::stats() const {
   s.peer = peer_name();
   s.state = state_name(life);
   uint64_t now = now_ticks();
-  auto ns = [&](uint64_t ticks) { return static_cast<uint64_t>(static_cast<double>(ticks) * eng->ns_per_tick); };
+  auto ns = [&](uint64_t ticks) { return static_cast<uint64_t>(static_cast<double>(ticks) * core->ns_per_tick); };
   if (t_established != 0) {
     s.connect_ns = ns(t_established - t_created);
     s.age_ns = ns(now - t_established);
@@ -285,8 +290,8 @@ std::vector<ConnectionStats> EngineImpl::connection_stats() const {
 
 std::vector<ProcedureStats> EngineImpl::procedure_stats() const {
   std::vector<ProcedureStats> v;
-  v.reserve(proc_order_.size());
-  for (const ProcCounters* p : proc_order_) {
+  v.reserve(proc_order.size());
+  for (const ProcCounters* p : proc_order) {
     ProcedureStats s;
     s.prog = p->prog, s.vers = p->vers, s.proc = p->proc, s.server = p->server;
     s.ops = p->ops.get(), s.errors = p->errors.get();

@@ -4,7 +4,9 @@
 // posting its reply, freeing it. Every state change here goes through
 // enter(); the receive, read/write and reply files only raise events.
 #include "base/clock.h"
-#include "engine/engine_impl.h"
+#include "engine/conn_core.h"
+#include "engine/conn_datapath.h"
+#include "engine/server_conn.h"
 #include "engine/server_call_machine.h"
 
 namespace tern::rpc {
@@ -34,7 +36,7 @@ void srv_transition_refused(const SrvCall* sc, SrvState to) {
 // chunks (an inline call needs nothing else). Inline: the common call's
 // path is a test and a buffer.
 inline bool ServerConn::take_memory(SrvCall* sc, bool turn) {
-  if (sc->sendbuf == nullptr && (sc->sendbuf = eng->send_bufs->get()) == nullptr) {
+  if (sc->sendbuf == nullptr && (sc->sendbuf = core->send_bufs->get()) == nullptr) {
     sc->pool_need = 0;  // queued for a send buffer; what it needs of the pool is measured on its turn
     return false;
   }
@@ -43,7 +45,7 @@ inline bool ServerConn::take_memory(SrvCall* sc, bool turn) {
 }
 
 inline void ServerConn::drop_memory(SrvCall* sc) {
-  if (sc->sendbuf != nullptr) eng->send_bufs->put(sc->sendbuf);
+  if (sc->sendbuf != nullptr) core->send_bufs->put(sc->sendbuf);
   sc->sendbuf = nullptr;
   if (sc->pool_memory) drop_pool_memory(sc);  // not the common case: an inline call held only its send buffer
 }
@@ -57,20 +59,20 @@ inline void ServerConn::start(SrvCall* sc, bool turn) {
   // line: inlined here it made every call save six registers and a frame.
   const ChunkLists& ch = sc->chunks;
   if (TERN_LIKELY(ch.nreads == 0 && ch.nwrites == 0 && !ch.has_reply && !sc->waiting && sc->answer < 0)) {
-    if (sc->sendbuf != nullptr || (sc->sendbuf = eng->send_bufs->get()) != nullptr) {
+    if (sc->sendbuf != nullptr || (sc->sendbuf = core->send_bufs->get()) != nullptr) {
       dispatch(sc);
       return;
     }
     sc->pool_need = 0;  // as take_memory(): queued for a send buffer
-    eng->wait_for_memory(sc);
+    core->wait_for_memory(sc);
     return;
   }
   [](ServerConn* conn, SrvCall* sc, bool turn) __attribute__((noinline)) {
     if (!conn->take_memory(sc, turn)) {
-      conn->eng->wait_for_memory(sc);
+      conn->core->wait_for_memory(sc);
       return;
     }
-    if (sc->waiting) conn->eng->stop_waiting(sc, true);
+    if (sc->waiting) conn->core->stop_waiting(sc, true);
     if (sc->answer >= 0) {
       conn->answer_now(sc, sc->answer, sc->answer_low, sc->answer_high);
       return;
@@ -113,7 +115,7 @@ void ServerConn::process(SrvCall* sc, SrvEvent ev, const Wc* wc) {
       return;
     case SrvEvent::kPulled: {
       TERN_ASSERT(sc->state() == SrvState::kPulling);
-      eng->rw_due.disarm(sc);
+      core->rw_due.disarm(sc);
       if (wc->status != WcStatus::kSuccess) {
         // The pull failed (the client's rkey was refused, or the QP died):
         // the connection is gone; the drain frees the call.
@@ -157,7 +159,7 @@ void ServerConn::process(SrvCall* sc, SrvEvent ev, const Wc* wc) {
     case SrvEvent::kSendReleased:
       // The reply's WRITEs and Send are done: its buffers may be reused.
       sc->send_owner = false;
-      eng->rw_due.disarm(sc);
+      core->rw_due.disarm(sc);
       if (sc->state() == SrvState::kSent) free_call(sc);
       return;
     case SrvEvent::kConnLost:
@@ -259,8 +261,8 @@ void ServerConn::answer_now(SrvCall* sc, int accept, uint32_t low, uint32_t high
 
 void ServerConn::free_call(SrvCall* sc) {
   TERN_ASSERT(!sc->handler_owner && !sc->send_owner);
-  if (sc->waiting) eng->stop_waiting(sc, false);
-  eng->rw_due.disarm(sc);
+  if (sc->waiting) core->stop_waiting(sc, false);
+  core->rw_due.disarm(sc);
   drop_memory(sc);
   if (MsgBuf* rep = sc->rep) {
     sc->rep = nullptr;
@@ -279,7 +281,7 @@ void ServerConn::free_call(SrvCall* sc) {
   sc->msg_len = sc->long_len = 0;
   sc->nbulk = 0;
   sc->ts_pulled = sc->ts_handler = sc->ts_replied = 0;  // send_rdma_error's calls skip handle_call
-  eng->srv_calls.put(sc);
+  core->srv_calls.put(sc);
   --calls_held;
   if (life == State::kDead && calls_held == 0) want_service();  // to be reclaimed
 }

@@ -22,7 +22,7 @@ struct RpcCall;
 
 class ServerConn final : public ConnBase {
  public:
-  ServerConn(EngineImpl* eng, DeviceCtx* dc);
+  ServerConn(ConnCore* core, DeviceCtx* dc);
   ~ServerConn() override;
 
   // ---- Connection
@@ -49,7 +49,7 @@ class ServerConn final : public ConnBase {
   void on_up() override;
   std::string peer_key;  // Qp::peer_host(): the client as it stays across its reconnects
   // Connection admission (conn_admission.h): the peer it counts for in
-  // EngineImpl::peers (from the request, so the same key leaves as came),
+  // the engine's admission table (from the request, so the same key leaves as came),
   // while in_peer_table; reaped: closed to make room, its slot given up.
   std::string admitted_peer;
   bool in_peer_table = false;

@@ -9,7 +9,9 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "engine/engine_impl.h"
+#include "engine/conn_core.h"
+#include "engine/conn_datapath.h"
+#include "engine/server_conn.h"
 #include "engine/server_call_machine.h"
 #include "engine/wire.h"
 
@@ -17,39 +19,38 @@ namespace tern::rpc {
 
 using namespace tern::rdma;
 
-ServerConn::ServerConn(EngineImpl* e, DeviceCtx* d) : ConnBase(e, d, true) {}
+ServerConn::ServerConn(ConnCore* e, DeviceCtx* d) : ConnBase(e, d, true) {}
 
 ServerConn::~ServerConn() {
   for (size_t i = 0; i < deferred.size(); ++i) give_back(deferred[i]);
   if (rq != nullptr) rq->grants().leave(&grant);
-  if (in_peer_table) eng->peers.remove(admitted_peer);
-  if (reaped) --eng->reaping;
-  if (share != nullptr) eng->shares->detach(share);
+  if (in_peer_table || reaped) core->control->server_gone(admitted_peer, in_peer_table, reaped);
+  if (share != nullptr) core->shares->detach(share);
 }
 
 void ServerConn::on_up() {
   // Admission may have named the peer from its connection request already.
   if (peer_key.empty()) peer_key = qp->peer_host();
-  if (share == nullptr) share = eng->shares->attach(peer_key);
+  if (share == nullptr) share = core->shares->attach(peer_key);
   svc_peer = &share->svc;
 }
 
 uint8_t* ServerConn::pool_get(SrvCall* sc, size_t len) {
-  uint8_t* p = eng->bulk->get(len);
+  uint8_t* p = core->bulk->get(len);
   if (p != nullptr) {
-    const size_t sz = eng->bulk->block_for(len);
+    const size_t sz = core->bulk->block_for(len);
     sc->pool_bytes += sz;
-    eng->shares->charge(share, sz);
+    core->shares->charge(share, sz);
   }
   return p;
 }
 
 void ServerConn::pool_put(SrvCall* sc, uint8_t* p) {
-  const size_t sz = eng->bulk->block_size(p);
-  eng->bulk->put(p);
+  const size_t sz = core->bulk->block_size(p);
+  core->bulk->put(p);
   TERN_ASSERT(sc->pool_bytes >= sz);
   sc->pool_bytes -= sz;
-  eng->shares->credit(share, sz);
+  core->shares->credit(share, sz);
 }
 
 void ServerConn::rw_timed_out(SrvCall* sc, RwWait what, uint64_t ticks) {
@@ -60,14 +61,14 @@ void ServerConn::rw_timed_out(SrvCall* sc, RwWait what, uint64_t ticks) {
   // touch it. A peer that does not take a plain reply holds its send buffer,
   // its server call and its credits the same way: the drain gives those back
   // too (its credits to the pool, for the other peers).
-  eng->st.rw_timeouts.add();
+  core->st.rw_timeouts.add();
   Status why = make_error(
       Errc::kTimedOut, "it did not %s of call %u within %u ms (server_rw_timeout_ms; %.0f ms since the post, %zu "
                        "bytes of the bulk pool held)",
       what == RwWait::kPull   ? "complete the RDMA READ of its read chunks"
       : what == RwWait::kPush ? "take the reply (RDMA WRITEs and Send)"
                               : "take the reply (its Send: no receive posted for it, or its QP not progressing)",
-      sc->xid_, eng->opt.server_rw_timeout_ms, ns_from_ticks(ticks) / 1e6, sc->pool_bytes);
+      sc->xid_, core->opt.server_rw_timeout_ms, ns_from_ticks(ticks) / 1e6, sc->pool_bytes);
   TERN_LOG(kWarn, "engine", "conn %llu: dropping the connection to %s: %s", static_cast<unsigned long long>(id),
            peer_name().c_str(), why.message().c_str());
   on_disconnected(std::move(why));
@@ -79,7 +80,7 @@ void ServerConn::on_message(MsgBuf* rep) {
   if (!deferred.empty()) {
     // Calls that came while no server call was free go first, in order.
     deferred.push_back(rep);
-    eng->st.calls_deferred.add();
+    core->st.calls_deferred.add();
     want_service();
     return;
   }
@@ -87,11 +88,11 @@ void ServerConn::on_message(MsgBuf* rep) {
 }
 
 void ServerConn::handle_call(MsgBuf* rep) {
-  SrvCall* sc = eng->srv_calls.get();
+  SrvCall* sc = core->srv_calls.get();
   if (sc == nullptr) {
     // Every server call is busy: the message waits with its buffer until
     // one frees up (its grant accounts for the buffer).
-    eng->st.calls_deferred.add();
+    core->st.calls_deferred.add();
     deferred.push_front(rep);
     want_service();
     return;
@@ -105,15 +106,15 @@ void ServerConn::handle_call(MsgBuf* rep) {
   const bool plain = wire::decode_plain_call(msg, &in, &rc);
   if (plain) sc->chunks.clear();
   else wire::decode_call_header(msg, &in, &sc->chunks);
-  if (in.verdict != wire::Incoming::Verdict::kOk) eng->srv_calls.put(sc);
+  if (in.verdict != wire::Incoming::Verdict::kOk) core->srv_calls.put(sc);
   switch (in.verdict) {
     case wire::Incoming::Verdict::kDrop:
-      eng->st.bad_headers.add();
+      core->st.bad_headers.add();
       give_back(rep);
       return;
     case wire::Incoming::Verdict::kErrVers:
     case wire::Incoming::Verdict::kErrChunk:
-      eng->st.bad_headers.add();
+      core->st.bad_headers.add();
       send_rdma_error(rep, in.xid, in.verdict == wire::Incoming::Verdict::kErrVers);
       return;
     case wire::Incoming::Verdict::kOk:
@@ -123,18 +124,18 @@ void ServerConn::handle_call(MsgBuf* rep) {
   // (credits.h explains why the check can be strict). More is a protocol
   // error: it is using receive buffers other connections were promised.
   if (!rq->grants().on_call(&grant)) {
-    eng->srv_calls.put(sc);
+    core->srv_calls.put(sc);
     give_back(rep);
     protocol_error(make_error(Errc::kRemoteError, "it sent call %u with %u outstanding, over its grant of %u",
                               in.xid, grant.unreplied, grant.granted));
     return;
   }
-  // Counted engine-wide too, as replies are: a server's `calls` stayed 0
-  // while its `replies` counted (issue 24).
-  eng->st.calls.add();
+  // Counted engine-wide too, as replies are, so that a server engine's
+  // `calls` and `replies` tell the same story as a client's.
+  core->st.calls.add();
   cs.calls.add();
   // Chunks larger than this server takes: RFC 8166's ERR_CHUNK.
-  const EngineOptions& o = eng->opt;
+  const EngineOptions& o = core->opt;
   uint64_t bulk = 0;
   bool too_big = false;
   for (int c = 0; c < sc->chunks.nreads; ++c) {
@@ -146,7 +147,7 @@ void ServerConn::handle_call(MsgBuf* rep) {
     // Answered before it becomes a call: the server call never leaves the
     // pool's state (kFree) and goes straight back, as for a bad header.
     // Its credit comes back with the answer.
-    eng->srv_calls.put(sc);
+    core->srv_calls.put(sc);
     rq->grants().on_replied(&grant);
     send_rdma_error(rep, in.xid, false);
     return;
@@ -210,7 +211,7 @@ bool ServerConn::decode_rpc(SrvCall* sc) {
     sc->answer = rc.rpc_mismatch ? wire::kReplyRpcMismatch
                  : rc.bad_auth   ? wire::kReplyAuthError
                                  : static_cast<int>(AcceptStat::kGarbageArgs);
-    sc->pc = eng->proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, true);
+    sc->pc = core->proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, true);
     return true;
   }
   route(sc, rc, msg);
@@ -223,9 +224,9 @@ void ServerConn::route(SrvCall* sc, const wire::RpcCall& rc, std::span<const uin
   sc->hdr_ = msg.first(rc.header_len);
   AcceptStat why;
   uint32_t low = 0, high = 0;
-  sc->handler = eng->handlers.find(rc.prog, rc.vers, rc.proc, &why, &low, &high);
+  sc->handler = core->handlers.find(rc.prog, rc.vers, rc.proc, &why, &low, &high);
   // Calls no handler serves share one entry: a peer cannot grow the table.
-  sc->pc = sc->handler != nullptr ? sc->handler->pc : eng->proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, true);
+  sc->pc = sc->handler != nullptr ? sc->handler->pc : core->proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, true);
   if (sc->handler == nullptr) {
     sc->answer = static_cast<int>(why);
     sc->answer_low = low, sc->answer_high = high;
@@ -279,8 +280,8 @@ bool ServerConn::take_pool_memory(SrvCall* sc, bool turn) {
   // All or nothing: either the call gets everything it needs from the pools
   // or it holds nothing, so calls waiting for memory can never each hold
   // what another needs. (Its send buffer, taken first, is kept.)
-  BulkPool& pool = *eng->bulk;
-  const EngineOptions& o = eng->opt;
+  BulkPool& pool = *core->bulk;
+  const EngineOptions& o = core->opt;
   const bool placer = sc->handler != nullptr && sc->handler->place != nullptr;
   sc->pool_memory = true;
   // What it needs, first (0: nothing there): its peer's share decides
@@ -305,7 +306,7 @@ bool ServerConn::take_pool_memory(SrvCall* sc, bool turn) {
   for (size_t l : len)
     if (l != 0) need += pool.block_for(l);
   sc->pool_need = need;
-  if (!eng->shares->may_take(share, need, pool.capacity() - pool.in_use(), turn)) return false;
+  if (!core->shares->may_take(share, need, pool.capacity() - pool.in_use(), turn)) return false;
   uint8_t* got[kStaging + 1] = {};
   for (int i = 0; i <= kStaging; ++i) {
     if (len[i] == 0) continue;
@@ -365,9 +366,9 @@ int ServerConn::service(bool* more) {
     // Calls that came while every server call was busy.
     while (!deferred.empty() && life == State::kReady) {
       MsgBuf* rep = deferred.front();
-      SrvCall* probe = eng->srv_calls.get();
+      SrvCall* probe = core->srv_calls.get();
       if (probe == nullptr) break;
-      eng->srv_calls.put(probe);
+      core->srv_calls.put(probe);
       deferred.pop_front();
       handle_call(rep);
       ++work;
@@ -381,11 +382,11 @@ int ServerConn::service(bool* more) {
 void ServerConn::ctx_done(const SendCtx& ctx, bool own, const Wc* wc) {
   switch (ctx.kind) {
     case SendCtxKind::kReplySend:
-      process(eng->srv_calls.at(ctx.obj), SrvEvent::kSendReleased);
+      process(core->srv_calls.at(ctx.obj), SrvEvent::kSendReleased);
       break;
     case SendCtxKind::kRead: {
       // Always signaled: only its own completion (or teardown) reaches it.
-      SrvCall* sc = eng->srv_calls.at(ctx.obj);
+      SrvCall* sc = core->srv_calls.at(ctx.obj);
       if (own && wc != nullptr && sc->state() == SrvState::kPulling) process(sc, SrvEvent::kPulled, wc);
       break;
     }
@@ -403,8 +404,8 @@ void ServerConn::on_lost() {
   pulls.clear();
   for (size_t i = 0; i < deferred.size(); ++i) give_back(deferred[i]);
   deferred.clear();
-  for (uint32_t i = 0; i < eng->srv_calls.made(); ++i) {
-    SrvCall* sc = eng->srv_calls.at(i);
+  for (uint32_t i = 0; i < core->srv_calls.made(); ++i) {
+    SrvCall* sc = core->srv_calls.at(i);
     if (sc->conn == this && sc->state() != SrvState::kFree) {
       sc->pull_waiting = false;
       process(sc, SrvEvent::kConnLost);
@@ -413,8 +414,8 @@ void ServerConn::on_lost() {
 }
 
 void ServerConn::on_drained() {
-  for (uint32_t i = 0; i < eng->srv_calls.made(); ++i) {
-    SrvCall* sc = eng->srv_calls.at(i);
+  for (uint32_t i = 0; i < core->srv_calls.made(); ++i) {
+    SrvCall* sc = core->srv_calls.at(i);
     if (sc->conn == this && sc->state() != SrvState::kFree) process(sc, SrvEvent::kDrained);
   }
   // Its credits go back to the pool for other connections.

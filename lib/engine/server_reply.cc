@@ -13,7 +13,9 @@
 #include "base/log.h"
 #include "base/process_key.h"
 #include "engine/args_digest.h"
-#include "engine/engine_impl.h"
+#include "engine/conn_core.h"
+#include "engine/conn_datapath.h"
+#include "engine/server_conn.h"
 #include "engine/server_call_machine.h"
 #include "engine/wire.h"
 
@@ -33,10 +35,10 @@ uint32_t SrvCall::write_chunk_capacity(uint32_t chunk) const {
 }
 
 std::span<uint8_t> SrvCall::write_chunk_buffer(uint32_t chunk, uint32_t len) {
-  const EngineOptions& o = conn->eng->opt;
+  const EngineOptions& o = conn->core->opt;
   TERN_REQUIRE(chunk < kMaxWriteChunks, "write_chunk_buffer(%u): at most %d write chunks", chunk, kMaxWriteChunks);
   TERN_REQUIRE(len <= o.max_bulk, "write_chunk_buffer(%u) over max_bulk %u", len, o.max_bulk);
-  BulkPool& pool = *conn->eng->bulk;
+  BulkPool& pool = *conn->core->bulk;
   if (write_buf[chunk] != nullptr && pool.block_size(write_buf[chunk]) >= len) return {write_buf[chunk], len};
   // Not set aside (a handler with a Placer, or more than the chunk holds):
   // from the pool now, which may have nothing left. Its peer's share counts
@@ -97,7 +99,7 @@ Status SrvCall::reply_error(AcceptStat stat) {
 // (docs/nfs-gateway.md).
 inline void ServerConn::cover_grants() {
   if (TERN_UNLIKELY(rq->pending() > rq->grants().free()) && (rq->shared() || life == State::kReady))
-    rq->post(&eng->st.recvs_posted, &eng->st.recv_batches);
+    rq->post(&core->st.recvs_posted, &core->st.recv_batches);
 }
 
 // The common end of reply() and reply_inline(), once the reply message is
@@ -113,23 +115,23 @@ inline void ServerConn::cover_grants() {
   }
   rq->grants().on_replied(&grant);
   cover_grants();
-  eng->st.replies.add();
+  core->st.replies.add();
   cs.replies.add();
   cs.sends.add();
   cs.bytes_sent.add(sc->msg_len);
   if (bulk_bytes > 0) {
     cs.write_chunks.add();
     cs.write_chunk_bytes.add(bulk_bytes);
-    eng->st.write_chunks.add();
+    core->st.write_chunks.add();
   }
   if (sc->long_len > 0) {
-    eng->st.reply_chunks.add();
+    core->st.reply_chunks.add();
     cs.nomsg.add();
     cs.reply_chunks.add();
     cs.reply_chunk_bytes.add(sc->long_len);
   }
   if (sc->inv_rkey != 0) {
-    eng->st.remote_invalidations.add();
+    core->st.remote_invalidations.add();
     cs.remote_invalidations.add();
   }
   if (sc->pc != nullptr) sc->pc->bytes_sent.add(sc->msg_len + bulk_bytes + sc->long_len);
@@ -210,7 +212,7 @@ Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::spa
     sc->nbulk = 0;
     sc->long_len = 0;
     sc->msg_len = static_cast<uint32_t>(wire::encode_rdma_error(sb, room, sc->xid_, credits, false));
-    eng->st.rdma_errors_sent.add();
+    core->st.rdma_errors_sent.add();
     cs.errors.add();
   }
   uint64_t bulk_bytes = 0;
@@ -220,7 +222,7 @@ Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::spa
     for (int i = 0; i < written.writes[c].nsegs; ++i) writes += written.writes[c].segs[i].length > 0;
   if (sc->long_len > 0)
     for (int i = 0; i < written.reply.nsegs; ++i) writes += written.reply.segs[i].length > 0;
-  eng->st.rdma_writes.add(static_cast<uint64_t>(writes));
+  core->st.rdma_writes.add(static_cast<uint64_t>(writes));
   replied(sc, bulk_bytes, accept != 0 || err_chunk);
   return Status::ok();
 }
@@ -233,9 +235,9 @@ uint32_t ServerConn::grant_for_reply(const SrvCall* sc) {
   if (TERN_UNLIKELY(sc->wanted > grant.granted)) {
     [](ServerConn* c, const SrvCall* sc) __attribute__((noinline)) {
       const uint32_t want = std::min<uint32_t>(
-          std::min<uint32_t>(sc->wanted, c->eng->opt.credits) - c->grant.granted, c->rq->grants().spare());
+          std::min<uint32_t>(sc->wanted, c->core->opt.credits) - c->grant.granted, c->rq->grants().spare());
       if (c->rq->grants().free() < want && c->rq->grow(want - c->rq->grants().free()) > 0)
-        c->eng->queue_needs_post(c->rq);
+        c->core->queue_needs_post(c->rq);
     }(this, sc);
   }
   return rq->grants().grant_for_reply(&grant, sc->wanted);
@@ -268,12 +270,12 @@ inline bool ServerConn::reply_inline(SrvCall* sc, std::span<const uint8_t> resul
 void ServerConn::drop(SrvCall* sc) {
   // Released unanswered. Its receive buffer and memory go back now; its
   // client's credit stays taken (no reply carries it back).
-  if (sc->state() != SrvState::kOrphaned) eng->st.calls_dropped.add();
+  if (sc->state() != SrvState::kOrphaned) core->st.calls_dropped.add();
   process(sc, SrvEvent::kDropped);
 }
 
 bool ServerConn::reply_fits(SrvCall* sc) {
-  WrChain& chain = eng->chain;
+  WrChain& chain = core->chain;
   if (sc->nbulk == 0 && sc->long_len == 0) {
     chain.clear();
     add_reply_send(sc, chain);  // nothing to WRITE: the Send alone
@@ -284,7 +286,7 @@ bool ServerConn::reply_fits(SrvCall* sc) {
 }
 
 void ServerConn::post_reply(SrvCall* sc) {
-  WrChain& chain = eng->chain;  // as reply_fits() built it
+  WrChain& chain = core->chain;  // as reply_fits() built it
   // The reply that leaves its connection with no call in progress is
   // signaled (svcrdma signals every reply): a connection that goes quiet
   // then holds no server call and no send buffer, where a batched one
@@ -293,11 +295,11 @@ void ServerConn::post_reply(SrvCall* sc) {
   // in the receive batch being dispatched counts as in progress: its reply
   // comes in this same poll() and is the one signaled (without this, a
   // server answering each call as it arrives signals every reply).
-  const bool quiet = grant.unreplied == 0 && deferred.empty() && !eng->more_in_batch(this);
+  const bool quiet = grant.unreplied == 0 && deferred.empty() && !core->more_in_batch(this);
   // A reply that holds bulk memory (or pushes the host's) waits for its
   // peer to take it, under a deadline (rw_deadline.h): signaled, so that its
   // own completion -- not a later reply's -- says when the peer did.
-  const bool push = (sc->pool_memory || sc->nbulk > 0 || sc->long_len > 0) && eng->rw_timeout_ticks != 0;
+  const bool push = (sc->pool_memory || sc->nbulk > 0 || sc->long_len > 0) && core->rw_timeout_ticks != 0;
   // Any other reply whose Send is signaled is under the same deadline: a
   // peer that never takes its replies (posts no receive, or stops
   // progressing its QP) would otherwise hold the call, its send buffer and
@@ -312,8 +314,8 @@ void ServerConn::post_reply(SrvCall* sc) {
   // A refusal fails the connection; the drain frees the call.
   if (post(chain, SendCtxKind::kReplySend, sc->index, quiet || push, &signaled)) {
     sc->send_owner = true;
-    if (signaled && eng->rw_timeout_ticks != 0)
-      eng->rw_due.arm(sc, push ? RwWait::kPush : RwWait::kReply, now_ticks());
+    if (signaled && core->rw_timeout_ticks != 0)
+      core->rw_due.arm(sc, push ? RwWait::kPush : RwWait::kReply, now_ticks());
   }
   if (TERN_UNLIKELY(bd != nullptr) && sc->ts_replied != 0) {
     const uint64_t now = now_ticks();
@@ -327,12 +329,12 @@ void ServerConn::post_reply(SrvCall* sc) {
 }
 
 void ServerConn::send_rdma_error(MsgBuf* rep, uint32_t xid, bool vers) {
-  SrvCall* sc = eng->srv_calls.get();
-  MsgBuf* sb = sc != nullptr ? eng->send_bufs->get() : nullptr;
+  SrvCall* sc = core->srv_calls.get();
+  MsgBuf* sb = sc != nullptr ? core->send_bufs->get() : nullptr;
   if (sb == nullptr || !room(1)) {
     // No room to answer: drop it, as for garbage.
-    if (sb != nullptr) eng->send_bufs->put(sb);
-    if (sc != nullptr) eng->srv_calls.put(sc);
+    if (sb != nullptr) core->send_bufs->put(sb);
+    if (sc != nullptr) core->srv_calls.put(sc);
     give_back(rep);
     return;
   }
@@ -348,7 +350,7 @@ void ServerConn::send_rdma_error(MsgBuf* rep, uint32_t xid, bool vers) {
   sc->msg_len = static_cast<uint32_t>(wire::encode_rdma_error(sb->data, inline_send, xid, grant.granted, vers));
   give_back(rep);
   cover_grants();
-  eng->st.rdma_errors_sent.add();
+  core->st.rdma_errors_sent.add();
   cs.errors.add();
   cs.sends.add();
   cs.bytes_sent.add(sc->msg_len);
@@ -356,12 +358,12 @@ void ServerConn::send_rdma_error(MsgBuf* rep, uint32_t xid, bool vers) {
 }
 
 void ServerConn::post_error_answer(SrvCall* sc) {
-  WrChain& chain = eng->chain;
+  WrChain& chain = core->chain;
   build_reply_chain(sc, chain);
   bool signaled = false;
   if (post(chain, SendCtxKind::kReplySend, sc->index, false, &signaled)) {
     sc->send_owner = true;
-    if (signaled && eng->rw_timeout_ticks != 0) eng->rw_due.arm(sc, RwWait::kReply, now_ticks());
+    if (signaled && core->rw_timeout_ticks != 0) core->rw_due.arm(sc, RwWait::kReply, now_ticks());
   }
 }
 

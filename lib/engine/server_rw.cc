@@ -8,7 +8,9 @@
 #include <algorithm>
 
 #include "base/clock.h"
-#include "engine/engine_impl.h"
+#include "engine/conn_core.h"
+#include "engine/conn_datapath.h"
+#include "engine/server_conn.h"
 #include "engine/server_call_machine.h"
 
 namespace tern::rpc {
@@ -16,7 +18,7 @@ namespace tern::rpc {
 using namespace tern::rdma;
 
 ServerConn::Pull ServerConn::post_reads(SrvCall* sc) {
-  WrChain& chain = eng->chain;
+  WrChain& chain = core->chain;
   chain.clear();
   for (int c = 0; c < sc->chunks.nreads; ++c) {
     const ReadChunkSegs& rc = sc->chunks.reads[c];
@@ -39,13 +41,13 @@ ServerConn::Pull ServerConn::post_reads(SrvCall* sc) {
   }
   if (chain.empty()) return Pull::kNothing;  // empty chunks: nothing to wait for
   if (!room(chain.size())) return Pull::kNoRoom;
-  eng->st.rdma_reads.add(static_cast<uint64_t>(chain.size()));
-  if (!sc->nomsg || sc->msg_pulled) eng->st.read_chunks.add();
+  core->st.rdma_reads.add(static_cast<uint64_t>(chain.size()));
+  if (!sc->nomsg || sc->msg_pulled) core->st.read_chunks.add();
   TERN_ASSERT(sc->state() == SrvState::kPulling);  // the machine entered it before asking for the pull
   // A refusal fails the connection; the drain frees the call. Posted, the
   // READs wait for the peer: the deadline runs from now.
-  if (post(chain, SendCtxKind::kRead, sc->index) && eng->rw_timeout_ticks != 0)
-    eng->rw_due.arm(sc, RwWait::kPull, now_ticks());
+  if (post(chain, SendCtxKind::kRead, sc->index) && core->rw_timeout_ticks != 0)
+    core->rw_due.arm(sc, RwWait::kPull, now_ticks());
   return Pull::kPosted;
 }
 

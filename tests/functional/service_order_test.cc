@@ -26,7 +26,7 @@ namespace {
 
 using namespace floodpeer;
 constexpr uint64_t kNewIds = 5'000, kGoodId = 1;
-constexpr int kQuantum = 1;  // EngineImpl::kServiceQuantum
+constexpr int kQuantum = 1;  // ConnCore::kServiceQuantum
 
 // Pipes between the test and the flooding child.
 struct Pipes {

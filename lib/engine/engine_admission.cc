@@ -72,4 +72,9 @@ bool EngineImpl::reap_for(const std::string& peer, uint32_t mine) {
   return true;
 }
 
+void EngineImpl::server_gone(const std::string& peer, bool in_peer_table, bool reaped) {
+  if (in_peer_table) peers.remove(peer);
+  if (reaped) --reaping;
+}
+
 }  // namespace tern::rpc
