@@ -67,23 +67,28 @@ inline void ServerConn::start(SrvCall* sc, bool turn) {
     core->wait_for_memory(sc);
     return;
   }
-  [](ServerConn* conn, SrvCall* sc, bool turn) __attribute__((noinline)) {
-    if (!conn->take_memory(sc, turn)) {
-      conn->core->wait_for_memory(sc);
-      return;
-    }
-    if (sc->waiting) conn->core->stop_waiting(sc, true);
-    if (sc->answer >= 0) {
-      conn->answer_now(sc, sc->answer, sc->answer_low, sc->answer_high);
-      return;
-    }
-    if (sc->chunks.nreads > 0) {
-      enter(sc, SrvState::kPulling);
-      conn->pull(sc);
-      return;
-    }
-    conn->dispatch(sc);
-  }(this, sc, turn);
+  start_general(sc, turn);
+}
+
+// start()'s every other case: a call with chunks, one the memory queue
+// chose, one the engine answers itself. The same steps as the common case
+// above, for any call.
+void ServerConn::start_general(SrvCall* sc, bool turn) {
+  if (!take_memory(sc, turn)) {
+    core->wait_for_memory(sc);
+    return;
+  }
+  if (sc->waiting) core->stop_waiting(sc, true);
+  if (sc->answer >= 0) {
+    answer_now(sc, sc->answer, sc->answer_low, sc->answer_high);
+    return;
+  }
+  if (sc->chunks.nreads > 0) {
+    enter(sc, SrvState::kPulling);
+    pull(sc);
+    return;
+  }
+  dispatch(sc);
 }
 
 // An encoded reply's chain is posted when the send queue has room for it.
