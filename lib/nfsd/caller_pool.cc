@@ -11,11 +11,11 @@
 
 namespace tern::nfsd {
 
-CallerPool::CallerPool(const CallerPoolOptions& opt) : opt_(opt) {
+CallerPool::CallerPool(const CallerPoolOptions& opt)
+    : opt_(opt), peers_(opt.max_in_flight > 64 ? opt.max_in_flight : 64) {
   if (opt_.threads == 0) opt_.threads = 1;
   if (opt_.max_in_flight == 0) opt_.max_in_flight = 1;
   if (opt_.max_per_peer == 0) opt_.max_per_peer = 1;
-  kept_idle_ = opt_.max_in_flight > 64 ? opt_.max_in_flight : 64;
   efd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   // Without it the engine would not wake for a result while it sleeps: it
   // still finds results when it polls (busy mode, or the next call).
@@ -36,13 +36,13 @@ CallerPool::~CallerPool() {
 }
 
 uint32_t CallerPool::share() const {
-  const size_t s = fair_share(opt_.max_in_flight, active_);
+  const size_t s = fair_share(opt_.max_in_flight, peers_.active());
   return static_cast<uint32_t>(s < opt_.max_per_peer ? s : opt_.max_per_peer);
 }
 
 void CallerPool::submit(std::string_view peer, CallerJob job) {
   st_.submitted.add();
-  Peer* p = peer_of(peer);
+  Peer* p = peers_.get(peer);
   auto* j = new Job{std::move(job), p, nfs::Nfs3Stat::kOk};
   if (p->waiting.empty() && in_flight_ < opt_.max_in_flight && p->in_flight < share()) {
     start(j);
@@ -54,35 +54,9 @@ void CallerPool::submit(std::string_view peer, CallerJob job) {
   if (!p->ready) p->ready = true, ready_.push_back(p);
 }
 
-CallerPool::Peer* CallerPool::peer_of(std::string_view id) {
-  Peer* p = last_;  // as the storage queue: one client's calls come in runs
-  if (p == nullptr || p->id != id) {
-    auto it = peers_.find(id);
-    if (it == peers_.end()) {
-      it = peers_.emplace(std::string(id), Peer{}).first;
-      it->second.id = it->first;
-    }
-    p = last_ = &it->second;
-  }
-  if (!p->active) {
-    p->active = true;
-    ++active_;
-  }
-  return p;
-}
-
 void CallerPool::settle(Peer* p) {
-  if (p->in_flight != 0 || !p->waiting.empty() || !p->active) return;
-  p->active = false;
-  --active_;
-  if (peers_.size() - active_ <= kept_idle_) return;
-  // Only idle ones: every Job's peer (running, waiting, still being
-  // delivered) is active; last_ may be idle.
-  last_ = nullptr;
-  for (auto it = peers_.begin(); it != peers_.end();) {
-    if (it->second.active) ++it;
-    else it = peers_.erase(it);
-  }
+  if (p->in_flight != 0 || !p->waiting.empty()) return;
+  peers_.idle(p);  // kept for its next job (client_table.h)
 }
 
 void CallerPool::start(Job* j) {

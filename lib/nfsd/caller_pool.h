@@ -46,6 +46,7 @@
 #include "base/process_key.h"
 #include "base/stats.h"
 #include "nfs/nfs3_types.h"
+#include "nfsd/client_table.h"
 #include "nfsd/creds.h"
 
 namespace tern::nfsd {
@@ -104,15 +105,13 @@ class CallerPool {
     nfs::Nfs3Stat res = nfs::Nfs3Stat::kOk;
   };
   struct Peer {
-    std::string_view id;  // its key in peers_ (a node's: stable)
+    std::string_view id;  // its key in peers_ (client_table.h)
     std::deque<Job*> waiting;
     uint32_t in_flight = 0;
     bool ready = false;
-    bool active = false;  // has work (running, waiting): counted in active_
+    bool active = false;  // has work (running, waiting): counted in peers_.active()
   };
   uint32_t share() const;
-  // The peer's entry, counted as active (every caller gives it work).
-  Peer* peer_of(std::string_view id);
   // After a job of p's was delivered: p idle is kept, marked so.
   void settle(Peer* p);
   void start(Job* j);
@@ -121,14 +120,9 @@ class CallerPool {
 
   CallerPoolOptions opt_;
   int efd_ = -1;
-  // Engine thread. Idle peers' entries are kept for their next job, as the
-  // storage queue keeps them (storage_queue.h: a client with one call at a
-  // time would have its entry made and dropped for each), up to
-  // kept_idle_, then all erased at once; only active ones share the pool.
-  std::unordered_map<std::string, Peer, KeyedStringHash, StringViewEq> peers_;
-  Peer* last_ = nullptr;  // the one peer_of() found last (null after a sweep)
-  uint32_t active_ = 0;
-  uint32_t kept_idle_ = 0;  // max(64, max_in_flight)
+  // Engine thread. Idle peers' entries are kept for their next job, up to
+  // max(64, max_in_flight); only active ones share the pool (client_table.h).
+  ClientTable<Peer> peers_;
   std::deque<Peer*> ready_;
   uint32_t in_flight_ = 0, waiting_ = 0;
   // Shared with the workers.

@@ -54,11 +54,11 @@ std::unique_ptr<StorageQueue> StorageQueue::create(const StorageOptions& opt) {
   return std::unique_ptr<StorageQueue>(new StorageQueue(opt));
 }
 
-StorageQueue::StorageQueue(const StorageOptions& opt) : opt_(opt) {
+StorageQueue::StorageQueue(const StorageOptions& opt)
+    : opt_(opt), peers_(opt.max_in_flight > 64 ? opt.max_in_flight : 64) {
   if (opt_.max_in_flight == 0) opt_.max_in_flight = 1;
   if (opt_.max_per_peer == 0) opt_.max_per_peer = 1;
   if (opt_.threads == 0) opt_.threads = 1;
-  kept_idle_ = opt_.max_in_flight > 64 ? opt_.max_in_flight : 64;
   if (opt_.mode == StorageOptions::Mode::kSync) return;
   efd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (efd_ < 0) {
@@ -182,7 +182,7 @@ int64_t StorageQueue::run_now(const StorageOptions& opt, const StorageReq& r) {
 
 uint32_t StorageQueue::share() const {
   // Peers with work now: each waiting or running one.
-  const size_t s = fair_share(opt_.max_in_flight, active_);
+  const size_t s = fair_share(opt_.max_in_flight, peers_.active());
   return static_cast<uint32_t>(s < opt_.max_per_peer ? s : opt_.max_per_peer);
 }
 
@@ -200,7 +200,7 @@ void StorageQueue::submit(std::string_view peer, const StorageReq& r) {
     close(r.fd);
     return;
   }
-  Peer* p = peer_of(peer);
+  Peer* p = peers_.get(peer);
   if (p->waiting.empty() && in_flight_ < opt_.max_in_flight && p->in_flight < share()) {
     start(p, r);
     return;
@@ -213,29 +213,6 @@ void StorageQueue::submit(std::string_view peer, const StorageReq& r) {
     p->ready = true;
     ready_.push_back(p);
   }
-}
-
-StorageQueue::Peer* StorageQueue::peer_of(std::string_view id) {
-  // The last one looked up first: one client's operations come in runs
-  // (a burst of WRITEs, a READ's continuation), and a compare is cheaper
-  // than the keyed hash.
-  Peer* p = last_;
-  if (p == nullptr || p->id != id) {
-    auto it = peers_.find(id);
-    if (it == peers_.end()) {
-      it = peers_.emplace(std::string(id), Peer{}).first;
-      it->second.id = it->first;
-    }
-    p = last_ = &it->second;
-  }
-  // Every caller gives it work at once (an operation started or queued, a
-  // shared one charged): it counts among the peers sharing the engine
-  // from now, as a new entry always did.
-  if (!p->active) {
-    p->active = true;
-    ++active_;
-  }
-  return p;
 }
 
 void StorageQueue::submit_shared(std::vector<std::string> peers, const StorageReq& r) {
@@ -255,7 +232,7 @@ void StorageQueue::start_shared(Shared& sh) {
   std::vector<Peer*> charged;
   charged.reserve(sh.peers.size());
   for (const std::string& id : sh.peers) {
-    Peer* p = peer_of(id);
+    Peer* p = peers_.get(id);
     ++p->in_flight;
     if (p->in_flight > st_.peer_peak.get()) st_.peer_peak.set(p->in_flight);
     charged.push_back(p);
@@ -265,24 +242,10 @@ void StorageQueue::start_shared(Shared& sh) {
 
 void StorageQueue::settle(Peer* p) {
   if (p->in_flight == 0 && p->waiting.empty()) {
-    if (p->active) {
-      p->active = false;
-      --active_;
-      if (peers_.size() - active_ > kept_idle_) forget_idle();
-    }
+    peers_.idle(p);  // kept for its next operation (client_table.h)
   } else if (!p->waiting.empty() && !p->ready) {
     p->ready = true;
     ready_.push_back(p);
-  }
-}
-
-void StorageQueue::forget_idle() {
-  // Only idle ones: nothing points at them (slots, ready_ and finish()'s
-  // peers still to settle are all active) but last_.
-  last_ = nullptr;
-  for (auto it = peers_.begin(); it != peers_.end();) {
-    if (it->second.active) ++it;
-    else it = peers_.erase(it);
   }
 }
 

@@ -63,6 +63,7 @@
 
 #include "base/process_key.h"
 #include "base/stats.h"
+#include "nfsd/client_table.h"
 
 namespace tern::nfsd {
 
@@ -187,11 +188,11 @@ class StorageQueue {
     int64_t res = 0;
   };
   struct Peer {
-    std::string_view id;  // its key in peers_ (a node's: stable)
+    std::string_view id;  // its key in peers_ (client_table.h)
     std::deque<StorageReq> waiting;
     uint32_t in_flight = 0;
     bool ready = false;   // in ready_ (has waiting operations)
-    bool active = false;  // has work (in flight, waiting): counted in active_
+    bool active = false;  // has work (in flight, waiting): counted in peers_.active()
   };
   struct Uring;    // the io_uring backend (storage_queue.cc)
   struct Threads;  // the worker pool
@@ -204,18 +205,15 @@ class StorageQueue {
   void start(Peer* p, const StorageReq& r, std::vector<Peer*> shared = {});
   int start_ready();
   void finish(Slot* s);
-  Peer* peer_of(std::string_view id);
   struct Shared {
     std::vector<std::string> peers;
     StorageReq req;
   };
   void start_shared(Shared& s);
   // After p's in-flight count dropped: marks an idle peer so (kept for its
-  // next operation; forget_idle), or puts one with waiting operations back
-  // in the round-robin.
+  // next operation: client_table.h), or puts one with waiting operations
+  // back in the round-robin.
   void settle(Peer* p);
-  // Erases every idle peer: when more than kept_idle_ of them are kept.
-  void forget_idle();
   int deliver();
   void idle_peer(Peer* p);
   static int64_t run_now(const StorageOptions& opt, const StorageReq& r);
@@ -225,18 +223,9 @@ class StorageQueue {
   int efd_ = -1;
   std::unique_ptr<Uring> uring_;
   std::unique_ptr<Threads> threads_;
-  // Peers with work, and idle ones kept: a client with one operation at a
-  // time would otherwise have its entry (a node, its key, a deque's
-  // buffers) made and dropped for every operation -- some 1,400
-  // instructions of malloc and hashing each (tern-storage-queue-cost).
-  // Idle entries are kept up to kept_idle_, then all erased at once (the
-  // sweep is paid for by the kept_idle_ operations before it). Looked up
-  // by a call's peer_id() without making a string; keyed hash, as the
-  // peer names it.
-  std::unordered_map<std::string, Peer, KeyedStringHash, StringViewEq> peers_;
-  Peer* last_ = nullptr;    // the one peer_of() found last (null after a sweep)
-  uint32_t active_ = 0;     // peers with work: what share() divides among
-  uint32_t kept_idle_ = 0;  // max(64, max_in_flight)
+  // Peers with work, and idle ones kept for their next operation, up to
+  // max(64, max_in_flight) (client_table.h); only active ones share.
+  ClientTable<Peer> peers_;
   std::deque<Peer*> ready_;  // peers with waiting operations, round-robin
   std::deque<Shared> shared_;  // shared operations waiting for room
   std::vector<std::unique_ptr<Slot>> slots_;
