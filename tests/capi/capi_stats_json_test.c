@@ -14,16 +14,7 @@
 
 #include "tern/tern.h"
 
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fflush(stdout);                                                          \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fprintf(stderr, "\n  tern_last_error: %s\n", tern_last_error());         \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
+#include "capi_check.h"
 
 enum { PROG = 0x20000078, VERS = 1, P_ECHO = 1 };
 

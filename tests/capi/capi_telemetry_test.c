@@ -15,16 +15,7 @@
 
 #include "tern/tern.h"
 
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fflush(stdout);                                                          \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fprintf(stderr, "\n  tern_last_error: %s\n", tern_last_error());         \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
+#include "capi_check.h"
 
 /* Runs tern-stats on `sock` with `cmd` and returns its first line. */
 static void ask(const char* tool, const char* sock, const char* cmd, char* out, size_t len) {
