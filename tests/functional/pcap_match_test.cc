@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "pcap_workload.h"
 #include "raw_peer.h"
 
 namespace tern::rpc {
@@ -42,16 +43,7 @@ constexpr int kCalls = kEchoCalls + kFillCalls + kBigCalls + kSumCalls + kNullCa
 // NULL calls: its QP has the same number as the first client's.
 constexpr int kOtherCalls = 2;
 
-std::string run(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  pclose(p);
-  return out;
-}
+using tern::test::pcap::run;
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> f;
@@ -77,25 +69,6 @@ class PcapMatch : public ::testing::Test {
     if (!dir_.empty() && !HasFailure()) std::system(("rm -rf " + dir_).c_str());
   }
 
-  static void echo(void*, ServerCall* c) { (void)c->reply(c->args()); }
-  static void fill(void*, ServerCall* c) {
-    uint32_t n;
-    std::memcpy(&n, c->args().data(), 4);
-    auto b = c->bulk_buffer(n);
-    for (uint32_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(i);
-    (void)c->reply({}, b);
-  }
-  static void big(void*, ServerCall* c) {
-    uint32_t n;
-    std::memcpy(&n, c->args().data(), 4);
-    std::vector<uint8_t> r(n, 0x5a);
-    (void)c->reply(r);
-  }
-  static void sum(void*, ServerCall* c) {
-    uint32_t out[2] = {0, static_cast<uint32_t>(c->bulk().size())};
-    for (uint8_t b : c->bulk()) out[0] += b;
-    (void)c->reply(std::span(reinterpret_cast<const uint8_t*>(out), 8));
-  }
   static void null(void*, ServerCall* c) { (void)c->reply({}); }
 
   void workload() {
@@ -103,10 +76,10 @@ class PcapMatch : public ::testing::Test {
     {
       auto srv = Engine::create({}).value();
       auto cli = Engine::create({}).value();
-      srv->handle(kProg, kVers, kEcho, &echo, nullptr);
-      srv->handle(kProg, kVers, kFill, &fill, nullptr);
-      srv->handle(kProg, kVers, kBig, &big, nullptr);
-      srv->handle(kProg, kVers, kSum, &sum, nullptr);
+      srv->handle(kProg, kVers, kEcho, &tern::test::pcap::echo, nullptr);
+      srv->handle(kProg, kVers, kFill, &tern::test::pcap::fill, nullptr);
+      srv->handle(kProg, kVers, kBig, &tern::test::pcap::big, nullptr);
+      srv->handle(kProg, kVers, kSum, &tern::test::pcap::sum, nullptr);
       srv->handle(kNfsProg, kNfsVers, kNfsNull, &null, nullptr);
       ASSERT_TRUE(srv->listen("shm:path=" + sock + ",pcap=" + srv_pcap_).is_ok());
       auto c = cli->connect("shm:path=" + sock + ",pcap=" + cli_pcap_);

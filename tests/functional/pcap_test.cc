@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "pcap_workload.h"
 
 namespace tern::rpc {
 namespace {
@@ -33,16 +34,7 @@ constexpr uint32_t kReadLen = 10000;   // three READ response packets at the 409
 constexpr uint32_t kWriteLen = 9000;   // three WRITE packets
 constexpr uint32_t kReplyLen = 6000;   // over the inline threshold: a reply chunk
 
-std::string run(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  pclose(p);
-  return out;
-}
+using tern::test::pcap::run;
 
 std::vector<std::vector<std::string>> rows(const std::string& out) {
   std::vector<std::vector<std::string>> r;
@@ -62,33 +54,14 @@ struct Workload {
   std::string dir, sock, cli_pcap, srv_pcap;
   std::set<uint32_t> xids;  // of the calls made
 
-  static void echo(void*, ServerCall* c) { (void)c->reply(c->args()); }
-  static void fill(void*, ServerCall* c) {
-    uint32_t n;
-    std::memcpy(&n, c->args().data(), 4);
-    auto b = c->bulk_buffer(n);
-    for (uint32_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(i);
-    (void)c->reply({}, b);
-  }
-  static void big(void*, ServerCall* c) {
-    uint32_t n;
-    std::memcpy(&n, c->args().data(), 4);
-    std::vector<uint8_t> r(n, 0x5a);
-    (void)c->reply(r);
-  }
-  static void sum(void*, ServerCall* c) {
-    uint32_t out[2] = {0, static_cast<uint32_t>(c->bulk().size())};
-    for (uint8_t b : c->bulk()) out[0] += b;
-    (void)c->reply(std::span(reinterpret_cast<const uint8_t*>(out), 8));
-  }
 
   void run() {
     auto srv = Engine::create({}).value();
     auto cli = Engine::create({}).value();
-    srv->handle(kProg, kVers, kEcho, &echo, nullptr);
-    srv->handle(kProg, kVers, kFill, &fill, nullptr);
-    srv->handle(kProg, kVers, kBig, &big, nullptr);
-    srv->handle(kProg, kVers, kSum, &sum, nullptr);
+    srv->handle(kProg, kVers, kEcho, &tern::test::pcap::echo, nullptr);
+    srv->handle(kProg, kVers, kFill, &tern::test::pcap::fill, nullptr);
+    srv->handle(kProg, kVers, kBig, &tern::test::pcap::big, nullptr);
+    srv->handle(kProg, kVers, kSum, &tern::test::pcap::sum, nullptr);
     ASSERT_TRUE(srv->listen("shm:path=" + sock + ",pcap=" + srv_pcap).is_ok());
     auto c = cli->connect("shm:path=" + sock + ",pcap=" + cli_pcap);
     ASSERT_TRUE(c.is_ok()) << c.status().to_string();
