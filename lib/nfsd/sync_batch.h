@@ -6,10 +6,10 @@
 // time on its workers (it hashes them by inode so that they do not fight
 // over the inode lock), so a file's stable WRITEs went to the device one
 // sync after another: on a 2 ms device ~31 WRITEs/s per file, half of what
-// knfsd's threads get with jbd2 sharing their commits (issue 22). Here a
-// stable WRITE is written without RWF_SYNC (a copy into the page cache) and
-// then waits, with every other WRITE of the file written meanwhile, for one
-// fsync of the file.
+// knfsd's threads get with jbd2 sharing their commits (docs/nfs-gateway.md,
+// "IOPS on slow storage"). Here a stable WRITE is written without RWF_SYNC
+// (a copy into the page cache) and then waits, with every other WRITE of the
+// file written meanwhile, for one fsync of the file.
 //
 // The rule: a waiter (a stable WRITE whose write completed, or a COMMIT)
 // joins the file's *next* sync, one that starts after it joined; it is
