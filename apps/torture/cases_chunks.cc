@@ -541,7 +541,10 @@ void add_chunk_cases(std::vector<Case>& out) {
   auto echo_case = [&out](std::string id, Level level, std::string req, std::string expect, size_t n,
                           std::function<std::optional<std::vector<uint32_t>>(size_t)> segs, bool must_fit,
                           bool bad_key = false) {
-    out.push_back({"reply/" + std::move(id), "RFC 8166 3.5.3.2", level, std::move(req), std::move(expect), {},
+    // A reply that fits is 3.5.3.2's; one that cannot be sent, 4.5.3's
+    // (a Responder's operational error: ERR_CHUNK).
+    std::string section = must_fit ? "RFC 8166 3.5.3.2" : "RFC 8166 4.5.3";
+    out.push_back({"reply/" + std::move(id), std::move(section), level, std::move(req), std::move(expect), {},
                    [n, segs, must_fit, bad_key](Ctx& c) {
                      if (!c.cfg().echo) return Verdict::skip("needs --echo (a procedure returning its arguments)");
                      EchoRun r = echo(c, n, segs(reply_size(n)), bad_key);
