@@ -289,6 +289,12 @@ void add_chunk_cases(std::vector<Case>& out) {
                    "that wraps): its RDMA Read fails and the connection is lost, or it refuses the chunk with "
                    "ERR_CHUNK; it never serves a call it could not read, and never hangs",
                    "a disconnect or ERR_CHUNK", {}, [b](Ctx& c) {
+                     // Ranges outside the registration but inside the memory under it
+                     // reach memory there on a device that does not bound a fast
+                     // registration (rxe's memory windows): the Responder cannot tell.
+                     bool range = b.off_delta != 0 || b.len_delta != 0;
+                     if (range && !c.rq().caps().fast_reg_bounds_enforced)
+                       return Verdict::skip("the device does not enforce a fast registration's bounds");
                      uint32_t x = c.xid();
                      std::vector<uint8_t> rpc = c.rpc_call(x, 32);
                      Placed pl = place(c, rpc, 0, {});

@@ -106,9 +106,17 @@ int run(const Options& o, const Config& cfg) {
     auto t0 = std::chrono::steady_clock::now();
     auto rq = std::make_unique<Requester>(session.value().get());
     std::vector<uint8_t> pd = c->connect.pdata ? *c->connect.pdata : Ctx::ours();
-    Status st = rq->connect(pd, cfg.timeout_ms);
     Verdict v;
-    if (!st.is_ok() && !c->connect.may_refuse) {
+    const uint32_t max_pd = session.value()->device()->caps().max_private_data;
+    Status st;
+    if (pd.size() > max_pd) {
+      // The transport cannot carry it (RDMA-CM over RoCE: 52 bytes after its own header).
+      v = Verdict::skip("the device carries at most " + std::to_string(max_pd) + " bytes of private data");
+    } else {
+      st = rq->connect(pd, cfg.timeout_ms);
+    }
+    if (v.result == Outcome::kSkip) {
+    } else if (!st.is_ok() && !c->connect.may_refuse) {
       v = Verdict::fail("could not connect: " + st.to_string());
     } else {
       Ctx ctx(session.value().get(), &rq, &cfg, pd, st.is_ok(), st.is_ok() ? "" : st.to_string());

@@ -30,6 +30,71 @@ const char* proc_name(rpcrdma::Proc p) {
 }
 }  // namespace
 
+namespace {
+struct Reader {
+  std::span<const uint8_t> b;
+  size_t at = 0;
+  bool ok = true;
+  uint32_t u32() {
+    if (at + 4 > b.size()) {
+      ok = false;
+      return 0;
+    }
+    uint32_t v = uint32_t{b[at]} << 24 | uint32_t{b[at + 1]} << 16 | uint32_t{b[at + 2]} << 8 | b[at + 3];
+    at += 4;
+    return v;
+  }
+};
+}  // namespace
+
+void decode_long_lists(Seen* m) {
+  Reader r{m->bytes};
+  uint32_t xid = r.u32(), vers = r.u32(), credit = r.u32(), proc = r.u32();
+  if (!r.ok || vers != 1 || proc > 1) return;
+  rpcrdma::Header h;
+  h.xid = xid, h.vers = vers, h.credit = credit, h.proc = static_cast<rpcrdma::Proc>(proc);
+  h.chunks.clear();
+  auto seg = [&](rpcrdma::Segment* s) {
+    rpcrdma::Segment t;
+    t.handle = r.u32();
+    t.length = r.u32();
+    t.offset = uint64_t{r.u32()} << 32;
+    t.offset |= r.u32();
+    if (s != nullptr) *s = t;
+  };
+  for (uint32_t more = r.u32(); r.ok && more == 1; more = r.u32()) {
+    r.u32();
+    rpcrdma::Segment t;
+    seg(&t);
+    if (h.chunks.nreads < rpcrdma::kMaxReadSegments) h.chunks.reads[h.chunks.nreads++] = {0, t};
+  }
+  for (uint32_t more = r.u32(); r.ok && more == 1; more = r.u32()) {
+    uint32_t n = r.u32();
+    if (n > 4096) return;
+    rpcrdma::WriteChunk* w = h.chunks.nwrites < rpcrdma::kMaxWriteChunks ? &h.chunks.writes[h.chunks.nwrites++] : nullptr;
+    if (w != nullptr) w->nsegments = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      rpcrdma::Segment t;
+      seg(&t);
+      if (w != nullptr && w->nsegments < rpcrdma::kMaxSegmentsPerChunk) w->segments[w->nsegments++] = t;
+    }
+  }
+  uint32_t has_reply = r.u32();
+  if (!r.ok || has_reply > 1) return;
+  if (has_reply == 1) {
+    uint32_t n = r.u32();
+    if (n > rpcrdma::kMaxSegmentsPerChunk) return;
+    h.chunks.has_reply = true;
+    h.chunks.reply.nsegments = n;
+    for (uint32_t i = 0; i < n; ++i) seg(&h.chunks.reply.segments[i]);
+  }
+  if (!r.ok) return;
+  m->hdr = h;
+  m->status = rpcrdma::DecodeStatus::kOk;
+  m->header_len = r.at;
+  m->long_lists = true;
+}
+
 bool Seen::error(rpcrdma::ErrCode code, uint32_t xid) const {
   return kind == Kind::kMessage && status == rpcrdma::DecodeStatus::kOk && hdr.proc == rpcrdma::Proc::kError &&
          hdr.error.code == code && hdr.xid == xid;
@@ -44,8 +109,15 @@ std::string Seen::describe() const {
     case Kind::kMessage: break;
   }
   if (status != rpcrdma::DecodeStatus::kOk) {
-    std::snprintf(b, sizeof b, "an undecodable message of %zu bytes (%s)", bytes.size(),
-                  rpcrdma::decode_status_name(status));
+    // The first words, so that a report says what the responder sent.
+    std::string words;
+    for (size_t i = 0; i + 4 <= bytes.size() && i < 32; i += 4) {
+      char w[12];
+      std::snprintf(w, sizeof w, " %02x%02x%02x%02x", bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]);
+      words += w;
+    }
+    std::snprintf(b, sizeof b, "an undecodable message of %zu bytes (%s):%s", bytes.size(),
+                  rpcrdma::decode_status_name(status), words.c_str());
     return b;
   }
   if (hdr.proc == rpcrdma::Proc::kError) {
@@ -56,8 +128,8 @@ std::string Seen::describe() const {
       std::snprintf(b, sizeof b, "RDMA_ERROR ERR_CHUNK xid 0x%x credit %u", hdr.xid, hdr.credit);
     return b;
   }
-  std::snprintf(b, sizeof b, "%s xid 0x%x credit %u, %zu bytes (%u write chunks%s)%s", proc_name(hdr.proc), hdr.xid,
-                hdr.credit, bytes.size(), hdr.chunks.nwrites, hdr.chunks.has_reply ? ", reply chunk" : "",
+  std::snprintf(b, sizeof b, "%s xid 0x%x credit %u, %zu bytes (%u%s write chunks%s)%s", proc_name(hdr.proc), hdr.xid,
+                hdr.credit, bytes.size(), hdr.chunks.nwrites, long_lists ? "+" : "", hdr.chunks.has_reply ? ", reply chunk" : "",
                 with_inv ? " by Send With Invalidate" : "");
   return b;
 }
@@ -162,6 +234,9 @@ void Requester::poll_once() {
     auto r = rpcrdma::decode_header(m.bytes, &m.hdr);
     m.status = r.status;
     m.header_len = r.header_len;
+    // Tern's decoder holds at most 4 write chunks of 16 segments: a reply
+    // that returns a longer write list is still a valid reply.
+    if (m.status == rpcrdma::DecodeStatus::kBadChunk) decode_long_lists(&m);
     inbox_.push_back(std::move(m));
     Sge sg{reinterpret_cast<uint64_t>(b), kRecvBuf, s_->mr()->lkey()};
     RecvWr rw{wc[i].wr_id, &sg, 1};

@@ -37,6 +37,9 @@ struct Seen {
   rpcrdma::DecodeStatus status = rpcrdma::DecodeStatus::kTooShort;
   rpcrdma::Header hdr;
   size_t header_len = 0;
+  // The write list was longer than rpcrdma::Header holds: hdr keeps the
+  // first chunks and segments (decode_long_lists).
+  bool long_lists = false;
 
   bool message() const { return kind == Kind::kMessage; }
   bool gone() const { return kind == Kind::kDisconnected || kind == Kind::kSendFailed; }
@@ -45,6 +48,11 @@ struct Seen {
   // One line for reports: "RDMA_ERROR ERR_CHUNK xid 0x10 credit 32", "disconnect", ...
   std::string describe() const;
 };
+
+// A version-1 RDMA_MSG/RDMA_NOMSG whose lists exceed rpcrdma::Header's
+// capacities (a responder may return any write list the call offered):
+// decodes it without limits into m (status kOk) when it parses.
+void decode_long_lists(Seen* m);
 
 // What every connection of a run shares: the device (its CM events), one
 // protection domain and one registered arena (receive and send buffers of
