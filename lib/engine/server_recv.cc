@@ -14,6 +14,7 @@
 #include "engine/server_conn.h"
 #include "engine/server_call_machine.h"
 #include "engine/wire.h"
+#include "xdr/xdr.h"
 
 namespace tern::rpc {
 
@@ -207,6 +208,14 @@ bool ServerConn::decode_rpc(SrvCall* sc) {
   if (sc->nomsg) msg = std::span<const uint8_t>(sc->read_dst[0], sc->chunks.reads[0].length());
   wire::RpcCall rc;
   if (!wire::decode_rpc_call(msg, sc->xid_, &rc)) {
+    // The transport and RPC xids must agree (RFC 8166 §4.5.2: ERR_CHUNK).
+    // An inline message was checked with its header; an RDMA_NOMSG call's
+    // message arrives only now, from its position-zero chunk.
+    if (msg.size() < 4 || xdr::detail::load_be32(msg.data()) != sc->xid_) {
+      sc->answer = wire::kAnswerErrChunk;
+      sc->pc = core->proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, true);
+      return true;
+    }
     // RFC 5531's answers: the engine replies itself once it has a buffer.
     sc->answer = rc.rpc_mismatch ? wire::kReplyRpcMismatch
                  : rc.bad_auth   ? wire::kReplyAuthError

@@ -151,7 +151,9 @@ Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::spa
                srv_state_name(sc->state()));
   // The commonest shape -- no write chunk, no bulk data, a message that fits
   // inline -- skips the chunk lists altogether.
-  if (sc->chunks.nwrites == 0 && (bulk.empty() || (bulk.size() == 1 && bulk[0].empty())) &&
+  // The engine's ERR_CHUNK answer to a call it could not use (wire.h).
+  const bool err_only = accept == wire::kAnswerErrChunk;
+  if (!err_only && sc->chunks.nwrites == 0 && (bulk.empty() || (bulk.size() == 1 && bulk[0].empty())) &&
       reply_inline(sc, results, accept))
     return Status::ok();
   if (bulk.size() > static_cast<size_t>(sc->chunks.nwrites) && !(bulk.size() == 1 && bulk[0].empty()))
@@ -186,10 +188,10 @@ Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::spa
   written_chunks(sc, &written);
   size_t hdr = wire::encode_reply_header(nullptr, 0, sc->xid_, credits, written, false);
   size_t body = 0;
-  if (hdr + results.size() < room)
+  if (!err_only && hdr + results.size() < room)
     body = wire::encode_rpc_reply(sb + hdr, room - hdr, sc->xid_, accept, low, high, results);
-  bool err_chunk = false;
-  if (body == 0) {
+  bool err_chunk = err_only;
+  if (body == 0 && !err_only) {
     if (sc->staging != nullptr)
       sc->long_len = static_cast<uint32_t>(
           wire::encode_rpc_reply(sc->staging, sc->staging_cap, sc->xid_, accept, low, high, results));

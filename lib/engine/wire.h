@@ -131,6 +131,12 @@ size_t encode_reply_header(uint8_t* buf, size_t cap, uint32_t xid, uint32_t cred
 // accept_stat: an AcceptStat value, or kReplyRpcMismatch / kReplyAuthError.
 inline constexpr int kReplyRpcMismatch = 100;
 inline constexpr int kReplyAuthError = 101;
+// Not an RPC reply at all: the call's answer is RDMA_ERROR / ERR_CHUNK
+// (RFC 8166 §4.5.2), for an RDMA_NOMSG call whose RPC message, pulled from
+// its position-zero chunk, does not carry the transport header's xid.
+// ServerConn::reply() sends it in place of the reply; encode_rpc_reply
+// never sees it.
+inline constexpr int kAnswerErrChunk = 102;
 size_t encode_rpc_reply(uint8_t* buf, size_t cap, uint32_t xid, int accept_stat, uint32_t low, uint32_t high,
                         std::span<const uint8_t> results);
 // RDMA_ERROR: ERR_VERS or ERR_CHUNK.
