@@ -4,17 +4,25 @@
 # count does not move with the machine's load (unlike the wall-clock figures
 # of measure-rpc.sh on this 2-core VM), so it is how revisions are compared
 # for the engine's own cost.
-#   scripts/measure-cost.sh [--against REV]
+#   scripts/measure-cost.sh [--against REV] [--sides]
 # Each case runs tern-rpc-cost twice (2000 and 12000 calls after the same
 # warm-up) and reports the difference / 10000. --against REV builds REV in
 # .measure-base/ (as measure-rpc.sh does) and prints both and the ratio.
+# --sides adds, for the inline call, each side on its own (callgrind
+# collecting only inside tern-rpc-cost's client_call/client_poll or its
+# server_poll, with its branch simulator): instructions, conditional
+# branches, mispredictions, loads and stores per RPC, split into the
+# engine's own, pmd/shm's and libc's, and the costliest functions
+# (scripts/cost_sides.py). A base is measured with this tree's
+# bench/rpc_cost.cc built against it (its own may lack the side functions).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-against=""
+against="" sides=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --against) against=$2; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    --sides) sides=1; shift ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "measure-cost.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -31,8 +39,9 @@ if [[ -n $against ]]; then
   if [[ -d $base ]]; then git -C "$base" checkout -q --detach "$rev"; else git -C "$top" worktree add -q --detach "$base" "$rev"; fi
   echo "base: $(git -C "$base" log --oneline -1)" >&2
   "$base/scripts/build.sh" "$base/build-perf" -Dbuildtype=release -Dtests=false
-  # An older base may not have the tool: build this tree's source against it.
-  if [[ ! -x $base/build-perf/bench/tern-rpc-cost ]]; then
+  # An older base may not have the tool (or, for --sides, its side
+  # functions): build this tree's source against it.
+  if [[ ! -x $base/build-perf/bench/tern-rpc-cost ]] || ((sides)); then
     g++ -std=c++20 -O2 -fno-exceptions -I"$base/lib" -I"$base/pmd" "$top/bench/rpc_cost.cc" \
       -o "$base/build-perf/tern-rpc-cost" -Wl,--whole-archive "$base/build-perf/libtern.a" -Wl,--no-whole-archive \
       -libverbs -lrdmacm -lmlx5 -lpthread
@@ -66,3 +75,19 @@ for c in "inline 0 w" "write_64K 65536 w" "read_64K 65536 r"; do
   [[ ${#per[@]} -gt 1 ]] && awk -v a="${per[0]}" -v b="${per[1]}" 'BEGIN { printf "%8.3f", a / b }'
   echo
 done
+((sides)) || exit 0
+sides_of() {  # binary, label
+  local n
+  for n in 2000 12000; do
+    valgrind --tool=callgrind --branch-sim=yes --cache-sim=yes --collect-atstart=no --toggle-collect='*client_call*' \
+      --toggle-collect='*client_poll*' --callgrind-out-file="$tmp/cli.$n" "$1" $n 0 w >/dev/null 2>&1
+    valgrind --tool=callgrind --branch-sim=yes --cache-sim=yes --collect-atstart=no --toggle-collect='*server_poll*' \
+      --callgrind-out-file="$tmp/srv.$n" "$1" $n 0 w >/dev/null 2>&1
+  done
+  echo
+  echo "$2, inline 32-byte call, the client's side (call + its poll), per RPC:"
+  python3 "$top/scripts/cost_sides.py" "$tmp/cli.2000" "$tmp/cli.12000" 10000
+  echo "$2, the server's side (its poll: receive, handler, reply), per RPC:"
+  python3 "$top/scripts/cost_sides.py" "$tmp/srv.2000" "$tmp/srv.12000" 10000
+}
+for b in "${bins[@]}"; do sides_of "${b#*:}" "${b%%:*}"; done
