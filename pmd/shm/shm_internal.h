@@ -64,8 +64,15 @@ class ShmPd final : public Pd {
   Result<std::unique_ptr<FastMr>> alloc_fast_mr(uint32_t max_depth) override;
 
   // Local SGE/lkey check: a valid entry with key, access and range; the host
-  // pointer for addr, or nullptr.
-  const MrEntry* lookup_local(uint32_t lkey, uint64_t addr, uint64_t len, uint32_t need) const;
+  // pointer for addr, or nullptr. Inline: every post checks each SGE (a Send
+  // and a receive per message), and the call's own frame was a quarter of it.
+  const MrEntry* lookup_local(uint32_t lkey, uint64_t addr, uint64_t len, uint32_t need) const {
+    const uint32_t i = rkey_index(lkey);
+    if (i == 0 || i >= mrs_.size()) return nullptr;
+    const MrEntry& e = mrs_[i];
+    if (!e.in_use || !e.valid || e.key != rkey_key(lkey) || (need & ~e.access) != 0) return nullptr;
+    return addr >= e.iova && len <= e.length && addr - e.iova <= e.length - len ? &e : nullptr;
+  }
   // Remote access check by the memory owner, for a request that arrived on
   // QP `qpn`: a fast MR registered through that QP (any QP of the PD when the
   // device is not QP-bound), or a long-lived MR registered with remote rights.
