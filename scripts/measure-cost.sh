@@ -12,8 +12,9 @@
 # collecting only inside tern-rpc-cost's client_call/client_poll or its
 # server_poll, with its branch simulator): instructions, conditional
 # branches, mispredictions, loads and stores per RPC, split into the
-# engine's own, pmd/shm's and libc's, and the costliest functions
-# (scripts/cost_sides.py). A base is measured with this tree's
+# engine's own, pmd/shm's and libc's, the costliest functions, and the
+# instructions that cost many cycles for one count: clock reads, divisions,
+# atomic read-modify-writes (scripts/cost_sides.py). A base is measured with this tree's
 # bench/rpc_cost.cc built against it (its own may lack the side functions).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -94,14 +95,15 @@ done
 sides_of() {  # binary, label
   local n
   for n in 2000 12000; do
-    cg "$tmp/cli.$n" --branch-sim=yes --cache-sim=yes --collect-atstart=no --toggle-collect='*client_call*' \
-      --toggle-collect='*client_poll*' "$1" $n 0 w
-    cg "$tmp/srv.$n" --branch-sim=yes --cache-sim=yes --collect-atstart=no --toggle-collect='*server_poll*' "$1" $n 0 w
+    cg "$tmp/cli.$n" --branch-sim=yes --cache-sim=yes --dump-instr=yes --collect-atstart=no \
+      --toggle-collect='*client_call*' --toggle-collect='*client_poll*' "$1" $n 0 w
+    cg "$tmp/srv.$n" --branch-sim=yes --cache-sim=yes --dump-instr=yes --collect-atstart=no \
+      --toggle-collect='*server_poll*' "$1" $n 0 w
   done
   echo
   echo "$2, inline 32-byte call, the client's side (call + its poll), per RPC:"
-  python3 "$top/scripts/cost_sides.py" "$tmp/cli.2000" "$tmp/cli.12000" 10000
+  python3 "$top/scripts/cost_sides.py" "$tmp/cli.2000" "$tmp/cli.12000" 10000 12 "$1"
   echo "$2, the server's side (its poll: receive, handler, reply), per RPC:"
-  python3 "$top/scripts/cost_sides.py" "$tmp/srv.2000" "$tmp/srv.12000" 10000
+  python3 "$top/scripts/cost_sides.py" "$tmp/srv.2000" "$tmp/srv.12000" 10000 12 "$1"
 }
 for b in "${bins[@]}"; do sides_of "${b#*:}" "${b%%:*}"; done
