@@ -61,15 +61,27 @@ ucx() {  # case, test, [VAR=value...] [ucx_perftest args...] -> its final -f lin
   for a in "$@"; do
     if [[ $a == *=* ]]; then envs+=("$a"); else args+=("$a"); fi
   done
-  port=$((port + 1))
-  env "${envs[@]}" ucx_perftest -c 1 -t "$test" -s 32 -n "$iters" -p "$port" "${args[@]}" >"$out/$name.$r.srv" 2>&1 &
-  sp=$!
-  sleep 0.3
-  if ! line=$(env "${envs[@]}" timeout 60 ucx_perftest 127.0.0.1 -c 0 -t "$test" -s 32 -n "$iters" -p "$port" \
-    "${args[@]}" -f 2>&1 | tail -1); then
-    echo "compare-ucx-modes.sh: ucx_perftest $test failed: $line" >&2
-  fi
-  wait "$sp" 2>/dev/null || true
+  local try
+  line=""
+  # On a loaded machine the server may not listen yet when the client starts
+  # (the client then fails at once, and the server would wait for ever): up
+  # to three tries, each with a fresh server, which is killed if no client
+  # came.
+  for try in 1 2 3; do
+    port=$((port + 1))
+    env "${envs[@]}" ucx_perftest -c 1 -t "$test" -s 32 -n "$iters" -p "$port" "${args[@]}" >"$out/$name.$r.srv" 2>&1 &
+    sp=$!
+    for _ in $(seq 50); do ss -ltn 2>/dev/null | grep -q ":$port " && break; sleep 0.1; done
+    if line=$(env "${envs[@]}" timeout 60 ucx_perftest 127.0.0.1 -c 0 -t "$test" -s 32 -n "$iters" -p "$port" \
+      "${args[@]}" -f 2>&1 | tail -1) && [[ -n $line ]]; then
+      wait "$sp" 2>/dev/null || true
+      break
+    fi
+    kill "$sp" 2>/dev/null || true
+    wait "$sp" 2>/dev/null || true
+    echo "compare-ucx-modes.sh: ucx_perftest $test failed (try $try): $line" >&2
+    line=""
+  done
   echo "$line" >"$out/$name.$r"
 }
 
