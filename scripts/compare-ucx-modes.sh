@@ -30,7 +30,7 @@ while [[ $# -gt 0 ]]; do
     --seconds) seconds=$2; shift 2 ;;
     --json) json_out=$2; shift 2 ;;
     --raw) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "compare-ucx-modes.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done

@@ -28,7 +28,7 @@ while [[ $# -gt 0 ]]; do
     --seconds) seconds=$2; shift 2 ;;
     --json) json_out=$2; shift 2 ;;
     --no-bulk) bulk=0; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "compare-ucx.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
