@@ -42,7 +42,7 @@ if [[ -n $against ]]; then
   "$base/scripts/build.sh" "$base/build-perf" -Dbuildtype=release -Dtests=false
   # An older base may not have the tool (or, for --sides, its side
   # functions): build this tree's source against it, at meson's release
-  # level (-O3: at -O2 the benchmark's own loop alone differed by ~140
+  # level (-O3: at -O2 the benchmark's own loop alone differed by ~125
   # instructions per RPC, which the table would have shown as the engine's).
   if [[ ! -x $base/build-perf/bench/tern-rpc-cost ]] || ((sides)); then
     g++ -std=c++20 -O3 -fno-exceptions -I"$base/lib" -I"$base/pmd" "$top/bench/rpc_cost.cc" \
