@@ -13,6 +13,9 @@
 #     subtracted (bench/tern-engine-cost, depth 1 and 32, one core),
 # each ROUNDS times, alternating, and prints the medians and every figure
 # issue 11 sets a goal for (docs/performance.md, "Tern next to UCX").
+# Its cache-line-unit ratios are medians over rounds that may have run in
+# different machine modes; scripts/compare-ucx-modes.sh compares the
+# programs within one mode (docs/performance.md, issue 26).
 # Installs ucx-utils (Debian) if missing. Needs an otherwise idle machine;
 # about 50 s per round (--no-bulk: 30 s).
 #   scripts/compare-ucx.sh [--rounds N] [--seconds S] [--no-bulk] [--json FILE]
@@ -25,7 +28,7 @@ while [[ $# -gt 0 ]]; do
     --seconds) seconds=$2; shift 2 ;;
     --json) json_out=$2; shift 2 ;;
     --no-bulk) bulk=0; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "compare-ucx.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done

@@ -380,7 +380,10 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   // no_retry.
   // (The engine's timers have this connection filed within keepalive_ms of
   // their last look at it, whatever it does: ClientConn::refile_at.)
-  if (credits.in_flight() == 0) t_last_recv = now_ticks();
+  // Sent from call() (in_call_), the call's own reading is a moment old:
+  // one clock read fewer per call at depth 1, where every call finds none
+  // in flight.
+  if (credits.in_flight() == 0) t_last_recv = in_call_ ? r->t_call : now_ticks();
   credits.sent();
   r->enter(ReqState::kSent);
   // If the QP refuses the chain the connection is failing: the drain fails

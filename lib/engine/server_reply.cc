@@ -316,8 +316,12 @@ void ServerConn::post_reply(SrvCall* sc) {
   // A refusal fails the connection; the drain frees the call.
   if (post(chain, SendCtxKind::kReplySend, sc->index, quiet || push, &signaled)) {
     sc->send_owner = true;
+    // The clock as replied() read it (record_rtt) or the pass's own reading
+    // when the reply waited for room: at most a few passes old, against a
+    // deadline of seconds; one clock read fewer per reply at depth 1, where
+    // every reply leaves its connection quiet and is signaled.
     if (signaled && core->rw_timeout_ticks != 0)
-      core->rw_due.arm(sc, push ? RwWait::kPush : RwWait::kReply, now_ticks());
+      core->rw_due.arm(sc, push ? RwWait::kPush : RwWait::kReply, core->now_tick);
   }
   if (TERN_UNLIKELY(bd != nullptr) && sc->ts_replied != 0) {
     const uint64_t now = now_ticks();

@@ -9,12 +9,6 @@
 
 namespace tern::shm {
 
-namespace {
-bool range_ok(const MrEntry& e, uint64_t addr, uint64_t len) {
-  return addr >= e.iova && len <= e.length && addr - e.iova <= e.length - len;
-}
-}  // namespace
-
 ShmPd::~ShmPd() {
   for (size_t i = 1; i < mrs_.size(); ++i) TERN_ASSERT(!mrs_[i].in_use, "PD destroyed with MR %zu alive", i);
 }
@@ -103,14 +97,6 @@ Result<std::unique_ptr<FastMr>> ShmPd::alloc_fast_mr(uint32_t max_depth) {
   e.valid = false;
   e.max_depth = max_depth;
   return std::unique_ptr<FastMr>(new ShmFastMr(this, idx, max_depth));
-}
-
-const MrEntry* ShmPd::lookup_local(uint32_t lkey, uint64_t addr, uint64_t len, uint32_t need) const {
-  uint32_t i = rkey_index(lkey);
-  if (i == 0 || i >= mrs_.size()) return nullptr;
-  const MrEntry& e = mrs_[i];
-  if (!e.in_use || !e.valid || e.key != rkey_key(lkey) || (need & ~e.access) != 0) return nullptr;
-  return range_ok(e, addr, len) ? &e : nullptr;
 }
 
 const MrEntry* ShmPd::lookup_remote(uint32_t rkey, uint64_t addr, uint64_t len, uint32_t need,

@@ -23,7 +23,7 @@ namespace tern::shm {
 void ShmRecvQueue::init(uint32_t depth, uint32_t max_sge) {
   depth_ = depth;
   max_sge_ = max_sge;
-  head_ = tail_ = 0;
+  head_ = tail_ = head_slot_ = tail_slot_ = 0;
   entries_.assign(depth, Entry{});
   // One block for every SGE, rather than one allocation per receive.
   sges_.assign(static_cast<size_t>(depth) * max_sge, LocalSpan{nullptr, 0});

@@ -197,10 +197,20 @@ void ShmQp::ring_peer() {
   // Our bit in the link first, if not set since our last store (shm_link.cc):
   // the fence below orders it, with what we stored before, ahead of the
   // load of the wait word.
+  const bool notified = notify_due_ && notify_word_ != nullptr && !vanished_;
   if (notify_due_) notify_peer();
   if (peer_ep_ == nullptr || sock_ < 0 || peer_gone_ || vanished_) return;
   // Our stores (seq words, cons, state) before the load of its wait word.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+#if defined(__x86_64__)
+  // On x86 a locked read-modify-write is a full barrier: the fetch_or that
+  // just set our bit drained the store buffer as the fence would, so a
+  // second locked instruction (~20+ cycles) would order nothing more. Only
+  // the compiler must still keep the load below it.
+  if (notified)
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  else
+#endif
+    std::atomic_thread_fence(std::memory_order_seq_cst);
   // Peer-written, a hint: any value costs us at most one WAKE per change.
   uint32_t w = peer_ep_->wait_word.load(std::memory_order_relaxed);
   if ((w & 1u) == 0 || w == rung_gen_) return;

@@ -1,0 +1,73 @@
+// pmd/shm's receive queue wraps its slots by a compare, not by `% depth`
+// (the depth is the host's choice and need not be a power of two): with a
+// depth of 3, messages through many wraps each land in the receive posted
+// for them, in post order, and a full queue refuses a fourth receive.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "shm_test_end.h"
+
+namespace tern::shm {
+namespace {
+
+using namespace tern::rdma;
+
+class ShmRecvWrapTest : public shmtest::PairTest {
+ protected:
+  ShmRecvWrapTest() : PairTest("recvwrap") {}
+};
+
+TEST_F(ShmRecvWrapTest, AQueueOfThreeWrapsInPostOrder) {
+  constexpr uint32_t kDepth = 3, kMsg = 64, kMessages = 20;
+  client_.qps.push_back(client_.make_qp());
+  ASSERT_TRUE(client_.dev->connect(client_.qps[0].get(), {}).is_ok());
+  ASSERT_TRUE(wait_for([&] { return !requests_.empty(); }, "a connect request"));
+  QpInit in;
+  in.pd = server_.pd.get(), in.send_cq = server_.cq.get(), in.recv_cq = server_.cq.get();
+  in.sq_depth = 8, in.rq_depth = kDepth, in.max_send_sge = 1, in.max_recv_sge = 1;
+  auto q = server_.dev->create_qp(in);
+  ASSERT_TRUE(q) << q.status().to_string();
+  server_.qps.push_back(std::move(q).value());
+  Qp* sq = server_.qps[0].get();
+  // Receive k goes into slot k % 3 of the server's arena, wr_id 1000 + k.
+  auto post = [&](uint32_t k) {
+    Sge s = server_.sge((k % kDepth) * kMsg, kMsg);
+    RecvWr r{1000 + k, &s, 1};
+    int err = 0;
+    return sq->post_recv(&r, 1, &err);
+  };
+  for (uint32_t k = 0; k < kDepth; ++k) ASSERT_EQ(post(k), 1);
+  EXPECT_NE(post(kDepth), 1) << "a fourth receive fitted a queue of three";
+  ASSERT_TRUE(server_.dev->accept(requests_.front(), sq, {}).is_ok());
+  requests_.clear();
+  ASSERT_TRUE(wait_for([&] { return client_.qps[0]->state() == QpState::kRts; }, "the connection"));
+  Qp* cq = client_.qps[0].get();
+  for (uint32_t i = 0; i < kMessages; ++i) {
+    std::memset(client_.base(), static_cast<int>(0x40 + i), kMsg);
+    Sge s = client_.sge(0, kMsg);
+    SendWr w;
+    w.wr_id = i;
+    w.sg_list = &s;
+    w.num_sge = 1;
+    w.opcode = WrOpcode::kSend;
+    w.flags = kWrSignaled;
+    int err = 0;
+    ASSERT_EQ(cq->post_send(&w, 1, &err), 1) << "message " << i;
+    const size_t before = server_.wcs.size();
+    ASSERT_TRUE(wait_for([&] { return server_.wcs.size() > before; }, "the message's receive completion"));
+    const Wc& wc = server_.wcs.back();
+    ASSERT_EQ(wc.status, WcStatus::kSuccess) << "message " << i;
+    EXPECT_EQ(wc.wr_id, 1000u + i) << "message " << i << " landed in another receive than the one posted for it";
+    EXPECT_EQ(wc.byte_len, kMsg);
+    EXPECT_EQ(server_.base()[(i % kDepth) * kMsg], 0x40 + i) << "message " << i << "'s bytes";
+    // Its slot back, as receive i + 3: the ring's tail goes round again.
+    ASSERT_EQ(post(i + kDepth), 1) << "repost after message " << i;
+  }
+  // The client's sends all completed.
+  ASSERT_TRUE(wait_for([&] { return client_.wcs.size() >= kMessages; }, "the sends' completions"));
+  for (uint32_t i = 0; i < kMessages; ++i) EXPECT_EQ(client_.wcs[i].wr_id, i);
+}
+
+}  // namespace
+}  // namespace tern::shm
