@@ -128,7 +128,9 @@ struct Outcome {
 
 EngineOptions options(bool server) {
   EngineOptions o;
-  o.arena_bytes = 16u << 20;
+  // Small arenas: mapping and touching them is most of a schedule's cost.
+  // The client's also holds every call's bulk buffers (Engine::alloc).
+  o.arena_bytes = server ? 4u << 20 : 8u << 20;
   o.credits = 8;
   o.max_bulk = 64u << 10;
   o.max_reply = 64u << 10;
@@ -137,7 +139,6 @@ EngineOptions options(bool server) {
   o.recv_buffers = 64;
   o.send_buffers = 64;
   o.max_connections = 16;
-  (void)server;
   return o;
 }
 
@@ -148,6 +149,16 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
   sim::World& w = *world;
   w.keep_trace(true, keep_all_trace ? 0 : 300);
   w.install_clock();
+  // What the engines say goes into the schedule's trace (and its hash): a
+  // decision they make differently in a replay -- a backoff, a deadline --
+  // shows there even when the events around it look the same.
+  struct Sink {
+    static void log(void* ctx, const LogRecord& r) {
+      static_cast<sim::World*>(ctx)->note(std::string("log ") + r.subsystem + ": " + r.message);
+      if (std::getenv("TERN_SIM_LOG") != nullptr) std::fprintf(stderr, "%s: %s\n", r.subsystem, r.message);
+    }
+  };
+  set_log_sink(Sink::log, &w);
   auto fail = [&](std::string why) {
     if (out.ok) out.ok = false, out.why = std::move(why);
   };
@@ -299,7 +310,9 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
       // Nothing runnable and nobody busy: time passes until a timer is due.
       if (work == 0 && !w.runnable()) {
         if (++idle_rounds > 8) {
-          w.advance(1'000'000 + w.draw_below(100'000'000));
+          // 0.1 ms to ~100 ms, small ones as often as large ones: timers
+          // are reached both exactly and overshot.
+          w.advance((100'000 << w.draw_below(11)) + w.draw_below(100'000));
           idle_rounds = 0;
         }
       } else {
@@ -354,6 +367,7 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
   out.hash = w.trace_hash();
   out.events = c.events;
   out.trace = w.trace();
+  set_log_sink(nullptr, nullptr);
   w.uninstall_clock();
   return out;
 }
@@ -390,7 +404,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  set_log_level(std::getenv("TERN_SIM_LOG") != nullptr ? LogLevel::kInfo : LogLevel::kError);
+  set_log_level(LogLevel::kInfo);  // into the trace (TERN_SIM_LOG: and to stderr)
   if (one) {
     Outcome o = run(seed, trace);
     if (trace)
