@@ -142,8 +142,14 @@ bool SimQp::sq_runnable() const {
   if (state_ != QpState::kRts) return false;
   const WrOpcode op = sq_.front().wr.opcode;
   if ((op == WrOpcode::kSend || op == WrOpcode::kSendWithInv) && peer_ != nullptr && peer_->peer_ == this &&
-      peer_->state_ != QpState::kError && peer_->rq_.empty())
-    return false;  // receiver not ready: RC with infinite RNR retry waits
+      peer_->state_ != QpState::kError && peer_->rq_.empty()) {
+    // Receiver not ready: RC with infinite RNR retry waits -- unless the
+    // SEND fails here first (a bad local SGE), before it reaches the wire.
+    const PendingSend& p = sq_.front();
+    for (uint32_t k = 0; k < p.wr.num_sge; ++k)
+      if (!dev_->local_ok(pd(), p.sg[k], 0)) return true;
+    return false;
+  }
   return true;
 }
 
