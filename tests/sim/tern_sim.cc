@@ -336,6 +336,10 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
              testing::accounting(*server).to_string());
     };
     if (out.ok) settle([&] { return testing::accounting(*server).idle() && !w.runnable(); }, "after the calls");
+    // No call is left, so no peer may reach any memory: every registration
+    // a call made has ended (the device's own view, not the engine's).
+    if (out.ok && w.counters().live_regs() != 0)
+      fail(std::to_string(w.counters().live_regs()) + " fast registrations still valid with no call left");
     w.note("closing");
     conn->close();
     if (out.ok)
