@@ -15,12 +15,15 @@
 namespace tern {
 
 namespace {
-const uint64_t* g_virtual_ns = nullptr;  // set_virtual_clock; one thread
+// set_virtual_clock's. Atomic (relaxed: a plain load on x86) because any
+// thread may read the clock while a simulation sets it; the simulation
+// itself, which advances *ns, is one thread.
+std::atomic<const uint64_t*> g_virtual_ns{nullptr};
 ClockSource g_before_virtual = ClockSource::kUndecided;
 }  // namespace
 
 uint64_t monotonic_ns() {
-  if (__builtin_expect(g_virtual_ns != nullptr, 0)) return *g_virtual_ns;
+  if (const uint64_t* v = g_virtual_ns.load(std::memory_order_relaxed); __builtin_expect(v != nullptr, 0)) return *v;
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
@@ -107,7 +110,8 @@ uint64_t now_ticks_slow() {
 #if defined(__x86_64__)
   if (s == ClockSource::kTsc) return __rdtsc();
 #endif
-  if (s == ClockSource::kVirtual && g_virtual_ns != nullptr) return *g_virtual_ns;
+  if (s == ClockSource::kVirtual)
+    if (const uint64_t* v = g_virtual_ns.load(std::memory_order_relaxed)) return *v;
   return monotonic_ns();
 }
 }  // namespace detail
@@ -130,11 +134,11 @@ void set_virtual_clock(const uint64_t* ns) {
   const ClockSource s = decided();  // the machine's source, decided once, comes back after
   if (ns != nullptr) {
     if (s != ClockSource::kVirtual) g_before_virtual = s;
-    g_virtual_ns = ns;
+    g_virtual_ns.store(ns, std::memory_order_relaxed);
     detail::clock_source.store(ClockSource::kVirtual, std::memory_order_release);
-  } else if (g_virtual_ns != nullptr) {
-    g_virtual_ns = nullptr;
+  } else if (g_virtual_ns.load(std::memory_order_relaxed) != nullptr) {
     detail::clock_source.store(g_before_virtual, std::memory_order_release);
+    g_virtual_ns.store(nullptr, std::memory_order_relaxed);
   }
 }
 
