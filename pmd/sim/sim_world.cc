@@ -218,7 +218,7 @@ void World::note(const std::string& line) {
   for (unsigned char ch : l) trace_hash_ = (trace_hash_ ^ ch) * 1099511628211ull;
   trace_hash_ = (trace_hash_ ^ '\n') * 1099511628211ull;
   if (!keep_trace_) return;
-  if (trace_limit_ != 0 && trace_.size() >= trace_limit_) trace_.erase(trace_.begin());
+  if (trace_limit_ != 0 && trace_.size() >= trace_limit_) trace_.pop_front();
   trace_.push_back(std::move(l));
 }
 

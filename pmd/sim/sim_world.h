@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -96,7 +97,7 @@ class World {
   // `limit` lines; 0: all); its hash always.
   void keep_trace(bool on, size_t limit = 0) { keep_trace_ = on, trace_limit_ = limit; }
   void note(const std::string& line);  // a line of the simulation's own (faults it chose)
-  const std::vector<std::string>& trace() const { return trace_; }
+  std::vector<std::string> trace() const { return {trace_.begin(), trace_.end()}; }
   uint64_t trace_hash() const { return trace_hash_; }
 
   const WorldCounters& counters() const { return c_; }
@@ -125,7 +126,7 @@ class World {
   bool clock_installed_ = false;
   bool keep_trace_ = false;
   size_t trace_limit_ = 0;
-  std::vector<std::string> trace_;
+  std::deque<std::string> trace_;  // a ring of trace_limit_ lines when limited
   uint64_t trace_hash_ = 1469598103934665603ull;
   WorldCounters c_;
   uint32_t next_qpn_ = 1;
