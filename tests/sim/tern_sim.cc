@@ -198,12 +198,14 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
     std::vector<PlannedFault> plan;
     const uint32_t nfaults = static_cast<uint32_t>(w.draw_below(4));
     for (uint32_t i = 0; i < nfaults; ++i) 
-      plan.push_back({5 + w.draw_below(90), static_cast<uint32_t>(w.draw_below(4)), static_cast<uint32_t>(w.draw_below(50))});
+      plan.push_back({5 + w.draw_below(90), static_cast<uint32_t>(w.draw_below(5)), static_cast<uint32_t>(w.draw_below(50))});
 
     uint32_t next = 0, outstanding_issued = 0;
     uint64_t server_stalled_until = 0;
     uint32_t idle_rounds = 0;
+    bool client_gone = false;  // the client engine was destroyed mid-flight (a fault)
     auto issue = [&]() {
+      if (client_gone) return;
       // The first connect must finish before calls are accepted; after a
       // loss they are accepted while the connection re-establishes itself.
       const ConnState cs = conn->state();
@@ -267,6 +269,7 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
     };
 
     auto all_done = [&]() {
+      if (client_gone) return true;  // its calls were completed by its destruction (checked at the end)
       if (next < kCalls && !conn->failed()) return false;
       for (uint32_t i = 0; i < next; ++i)
         if (calls[i].done == 0) return false;
@@ -299,11 +302,21 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
             w.advance(d);
             break;
           }
+          case 4:
+            // The client's process goes away mid-flight: its engine is
+            // destroyed with calls outstanding, each of which must still
+            // complete once; the server must let go of the connection.
+            if (client_gone) break;
+            w.note("fault destroy-client-engine");
+            client.reset();
+            conn = nullptr;
+            client_gone = true;
+            break;
         }
       }
       int work = 0;
       if (w.draw_below(2) == 0) {
-        work += client->poll();
+        if (!client_gone) work += client->poll();
       } else if (w.now_ns() >= server_stalled_until) {
         work += server->poll();
       }
@@ -327,12 +340,16 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
     // completion that an idle connection never has: the send-context ring).
     auto settle = [&](auto&& idle, const char* what) {
       for (uint64_t k = 0; k < 200'000 && !idle(); ++k) {
-        if (w.draw_below(2) == 0) (void)client->poll();
-        else (void)server->poll();
+        if (w.draw_below(2) == 0) {
+          if (!client_gone) (void)client->poll();
+        } else {
+          (void)server->poll();
+        }
         if (k % 64 == 63) w.advance(1'000'000);
       }
       if (!idle())
-        fail(std::string("not idle ") + what + ": client " + testing::accounting(*client).to_string() + "; server " +
+        fail(std::string("not idle ") + what + ": client " +
+             (client_gone ? std::string("destroyed") : testing::accounting(*client).to_string()) + "; server " +
              testing::accounting(*server).to_string());
     };
     if (out.ok) settle([&] { return testing::accounting(*server).idle() && !w.runnable(); }, "after the calls");
@@ -341,10 +358,14 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
     if (out.ok && w.counters().live_regs() != 0)
       fail(std::to_string(w.counters().live_regs()) + " fast registrations still valid with no call left");
     w.note("closing");
-    conn->close();
+    if (!client_gone) conn->close();
     if (out.ok)
-      settle([&] { return testing::accounting(*client).idle() && testing::accounting(*server).idle() && !w.runnable(); },
-             "after the close");
+      settle(
+          [&] {
+            return (client_gone || testing::accounting(*client).idle()) && testing::accounting(*server).idle() &&
+                   !w.runnable();
+          },
+          "after the close");
     client.reset();
     server.reset();
   }
