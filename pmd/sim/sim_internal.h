@@ -180,6 +180,7 @@ class SimQp final : public Qp {
   uint32_t peer_qpn_ = 0;
   bool disc_reported_ = false;
   int64_t fail_after_ = -1;  // Fault::kFailAfterWrs
+  bool corrupt_next_ = false;  // Fault::kCorruptNextDesc: the next remote key is stale
   std::deque<PendingSend> sq_;
   std::deque<PendingRecv> rq_;
   std::deque<CqEntry> send_cqes_, recv_cqes_;

@@ -67,6 +67,9 @@ Status SimQp::inject_fault(const Fault& f) {
     case Fault::Kind::kFailAfterWrs:
       fail_after_ = static_cast<int64_t>(f.count);
       return Status::ok();
+    case Fault::Kind::kCorruptNextDesc:
+      corrupt_next_ = true;
+      return Status::ok();
     case Fault::Kind::kDropConnection:
       ++dev_->world().counters_mut().faults;
       enter_error(make_error(Errc::kDisconnected, "sim: connection dropped (injected)"), false, true);
@@ -179,6 +182,14 @@ void SimQp::run_sq() {
   }
   bool responder_failed = false;
   const char* why = "";
+  if (corrupt_next_ && (p.wr.opcode == WrOpcode::kRdmaRead || p.wr.opcode == WrOpcode::kRdmaWrite ||
+                        p.wr.opcode == WrOpcode::kSendWithInv)) {
+    corrupt_next_ = false;
+    ++w.counters_mut().faults;
+    w.trace_event("corrupted-key", qpn_, wc_opcode_name(wc_opcode_for(p.wr.opcode)), p.seq);
+    uint32_t& key = p.wr.opcode == WrOpcode::kSendWithInv ? p.wr.invalidate_rkey : p.wr.rkey;
+    key = make_rkey(rkey_index(key), static_cast<uint8_t>(rkey_key(key) + 0x80));
+  }
   WcStatus st = execute(p, &responder_failed, &why);
   w.trace_event(st == WcStatus::kSuccess ? "exec" : "exec-fail", qpn_, wc_opcode_name(wc_opcode_for(p.wr.opcode)),
                 static_cast<uint64_t>(st));

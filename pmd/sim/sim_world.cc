@@ -211,6 +211,16 @@ void World::disconnect_qp(SimQp* qp) {
   (void)qp->dev()->disconnect(qp);
 }
 
+void World::fail_qp_after(SimQp* qp, uint64_t wrs) {
+  trace_event("fault-fail-after", qp->qp_num(), "wrs", wrs);
+  (void)qp->inject_fault(rdma::Fault{rdma::Fault::Kind::kFailAfterWrs, wrs, 0});
+}
+
+void World::corrupt_next_key(SimQp* qp) {
+  trace_event("fault-corrupt-key", qp->qp_num(), "", 0);
+  (void)qp->inject_fault(rdma::Fault{rdma::Fault::Kind::kCorruptNextDesc, 0, 0});
+}
+
 void World::note(const std::string& line) {
   char head[48];
   std::snprintf(head, sizeof head, "%12llu ", static_cast<unsigned long long>(now_ns_ - start_ns_));

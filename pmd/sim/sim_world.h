@@ -91,6 +91,13 @@ class World {
   void fail_qp(SimQp* qp);
   // A graceful disconnect of the QP, as Device::disconnect.
   void disconnect_qp(SimQp* qp);
+  // The QP fails (retry exceeded) before its next `wrs`+1-th send WR, which
+  // may fall inside a chain (between a REG_MR and its SEND).
+  void fail_qp_after(SimQp* qp, uint64_t wrs);
+  // The QP's next RDMA READ, WRITE or SEND_WITH_INV names a stale key (its
+  // key byte changed): the peer refuses it as a remote access (or invalid
+  // request) error, as it would a buggy or malicious initiator's.
+  void corrupt_next_key(SimQp* qp);
 
   // The schedule trace: every event, one line each, with virtual time
   // relative to the start. Kept in memory when keep_trace(true) (the last

@@ -198,7 +198,7 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
     std::vector<PlannedFault> plan;
     const uint32_t nfaults = static_cast<uint32_t>(w.draw_below(4));
     for (uint32_t i = 0; i < nfaults; ++i) 
-      plan.push_back({5 + w.draw_below(90), static_cast<uint32_t>(w.draw_below(5)), static_cast<uint32_t>(w.draw_below(50))});
+      plan.push_back({5 + w.draw_below(90), static_cast<uint32_t>(w.draw_below(7)), static_cast<uint32_t>(w.draw_below(50))});
 
     uint32_t next = 0, outstanding_issued = 0;
     uint64_t server_stalled_until = 0;
@@ -302,6 +302,12 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
             w.advance(d);
             break;
           }
+          case 5:
+            if (sim::SimQp* q = w.pick_connected_qp()) w.fail_qp_after(q, w.draw_below(12));
+            break;
+          case 6:
+            if (sim::SimQp* q = w.pick_connected_qp()) w.corrupt_next_key(q);
+            break;
           case 4:
             // The client's process goes away mid-flight: its engine is
             // destroyed with calls outstanding, each of which must still
