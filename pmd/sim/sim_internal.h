@@ -149,6 +149,9 @@ class SimQp final : public Qp {
   // To error: everything outstanding flushes; kDisconnected for this QP when
   // it was connected; the peer loses its link (scheduled) when tell_peer.
   void enter_error(Status why, bool peer_fault, bool tell_peer);
+  // World::corrupt_next_key (not Fault::kCorruptNextDesc, whose garbage
+  // descriptor is pmd/shm's own).
+  void corrupt_next_key() { corrupt_next_ = true; }
   void retire_to(uint64_t seq) { if (seq + 1 > sq_retired_) sq_retired_ = seq + 1; }
   SimDevice* dev() const { return dev_; }
   SimPd* pd() const { return static_cast<SimPd*>(init_.pd); }

@@ -67,9 +67,6 @@ Status SimQp::inject_fault(const Fault& f) {
     case Fault::Kind::kFailAfterWrs:
       fail_after_ = static_cast<int64_t>(f.count);
       return Status::ok();
-    case Fault::Kind::kCorruptNextDesc:
-      corrupt_next_ = true;
-      return Status::ok();
     case Fault::Kind::kDropConnection:
       ++dev_->world().counters_mut().faults;
       enter_error(make_error(Errc::kDisconnected, "sim: connection dropped (injected)"), false, true);

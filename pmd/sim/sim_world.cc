@@ -218,7 +218,7 @@ void World::fail_qp_after(SimQp* qp, uint64_t wrs) {
 
 void World::corrupt_next_key(SimQp* qp) {
   trace_event("fault-corrupt-key", qp->qp_num(), "", 0);
-  (void)qp->inject_fault(rdma::Fault{rdma::Fault::Kind::kCorruptNextDesc, 0, 0});
+  qp->corrupt_next_key();
 }
 
 void World::note(const std::string& line) {
