@@ -14,7 +14,16 @@
 
 namespace tern {
 
+namespace {
+// set_virtual_clock's. Atomic (relaxed: a plain load on x86) because any
+// thread may read the clock while a simulation sets it; the simulation
+// itself, which advances *ns, is one thread.
+std::atomic<const uint64_t*> g_virtual_ns{nullptr};
+ClockSource g_before_virtual = ClockSource::kUndecided;
+}  // namespace
+
 uint64_t monotonic_ns() {
+  if (const uint64_t* v = g_virtual_ns.load(std::memory_order_relaxed); __builtin_expect(v != nullptr, 0)) return *v;
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
@@ -97,11 +106,12 @@ ClockSource decided() {
 
 namespace detail {
 uint64_t now_ticks_slow() {
+  const ClockSource s = decided();
 #if defined(__x86_64__)
-  if (decided() == ClockSource::kTsc) return __rdtsc();
-#else
-  (void)decided();
+  if (s == ClockSource::kTsc) return __rdtsc();
 #endif
+  if (s == ClockSource::kVirtual)
+    if (const uint64_t* v = g_virtual_ns.load(std::memory_order_relaxed)) return *v;
   return monotonic_ns();
 }
 }  // namespace detail
@@ -113,10 +123,23 @@ const char* clock_source_name(ClockSource s) {
     case ClockSource::kUndecided: return "undecided";
     case ClockSource::kTsc: return "tsc";
     case ClockSource::kMonotonic: return "monotonic";
+    case ClockSource::kVirtual: return "virtual";
   }
   return "?";
 }
 
 double tick_hz() { return decided() == ClockSource::kTsc ? g_tsc_hz : 1e9; }
+
+void set_virtual_clock(const uint64_t* ns) {
+  const ClockSource s = decided();  // the machine's source, decided once, comes back after
+  if (ns != nullptr) {
+    if (s != ClockSource::kVirtual) g_before_virtual = s;
+    g_virtual_ns.store(ns, std::memory_order_relaxed);
+    detail::clock_source.store(ClockSource::kVirtual, std::memory_order_release);
+  } else if (g_virtual_ns.load(std::memory_order_relaxed) != nullptr) {
+    detail::clock_source.store(g_before_virtual, std::memory_order_release);
+    g_virtual_ns.store(nullptr, std::memory_order_relaxed);
+  }
+}
 
 }  // namespace tern

@@ -19,6 +19,7 @@ enum class ClockSource : uint8_t {
   kUndecided,  // before the first use of the clock in this process
   kTsc,        // rdtsc, tick_hz() from a 10 ms calibration
   kMonotonic,  // clock_gettime(CLOCK_MONOTONIC) in ns, tick_hz() = 1e9
+  kVirtual,    // a simulation's clock (set_virtual_clock), in ns, tick_hz() = 1e9
 };
 
 namespace detail {
@@ -37,8 +38,19 @@ inline uint64_t now_ticks() {
   return detail::now_ticks_slow();
 }
 
-// Nanoseconds from CLOCK_MONOTONIC (a vDSO call, ~20 ns).
+// Nanoseconds from CLOCK_MONOTONIC (a vDSO call, ~20 ns); the virtual clock's
+// nanoseconds while one is set.
 uint64_t monotonic_ns();
+
+// A deterministic simulation (pmd/sim) runs engines in simulated time: while
+// `ns` is set, now_ticks() and monotonic_ns() read *ns (nanoseconds, which
+// the simulator advances) and tick_hz() is 1e9; nullptr goes back to the
+// machine's clock. Process-wide, for a single-threaded simulation: set it
+// before creating the engines that are to run in simulated time (an engine
+// converts its timeouts to ticks when created) and unset it after they are
+// gone. The TSC fast path of now_ticks() is unchanged: a virtual clock costs
+// the datapath nothing.
+void set_virtual_clock(const uint64_t* ns);
 
 // The source now_ticks() reads; the first call decides it (~10 ms on x86-64,
 // once per process: the TSC calibration).

@@ -172,7 +172,9 @@ void ClientConn::schedule_reconnect() {
   backoff_ns = backoff_ns == 0 ? uint64_t{o.reconnect_min_ms} * 1'000'000
                                : std::min<uint64_t>(backoff_ns * 2, uint64_t{o.reconnect_max_ms} * 1'000'000);
   // +-25% jitter, so that many clients of one server do not come back in step.
-  static thread_local std::minstd_rand rng(static_cast<uint32_t>(monotonic_ns()));
+  // Drawn from the clock and the connection, with no state kept between
+  // draws, so that a simulation in virtual time (pmd/sim) replays it.
+  std::minstd_rand rng(static_cast<uint32_t>(monotonic_ns() ^ (id * 0x9E3779B97F4A7C15ull) >> 7));
   const uint64_t jitter = backoff_ns / 2 > 0 ? rng() % (backoff_ns / 2) : 0;
   next_attempt = now + ticks_from_ns(backoff_ns - backoff_ns / 4 + jitter);
   timer_due(next_attempt);

@@ -83,6 +83,9 @@ std::string unique_spec(const DeviceParam& p, std::string* socket_path) {
   // names its port is used as given.
   if ((p.driver == "verbs" || p.driver == "mlx5") && p.spec.find("port=") == std::string::npos)
     return p.spec + (p.spec.find(':') == std::string::npos ? ":" : ",") + "port=" + std::to_string(20100 + counter++);
+  // sim: a fresh address per test in the spec's world, for the same reason.
+  if (p.driver == "sim" && p.spec.find("addr=") == std::string::npos)
+    return p.spec + (p.spec.find(':') == std::string::npos ? ":" : ",") + "addr=conf-" + std::to_string(counter++);
   if (p.driver != "shm") return p.spec;
   const char* tmp = std::getenv("TMPDIR");
   std::string dir = (tmp != nullptr && *tmp != '\0') ? tmp : "/tmp";

@@ -1,0 +1,294 @@
+// pmd/sim's control path: the driver ("sim:world=NAME,seed=N,addr=A"), the
+// device, its memory table, CQs and connection management. Connection
+// events are CM actions the world schedules like any other event, so they
+// may come late: after data, after the other side's disconnect.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "base/devargs.h"
+#include "rdmadev/rdmadev_driver.h"
+#include "sim/sim_internal.h"
+
+namespace tern::sim {
+
+// ---------------------------------------------------------------- memory
+
+Result<std::unique_ptr<Mr>> SimPd::reg_mr(void* addr, uint64_t length, uint32_t access) {
+  if (addr == nullptr || length == 0) return make_error(Errc::kInvalidArgument, "sim: reg_mr of nothing");
+  if ((access & ~(kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead)) != 0 ||
+      ((access & kAccessRemoteWrite) && !(access & kAccessLocalWrite)))
+    return make_error(Errc::kInvalidArgument, "sim: reg_mr with invalid access 0x%x", access);
+  MrEntry e;
+  e.in_use = true;
+  e.access = access;
+  e.iova = reinterpret_cast<uint64_t>(addr);
+  e.length = length;
+  e.pd = this;
+  uint32_t index = dev_->add_entry(e);
+  bool remote = (access & (kAccessRemoteWrite | kAccessRemoteRead)) != 0;
+  return std::unique_ptr<Mr>(new SimMr(dev_, index, e.iova, length, access, remote));
+}
+
+Result<std::unique_ptr<FastMr>> SimPd::alloc_fast_mr(uint32_t max_depth) {
+  if (max_depth == 0 || max_depth > kMaxFastRegDepth)
+    return make_error(Errc::kInvalidArgument, "sim: fast MR depth %u (1..%u)", max_depth, kMaxFastRegDepth);
+  MrEntry e;
+  e.in_use = true;
+  e.fast = true;
+  e.max_depth = max_depth;
+  e.pd = this;
+  uint32_t index = dev_->add_entry(e);
+  return std::unique_ptr<FastMr>(new SimFastMr(dev_, index, max_depth));
+}
+
+SimMr::SimMr(SimDevice* dev, uint32_t index, uint64_t addr, uint64_t len, uint32_t access, bool remote)
+    : dev_(dev), index_(index) {
+  addr_ = addr, length_ = len, access_ = access;
+  lkey_ = make_rkey(index, 0);
+  rkey_ = remote ? lkey_ : 0;
+}
+
+SimMr::~SimMr() { dev_->free_entry(index_); }
+
+SimFastMr::SimFastMr(SimDevice* dev, uint32_t index, uint32_t depth) : dev_(dev), index_(index) {
+  max_depth_ = depth;
+  rkey_ = make_rkey(index, 0);
+}
+
+SimFastMr::~SimFastMr() {
+  MrEntry* e = dev_->entry(index_);
+  if (e != nullptr && e->valid) {
+    // Destroying a registered MR ends its registration: one of the three
+    // ways a registration may end, each counted once.
+    ++dev_->world().counters_mut().destroyed_valid;
+    dev_->world().trace_event("mr-destroyed-valid", 0, "", index_);
+  }
+  dev_->free_entry(index_);
+}
+
+uint32_t SimDevice::add_entry(const MrEntry& e) {
+  uint32_t index;
+  if (!free_.empty()) {
+    // Lowest free index first: the same schedule gives the same keys.
+    auto it = std::min_element(free_.begin(), free_.end());
+    index = *it;
+    free_.erase(it);
+  } else {
+    index = static_cast<uint32_t>(table_.size());
+    table_.emplace_back();
+  }
+  uint8_t key = table_[index].key;  // a reused row keeps advancing its key byte
+  table_[index] = e;
+  table_[index].key = e.fast ? key : 0;
+  return index;
+}
+
+void SimDevice::free_entry(uint32_t index) {
+  if (index >= table_.size() || !table_[index].in_use) return;
+  uint8_t key = table_[index].key;
+  table_[index] = MrEntry{};
+  table_[index].key = static_cast<uint8_t>(key + 1);
+  free_.push_back(index);
+}
+
+bool SimDevice::local_ok(const SimPd* pd, const Sge& s, uint32_t need) {
+  if (s.length == 0) return true;
+  MrEntry* e = entry(rkey_index(s.lkey));
+  if (e == nullptr || e->fast || e->pd != pd || rkey_key(s.lkey) != e->key) return false;
+  if ((e->access & need) != need) return false;
+  return s.addr >= e->iova && s.length <= e->length && s.addr - e->iova <= e->length - s.length;
+}
+
+bool SimDevice::remote_ok(const SimPd* pd, uint32_t rkey, uint64_t addr, uint64_t len, uint32_t need) {
+  MrEntry* e = entry(rkey_index(rkey));
+  if (e == nullptr || e->pd != pd || rkey_key(rkey) != e->key) return false;
+  if (e->fast ? !e->valid : (e->access & (kAccessRemoteRead | kAccessRemoteWrite)) == 0) return false;
+  if ((e->access & need) != need) return false;
+  if (len == 0) return true;
+  return addr >= e->iova && len <= e->length && addr - e->iova <= e->length - len;
+}
+
+// ---------------------------------------------------------------- CQ
+
+int SimCq::poll(Wc* wc, int max) {
+  dev_->world().auto_progress(1);
+  int n = 0;
+  while (n < max && !visible_.empty()) {
+    const CqEntry& e = visible_.front();
+    wc[n++] = e.wc;
+    if (e.send)
+      if (SimQp* q = dev_->world().qp_by_num(e.wc.qp_num)) q->retire_to(e.seq);
+    visible_.pop_front();
+  }
+  return n;
+}
+
+void SimCq::publish(const CqEntry& e) {
+  if (visible_.size() >= cap_) ++dev_->world().counters_mut().cq_overruns;
+  visible_.push_back(e);
+}
+
+// ---------------------------------------------------------------- device
+
+SimDevice::SimDevice(std::shared_ptr<World> world, std::string addr) : world_(std::move(world)), addr_(std::move(addr)) {
+  uint32_t idx = world_->next_device_index();
+  caps_.driver = "sim";
+  caps_.name = "sim" + std::to_string(idx);
+  host_ = "sim host " + std::to_string(idx);
+  caps_.max_qp_wr = kMaxQpWr;
+  caps_.max_send_sge = kMaxSge;
+  caps_.max_recv_sge = kMaxSge;
+  caps_.max_cqe = kMaxCqe;
+  caps_.max_fast_reg_depth = kMaxFastRegDepth;
+  caps_.fast_reg_page_size = 4096;
+  caps_.max_mr_size = uint64_t{1} << 40;
+  caps_.max_private_data = 56;
+  caps_.fast_reg = true;
+  caps_.remote_invalidation = true;
+  // MR-style fast registration (FRWR): any QP of the PD reaches it, and a
+  // Send With Invalidate may name any registration of the receiver's PD.
+  caps_.fast_reg_qp_bound = false;
+  caps_.remote_inv_qp_bound = false;
+  table_.emplace_back();  // index 0 is never used: rkey 0 means "none"
+  table_[0].in_use = false;
+}
+
+SimDevice::~SimDevice() {
+  if (listening_) world_->unbind_listener(addr_, this);
+}
+
+Result<std::unique_ptr<Pd>> SimDevice::alloc_pd() { return std::unique_ptr<Pd>(new SimPd(this)); }
+
+Result<std::unique_ptr<Cq>> SimDevice::create_cq(uint32_t capacity) {
+  if (capacity == 0 || capacity > kMaxCqe) return make_error(Errc::kInvalidArgument, "sim: CQ of %u entries", capacity);
+  return std::unique_ptr<Cq>(new SimCq(this, capacity));
+}
+
+Result<std::unique_ptr<Qp>> SimDevice::create_qp(const QpInit& init) {
+  if (init.pd == nullptr || init.send_cq == nullptr || init.recv_cq == nullptr)
+    return make_error(Errc::kInvalidArgument, "sim: QP without PD or CQs");
+  if (init.srq != nullptr) return make_error(Errc::kInvalidArgument, "sim: no shared receive queues");
+  if (init.sq_depth == 0 || init.sq_depth > kMaxQpWr || init.rq_depth > kMaxQpWr || init.max_send_sge > kMaxSge ||
+      init.max_recv_sge > kMaxSge)
+    return make_error(Errc::kInvalidArgument, "sim: QP depths or SGEs over the device's limits");
+  if (static_cast<SimPd*>(init.pd)->dev() != this)
+    return make_error(Errc::kInvalidArgument, "sim: the PD is another device's");
+  return std::unique_ptr<Qp>(new SimQp(this, init));
+}
+
+Status SimDevice::listen() {
+  if (listening_) return Status::ok();
+  if (!world_->bind_listener(addr_, this))
+    return make_error(Errc::kInvalidArgument, "sim: address %s of world %s has a listener already", addr_.c_str(),
+                      world_->name().c_str());
+  listening_ = true;
+  return Status::ok();
+}
+
+Status SimDevice::connect(Qp* q, std::span<const uint8_t> private_data) {
+  auto* qp = static_cast<SimQp*>(q);
+  if (qp->state() != QpState::kInit) return make_error(Errc::kInvalidArgument, "sim: connect on a used QP");
+  if (private_data.size() > caps_.max_private_data)
+    return make_error(Errc::kInvalidArgument, "sim: %zu bytes of private data", private_data.size());
+  qp->set_state(QpState::kConnecting);
+  CmAction a{CmAction::Kind::kRequest, CmEvent{CmEventType::kConnectRequest}, addr_};
+  a.ev.private_data.assign(private_data.begin(), private_data.end());
+  qp->queue_cm(std::move(a));
+  return Status::ok();
+}
+
+void SimDevice::request_arrived(uint32_t client_qpn, std::vector<uint8_t> pdata, const std::string& host) {
+  auto r = std::make_unique<SimConnRequest>(client_qpn, pdata, host);
+  CmEvent ev{CmEventType::kConnectRequest};
+  ev.request = r.get();
+  ev.private_data = std::move(pdata);
+  requests_.push_back(std::move(r));
+  report(std::move(ev));
+}
+
+Status SimDevice::accept(ConnRequest* req, Qp* q, std::span<const uint8_t> private_data) {
+  auto it = std::find_if(requests_.begin(), requests_.end(), [&](const auto& r) { return r.get() == req; });
+  if (it == requests_.end()) return make_error(Errc::kInvalidArgument, "sim: accept of an unknown request");
+  auto* sqp = static_cast<SimQp*>(q);
+  if (sqp->state() != QpState::kInit) return make_error(Errc::kInvalidArgument, "sim: accept on a used QP");
+  std::unique_ptr<SimConnRequest> r = std::move(*it);
+  requests_.erase(it);
+  SimQp* cqp = world_->qp_by_num(r->client_qpn());
+  if (cqp == nullptr || cqp->state() != QpState::kConnecting)
+    return make_error(Errc::kDisconnected, "sim: the client gave up before the accept");
+  sqp->link(cqp, sqp->pd());
+  cqp->link(sqp, cqp->pd());
+  sqp->set_state(QpState::kConnecting);
+  // Both ends learn of it as scheduled events, in either order.
+  CmAction c{CmAction::Kind::kDeliver, CmEvent{CmEventType::kEstablished}, {}};
+  c.ev.qp = cqp;
+  c.ev.private_data.assign(private_data.begin(), private_data.end());
+  cqp->queue_cm(std::move(c));
+  CmAction s{CmAction::Kind::kDeliver, CmEvent{CmEventType::kEstablished}, {}};
+  s.ev.qp = sqp;
+  s.ev.private_data = r->private_data();
+  sqp->queue_cm(std::move(s));
+  return Status::ok();
+}
+
+Status SimDevice::reject(ConnRequest* req, std::span<const uint8_t> private_data) {
+  auto it = std::find_if(requests_.begin(), requests_.end(), [&](const auto& r) { return r.get() == req; });
+  if (it == requests_.end()) return make_error(Errc::kInvalidArgument, "sim: reject of an unknown request");
+  std::unique_ptr<SimConnRequest> r = std::move(*it);
+  requests_.erase(it);
+  if (SimQp* cqp = world_->qp_by_num(r->client_qpn()); cqp != nullptr && cqp->state() == QpState::kConnecting) {
+    CmAction c{CmAction::Kind::kDeliver, CmEvent{CmEventType::kRejected}, {}};
+    c.ev.qp = cqp;
+    c.ev.private_data.assign(private_data.begin(), private_data.end());
+    c.ev.status = make_error(Errc::kRemoteError, "sim: the server rejected the connection");
+    cqp->queue_cm(std::move(c));
+  }
+  return Status::ok();
+}
+
+Status SimDevice::disconnect(Qp* q) {
+  auto* qp = static_cast<SimQp*>(q);
+  if (qp->state() == QpState::kError) return Status::ok();
+  qp->enter_error(make_error(Errc::kDisconnected, "disconnected locally"), false, true);
+  return Status::ok();
+}
+
+void SimDevice::forget_qp(const Qp* qp) {
+  events_.erase(std::remove_if(events_.begin(), events_.end(), [&](const CmEvent& e) { return e.qp == qp; }),
+                events_.end());
+}
+
+bool SimDevice::poll_cm(CmEvent* ev) {
+  world_->auto_progress(1);
+  if (events_.empty()) return false;
+  *ev = std::move(events_.front());
+  events_.pop_front();
+  return true;
+}
+
+// ---------------------------------------------------------------- driver
+
+namespace {
+
+class SimDriver final : public Driver {
+ public:
+  const char* name() const override { return "sim"; }
+  const char* usage() const override {
+    return "sim:world=NAME,seed=N,addr=A  a simulated device in a deterministic world (docs/sim.md): devices of one "
+           "world reach each other at addr; seed is used when the world is made";
+  }
+  Result<std::unique_ptr<Device>> open(const DevArgs& args) override {
+    TERN_TRY(args.check_keys({"world", "seed", "addr"}));
+    Result<uint64_t> seed = args.get_u64("seed", 1);
+    if (!seed) return seed.status();
+    auto world = World::open(args.get("world", "default"), *seed);
+    return std::unique_ptr<Device>(new SimDevice(std::move(world), args.get("addr", "0")));
+  }
+};
+
+}  // namespace
+
+}  // namespace tern::sim
+
+TERN_BUILTIN_DRIVER(sim, ::tern::sim::SimDriver)

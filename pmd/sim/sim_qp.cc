@@ -1,0 +1,424 @@
+// pmd/sim's queue pair: posting (nothing runs at post time), and the events
+// the world runs for it: executing the head of its send queue as requester
+// and, for SENDs, READs and WRITEs, as the peer's responder; publishing its
+// completions to its CQs; its connection-manager actions.
+#include <algorithm>
+#include <cstring>
+
+#include "rdmadev/rdmadev_driver.h"
+#include "sim/sim_internal.h"
+
+namespace tern::sim {
+
+namespace {
+
+uint64_t sge_total(const Sge* sg, uint32_t n) {
+  uint64_t t = 0;
+  for (uint32_t i = 0; i < n; ++i) t += sg[i].length;
+  return t;
+}
+
+// Copies the bytes of src's SGEs into dst's, in order; both lists hold at
+// least `len` bytes.
+void scatter(const Sge* src, uint32_t ns, const Sge* dst, uint32_t nd, uint64_t len) {
+  uint32_t si = 0, di = 0;
+  uint64_t so = 0, dof = 0;
+  while (len > 0) {
+    while (si < ns && so == src[si].length) ++si, so = 0;
+    while (di < nd && dof == dst[di].length) ++di, dof = 0;
+    if (si == ns || di == nd) return;
+    uint64_t n = std::min<uint64_t>({len, src[si].length - so, dst[di].length - dof});
+    std::memmove(reinterpret_cast<void*>(dst[di].addr + dof), reinterpret_cast<const void*>(src[si].addr + so), n);
+    so += n, dof += n, len -= n;
+  }
+}
+
+}  // namespace
+
+SimQp::SimQp(SimDevice* dev, const QpInit& init) : dev_(dev), init_(init) { qpn_ = dev_->world().add_qp(this); }
+
+SimQp::~SimQp() {
+  // The peer loses its link, as RC peers of a destroyed QP do (retry
+  // exceeded, or the CM's disconnect): a scheduled event, so it may be late.
+  if (peer_ != nullptr && peer_->peer_ == this) {
+    peer_->peer_ = nullptr;
+    CmAction a{CmAction::Kind::kLoseLink, CmEvent{CmEventType::kDisconnected}, {}};
+    a.ev.status = make_error(Errc::kDisconnected, "sim: the peer's QP was destroyed");
+    peer_->queue_cm(std::move(a));
+  }
+  dev_->forget_qp(this);
+  dev_->world().remove_qp(this);
+}
+
+std::string SimQp::peer() const {
+  if (peer_ == nullptr) return {};
+  return peer_->dev_->host() + " qp " + std::to_string(peer_->qpn_);
+}
+
+std::string SimQp::peer_host() const { return peer_ != nullptr ? peer_->dev_->host() : std::string(); }
+
+StatsView SimQp::stats() const {
+  return {{"posted", &st_posted_}, {"executed", &st_executed_}, {"rnr_waits", &st_rnr_},
+          {"flushed", &st_flushed_}, {"sq_full", &st_sq_full_}};
+}
+
+Status SimQp::inject_fault(const Fault& f) {
+  switch (f.kind) {
+    case Fault::Kind::kFailAfterWrs:
+      fail_after_ = static_cast<int64_t>(f.count);
+      return Status::ok();
+    case Fault::Kind::kDropConnection:
+      ++dev_->world().counters_mut().faults;
+      enter_error(make_error(Errc::kDisconnected, "sim: connection dropped (injected)"), false, true);
+      return Status::ok();
+    default:
+      return make_error(Errc::kUnsupported, "sim: this fault is drawn by the world's seed instead");
+  }
+}
+
+// ---------------------------------------------------------------- posting
+
+int SimQp::post_send(const SendWr* wrs, int n, int* err) {
+  *err = 0;
+  if (state_ == QpState::kInit || state_ == QpState::kConnecting) {
+    *err = ENOTCONN;
+    return 0;
+  }
+  int i = 0;
+  for (; i < n; ++i) {
+    const SendWr& wr = wrs[i];
+    // A slot frees when the completion that covers its WR is polled.
+    if (sq_posted_ - sq_retired_ >= init_.sq_depth) {
+      st_sq_full_.add();
+      *err = EAGAIN;
+      break;
+    }
+    if (wr.num_sge > init_.max_send_sge || (wr.num_sge != 0 && wr.sg_list == nullptr) ||
+        static_cast<uint8_t>(wr.opcode) > static_cast<uint8_t>(WrOpcode::kLocalInv)) {
+      *err = EINVAL;
+      break;
+    }
+    PendingSend p;
+    p.wr = wr;
+    for (uint32_t k = 0; k < wr.num_sge; ++k) p.sg[k] = wr.sg_list[k];
+    p.wr.sg_list = nullptr;
+    p.seq = sq_posted_++;
+    sq_.push_back(p);
+    st_posted_.add();
+  }
+  return i;
+}
+
+int SimQp::post_recv(const RecvWr* wrs, int n, int* err) {
+  *err = 0;
+  int i = 0;
+  for (; i < n; ++i) {
+    const RecvWr& wr = wrs[i];
+    if (wr.num_sge > init_.max_recv_sge || (wr.num_sge != 0 && wr.sg_list == nullptr)) {
+      *err = EINVAL;
+      break;
+    }
+    if (state_ == QpState::kError) {
+      recv_cqes_.push_back(CqEntry{Wc{wr.wr_id, 0, 0, qpn_, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0}, false, 0});
+      ++dev_->world().counters_mut().flushed;
+      continue;
+    }
+    if (rq_.size() >= init_.rq_depth) {
+      *err = EAGAIN;
+      break;
+    }
+    PendingRecv r{wr.wr_id, {}, wr.num_sge};
+    for (uint32_t k = 0; k < wr.num_sge; ++k) r.sg[k] = wr.sg_list[k];
+    rq_.push_back(r);
+  }
+  return i;
+}
+
+// ---------------------------------------------------------------- executing
+
+bool SimQp::sq_runnable() const {
+  if (sq_.empty()) return false;
+  if (state_ == QpState::kError) return true;  // flushes
+  if (state_ != QpState::kRts) return false;
+  const WrOpcode op = sq_.front().wr.opcode;
+  if ((op == WrOpcode::kSend || op == WrOpcode::kSendWithInv) && peer_ != nullptr && peer_->peer_ == this &&
+      peer_->state_ != QpState::kError && peer_->rq_.empty()) {
+    // Receiver not ready: RC with infinite RNR retry waits -- unless the
+    // SEND fails here first (a bad local SGE), before it reaches the wire.
+    const PendingSend& p = sq_.front();
+    for (uint32_t k = 0; k < p.wr.num_sge; ++k)
+      if (!dev_->local_ok(pd(), p.sg[k], 0)) return true;
+    return false;
+  }
+  return true;
+}
+
+void SimQp::complete_send(const PendingSend& p, WcStatus st) {
+  Wc wc{p.wr.wr_id, 0, 0, qpn_, st, wc_opcode_for(p.wr.opcode), 0, 0};
+  send_cqes_.push_back(CqEntry{wc, true, p.seq});
+}
+
+void SimQp::run_sq() {
+  World& w = dev_->world();
+  PendingSend p = sq_.front();
+  sq_.pop_front();
+  if (state_ == QpState::kError) {
+    complete_send(p, WcStatus::kWrFlushErr);
+    st_flushed_.add();
+    ++w.counters_mut().flushed;
+    w.trace_event("flush", qpn_, wc_opcode_name(wc_opcode_for(p.wr.opcode)), p.seq);
+    return;
+  }
+  if (fail_after_ == 0) {
+    // The injected failure strikes before this WR: it and the rest flush.
+    fail_after_ = -1;
+    sq_.push_front(p);
+    ++w.counters_mut().faults;
+    enter_error(make_error(Errc::kDisconnected, "sim: transport retry exceeded (injected)"), false, true);
+    return;
+  }
+  bool responder_failed = false;
+  const char* why = "";
+  if (corrupt_next_ && (p.wr.opcode == WrOpcode::kRdmaRead || p.wr.opcode == WrOpcode::kRdmaWrite ||
+                        p.wr.opcode == WrOpcode::kSendWithInv)) {
+    corrupt_next_ = false;
+    ++w.counters_mut().faults;
+    w.trace_event("corrupted-key", qpn_, wc_opcode_name(wc_opcode_for(p.wr.opcode)), p.seq);
+    uint32_t& key = p.wr.opcode == WrOpcode::kSendWithInv ? p.wr.invalidate_rkey : p.wr.rkey;
+    key = make_rkey(rkey_index(key), static_cast<uint8_t>(rkey_key(key) + 0x80));
+  }
+  WcStatus st = execute(p, &responder_failed, &why);
+  w.trace_event(st == WcStatus::kSuccess ? "exec" : "exec-fail", qpn_, wc_opcode_name(wc_opcode_for(p.wr.opcode)),
+                static_cast<uint64_t>(st));
+  if (st == WcStatus::kSuccess) {
+    st_executed_.add();
+    if (fail_after_ > 0) --fail_after_;
+    if (p.wr.flags & kWrSignaled) complete_send(p, st);
+    return;
+  }
+  // A failed WR always completes, then the QP is in error.
+  complete_send(p, st);
+  if (responder_failed && peer_ != nullptr) {
+    // The responder refused the peer's request: the peer broke the rules
+    // (a bad rkey, a message too large): its connection goes, and says so.
+    SimQp* peer = peer_;
+    peer->enter_error(make_error(Errc::kRemoteError, "sim: %s", why), true, false);
+    enter_error(make_error(Errc::kRemoteError, "sim: the peer refused a request: %s", why), false, false);
+  } else {
+    enter_error(make_error(Errc::kRemoteError, "sim: %s", why), false, true);
+  }
+}
+
+WcStatus SimQp::execute(PendingSend& p, bool* responder_failed, const char** why) {
+  World& w = dev_->world();
+  const SendWr& wr = p.wr;
+  if (wr.opcode == WrOpcode::kRegMr) {
+    auto* fmr = wr.reg.mr;
+    MrEntry* m = fmr != nullptr ? dev_->entry(rkey_index(fmr->rkey())) : nullptr;
+    uint64_t pages = wr.reg.length == 0 ? 0 : ((wr.reg.addr & 4095) + wr.reg.length + 4095) / 4096;
+    MrEntry* base = dev_->entry(rkey_index(wr.reg.lkey));
+    bool base_ok = base != nullptr && !base->fast && base->pd == pd() && rkey_key(wr.reg.lkey) == base->key &&
+                   wr.reg.addr >= base->iova && wr.reg.length <= base->length &&
+                   wr.reg.addr - base->iova <= base->length - wr.reg.length;
+    if (m == nullptr || !m->fast || m->valid || m->pd != pd() || rkey_index(wr.reg.rkey) != rkey_index(fmr->rkey()) ||
+        !base_ok || wr.reg.length == 0 || pages > m->max_depth ||
+        (wr.reg.access & ~(kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead)) != 0 ||
+        ((wr.reg.access & kAccessRemoteWrite) && !(wr.reg.access & kAccessLocalWrite))) {
+      *why = "REG_MR refused (MR state, key, range or access)";
+      return WcStatus::kMwBindErr;
+    }
+    m->valid = true;
+    m->key = rkey_key(wr.reg.rkey);
+    m->access = wr.reg.access;
+    m->iova = wr.reg.addr;
+    m->length = wr.reg.length;
+    ++w.counters_mut().fast_regs;
+    return WcStatus::kSuccess;
+  }
+  if (wr.opcode == WrOpcode::kLocalInv) {
+    MrEntry* m = dev_->entry(rkey_index(wr.invalidate_rkey));
+    if (m == nullptr || !m->fast || m->pd != pd() || m->key != rkey_key(wr.invalidate_rkey)) {
+      *why = "LOCAL_INV of a key that names no fast MR of this PD";
+      return WcStatus::kMwBindErr;
+    }
+    if (!m->valid) {
+      // Verbs let it pass; an engine must never do it (its registration was
+      // already ended once).
+      ++w.counters_mut().inv_of_invalid;
+      w.trace_event("inv-of-invalid", qpn_, "", rkey_index(wr.invalidate_rkey));
+    } else {
+      m->valid = false;
+      ++w.counters_mut().local_invs;
+    }
+    return WcStatus::kSuccess;
+  }
+  // Local SGEs: sources of SEND/WRITE, sinks of READ (which need local write).
+  const uint32_t need = wr.opcode == WrOpcode::kRdmaRead ? uint32_t{kAccessLocalWrite} : 0u;
+  for (uint32_t k = 0; k < wr.num_sge; ++k)
+    if (!dev_->local_ok(pd(), p.sg[k], need)) {
+      *why = "a local SGE names no registration of this PD";
+      return WcStatus::kLocProtErr;
+    }
+  const uint64_t len = sge_total(p.sg, wr.num_sge);
+  if (wr.opcode == WrOpcode::kSend || wr.opcode == WrOpcode::kSendWithInv) {
+    if (len > kMaxMessage) {
+      *why = "SEND over the device's message size";
+      return WcStatus::kLocLenErr;
+    }
+    return deliver_send(p, responder_failed, why);
+  }
+  if (peer_ == nullptr || peer_->peer_ != this || peer_->state_ == QpState::kError) {
+    *why = "the peer is gone";
+    return WcStatus::kRetryExcErr;
+  }
+  const bool write = wr.opcode == WrOpcode::kRdmaWrite;
+  if (!peer_->dev_->remote_ok(peer_->pd(), wr.rkey, wr.remote_addr, len,
+                              write ? kAccessRemoteWrite : kAccessRemoteRead)) {
+    ++w.counters_mut().remote_access_errors;
+    *responder_failed = true;
+    *why = write ? "RDMA WRITE: rkey, range or access refused" : "RDMA READ: rkey, range or access refused";
+    return WcStatus::kRemAccessErr;
+  }
+  Sge remote{wr.remote_addr, static_cast<uint32_t>(len), 0};
+  if (write) scatter(p.sg, wr.num_sge, &remote, 1, len);
+  else scatter(&remote, 1, p.sg, wr.num_sge, len);
+  return WcStatus::kSuccess;
+}
+
+WcStatus SimQp::deliver_send(PendingSend& p, bool* responder_failed, const char** why) {
+  World& w = dev_->world();
+  if (peer_ == nullptr || peer_->peer_ != this || peer_->state_ == QpState::kError || peer_->rq_.empty()) {
+    *why = "the peer is gone";
+    return WcStatus::kRetryExcErr;
+  }
+  SimQp& rx = *peer_;
+  PendingRecv r = rx.rq_.front();
+  rx.rq_.pop_front();
+  const uint64_t len = sge_total(p.sg, p.wr.num_sge);
+  auto fail_recv = [&](WcStatus rst, WcStatus sst, const char* what) {
+    rx.recv_cqes_.push_back(CqEntry{Wc{r.wr_id, 0, 0, rx.qpn_, rst, WcOpcode::kRecv, 0, 0}, false, 0});
+    *responder_failed = true;
+    *why = what;
+    return sst;
+  };
+  if (len > sge_total(r.sg, r.num_sge))
+    return fail_recv(WcStatus::kLocLenErr, WcStatus::kRemInvReqErr, "message larger than the receive buffer");
+  for (uint32_t k = 0; k < r.num_sge; ++k)
+    if (!rx.dev_->local_ok(rx.pd(), r.sg[k], kAccessLocalWrite))
+      return fail_recv(WcStatus::kLocProtErr, WcStatus::kRemOpErr, "receive buffer has a bad lkey");
+  uint8_t flags = 0;
+  uint32_t inv = 0;
+  if (p.wr.opcode == WrOpcode::kSendWithInv) {
+    MrEntry* m = rx.dev_->entry(rkey_index(p.wr.invalidate_rkey));
+    if (m == nullptr || !m->fast || m->pd != rx.pd() || !m->valid || m->key != rkey_key(p.wr.invalidate_rkey))
+      return fail_recv(WcStatus::kLocProtErr, WcStatus::kRemInvReqErr, "SEND_WITH_INV names no valid fast MR");
+    // Invalidated before the receive completes.
+    m->valid = false;
+    ++w.counters_mut().remote_invs;
+    flags = kWcWithInv;
+    inv = p.wr.invalidate_rkey;
+  }
+  scatter(p.sg, p.wr.num_sge, r.sg, r.num_sge, len);
+  rx.recv_cqes_.push_back(
+      CqEntry{Wc{r.wr_id, static_cast<uint32_t>(len), inv, rx.qpn_, WcStatus::kSuccess, WcOpcode::kRecv, flags, 0},
+              false, 0});
+  return WcStatus::kSuccess;
+}
+
+// ---------------------------------------------------------------- publishing
+
+void SimQp::publish_send() {
+  CqEntry e = send_cqes_.front();
+  send_cqes_.pop_front();
+  dev_->world().trace_event("scqe", qpn_, wc_status_name(e.wc.status), e.seq);
+  static_cast<SimCq*>(init_.send_cq)->publish(e);
+}
+
+void SimQp::publish_recv() {
+  CqEntry e = recv_cqes_.front();
+  recv_cqes_.pop_front();
+  dev_->world().trace_event("rcqe", qpn_, wc_status_name(e.wc.status), e.wc.byte_len);
+  static_cast<SimCq*>(init_.recv_cq)->publish(e);
+}
+
+// ---------------------------------------------------------------- errors and CM
+
+void SimQp::flush_recvs() {
+  World& w = dev_->world();
+  while (!rq_.empty()) {
+    recv_cqes_.push_back(CqEntry{Wc{rq_.front().wr_id, 0, 0, qpn_, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0}, false, 0});
+    rq_.pop_front();
+    st_flushed_.add();
+    ++w.counters_mut().flushed;
+  }
+}
+
+void SimQp::enter_error(Status why, bool peer_fault, bool tell_peer) {
+  if (state_ == QpState::kError) return;
+  World& w = dev_->world();
+  const bool was_live = state_ == QpState::kRts || state_ == QpState::kConnecting;
+  state_ = QpState::kError;
+  ++w.counters_mut().qp_errors;
+  w.trace_event("qp-error", qpn_, peer_fault ? "peer-fault" : "", 0);
+  flush_recvs();  // send WRs flush one event at a time (run_sq)
+  if (tell_peer && peer_ != nullptr && peer_->peer_ == this && peer_->state_ != QpState::kError) {
+    CmAction a{CmAction::Kind::kLoseLink, CmEvent{CmEventType::kDisconnected}, {}};
+    a.ev.status = make_error(Errc::kDisconnected, "sim: the peer's QP failed or disconnected");
+    peer_->queue_cm(std::move(a));
+  }
+  if (was_live && !disc_reported_) {
+    disc_reported_ = true;
+    CmAction a{CmAction::Kind::kDeliver, CmEvent{CmEventType::kDisconnected}, {}};
+    a.ev.qp = this;
+    a.ev.status = std::move(why);
+    a.ev.peer_fault = peer_fault;
+    queue_cm(std::move(a));
+  }
+}
+
+void SimQp::run_cm() {
+  World& w = dev_->world();
+  CmAction a = std::move(cm_.front());
+  cm_.pop_front();
+  switch (a.kind) {
+    case CmAction::Kind::kRequest: {
+      if (state_ != QpState::kConnecting) {
+        w.trace_event("cm-request-dropped", qpn_, "", 0);
+        return;
+      }
+      SimDevice* l = w.listener(a.addr);
+      w.trace_event("cm-request", qpn_, l != nullptr ? "listener" : "nobody", 0);
+      if (l == nullptr) {
+        disc_reported_ = true;  // kUnreachable is this QP's one event
+        enter_error(make_error(Errc::kDisconnected, "sim: nobody listens at %s", a.addr.c_str()), false, false);
+        CmEvent ev{CmEventType::kUnreachable};
+        ev.qp = this;
+        ev.status = make_error(Errc::kDisconnected, "sim: nobody listens at %s", a.addr.c_str());
+        dev_->report(std::move(ev));
+        return;
+      }
+      l->request_arrived(qpn_, std::move(a.ev.private_data), dev_->host());
+      return;
+    }
+    case CmAction::Kind::kDeliver: {
+      const CmEventType t = a.ev.type;
+      w.trace_event("cm", qpn_, cm_event_name(t), 0);
+      if (t == CmEventType::kEstablished) {
+        // Failed while connecting: its kDisconnected is queued already.
+        if (state_ != QpState::kConnecting) return;
+        state_ = QpState::kRts;
+      } else if (t == CmEventType::kRejected) {
+        disc_reported_ = true;
+        enter_error(make_error(Errc::kRemoteError, "sim: rejected"), false, false);
+      }
+      dev_->report(std::move(a.ev));
+      return;
+    }
+    case CmAction::Kind::kLoseLink:
+      w.trace_event("cm-lose-link", qpn_, "", 0);
+      enter_error(std::move(a.ev.status), false, false);
+      return;
+  }
+}
+
+}  // namespace tern::sim

@@ -1,0 +1,241 @@
+// The scheduler: which runnable event runs next, chosen by the world's
+// seeded generator, and the virtual clock it advances.
+#include "sim/sim_world.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <mutex>
+
+#include "base/clock.h"
+#include "sim/sim_internal.h"
+
+namespace tern::sim {
+
+namespace {
+
+// Worlds by name. Weak: a world ends with its last device or holder.
+std::mutex g_worlds_mu;
+std::map<std::string, std::weak_ptr<World>, std::less<>>& worlds() {
+  static std::map<std::string, std::weak_ptr<World>, std::less<>> m;
+  return m;
+}
+
+uint64_t splitmix(uint64_t& x) {
+  uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+// What a step may run: an event a QP offers.
+enum class Offer : uint8_t { kSq, kSendCqe, kRecvCqe, kCm };
+const char* offer_name(Offer o) {
+  switch (o) {
+    case Offer::kSq: return "sq";
+    case Offer::kSendCqe: return "scqe";
+    case Offer::kRecvCqe: return "rcqe";
+    case Offer::kCm: return "cm";
+  }
+  return "?";
+}
+
+}  // namespace
+
+World::World(std::string name, uint64_t seed) : name_(std::move(name)), seed_(seed) {
+  // xoshiro256** seeded through splitmix64: the same sequence on every
+  // machine (std:: distributions are not portable; draw_below is ours).
+  uint64_t x = seed;
+  for (auto& r : rng_) r = splitmix(x);
+}
+
+World::~World() {
+  uninstall_clock();
+  std::lock_guard<std::mutex> g(g_worlds_mu);
+  auto it = worlds().find(name_);
+  if (it != worlds().end() && it->second.expired()) worlds().erase(it);
+}
+
+std::shared_ptr<World> World::open(std::string_view name, uint64_t seed) {
+  std::lock_guard<std::mutex> g(g_worlds_mu);
+  auto it = worlds().find(name);
+  if (it != worlds().end())
+    if (auto w = it->second.lock()) return w;
+  std::shared_ptr<World> w(new World(std::string(name), seed));
+  worlds()[std::string(name)] = w;
+  return w;
+}
+
+std::shared_ptr<World> World::find(std::string_view name) {
+  std::lock_guard<std::mutex> g(g_worlds_mu);
+  auto it = worlds().find(name);
+  return it != worlds().end() ? it->second.lock() : nullptr;
+}
+
+uint64_t World::draw() {
+  const uint64_t result = rotl(rng_[1] * 5, 7) * 9;
+  const uint64_t t = rng_[1] << 17;
+  rng_[2] ^= rng_[0];
+  rng_[3] ^= rng_[1];
+  rng_[1] ^= rng_[2];
+  rng_[0] ^= rng_[3];
+  rng_[2] ^= t;
+  rng_[3] = rotl(rng_[3], 45);
+  return result;
+}
+
+uint64_t World::draw_below(uint64_t n) {
+  // Lemire's multiply-shift; the tiny bias does not matter here, the
+  // determinism does.
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(draw()) * n) >> 64);
+}
+
+void World::advance(uint64_t ns) { now_ns_ += ns; }
+
+void World::install_clock() {
+  set_virtual_clock(&now_ns_);
+  clock_installed_ = true;
+}
+
+void World::uninstall_clock() {
+  if (!clock_installed_) return;
+  set_virtual_clock(nullptr);
+  clock_installed_ = false;
+}
+
+uint32_t World::add_qp(SimQp* qp) {
+  qps_.push_back(qp);  // numbers grow, so the vector stays in number order
+  return next_qpn_++;
+}
+
+void World::remove_qp(SimQp* qp) { qps_.erase(std::remove(qps_.begin(), qps_.end(), qp), qps_.end()); }
+
+SimQp* World::qp_by_num(uint32_t qpn) const {
+  auto it = std::lower_bound(qps_.begin(), qps_.end(), qpn, [](SimQp* q, uint32_t n) { return q->qp_num() < n; });
+  return it != qps_.end() && (*it)->qp_num() == qpn ? *it : nullptr;
+}
+
+bool World::bind_listener(const std::string& addr, SimDevice* dev) {
+  for (auto& l : listeners_)
+    if (l.first == addr) return l.second == dev;
+  listeners_.emplace_back(addr, dev);
+  return true;
+}
+
+void World::unbind_listener(const std::string& addr, SimDevice* dev) {
+  listeners_.erase(std::remove_if(listeners_.begin(), listeners_.end(),
+                                  [&](const auto& l) { return l.first == addr && l.second == dev; }),
+                   listeners_.end());
+}
+
+SimDevice* World::listener(const std::string& addr) const {
+  for (const auto& l : listeners_)
+    if (l.first == addr) return l.second;
+  return nullptr;
+}
+
+bool World::runnable() {
+  for (SimQp* q : qps_)
+    if (q->sq_runnable() || q->has_send_cqe() || q->has_recv_cqe() || q->has_cm()) return true;
+  return false;
+}
+
+bool World::step() {
+  // Every runnable event, in QP-number order; the generator picks one. Only
+  // heads are offered, which is what keeps each QP's own order.
+  struct Cand {
+    SimQp* qp;
+    Offer what;
+  };
+  Cand cands[64];
+  uint32_t n = 0, seen = 0;
+  auto offer = [&](SimQp* q, Offer o) {
+    // Reservoir choice: any number of candidates in constant space.
+    ++seen;
+    if (n < 64) {
+      cands[n++] = Cand{q, o};
+    } else {
+      uint64_t k = draw_below(seen);
+      if (k < 64) cands[k] = Cand{q, o};
+    }
+  };
+  for (SimQp* q : qps_) {
+    if (q->sq_runnable()) offer(q, Offer::kSq);
+    if (q->has_send_cqe()) offer(q, Offer::kSendCqe);
+    if (q->has_recv_cqe()) offer(q, Offer::kRecvCqe);
+    if (q->has_cm()) offer(q, Offer::kCm);
+  }
+  if (n == 0) return false;
+  const Cand c = cands[draw_below(n)];
+  ++c_.events;
+  // An event takes 0.1-1 us of simulated time.
+  now_ns_ += 100 + draw_below(900);
+  switch (c.what) {
+    case Offer::kSq: c.qp->run_sq(); break;
+    case Offer::kSendCqe: c.qp->publish_send(); break;
+    case Offer::kRecvCqe: c.qp->publish_recv(); break;
+    case Offer::kCm: c.qp->run_cm(); break;
+  }
+  (void)offer_name;
+  return true;
+}
+
+void World::auto_progress(uint32_t scale) {
+  if (auto_steps_ == 0) return;
+  uint64_t k = draw_below(uint64_t{auto_steps_} * scale + 1);
+  for (uint64_t i = 0; i < k; ++i)
+    if (!step()) break;
+}
+
+SimQp* World::pick_connected_qp() {
+  uint32_t n = 0;
+  for (SimQp* q : qps_) n += q->state() == rdma::QpState::kRts && q->linked_peer() != nullptr;
+  if (n == 0) return nullptr;
+  uint64_t k = draw_below(n);
+  for (SimQp* q : qps_)
+    if (q->state() == rdma::QpState::kRts && q->linked_peer() != nullptr && k-- == 0) return q;
+  return nullptr;
+}
+
+void World::fail_qp(SimQp* qp) {
+  ++c_.faults;
+  trace_event("fault-qp-error", qp->qp_num(), "", 0);
+  qp->enter_error(make_error(Errc::kDisconnected, "sim: transport retry exceeded (injected)"), false, true);
+}
+
+void World::disconnect_qp(SimQp* qp) {
+  ++c_.faults;
+  trace_event("fault-disconnect", qp->qp_num(), "", 0);
+  (void)qp->dev()->disconnect(qp);
+}
+
+void World::fail_qp_after(SimQp* qp, uint64_t wrs) {
+  trace_event("fault-fail-after", qp->qp_num(), "wrs", wrs);
+  (void)qp->inject_fault(rdma::Fault{rdma::Fault::Kind::kFailAfterWrs, wrs, 0});
+}
+
+void World::corrupt_next_key(SimQp* qp) {
+  trace_event("fault-corrupt-key", qp->qp_num(), "", 0);
+  qp->corrupt_next_key();
+}
+
+void World::note(const std::string& line) {
+  char head[48];
+  std::snprintf(head, sizeof head, "%12llu ", static_cast<unsigned long long>(now_ns_ - start_ns_));
+  std::string l = head + line;
+  for (unsigned char ch : l) trace_hash_ = (trace_hash_ ^ ch) * 1099511628211ull;
+  trace_hash_ = (trace_hash_ ^ '\n') * 1099511628211ull;
+  if (!keep_trace_) return;
+  if (trace_limit_ != 0 && trace_.size() >= trace_limit_) trace_.pop_front();
+  trace_.push_back(std::move(l));
+}
+
+void World::trace_event(const char* what, uint32_t qpn, const char* detail, uint64_t value) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s qp=%u %s %llu", what, qpn, detail, static_cast<unsigned long long>(value));
+  note(buf);
+}
+
+}  // namespace tern::sim

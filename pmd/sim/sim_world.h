@@ -1,0 +1,146 @@
+// pmd/sim's world: the deterministic scheduler every simulated device,
+// queue pair and completion queue of one simulation shares (docs/sim.md).
+//
+// Nothing a host posts to a simulated device happens at post time. A posted
+// send WR waits in its QP's send queue; a completion waits in its QP's
+// completion queue-to-be; a connection-manager action waits in its QP's CM
+// queue. Each is an event, and the world's seeded generator picks which
+// runnable event runs next. Within one QP the order is the RC service's: its
+// send WRs execute in order, its send completions and its receive
+// completions each appear in order, its CM events in order; across QPs and
+// CQs anything goes. One seed, one thread, one order: the same seed replays
+// the same schedule byte for byte (trace_hash()).
+//
+// The world runs events when a host polls (Cq::poll runs a few, poll_cm one:
+// "auto" progress, so that any host works unchanged), or when a simulation
+// calls step() itself. Time is virtual: every event advances now_ns() a
+// little, advance() jumps it; install_clock() makes it the engine's clock.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tern::sim {
+
+class SimQp;
+class SimDevice;
+
+// Driver-side accounting that a simulation checks at the end of a schedule:
+// every fast registration ends exactly once.
+struct WorldCounters {
+  uint64_t events = 0;            // events run
+  uint64_t fast_regs = 0;         // REG_MR WRs that made a registration valid
+  uint64_t local_invs = 0;        // LOCAL_INV WRs that ended a valid registration
+  uint64_t remote_invs = 0;       // SEND_WITH_INVs that ended one at the receiver
+  uint64_t destroyed_valid = 0;   // fast MRs destroyed while still registered
+  uint64_t inv_of_invalid = 0;    // LOCAL_INVs of a registration already ended (a double invalidation)
+  uint64_t remote_access_errors = 0;  // READ/WRITE refused by the owner's MR table
+  uint64_t cq_overruns = 0;       // completions published to a full CQ
+  uint64_t qp_errors = 0;         // QPs that went to error
+  uint64_t flushed = 0;           // WRs completed with kWrFlushErr
+  uint64_t faults = 0;            // faults injected through the world
+  // Registrations still valid now.
+  uint64_t live_regs() const { return fast_regs - local_invs - remote_invs - destroyed_valid; }
+};
+
+class World {
+ public:
+  // The world `name` of this process, made with `seed` if it does not exist
+  // yet (an existing world keeps its seed). Devices opened with
+  // "sim:world=<name>" join it; it lives while a device or a caller holds it.
+  static std::shared_ptr<World> open(std::string_view name, uint64_t seed);
+  // The world `name` if it exists.
+  static std::shared_ptr<World> find(std::string_view name);
+  ~World();
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+
+  const std::string& name() const { return name_; }
+  uint64_t seed() const { return seed_; }
+
+  // Runs one runnable event chosen by the seed; false when none is runnable.
+  bool step();
+  // Whether any event is runnable now.
+  bool runnable();
+  // Events each Cq::poll runs before it looks (0..max, drawn); 0 turns auto
+  // progress off and leaves it all to step().
+  void set_auto_steps(uint32_t max) { auto_steps_ = max; }
+
+  // Virtual time in ns (starts at 1 s, so that no deadline is 0).
+  uint64_t now_ns() const { return now_ns_; }
+  void advance(uint64_t ns);
+  // Makes now_ns() the process's clock (base/clock.h set_virtual_clock)
+  // until uninstall_clock() or the world's end.
+  void install_clock();
+  void uninstall_clock();
+
+  // Draws from the world's generator (the simulation's own choices share it,
+  // so one seed decides everything).
+  uint64_t draw();
+  uint64_t draw_below(uint64_t n);  // [0, n), n > 0
+  bool chance(uint32_t per_mille) { return draw_below(1000) < per_mille; }
+
+  // Faults. A random QP that is connected, or nullptr.
+  SimQp* pick_connected_qp();
+  // The QP goes to error as if its transport failed (retry exceeded): its
+  // outstanding WRs flush, both ends see kDisconnected.
+  void fail_qp(SimQp* qp);
+  // A graceful disconnect of the QP, as Device::disconnect.
+  void disconnect_qp(SimQp* qp);
+  // The QP fails (retry exceeded) before its next `wrs`+1-th send WR, which
+  // may fall inside a chain (between a REG_MR and its SEND).
+  void fail_qp_after(SimQp* qp, uint64_t wrs);
+  // The QP's next RDMA READ, WRITE or SEND_WITH_INV names a stale key (its
+  // key byte changed): the peer refuses it as a remote access (or invalid
+  // request) error, as it would a buggy or malicious initiator's.
+  void corrupt_next_key(SimQp* qp);
+
+  // The schedule trace: every event, one line each, with virtual time
+  // relative to the start. Kept in memory when keep_trace(true) (the last
+  // `limit` lines; 0: all); its hash always.
+  void keep_trace(bool on, size_t limit = 0) { keep_trace_ = on, trace_limit_ = limit; }
+  void note(const std::string& line);  // a line of the simulation's own (faults it chose)
+  std::vector<std::string> trace() const { return {trace_.begin(), trace_.end()}; }
+  uint64_t trace_hash() const { return trace_hash_; }
+
+  const WorldCounters& counters() const { return c_; }
+  WorldCounters& counters_mut() { return c_; }
+
+  // ---- for the driver's objects
+  uint32_t add_qp(SimQp* qp);
+  void remove_qp(SimQp* qp);
+  SimQp* qp_by_num(uint32_t qpn) const;
+  bool bind_listener(const std::string& addr, SimDevice* dev);
+  void unbind_listener(const std::string& addr, SimDevice* dev);
+  SimDevice* listener(const std::string& addr) const;
+  uint32_t next_device_index() { return next_dev_++; }
+  void auto_progress(uint32_t scale);
+  void trace_event(const char* what, uint32_t qpn, const char* detail, uint64_t value);
+
+ private:
+  World(std::string name, uint64_t seed);
+
+  std::string name_;
+  uint64_t seed_;
+  uint64_t rng_[4];
+  uint64_t now_ns_ = 1'000'000'000;
+  uint64_t start_ns_ = 1'000'000'000;
+  uint32_t auto_steps_ = 3;
+  bool clock_installed_ = false;
+  bool keep_trace_ = false;
+  size_t trace_limit_ = 0;
+  std::deque<std::string> trace_;  // a ring of trace_limit_ lines when limited
+  uint64_t trace_hash_ = 1469598103934665603ull;
+  WorldCounters c_;
+  uint32_t next_qpn_ = 1;
+  uint32_t next_dev_ = 0;
+  // QPs by number: the order the scheduler looks at them in (never by address).
+  std::vector<SimQp*> qps_;
+  std::vector<std::pair<std::string, SimDevice*>> listeners_;
+};
+
+}  // namespace tern::sim
