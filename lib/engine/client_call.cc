@@ -36,9 +36,10 @@ uint32_t first_xid(uint64_t conn_id) {
 }  // namespace
 
 ClientConn::ClientConn(ConnCore* e, DeviceCtx* d)
-    : ConnBase(e, d, false), credits(e->opt.credits), xids(e->opt.credits), next_xid(first_xid(id)) {}
+    : ConnBase(e, d, &kClientConnSources, "client"), credits(e->opt.credits), xids(e->opt.credits), next_xid(first_xid(id)) {}
 
 ClientConn::~ClientConn() {
+  if (bd != nullptr && core->bd_gone[false]) core->bd_gone[false]->merge(*bd);
   core->timers.remove(this);
   // Calls that never finished (the engine is going away with the device
   // gone): their MRs are in an unknown state and are destroyed.
@@ -62,7 +63,7 @@ int segs_for(const Registrar& reg, const void* p, uint64_t len) {
 int ClientConn::call(const Call& c, uint32_t* xid_out) {
   // Calls wait in the backlog while the connection re-establishes itself;
   // before it was ever up, or once it failed for good, there is nowhere to send them.
-  if (!(life == State::kReady || (was_ready && pub == ConnState::kReconnecting))) return ENOTCONN;
+  if (phase() != State::kReady && state() != ConnState::kReconnecting) return ENOTCONN;
   if (c.done == nullptr) return EINVAL;
   const EngineOptions& o = core->opt;
   // The commonest call: inline arguments, no chunk of any kind, small
@@ -225,7 +226,7 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
   if (r->pc != nullptr) r->pc->ops.add();
   if (!probe) last_prog = c.prog, last_vers = c.vers;
   r->enter(ReqState::kBacklog);
-  if (backlog.empty() && life == State::kReady && !r->long_call && r->nreads == 0 && r->nwrites == 0 &&
+  if (backlog.empty() && phase() == State::kReady && !r->long_call && r->nreads == 0 && r->nwrites == 0 &&
       c.max_results + 128 <= inline_recv) {
     // Nothing waits ahead of it and it has no chunk (so it cannot be
     // refused): it goes out now if it can, as process(kSubmit) would send
@@ -238,7 +239,7 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
     if (res == SendResult::kSent || res == SendResult::kConnFailed) {
       in_flight.push_front(r);
       // A refused post failed the connection: the call is an orphan.
-      if (res == SendResult::kConnFailed || life != State::kReady) r->enter(ReqState::kOrphaned);
+      if (res == SendResult::kConnFailed || phase() != State::kReady) r->enter(ReqState::kOrphaned);
       return;
     }
     // It waits for a credit, memory or room, at the head of the backlog
@@ -251,7 +252,7 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
   }
   // Into the backlog, in order; the head goes out at once if it can.
   backlog.push_back(r);
-  if (backlog.front() == r && life == State::kReady) {
+  if (backlog.front() == r && phase() == State::kReady) {
     in_call_ = true;  // completions come only from poll(): a refusal waits for it
     process(r, ReqEvent::kSubmit);
     in_call_ = false;
@@ -423,7 +424,7 @@ ClientConn::SendResult ClientConn::send(Request* r) {
 
 int ClientConn::flush_backlog() {
   int n = 0;
-  while (!backlog.empty() && life == State::kReady) {
+  while (!backlog.empty() && phase() == State::kReady) {
     Request* r = backlog.front();
     process(r, ReqEvent::kSubmit);
     if (backlog.front() == r) break;  // the head waits: so does everything behind it
@@ -435,14 +436,14 @@ int ClientConn::flush_backlog() {
 int ClientConn::service(bool* more) {
   int work = 0;
   *more = false;
-  if (life == State::kReady) {
+  if (phase() == State::kReady) {
     work += flush_backlog();
     head_waits_for_credit = head_waits_for_credit && !backlog.empty();
     // LOCAL_INV chains that found no send-queue room.
     if (inv_waits > 0)
       // (A call that completes here leaves the list, and its link says
       // nothing more: the walk ends there, and the next pass goes on.)
-      for (Request* r = in_flight.front(); r != nullptr && life == State::kReady; r = in_flight.next(r))
+      for (Request* r = in_flight.front(); r != nullptr && phase() == State::kReady; r = in_flight.next(r))
         if (r->inv_waiting) {
           process(r, ReqEvent::kReply);
           if (!r->inv_waiting) ++work;
@@ -451,7 +452,7 @@ int ClientConn::service(bool* more) {
     // one waiting for memory or room retries from the next poll.
     *more = inv_waits > 0 || (!backlog.empty() && !head_waits_for_credit);
   }
-  if (life == State::kDraining) work += step_drain(more);
+  if (draining()) work += step_drain(more);
   return work;
 }
 
@@ -484,7 +485,7 @@ void ClientConn::process(Request* r, ReqEvent ev) {
           backlog.remove(r);
           in_flight.push_front(r);
           // A refused post failed the connection: the call is an orphan.
-          if (res == SendResult::kConnFailed || life != State::kReady) r->enter(ReqState::kOrphaned);
+          if (res == SendResult::kConnFailed || phase() != State::kReady) r->enter(ReqState::kOrphaned);
           return;
       }
       return;
@@ -561,10 +562,10 @@ void ClientConn::process(Request* r, ReqEvent ev) {
       // flushed): destroyed, never reused (the kernel's xprtrdma commit
       // "Properly recover FRWRs with in-flight FASTREG WRs"). Then it
       // completes once -- or, when the connection re-establishes itself, it is sent again
-      // with its xid (reconnecting_ says; on_drained requeues it).
+      // with its xid (the connection is in kBackoff; settle_calls requeues it).
       switch (r->state()) {
         case ReqState::kBacklog:
-          if (reconnecting_) {
+          if (phase() == State::kBackoff) {
             // It waits for the new connection; a reservation it holds was on
             // the old one's receive queue.
             release_recv(r);
@@ -579,7 +580,7 @@ void ClientConn::process(Request* r, ReqEvent ev) {
             finish(r, r->expire);  // timed out or cancelled: now fenced
           } else if (r->reply != nullptr) {
             finish(r, r->result.status);  // its reply came before the loss: its results stand
-          } else if (!reconnecting_ || r->call.no_retry || r->probe) {
+          } else if (phase() != State::kBackoff || r->call.no_retry || r->probe) {
             finish(r, CallStatus::kDisconnected);
           } else {
             requeue(r);
@@ -749,15 +750,28 @@ void ClientConn::ctx_done(const SendCtx& ctx, bool own, const Wc* wc) {
 
 void ClientConn::on_lost() {
   for (Request* r = in_flight.front(); r != nullptr; r = in_flight.next(r)) process(r, ReqEvent::kConnLost);
-  if (pub == ConnState::kReady) set_pub(reconnect_wanted() ? ConnState::kReconnecting : ConnState::kFailed, why);
 }
 
 bool ClientConn::reconnect_wanted() const {
-  return !user_closed && !gave_up_ && core->opt.reconnect && was_ready && !core->shutting_down;
+  return !user_closed && core->opt.reconnect && !core->shutting_down;
+}
+
+ConnBase::State ClientConn::lost_phase() const {
+  // Only a connection that was up comes back by itself: a first connect
+  // that fails is the host's to retry (it may have the wrong address).
+  if (phase() == State::kConnecting || !reconnect_wanted()) return State::kDraining;
+  return State::kDrainingToReconnect;
 }
 
 void ClientConn::on_drained() {
-  reconnecting_ = reconnect_wanted();
+  // Re-established only if nothing said otherwise while it drained
+  // (close(), the engine's shutdown).
+  enter(phase() == State::kDrainingToReconnect && reconnect_wanted() ? State::kBackoff : State::kDead);
+  settle_calls();
+}
+
+void ClientConn::settle_calls() {
+  settling_ = true;
   requeued_.clear();
   for (Request* r = backlog.front(); r != nullptr;) {
     Request* next = backlog.next(r);
@@ -773,15 +787,20 @@ void ClientConn::on_drained() {
   xids.clear();
   credits.reset();
   probe_in_flight = false;
-  if (!reconnecting_) {
-    set_pub(user_closed ? ConnState::kClosed : ConnState::kFailed, why);
-    return;
-  }
+  settling_ = false;
+  if (phase() != State::kBackoff) return;
   // The calls to send again go first, in the order they were first sent
   // (xids are given in order), then those that never went out.
   std::sort(requeued_.begin(), requeued_.end(), [](Request* a, Request* b) { return a->xid < b->xid; });
   for (auto it = requeued_.rbegin(); it != requeued_.rend(); ++it) backlog.push_front(*it);
   requeued_.clear();
+  if (user_closed) {
+    // close() from a callback above: nothing is re-established, and what
+    // was to be sent again fails now.
+    enter(State::kDead);
+    settle_calls();
+    return;
+  }
   schedule_reconnect();
 }
 

@@ -31,7 +31,7 @@ inline void ConnBase::record_rtt(ProcCounters* pc, uint64_t t0, bool error) {
 }
 
 inline void ConnBase::on_receive(MsgBuf* buf, const rdma::Wc& wc) {
-  if (TERN_UNLIKELY(wc.status != rdma::WcStatus::kSuccess || life != State::kReady) && !receive_unusual(buf, wc))
+  if (TERN_UNLIKELY(wc.status != rdma::WcStatus::kSuccess || phase() != State::kReady) && !receive_unusual(buf, wc))
     return;
   buf->len = wc.byte_len;
   buf->wc_flags = wc.flags;
@@ -49,7 +49,7 @@ inline void ConnBase::give_back(MsgBuf* buf) {
   q->give_back(buf);
   // A queue of this connection's own is posted to only while its QP can
   // take receives; a QP in error would flush them straight back.
-  if (q->shared() || life == State::kReady || life == State::kConnecting) core->queue_needs_post(q);
+  if (q->shared() || qp_live()) core->queue_needs_post(q);
 }
 
 }  // namespace tern::rpc

@@ -355,8 +355,9 @@ void ConnCore::remove_queue(uint16_t id) {
 
 EngineMr* EngineImpl::registration_elsewhere(const ConnBase* me, const PdCtx* pdc, uint32_t rkey) {
   for (auto& c : conns) {
-    if (!c || c.get() == me || c->server || c->pdc != pdc) continue;
-    if (EngineMr* m = static_cast<ClientConn*>(c.get())->live_registration(rkey); m != nullptr) return m;
+    ClientConn* k = c ? c->as_client() : nullptr;
+    if (k == nullptr || k == me || k->pdc != pdc) continue;
+    if (EngineMr* m = k->live_registration(rkey); m != nullptr) return m;
   }
   return nullptr;
 }
@@ -390,7 +391,7 @@ Result<Connection*> EngineImpl::connect(std::string_view spec) {
   size_t n = wire::encode_pdata(pdata, sizeof pdata, opt.inline_send, opt.inline_recv, (*dcr)->offer_inv);
   if (s) s = (*dcr)->dev->connect(c->qp.get(), std::span<const uint8_t>(pdata, n));
   if (!s) {
-    c->life = ConnBase::State::kDead;
+    c->enter(ConnBase::State::kDead);
     c->user_closed = true;  // never handed out: reclaimed from the next poll
     c->want_service();
     return s;
@@ -582,7 +583,7 @@ void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
     // Reclaimed from the next poll, like a connect that failed at once:
     // nothing else would ever look at it, and it would hold its slot, its
     // QP, its place under max_connections and its first credit for good.
-    c->life = ConnBase::State::kDead;
+    c->enter(ConnBase::State::kDead);
     c->want_service();
     return;
   }
@@ -638,7 +639,7 @@ int EngineImpl::poll_cm(DeviceCtx* dc) {
         if (conn != nullptr) conn->on_established(ev.private_data);
         break;
       case CmEventType::kRejected:
-        if (conn != nullptr && !conn->server) {
+        if (conn != nullptr && conn->as_client() != nullptr) {
           // A Tern server says why; the client's error carries it.
           if (Status why = rejection(ev.private_data); !why.is_ok()) {
             conn->on_disconnected(std::move(why));

@@ -34,9 +34,9 @@ bool EngineImpl::reap_for(const std::string& peer, uint32_t mine) {
   uint32_t victim_held = 0;
   uint64_t victim_last = 0;
   for (auto& c : conns) {
-    if (!c || !c->server) continue;
-    auto* s = static_cast<ServerConn*>(c.get());
-    if (!s->in_peer_table || (s->life != ConnBase::State::kReady && s->life != ConnBase::State::kConnecting))
+    ServerConn* s = c ? c->as_server() : nullptr;
+    if (s == nullptr) continue;
+    if (!s->in_peer_table || !s->qp_live())
       continue;
     // A connection with calls in flight is not idle, however long since it
     // last received: its peer is waiting for us, not hoarding.

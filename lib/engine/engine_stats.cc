@@ -40,17 +40,6 @@ std::vector<std::pair<const char*, LatencySummary>> breakdown_rows(const Breakdo
   return out;
 }
 
-const char* state_name(ConnBase::State s) {
-  switch (s) {
-    case ConnBase::State::kConnecting: return "connecting";
-    case ConnBase::State::kReady: return "ready";
-    case ConnBase::State::kDraining: return "draining";
-    case ConnBase::State::kDead: return "dead";
-    case ConnBase::State::kReconnecting: return "reconnecting";
-  }
-  return "?";
-}
-
 void json_latency(JsonWriter& w, const char* name, const LatencySummary& l) {
   w.key(name).begin_object();
   w.u64("count", l.count).u64("min", l.min).u64("mean", l.mean).u64("p50", l.p50);
@@ -168,7 +157,7 @@ void ConnBase::register_telemetry() {
       [](void* ctx, telemetry::Reply* out) {
         auto* c = static_cast<const ConnBase*>(ctx);
         out->add_u64("id", c->id);
-        out->add_string("side", c->server ? "server" : "client");
+        out->add_string("side", c->as_server() != nullptr ? "server" : "client");
         out->add_string("peer", c->peer_fixed);
         out->add_stats(conn_counters_view(c->cs));
         auto h = std::make_unique<Histogram>();
@@ -245,9 +234,9 @@ ProcCounters* EngineImpl::add_proc_counters(uint64_t key, uint32_t prog, uint32_
 ConnectionStats ConnBase::stats() const {
   ConnectionStats s;
   s.id = id;
-  s.server = server;
+  s.server = as_server() != nullptr;
   s.peer = peer_name();
-  s.state = state_name(life);
+  s.state = conn_phase_name(phase());
   uint64_t now = now_ticks();
   auto ns = [&](uint64_t ticks) { return static_cast<uint64_t>(static_cast<double>(ticks) * core->ns_per_tick); };
   if (t_established != 0) {
@@ -267,7 +256,7 @@ ConnectionStats ConnBase::stats() const {
     rtt.merge_into(h.get());
     s.rtt = summarize(*h);
   }
-  if (bd != nullptr) s.breakdown = breakdown_rows(*bd, server);
+  if (bd != nullptr) s.breakdown = breakdown_rows(*bd, s.server);
   return s;
 }
 
@@ -276,7 +265,7 @@ std::vector<std::pair<const char*, LatencySummary>> EngineImpl::breakdown(bool s
   auto all = std::make_unique<Breakdown>(ns_per_tick);  // ~80 KiB: not on the stack
   all->merge(*bd_gone[server]);
   for (const auto& c : conns)
-    if (c != nullptr && c->server == server && c->bd != nullptr) all->merge(*c->bd);
+    if (c != nullptr && (c->as_server() != nullptr) == server && c->bd != nullptr) all->merge(*c->bd);
   return breakdown_rows(*all, server);
 }
 
@@ -433,8 +422,8 @@ Accounting accounting(const Engine& e) {
 bool poisons(const Engine& e) { return static_cast<const EngineImpl&>(e).poison; }
 
 Status inject_fault(Connection* c, const rdma::Fault& f) {
-  auto* k = static_cast<ConnBase*>(c);
-  if (!k->qp || k->life != ConnBase::State::kReady)
+  auto* k = static_cast<ClientConn*>(c);
+  if (!k->qp || k->phase() != ConnBase::State::kReady)
     return make_error(Errc::kBadState, "conn %llu has no connected QP now", static_cast<unsigned long long>(k->id));
   return k->qp->inject_fault(f);
 }

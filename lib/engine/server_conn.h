@@ -20,18 +20,21 @@ namespace wire {
 struct RpcCall;
 }
 
+// Not a public Connection: the host never holds one; a handler names the
+// peer of its call through ServerCall::peer_id().
 class ServerConn final : public ConnBase {
  public:
   ServerConn(ConnCore* core, DeviceCtx* dc);
   ~ServerConn() override;
 
-  // ---- Connection
   ConnectionInfo info() const override;
-  int call(const Call&, uint32_t*) override { return ENOTCONN; }
   uint32_t outstanding() const override { return grant.unreplied; }
 
   // ---- ConnBase hooks
-  bool reclaimable() const override { return life == State::kDead && calls_held == 0; }
+  bool reclaimable() const override { return phase() == State::kDead && calls_held == 0; }
+  const char* peer_role() const override { return "client"; }
+  ServerConn* as_server() override { return this; }
+  void receive_while_connecting() override { on_established({}); }
   bool has_waiting() const override { return !queued.empty() || !pulls.empty() || !deferred.empty(); }
   int service(bool* more) override;
   void ctx_done(const SendCtx& ctx, bool own, const rdma::Wc* wc) override;

@@ -19,9 +19,10 @@ namespace tern::rpc {
 
 using namespace tern::rdma;
 
-ServerConn::ServerConn(ConnCore* e, DeviceCtx* d) : ConnBase(e, d, true) {}
+ServerConn::ServerConn(ConnCore* e, DeviceCtx* d) : ConnBase(e, d, &kServerConnSources, "server") {}
 
 ServerConn::~ServerConn() {
+  if (bd != nullptr && core->bd_gone[true]) core->bd_gone[true]->merge(*bd);
   for (size_t i = 0; i < deferred.size(); ++i) give_back(deferred[i]);
   if (rq != nullptr) rq->grants().leave(&grant);
   if (in_peer_table || reaped) core->control->server_gone(admitted_peer, in_peer_table, reaped);
@@ -341,9 +342,9 @@ void ServerConn::drop_pool_memory(SrvCall* sc) {
 int ServerConn::service(bool* more) {
   int work = 0;
   *more = false;
-  if (life == State::kReady) {
+  if (phase() == State::kReady) {
     // Replies waiting for room, in order.
-    while (!queued.empty() && life == State::kReady) {
+    while (!queued.empty() && phase() == State::kReady) {
       SrvCall* sc = queued.front();
       process(sc, SrvEvent::kRoom);
       if (sc->state() == SrvState::kReplyQueued) break;
@@ -351,7 +352,7 @@ int ServerConn::service(bool* more) {
       ++work;
     }
     // Calls whose READs wait for room, in order.
-    while (!pulls.empty() && life == State::kReady) {
+    while (!pulls.empty() && phase() == State::kReady) {
       SrvCall* sc = pulls.front();
       pulls.pop_front();
       process(sc, SrvEvent::kMemory);
@@ -364,7 +365,7 @@ int ServerConn::service(bool* more) {
       ++work;
     }
     // Calls that came while every server call was busy.
-    while (!deferred.empty() && life == State::kReady) {
+    while (!deferred.empty() && phase() == State::kReady) {
       MsgBuf* rep = deferred.front();
       SrvCall* probe = core->srv_calls.get();
       if (probe == nullptr) break;
@@ -375,7 +376,7 @@ int ServerConn::service(bool* more) {
     }
     *more = !queued.empty() || !deferred.empty() || !pulls.empty();
   }
-  if (life == State::kDraining) work += step_drain(more);
+  if (draining()) work += step_drain(more);
   return work;
 }
 
@@ -414,6 +415,7 @@ void ServerConn::on_lost() {
 }
 
 void ServerConn::on_drained() {
+  enter(State::kDead);  // reclaimed once no handler holds a call of it
   for (uint32_t i = 0; i < core->srv_calls.made(); ++i) {
     SrvCall* sc = core->srv_calls.at(i);
     if (sc->conn == this && sc->state() != SrvState::kFree) process(sc, SrvEvent::kDrained);

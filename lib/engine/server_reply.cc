@@ -98,7 +98,7 @@ Status SrvCall::reply_error(AcceptStat stat) {
 // QP in error, a reconnect and every WRITE in flight sent again
 // (docs/nfs-gateway.md).
 inline void ServerConn::cover_grants() {
-  if (TERN_UNLIKELY(rq->pending() > rq->grants().free()) && (rq->shared() || life == State::kReady))
+  if (TERN_UNLIKELY(rq->pending() > rq->grants().free()) && (rq->shared() || phase() == State::kReady))
     rq->post(&core->st.recvs_posted, &core->st.recv_batches);
 }
 
