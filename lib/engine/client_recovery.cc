@@ -32,9 +32,11 @@ const char* conn_state_name(ConnState s) {
 }
 
 void ClientConn::entered(State from) {
-  const ConnState was = public_state(from);
-  // Up (again): nothing went wrong; otherwise why it left kReady, or failed.
-  if (state() != was) tell_host(was, phase() == State::kReady ? Status::ok() : why);
+  // Up (again): on_up() tells the host, once the connection is ready for
+  // what its callback may do (call(), close()).
+  if (phase() == State::kReady) return;
+  // Otherwise why it left kReady, or failed.
+  if (const ConnState was = public_state(from); state() != was) tell_host(was, why);
 }
 
 void ClientConn::tell_host(ConnState from, const Status& reason) {
@@ -166,6 +168,7 @@ void ClientConn::on_up() {
              "conn %llu: connection to %s registers chunks through the registration cache: the peer can reach "
              "those pages after the calls that offered them, until they are evicted (trusted peers only)",
              static_cast<unsigned long long>(id), peer_name().c_str());
+  tell_host(again ? ConnState::kReconnecting : ConnState::kConnecting, Status::ok());
 }
 
 // ---------------------------------------------------------------- keepalive
