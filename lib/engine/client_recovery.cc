@@ -52,7 +52,7 @@ Status ClientConn::setup_queues() {
     auto p = core->control->make_pd_ctx(dc);
     if (!p) return p.status();
     own_pd = std::move(p).value();
-    pdc = own_pd.get();
+    pd_ctx = own_pd.get();
   }
   return ConnBase::setup_queues();
 }
@@ -64,7 +64,7 @@ void ClientConn::on_peer_pdata(std::span<const uint8_t> pdata) {
 
 void ClientConn::declare_dead(Status reason) {
   if (!qp_live()) return;
-  core->st.declared_dead.add();
+  core->engine_stats.declared_dead.add();
   TERN_LOG(kWarn, "engine", "conn %llu: connection to %s declared dead: %s", static_cast<unsigned long long>(id),
            peer_name().c_str(), reason.message().c_str());
   on_disconnected(std::move(reason));
@@ -128,7 +128,7 @@ int ClientConn::cancel(uint32_t xid) {
   if (r == nullptr || r->conn != this || r->probe || r->expire != CallStatus::kOk ||
       (r->state() != ReqState::kBacklog && r->state() != ReqState::kSent && r->state() != ReqState::kOrphaned))
     return ENOENT;
-  core->st.cancels.add();
+  core->engine_stats.cancels.add();
   r->expire = CallStatus::kCancelled;
   if (deadlines.linked(r)) deadlines.remove(r);
   // Completions come only from poll(): a call that can complete at once
@@ -143,9 +143,9 @@ void ClientConn::abandon(Request* r, CallStatus status) {
   // Its caller learns the status now; the request keeps its credit, its
   // receive reservation and its xid until the late reply or the drain.
   if (deadlines.linked(r)) deadlines.remove(r);
-  if (status == CallStatus::kTimedOut) cs.timeouts.add();
-  cs.errors.add();
-  if (r->pc != nullptr) r->pc->errors.add();
+  if (status == CallStatus::kTimedOut) counters.timeouts.add();
+  counters.errors.add();
+  if (r->proc_counters != nullptr) r->proc_counters->errors.add();
   r->result = CallReply{status, r->xid, {}, 0};
   r->result.retransmits = r->retransmits;
   r->enter(ReqState::kAbandoned);
@@ -162,7 +162,7 @@ void ClientConn::on_up() {
   connect_deadline = 0;
   t_last_recv = now_ticks();
   timer_due(refile_at(t_last_recv));  // keepalive from now on
-  if (again) core->st.reconnects.add();
+  if (again) core->engine_stats.reconnects.add();
   if (dc->chunk_reg == ChunkReg::kRegCache)
     TERN_LOG(kWarn, "engine",
              "conn %llu: connection to %s registers chunks through the registration cache: the peer can reach "
@@ -185,7 +185,7 @@ void ClientConn::send_probe() {
   r->rpc_hdr = static_cast<uint32_t>(wire::call_rpc_header_len(c));
   r->rpc_len = r->rpc_hdr;
   probe_in_flight = true;
-  core->st.keepalive_probes.add();
+  core->engine_stats.keepalive_probes.add();
   enter(r, c, true);
 }
 
@@ -196,7 +196,7 @@ void ClientConn::probe_done(void* ctx, const CallReply& rep) {
   // Any answer (PROG_UNAVAIL, PROC_UNAVAIL... included) proves the server
   // alive; silence past the probe's timeout proves the opposite.
   if (rep.status == CallStatus::kTimedOut && c->phase() == State::kReady) {
-    c->core->st.keepalive_failures.add();
+    c->core->engine_stats.keepalive_failures.add();
     c->declare_dead(make_error(Errc::kTimedOut, "keepalive: the server did not answer an RPC NULL call within %u ms",
                                c->core->opt.keepalive_timeout_ms));
   }
@@ -233,7 +233,7 @@ void ClientConn::give_up(Status reason) {
 }
 
 void ClientConn::reconnect_now() {
-  core->st.reconnect_attempts.add();
+  core->engine_stats.reconnect_attempts.add();
   Status s = setup_queues();
   uint8_t pdata[64];
   size_t n = wire::encode_pdata(pdata, sizeof pdata, core->opt.inline_send, core->opt.inline_recv, dc->offer_inv);
@@ -307,7 +307,7 @@ int ClientConn::tick(uint64_t now) {
         } else if (quiet_ms >= static_cast<double>(o.keepalive_ms) + o.keepalive_timeout_ms) {
           // Every credit is taken by calls that get no answer: no probe can
           // go out, and the silence says enough.
-          core->st.keepalive_failures.add();
+          core->engine_stats.keepalive_failures.add();
           declare_dead(make_error(Errc::kTimedOut, "no reply for %.0f ms with %u calls outstanding", quiet_ms,
                                   credits.in_flight()));
         }

@@ -21,8 +21,8 @@ bool ConnBase::post(WrChain& chain, SendCtxKind kind, uint32_t obj, bool signal,
   // buffers back on its own completion, so the pools always come back.
   signal |= core->pools_low();
   SendQueue::Posted p = sq_->post(qp.get(), slot, chain, kind, obj, &signaled, &err, signal);
-  core->st.sends.add();
-  if (signaled) core->st.sends_signaled.add();
+  core->engine_stats.sends.add();
+  if (signaled) core->engine_stats.sends_signaled.add();
   if (was_signaled != nullptr) *was_signaled = signaled;
   if (p == SendQueue::Posted::kOk) return true;
   // The QP refused (part of) the chain: the connection is failing. The

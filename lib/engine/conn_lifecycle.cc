@@ -37,10 +37,15 @@ uint32_t ring_size_for(const EngineOptions& o) { return pow2_at_least(o.credits 
 }  // namespace
 
 ConnBase::ConnBase(ConnCore* e, DeviceCtx* d, const ConnSources* sources, const char* role)
-    : ConnMachine(sources, role), core(e), dc(d), id(e->next_conn_id++), pdc(d->shared.get()), t_created(now_ticks()) {
+    : ConnMachine(sources, role),
+      core(e),
+      dc(d),
+      id(e->next_conn_id++),
+      pd_ctx(d->shared.get()),
+      t_created(now_ticks()) {
   if (e->opt.breakdown || e->trace != nullptr) {
-    bd = std::make_unique<Breakdown>(e->ns_per_tick);
-    bd->trace = e->trace.get();
+    breakdown = std::make_unique<Breakdown>(e->ns_per_tick);
+    breakdown->trace = e->trace.get();
   }
 }
 
@@ -55,7 +60,7 @@ ConnBase::~ConnBase() {
   }
   own_rq.reset();
   own_pd.reset();  // after the QP, which was created in it
-  core->st.connections.sub();
+  core->engine_stats.connections.sub();
 }
 
 std::string ConnBase::peer_name() const {
@@ -69,13 +74,13 @@ void ConnBase::protocol_error(Status reason) {
   if (!qp_live() && !lost_to_flush) return;
   if (lost_to_flush && !qp_live()) {
     lost_to_flush = false;
-    core->st.protocol_errors.add();
+    core->engine_stats.protocol_errors.add();
     why = reason;
     TERN_LOG(kWarn, "engine", "conn %llu: dropping the connection to %s: %s", static_cast<unsigned long long>(id),
              peer_name().c_str(), reason.message().c_str());
     return;
   }
-  core->st.protocol_errors.add();
+  core->engine_stats.protocol_errors.add();
   TERN_LOG(kWarn, "engine", "conn %llu: dropping the connection to %s: %s", static_cast<unsigned long long>(id),
            peer_name().c_str(), reason.message().c_str());
   on_disconnected(std::move(reason));
@@ -95,7 +100,7 @@ Status ConnBase::setup_queues() {
   sq_ = std::make_unique<SendQueue>(sq_depth_for(o, caps), ring, std::min(o.send_batch, ring / 2));
   sq_drained = rq_drained = sq_marker = rq_marker = false;
   QpInit qi;
-  qi.pd = pdc->pd.get();
+  qi.pd = pd_ctx->pd.get();
   qi.send_cq = dc->scq.get();
   qi.recv_cq = dc->rcq.get();
   qi.sq_depth = sq_->budget().depth();
@@ -112,7 +117,7 @@ Status ConnBase::setup_queues() {
   if (own_queue) {
     uint16_t qid = core->add_queue(nullptr);
     own_rq = std::make_unique<RecvQueue>(core->recv_bufs.get(), own_depth, o.credits, nullptr, qp.get(), qid,
-                                         pdc->arena_lkey());
+                                         pd_ctx->arena_lkey());
     core->queues[qid] = own_rq.get();
     // Two to start (a first credit and a spare); more as load asks.
     if (own_rq->grow(2) < 2)
@@ -146,7 +151,7 @@ void ConnBase::on_established(std::span<const uint8_t> peer_pdata) {
 void ConnBase::on_disconnected(Status reason) {
   if (!qp_live()) return;  // lost already, or between a client's attempts (no QP)
   why = std::move(reason);
-  core->st.disconnects.add();
+  core->engine_stats.disconnects.add();
   const bool was_connecting = phase() != State::kReady;
   enter(lost_phase());
   // The engine may give up on a connection whose QP is still up (a post it

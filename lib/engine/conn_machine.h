@@ -91,14 +91,14 @@ using ConnTable = bool[kConnPhases][kConnPhases];
 // from `from` to `to`.
 inline constexpr ConnTable kClientConnTransitions = {
     //                       to: Connect Ready  Drain  Dead   DrainRe Backoff PortDn Reconn
-    /* kConnecting          */ {false, true,  true,  true,  false, false, false, false},  // up; refused/lost/closed; setup failed
-    /* kReady               */ {false, false, true,  false, true,  false, false, false},  // lost for good; lost, will reconnect
+    /* kConnecting          */ {false, true,  true,  true,  false, false, false, false},  // up; lost; never set up
+    /* kReady               */ {false, false, true,  false, true,  false, false, false},  // lost; lost, to reconnect
     /* kDraining            */ {false, false, false, true,  false, false, false, false},  // drained
     /* kDead                */ {false, false, false, false, false, false, false, false},  // reclaimed (destroyed)
-    /* kDrainingToReconnect */ {false, false, true,  true,  false, true,  false, false},  // closed; drained: shut down / back off
-    /* kBackoff             */ {false, false, false, true,  false, false, true,  true},   // gave up/closed; port down; attempt
-    /* kPortDown            */ {false, false, false, true,  false, true,  false, true},   // gave up/closed; attempt failed; attempt
-    /* kReconnecting        */ {false, true,  true,  false, true,  false, false, false},  // up again; closed; attempt lost
+    /* kDrainingToReconnect */ {false, false, true,  true,  false, true,  false, false},  // closed; shut down; drained
+    /* kBackoff             */ {false, false, false, true,  false, false, true,  true},   // gave up; port down; attempt
+    /* kPortDown            */ {false, false, false, true,  false, true,  false, true},   // gave up; refused; attempt
+    /* kReconnecting        */ {false, true,  true,  false, true,  false, false, false},  // up; closed; attempt lost
 };
 
 // The same for a server connection: it never re-establishes itself (its

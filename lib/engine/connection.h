@@ -142,7 +142,7 @@ class ConnBase : public ConnMachine {
 
   // Records one finished call's RTT on the connection and its procedure
   // (inline, conn_datapath.h).
-  inline void record_rtt(ProcCounters* pc, uint64_t t0, bool error);
+  inline void record_rtt(ProcCounters* proc_counters, uint64_t t0, bool error);
   void register_telemetry();
 
   // What it may use of its engine (conn_core.h), and nothing more.
@@ -151,7 +151,7 @@ class ConnBase : public ConnMachine {
   Status why;
   uint32_t slot = 0;  // in the engine's connection table: wr_ids name it
   uint64_t id = 0;    // engine-unique, never reused: log lines say "conn <id>"
-  PdCtx* pdc = nullptr;           // dc->shared, or own_pd
+  PdCtx* pd_ctx = nullptr;           // dc->shared, or own_pd
   std::unique_ptr<PdCtx> own_pd;  // DeviceCtx::pd_per_conn (client)
   std::unique_ptr<rdma::Qp> qp;
   std::unique_ptr<SendQueue> sq_;  // remade with each QP
@@ -175,13 +175,13 @@ class ConnBase : public ConnMachine {
   // are replies, served at once).
   ServiceQueue* svc_peer = nullptr;
   // Observability (conn_stats.h): written only by the engine's thread.
-  ConnCounters cs;
+  ConnCounters counters;
   // Its round trips: buckets allocated as they are used (lazy_histogram.h),
   // not a Histogram's 8 KiB per connection, most of them idle.
   LazyHistogram rtt;
   // Where the round trips go, stage by stage: only with
   // EngineOptions::breakdown (null otherwise; each stamp tests it).
-  std::unique_ptr<Breakdown> bd;
+  std::unique_ptr<Breakdown> breakdown;
   uint64_t t_created = 0, t_established = 0, t_last = 0;  // ticks
   // The engine's receive batch this connection last had a completion in,
   // and the index of its last one there (ConnCore::more_in_batch).

@@ -58,7 +58,7 @@ bool EngineImpl::reap_for(const std::string& peer, uint32_t mine) {
   ++reaping;
   peers.remove(victim->admitted_peer);
   victim->in_peer_table = false;
-  st.connections_reaped.add();
+  engine_stats.connections_reaped.add();
   const auto idle_ms = static_cast<unsigned long long>(ns_from_ticks(now - victim_last) / 1e6);
   TERN_LOG(kInfo, "engine",
            "conn %llu: closing the idle connection of %s (idle %llu ms, its peer held %u of %u connections) to "

@@ -138,15 +138,15 @@ void ConnCore::wait_for_memory(SrvCall* sc) {
   if (sc->waiting) return;
   sc->waiting = true;
   shares->enqueue(static_cast<ServerConn*>(sc->conn)->share, sc);
-  st.waiting_for_memory.add();
-  st.memory_waits.add();
+  engine_stats.waiting_for_memory.add();
+  engine_stats.memory_waits.add();
 }
 
 void ConnCore::stop_waiting(SrvCall* sc, bool served) {
   if (!sc->waiting) return;
   shares->dequeue(static_cast<ServerConn*>(sc->conn)->share, sc, served);
   sc->waiting = false;
-  st.waiting_for_memory.sub();
+  engine_stats.waiting_for_memory.sub();
 }
 
 bool EngineImpl::memory_moved() const {
@@ -241,7 +241,7 @@ int EngineImpl::poll() {
     for (RecvQueue* q : to_post)
       if (q != nullptr) {
         q->in_post_list = false;
-        q->post(&st.recvs_posted, &st.recv_batches);
+        q->post(&engine_stats.recvs_posted, &engine_stats.recv_batches);
       }
     to_post.clear();
   }
@@ -326,7 +326,7 @@ int EngineImpl::run_timers() {
     if (timers.first() != 0 && timers.first() <= now) {
       timers_due.clear();
       timers.take_due(now, &timers_due);
-      st.timer_visits.add(timers_due.size());
+      engine_stats.timer_visits.add(timers_due.size());
       for (size_t i = 0; i < timers_due.size(); ++i) {
         ClientConn* c = timers_due[i];
         work += c->tick(now);

@@ -207,12 +207,12 @@ void ServerConn::pull(SrvCall* sc) {
 }
 
 void ServerConn::after_pull(SrvCall* sc) {
-  if (TERN_UNLIKELY(bd != nullptr)) sc->ts_pulled = now_ticks();
+  if (TERN_UNLIKELY(breakdown != nullptr)) sc->ts_pulled = now_ticks();
   if (sc->nomsg && !sc->msg_pulled) {
     // The RDMA_NOMSG message is here: decode it, let the handler place the
     // other chunks, and pull them.
     sc->msg_pulled = true;
-    cs.nomsg.add();
+    counters.nomsg.add();
     (void)decode_rpc(sc);
     if (sc->answer >= 0) {
       answer_now(sc, sc->answer, sc->answer_low, sc->answer_high);
@@ -242,24 +242,24 @@ void ServerConn::dispatch(SrvCall* sc) {
       for (int c = 0; c < sc->chunks.nreads; ++c)
         if (sc->chunks.reads[c].position != 0) bytes += sc->chunks.reads[c].length();
       if (bytes > 0) {
-        conn->cs.read_chunks.add();
-        conn->cs.read_chunk_bytes.add(bytes);
+        conn->counters.read_chunks.add();
+        conn->counters.read_chunk_bytes.add(bytes);
       }
       return bytes;
     }(this, sc);
   }
   rpc::enter(sc, SrvState::kInHandler);
   sc->handler_owner = true;
-  sc->pc->ops.add();
-  sc->pc->bytes_received.add((sc->rep != nullptr ? sc->rep->len : 0) + bulk);
-  if (TERN_UNLIKELY(bd != nullptr)) sc->ts_handler = now_ticks();
+  sc->proc_counters->ops.add();
+  sc->proc_counters->bytes_received.add((sc->rep != nullptr ? sc->rep->len : 0) + bulk);
+  if (TERN_UNLIKELY(breakdown != nullptr)) sc->ts_handler = now_ticks();
   sc->handler->h(sc->handler->ctx, sc);
 }
 
 void ServerConn::answer_now(SrvCall* sc, int accept, uint32_t low, uint32_t high) {
   rpc::enter(sc, SrvState::kInHandler);
   sc->handler_owner = true;
-  sc->pc->ops.add();
+  sc->proc_counters->ops.add();
   sc->answer_low = low, sc->answer_high = high;
   (void)reply(sc, {}, {}, accept);
 }
@@ -276,7 +276,7 @@ void ServerConn::free_call(SrvCall* sc) {
   rpc::enter(sc, SrvState::kFree);
   sc->conn = nullptr;
   sc->handler = nullptr;
-  sc->pc = nullptr;
+  sc->proc_counters = nullptr;
   sc->chunks.clear();
   sc->args_ = {};
   sc->hdr_ = {};

@@ -112,7 +112,7 @@ class ServerConn final : public ConnBase {
   // The reply's Send, the chain's last WR: a Send With Invalidate when the
   // call carried one rkey and both ends agreed (RFC 8797).
   void add_reply_send(const SrvCall* sc, WrChain& chain) {
-    rdma::SendWr& s = chain.add_one_sge(rdma::WrOpcode::kSend, sc->sendbuf->data, sc->msg_len, pdc->arena_lkey());
+    rdma::SendWr& s = chain.add_one_sge(rdma::WrOpcode::kSend, sc->sendbuf->data, sc->msg_len, pd_ctx->arena_lkey());
     if (sc->inv_rkey != 0 && !sc->error_only) {
       s.opcode = rdma::WrOpcode::kSendWithInv;
       s.invalidate_rkey = sc->inv_rkey;

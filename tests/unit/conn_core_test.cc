@@ -21,7 +21,7 @@ TEST(ConnCore, ServerConnAnswersOneCallOverAStubCoreAndQp) {
   const uint8_t args[] = {1, 2, 3, 4, 5, 6, 7, 8};
   h.deliver(0x1234, args);
   EXPECT_EQ(h.handled, 1);
-  EXPECT_EQ(h.conn->cs.calls.get(), 1u);
+  EXPECT_EQ(h.conn->counters.calls.get(), 1u);
   // The reply went out as one Send: RDMA_MSG, our xid, the results.
   ASSERT_EQ(h.qp->sends.size(), 1u);
   const StubQp::Posted& s = h.qp->sends[0];

@@ -127,7 +127,7 @@ void client_lost_and_back(Seen* seen) {
   EXPECT_EQ(h.conn->state(), ConnState::kReconnecting);
   h.conn->on_established({});
   AT(w, P::kReady);
-  EXPECT_EQ(h.core.st.reconnects.get(), 1u);
+  EXPECT_EQ(h.core.engine_stats.reconnects.get(), 1u);
   more = false;
   h.conn->service(&more);
   // The call sent before goes out first on the new QP, with its xid (one
@@ -430,7 +430,8 @@ TEST(ConnMachine, ScenariosTakeExactlyTheTablesTransitions) {
         const bool allowed = table[f][t];
         const bool taken = seen.count({static_cast<P>(f), static_cast<P>(t)}) > 0;
         EXPECT_EQ(allowed, taken) << role << ": " << conn_phase_name(static_cast<P>(f)) << " -> "
-                                  << conn_phase_name(static_cast<P>(t)) << (allowed ? " allowed, never taken" : " taken, not allowed");
+                                  << conn_phase_name(static_cast<P>(t))
+                                  << (allowed ? " allowed, never taken" : " taken, not allowed");
       }
   };
   check(kClientConnTransitions, client, "client");
