@@ -36,9 +36,10 @@ uint32_t first_xid(uint64_t conn_id) {
 }  // namespace
 
 ClientConn::ClientConn(ConnCore* e, DeviceCtx* d)
-    : ConnBase(e, d, false), credits(e->opt.credits), xids(e->opt.credits), next_xid(first_xid(id)) {}
+    : ConnBase(e, d, &kClientConnSources, "client"), credits(e->opt.credits), xids(e->opt.credits), next_xid(first_xid(id)) {}
 
 ClientConn::~ClientConn() {
+  if (breakdown != nullptr && core->bd_gone[false]) core->bd_gone[false]->merge(*breakdown);
   core->timers.remove(this);
   // Calls that never finished (the engine is going away with the device
   // gone): their MRs are in an unknown state and are destroyed.
@@ -62,7 +63,7 @@ int segs_for(const Registrar& reg, const void* p, uint64_t len) {
 int ClientConn::call(const Call& c, uint32_t* xid_out) {
   // Calls wait in the backlog while the connection re-establishes itself;
   // before it was ever up, or once it failed for good, there is nowhere to send them.
-  if (!(life == State::kReady || (was_ready && pub == ConnState::kReconnecting))) return ENOTCONN;
+  if (phase() != State::kReady && state() != ConnState::kReconnecting) return ENOTCONN;
   if (c.done == nullptr) return EINVAL;
   const EngineOptions& o = core->opt;
   // The commonest call: inline arguments, no chunk of any kind, small
@@ -93,7 +94,7 @@ int ClientConn::call(const Call& c, uint32_t* xid_out) {
     if (i > 0 && reads[i].position == reads[i - 1].position) return EINVAL;
     if (reads[i].data.size() > o.max_bulk) return EMSGSIZE;
     uint32_t lkey;
-    if (!pdc->lkey_of(reads[i].data.data(), reads[i].data.size(), &lkey)) return EINVAL;
+    if (!pd_ctx->lkey_of(reads[i].data.data(), reads[i].data.size(), &lkey)) return EINVAL;
   }
   std::span<uint8_t> writes[kMaxWriteChunks];
   int nw = 0;
@@ -105,7 +106,7 @@ int ClientConn::call(const Call& c, uint32_t* xid_out) {
   for (int i = 0; i < nw; ++i) {
     if (writes[i].size() > o.max_bulk) return EMSGSIZE;
     uint32_t lkey;
-    if (!pdc->lkey_of(writes[i].data(), writes[i].size(), &lkey)) return EINVAL;
+    if (!pd_ctx->lkey_of(writes[i].data(), writes[i].size(), &lkey)) return EINVAL;
   }
   // The whole call message must fit the negotiated inline threshold, chunk
   // lists included (a full transport header alone is 1728 bytes, more than
@@ -116,7 +117,7 @@ int ClientConn::call(const Call& c, uint32_t* xid_out) {
   ChunkLists shape;
   shape.clear();
   if (nr > 0 || nw > 0 || want_reply) {
-    if (pdc->reg == nullptr) {
+    if (pd_ctx->reg == nullptr) {
       // No way to offer memory that the peer loses once the call is done.
       if (!dc->warned_no_chunks) {
         dc->warned_no_chunks = true;
@@ -127,7 +128,7 @@ int ClientConn::call(const Call& c, uint32_t* xid_out) {
       }
       return ENOTSUP;
     }
-    const Registrar& reg = *pdc->reg;
+    const Registrar& reg = *pd_ctx->reg;
     for (int i = 0; i < nr; ++i) {
       int n = segs_for(reg, reads[i].data.data(), reads[i].data.size());
       if (n < 0) return EMSGSIZE;
@@ -150,9 +151,9 @@ int ClientConn::call(const Call& c, uint32_t* xid_out) {
   if (wire::transport_header_len(shape) + rpc_len > inline_send) {
     // A long call: the RPC message goes through a position-zero read chunk
     // (RDMA_NOMSG), staged in the bulk pool.
-    if (pdc->reg == nullptr) return EINVAL;
+    if (pd_ctx->reg == nullptr) return EINVAL;
     if (rpc_len > o.max_long_call) return EMSGSIZE;
-    int n = segs_for(*pdc->reg, nullptr, rpc_len);
+    int n = segs_for(*pd_ctx->reg, nullptr, rpc_len);
     if (n < 0 || shape.nreads == kMaxReadChunks) return EMSGSIZE;
     for (int i = shape.nreads; i > 0; --i) shape.reads[i] = shape.reads[i - 1];
     shape.reads[0].nsegs = n;
@@ -205,27 +206,27 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
   r->xid = next_xid++;
   if (r->xid == 0) r->xid = next_xid++;
   if (!probe) {  // keepalive probes are counted as such, not as the host's calls
-    core->st.calls.add();
-    cs.calls.add();
-    cs.backlog_depth.add(backlog.size());
+    core->engine_stats.calls.add();
+    counters.calls.add();
+    counters.backlog_depth.add(backlog.size());
   }
   r->t_call = now_ticks();
-  if (TERN_UNLIKELY(bd != nullptr)) r->ts_posted = r->ts_recv = r->ts_fenced = 0;
+  if (TERN_UNLIKELY(breakdown != nullptr)) r->ts_posted = r->ts_recv = r->ts_fenced = 0;
   r->deadline = c.timeout_ns > 0 ? r->t_call + ticks_from_ns(c.timeout_ns) : 0;
   if (r->deadline != 0) link_deadline(r);
   if (probe) {
-    r->pc = nullptr;
+    r->proc_counters = nullptr;
   } else {
     if (c.prog != pc_key[0] || c.vers != pc_key[1] || c.proc != pc_key[2]) {
       pc_last = core->proc_counters(c.prog, c.vers, c.proc, false);
       pc_key[0] = c.prog, pc_key[1] = c.vers, pc_key[2] = c.proc;
     }
-    r->pc = pc_last;
+    r->proc_counters = pc_last;
   }
-  if (r->pc != nullptr) r->pc->ops.add();
+  if (r->proc_counters != nullptr) r->proc_counters->ops.add();
   if (!probe) last_prog = c.prog, last_vers = c.vers;
   r->enter(ReqState::kBacklog);
-  if (backlog.empty() && life == State::kReady && !r->long_call && r->nreads == 0 && r->nwrites == 0 &&
+  if (backlog.empty() && phase() == State::kReady && !r->long_call && r->nreads == 0 && r->nwrites == 0 &&
       c.max_results + 128 <= inline_recv) {
     // Nothing waits ahead of it and it has no chunk (so it cannot be
     // refused): it goes out now if it can, as process(kSubmit) would send
@@ -238,29 +239,29 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
     if (res == SendResult::kSent || res == SendResult::kConnFailed) {
       in_flight.push_front(r);
       // A refused post failed the connection: the call is an orphan.
-      if (res == SendResult::kConnFailed || life != State::kReady) r->enter(ReqState::kOrphaned);
+      if (res == SendResult::kConnFailed || phase() != State::kReady) r->enter(ReqState::kOrphaned);
       return;
     }
     // It waits for a credit, memory or room, at the head of the backlog
     // with what it took.
     TERN_ASSERT(backlog.empty());
     backlog.push_back(r);
-    core->st.backlogged.add();
+    core->engine_stats.backlogged.add();
     want_service();
     return;
   }
   // Into the backlog, in order; the head goes out at once if it can.
   backlog.push_back(r);
-  if (backlog.front() == r && life == State::kReady) {
+  if (backlog.front() == r && phase() == State::kReady) {
     in_call_ = true;  // completions come only from poll(): a refusal waits for it
     process(r, ReqEvent::kSubmit);
     in_call_ = false;
     if (r->state() == ReqState::kBacklog) {
-      core->st.backlogged.add();
+      core->engine_stats.backlogged.add();
       want_service();
     }
   } else {
-    core->st.backlogged.add();
+    core->engine_stats.backlogged.add();
   }
 }
 
@@ -270,10 +271,10 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   auto wait = [&](bool memory) {
     if (!r->waited) {
       r->waited = true;
-      if (memory) core->st.memory_waits.add();
+      if (memory) core->engine_stats.memory_waits.add();
       else {
-        core->st.credit_waits.add();
-        cs.credit_waits.add();
+        core->engine_stats.credit_waits.add();
+        counters.credit_waits.add();
       }
     }
     return memory ? SendResult::kWait : SendResult::kWaitCredit;
@@ -300,19 +301,19 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   chain.clear();
   ChunkLists& ch = core->chunks;
   ch.clear();
-  const uint32_t arena_lkey = pdc->arena_lkey();
+  const uint32_t arena_lkey = pd_ctx->arena_lkey();
   // Most calls carry no chunk of any kind: their chain is the Send alone.
   const bool chunked = r->long_call || r->nreads > 0 || r->nwrites > 0 || want_reply;
   // A chunk that could not be mapped, or a chain that found no room: what
   // was mapped goes straight back (nothing was posted). (A call with no
   // chunk has nothing mapped, and there may be no registrar at all.)
   auto unmap = [&](int rc) {
-    if (r->mrs != nullptr) pdc->reg->release(&r->mrs);
+    if (r->mrs != nullptr) pd_ctx->reg->release(&r->mrs);
     if (rc == Registrar::kRefused) return SendResult::kRefused;
     return wait(true);
   };
   auto map = [&](const void* p, uint64_t len, uint32_t lkey, uint32_t access, RdmaSegment* segs, int* nsegs) {
-    int n = pdc->reg->map(reinterpret_cast<uint64_t>(p), len, lkey, access, chain, segs, kMaxChunkSegs, &r->mrs);
+    int n = pd_ctx->reg->map(reinterpret_cast<uint64_t>(p), len, lkey, access, chain, segs, kMaxChunkSegs, &r->mrs);
     if (n >= 0) *nsegs = n;
     return n;
   };
@@ -329,7 +330,7 @@ ClientConn::SendResult ClientConn::send(Request* r) {
     for (int i = 0; i < r->nreads; ++i) {
       const ReadChunk& src = r->reads[i];
       uint32_t lkey = 0;
-      (void)pdc->lkey_of(src.data.data(), src.data.size(), &lkey);  // checked at call()
+      (void)pd_ctx->lkey_of(src.data.data(), src.data.size(), &lkey);  // checked at call()
       ReadChunkSegs& rc = ch.reads[ch.nreads++];
       rc.position = hdr + src.position;
       if (int rv = map(src.data.data(), src.data.size(), lkey, kAccessRemoteRead, rc.segs, &rc.nsegs); rv < 0)
@@ -337,7 +338,7 @@ ClientConn::SendResult ClientConn::send(Request* r) {
     }
     for (int i = 0; i < r->nwrites; ++i) {
       uint32_t lkey = 0;
-      (void)pdc->lkey_of(r->writes[i].data(), r->writes[i].size(), &lkey);
+      (void)pd_ctx->lkey_of(r->writes[i].data(), r->writes[i].size(), &lkey);
       WriteChunkSegs& wc = ch.writes[ch.nwrites++];
       if (int rv = map(r->writes[i].data(), r->writes[i].size(), lkey, kAccessLocalWrite | kAccessRemoteWrite, wc.segs,
                        &wc.nsegs);
@@ -366,7 +367,7 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   chain.add_one_sge(WrOpcode::kSend, sb, static_cast<uint32_t>(len), arena_lkey);
   if (!room(chain.size())) {
     chain.truncate(nreg);
-    cs.ring_full.add();
+    counters.ring_full.add();
     return unmap(Registrar::kNoResources);
   }
   // The reply finds the request by its xid from now on.
@@ -394,39 +395,39 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   // rule of the "xprtrdma: Decouple req recycling from RPC completion" series (linux-nfs, 2026):
   // a failed post must not hold the request).
   r->send_owner = true;
-  if (TERN_UNLIKELY(bd != nullptr)) r->ts_posted = now_ticks();
+  if (TERN_UNLIKELY(breakdown != nullptr)) r->ts_posted = now_ticks();
   // Counted once the call is committed: an attempt that ran short of MRs or
   // send-queue room is retried from the backlog and must not count twice.
-  cs.sends.add();
-  cs.bytes_sent.add(len);
+  counters.sends.add();
+  counters.bytes_sent.add(len);
   t_last = core->now_tick;  // coarse (ConnCore::now_tick)
   if (!chunked) {
-    if (r->pc != nullptr) r->pc->bytes_sent.add(len);
+    if (r->proc_counters != nullptr) r->proc_counters->bytes_sent.add(len);
     return SendResult::kSent;
   }
   int nread_user = ch.nreads - (r->long_call ? 1 : 0);
-  if (nread_user > 0) core->st.read_chunks.add();
-  if (ch.nwrites > 0) core->st.write_chunks.add();
-  if (ch.has_reply) core->st.reply_chunks.add();
+  if (nread_user > 0) core->engine_stats.read_chunks.add();
+  if (ch.nwrites > 0) core->engine_stats.write_chunks.add();
+  if (ch.has_reply) core->engine_stats.reply_chunks.add();
   if (r->long_call) {
-    core->st.long_calls.add();
-    cs.nomsg.add();
+    core->engine_stats.long_calls.add();
+    counters.nomsg.add();
   }
   uint64_t bulk = 0;
   for (int i = 0; i < r->nreads; ++i) bulk += r->reads[i].data.size();
   if (nread_user > 0) {
-    cs.read_chunks.add();
-    cs.read_chunk_bytes.add(bulk);
+    counters.read_chunks.add();
+    counters.read_chunk_bytes.add(bulk);
   }
-  if (ch.nwrites > 0) cs.write_chunks.add();
-  if (ch.has_reply) cs.reply_chunks.add();
-  if (r->pc != nullptr) r->pc->bytes_sent.add(len + bulk + (r->long_call ? r->rpc_len : 0));
+  if (ch.nwrites > 0) counters.write_chunks.add();
+  if (ch.has_reply) counters.reply_chunks.add();
+  if (r->proc_counters != nullptr) r->proc_counters->bytes_sent.add(len + bulk + (r->long_call ? r->rpc_len : 0));
   return SendResult::kSent;
 }
 
 int ClientConn::flush_backlog() {
   int n = 0;
-  while (!backlog.empty() && life == State::kReady) {
+  while (!backlog.empty() && phase() == State::kReady) {
     Request* r = backlog.front();
     process(r, ReqEvent::kSubmit);
     if (backlog.front() == r) break;  // the head waits: so does everything behind it
@@ -438,14 +439,14 @@ int ClientConn::flush_backlog() {
 int ClientConn::service(bool* more) {
   int work = 0;
   *more = false;
-  if (life == State::kReady) {
+  if (phase() == State::kReady) {
     work += flush_backlog();
     head_waits_for_credit = head_waits_for_credit && !backlog.empty();
     // LOCAL_INV chains that found no send-queue room.
     if (inv_waits > 0)
       // (A call that completes here leaves the list, and its link says
       // nothing more: the walk ends there, and the next pass goes on.)
-      for (Request* r = in_flight.front(); r != nullptr && life == State::kReady; r = in_flight.next(r))
+      for (Request* r = in_flight.front(); r != nullptr && phase() == State::kReady; r = in_flight.next(r))
         if (r->inv_waiting) {
           process(r, ReqEvent::kReply);
           if (!r->inv_waiting) ++work;
@@ -454,7 +455,7 @@ int ClientConn::service(bool* more) {
     // one waiting for memory or room retries from the next poll.
     *more = inv_waits > 0 || (!backlog.empty() && !head_waits_for_credit);
   }
-  if (life == State::kDraining) work += step_drain(more);
+  if (draining()) work += step_drain(more);
   return work;
 }
 
@@ -487,7 +488,7 @@ void ClientConn::process(Request* r, ReqEvent ev) {
           backlog.remove(r);
           in_flight.push_front(r);
           // A refused post failed the connection: the call is an orphan.
-          if (res == SendResult::kConnFailed || life != State::kReady) r->enter(ReqState::kOrphaned);
+          if (res == SendResult::kConnFailed || phase() != State::kReady) r->enter(ReqState::kOrphaned);
           return;
       }
       return;
@@ -504,11 +505,11 @@ void ClientConn::process(Request* r, ReqEvent ev) {
       }
       WrChain& chain = core->chain;
       chain.clear();
-      int n = r->mrs != nullptr ? pdc->reg->invalidate(r->mrs, chain) : 0;
+      int n = r->mrs != nullptr ? pd_ctx->reg->invalidate(r->mrs, chain) : 0;
       if (n == 0) {
         if (r->inv_waiting) --inv_waits;
         r->inv_waiting = false;
-        if (r->mrs != nullptr) pdc->reg->release(&r->mrs);  // nothing left registered: no LOCAL_INV posted
+        if (r->mrs != nullptr) pd_ctx->reg->release(&r->mrs);  // nothing left registered: no LOCAL_INV posted
         r->ts_fenced = r->ts_recv;  // nothing to fence: no time spent on it
         finish(r, r->result.status);
         return;
@@ -523,8 +524,8 @@ void ClientConn::process(Request* r, ReqEvent ev) {
       }
       if (r->inv_waiting) --inv_waits;
       r->inv_waiting = false;
-      core->st.local_inv_chains.add();
-      cs.local_inv_chains.add();
+      core->engine_stats.local_inv_chains.add();
+      counters.local_inv_chains.add();
       // Its completion finishes the call (I3). A refusal orphans it.
       (void)post(chain, SendCtxKind::kInvalidate, r->index);
       return;
@@ -534,15 +535,15 @@ void ClientConn::process(Request* r, ReqEvent ev) {
       // (An orphan whose chain completed before the loss keeps its reply.)
       TERN_ASSERT(r->state() == ReqState::kInvalidating || r->state() == ReqState::kOrphaned);
       if (r->state() == ReqState::kOrphaned && r->reply == nullptr) return;
-      pdc->reg->release(&r->mrs);
-      if (TERN_UNLIKELY(bd != nullptr)) r->ts_fenced = now_ticks();
+      pd_ctx->reg->release(&r->mrs);
+      if (TERN_UNLIKELY(breakdown != nullptr)) r->ts_fenced = now_ticks();
       finish(r, r->result.status);
       return;
     case ReqEvent::kSendReleased:
       // Its Send is done: the device no longer reads its send buffer.
       TERN_ASSERT(r->send_owner);
       r->send_owner = false;
-      if (TERN_UNLIKELY(bd != nullptr)) bd->record(Stage::kSendDone, r->ts_posted, now_ticks());
+      if (TERN_UNLIKELY(breakdown != nullptr)) breakdown->record(Stage::kSendDone, r->ts_posted, now_ticks());
       if (r->sendbuf != nullptr) {
         core->send_bufs->put(r->sendbuf);
         r->sendbuf = nullptr;
@@ -564,10 +565,10 @@ void ClientConn::process(Request* r, ReqEvent ev) {
       // flushed): destroyed, never reused (the kernel's xprtrdma commit
       // "Properly recover FRWRs with in-flight FASTREG WRs"). Then it
       // completes once -- or, when the connection re-establishes itself, it is sent again
-      // with its xid (reconnecting_ says; on_drained requeues it).
+      // with its xid (the connection is in kBackoff; settle_calls requeues it).
       switch (r->state()) {
         case ReqState::kBacklog:
-          if (reconnecting_) {
+          if (phase() == State::kBackoff) {
             // It waits for the new connection; a reservation it holds was on
             // the old one's receive queue.
             release_recv(r);
@@ -577,12 +578,12 @@ void ClientConn::process(Request* r, ReqEvent ev) {
           finish(r, r->expire != CallStatus::kOk ? r->expire : CallStatus::kDisconnected);
           return;
         case ReqState::kOrphaned:
-          if (r->mrs != nullptr) pdc->reg->destroy(&r->mrs);
+          if (r->mrs != nullptr) pd_ctx->reg->destroy(&r->mrs);
           if (r->expire != CallStatus::kOk) {
             finish(r, r->expire);  // timed out or cancelled: now fenced
           } else if (r->reply != nullptr) {
             finish(r, r->result.status);  // its reply came before the loss: its results stand
-          } else if (!reconnecting_ || r->call.no_retry || r->probe) {
+          } else if (phase() != State::kBackoff || r->call.no_retry || r->probe) {
             finish(r, CallStatus::kDisconnected);
           } else {
             requeue(r);
@@ -638,8 +639,8 @@ void ClientConn::requeue(Request* r) {
   release_recv(r);
   r->enter(ReqState::kBacklog);
   ++r->retransmits;
-  cs.retransmits.add();
-  core->st.retransmits.add();
+  counters.retransmits.add();
+  core->engine_stats.retransmits.add();
   requeued_.push_back(r);
 }
 
@@ -667,7 +668,7 @@ void ClientConn::finish(Request* r, CallStatus status) {
   // I3: every MR of this call is invalidated before its results are seen.
   TERN_ASSERT(r->mrs == nullptr, "call completing with registered MRs");
   if (deadlines.linked(r)) deadlines.remove(r);
-  if (status == CallStatus::kTimedOut) cs.timeouts.add();
+  if (status == CallStatus::kTimedOut) counters.timeouts.add();
   const bool was_active = r->state() == ReqState::kInvalidating || r->state() == ReqState::kOrphaned ||
                           r->state() == ReqState::kSent;
   if (was_active) {
@@ -685,19 +686,19 @@ void ClientConn::finish(Request* r, CallStatus status) {
   if (r->probe) {
     t_last = now_ticks();  // a keepalive probe: not the host's call, not in its figures
   } else if (r->reply != nullptr) {
-    record_rtt(r->pc, r->t_call, error);  // a reply came: its round trip counts
-    if (TERN_UNLIKELY(bd != nullptr)) {
+    record_rtt(r->proc_counters, r->t_call, error);  // a reply came: its round trip counts
+    if (TERN_UNLIKELY(breakdown != nullptr)) {
       const uint64_t now = core->now_tick;  // record_rtt's reading
-      bd->record(Stage::kQueue, r->t_call, r->ts_posted);
-      bd->record(Stage::kWire, r->ts_posted, r->ts_recv);
-      bd->record(Stage::kInvalidate, r->ts_recv, r->ts_fenced);
-      bd->record(Stage::kComplete, r->ts_fenced, now);
-      bd->record(Stage::kTotal, r->t_call, now);
-      if (TERN_UNLIKELY(bd->trace != nullptr) && bd->trace->due(false)) trace_call(r, now);
+      breakdown->record(Stage::kQueue, r->t_call, r->ts_posted);
+      breakdown->record(Stage::kWire, r->ts_posted, r->ts_recv);
+      breakdown->record(Stage::kInvalidate, r->ts_recv, r->ts_fenced);
+      breakdown->record(Stage::kComplete, r->ts_fenced, now);
+      breakdown->record(Stage::kTotal, r->t_call, now);
+      if (TERN_UNLIKELY(breakdown->trace != nullptr) && breakdown->trace->due(false)) trace_call(r, now);
     }
   } else if (error) {
-    cs.errors.add();  // failed without a reply (connection lost, memory refused)
-    if (r->pc != nullptr) r->pc->errors.add();
+    counters.errors.add();  // failed without a reply (connection lost, memory refused)
+    if (r->proc_counters != nullptr) r->proc_counters->errors.add();
   }
   r->result.retransmits = r->retransmits;
   if (r->call.done != nullptr) r->call.done(r->call.ctx, r->result);
@@ -726,7 +727,7 @@ inline void ClientConn::maybe_free(Request* r) {
   r->enter(ReqState::kFree);
   r->call.done = nullptr;
   r->refused = false;
-  r->pc = nullptr;
+  r->proc_counters = nullptr;
   r->conn = nullptr;
   core->requests.put(r);
 }
@@ -752,15 +753,28 @@ void ClientConn::ctx_done(const SendCtx& ctx, bool own, const Wc* wc) {
 
 void ClientConn::on_lost() {
   for (Request* r = in_flight.front(); r != nullptr; r = in_flight.next(r)) process(r, ReqEvent::kConnLost);
-  if (pub == ConnState::kReady) set_pub(reconnect_wanted() ? ConnState::kReconnecting : ConnState::kFailed, why);
 }
 
 bool ClientConn::reconnect_wanted() const {
-  return !user_closed && !gave_up_ && core->opt.reconnect && was_ready && !core->shutting_down;
+  return !user_closed && core->opt.reconnect && !core->shutting_down;
+}
+
+ConnBase::State ClientConn::lost_phase() const {
+  // Only a connection that was up comes back by itself: a first connect
+  // that fails is the host's to retry (it may have the wrong address).
+  if (phase() == State::kConnecting || !reconnect_wanted()) return State::kDraining;
+  return State::kDrainingToReconnect;
 }
 
 void ClientConn::on_drained() {
-  reconnecting_ = reconnect_wanted();
+  // Re-established only if nothing said otherwise while it drained
+  // (close(), the engine's shutdown).
+  enter(phase() == State::kDrainingToReconnect && reconnect_wanted() ? State::kBackoff : State::kDead);
+  settle_calls();
+}
+
+void ClientConn::settle_calls() {
+  settling_ = true;
   requeued_.clear();
   for (Request* r = backlog.front(); r != nullptr;) {
     Request* next = backlog.next(r);
@@ -776,24 +790,29 @@ void ClientConn::on_drained() {
   xids.clear();
   credits.reset();
   probe_in_flight = false;
-  if (!reconnecting_) {
-    set_pub(user_closed ? ConnState::kClosed : ConnState::kFailed, why);
-    return;
-  }
+  settling_ = false;
+  if (phase() != State::kBackoff) return;
   // The calls to send again go first, in the order they were first sent
   // (xids are given in order), then those that never went out.
   std::sort(requeued_.begin(), requeued_.end(), [](Request* a, Request* b) { return a->xid < b->xid; });
   for (auto it = requeued_.rbegin(); it != requeued_.rend(); ++it) backlog.push_front(*it);
   requeued_.clear();
+  if (user_closed) {
+    // close() from a callback above: nothing is re-established, and what
+    // was to be sent again fails now.
+    enter(State::kDead);
+    settle_calls();
+    return;
+  }
   schedule_reconnect();
 }
 
 void ClientConn::trace_call(const Request* r, uint64_t now) {
   CallTrace::Record t;
   t.conn = id, t.xid = r->xid, t.server = false;
-  if (r->pc != nullptr) t.prog = r->pc->prog, t.vers = r->pc->vers, t.proc = r->pc->proc;
+  if (const ProcCounters* p = r->proc_counters; p != nullptr) t.prog = p->prog, t.vers = p->vers, t.proc = p->proc;
   t.t[0] = r->t_call, t.t[1] = r->ts_posted, t.t[2] = r->ts_recv, t.t[3] = r->ts_fenced, t.t[4] = now;
-  bd->trace->add(t);
+  breakdown->trace->add(t);
 }
 
 }  // namespace tern::rpc

@@ -20,33 +20,63 @@
 
 namespace tern::rpc {
 
-class ClientConn final : public ConnBase {
+// The public Connection is the client's: a server connection is not one.
+class ClientConn final : public ConnBase, public Connection {
  public:
   ClientConn(ConnCore* core, DeviceCtx* dc);
   ~ClientConn() override;
 
+  // The machine's enter(phase), beside the private enter() of a call.
+  using ConnMachine::enter;
+
   // ---- Connection
   ConnectionInfo info() const override;
+  Status error() const override { return why; }
+  ConnectionStats stats() const override { return ConnBase::stats(); }
   int call(const Call& c, uint32_t* xid) override;  // client_call.cc
   int cancel(uint32_t xid) override;                // client_recovery.cc
   void on_state_change(StateCallback cb, void* ctx) override {
     state_cb = cb;
     state_ctx = ctx;
   }
-  ConnState state() const override { return pub; }
-  bool ready() const override { return life == State::kReady; }
-  bool failed() const override { return pub == ConnState::kFailed || pub == ConnState::kClosed; }
+  // What the host sees, derived from the phase (conn_machine.h) and close().
+  ConnState state() const override { return public_state(phase()); }
+  ConnState public_state(State p) const {
+    if (user_closed) return ConnState::kClosed;
+    switch (p) {
+      case State::kConnecting: return ConnState::kConnecting;
+      case State::kReady: return ConnState::kReady;
+      case State::kDraining:
+      case State::kDead: return ConnState::kFailed;
+      case State::kDrainingToReconnect:
+      case State::kBackoff:
+      case State::kPortDown:
+      case State::kReconnecting: return ConnState::kReconnecting;
+    }
+    return ConnState::kFailed;
+  }
+  bool ready() const override { return ConnBase::ready(); }
+  bool failed() const override {
+    const ConnState s = state();
+    return s == ConnState::kFailed || s == ConnState::kClosed;
+  }
   uint32_t outstanding() const override { return credits.in_flight(); }
   void close() override;
 
   // ---- ConnBase hooks
-  bool reclaimable() const override { return life == State::kDead && user_closed; }
+  bool reclaimable() const override { return phase() == State::kDead && user_closed; }
+  State lost_phase() const override;
+  const char* peer_role() const override { return "server"; }
+  ClientConn* as_client() override { return this; }
+  // Makes a PD of its own first where the device asks for one per connection.
+  Status setup_queues() override;
   bool has_waiting() const override { return !backlog.empty() || inv_waits > 0; }
   int service(bool* more) override;
   void ctx_done(const SendCtx& ctx, bool own, const rdma::Wc* wc) override;
   void on_message(MsgBuf* buf) override;  // client_reply.cc
   void on_lost() override;
   void on_drained() override;
+  void on_peer_pdata(std::span<const uint8_t> pdata) override;
   void on_up() override;
 
   // What each event does to a request (request_machine.h: the states,
@@ -89,8 +119,10 @@ class ClientConn final : public ConnBase {
   // filed under, and its place in the heap.
   uint64_t timer_at = 0;
   uint32_t timer_pos = ClientTimers::kNotFiled;
-  // The host-visible state changes (and the callback hears it).
-  void set_pub(ConnState to, const Status& why);
+  // A transition changed what the host sees: its callback hears it.
+  void entered(State from) override;
+  // The host's view changed from `from` (by a transition or by close()).
+  void tell_host(ConnState from, const Status& why);
   // Declares the connection dead (keepalive, connect timeout): it drains,
   // then reconnects or fails.
   void declare_dead(Status why);
@@ -98,14 +130,11 @@ class ClientConn final : public ConnBase {
   CreditWindow credits;
   XidTable xids;
   uint32_t next_xid;
-  ConnState pub = ConnState::kConnecting;
   StateCallback state_cb = nullptr;
   void* state_ctx = nullptr;
-  bool was_ready = false;         // established at least once: a loss reconnects
   uint64_t lost_at = 0;           // ticks: when this outage began (give-up deadline)
   uint64_t next_attempt = 0;      // ticks: the next reconnect attempt
   uint64_t backoff_ns = 0;        // the current backoff, before jitter
-  bool waiting_for_port = false;  // reconnecting: the device's port is down, no attempt until it is up
   uint64_t connect_deadline = 0;  // ticks: a connect attempt under way fails then
   // ticks: the last message received, or when calls went in flight after
   // none were (what keepalive's silence is measured from)
@@ -154,10 +183,15 @@ class ClientConn final : public ConnBase {
   void send_probe();
   static void probe_done(void* ctx, const CallReply& r);
   bool reconnect_wanted() const;
+  // Drained (or between attempts with no QP): every call fails, or -- when
+  // it is to be re-established (kBackoff) -- what was in flight is sent
+  // again on the next QP.
+  void settle_calls();
   void requeue(Request* r);
-  bool reconnecting_ = false;        // on_drained: the connection will be re-established
-  bool gave_up_ = false;
-  std::vector<Request*> requeued_;   // on_drained: calls to send again
+  std::vector<Request*> requeued_;   // settle_calls: calls to send again
+  // Inside settle_calls: a close() from a callback there only marks the
+  // connection closed; settle_calls finishes the job.
+  bool settling_ = false;
   // Gives back what a request holds for its chunks and staging.
   void drop_staging(Request* r);
   // Gives back r's receive reservation, if it holds one.

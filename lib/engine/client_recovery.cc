@@ -31,35 +31,74 @@ const char* conn_state_name(ConnState s) {
   return "?";
 }
 
-void ClientConn::set_pub(ConnState to, const Status& reason) {
-  if (pub == to) return;
-  const ConnState from = pub;
-  pub = to;
+void ClientConn::entered(State from) {
+  // Up (again): on_up() tells the host, once the connection is ready for
+  // what its callback may do (call(), close()).
+  if (phase() == State::kReady) return;
+  // Otherwise why it left kReady, or failed.
+  if (const ConnState was = public_state(from); state() != was) tell_host(was, why);
+}
+
+void ClientConn::tell_host(ConnState from, const Status& reason) {
   // Not while the engine is being destroyed: what the callback's context
   // points at may be gone by then (calls still complete, they must).
-  if (state_cb != nullptr && !core->shutting_down) state_cb(state_ctx, this, from, to, reason);
+  if (state_cb != nullptr && !core->shutting_down) state_cb(state_ctx, this, from, state(), reason);
+}
+
+Status ClientConn::setup_queues() {
+  if (dc->pd_per_conn) {
+    // Fast registrations are PD-wide on this device: a PD of our own keeps
+    // this connection's rkeys useless to every other peer.
+    auto p = core->control->make_pd_ctx(dc);
+    if (!p) return p.status();
+    own_pd = std::move(p).value();
+    pd_ctx = own_pd.get();
+  }
+  return ConnBase::setup_queues();
+}
+
+void ClientConn::on_peer_pdata(std::span<const uint8_t> pdata) {
+  wire::negotiate(pdata, core->opt.inline_send, core->opt.inline_recv, dc->offer_inv, false, &inline_send,
+                  &inline_recv, &remote_inv);
 }
 
 void ClientConn::declare_dead(Status reason) {
-  if (life != State::kReady && life != State::kConnecting) return;
-  core->st.declared_dead.add();
+  if (!qp_live()) return;
+  core->engine_stats.declared_dead.add();
   TERN_LOG(kWarn, "engine", "conn %llu: connection to %s declared dead: %s", static_cast<unsigned long long>(id),
            peer_name().c_str(), reason.message().c_str());
   on_disconnected(std::move(reason));
 }
 
 void ClientConn::close() {
-  user_closed = true;
-  if (life == State::kReconnecting) {
-    // Between attempts: no QP to drain. What waits fails now.
-    reconnecting_ = false;
-    on_drained();
-    life = State::kDead;
-  } else if (life == State::kReady || life == State::kConnecting) {
-    (void)dc->dev->disconnect(qp.get());
-    on_disconnected(make_error(Errc::kDisconnected, "closed locally"));
+  if (user_closed) return;
+  const ConnState was = state();
+  user_closed = true;  // the host sees kClosed from now on, whatever the phase
+  const Status closed = make_error(Errc::kDisconnected, "closed locally");
+  switch (phase()) {
+    case State::kBackoff:
+    case State::kPortDown:
+      // Between attempts: no QP to drain. What waits fails now (or, from
+      // a callback inside settle_calls, when it finishes).
+      if (!settling_) {
+        enter(State::kDead);
+        settle_calls();
+      }
+      break;
+    case State::kReady:
+    case State::kConnecting:
+    case State::kReconnecting:
+      (void)dc->dev->disconnect(qp.get());
+      on_disconnected(closed);
+      break;
+    case State::kDrainingToReconnect:
+      enter(State::kDraining);  // drains as before, and will not come back
+      break;
+    case State::kDraining:
+    case State::kDead:
+      break;
   }
-  set_pub(ConnState::kClosed, make_error(Errc::kDisconnected, "closed locally"));
+  if (was != ConnState::kClosed) tell_host(was, closed);
   want_service();  // to be reclaimed
 }
 
@@ -89,7 +128,7 @@ int ClientConn::cancel(uint32_t xid) {
   if (r == nullptr || r->conn != this || r->probe || r->expire != CallStatus::kOk ||
       (r->state() != ReqState::kBacklog && r->state() != ReqState::kSent && r->state() != ReqState::kOrphaned))
     return ENOENT;
-  core->st.cancels.add();
+  core->engine_stats.cancels.add();
   r->expire = CallStatus::kCancelled;
   if (deadlines.linked(r)) deadlines.remove(r);
   // Completions come only from poll(): a call that can complete at once
@@ -104,9 +143,9 @@ void ClientConn::abandon(Request* r, CallStatus status) {
   // Its caller learns the status now; the request keeps its credit, its
   // receive reservation and its xid until the late reply or the drain.
   if (deadlines.linked(r)) deadlines.remove(r);
-  if (status == CallStatus::kTimedOut) cs.timeouts.add();
-  cs.errors.add();
-  if (r->pc != nullptr) r->pc->errors.add();
+  if (status == CallStatus::kTimedOut) counters.timeouts.add();
+  counters.errors.add();
+  if (r->proc_counters != nullptr) r->proc_counters->errors.add();
   r->result = CallReply{status, r->xid, {}, 0};
   r->result.retransmits = r->retransmits;
   r->enter(ReqState::kAbandoned);
@@ -116,16 +155,20 @@ void ClientConn::abandon(Request* r, CallStatus status) {
 }
 
 void ClientConn::on_up() {
-  // Up, or up again: the outage is over.
-  const bool again = was_ready;
-  was_ready = true;
+  // Up, or up again (kReconnecting -> kReady): the outage is over.
+  const bool again = lost_at != 0;
   lost_at = 0;
   backoff_ns = 0;
   connect_deadline = 0;
   t_last_recv = now_ticks();
   timer_due(refile_at(t_last_recv));  // keepalive from now on
-  if (again) core->st.reconnects.add();
-  set_pub(ConnState::kReady, Status::ok());
+  if (again) core->engine_stats.reconnects.add();
+  if (dc->chunk_reg == ChunkReg::kRegCache)
+    TERN_LOG(kWarn, "engine",
+             "conn %llu: connection to %s registers chunks through the registration cache: the peer can reach "
+             "those pages after the calls that offered them, until they are evicted (trusted peers only)",
+             static_cast<unsigned long long>(id), peer_name().c_str());
+  tell_host(again ? ConnState::kReconnecting : ConnState::kConnecting, Status::ok());
 }
 
 // ---------------------------------------------------------------- keepalive
@@ -142,7 +185,7 @@ void ClientConn::send_probe() {
   r->rpc_hdr = static_cast<uint32_t>(wire::call_rpc_header_len(c));
   r->rpc_len = r->rpc_hdr;
   probe_in_flight = true;
-  core->st.keepalive_probes.add();
+  core->engine_stats.keepalive_probes.add();
   enter(r, c, true);
 }
 
@@ -152,8 +195,8 @@ void ClientConn::probe_done(void* ctx, const CallReply& rep) {
   c->timer_due(c->refile_at(now_ticks()));  // keepalive watches again
   // Any answer (PROG_UNAVAIL, PROC_UNAVAIL... included) proves the server
   // alive; silence past the probe's timeout proves the opposite.
-  if (rep.status == CallStatus::kTimedOut && c->life == State::kReady) {
-    c->core->st.keepalive_failures.add();
+  if (rep.status == CallStatus::kTimedOut && c->phase() == State::kReady) {
+    c->core->engine_stats.keepalive_failures.add();
     c->declare_dead(make_error(Errc::kTimedOut, "keepalive: the server did not answer an RPC NULL call within %u ms",
                                c->core->opt.keepalive_timeout_ms));
   }
@@ -165,7 +208,6 @@ void ClientConn::schedule_reconnect() {
   // Drained: the old QP goes, with what was its alone; its slot, PD and
   // registrar stay for the next one.
   drop_qp();
-  life = State::kReconnecting;
   const uint64_t now = now_ticks();
   if (lost_at == 0) lost_at = now;
   const EngineOptions& o = core->opt;
@@ -185,17 +227,15 @@ void ClientConn::schedule_reconnect() {
 }
 
 void ClientConn::give_up(Status reason) {
-  gave_up_ = true;
   why = std::move(reason);
   TERN_LOG(kWarn, "engine", "conn %llu: giving up on %s: %s", static_cast<unsigned long long>(id), dc->spec.c_str(),
            why.message().c_str());
-  reconnecting_ = false;
-  on_drained();  // no QP: everything waiting fails now
-  life = State::kDead;
+  enter(State::kDead);
+  settle_calls();  // no QP: everything waiting fails now
 }
 
 void ClientConn::reconnect_now() {
-  core->st.reconnect_attempts.add();
+  core->engine_stats.reconnect_attempts.add();
   Status s = setup_queues();
   uint8_t pdata[64];
   size_t n = wire::encode_pdata(pdata, sizeof pdata, core->opt.inline_send, core->opt.inline_recv, dc->offer_inv);
@@ -205,11 +245,11 @@ void ClientConn::reconnect_now() {
              s.to_string().c_str());
     why = s;
     if (qp) drop_qp();
-    life = State::kDead;  // schedule_reconnect sets kReconnecting again
+    if (phase() == State::kPortDown) enter(State::kBackoff);
     schedule_reconnect();
     return;
   }
-  life = State::kConnecting;
+  enter(State::kReconnecting);
   connect_deadline = now_ticks() + ticks_from_ns(uint64_t{core->opt.connect_timeout_ms} * 1'000'000);
   timer_due(connect_deadline);
 }
@@ -226,8 +266,9 @@ int ClientConn::tick(uint64_t now) {
     process(r, ReqEvent::kExpire);
     ++work;
   }
-  switch (life) {
-    case State::kReconnecting:
+  switch (phase()) {
+    case State::kBackoff:
+    case State::kPortDown:
       if (now < next_attempt) break;
       if (o.reconnect_give_up_ms != 0 &&
           ns_from_ticks(now - lost_at) >= static_cast<double>(o.reconnect_give_up_ms) * 1e6) {
@@ -239,19 +280,20 @@ int ClientConn::tick(uint64_t now) {
         // docs/verbs-driver.md). Not an attempt; the port is looked at
         // again every reconnect_min_ms, so the first attempt follows soon
         // after it is up (the device reads its events from poll()).
-        if (!waiting_for_port)
+        if (phase() != State::kPortDown) {
           TERN_LOG(kInfo, "engine", "conn %llu: %s: the device's port is down; reconnecting when it is up",
                    static_cast<unsigned long long>(id), dc->spec.c_str());
-        waiting_for_port = true;
+          enter(State::kPortDown);
+        }
         next_attempt = now + ticks_from_ns(uint64_t{std::max(o.reconnect_min_ms, 1u)} * 1'000'000);
       } else {
-        if (waiting_for_port) backoff_ns = 0;  // a new chance: start from the floor again
-        waiting_for_port = false;
+        if (phase() == State::kPortDown) backoff_ns = 0;  // a new chance: start from the floor again
         reconnect_now();
       }
       ++work;
       break;
     case State::kConnecting:
+    case State::kReconnecting:
       if (connect_deadline != 0 && now > connect_deadline) {
         connect_deadline = 0;
         on_disconnected(make_error(Errc::kTimedOut, "no answer to the connect within %u ms", o.connect_timeout_ms));
@@ -267,7 +309,7 @@ int ClientConn::tick(uint64_t now) {
         } else if (quiet_ms >= static_cast<double>(o.keepalive_ms) + o.keepalive_timeout_ms) {
           // Every credit is taken by calls that get no answer: no probe can
           // go out, and the silence says enough.
-          core->st.keepalive_failures.add();
+          core->engine_stats.keepalive_failures.add();
           declare_dead(make_error(Errc::kTimedOut, "no reply for %.0f ms with %u calls outstanding", quiet_ms,
                                   credits.in_flight()));
         }
@@ -287,7 +329,7 @@ int ClientConn::tick(uint64_t now) {
 
 uint64_t ClientConn::refile_at(uint64_t now) const {
   uint64_t at = next_tick();
-  if (const uint64_t look = core->keepalive_look_ticks; life == State::kReady && look != 0) {
+  if (const uint64_t look = core->keepalive_look_ticks; phase() == State::kReady && look != 0) {
     // Rounded down to a quarter of the period: the connections filed for a
     // look come due together, so a host asleep in wait mode wakes for them
     // a few times a period, not once per connection.
@@ -305,9 +347,9 @@ uint64_t ClientConn::next_tick() const {
   };
   if (!deadlines.empty()) earlier(deadlines.front()->deadline);
   const EngineOptions& o = core->opt;
-  if (life == State::kReconnecting) earlier(next_attempt);
-  if (life == State::kConnecting) earlier(connect_deadline);
-  if (life == State::kReady && o.keepalive_ms != 0 && !probe_in_flight) {
+  if (phase() == State::kBackoff || phase() == State::kPortDown) earlier(next_attempt);
+  if (phase() == State::kConnecting || phase() == State::kReconnecting) earlier(connect_deadline);
+  if (phase() == State::kReady && o.keepalive_ms != 0 && !probe_in_flight) {
     if (credits.in_flight() > 0) earlier(t_last_recv + ticks_from_ns(uint64_t{o.keepalive_ms} * 1'000'000));
     else if (o.keepalive_idle_ms != 0 && last_prog != 0)
       earlier(t_last + ticks_from_ns(uint64_t{o.keepalive_idle_ms} * 1'000'000));

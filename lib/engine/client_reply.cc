@@ -33,13 +33,13 @@ void ClientConn::on_message(MsgBuf* rep) {
       credits.grant(grant);
       if (!backlog.empty()) want_service();  // a credit may be what the backlog waits for
       r->reply = rep;  // I2
-      if (TERN_UNLIKELY(bd != nullptr)) r->ts_recv = now_ticks();
+      if (TERN_UNLIKELY(breakdown != nullptr)) r->ts_recv = now_ticks();
       CallReply& res = r->result;
       res = CallReply{CallStatus::kOk, r->xid, results, 0};
       res.nwrites = static_cast<uint32_t>(r->nwrites);  // nothing written into them
-      if (r->pc != nullptr) r->pc->bytes_received.add(rep->len);
-      core->st.replies.add();
-      cs.replies.add();
+      if (r->proc_counters != nullptr) r->proc_counters->bytes_received.add(rep->len);
+      core->engine_stats.replies.add();
+      counters.replies.add();
       process(r, ReqEvent::kReply);
       return;
     }
@@ -57,8 +57,8 @@ void ClientConn::on_message(MsgBuf* rep) {
       // The late reply of a call that timed out or was cancelled: its
       // caller has its status. Dropped and counted; what the call kept
       // (its credit, its receive reservation, its xid) goes back.
-      core->st.late_replies.add();
-      cs.bad_xids.add();
+      core->engine_stats.late_replies.add();
+      counters.bad_xids.add();
       if (decoded) credits.grant(h.credits);
       credits.answered();
       xids.erase(r->xid);
@@ -92,7 +92,7 @@ void ClientConn::on_message(MsgBuf* rep) {
     }
   }
   if (!decoded) {
-    core->st.bad_headers.add();
+    core->engine_stats.bad_headers.add();
     // A reply to a call we wait for that we cannot use fails that call
     // rather than leaving it pending; anything else is dropped (RFC 8166
     // §4.5: a requester never answers a bad header).
@@ -106,20 +106,20 @@ void ClientConn::on_message(MsgBuf* rep) {
   if (!backlog.empty()) want_service();  // a credit may be what the backlog waits for
   if (r == nullptr) {
     // Not a call we are waiting for (late, duplicated or forged): drop it.
-    core->st.bad_headers.add();
-    cs.bad_xids.add();
+    core->engine_stats.bad_headers.add();
+    counters.bad_xids.add();
     give_back(rep);
     return;
   }
   // I2: the reply buffer stays attached until the call completes.
   r->reply = rep;
-  if (TERN_UNLIKELY(bd != nullptr)) r->ts_recv = now_ticks();
+  if (TERN_UNLIKELY(breakdown != nullptr)) r->ts_recv = now_ticks();
   CallReply& res = r->result;
   res = CallReply{CallStatus::kOk, r->xid, {}, 0};
   uint64_t reply_chunk_bytes = 0;
   if (h.kind == wire::Reply::Kind::kError) {
     res.status = CallStatus::kRdmaError;
-    core->st.rdma_errors_received.add();
+    core->engine_stats.rdma_errors_received.add();
   } else {
     std::span<const uint8_t> body = h.body;
     if (h.kind == wire::Reply::Kind::kNoMsg) {
@@ -147,27 +147,27 @@ void ClientConn::on_message(MsgBuf* rep) {
     res.bulk_recv_len = r->nwrites > 0 && !r->call.bulk_recv.empty() ? res.write_lens[0] : 0;
   }
   if (res.status == CallStatus::kBadReply) {
-    core->st.bad_replies.add();
-    cs.bad_replies.add();
+    core->engine_stats.bad_replies.add();
+    counters.bad_replies.add();
   }
   if (h.kind == wire::Reply::Kind::kNoMsg) {
-    cs.nomsg.add();
-    cs.reply_chunk_bytes.add(reply_chunk_bytes);
+    counters.nomsg.add();
+    counters.reply_chunk_bytes.add(reply_chunk_bytes);
   }
   uint64_t written = 0;
   for (uint32_t i = 0; i < res.nwrites; ++i) written += res.write_lens[i];
-  cs.write_chunk_bytes.add(written);
-  if (r->pc != nullptr) r->pc->bytes_received.add(rep->len + written + reply_chunk_bytes);
-  core->st.replies.add();
-  cs.replies.add();
+  counters.write_chunk_bytes.add(written);
+  if (r->proc_counters != nullptr) r->proc_counters->bytes_received.add(rep->len + written + reply_chunk_bytes);
+  core->engine_stats.replies.add();
+  counters.replies.add();
   process(r, ReqEvent::kReply);
 }
 
 void ClientConn::fail_reply(Request* r, MsgBuf* rep, CallStatus status) {
   r->reply = rep;
   r->result = CallReply{status, r->xid, {}, 0};
-  core->st.bad_replies.add();
-  cs.bad_replies.add();
+  core->engine_stats.bad_replies.add();
+  counters.bad_replies.add();
   process(r, ReqEvent::kReply);
 }
 
@@ -180,7 +180,7 @@ EngineMr* ClientConn::live_registration(uint32_t rkey) {
 }
 
 ClientConn::RemoteInv ClientConn::accept_remote_inv(Request* r, uint32_t rkey) {
-  if (pdc->reg == nullptr || !pdc->reg->invalidates()) return RemoteInv::kNone;
+  if (pd_ctx->reg == nullptr || !pd_ctx->reg->invalidates()) return RemoteInv::kNone;
   // Normally the rkey is one the replying call offered.
   EngineMr* m = r != nullptr ? Registrar::live_with_rkey(r->mrs, rkey) : nullptr;
   // RFC 8797 has the server invalidate only what the call it answers
@@ -189,16 +189,16 @@ ClientConn::RemoteInv ClientConn::accept_remote_inv(Request* r, uint32_t rkey) {
   // (a misbehaving server), so walks over the calls in flight are fine.
   if (m == nullptr) m = live_registration(rkey);
   if (m != nullptr) {
-    pdc->reg->remote_invalidated(m);
-    core->st.remote_invalidations.add();
-    cs.remote_invalidations.add();
+    pd_ctx->reg->remote_invalidated(m);
+    core->engine_stats.remote_invalidations.add();
+    counters.remote_invalidations.add();
     return RemoteInv::kOurs;
   }
   // A device that does not tie remote invalidation to the window's QP (rxe)
   // lets a peer invalidate another connection's registration in the same PD.
   if (!dc->dev->caps().remote_inv_qp_bound) {
-    if ((m = core->control->registration_elsewhere(this, pdc, rkey)) != nullptr) {
-      pdc->reg->remote_invalidated(m);
+    if ((m = core->control->registration_elsewhere(this, pd_ctx, rkey)) != nullptr) {
+      pd_ctx->reg->remote_invalidated(m);
       return RemoteInv::kOtherConnection;
     }
   }

@@ -77,9 +77,9 @@ class ConnControl {
   // Procedure counters not made yet (ConnCore::proc_counters found none).
   virtual ProcCounters* add_proc_counters(uint64_t key, uint32_t prog, uint32_t vers, uint32_t proc,
                                           bool server) = 0;
-  // Another client connection in pdc holding the registration rkey names,
+  // Another client connection in pd_ctx holding the registration rkey names,
   // for devices whose remote invalidation is not bound to the QP (rxe).
-  virtual EngineMr* registration_elsewhere(const ConnBase* me, const PdCtx* pdc, uint32_t rkey) = 0;
+  virtual EngineMr* registration_elsewhere(const ConnBase* me, const PdCtx* pd_ctx, uint32_t rkey) = 0;
   // The engine's telemetry id ("" when it has none): connections' sources
   // are named under it.
   virtual const std::string& telemetry_id() const = 0;
@@ -97,7 +97,7 @@ class ConnCore {
   // The control path's requests (the engine, or a test's stub).
   ConnControl* control = nullptr;
   EngineOptions opt;
-  EngineStats st;
+  EngineStats engine_stats;
 
   // ---- memory and the shared pools. The arena first: what is carved from
   // it goes before it.

@@ -21,8 +21,8 @@ bool ConnBase::post(WrChain& chain, SendCtxKind kind, uint32_t obj, bool signal,
   // buffers back on its own completion, so the pools always come back.
   signal |= core->pools_low();
   SendQueue::Posted p = sq_->post(qp.get(), slot, chain, kind, obj, &signaled, &err, signal);
-  core->st.sends.add();
-  if (signaled) core->st.sends_signaled.add();
+  core->engine_stats.sends.add();
+  if (signaled) core->engine_stats.sends_signaled.add();
   if (was_signaled != nullptr) *was_signaled = signaled;
   if (p == SendQueue::Posted::kOk) return true;
   // The QP refused (part of) the chain: the connection is failing. The
@@ -36,7 +36,7 @@ bool ConnBase::post(WrChain& chain, SendCtxKind kind, uint32_t obj, bool signal,
 void ConnBase::on_send_completion(const Wc& wc) {
   // The chain's own object first: a failed READ says best why it failed.
   sq_->complete(wc, [&](const SendCtx& c, bool own) { ctx_done(c, own, &wc); });
-  if (wc.status != WcStatus::kSuccess && life != State::kDraining && life != State::kDead) {
+  if (wc.status != WcStatus::kSuccess && qp_live()) {
     // A failed WR: the QP is in error now. The remote statuses say the peer
     // refused what we did: it named memory it does not let us reach, or
     // broke the protocol. Whichever chain it was, the connection is lost.
@@ -54,7 +54,7 @@ void ConnBase::on_send_completion(const Wc& wc) {
       on_disconnected(std::move(why));
     }
   }
-  if (life == State::kReady && has_waiting()) want_service();  // room for what waits for it
+  if (phase() == State::kReady && has_waiting()) want_service();  // room for what waits for it
 }
 
 bool ConnBase::receive_unusual(MsgBuf* buf, const Wc& wc) {
@@ -71,7 +71,7 @@ bool ConnBase::receive_unusual(MsgBuf* buf, const Wc& wc) {
                                 "a receive failed: %s (a message over %u bytes, or a Send With Invalidate of an rkey "
                                 "that is not ours)",
                                 wc_status_name(wc.status), buf->cap));
-    else if (life == State::kReady || life == State::kConnecting) {
+    else if (qp_live()) {
       on_disconnected(make_error(Errc::kDisconnected, "the QP went to error (its receives are flushed)"));
       lost_to_flush = true;
       core->cm_due = true;  // the driver's event says why: read it in this same poll()
@@ -79,7 +79,7 @@ bool ConnBase::receive_unusual(MsgBuf* buf, const Wc& wc) {
     give_back(buf);
     return false;
   }
-  if (life == State::kDraining || life == State::kDead) {
+  if (!qp_live()) {
     // A message that was already on its way when the connection was lost.
     give_back(buf);
     return false;
@@ -87,7 +87,7 @@ bool ConnBase::receive_unusual(MsgBuf* buf, const Wc& wc) {
   // A message proves the connection is up, even when the device's
   // ESTABLISHED event is still queued (the engine polls CM events once a
   // millisecond, and on verbs the client's first SEND can overtake its RTU).
-  if (life == State::kConnecting && server) on_established({});
+  if (phase() == State::kConnecting) receive_while_connecting();
   return true;
 }
 

@@ -18,26 +18,26 @@ namespace tern::rpc {
 
 // Every call's completion and every
 // reply records its round trip.
-inline void ConnBase::record_rtt(ProcCounters* pc, uint64_t t0, bool error) {
+inline void ConnBase::record_rtt(ProcCounters* proc_counters, uint64_t t0, bool error) {
   uint64_t now = now_ticks();
   t_last = core->now_tick = now;
   auto ns = static_cast<uint64_t>(static_cast<double>(now - t0) * core->ns_per_tick);
   rtt.record(ns);
-  if (error) cs.errors.add();
-  if (pc != nullptr) {
-    pc->rtt.record(ns);
-    if (error) pc->errors.add();
+  if (error) counters.errors.add();
+  if (proc_counters != nullptr) {
+    proc_counters->rtt.record(ns);
+    if (error) proc_counters->errors.add();
   }
 }
 
 inline void ConnBase::on_receive(MsgBuf* buf, const rdma::Wc& wc) {
-  if (TERN_UNLIKELY(wc.status != rdma::WcStatus::kSuccess || life != State::kReady) && !receive_unusual(buf, wc))
+  if (TERN_UNLIKELY(wc.status != rdma::WcStatus::kSuccess || phase() != State::kReady) && !receive_unusual(buf, wc))
     return;
   buf->len = wc.byte_len;
   buf->wc_flags = wc.flags;
   buf->inv_rkey = wc.invalidated_rkey;
-  cs.recvs.add();
-  cs.bytes_received.add(wc.byte_len);
+  counters.recvs.add();
+  counters.bytes_received.add(wc.byte_len);
   t_last = core->now_tick;  // coarse: keepalive and idle time need no more
   on_message(buf);
 }
@@ -49,7 +49,7 @@ inline void ConnBase::give_back(MsgBuf* buf) {
   q->give_back(buf);
   // A queue of this connection's own is posted to only while its QP can
   // take receives; a QP in error would flush them straight back.
-  if (q->shared() || life == State::kReady || life == State::kConnecting) core->queue_needs_post(q);
+  if (q->shared() || qp_live()) core->queue_needs_post(q);
 }
 
 }  // namespace tern::rpc

@@ -36,17 +36,21 @@ uint32_t ring_size_for(const EngineOptions& o) { return pow2_at_least(o.credits 
 
 }  // namespace
 
-ConnBase::ConnBase(ConnCore* e, DeviceCtx* d, bool srv)
-    : core(e), dc(d), server(srv), id(e->next_conn_id++), pdc(d->shared.get()), t_created(now_ticks()) {
+ConnBase::ConnBase(ConnCore* e, DeviceCtx* d, const ConnSources* sources, const char* role)
+    : ConnMachine(sources, role),
+      core(e),
+      dc(d),
+      id(e->next_conn_id++),
+      pd_ctx(d->shared.get()),
+      t_created(now_ticks()) {
   if (e->opt.breakdown || e->trace != nullptr) {
-    bd = std::make_unique<Breakdown>(e->ns_per_tick);
-    bd->trace = e->trace.get();
+    breakdown = std::make_unique<Breakdown>(e->ns_per_tick);
+    breakdown->trace = e->trace.get();
   }
 }
 
 ConnBase::~ConnBase() {
-  if (bd != nullptr && core->bd_gone[server]) core->bd_gone[server]->merge(*bd);
-  if (qp && (life == State::kReady || life == State::kConnecting)) (void)dc->dev->disconnect(qp.get());
+  if (qp && qp_live()) (void)dc->dev->disconnect(qp.get());
   if (by_qpn_entered && qp) dc->forget_qpn(qp->qp_num());
   // The QP first: nothing can reach this connection's buffers after it.
   qp.reset();
@@ -56,27 +60,27 @@ ConnBase::~ConnBase() {
   }
   own_rq.reset();
   own_pd.reset();  // after the QP, which was created in it
-  core->st.connections.sub();
+  core->engine_stats.connections.sub();
 }
 
 std::string ConnBase::peer_name() const {
   std::string who = qp ? qp->peer() : std::string();
-  return std::string(server ? "client " : "server ") + (who.empty() ? "?" : who) + " (" + dc->spec + ")";
+  return std::string(peer_role()) + " " + (who.empty() ? "?" : who) + " (" + dc->spec + ")";
 }
 
 void ConnBase::protocol_error(Status reason) {
   // A connection already lost to a flush (its QP went to error before the
   // driver's event said why) still hears the reason: the peer's fault.
-  if ((life == State::kDraining || life == State::kDead) && !lost_to_flush) return;
-  if (lost_to_flush && (life == State::kDraining || life == State::kDead)) {
+  if (!qp_live() && !lost_to_flush) return;
+  if (lost_to_flush && !qp_live()) {
     lost_to_flush = false;
-    core->st.protocol_errors.add();
+    core->engine_stats.protocol_errors.add();
     why = reason;
     TERN_LOG(kWarn, "engine", "conn %llu: dropping the connection to %s: %s", static_cast<unsigned long long>(id),
              peer_name().c_str(), reason.message().c_str());
     return;
   }
-  core->st.protocol_errors.add();
+  core->engine_stats.protocol_errors.add();
   TERN_LOG(kWarn, "engine", "conn %llu: dropping the connection to %s: %s", static_cast<unsigned long long>(id),
            peer_name().c_str(), reason.message().c_str());
   on_disconnected(std::move(reason));
@@ -85,14 +89,6 @@ void ConnBase::protocol_error(Status reason) {
 Status ConnBase::setup_queues() {
   const EngineOptions& o = core->opt;
   const DeviceCaps& caps = dc->dev->caps();
-  if (!server && dc->pd_per_conn) {
-    // Fast registrations are PD-wide on this device: a PD of our own keeps
-    // this connection's rkeys useless to every other peer.
-    auto p = core->control->make_pd_ctx(dc);
-    if (!p) return p.status();
-    own_pd = std::move(p).value();
-    pdc = own_pd.get();
-  }
   // The device's shared receive queue lives in its shared PD; a connection
   // in a PD of its own, or on a device without one, has a queue of its own:
   // as many receives as replies it may wait for (client) or credits it may
@@ -104,7 +100,7 @@ Status ConnBase::setup_queues() {
   sq_ = std::make_unique<SendQueue>(sq_depth_for(o, caps), ring, std::min(o.send_batch, ring / 2));
   sq_drained = rq_drained = sq_marker = rq_marker = false;
   QpInit qi;
-  qi.pd = pdc->pd.get();
+  qi.pd = pd_ctx->pd.get();
   qi.send_cq = dc->scq.get();
   qi.recv_cq = dc->rcq.get();
   qi.sq_depth = sq_->budget().depth();
@@ -121,7 +117,7 @@ Status ConnBase::setup_queues() {
   if (own_queue) {
     uint16_t qid = core->add_queue(nullptr);
     own_rq = std::make_unique<RecvQueue>(core->recv_bufs.get(), own_depth, o.credits, nullptr, qp.get(), qid,
-                                         pdc->arena_lkey());
+                                         pd_ctx->arena_lkey());
     core->queues[qid] = own_rq.get();
     // Two to start (a first credit and a spare); more as load asks.
     if (own_rq->grow(2) < 2)
@@ -139,31 +135,25 @@ Status ConnBase::setup_queues() {
 }
 
 void ConnBase::on_established(std::span<const uint8_t> peer_pdata) {
-  if (life != State::kConnecting) return;  // a server may learn it first from a receive
-  if (!server)
-    wire::negotiate(peer_pdata, core->opt.inline_send, core->opt.inline_recv, dc->offer_inv, false, &inline_send,
-                    &inline_recv, &remote_inv);
-  life = State::kReady;
+  // A server may learn it first from a receive.
+  if (phase() != State::kConnecting && phase() != State::kReconnecting) return;
+  on_peer_pdata(peer_pdata);
+  enter(State::kReady);
   t_established = t_last = now_ticks();
   register_telemetry();
   TERN_LOG(kInfo, "engine", "conn %llu: connection to %s up: inline send %u recv %u, remote invalidation %s",
            static_cast<unsigned long long>(id), peer_name().c_str(), inline_send, inline_recv,
            remote_inv ? "on" : "off");
-  if (!server && dc->chunk_reg == ChunkReg::kRegCache)
-    TERN_LOG(kWarn, "engine",
-             "conn %llu: connection to %s registers chunks through the registration cache: the peer can reach "
-             "those pages after the calls that offered them, until they are evicted (trusted peers only)",
-             static_cast<unsigned long long>(id), peer_name().c_str());
   on_up();
   want_service();  // a client's backlog may wait for this
 }
 
 void ConnBase::on_disconnected(Status reason) {
-  if (life == State::kDraining || life == State::kDead || life == State::kReconnecting) return;
+  if (!qp_live()) return;  // lost already, or between a client's attempts (no QP)
   why = std::move(reason);
-  core->st.disconnects.add();
-  bool was_connecting = life == State::kConnecting;
-  life = State::kDraining;
+  core->engine_stats.disconnects.add();
+  const bool was_connecting = phase() != State::kReady;
+  enter(lost_phase());
   // The engine may give up on a connection whose QP is still up (a post it
   // could not make): put the QP in error first, or the drain below would
   // never complete and MRs with a REG_MR in flight would be destroyed.
@@ -230,15 +220,6 @@ void ConnBase::drop_qp() {
   rq = nullptr;
 }
 
-void ConnBase::close() {
-  user_closed = true;
-  if (life == State::kReady || life == State::kConnecting) {
-    (void)dc->dev->disconnect(qp.get());
-    on_disconnected(make_error(Errc::kDisconnected, "closed locally"));
-  }
-  want_service();  // to be reclaimed
-}
-
 void ConnBase::finish_teardown() {
   // The QP is drained: no WR of ours is outstanding. Release the owners of
   // the unsignaled tail, then the role fails every call that did not finish.
@@ -246,7 +227,6 @@ void ConnBase::finish_teardown() {
   // back first, while its receive queue is still there to take them.
   if (TERN_UNLIKELY(!core->service.empty())) core->release_held(this);
   sq_->release_all([&](const SendCtx& c) { ctx_done(c, false, nullptr); });
-  life = State::kDead;
   on_drained();
 }
 

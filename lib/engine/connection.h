@@ -6,29 +6,11 @@
 // scratch, clock, counters and small scheduler all connections share, and a
 // ConnControl for the few control-path requests it makes.
 //
-// A connection's life:
-//   kConnecting -> kReady -> kDraining -> kDead -> reclaimed
-//                     ^          |
-//                     |          v            (a client connection that reconnects)
-//                 kConnecting <- kReconnecting
-//   kConnecting: client: connect() sent, no answer yet; server: accepted,
-//                not yet established (its first receive establishes it).
-//   kReady:      calls flow.
-//   kDraining:   lost (peer gone, protocol error, close()): the QP is in
-//                error and flushes every WR; drain markers are posted after
-//                them (ib_drain_qp's way), and nothing is released until
-//                their flush completions prove the queues empty -- an MR
-//                whose REG_MR or LOCAL_INV is still in flight must not be
-//                touched (the kernel's
-//                xprtrdma commit "Properly recover FRWRs with in-flight FASTREG WRs").
-//   kDead:       drained: every WR of ours has completed; the unsignaled
-//                Sends' owners are released, registrations of unfinished
-//                calls destroyed, and every call completed once
-//                (kDisconnected). A client connection waits for close(); a
-//                server connection for the handlers still holding its calls.
-//   kReconnecting: (client) drained like kDead, but its QP is gone and a new
-//                one will be made and connected when the backoff says; calls
-//                to be sent again wait in the backlog.
+// A connection's life is its machine (conn_machine.h): the phases, the
+// transitions each role allows, and the one function that writes them.
+// conn_lifecycle.cc moves it through establishment, loss and the drain;
+// the roles decide what follows (ClientConn: reconnecting; ServerConn: the
+// handlers still holding its calls).
 #pragma once
 
 #include <cstdint>
@@ -38,6 +20,7 @@
 #include "base/intrusive_list.h"
 #include "base/lazy_histogram.h"
 #include "engine/breakdown.h"
+#include "engine/conn_machine.h"
 #include "engine/conn_stats.h"
 #include "engine/device_ctx.h"
 #include "engine/engine.h"
@@ -49,29 +32,46 @@
 namespace tern::rpc {
 
 class ConnCore;
+class ClientConn;
+class ServerConn;
 
-class ConnBase : public Connection {
+// Not a public Connection: only a client connection is one (ClientConn);
+// a server names its peer through ServerCall::peer_id().
+class ConnBase : public ConnMachine {
  public:
-  enum class State : uint8_t { kConnecting, kReady, kDraining, kDead, kReconnecting };
+  using State = ConnPhase;
 
-  ConnBase(ConnCore* core, DeviceCtx* dc, bool server);
+  // `sources`, `role`: the role's transition table and name (conn_machine.h).
+  ConnBase(ConnCore* core, DeviceCtx* dc, const ConnSources* sources, const char* role);
   ~ConnBase() override;
 
-  // ---- Connection (the parts both roles share)
-  bool ready() const override { return life == State::kReady; }
-  bool failed() const override { return life == State::kDraining || life == State::kDead; }
+  // ---- what both roles report
+  bool ready() const { return phase() == State::kReady; }
+  // A QP that is connected or connecting: the phases before a loss.
+  bool qp_live() const {
+    return phase() == State::kReady || phase() == State::kConnecting || phase() == State::kReconnecting;
+  }
+  // Lost and draining (whatever follows the drain).
+  bool draining() const { return phase() == State::kDraining || phase() == State::kDrainingToReconnect; }
   // Destroys the QP (drained) and what belonged to it alone -- its receive
   // queue, its send-context ring -- so that a new one can be made
   // (reconnect) in the same slot, PD and registrar.
   void drop_qp();
-  Status error() const override { return why; }
-  ConnectionStats stats() const override;  // engine_stats.cc
-  void close() override;
+  Status error() const { return why; }
+  ConnectionStats stats() const;  // engine_stats.cc
+  virtual ConnectionInfo info() const = 0;
+  virtual uint32_t outstanding() const = 0;
+  // Its role's view of it: the client connection, or the server
+  // connection, or null (what the engine's tables look through).
+  virtual ClientConn* as_client() { return nullptr; }
+  virtual ServerConn* as_server() { return nullptr; }
+  const ServerConn* as_server() const { return const_cast<ConnBase*>(this)->as_server(); }
 
   // ---- life (conn_lifecycle.cc)
   // Creates the QP (and the receive queue of its own, on a device without
-  // an SRQ or in a PD of its own).
-  Status setup_queues();
+  // an SRQ or in a PD of its own). A client makes its own PD first
+  // (ClientConn::setup_queues).
+  virtual Status setup_queues();
   void on_established(std::span<const uint8_t> peer_pdata);
   void on_disconnected(Status reason);
   // The peer broke the protocol: one warning naming it and saying why, then
@@ -85,6 +85,10 @@ class ConnBase : public Connection {
   int step_drain(bool* more);
   // Whether the engine may destroy it now.
   virtual bool reclaimable() const = 0;
+  // Lost: the phase it drains in (a client may drain to reconnect).
+  virtual State lost_phase() const { return State::kDraining; }
+  // "client" or "server": who is at the other end, for log lines.
+  virtual const char* peer_role() const = 0;
   // "client connection to pid 1234 uid 0 (shm:path=...)": who, for log lines.
   std::string peer_name() const;
 
@@ -125,25 +129,29 @@ class ConnBase : public Connection {
   virtual void on_message(MsgBuf* buf) = 0;
   // The connection is lost (kDraining from now): calls in flight are orphaned.
   virtual void on_lost() = 0;
-  // The QP is drained: fail and release everything of the role.
+  // The QP is drained: the role enters what follows (kDead, or a client's
+  // kBackoff) and fails or requeues everything of the role.
   virtual void on_drained() = 0;
+  // The peer's private data at establishment (a client negotiates from it).
+  virtual void on_peer_pdata(std::span<const uint8_t> pdata) { (void)pdata; }
   // The connection came up (kReady).
   virtual void on_up() {}
+  // A receive on a connection still connecting (a server learns it is
+  // established from its first receive, before the driver's event).
+  virtual void receive_while_connecting() {}
 
   // Records one finished call's RTT on the connection and its procedure
   // (inline, conn_datapath.h).
-  inline void record_rtt(ProcCounters* pc, uint64_t t0, bool error);
+  inline void record_rtt(ProcCounters* proc_counters, uint64_t t0, bool error);
   void register_telemetry();
 
   // What it may use of its engine (conn_core.h), and nothing more.
   ConnCore* core;
   DeviceCtx* dc;
-  bool server;
-  State life = State::kConnecting;  // as above; Connection::state() is what the host sees
   Status why;
   uint32_t slot = 0;  // in the engine's connection table: wr_ids name it
   uint64_t id = 0;    // engine-unique, never reused: log lines say "conn <id>"
-  PdCtx* pdc = nullptr;           // dc->shared, or own_pd
+  PdCtx* pd_ctx = nullptr;           // dc->shared, or own_pd
   std::unique_ptr<PdCtx> own_pd;  // DeviceCtx::pd_per_conn (client)
   std::unique_ptr<rdma::Qp> qp;
   std::unique_ptr<SendQueue> sq_;  // remade with each QP
@@ -154,6 +162,8 @@ class ConnBase : public Connection {
   // Negotiated (RFC 8797).
   uint32_t inline_send = 1024, inline_recv = 1024;
   bool remote_inv = false;  // ConnectionInfo::remote_invalidation
+  // close() was called: the host let go. A fact beside the phase, not a
+  // phase: a closed connection still drains, and is reclaimed once dead.
   bool user_closed = false;
   bool lost_to_flush = false;  // lost because its WRs flushed, before the driver said why
   bool sq_drained = false, rq_drained = false;
@@ -165,13 +175,13 @@ class ConnBase : public Connection {
   // are replies, served at once).
   ServiceQueue* svc_peer = nullptr;
   // Observability (conn_stats.h): written only by the engine's thread.
-  ConnCounters cs;
+  ConnCounters counters;
   // Its round trips: buckets allocated as they are used (lazy_histogram.h),
   // not a Histogram's 8 KiB per connection, most of them idle.
   LazyHistogram rtt;
   // Where the round trips go, stage by stage: only with
   // EngineOptions::breakdown (null otherwise; each stamp tests it).
-  std::unique_ptr<Breakdown> bd;
+  std::unique_ptr<Breakdown> breakdown;
   uint64_t t_created = 0, t_established = 0, t_last = 0;  // ticks
   // The engine's receive batch this connection last had a completion in,
   // and the index of its last one there (ConnCore::more_in_batch).

@@ -254,11 +254,11 @@ Result<std::unique_ptr<PdCtx>> EngineImpl::make_pd_ctx(DeviceCtx* dc) {
       // Registration depth from the device, as frwr_query_device does.
       uint32_t depth = std::min(opt.frwr_depth, caps.max_fast_reg_depth);
       p->reg = std::make_unique<FrwrRegistrar>(p->pd.get(), depth, caps.fast_reg_page_size, opt.max_mrs,
-                                               caps.fast_reg_zero_based, &st.rkeys_live);
+                                               caps.fast_reg_zero_based, &engine_stats.rkeys_live);
       break;
     }
     case ChunkReg::kRegCache:
-      p->reg = std::make_unique<RegCacheRegistrar>(p->pd.get(), 4096, opt.max_mrs, &st.rkeys_live);
+      p->reg = std::make_unique<RegCacheRegistrar>(p->pd.get(), 4096, opt.max_mrs, &engine_stats.rkeys_live);
       break;
     case ChunkReg::kNone:
       break;
@@ -353,10 +353,11 @@ void ConnCore::remove_queue(uint16_t id) {
   free_queue_ids.push_back(id);
 }
 
-EngineMr* EngineImpl::registration_elsewhere(const ConnBase* me, const PdCtx* pdc, uint32_t rkey) {
+EngineMr* EngineImpl::registration_elsewhere(const ConnBase* me, const PdCtx* pd_ctx, uint32_t rkey) {
   for (auto& c : conns) {
-    if (!c || c.get() == me || c->server || c->pdc != pdc) continue;
-    if (EngineMr* m = static_cast<ClientConn*>(c.get())->live_registration(rkey); m != nullptr) return m;
+    ClientConn* k = c ? c->as_client() : nullptr;
+    if (k == nullptr || k == me || k->pd_ctx != pd_ctx) continue;
+    if (EngineMr* m = k->live_registration(rkey); m != nullptr) return m;
   }
   return nullptr;
 }
@@ -373,7 +374,7 @@ void EngineImpl::enter(ConnBase* c) {
   c->slot = s;
   conns[s].reset(c);
   ++nconns;
-  st.connections.add();
+  engine_stats.connections.add();
 }
 
 Result<Connection*> EngineImpl::connect(std::string_view spec) {
@@ -390,7 +391,7 @@ Result<Connection*> EngineImpl::connect(std::string_view spec) {
   size_t n = wire::encode_pdata(pdata, sizeof pdata, opt.inline_send, opt.inline_recv, (*dcr)->offer_inv);
   if (s) s = (*dcr)->dev->connect(c->qp.get(), std::span<const uint8_t>(pdata, n));
   if (!s) {
-    c->life = ConnBase::State::kDead;
+    c->enter(ConnBase::State::kDead);
     c->user_closed = true;  // never handed out: reclaimed from the next poll
     c->want_service();
     return s;
@@ -476,7 +477,7 @@ int EngineImpl::adopt_requests(DeviceCtx* dc) {
     if (!req) {
       TERN_LOG(kError, "engine", "%s: refusing a connection handed over by the listen group: %s", dc->spec.c_str(),
                req.status().to_string().c_str());
-      st.connections_refused.add();
+      engine_stats.connections_refused.add();
       continue;
     }
     CmEvent ev{CmEventType::kConnectRequest};
@@ -508,8 +509,8 @@ void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
   wire::RejectReason reason = wire::RejectReason::kUnspecified;
   const Admit a = admit(peer);
   if (a == Admit::kPeerLimit) {
-    st.connections_refused.add();
-    st.connections_refused_peer_limit.add();
+    engine_stats.connections_refused.add();
+    engine_stats.connections_refused_peer_limit.add();
     PeerConns::Entry* e = peers.find(peer);
     if (e != nullptr && !e->warned) {
       e->warned = true;
@@ -538,7 +539,7 @@ void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
     }
   }
   if (refuse != nullptr) {
-    st.connections_refused.add();
+    engine_stats.connections_refused.add();
     if (!dc->warned_full) {
       dc->warned_full = true;
       TERN_LOG(kWarn, "engine", "%s: refusing connections (first: %s): %s (%u held); said once until one is "
@@ -577,12 +578,12 @@ void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
       TERN_LOG(kInfo, "engine", "refusing a connection of %s: %s", who, s.to_string().c_str());
     else
       TERN_LOG(kError, "engine", "refusing a connection of %s: %s", who, s.to_string().c_str());
-    st.connections_refused.add();
+    engine_stats.connections_refused.add();
     (void)dc->dev->reject(ev.request, {});
     // Reclaimed from the next poll, like a connect that failed at once:
     // nothing else would ever look at it, and it would hold its slot, its
     // QP, its place under max_connections and its first credit for good.
-    c->life = ConnBase::State::kDead;
+    c->enter(ConnBase::State::kDead);
     c->want_service();
     return;
   }
@@ -638,7 +639,7 @@ int EngineImpl::poll_cm(DeviceCtx* dc) {
         if (conn != nullptr) conn->on_established(ev.private_data);
         break;
       case CmEventType::kRejected:
-        if (conn != nullptr && !conn->server) {
+        if (conn != nullptr && conn->as_client() != nullptr) {
           // A Tern server says why; the client's error carries it.
           if (Status why = rejection(ev.private_data); !why.is_ok()) {
             conn->on_disconnected(std::move(why));

@@ -392,7 +392,10 @@ struct ConnectionStats {
   uint64_t id = 0;           // engine-unique, never reused; log lines say "conn <id>"
   bool server = false;       // accepted by this engine's listen()
   std::string peer;          // who is at the other end ("pid 12 uid 0 qp 3 (shm:path=...)")
-  const char* state = "";    // "connecting", "ready", "draining", "dead"
+  // The connection's phase (engine/conn_machine.h): "connecting", "ready",
+  // "draining", "dead"; a client's also "draining-to-reconnect", "backoff",
+  // "port-down", "reconnecting".
+  const char* state = "";
   uint64_t connect_ns = 0;   // connect() (or the request) to established; 0 until then
   uint64_t age_ns = 0;       // since established
   uint64_t idle_ns = 0;      // since the last message sent or received

@@ -34,9 +34,9 @@ bool EngineImpl::reap_for(const std::string& peer, uint32_t mine) {
   uint32_t victim_held = 0;
   uint64_t victim_last = 0;
   for (auto& c : conns) {
-    if (!c || !c->server) continue;
-    auto* s = static_cast<ServerConn*>(c.get());
-    if (!s->in_peer_table || (s->life != ConnBase::State::kReady && s->life != ConnBase::State::kConnecting))
+    ServerConn* s = c ? c->as_server() : nullptr;
+    if (s == nullptr) continue;
+    if (!s->in_peer_table || !s->qp_live())
       continue;
     // A connection with calls in flight is not idle, however long since it
     // last received: its peer is waiting for us, not hoarding.
@@ -58,7 +58,7 @@ bool EngineImpl::reap_for(const std::string& peer, uint32_t mine) {
   ++reaping;
   peers.remove(victim->admitted_peer);
   victim->in_peer_table = false;
-  st.connections_reaped.add();
+  engine_stats.connections_reaped.add();
   const auto idle_ms = static_cast<unsigned long long>(ns_from_ticks(now - victim_last) / 1e6);
   TERN_LOG(kInfo, "engine",
            "conn %llu: closing the idle connection of %s (idle %llu ms, its peer held %u of %u connections) to "

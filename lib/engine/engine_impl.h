@@ -83,7 +83,7 @@ class EngineImpl final : public Engine, public ConnCore, private ConnControl {
   void reserve_credits(RecvQueue* q);
   void handle(uint32_t prog, uint32_t vers, uint32_t proc, Handler h, void* ctx, Placer place) override;
   void add_poller(Poller fn, void* ctx, int wake_fd) override;
-  const EngineStats& stats() const override { return st; }
+  const EngineStats& stats() const override { return engine_stats; }
   StatsView stats_view() const override;
   std::vector<ConnectionStats> connection_stats() const override;
   std::vector<std::pair<const char*, LatencySummary>> breakdown(bool server) const override;
@@ -165,7 +165,7 @@ class EngineImpl final : public Engine, public ConnCore, private ConnControl {
   void server_gone(const std::string& peer, bool in_peer_table, bool reaped) override;  // engine_admission.cc
   ProcCounters* add_proc_counters(uint64_t key, uint32_t prog, uint32_t vers, uint32_t proc,
                                   bool server) override;  // engine_stats.cc
-  EngineMr* registration_elsewhere(const ConnBase* me, const PdCtx* pdc, uint32_t rkey) override;  // engine.cc
+  EngineMr* registration_elsewhere(const ConnBase* me, const PdCtx* pd_ctx, uint32_t rkey) override;  // engine.cc
   const std::string& telemetry_id() const override { return tel_id; }
 
   RegistrarStats reg_st;  // every registrar of this engine counts here

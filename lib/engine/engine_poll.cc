@@ -83,7 +83,7 @@ void EngineImpl::hold_or_take(const Wc& wc, ConnBase* c, int pos) {
   // Only a call on a ready server connection waits for its turn; anything
   // else (a reply, a flush, a drain marker, a first message that
   // establishes its connection) is served now, as it always was.
-  if (c != nullptr && c->svc_peer != nullptr && c->life == ConnBase::State::kReady &&
+  if (c != nullptr && c->svc_peer != nullptr && c->phase() == ConnBase::State::kReady &&
       wc.status == WcStatus::kSuccess && wr_id_kind(wc.wr_id) == WrKind::kRecv) {
     MsgBuf* buf = recv_bufs->at(wr_id_value(wc.wr_id));
     if (buf != nullptr && buf->where == MsgBuf::Where::kPosted && buf->queue < queues.size() &&
@@ -138,15 +138,15 @@ void ConnCore::wait_for_memory(SrvCall* sc) {
   if (sc->waiting) return;
   sc->waiting = true;
   shares->enqueue(static_cast<ServerConn*>(sc->conn)->share, sc);
-  st.waiting_for_memory.add();
-  st.memory_waits.add();
+  engine_stats.waiting_for_memory.add();
+  engine_stats.memory_waits.add();
 }
 
 void ConnCore::stop_waiting(SrvCall* sc, bool served) {
   if (!sc->waiting) return;
   shares->dequeue(static_cast<ServerConn*>(sc->conn)->share, sc, served);
   sc->waiting = false;
-  st.waiting_for_memory.sub();
+  engine_stats.waiting_for_memory.sub();
 }
 
 bool EngineImpl::memory_moved() const {
@@ -241,7 +241,7 @@ int EngineImpl::poll() {
     for (RecvQueue* q : to_post)
       if (q != nullptr) {
         q->in_post_list = false;
-        q->post(&st.recvs_posted, &st.recv_batches);
+        q->post(&engine_stats.recvs_posted, &engine_stats.recv_batches);
       }
     to_post.clear();
   }
@@ -291,8 +291,8 @@ int EngineImpl::serve_connections() {
       if (!service.empty()) release_held(c);
       if (served_alone == c) served_alone = nullptr;
       const uint32_t s = c->slot;
-      if (!c->server) {
-        auto it = std::find(clients.begin(), clients.end(), static_cast<ClientConn*>(c));
+      if (ClientConn* k = c->as_client(); k != nullptr) {
+        auto it = std::find(clients.begin(), clients.end(), k);
         if (it != clients.end()) {
           *it = clients.back();
           clients.pop_back();
@@ -326,7 +326,7 @@ int EngineImpl::run_timers() {
     if (timers.first() != 0 && timers.first() <= now) {
       timers_due.clear();
       timers.take_due(now, &timers_due);
-      st.timer_visits.add(timers_due.size());
+      engine_stats.timer_visits.add(timers_due.size());
       for (size_t i = 0; i < timers_due.size(); ++i) {
         ClientConn* c = timers_due[i];
         work += c->tick(now);
@@ -347,7 +347,7 @@ int EngineImpl::expire_rw(uint64_t now) {
     // Its connection may already be going (another of its calls expired
     // first): the drain frees the call then.
     auto* c = static_cast<ServerConn*>(sc->conn);
-    if (c->life == ConnBase::State::kReady) {
+    if (c->phase() == ConnBase::State::kReady) {
       c->rw_timed_out(sc, what, now - sc->rw_since);
       ++work;
     }
@@ -375,13 +375,12 @@ void EngineImpl::shutdown() {
   shutting_down = true;
   bool any = false;
   for (ClientConn* c : clients)
-    if (c->life == ConnBase::State::kReconnecting)
+    if (c->phase() == ConnBase::State::kBackoff || c->phase() == ConnBase::State::kPortDown)
       c->give_up(make_error(Errc::kDisconnected, "the engine is shutting down"));
   for (auto& c : conns) {
     if (!c) continue;
-    if (c->life == ConnBase::State::kReady || c->life == ConnBase::State::kConnecting)
-      c->on_disconnected(make_error(Errc::kDisconnected, "the engine is shutting down"));
-    any |= c->life == ConnBase::State::kDraining;
+    if (c->qp_live()) c->on_disconnected(make_error(Errc::kDisconnected, "the engine is shutting down"));
+    any |= c->draining();
   }
   // Calls still waiting for their turn: their connections are lost now, so
   // their buffers simply go back.
@@ -391,14 +390,14 @@ void EngineImpl::shutdown() {
   for (;;) {
     (void)poll();
     bool draining = false;
-    for (auto& c : conns) draining |= c && c->life == ConnBase::State::kDraining;
+    for (auto& c : conns) draining |= c && c->draining();
     if (!draining) break;
     if (now_ticks() > deadline) {
       // A device that never flushes: give up waiting. Destroying the QPs
       // below ends every registration with them.
       TERN_LOG(kWarn, "engine", "shutdown: connections did not drain within 2 s; tearing them down");
       for (auto& c : conns)
-        if (c && c->life == ConnBase::State::kDraining) {
+        if (c && c->draining()) {
           c->sq_drained = c->rq_drained = true;
           c->finish_teardown();
         }

@@ -40,17 +40,6 @@ std::vector<std::pair<const char*, LatencySummary>> breakdown_rows(const Breakdo
   return out;
 }
 
-const char* state_name(ConnBase::State s) {
-  switch (s) {
-    case ConnBase::State::kConnecting: return "connecting";
-    case ConnBase::State::kReady: return "ready";
-    case ConnBase::State::kDraining: return "draining";
-    case ConnBase::State::kDead: return "dead";
-    case ConnBase::State::kReconnecting: return "reconnecting";
-  }
-  return "?";
-}
-
 void json_latency(JsonWriter& w, const char* name, const LatencySummary& l) {
   w.key(name).begin_object();
   w.u64("count", l.count).u64("min", l.min).u64("mean", l.mean).u64("p50", l.p50);
@@ -81,47 +70,47 @@ StatsView EngineImpl::stats_view() const {
 }
 
 StatsView EngineImpl::fixed_view() const {
-  return {{"calls", &st.calls},
-                 {"replies", &st.replies},
-                 {"backlogged", &st.backlogged},
-                 {"sends", &st.sends},
-                 {"sends_signaled", &st.sends_signaled},
-                 {"recvs_posted", &st.recvs_posted},
-                 {"recv_batches", &st.recv_batches},
-                 {"read_chunks", &st.read_chunks},
-                 {"write_chunks", &st.write_chunks},
-                 {"reply_chunks", &st.reply_chunks},
-                 {"rdma_reads", &st.rdma_reads},
-                 {"rdma_writes", &st.rdma_writes},
-                 {"local_inv_chains", &st.local_inv_chains},
-                 {"remote_invalidations", &st.remote_invalidations},
-                 {"rdma_errors_sent", &st.rdma_errors_sent},
-                 {"rdma_errors_received", &st.rdma_errors_received},
-                 {"bad_headers", &st.bad_headers},
-                 {"credit_waits", &st.credit_waits},
-                 {"disconnects", &st.disconnects},
-                 {"calls_deferred", &st.calls_deferred},
-                 {"protocol_errors", &st.protocol_errors},
-                 {"bad_replies", &st.bad_replies},
-                 {"rkeys_live", &st.rkeys_live},
-                 {"connections", &st.connections},
-                 {"connections_refused", &st.connections_refused},
-                 {"connections_refused_peer_limit", &st.connections_refused_peer_limit},
-                 {"connections_reaped", &st.connections_reaped},
-                 {"waiting_for_memory", &st.waiting_for_memory},
-                 {"memory_waits", &st.memory_waits},
-                 {"long_calls", &st.long_calls},
-                 {"reconnects", &st.reconnects},
-                 {"reconnect_attempts", &st.reconnect_attempts},
-                 {"retransmits", &st.retransmits},
-                 {"late_replies", &st.late_replies},
-                 {"keepalive_probes", &st.keepalive_probes},
-                 {"timer_visits", &st.timer_visits},
-                 {"keepalive_failures", &st.keepalive_failures},
-                 {"declared_dead", &st.declared_dead},
-                 {"cancels", &st.cancels},
-                 {"calls_dropped", &st.calls_dropped},
-                 {"rw_timeouts", &st.rw_timeouts},
+  return {{"calls", &engine_stats.calls},
+                 {"replies", &engine_stats.replies},
+                 {"backlogged", &engine_stats.backlogged},
+                 {"sends", &engine_stats.sends},
+                 {"sends_signaled", &engine_stats.sends_signaled},
+                 {"recvs_posted", &engine_stats.recvs_posted},
+                 {"recv_batches", &engine_stats.recv_batches},
+                 {"read_chunks", &engine_stats.read_chunks},
+                 {"write_chunks", &engine_stats.write_chunks},
+                 {"reply_chunks", &engine_stats.reply_chunks},
+                 {"rdma_reads", &engine_stats.rdma_reads},
+                 {"rdma_writes", &engine_stats.rdma_writes},
+                 {"local_inv_chains", &engine_stats.local_inv_chains},
+                 {"remote_invalidations", &engine_stats.remote_invalidations},
+                 {"rdma_errors_sent", &engine_stats.rdma_errors_sent},
+                 {"rdma_errors_received", &engine_stats.rdma_errors_received},
+                 {"bad_headers", &engine_stats.bad_headers},
+                 {"credit_waits", &engine_stats.credit_waits},
+                 {"disconnects", &engine_stats.disconnects},
+                 {"calls_deferred", &engine_stats.calls_deferred},
+                 {"protocol_errors", &engine_stats.protocol_errors},
+                 {"bad_replies", &engine_stats.bad_replies},
+                 {"rkeys_live", &engine_stats.rkeys_live},
+                 {"connections", &engine_stats.connections},
+                 {"connections_refused", &engine_stats.connections_refused},
+                 {"connections_refused_peer_limit", &engine_stats.connections_refused_peer_limit},
+                 {"connections_reaped", &engine_stats.connections_reaped},
+                 {"waiting_for_memory", &engine_stats.waiting_for_memory},
+                 {"memory_waits", &engine_stats.memory_waits},
+                 {"long_calls", &engine_stats.long_calls},
+                 {"reconnects", &engine_stats.reconnects},
+                 {"reconnect_attempts", &engine_stats.reconnect_attempts},
+                 {"retransmits", &engine_stats.retransmits},
+                 {"late_replies", &engine_stats.late_replies},
+                 {"keepalive_probes", &engine_stats.keepalive_probes},
+                 {"timer_visits", &engine_stats.timer_visits},
+                 {"keepalive_failures", &engine_stats.keepalive_failures},
+                 {"declared_dead", &engine_stats.declared_dead},
+                 {"cancels", &engine_stats.cancels},
+                 {"calls_dropped", &engine_stats.calls_dropped},
+                 {"rw_timeouts", &engine_stats.rw_timeouts},
                  {"bulk_pool_in_use", &bulk->stats().in_use},
                  {"bulk_pool_high_water", &bulk->stats().high_water},
                  {"bulk_pool_empty", &bulk->stats().empty},
@@ -168,9 +157,9 @@ void ConnBase::register_telemetry() {
       [](void* ctx, telemetry::Reply* out) {
         auto* c = static_cast<const ConnBase*>(ctx);
         out->add_u64("id", c->id);
-        out->add_string("side", c->server ? "server" : "client");
+        out->add_string("side", c->as_server() != nullptr ? "server" : "client");
         out->add_string("peer", c->peer_fixed);
-        out->add_stats(conn_counters_view(c->cs));
+        out->add_stats(conn_counters_view(c->counters));
         auto h = std::make_unique<Histogram>();
         c->rtt.merge_into(h.get());
         out->add_histogram("rtt", *h);
@@ -214,10 +203,10 @@ ProcCounters* ConnCore::proc_counters(uint32_t prog, uint32_t vers, uint32_t pro
 }
 
 ProcCounters* EngineImpl::add_proc_counters(uint64_t key, uint32_t prog, uint32_t vers, uint32_t proc, bool server) {
-  auto pc = std::make_unique<ProcCounters>();
-  pc->prog = prog, pc->vers = vers, pc->proc = proc, pc->server = server;
-  ProcCounters* p = pc.get();
-  procs.emplace(key, std::move(pc));
+  auto made = std::make_unique<ProcCounters>();
+  made->prog = prog, made->vers = vers, made->proc = proc, made->server = server;
+  ProcCounters* p = made.get();
+  procs.emplace(key, std::move(made));
   proc_order.push_back(p);
   if (!tel_id.empty()) {
     char id[96];
@@ -245,9 +234,9 @@ ProcCounters* EngineImpl::add_proc_counters(uint64_t key, uint32_t prog, uint32_
 ConnectionStats ConnBase::stats() const {
   ConnectionStats s;
   s.id = id;
-  s.server = server;
+  s.server = as_server() != nullptr;
   s.peer = peer_name();
-  s.state = state_name(life);
+  s.state = conn_phase_name(phase());
   uint64_t now = now_ticks();
   auto ns = [&](uint64_t ticks) { return static_cast<uint64_t>(static_cast<double>(ticks) * core->ns_per_tick); };
   if (t_established != 0) {
@@ -257,7 +246,7 @@ ConnectionStats ConnBase::stats() const {
   s.idle_ns = t_last != 0 ? ns(now - t_last) : 0;
   s.outstanding = outstanding();
   s.credits = info().credits;
-  for (const StatEntry& e : conn_counters_view(cs)) s.counters.emplace_back(e.name, e.counter->get());
+  for (const StatEntry& e : conn_counters_view(counters)) s.counters.emplace_back(e.name, e.counter->get());
   // The driver's counters for this QP. Their names live as long as the
   // driver's view (static strings in every driver).
   if (qp)
@@ -267,7 +256,7 @@ ConnectionStats ConnBase::stats() const {
     rtt.merge_into(h.get());
     s.rtt = summarize(*h);
   }
-  if (bd != nullptr) s.breakdown = breakdown_rows(*bd, server);
+  if (breakdown != nullptr) s.breakdown = breakdown_rows(*breakdown, s.server);
   return s;
 }
 
@@ -276,7 +265,7 @@ std::vector<std::pair<const char*, LatencySummary>> EngineImpl::breakdown(bool s
   auto all = std::make_unique<Breakdown>(ns_per_tick);  // ~80 KiB: not on the stack
   all->merge(*bd_gone[server]);
   for (const auto& c : conns)
-    if (c != nullptr && c->server == server && c->bd != nullptr) all->merge(*c->bd);
+    if (c != nullptr && (c->as_server() != nullptr) == server && c->breakdown != nullptr) all->merge(*c->breakdown);
   return breakdown_rows(*all, server);
 }
 
@@ -380,7 +369,7 @@ PoolAudit EngineImpl::audit() const {
     if (b->where == MsgBuf::Where::kHeld) ++a.recv_bufs_held;
   }
   a.bulk_blocks_out = bulk->blocks_out();
-  a.mrs_registered = st.rkeys_live.get();
+  a.mrs_registered = engine_stats.rkeys_live.get();
   for (const auto& c : conns)
     if (c && c->sq_) a.send_ctxs_in_use += c->sq().contexts_in_use();
   return a;
@@ -433,8 +422,8 @@ Accounting accounting(const Engine& e) {
 bool poisons(const Engine& e) { return static_cast<const EngineImpl&>(e).poison; }
 
 Status inject_fault(Connection* c, const rdma::Fault& f) {
-  auto* k = static_cast<ConnBase*>(c);
-  if (!k->qp || k->life != ConnBase::State::kReady)
+  auto* k = static_cast<ClientConn*>(c);
+  if (!k->qp || k->phase() != ConnBase::State::kReady)
     return make_error(Errc::kBadState, "conn %llu has no connected QP now", static_cast<unsigned long long>(k->id));
   return k->qp->inject_fault(f);
 }

@@ -19,7 +19,7 @@ struct HandlerEntry {
   Handler h;
   void* ctx;
   Placer place;      // null: the engine places read chunks (its bulk pool)
-  ProcCounters* pc;  // this procedure's server-side counters
+  ProcCounters* proc_counters;  // this procedure's server-side counters
 };
 
 class HandlerTable {

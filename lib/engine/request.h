@@ -82,7 +82,7 @@ struct Request : ReqMachine {
   // Breakdown stamps (ticks; 0 when not taken): its Send posted, its reply
   // received, its registrations fenced (breakdown.h).
   uint64_t ts_posted = 0, ts_recv = 0, ts_fenced = 0;
-  ProcCounters* pc = nullptr;  // this procedure's counters
+  ProcCounters* proc_counters = nullptr;  // this procedure's counters
 };
 
 }  // namespace tern::rpc

@@ -100,7 +100,7 @@ class SrvCall final : public ServerCall {
   // Breakdown stamps (ticks; 0 when not taken): read chunks pulled, handler
   // called, reply() called (breakdown.h).
   uint64_t ts_pulled = 0, ts_handler = 0, ts_replied = 0;
-  ProcCounters* pc = nullptr;   // the handler's procedure counters, or the engine's "unknown"
+  ProcCounters* proc_counters = nullptr;   // the handler's procedure counters, or the engine's "unknown"
   // Waiting for memory: on its peer's queue (bulk_share.h), needing
   // pool_need bytes of the bulk pool. pool_bytes: what it holds of it now.
   ListLink<SrvCall> wait_link;

@@ -84,7 +84,7 @@ void ServerConn::start_general(SrvCall* sc, bool turn) {
     return;
   }
   if (sc->chunks.nreads > 0) {
-    enter(sc, SrvState::kPulling);
+    rpc::enter(sc, SrvState::kPulling);
     pull(sc);
     return;
   }
@@ -95,7 +95,7 @@ void ServerConn::start_general(SrvCall* sc, bool turn) {
 // False: no room, nothing changed.
 inline bool ServerConn::send_reply(SrvCall* sc) {
   if (!reply_fits(sc)) return false;
-  enter(sc, SrvState::kSent);  // before the post: a refusal fails the connection at once
+  rpc::enter(sc, SrvState::kSent);  // before the post: a refusal fails the connection at once
   post_reply(sc);
   return true;
 }
@@ -105,7 +105,7 @@ void ServerConn::process(SrvCall* sc, SrvEvent ev, const Wc* wc) {
     case SrvEvent::kReceived:
       // The engine holds the handler's side until the handler runs.
       sc->handler_owner = true;
-      enter(sc, SrvState::kWaitMemory);
+      rpc::enter(sc, SrvState::kWaitMemory);
       start(sc, false);
       return;
     case SrvEvent::kMemory:
@@ -124,7 +124,7 @@ void ServerConn::process(SrvCall* sc, SrvEvent ev, const Wc* wc) {
       if (wc->status != WcStatus::kSuccess) {
         // The pull failed (the client's rkey was refused, or the QP died):
         // the connection is gone; the drain frees the call.
-        if (life == State::kReady) {
+        if (phase() == State::kReady) {
           Status why = make_error(Errc::kRemoteError, "RDMA READ of its read chunk failed: %s",
                                   wc_status_name(wc->status));
           // The client named memory it does not let us read.
@@ -143,14 +143,14 @@ void ServerConn::process(SrvCall* sc, SrvEvent ev, const Wc* wc) {
       TERN_ASSERT(sc->state() == SrvState::kInHandler);
       sc->handler_owner = false;
       if (!send_reply(sc)) {
-        enter(sc, SrvState::kReplyQueued);
+        rpc::enter(sc, SrvState::kReplyQueued);
         queued.push_back(sc);
         want_service();
       }
       return;
     case SrvEvent::kErrorAnswer:
       // send_rdma_error made sure of the room: sent at once, no handler.
-      enter(sc, SrvState::kSent);
+      rpc::enter(sc, SrvState::kSent);
       post_error_answer(sc);
       return;
     case SrvEvent::kDropped:
@@ -175,7 +175,7 @@ void ServerConn::process(SrvCall* sc, SrvEvent ev, const Wc* wc) {
           free_call(sc);
           return;
         case SrvState::kInHandler:
-          enter(sc, SrvState::kOrphaned);  // its reply is refused and frees it
+          rpc::enter(sc, SrvState::kOrphaned);  // its reply is refused and frees it
           return;
         default:
           return;  // pulling or sent: WRs in flight, the drain decides
@@ -207,12 +207,12 @@ void ServerConn::pull(SrvCall* sc) {
 }
 
 void ServerConn::after_pull(SrvCall* sc) {
-  if (TERN_UNLIKELY(bd != nullptr)) sc->ts_pulled = now_ticks();
+  if (TERN_UNLIKELY(breakdown != nullptr)) sc->ts_pulled = now_ticks();
   if (sc->nomsg && !sc->msg_pulled) {
     // The RDMA_NOMSG message is here: decode it, let the handler place the
     // other chunks, and pull them.
     sc->msg_pulled = true;
-    cs.nomsg.add();
+    counters.nomsg.add();
     (void)decode_rpc(sc);
     if (sc->answer >= 0) {
       answer_now(sc, sc->answer, sc->answer_low, sc->answer_high);
@@ -242,24 +242,24 @@ void ServerConn::dispatch(SrvCall* sc) {
       for (int c = 0; c < sc->chunks.nreads; ++c)
         if (sc->chunks.reads[c].position != 0) bytes += sc->chunks.reads[c].length();
       if (bytes > 0) {
-        conn->cs.read_chunks.add();
-        conn->cs.read_chunk_bytes.add(bytes);
+        conn->counters.read_chunks.add();
+        conn->counters.read_chunk_bytes.add(bytes);
       }
       return bytes;
     }(this, sc);
   }
-  enter(sc, SrvState::kInHandler);
+  rpc::enter(sc, SrvState::kInHandler);
   sc->handler_owner = true;
-  sc->pc->ops.add();
-  sc->pc->bytes_received.add((sc->rep != nullptr ? sc->rep->len : 0) + bulk);
-  if (TERN_UNLIKELY(bd != nullptr)) sc->ts_handler = now_ticks();
+  sc->proc_counters->ops.add();
+  sc->proc_counters->bytes_received.add((sc->rep != nullptr ? sc->rep->len : 0) + bulk);
+  if (TERN_UNLIKELY(breakdown != nullptr)) sc->ts_handler = now_ticks();
   sc->handler->h(sc->handler->ctx, sc);
 }
 
 void ServerConn::answer_now(SrvCall* sc, int accept, uint32_t low, uint32_t high) {
-  enter(sc, SrvState::kInHandler);
+  rpc::enter(sc, SrvState::kInHandler);
   sc->handler_owner = true;
-  sc->pc->ops.add();
+  sc->proc_counters->ops.add();
   sc->answer_low = low, sc->answer_high = high;
   (void)reply(sc, {}, {}, accept);
 }
@@ -273,10 +273,10 @@ void ServerConn::free_call(SrvCall* sc) {
     sc->rep = nullptr;
     give_back(rep);
   }
-  enter(sc, SrvState::kFree);
+  rpc::enter(sc, SrvState::kFree);
   sc->conn = nullptr;
   sc->handler = nullptr;
-  sc->pc = nullptr;
+  sc->proc_counters = nullptr;
   sc->chunks.clear();
   sc->args_ = {};
   sc->hdr_ = {};
@@ -288,7 +288,7 @@ void ServerConn::free_call(SrvCall* sc) {
   sc->ts_pulled = sc->ts_handler = sc->ts_replied = 0;  // send_rdma_error's calls skip handle_call
   core->srv_calls.put(sc);
   --calls_held;
-  if (life == State::kDead && calls_held == 0) want_service();  // to be reclaimed
+  if (phase() == State::kDead && calls_held == 0) want_service();  // to be reclaimed
 }
 
 }  // namespace tern::rpc

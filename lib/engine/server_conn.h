@@ -20,18 +20,21 @@ namespace wire {
 struct RpcCall;
 }
 
+// Not a public Connection: the host never holds one; a handler names the
+// peer of its call through ServerCall::peer_id().
 class ServerConn final : public ConnBase {
  public:
   ServerConn(ConnCore* core, DeviceCtx* dc);
   ~ServerConn() override;
 
-  // ---- Connection
   ConnectionInfo info() const override;
-  int call(const Call&, uint32_t*) override { return ENOTCONN; }
   uint32_t outstanding() const override { return grant.unreplied; }
 
   // ---- ConnBase hooks
-  bool reclaimable() const override { return life == State::kDead && calls_held == 0; }
+  bool reclaimable() const override { return phase() == State::kDead && calls_held == 0; }
+  const char* peer_role() const override { return "client"; }
+  ServerConn* as_server() override { return this; }
+  void receive_while_connecting() override { on_established({}); }
   bool has_waiting() const override { return !queued.empty() || !pulls.empty() || !deferred.empty(); }
   int service(bool* more) override;
   void ctx_done(const SendCtx& ctx, bool own, const rdma::Wc* wc) override;
@@ -109,7 +112,7 @@ class ServerConn final : public ConnBase {
   // The reply's Send, the chain's last WR: a Send With Invalidate when the
   // call carried one rkey and both ends agreed (RFC 8797).
   void add_reply_send(const SrvCall* sc, WrChain& chain) {
-    rdma::SendWr& s = chain.add_one_sge(rdma::WrOpcode::kSend, sc->sendbuf->data, sc->msg_len, pdc->arena_lkey());
+    rdma::SendWr& s = chain.add_one_sge(rdma::WrOpcode::kSend, sc->sendbuf->data, sc->msg_len, pd_ctx->arena_lkey());
     if (sc->inv_rkey != 0 && !sc->error_only) {
       s.opcode = rdma::WrOpcode::kSendWithInv;
       s.invalidate_rkey = sc->inv_rkey;

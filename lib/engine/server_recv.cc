@@ -20,9 +20,10 @@ namespace tern::rpc {
 
 using namespace tern::rdma;
 
-ServerConn::ServerConn(ConnCore* e, DeviceCtx* d) : ConnBase(e, d, true) {}
+ServerConn::ServerConn(ConnCore* e, DeviceCtx* d) : ConnBase(e, d, &kServerConnSources, "server") {}
 
 ServerConn::~ServerConn() {
+  if (breakdown != nullptr && core->bd_gone[true]) core->bd_gone[true]->merge(*breakdown);
   for (size_t i = 0; i < deferred.size(); ++i) give_back(deferred[i]);
   if (rq != nullptr) rq->grants().leave(&grant);
   if (in_peer_table || reaped) core->control->server_gone(admitted_peer, in_peer_table, reaped);
@@ -62,7 +63,7 @@ void ServerConn::rw_timed_out(SrvCall* sc, RwWait what, uint64_t ticks) {
   // touch it. A peer that does not take a plain reply holds its send buffer,
   // its server call and its credits the same way: the drain gives those back
   // too (its credits to the pool, for the other peers).
-  core->st.rw_timeouts.add();
+  core->engine_stats.rw_timeouts.add();
   Status why = make_error(
       Errc::kTimedOut, "it did not %s of call %u within %u ms (server_rw_timeout_ms; %.0f ms since the post, %zu "
                        "bytes of the bulk pool held)",
@@ -81,7 +82,7 @@ void ServerConn::on_message(MsgBuf* rep) {
   if (!deferred.empty()) {
     // Calls that came while no server call was free go first, in order.
     deferred.push_back(rep);
-    core->st.calls_deferred.add();
+    core->engine_stats.calls_deferred.add();
     want_service();
     return;
   }
@@ -93,7 +94,7 @@ void ServerConn::handle_call(MsgBuf* rep) {
   if (sc == nullptr) {
     // Every server call is busy: the message waits with its buffer until
     // one frees up (its grant accounts for the buffer).
-    core->st.calls_deferred.add();
+    core->engine_stats.calls_deferred.add();
     deferred.push_front(rep);
     want_service();
     return;
@@ -110,12 +111,12 @@ void ServerConn::handle_call(MsgBuf* rep) {
   if (in.verdict != wire::Incoming::Verdict::kOk) core->srv_calls.put(sc);
   switch (in.verdict) {
     case wire::Incoming::Verdict::kDrop:
-      core->st.bad_headers.add();
+      core->engine_stats.bad_headers.add();
       give_back(rep);
       return;
     case wire::Incoming::Verdict::kErrVers:
     case wire::Incoming::Verdict::kErrChunk:
-      core->st.bad_headers.add();
+      core->engine_stats.bad_headers.add();
       send_rdma_error(rep, in.xid, in.verdict == wire::Incoming::Verdict::kErrVers);
       return;
     case wire::Incoming::Verdict::kOk:
@@ -133,8 +134,8 @@ void ServerConn::handle_call(MsgBuf* rep) {
   }
   // Counted engine-wide too, as replies are, so that a server engine's
   // `calls` and `replies` tell the same story as a client's.
-  core->st.calls.add();
-  cs.calls.add();
+  core->engine_stats.calls.add();
+  counters.calls.add();
   // Chunks larger than this server takes: RFC 8166's ERR_CHUNK.
   const EngineOptions& o = core->opt;
   uint64_t bulk = 0;
@@ -162,7 +163,7 @@ void ServerConn::handle_call(MsgBuf* rep) {
   sc->wanted = in.credits;
   sc->prog_ = sc->vers_ = sc->proc_ = 0;
   sc->t_recv = now_ticks();
-  if (TERN_UNLIKELY(bd != nullptr)) sc->ts_pulled = sc->ts_handler = sc->ts_replied = 0;
+  if (TERN_UNLIKELY(breakdown != nullptr)) sc->ts_pulled = sc->ts_handler = sc->ts_replied = 0;
   sc->rep = rep;
   sc->nomsg = in.nomsg;
   sc->msg_pulled = false;
@@ -171,7 +172,7 @@ void ServerConn::handle_call(MsgBuf* rep) {
   sc->answer = -1;
   sc->handler = nullptr;
   sc->ndata_ = 0;
-  sc->pc = nullptr;
+  sc->proc_counters = nullptr;
   // Send With Invalidate is possible when the call carries exactly one rkey
   // (as Linux svcrdma does it).
   sc->inv_rkey = 0;
@@ -220,7 +221,7 @@ bool ServerConn::decode_rpc(SrvCall* sc) {
     sc->answer = rc.rpc_mismatch ? wire::kReplyRpcMismatch
                  : rc.bad_auth   ? wire::kReplyAuthError
                                  : static_cast<int>(AcceptStat::kGarbageArgs);
-    sc->pc = core->proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, true);
+    sc->proc_counters = core->proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, true);
     return true;
   }
   route(sc, rc, msg);
@@ -235,7 +236,8 @@ void ServerConn::route(SrvCall* sc, const wire::RpcCall& rc, std::span<const uin
   uint32_t low = 0, high = 0;
   sc->handler = core->handlers.find(rc.prog, rc.vers, rc.proc, &why, &low, &high);
   // Calls no handler serves share one entry: a peer cannot grow the table.
-  sc->pc = sc->handler != nullptr ? sc->handler->pc : core->proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, true);
+  sc->proc_counters = sc->handler != nullptr ? sc->handler->proc_counters
+                                             : core->proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, true);
   if (sc->handler == nullptr) {
     sc->answer = static_cast<int>(why);
     sc->answer_low = low, sc->answer_high = high;
@@ -263,7 +265,7 @@ void ServerConn::route(SrvCall* sc, const wire::RpcCall& rc, std::span<const uin
       std::span<uint8_t> dst = sc->handler->place(sc->handler->ctx, sc, static_cast<uint32_t>(k++), len);
       uint32_t lkey;
       if (dst.empty()) continue;
-      if (dst.size() < len || !pdc->lkey_of(dst.data(), len, &lkey)) {
+      if (dst.size() < len || !pd_ctx->lkey_of(dst.data(), len, &lkey)) {
         TERN_LOG(kError, "engine", "placer of %u/%u/%u returned %zu bytes%s for a %u-byte chunk: using the pool",
                  sc->prog_, sc->vers_, sc->proc_, dst.size(), dst.size() < len ? "" : " of unregistered memory", len);
         continue;
@@ -350,9 +352,9 @@ void ServerConn::drop_pool_memory(SrvCall* sc) {
 int ServerConn::service(bool* more) {
   int work = 0;
   *more = false;
-  if (life == State::kReady) {
+  if (phase() == State::kReady) {
     // Replies waiting for room, in order.
-    while (!queued.empty() && life == State::kReady) {
+    while (!queued.empty() && phase() == State::kReady) {
       SrvCall* sc = queued.front();
       process(sc, SrvEvent::kRoom);
       if (sc->state() == SrvState::kReplyQueued) break;
@@ -360,7 +362,7 @@ int ServerConn::service(bool* more) {
       ++work;
     }
     // Calls whose READs wait for room, in order.
-    while (!pulls.empty() && life == State::kReady) {
+    while (!pulls.empty() && phase() == State::kReady) {
       SrvCall* sc = pulls.front();
       pulls.pop_front();
       process(sc, SrvEvent::kMemory);
@@ -373,7 +375,7 @@ int ServerConn::service(bool* more) {
       ++work;
     }
     // Calls that came while every server call was busy.
-    while (!deferred.empty() && life == State::kReady) {
+    while (!deferred.empty() && phase() == State::kReady) {
       MsgBuf* rep = deferred.front();
       SrvCall* probe = core->srv_calls.get();
       if (probe == nullptr) break;
@@ -384,7 +386,7 @@ int ServerConn::service(bool* more) {
     }
     *more = !queued.empty() || !deferred.empty() || !pulls.empty();
   }
-  if (life == State::kDraining) work += step_drain(more);
+  if (draining()) work += step_drain(more);
   return work;
 }
 
@@ -423,6 +425,7 @@ void ServerConn::on_lost() {
 }
 
 void ServerConn::on_drained() {
+  enter(State::kDead);  // reclaimed once no handler holds a call of it
   for (uint32_t i = 0; i < core->srv_calls.made(); ++i) {
     SrvCall* sc = core->srv_calls.at(i);
     if (sc->conn == this && sc->state() != SrvState::kFree) process(sc, SrvEvent::kDrained);

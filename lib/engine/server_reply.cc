@@ -98,8 +98,8 @@ Status SrvCall::reply_error(AcceptStat stat) {
 // QP in error, a reconnect and every WRITE in flight sent again
 // (docs/nfs-gateway.md).
 inline void ServerConn::cover_grants() {
-  if (TERN_UNLIKELY(rq->pending() > rq->grants().free()) && (rq->shared() || life == State::kReady))
-    rq->post(&core->st.recvs_posted, &core->st.recv_batches);
+  if (TERN_UNLIKELY(rq->pending() > rq->grants().free()) && (rq->shared() || phase() == State::kReady))
+    rq->post(&core->engine_stats.recvs_posted, &core->engine_stats.recv_batches);
 }
 
 // The common end of reply() and reply_inline(), once the reply message is
@@ -115,27 +115,27 @@ inline void ServerConn::cover_grants() {
   }
   rq->grants().on_replied(&grant);
   cover_grants();
-  core->st.replies.add();
-  cs.replies.add();
-  cs.sends.add();
-  cs.bytes_sent.add(sc->msg_len);
+  core->engine_stats.replies.add();
+  counters.replies.add();
+  counters.sends.add();
+  counters.bytes_sent.add(sc->msg_len);
   if (bulk_bytes > 0) {
-    cs.write_chunks.add();
-    cs.write_chunk_bytes.add(bulk_bytes);
-    core->st.write_chunks.add();
+    counters.write_chunks.add();
+    counters.write_chunk_bytes.add(bulk_bytes);
+    core->engine_stats.write_chunks.add();
   }
   if (sc->long_len > 0) {
-    core->st.reply_chunks.add();
-    cs.nomsg.add();
-    cs.reply_chunks.add();
-    cs.reply_chunk_bytes.add(sc->long_len);
+    core->engine_stats.reply_chunks.add();
+    counters.nomsg.add();
+    counters.reply_chunks.add();
+    counters.reply_chunk_bytes.add(sc->long_len);
   }
   if (sc->inv_rkey != 0) {
-    core->st.remote_invalidations.add();
-    cs.remote_invalidations.add();
+    core->engine_stats.remote_invalidations.add();
+    counters.remote_invalidations.add();
   }
-  if (sc->pc != nullptr) sc->pc->bytes_sent.add(sc->msg_len + bulk_bytes + sc->long_len);
-  record_rtt(sc->pc, sc->t_recv, failed);
+  if (sc->proc_counters != nullptr) sc->proc_counters->bytes_sent.add(sc->msg_len + bulk_bytes + sc->long_len);
+  record_rtt(sc->proc_counters, sc->t_recv, failed);
   process(sc, SrvEvent::kReplied);
 }
 
@@ -146,7 +146,7 @@ Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::spa
     process(sc, SrvEvent::kDropped);
     return make_error(Errc::kDisconnected, "the connection of call %u is gone", sc->xid_);
   }
-  if (TERN_UNLIKELY(bd != nullptr)) sc->ts_replied = now_ticks();
+  if (TERN_UNLIKELY(breakdown != nullptr)) sc->ts_replied = now_ticks();
   TERN_REQUIRE(sc->state() == SrvState::kInHandler, "reply() on a call that is not waiting for one (state %s)",
                srv_state_name(sc->state()));
   // The commonest shape -- no write chunk, no bulk data, a message that fits
@@ -165,7 +165,7 @@ Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::spa
     if (bulk[c].size() > sc->write_chunk_capacity(static_cast<uint32_t>(c)))
       return make_error(Errc::kInvalidArgument, "reply: %zu bulk bytes for write chunk %zu, the client offered %u",
                         bulk[c].size(), c, sc->write_chunk_capacity(static_cast<uint32_t>(c)));
-    if (!pdc->lkey_of(bulk[c].data(), bulk[c].size(), &lkeys[c]))
+    if (!pd_ctx->lkey_of(bulk[c].data(), bulk[c].size(), &lkeys[c]))
       return make_error(Errc::kInvalidArgument,
                         "reply: bulk data must be in registered memory (bulk_buffer(), Engine::alloc or "
                         "register_memory)");
@@ -214,8 +214,8 @@ Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::spa
     sc->nbulk = 0;
     sc->long_len = 0;
     sc->msg_len = static_cast<uint32_t>(wire::encode_rdma_error(sb, room, sc->xid_, credits, false));
-    core->st.rdma_errors_sent.add();
-    cs.errors.add();
+    core->engine_stats.rdma_errors_sent.add();
+    counters.errors.add();
   }
   uint64_t bulk_bytes = 0;
   int writes = 0;
@@ -224,7 +224,7 @@ Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::spa
     for (int i = 0; i < written.writes[c].nsegs; ++i) writes += written.writes[c].segs[i].length > 0;
   if (sc->long_len > 0)
     for (int i = 0; i < written.reply.nsegs; ++i) writes += written.reply.segs[i].length > 0;
-  core->st.rdma_writes.add(static_cast<uint64_t>(writes));
+  core->engine_stats.rdma_writes.add(static_cast<uint64_t>(writes));
   replied(sc, bulk_bytes, accept != 0 || err_chunk);
   return Status::ok();
 }
@@ -272,7 +272,7 @@ inline bool ServerConn::reply_inline(SrvCall* sc, std::span<const uint8_t> resul
 void ServerConn::drop(SrvCall* sc) {
   // Released unanswered. Its receive buffer and memory go back now; its
   // client's credit stays taken (no reply carries it back).
-  if (sc->state() != SrvState::kOrphaned) core->st.calls_dropped.add();
+  if (sc->state() != SrvState::kOrphaned) core->engine_stats.calls_dropped.add();
   process(sc, SrvEvent::kDropped);
 }
 
@@ -323,14 +323,14 @@ void ServerConn::post_reply(SrvCall* sc) {
     if (signaled && core->rw_timeout_ticks != 0)
       core->rw_due.arm(sc, push ? RwWait::kPush : RwWait::kReply, core->now_tick);
   }
-  if (TERN_UNLIKELY(bd != nullptr) && sc->ts_replied != 0) {
+  if (TERN_UNLIKELY(breakdown != nullptr) && sc->ts_replied != 0) {
     const uint64_t now = now_ticks();
-    bd->record(Stage::kPull, sc->t_recv, sc->ts_pulled);
-    bd->record(Stage::kWait, sc->ts_pulled != 0 ? sc->ts_pulled : sc->t_recv, sc->ts_handler);
-    bd->record(Stage::kHandler, sc->ts_handler, sc->ts_replied);
-    bd->record(Stage::kPost, sc->ts_replied, now);
-    bd->record(Stage::kTotal, sc->t_recv, now);
-    if (TERN_UNLIKELY(bd->trace != nullptr) && bd->trace->due(true)) trace_call(sc, now);
+    breakdown->record(Stage::kPull, sc->t_recv, sc->ts_pulled);
+    breakdown->record(Stage::kWait, sc->ts_pulled != 0 ? sc->ts_pulled : sc->t_recv, sc->ts_handler);
+    breakdown->record(Stage::kHandler, sc->ts_handler, sc->ts_replied);
+    breakdown->record(Stage::kPost, sc->ts_replied, now);
+    breakdown->record(Stage::kTotal, sc->t_recv, now);
+    if (TERN_UNLIKELY(breakdown->trace != nullptr) && breakdown->trace->due(true)) trace_call(sc, now);
   }
 }
 
@@ -356,10 +356,10 @@ void ServerConn::send_rdma_error(MsgBuf* rep, uint32_t xid, bool vers) {
   sc->msg_len = static_cast<uint32_t>(wire::encode_rdma_error(sb->data, inline_send, xid, grant.granted, vers));
   give_back(rep);
   cover_grants();
-  core->st.rdma_errors_sent.add();
-  cs.errors.add();
-  cs.sends.add();
-  cs.bytes_sent.add(sc->msg_len);
+  core->engine_stats.rdma_errors_sent.add();
+  counters.errors.add();
+  counters.sends.add();
+  counters.bytes_sent.add(sc->msg_len);
   process(sc, SrvEvent::kErrorAnswer);
 }
 
@@ -379,7 +379,7 @@ void ServerConn::trace_call(const SrvCall* sc, uint64_t now) {
   t.prog = sc->prog(), t.vers = sc->vers(), t.proc = sc->proc();
   t.pulled = sc->ts_pulled != 0;
   t.t[0] = sc->t_recv, t.t[1] = sc->ts_pulled, t.t[2] = sc->ts_handler, t.t[3] = sc->ts_replied, t.t[4] = now;
-  bd->trace->add(t);
+  breakdown->trace->add(t);
 }
 
 }  // namespace tern::rpc

@@ -28,7 +28,7 @@ ServerConn::Pull ServerConn::post_reads(SrvCall* sc) {
     if (sc->nomsg && (sc->msg_pulled == msg_chunk)) continue;
     if (rc.length() == 0) continue;
     uint32_t lkey = 0;
-    const bool ok = pdc->lkey_of(sc->read_dst[c], rc.length(), &lkey);
+    const bool ok = pd_ctx->lkey_of(sc->read_dst[c], rc.length(), &lkey);
     TERN_CHECK(ok, "read chunk destination is not registered memory");
     uint64_t off = 0;
     for (int i = 0; i < rc.nsegs; ++i) {
@@ -41,8 +41,8 @@ ServerConn::Pull ServerConn::post_reads(SrvCall* sc) {
   }
   if (chain.empty()) return Pull::kNothing;  // empty chunks: nothing to wait for
   if (!room(chain.size())) return Pull::kNoRoom;
-  core->st.rdma_reads.add(static_cast<uint64_t>(chain.size()));
-  if (!sc->nomsg || sc->msg_pulled) core->st.read_chunks.add();
+  core->engine_stats.rdma_reads.add(static_cast<uint64_t>(chain.size()));
+  if (!sc->nomsg || sc->msg_pulled) core->engine_stats.read_chunks.add();
   TERN_ASSERT(sc->state() == SrvState::kPulling);  // the machine entered it before asking for the pull
   // A refusal fails the connection; the drain frees the call. Posted, the
   // READs wait for the peer: the deadline runs from now.
@@ -109,7 +109,7 @@ void ServerConn::build_reply_chain(SrvCall* sc, WrChain& chain) {
     if (sc->bulk_len[c] > 0)
       push_into(chain, sc->bulk_src[c], sc->bulk_len[c], sc->bulk_lkey[c], sc->chunks.writes[c], nullptr);
   // A long reply into the reply chunk.
-  if (sc->long_len > 0) push_into(chain, sc->staging, sc->long_len, pdc->arena_lkey(), sc->chunks.reply, nullptr);
+  if (sc->long_len > 0) push_into(chain, sc->staging, sc->long_len, pd_ctx->arena_lkey(), sc->chunks.reply, nullptr);
   add_reply_send(sc, chain);
 }
 

@@ -1,0 +1,197 @@
+// A connection's state machine: its phases, and one table of allowed
+// transitions per role. A connection's phase is written only by
+// ConnMachine::enter, which checks its role's table, so that a transition
+// nobody designed (a dead connection brought back up, a server connection
+// asked to reconnect, a drain skipped) is caught where it happens instead
+// of surfacing later as a call completed twice or an MR released under a
+// REG_MR still in flight.
+//
+// One enum for both roles, one table per role. The phases a client and a
+// server connection share -- connecting, ready, draining, dead -- mean the
+// same in both and are read by the shared code (the datapath, the drain,
+// the engine's poll); a client adds the phases of re-establishing itself
+// after a loss. The role's table is chosen when the connection is made
+// (ClientConn and ServerConn pass theirs), so a server connection entering
+// a client-only phase is refused like any other wrong transition, with no
+// role flag anywhere.
+//
+// What is NOT a phase stays a fact beside it: close() was called
+// (ConnBase::user_closed: the host let go, whatever the phase), remote
+// invalidation was negotiated, the drain markers are posted, a server
+// connection is counted in the admission table or was reaped. The host's
+// view of a client connection (ConnState, engine.h) is derived from the
+// phase and user_closed (ClientConn::state()), never stored.
+//
+//   client: kConnecting -> kReady -> kDraining -> kDead           (lost for good)
+//                          kReady -> kDrainingToReconnect -> kBackoff (lost, reconnecting)
+//           kBackoff <-> kPortDown -> kReconnecting -> kReady        (re-established)
+//           kReconnecting -> kDrainingToReconnect                    (the attempt failed)
+//           kBackoff, kPortDown -> kDead                             (gave up, closed)
+//           close() in any live phase leads to kDraining (or kDead with no QP)
+//   server: kConnecting -> kReady -> kDraining -> kDead
+//
+// Leaving kDead is the engine's reclaim: the object is destroyed (when the
+// role's reclaimable() says so), so the machine has no state after it.
+#pragma once
+
+#include <cstdint>
+
+#include "base/check.h"
+
+namespace tern::rpc {
+
+enum class ConnPhase : uint8_t {
+  // Client: connect() sent, no answer yet; it was never up. Server:
+  // accepted, not yet established (its kEstablished event or its first
+  // receive establishes it). Nothing has been sent to the peer.
+  kConnecting,
+  // Established: calls flow.
+  kReady,
+  // Lost (the peer went, a protocol error, close(), a connect refused or
+  // timed out, keepalive) and not coming back: the QP is in error and
+  // flushes every WR; drain markers follow them (ib_drain_qp's way), and
+  // nothing is released until their flush completions prove the queues
+  // empty -- an MR whose REG_MR or LOCAL_INV is still in flight must not be
+  // touched. Then kDead.
+  kDraining,
+  // Drained: every WR of ours has completed; the unsignaled Sends' owners
+  // are released, the registrations of unfinished calls destroyed, and
+  // every call completed once (kDisconnected). A client connection waits
+  // for close(); a server connection for the handlers still holding its
+  // calls. Then the engine reclaims it.
+  kDead,
+  // Client only: lost after having been up, with reconnecting wanted
+  // (EngineOptions::reconnect, not closed, the engine not shutting down).
+  // Drains as kDraining does; then the calls in flight are sent again on
+  // the next QP (kBackoff) -- or fail, if by then close() or the engine's
+  // shutdown said otherwise (kDead).
+  kDrainingToReconnect,
+  // Client only: drained, and its QP destroyed; a new one is made and
+  // connected when the backoff (with jitter) says. Calls are accepted and
+  // wait in the backlog. Gives up (kDead) past reconnect_give_up_ms.
+  kBackoff,
+  // Client only: as kBackoff, but the device's port is down: no attempt
+  // (a connect whose request left as the port went down can wedge the
+  // device's connection manager), the port is looked at again every
+  // reconnect_min_ms, and the first attempt after it is up starts the
+  // backoff from its floor.
+  kPortDown,
+  // Client only: a new QP's connect is under way after an outage. Like
+  // kConnecting (nothing posted yet), but the host sees kReconnecting and a
+  // failure here goes back to the backoff.
+  kReconnecting,
+};
+inline constexpr int kConnPhases = 8;
+static_assert(static_cast<int>(ConnPhase::kReconnecting) + 1 == kConnPhases, "a phase the tables have no row for");
+const char* conn_phase_name(ConnPhase p);
+
+using ConnTable = bool[kConnPhases][kConnPhases];
+
+// kClientConnTransitions[from][to]: whether a client connection may go
+// from `from` to `to`.
+inline constexpr ConnTable kClientConnTransitions = {
+    //                       to: Connect Ready  Drain  Dead   DrainRe Backoff PortDn Reconn
+    /* kConnecting          */ {false, true,  true,  true,  false, false, false, false},  // up; lost; never set up
+    /* kReady               */ {false, false, true,  false, true,  false, false, false},  // lost; lost, to reconnect
+    /* kDraining            */ {false, false, false, true,  false, false, false, false},  // drained
+    /* kDead                */ {false, false, false, false, false, false, false, false},  // reclaimed (destroyed)
+    /* kDrainingToReconnect */ {false, false, true,  true,  false, true,  false, false},  // closed; shut down; drained
+    /* kBackoff             */ {false, false, false, true,  false, false, true,  true},   // gave up; port down; attempt
+    /* kPortDown            */ {false, false, false, true,  false, true,  false, true},   // gave up; refused; attempt
+    /* kReconnecting        */ {false, true,  true,  false, true,  false, false, false},  // up; closed; attempt lost
+};
+
+// The same for a server connection: it never re-establishes itself (its
+// client does, with a new connection).
+inline constexpr ConnTable kServerConnTransitions = {
+    //                       to: Connect Ready  Drain  Dead   DrainRe Backoff PortDn Reconn
+    /* kConnecting          */ {false, true,  true,  true,  false, false, false, false},  // up; lost; accept failed
+    /* kReady               */ {false, false, true,  false, false, false, false, false},  // lost
+    /* kDraining            */ {false, false, false, true,  false, false, false, false},  // drained
+    /* kDead                */ {false, false, false, false, false, false, false, false},  // reclaimed (destroyed)
+    /* kDrainingToReconnect */ {false, false, false, false, false, false, false, false},
+    /* kBackoff             */ {false, false, false, false, false, false, false, false},
+    /* kPortDown            */ {false, false, false, false, false, false, false, false},
+    /* kReconnecting        */ {false, false, false, false, false, false, false, false},
+};
+
+// For each target phase, the phases it may be entered from, as a bit mask
+// (enter() tests one bit).
+struct ConnSources {
+  uint8_t from[kConnPhases];
+};
+constexpr ConnSources conn_sources(const ConnTable& t) {
+  ConnSources s{};
+  for (int to = 0; to < kConnPhases; ++to)
+    for (int f = 0; f < kConnPhases; ++f)
+      if (t[f][to]) s.from[to] = static_cast<uint8_t>(s.from[to] | (1u << f));
+  return s;
+}
+inline constexpr ConnSources kClientConnSources = conn_sources(kClientConnTransitions);
+inline constexpr ConnSources kServerConnSources = conn_sources(kServerConnTransitions);
+
+// The tables' shape, checked when they are compiled: nothing stays where
+// it is; every phase a role uses but kConnecting (where it starts) is
+// entered from somewhere; every phase a role uses but kDead is left for
+// somewhere; kDead is reached only from a phase with no QP work left (a
+// drain, a backoff, or a connect whose setup failed before anything was
+// posted); and a server never enters a client-only phase.
+constexpr bool conn_table_sound(const ConnTable& t) {
+  const auto dead = static_cast<int>(ConnPhase::kDead);
+  const auto connecting = static_cast<int>(ConnPhase::kConnecting);
+  for (int s = 0; s < kConnPhases; ++s) {
+    bool in = false, out = false;
+    for (int x = 0; x < kConnPhases; ++x) {
+      in = in || t[x][s];
+      out = out || t[s][x];
+    }
+    if (t[s][s]) return false;
+    const bool used = in || s == connecting;
+    if (used && s != dead && !out) return false;
+    if (s == dead && out) return false;
+  }
+  return !t[static_cast<int>(ConnPhase::kReady)][dead] && !t[static_cast<int>(ConnPhase::kReconnecting)][dead];
+}
+static_assert(conn_table_sound(kClientConnTransitions));
+static_assert(conn_table_sound(kServerConnTransitions));
+static_assert(kServerConnSources.from[static_cast<int>(ConnPhase::kDrainingToReconnect)] == 0 &&
+              kServerConnSources.from[static_cast<int>(ConnPhase::kBackoff)] == 0 &&
+              kServerConnSources.from[static_cast<int>(ConnPhase::kPortDown)] == 0 &&
+              kServerConnSources.from[static_cast<int>(ConnPhase::kReconnecting)] == 0);
+
+// The report of a transition the role's table does not allow (a TERN_CHECK
+// failure: aborts, release builds included). Only ConnMachine::enter calls it.
+[[noreturn, gnu::cold, gnu::noinline]] void conn_transition_refused(const char* role, ConnPhase from, ConnPhase to);
+
+// A connection's phase. ConnBase derives from it; only enter() writes it.
+class ConnMachine {
+ public:
+  // `sources`: the role's table (kClientConnSources or kServerConnSources);
+  // `role`: its name in a refusal's report.
+  ConnMachine(const ConnSources* sources, const char* role) : sources_(sources), role_(role) {}
+  virtual ~ConnMachine() = default;
+  ConnPhase phase() const { return phase_; }
+
+  // The one way a connection changes phase. A transition its role's table
+  // does not allow is the engine's bug: TERN_CHECK, always on (transitions
+  // are rare: a few per connection's life, never per call).
+  void enter(ConnPhase to) {
+    if (TERN_UNLIKELY(!((sources_->from[static_cast<int>(to)] >> static_cast<int>(phase_)) & 1u)))
+      conn_transition_refused(role_, phase_, to);
+    const ConnPhase from = phase_;
+    phase_ = to;
+    entered(from);
+  }
+
+ protected:
+  // After every transition: what the role does about it (a client tells
+  // its host when the state it sees changed).
+  virtual void entered(ConnPhase from) { (void)from; }
+
+ private:
+  ConnPhase phase_ = ConnPhase::kConnecting;
+  const ConnSources* sources_;
+  const char* role_;
+};
+
+}  // namespace tern::rpc
