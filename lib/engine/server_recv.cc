@@ -214,7 +214,7 @@ bool ServerConn::decode_rpc(SrvCall* sc) {
     // message arrives only now, from its position-zero chunk.
     if (msg.size() < 4 || xdr::detail::load_be32(msg.data()) != sc->xid_) {
       sc->answer = wire::kAnswerErrChunk;
-      sc->pc = core->proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, true);
+      sc->proc_counters = core->proc_counters(UINT32_MAX, UINT32_MAX, UINT32_MAX, true);
       return true;
     }
     // RFC 5531's answers: the engine replies itself once it has a buffer.
