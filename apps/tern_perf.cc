@@ -811,6 +811,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tern-perf: %s\n", metrics.status().to_string().c_str());
     return 1;
   }
+  // The file's last write while the engines still exist (run_engines), not
+  // at exit, when they are gone: the file is for their final counters.
+  if (*metrics) o.at_end = [m = metrics->get()] { m->stop(); };
   // Telemetry answers from a thread of its own, off the engines' loops.
   auto tel = telemetry::start_socket_thread(o.telemetry);
   if (!tel) {
