@@ -13,8 +13,8 @@
 #include <string_view>
 #include <thread>
 
-#include "base/result.h"
-#include "telemetry/metrics_server.h"
+#include "../base/result.h"
+#include "metrics_server.h"
 
 namespace tern::telemetry {
 
