@@ -229,7 +229,10 @@ int parse(int argc, char** argv, apps::OptionParser* pp, Options* o) {
   bool qd_set = p.given("qd"), time_set = p.given("seconds") || p.given("duration") || p.given("iters");
   // Options new with --rpc are strict about their side; the older ones are
   // accepted and ignored on the other side, as they always were.
-  for (const char* n : {"bulk", "bulk-dir", "engines", "check-every", "credits", "max-bulk", "clients"})
+  // --metrics and --trace read engines, which the raw transport has none of:
+  // without --rpc they would give an exposition or a trace with nothing in it.
+  for (const char* n : {"bulk", "bulk-dir", "engines", "check-every", "credits", "max-bulk", "clients", "metrics",
+                        "trace"})
     if (p.given(n) && !o->rpc) return p.usage_error(std::string("--") + n + " needs --rpc (on both ends)");
   for (const char* n : {"json", "csv", "plot", "histogram", "all-sizes", "bulk", "bulk-dir", "check-every"})
     if (o->server && p.given(n)) return p.usage_error(std::string("--") + n + " is a client option");

@@ -5,7 +5,8 @@
 # an exposition with no engine series at all.
 #   - two server engines (--once) and two client engines: every engine's
 #     tern_engine_calls_total is the client's warm-up + -n calls;
-#   - a one-engine server stopped by SIGINT (the other way a run ends).
+#   - a one-engine server stopped by SIGINT (the other way a run ends);
+#   - --metrics without --rpc (raw SENDs, no engine) is refused.
 set -uo pipefail
 perf=$1
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -35,16 +36,16 @@ if got != want:
 PY
 }
 
-wait_listening() {  # wait_listening SOCKET LOG
-  for _ in $(seq 200); do [[ -S $1 ]] && return 0; sleep 0.05; done
-  fail "server did not listen: $(cat "$2")"
+wait_listening() {  # wait_listening LOG: every engine listens once the server says so
+  for _ in $(seq 400); do grep -q "listening on" "$1" && return 0; sleep 0.05; done
+  fail "server did not listen: $(cat "$1")"
 }
 
 # Two engines each side; 50 calls + 10 warm-up per engine: well under the
 # file's 1 s rewrite interval, so only the last write can have them.
 "$perf" server --rpc --once --engines 2 --dev "shm:path=$dir/s" --metrics "$dir/server.prom" >"$dir/server.log" 2>&1 &
 spid=$!
-wait_listening "$dir/s.1" "$dir/server.log"
+wait_listening "$dir/server.log"
 "$perf" client --rpc --engines 2 --dev "shm:path=$dir/s" -n 50 --warmup 10 --quiet \
   --metrics "$dir/client.prom" >"$dir/client.log" 2>&1 || fail "client: $(cat "$dir/client.log")"
 [[ -s $dir/client.prom ]] || fail "the client's metrics file is empty or absent at exit"
@@ -58,10 +59,14 @@ check "$dir/server.prom" 2 60
 rm -f "$dir/s"
 "$perf" server --rpc --dev "shm:path=$dir/s" --metrics "$dir/int.prom" >"$dir/int.log" 2>&1 &
 spid=$!
-wait_listening "$dir/s" "$dir/int.log"
+wait_listening "$dir/int.log"
 "$perf" client --rpc --dev "shm:path=$dir/s" -n 30 --warmup 5 --quiet >"$dir/c2.log" 2>&1 || fail "client: $(cat "$dir/c2.log")"
 kill -INT "$spid"
 wait "$spid" || fail "server (SIGINT): exit $?: $(cat "$dir/int.log")"
 spid=
 check "$dir/int.prom" 1 35
+# Without --rpc there are no engines: refused rather than an empty file.
+msg=$("$perf" client --dev "shm:path=$dir/s" --metrics "$dir/raw.prom" 2>&1)
+rc=$?
+[[ $rc == 2 && $msg == *"--metrics needs --rpc"* ]] || fail "--metrics without --rpc: exit $rc: $msg"
 echo "ok: the metrics files hold every engine's final counters at exit"
