@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <barrier>
 
 #include <cerrno>
 #include <cstdio>
@@ -54,20 +55,34 @@ void eal_telemetry(const Options& o, runtime::EalOptions* eo) {
     std::fprintf(stderr, "tern-perf: rte_telemetry on: dpdk-telemetry.py -f %s\n", eo->file_prefix.c_str());
 }
 
-int run_engines(const Options& o, std::vector<std::function<int()>> bodies, const std::function<int()>& monitor) {
+int run_engines(const Options& o, std::vector<std::function<int()>> bodies,
+                std::vector<std::function<void()>> teardowns, const std::function<int()>& monitor) {
   const size_t n = bodies.size();
   std::vector<int> rcs(n, 0);
+  // Every engine's thread waits here after its body, so that o.at_end sees
+  // all the engines, none destroyed yet. An engine done polling has nothing
+  // left to do for its peers but go, so the wait costs them nothing.
+  auto at_end = [&o]() noexcept {
+    if (o.at_end) o.at_end();
+  };
+  std::barrier end(static_cast<std::ptrdiff_t>(n), at_end);
+  auto whole = [&](size_t i) {
+    int rc = bodies[i]();
+    end.arrive_and_wait();
+    teardowns[i]();
+    return rc;
+  };
   if (!o.use_eal) {
     std::vector<std::thread> threads;
     threads.reserve(n);
     for (size_t i = 0; i < n; ++i) {
-      threads.emplace_back([&o, &bodies, &rcs, i] {
+      threads.emplace_back([&o, &whole, &rcs, i] {
         int cpu = engine_cpu(o, static_cast<uint32_t>(i));
         if (cpu >= 0) {
           if (Status st = runtime::pin_current_thread(static_cast<unsigned>(cpu)); !st)
             std::fprintf(stderr, "tern-perf: engine %zu: %s (running unpinned)\n", i, st.to_string().c_str());
         }
-        rcs[i] = bodies[i]();
+        rcs[i] = whole(i);
       });
     }
     int mrc = monitor();
@@ -110,11 +125,13 @@ int run_engines(const Options& o, std::vector<std::function<int()>> bodies, cons
     return 1;
   }
   for (size_t i = 0; i < n; ++i) {
-    if (Status st = (*rt)->launch(lcs[i], bodies[i]); !st) {
+    if (Status st = (*rt)->launch(lcs[i], [&whole, i] { return whole(i); }); !st) {
       std::fprintf(stderr, "tern-perf: engine %zu: %s\n", i, st.to_string().c_str());
-      // The engines already launched wind down through g_stop.
+      // The engines already launched wind down through g_stop; the ones
+      // never launched will not arrive at the end.
       rcs[i] = 1;
       g_stop.store(true);
+      for (size_t j = i; j < n; ++j) end.arrive_and_drop();
       break;
     }
   }

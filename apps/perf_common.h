@@ -65,6 +65,11 @@ struct Options {
   uint32_t credits = 32;      // server: credits granted per connection
   uint32_t max_bulk = 1u << 20;  // server: largest chunk accepted or filled
   uint32_t clients = 4;          // server: connections per engine at once
+  // Set by main, not by a flag: run once when every engine has stopped
+  // polling and none has been destroyed yet (run_engines), on one of their
+  // threads. --metrics FILE writes its last file there, so that it holds
+  // the engines' final counters rather than an exposition without engines.
+  std::function<void()> at_end;
 };
 
 // The sizes one client run measures: just `top` (--size, or --bulk), or with
@@ -113,8 +118,12 @@ extern std::atomic<bool> g_stop;
 
 // Runs bodies[i] for every engine, each pinned to engine_cpu(i) on its own
 // thread (or launched on that EAL lcore with --eal), and monitor() on the
-// calling thread meanwhile. Returns the first non-zero result of the bodies in
+// calling thread meanwhile. A body returns with its engine still alive (done
+// polling); once every body has returned, o.at_end runs, and then each
+// thread runs its teardowns[i] (destroys its engine: an engine goes on the
+// thread that made it). Returns the first non-zero result of the bodies in
 // engine order, else monitor()'s.
-int run_engines(const Options& o, std::vector<std::function<int()>> bodies, const std::function<int()>& monitor);
+int run_engines(const Options& o, std::vector<std::function<int()>> bodies,
+                std::vector<std::function<void()>> teardowns, const std::function<int()>& monitor);
 
 }  // namespace tern::apps

@@ -434,7 +434,7 @@ int server_body(ServerEngine* se) {
     print_breakdown(stderr, who, se->eng->breakdown(true));
   }
   if (!o.trace.empty()) write_trace_file(*se->eng, o.trace, o.engines, se->index);
-  se->eng.reset();  // closes connections and the listener (and its socket)
+  // The engine goes in run_engines' teardown, after o.at_end.
   se->state.store(kDone);
   return 0;
 }
@@ -458,7 +458,11 @@ int run_rpc_server(const Options& o) {
     ses.push_back(std::move(se));
   }
   std::vector<std::function<int()>> bodies;
-  for (auto& se : ses) bodies.push_back([p = se.get()] { return server_body(p); });
+  std::vector<std::function<void()>> teardowns;
+  for (auto& se : ses) {
+    bodies.push_back([p = se.get()] { return server_body(p); });
+    teardowns.push_back([p = se.get()] { p->eng.reset(); });  // closes connections and the listener (and its socket)
+  }
 
   auto monitor = [&]() -> int {
     // Every engine listening (or failed): engine creation populates its
@@ -514,7 +518,7 @@ int run_rpc_server(const Options& o) {
       sleep_ms(50);
     }
   };
-  int rc = run_engines(o, std::move(bodies), monitor);
+  int rc = run_engines(o, std::move(bodies), std::move(teardowns), monitor);
   for (auto& se : ses)
     if (!se->error.empty()) std::fprintf(stderr, "tern-perf server: engine %u: %s\n", se->index, se->error.c_str());
   return rc;
@@ -927,7 +931,7 @@ int ClientEngine::run() {
     print_breakdown(stderr, who, eng->breakdown(false));
   }
   if (!op.trace.empty()) write_trace_file(*eng, op.trace, op.engines, index);
-  eng.reset();
+  // The engine goes in run_engines' teardown, after o.at_end.
   state.store(rc == 0 ? kDone : kFailed);
   return rc;
 }
@@ -951,7 +955,11 @@ int run_rpc_client(const Options& o) {
     ces.push_back(std::move(ce));
   }
   std::vector<std::function<int()>> bodies;
-  for (auto& ce : ces) bodies.push_back([p = ce.get()] { return p->run(); });
+  std::vector<std::function<void()>> teardowns;
+  for (auto& ce : ces) {
+    bodies.push_back([p = ce.get()] { return p->run(); });
+    teardowns.push_back([p = ce.get()] { p->eng.reset(); });
+  }
 
   // The monitor: progress once a second (the warm-up's too: a warm-up of
   // large calls can take long), and a guard against an engine thread that
@@ -1007,7 +1015,7 @@ int run_rpc_client(const Options& o) {
       sleep_ms(20);
     }
   };
-  int rc = run_engines(o, std::move(bodies), monitor);
+  int rc = run_engines(o, std::move(bodies), std::move(teardowns), monitor);
   if (rc != 0) {
     bool said = false;
     for (auto& ce : ces) {

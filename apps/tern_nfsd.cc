@@ -72,12 +72,12 @@ void say(LogLevel level, const char* fmt, ...) {
   va_start(ap, fmt);
   std::vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  // lib/nfsd's messages say "tern-nfsd: " themselves; the prefix says it once.
-  std::string msg = buf;
-  for (size_t p; (p = msg.find("tern-nfsd: ")) != std::string::npos;) msg.erase(p, 11);
+  // The program's name is the record's component, said once: lib/nfsd's
+  // messages do not name it (test error_wording).
+  const char* msg = buf;
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
-  LogRecord rec{level, "tern-nfsd", nullptr, msg.c_str(),
+  LogRecord rec{level, "tern-nfsd", nullptr, msg,
                 static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec)};
   char line[2304];
   format_log_line(rec, line, sizeof line);

@@ -229,7 +229,10 @@ int parse(int argc, char** argv, apps::OptionParser* pp, Options* o) {
   bool qd_set = p.given("qd"), time_set = p.given("seconds") || p.given("duration") || p.given("iters");
   // Options new with --rpc are strict about their side; the older ones are
   // accepted and ignored on the other side, as they always were.
-  for (const char* n : {"bulk", "bulk-dir", "engines", "check-every", "credits", "max-bulk", "clients"})
+  // --metrics and --trace read engines, which the raw transport has none of:
+  // without --rpc they would give an exposition or a trace with nothing in it.
+  for (const char* n : {"bulk", "bulk-dir", "engines", "check-every", "credits", "max-bulk", "clients", "metrics",
+                        "trace"})
     if (p.given(n) && !o->rpc) return p.usage_error(std::string("--") + n + " needs --rpc (on both ends)");
   for (const char* n : {"json", "csv", "plot", "histogram", "all-sizes", "bulk", "bulk-dir", "check-every"})
     if (o->server && p.given(n)) return p.usage_error(std::string("--") + n + " is a client option");
@@ -811,6 +814,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tern-perf: %s\n", metrics.status().to_string().c_str());
     return 1;
   }
+  // The file's last write while the engines still exist (run_engines), not
+  // at exit, when they are gone: the file is for their final counters.
+  if (*metrics) o.at_end = [m = metrics->get()] { m->stop(); };
   // Telemetry answers from a thread of its own, off the engines' loops.
   auto tel = telemetry::start_socket_thread(o.telemetry);
   if (!tel) {

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "base/result.h"
+#include "result.h"
 
 namespace tern {
 

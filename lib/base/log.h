@@ -19,7 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "base/result.h"
+#include "result.h"
 
 namespace tern {
 

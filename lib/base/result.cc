@@ -21,16 +21,47 @@ const char* errc_name(Errc c) {
   return "unknown error";
 }
 
+// What a system errno says, as the kind of a line: the errno is the reason
+// the call failed, so it names the failure rather than the Errc the caller
+// acts on ("invalid argument: ... (Permission denied)" read as a contradiction).
+// strerror's words, lower case, where they read well as a kind; shorter
+// ones where they do not.
+static std::string errno_kind(int e) {
+  switch (e) {
+    case EADDRINUSE: return "address in use";
+    case EADDRNOTAVAIL: return "address not available";
+    case EPERM: return "not permitted";
+    case EEXIST: return "already exists";
+    case ENOMEM: return "out of memory";
+    case ETIMEDOUT: return "timed out";
+    case EAGAIN: return "temporarily unavailable";
+    case ENOSPC: return "no space left";
+    default: break;
+  }
+  std::string k = std::strerror(e);
+  if (!k.empty() && k[0] >= 'A' && k[0] <= 'Z' && !(k.size() > 1 && k[1] >= 'A' && k[1] <= 'Z'))
+    k[0] = static_cast<char>(k[0] - 'A' + 'a');
+  return k;
+}
+
 std::string Status::to_string() const {
   if (is_ok()) return "ok";
-  std::string s = errc_name(code_);
+  if (errno_ == 0) return std::string(errc_name(code_)) + ": " + message_;
+  // "permission denied: cannot open /run/x.pid (EACCES)": the errno's name
+  // for a search, its number where the C library has no name for it.
+  std::string s = errno_kind(errno_);
   s += ": ";
   s += message_;
-  if (errno_ != 0) {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, " (errno %d: %s)", errno_, std::strerror(errno_));
-    s += buf;
-  }
+  char buf[48];
+  const char* name = nullptr;
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+  name = strerrorname_np(errno_);
+#endif
+  if (name != nullptr)
+    std::snprintf(buf, sizeof buf, " (%s)", name);
+  else
+    std::snprintf(buf, sizeof buf, " (errno %d)", errno_);
+  s += buf;
   return s;
 }
 

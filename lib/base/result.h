@@ -3,7 +3,7 @@
 // lib/ or pmd/; datapath calls return counts instead of these.
 #pragma once
 
-#include "base/cxx20.h"  // first: a clear error for C++17 consumers
+#include "cxx20.h"  // first: a clear error for C++17 consumers
 
 #include <cerrno>
 #include <cstdarg>
@@ -12,7 +12,7 @@
 #include <utility>
 #include <variant>
 
-#include "base/check.h"
+#include "check.h"
 
 namespace tern {
 
@@ -46,7 +46,7 @@ class [[nodiscard]] Status {
   Errc code() const { return code_; }
   int sys_errno() const { return errno_; }
   const std::string& message() const { return message_; }
-  // "kind: message (errno N: strerror)" for logs and tools.
+  // "kind: message"; with an errno, its kind: "permission denied: cannot open X (EACCES)".
   std::string to_string() const;
 
  private:

@@ -55,7 +55,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/engine.h"
+#include "engine.h"
 
 namespace tern::rpc {
 

@@ -30,8 +30,8 @@
 #include <utility>
 #include <vector>
 
-#include "base/result.h"
-#include "base/stats.h"
+#include "../base/result.h"
+#include "../base/stats.h"
 
 namespace tern::rpc {
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "base/result.h"
+#include "../base/result.h"
 
 namespace tern::mem {
 

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "base/result.h"
+#include "../base/result.h"
 
 namespace tern::mem {
 

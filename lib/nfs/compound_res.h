@@ -21,12 +21,12 @@
 #include <span>
 #include <string_view>
 
-#include "base/result.h"
-#include "nfs/fattr4.h"
-#include "nfs/nfs4_ops.h"
-#include "nfs/nfs4_status.h"
-#include "nfs/nfs4_types.h"
-#include "xdr/xdr.h"
+#include "../base/result.h"
+#include "fattr4.h"
+#include "nfs4_ops.h"
+#include "nfs4_status.h"
+#include "nfs4_types.h"
+#include "../xdr/xdr.h"
 
 namespace tern::nfs {
 

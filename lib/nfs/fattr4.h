@@ -13,9 +13,9 @@
 #include <initializer_list>
 #include <string_view>
 
-#include "base/result.h"
-#include "nfs/nfs4_types.h"
-#include "xdr/xdr.h"
+#include "../base/result.h"
+#include "nfs4_types.h"
+#include "../xdr/xdr.h"
 
 namespace tern::nfs {
 

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "nfs/nfs3_types.h"
-#include "xdr/xdr.h"
+#include "nfs3_types.h"
+#include "../xdr/xdr.h"
 
 namespace tern::nfs::mount3 {
 

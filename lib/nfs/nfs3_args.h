@@ -22,9 +22,9 @@
 #include <span>
 #include <string_view>
 
-#include "engine/engine.h"
-#include "nfs/nfs3_types.h"
-#include "xdr/xdr.h"
+#include "../engine/engine.h"
+#include "nfs3_types.h"
+#include "../xdr/xdr.h"
 
 namespace tern::nfs::nfs3 {
 

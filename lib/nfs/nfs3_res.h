@@ -19,9 +19,9 @@
 #include <span>
 #include <string_view>
 
-#include "nfs/nfs3_types.h"
-#include "nfs/nfs3_xdr.h"
-#include "xdr/xdr.h"
+#include "nfs3_types.h"
+#include "nfs3_xdr.h"
+#include "../xdr/xdr.h"
 
 namespace tern::nfs::nfs3 {
 

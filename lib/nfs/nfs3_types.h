@@ -12,7 +12,7 @@
 #include <cstring>
 #include <span>
 
-#include "nfs/nfs4_types.h"
+#include "nfs4_types.h"
 
 namespace tern::nfs {
 

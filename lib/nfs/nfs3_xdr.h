@@ -7,8 +7,8 @@
 
 #include <optional>
 
-#include "nfs/nfs3_types.h"
-#include "xdr/xdr.h"
+#include "nfs3_types.h"
+#include "../xdr/xdr.h"
 
 namespace tern::nfs::xdr3 {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "base/result.h"
+#include "../base/result.h"
 
 namespace tern::nfs {
 

@@ -36,11 +36,11 @@
 #include <string_view>
 #include <vector>
 
-#include "base/result.h"
-#include "engine/engine.h"
-#include "nfs/compound_res.h"
-#include "nfs/fattr4.h"
-#include "nfs/nfs4_types.h"
+#include "../base/result.h"
+#include "../engine/engine.h"
+#include "compound_res.h"
+#include "fattr4.h"
+#include "nfs4_types.h"
 
 namespace tern::nfs {
 

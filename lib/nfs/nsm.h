@@ -10,7 +10,7 @@
 #include <span>
 #include <string_view>
 
-#include "xdr/xdr.h"
+#include "../xdr/xdr.h"
 
 namespace tern::nfs::nsm {
 

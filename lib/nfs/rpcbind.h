@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "xdr/xdr.h"
+#include "../xdr/xdr.h"
 
 namespace tern::nfs::rpcbind {
 

@@ -81,11 +81,11 @@ bool thread_is(uint32_t uid, uint32_t gid, const gid_t* groups, uint32_t ngroups
 }  // namespace
 
 Status ThreadCreds::become(const Cred& c) {
-  if (poisoned_) return make_error(Errc::kInternal, "tern-nfsd: this thread's identity is unknown; it acts for no one");
+  if (poisoned_) return make_error(Errc::kInternal, "this thread's identity is unknown; it acts for no one");
   // Refused before anything changes: the thread stays what it was, and
   // knows it.
   if (!acts_as_valid_ids(c))
-    return make_error(Errc::kInvalidArgument, "tern-nfsd: uid %u gid %u (or one of its %u groups) is no identity", c.uid,
+    return make_error(Errc::kInvalidArgument, "uid %u gid %u (or one of its %u groups) is no identity", c.uid,
                       c.gid, c.ngroups);
   if (c.uid == 0 && c.gid == 0 && c.ngroups == 0) return become_root();
   if (!root_ && c == cur_) return Status::ok();
@@ -102,23 +102,23 @@ Status ThreadCreds::become(const Cred& c) {
   if (!root_) (void)setfsuid(0);
   root_ = false;  // not root and not cur_ either, until the switch is checked
   if (syscall(SYS_setgroups, static_cast<size_t>(c.ngroups), gs) != 0)
-    return fail(make_sys_error(Errc::kInternal, errno, "tern-nfsd: setgroups (is it running as root?)"));
+    return fail(make_sys_error(Errc::kInternal, errno, "setgroups (is it running as root?)"));
   (void)setfsgid(c.gid);
   (void)setfsuid(c.uid);
   // setfs*id() returns the previous value whatever happens: ask the kernel
   // what the thread is now, groups included.
   if (!thread_is(c.uid, c.gid, gs, c.ngroups))
-    return fail(make_error(Errc::kInternal, "tern-nfsd: cannot act as uid %u gid %u (is it running as root?)", c.uid,
+    return fail(make_error(Errc::kInternal, "cannot act as uid %u gid %u (is it running as root?)", c.uid,
                            c.gid));
   cur_ = c;
   return Status::ok();
 }
 
 Status ThreadCreds::become_root() {
-  if (poisoned_) return make_error(Errc::kInternal, "tern-nfsd: this thread's identity is unknown; it acts for no one");
+  if (poisoned_) return make_error(Errc::kInternal, "this thread's identity is unknown; it acts for no one");
   if (root_) return Status::ok();
   reset();
-  if (poisoned_) return make_error(Errc::kInternal, "tern-nfsd: cannot act as root again");
+  if (poisoned_) return make_error(Errc::kInternal, "cannot act as root again");
   return Status::ok();
 }
 

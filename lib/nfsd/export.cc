@@ -30,7 +30,7 @@ Export::~Export() {
 }
 
 Result<std::unique_ptr<Export>> Export::open(const ExportOptions& opt) {
-  if (opt.dir.empty()) return make_error(Errc::kInvalidArgument, "tern-nfsd: no directory to export");
+  if (opt.dir.empty()) return make_error(Errc::kInvalidArgument, "no directory to export");
   auto state = StateDir::open(opt.state_dir);
   if (!state) return state.status();
   return open(opt, std::move(*state));
@@ -38,35 +38,35 @@ Result<std::unique_ptr<Export>> Export::open(const ExportOptions& opt) {
 
 Result<std::unique_ptr<Export>> Export::open(const ExportOptions& in, std::shared_ptr<const StateDir> state) {
   ExportOptions opt = in;
-  if (opt.dir.empty()) return make_error(Errc::kInvalidArgument, "tern-nfsd: no directory to export");
+  if (opt.dir.empty()) return make_error(Errc::kInvalidArgument, "no directory to export");
   // Squashing to -1 would hand callers an id no thread can act as.
   if (opt.squash.anon_uid == kNoId || opt.squash.anon_gid == kNoId)
-    return make_error(Errc::kInvalidArgument, "tern-nfsd: the anonymous uid and gid cannot be 4294967295 (-1)");
+    return make_error(Errc::kInvalidArgument, "the anonymous uid and gid cannot be 4294967295 (-1)");
   char real[PATH_MAX];
   if (realpath(opt.dir.c_str(), real) == nullptr)
-    return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot export %s", opt.dir.c_str());
+    return make_sys_error(Errc::kInvalidArgument, errno, "cannot export %s", opt.dir.c_str());
   opt.dir = real;
   if (opt.name.empty()) opt.name = opt.dir;
   if (opt.name.front() != '/') opt.name = "/" + opt.name;
   while (opt.name.size() > 1 && opt.name.back() == '/') opt.name.pop_back();
   if (opt.fsid > UINT32_MAX)
-    return make_error(Errc::kInvalidArgument, "tern-nfsd: fsid %llu of %s: at most %u",
+    return make_error(Errc::kInvalidArgument, "fsid %llu of %s: at most %u",
                       static_cast<unsigned long long>(opt.fsid), opt.dir.c_str(), UINT32_MAX);
   opt.state_dir = state->path();
   // A state directory inside the export would hand its key to every client.
   if (opt.state_dir == opt.dir || opt.state_dir.starts_with(opt.dir == "/" ? opt.dir : opt.dir + "/"))
     return make_error(Errc::kInvalidArgument,
-                      "tern-nfsd: the state directory %s is inside the export %s, where clients could read its "
+                      "the state directory %s is inside the export %s, where clients could read its "
                       "handle key: put it elsewhere (--state-dir)",
                       opt.state_dir.c_str(), opt.dir.c_str());
 
   int fd = ::open(opt.dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot open %s", opt.dir.c_str());
+  if (fd < 0) return make_sys_error(Errc::kInvalidArgument, errno, "cannot open %s", opt.dir.c_str());
   struct stat st;
   if (fstat(fd, &st) != 0) {
     int e = errno;
     close(fd);
-    return make_sys_error(Errc::kInvalidArgument, e, "tern-nfsd: cannot stat %s", opt.dir.c_str());
+    return make_sys_error(Errc::kInvalidArgument, e, "cannot stat %s", opt.dir.c_str());
   }
   // The identity: what names this export across restarts. Not the device
   // number, which every export of one file system shares.
@@ -88,7 +88,7 @@ Result<std::unique_ptr<Export>> Export::open(const ExportOptions& in, std::share
   }
   ex->root_fd_ = fd;
   ex->mount_fd_ = ::open(opt.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (ex->mount_fd_ < 0) return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot open %s", opt.dir.c_str());
+  if (ex->mount_fd_ < 0) return make_sys_error(Errc::kInvalidArgument, errno, "cannot open %s", opt.dir.c_str());
   ex->root_dev_ = st.st_dev;
   ex->root_ino_ = st.st_ino;
   ex->fsid_ = fsid;
@@ -96,17 +96,17 @@ Result<std::unique_ptr<Export>> Export::open(const ExportOptions& in, std::share
   rh.h.handle_bytes = MAX_HANDLE_SZ;
   if (name_to_handle_at(fd, "", &rh.h, &ex->mount_id_, AT_EMPTY_PATH) != 0)
     return make_sys_error(Errc::kUnsupported, errno,
-                          "tern-nfsd: the file system of %s gives no file handles (name_to_handle_at): it cannot "
+                          "the file system of %s gives no file handles (name_to_handle_at): it cannot "
                           "be exported",
                           opt.dir.c_str());
   if (nfs::Nfs3Stat s = ex->handle_of(fd, &ex->root_fh_); s != nfs::Nfs3Stat::kOk)
-    return make_error(Errc::kUnsupported, "tern-nfsd: the file system of %s has handles of %u bytes, more than %u",
+    return make_error(Errc::kUnsupported, "the file system of %s has handles of %u bytes, more than %u",
                       opt.dir.c_str(), rh.h.handle_bytes, kMaxKernelHandle);
   // Probe: resolving a handle needs CAP_DAC_READ_SEARCH.
   int probe = -1;
   if (nfs::Nfs3Stat s = ex->open_handle(ex->root_fh_, &probe); s != nfs::Nfs3Stat::kOk)
     return make_sys_error(Errc::kInvalidArgument, errno,
-                          "tern-nfsd: cannot open %s by its handle (open_by_handle_at needs CAP_DAC_READ_SEARCH: "
+                          "cannot open %s by its handle (open_by_handle_at needs CAP_DAC_READ_SEARCH: "
                           "run tern-nfsd as root)",
                           opt.dir.c_str());
   close(probe);

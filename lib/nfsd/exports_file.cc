@@ -232,7 +232,7 @@ Result<std::vector<ExportOptions>> parse_exports(std::string_view text, const st
 
 Result<std::vector<ExportOptions>> read_exports_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot read the exports file %s", path.c_str());
+  if (fd < 0) return make_sys_error(Errc::kInvalidArgument, errno, "cannot read the exports file %s", path.c_str());
   std::string text;
   char buf[8192];
   ssize_t n;
@@ -240,12 +240,12 @@ Result<std::vector<ExportOptions>> read_exports_file(const std::string& path) {
     text.append(buf, static_cast<size_t>(n));
     if (text.size() > (16u << 20)) {
       close(fd);
-      return make_error(Errc::kInvalidArgument, "tern-nfsd: the exports file %s is over 16 MiB", path.c_str());
+      return make_error(Errc::kInvalidArgument, "the exports file %s is over 16 MiB", path.c_str());
     }
   }
   const int e = errno;
   close(fd);
-  if (n < 0) return make_sys_error(Errc::kInvalidArgument, e, "tern-nfsd: cannot read the exports file %s", path.c_str());
+  if (n < 0) return make_sys_error(Errc::kInvalidArgument, e, "cannot read the exports file %s", path.c_str());
   return parse_exports(text, path);
 }
 

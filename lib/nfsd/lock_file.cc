@@ -27,17 +27,17 @@ Result<std::unique_ptr<LockFile>> LockFile::acquire(const std::string& path, con
   std::unique_ptr<LockFile> l(new LockFile());
   l->path_ = path;
   l->fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode);
-  if (l->fd_ < 0) return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot open %s", path.c_str());
+  if (l->fd_ < 0) return make_sys_error(Errc::kInvalidArgument, errno, "cannot open %s", path.c_str());
   struct stat st;
   if (fstat(l->fd_, &st) != 0 || !S_ISREG(st.st_mode))
-    return make_error(Errc::kInvalidArgument, "tern-nfsd: %s is not a regular file", path.c_str());
+    return make_error(Errc::kInvalidArgument, "%s is not a regular file", path.c_str());
   if (flock(l->fd_, LOCK_EX | LOCK_NB) != 0) {
-    if (errno != EWOULDBLOCK) return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot lock %s", path.c_str());
+    if (errno != EWOULDBLOCK) return make_sys_error(Errc::kInvalidArgument, errno, "cannot lock %s", path.c_str());
     // The holder writes its pid right after it locks: a pid that is not
     // there yet is a holder still starting.
     const pid_t holder = pid_in(l->fd_);
     const std::string who = holder > 0 ? "pid " + std::to_string(holder) : "a process still starting";
-    return make_error(Errc::kBadState, "tern-nfsd: %s is in use by another tern-nfsd (%s, lock %s)", what.c_str(),
+    return make_error(Errc::kBadState, "%s is in use by another tern-nfsd (%s, lock %s)", what.c_str(),
                       who.c_str(), path.c_str());
   }
   return l;
@@ -50,7 +50,7 @@ LockFile::~LockFile() {
 Status LockFile::write_pid() {
   const std::string s = std::to_string(getpid()) + "\n";
   if (ftruncate(fd_, 0) != 0 || pwrite(fd_, s.data(), s.size(), 0) != static_cast<ssize_t>(s.size()))
-    return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot write %s", path_.c_str());
+    return make_sys_error(Errc::kInvalidArgument, errno, "cannot write %s", path_.c_str());
   return Status::ok();
 }
 

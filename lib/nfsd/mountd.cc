@@ -135,7 +135,7 @@ Result<std::unique_ptr<Mountd>> Mountd::start(const PublishedExports& pub, const
     return answer;
   });
   if (!svc)
-    return make_error(svc.status().code(), "tern-nfsd: %s", svc.status().message().c_str());
+    return svc.status();
   m->svc_ = std::move(*svc);
   return m;
 }

@@ -76,21 +76,21 @@ size_t ReplyCache::KeyHash::operator()(const ReplyKey& k) const {
 uint64_t ReplyCache::args_digest(std::span<const uint8_t> args) const { return siphash24(digest_key_, args); }
 
 Result<std::unique_ptr<ReplyCache>> ReplyCache::open(const std::string& path, uint32_t slots) {
-  if (slots == 0) return make_error(Errc::kInvalidArgument, "tern-nfsd: a reply cache of 0 slots");
+  if (slots == 0) return make_error(Errc::kInvalidArgument, "a reply cache of 0 slots");
   std::unique_ptr<ReplyCache> rc(new ReplyCache());
   rc->fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (rc->fd_ < 0) return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot open %s", path.c_str());
+  if (rc->fd_ < 0) return make_sys_error(Errc::kInvalidArgument, errno, "cannot open %s", path.c_str());
   rc->map_len_ = kHeaderSize + size_t{slots} * sizeof(Slot);
   struct stat st;
   if (fstat(rc->fd_, &st) != 0 || !S_ISREG(st.st_mode))
-    return make_error(Errc::kInvalidArgument, "tern-nfsd: %s is not a regular file", path.c_str());
+    return make_error(Errc::kInvalidArgument, "%s is not a regular file", path.c_str());
   bool fresh = static_cast<size_t>(st.st_size) != rc->map_len_;
   if (fresh && ftruncate(rc->fd_, 0) != 0)
-    return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot truncate %s", path.c_str());
+    return make_sys_error(Errc::kInvalidArgument, errno, "cannot truncate %s", path.c_str());
   if (ftruncate(rc->fd_, static_cast<off_t>(rc->map_len_)) != 0)
-    return make_sys_error(Errc::kNoResources, errno, "tern-nfsd: cannot size %s", path.c_str());
+    return make_sys_error(Errc::kNoResources, errno, "cannot size %s", path.c_str());
   void* m = mmap(nullptr, rc->map_len_, PROT_READ | PROT_WRITE, MAP_SHARED, rc->fd_, 0);
-  if (m == MAP_FAILED) return make_sys_error(Errc::kNoResources, errno, "tern-nfsd: cannot map %s", path.c_str());
+  if (m == MAP_FAILED) return make_sys_error(Errc::kNoResources, errno, "cannot map %s", path.c_str());
   rc->map_ = static_cast<uint8_t*>(m);
   rc->slots_ = slots;
   rc->slot_keys_.resize(slots);

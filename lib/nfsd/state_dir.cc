@@ -25,7 +25,7 @@ Status mkdirs(const std::string& path) {
     if (j == std::string::npos) j = path.size();
     cur = path.substr(0, j);
     if (!cur.empty() && mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST)
-      return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot create %s", cur.c_str());
+      return make_sys_error(Errc::kInvalidArgument, errno, "cannot create %s", cur.c_str());
     i = j + 1;
   }
   return Status::ok();
@@ -42,20 +42,20 @@ Result<SipKey> load_key(const std::string& dir) {
     close(fd);
     if (n != static_cast<ssize_t>(sizeof b))
       return make_error(Errc::kInvalidArgument,
-                        "tern-nfsd: %s is not a 16-byte key (remove it to make a new one; handles clients hold "
+                        "%s is not a 16-byte key (remove it to make a new one; handles clients hold "
                         "then go stale)",
                         path.c_str());
   } else {
-    if (errno != ENOENT) return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot read %s", path.c_str());
+    if (errno != ENOENT) return make_sys_error(Errc::kInvalidArgument, errno, "cannot read %s", path.c_str());
     if (getrandom(b, sizeof b, 0) != static_cast<ssize_t>(sizeof b))
-      return make_sys_error(Errc::kInternal, errno, "tern-nfsd: getrandom");
+      return make_sys_error(Errc::kInternal, errno, "getrandom");
     const std::string tmp = path + ".new";
     fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot create %s", tmp.c_str());
+    if (fd < 0) return make_sys_error(Errc::kInvalidArgument, errno, "cannot create %s", tmp.c_str());
     bool ok = write(fd, b, sizeof b) == static_cast<ssize_t>(sizeof b) && fsync(fd) == 0;
     close(fd);
     if (!ok || rename(tmp.c_str(), path.c_str()) != 0)
-      return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: cannot write %s", path.c_str());
+      return make_sys_error(Errc::kInvalidArgument, errno, "cannot write %s", path.c_str());
   }
   SipKey k;
   std::memcpy(&k.k0, b, 8);
@@ -81,7 +81,7 @@ Result<std::shared_ptr<const StateDir>> StateDir::open(const std::string& in) {
   TERN_TRY(mkdirs(want));
   char real[PATH_MAX];
   if (realpath(want.c_str(), real) == nullptr)
-    return make_sys_error(Errc::kInvalidArgument, errno, "tern-nfsd: state directory %s", want.c_str());
+    return make_sys_error(Errc::kInvalidArgument, errno, "state directory %s", want.c_str());
   std::shared_ptr<StateDir> s(new StateDir());
   s->path_ = real;
   // The lock first: the key and the reply cache are touched only by its holder.

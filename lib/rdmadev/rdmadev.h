@@ -33,8 +33,8 @@
 #include <string_view>
 #include <vector>
 
-#include "base/result.h"
-#include "base/stats.h"
+#include "../base/result.h"
+#include "../base/stats.h"
 
 namespace tern::rdma {
 

@@ -6,8 +6,8 @@
 
 #include <memory>
 
-#include "base/devargs.h"
-#include "rdmadev/rdmadev.h"
+#include "../base/devargs.h"
+#include "rdmadev.h"
 
 namespace tern::rdma {
 

@@ -28,7 +28,7 @@
 #include <span>
 #include <string>
 
-#include "base/result.h"
+#include "../base/result.h"
 
 namespace tern::rdma {
 

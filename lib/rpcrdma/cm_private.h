@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <span>
 
-#include "rpcrdma/rpcrdma_wire.h"
+#include "rpcrdma_wire.h"
 
 namespace tern::rpcrdma {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "base/result.h"
+#include "../base/result.h"
 
 namespace tern::runtime {
 

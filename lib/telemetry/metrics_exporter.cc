@@ -57,9 +57,13 @@ Result<std::unique_ptr<MetricsExporter>> MetricsExporter::start(const MetricsOpt
   return e;
 }
 
-MetricsExporter::~MetricsExporter() {
+MetricsExporter::~MetricsExporter() { stop(); }
+
+void MetricsExporter::stop() {
+  if (!thread_.joinable()) return;  // stopped already
   stop_.store(true, std::memory_order_relaxed);
-  if (thread_.joinable()) thread_.join();
+  thread_.join();
+  server_.reset();  // no more scrapes of a run that is over
   if (!opt_.file.empty()) {
     Status st = write_prometheus_file(opt_.file, opt_.limits);
     if (!st.is_ok()) TERN_LOG(kWarn, "telemetry", "%s", st.to_string().c_str());

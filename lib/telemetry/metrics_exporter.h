@@ -13,8 +13,8 @@
 #include <string_view>
 #include <thread>
 
-#include "base/result.h"
-#include "telemetry/metrics_server.h"
+#include "../base/result.h"
+#include "metrics_server.h"
 
 namespace tern::telemetry {
 
@@ -36,7 +36,12 @@ class MetricsExporter {
  public:
   // Nothing (nullptr, not an error) when neither a port nor a file is asked for.
   static Result<std::unique_ptr<MetricsExporter>> start(const MetricsOptions& o);
-  ~MetricsExporter();  // stops the thread; the file is written a last time
+  ~MetricsExporter();  // stop(), if not done yet
+  // Stops serving and writes the file a last time, now. A program whose
+  // engines go before it exits calls this while they still exist, or the
+  // last file would be written with none of their series. Once; later
+  // calls (and the destructor's) do nothing. Not thread-safe against itself.
+  void stop();
   MetricsExporter(const MetricsExporter&) = delete;
   MetricsExporter& operator=(const MetricsExporter&) = delete;
   uint16_t port() const { return server_ ? server_->port() : 0; }

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "base/result.h"
-#include "telemetry/prometheus.h"
+#include "../base/result.h"
+#include "prometheus.h"
 
 namespace tern::telemetry {
 

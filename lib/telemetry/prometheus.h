@@ -26,7 +26,7 @@
 #include <cstddef>
 #include <string>
 
-#include "base/result.h"
+#include "../base/result.h"
 
 namespace tern::telemetry {
 

@@ -23,8 +23,8 @@
 #include <string_view>
 #include <vector>
 
-#include "base/result.h"
-#include "telemetry/reply.h"
+#include "../base/result.h"
+#include "reply.h"
 
 namespace tern::telemetry {
 

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "base/histogram.h"
-#include "base/stats.h"
+#include "../base/histogram.h"
+#include "../base/stats.h"
 
 namespace tern::telemetry {
 

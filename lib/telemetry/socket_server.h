@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "base/result.h"
+#include "../base/result.h"
 
 namespace tern::telemetry {
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <thread>
 
-#include "base/result.h"
-#include "telemetry/socket_server.h"
+#include "../base/result.h"
+#include "socket_server.h"
 
 namespace tern::telemetry {
 

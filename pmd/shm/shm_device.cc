@@ -61,7 +61,7 @@ std::string socket_access(const std::string& path) {
 // Why a connect to the socket at `path` failed, in words a person can act on.
 Status connect_error(const std::string& path, int e) {
   if (e == EACCES || e == EPERM)
-    return make_sys_error(Errc::kInvalidArgument, e, "shm: permission denied on %s (%s)", path.c_str(),
+    return make_sys_error(Errc::kInvalidArgument, e, "shm: cannot connect to %s (%s)", path.c_str(),
                           socket_access(path).c_str());
   if (e == ECONNREFUSED)
     return make_sys_error(Errc::kDisconnected, e,
@@ -195,7 +195,7 @@ Status ShmDevice::listen() {
       // We cannot tell whether it is live: it is not ours to remove.
       close(fd);
       return make_sys_error(Errc::kInvalidArgument, probe_errno,
-                            "shm: permission denied on %s (%s): another user's server? pick another path",
+                            "shm: cannot probe %s (%s): another user's server? pick another path",
                             cfg_.path.c_str(), socket_access(cfg_.path).c_str());
     }
     unlink(cfg_.path.c_str());
@@ -212,8 +212,8 @@ Status ShmDevice::listen() {
     int e = errno;
     close(fd);
     if (e == EACCES || e == EPERM)
-      return make_sys_error(Errc::kInvalidArgument, e, "shm: permission denied creating %s (its directory is not "
-                            "writable by uid %u)", cfg_.path.c_str(), geteuid());
+      return make_sys_error(Errc::kInvalidArgument, e, "shm: cannot create %s (its directory is not writable by "
+                            "uid %u)", cfg_.path.c_str(), geteuid());
     return make_sys_error(Errc::kInvalidArgument, e, "shm: cannot listen on %s", cfg_.path.c_str());
   }
   Status access = Status::ok();

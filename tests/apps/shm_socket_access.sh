@@ -61,7 +61,7 @@ for t in "" "--rpc"; do
   rc=$?
   set -e
   [[ $rc == 1 ]] || fail "client $t as nobody exited $rc: $msg"
-  grep -q "permission denied on $sock (socket mode 0600 owner 0:0" <<<"$msg" || fail "client $t: $msg"
+  grep -q "permission denied: shm: cannot connect to $sock (socket mode 0600 owner 0:0" <<<"$msg" || fail "client $t: $msg"
   grep -q "nobody listens" <<<"$msg" && fail "client $t still says nobody listens: $msg"
 done
 # Another user's second server may not take the path over, and says why.
@@ -69,7 +69,7 @@ set +e
 msg=$(as_nobody "$perf" server --dev "shm:path=$sock" --quiet 2>&1)
 rc=$?
 set -e
-[[ $rc == 1 ]] && grep -q "permission denied on $sock" <<<"$msg" || fail "nobody's server: $rc $msg"
+[[ $rc == 1 ]] && grep -q "permission denied: shm: cannot probe $sock" <<<"$msg" || fail "nobody's server: $rc $msg"
 stop_server
 
 # mode=0660,group=nogroup: the group's members may connect.

@@ -2,8 +2,12 @@
 """Checks the header tiers that lib/<area>/meson.build and pmd/<name>/meson.build
 declare (see lib/meson.build):
   - every header under lib/, pmd/ and include/ is in exactly one tier list;
-  - a public header's own includes ("area/x.h") name only public headers,
-    since nothing else is installed.
+  - a public header includes other Tern headers only by relative paths
+    ("x.h" in its own area, "../area/x.h" across), which resolve the same in
+    lib/ and under <prefix>/include/tern/ with nothing but -I<prefix>/include
+    on the user's path ("area/x.h" would need include/tern there too, the
+    generic names base/, mem/, engine/ with it); and those name only public
+    headers, since nothing else is installed.
 usage: check-tiers.py SRCROOT --public FILE... --other FILE... --api NAME...
 FILEs are paths from SRCROOT; NAMEs are include names ("base/result.h")."""
 import os
@@ -37,11 +41,24 @@ def main():
 
     include = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
     for f in public:
+        area = os.path.basename(os.path.dirname(f))
         with open(os.path.join(root, f)) as fh:
             for n, line in enumerate(fh, 1):
                 m = include.match(line)
-                if m and m.group(1) not in api:
-                    errors.append(f"{f}:{n}: public header includes \"{m.group(1)}\", which is not public "
+                if not m:
+                    continue
+                inc = m.group(1)
+                parts = inc.split("/")
+                if len(parts) == 1:
+                    name = area + "/" + inc  # same area
+                elif len(parts) == 3 and parts[0] == "..":
+                    name = parts[1] + "/" + parts[2]
+                else:
+                    errors.append(f"{f}:{n}: public header includes \"{inc}\"; write \"x.h\" (same area) or "
+                                  f"\"../area/x.h\": installed users have only <prefix>/include on their path")
+                    continue
+                if name not in api:
+                    errors.append(f"{f}:{n}: public header includes \"{inc}\" ({name}), which is not public "
                                   f"(not installed)")
 
     for e in errors:

@@ -7,9 +7,10 @@
 #   shared: `pkg-config --cflags --libs PKG`, run against the installed .so;
 #   static: `pkg-config --static --cflags --libs PKG` in a copy of the install
 #           without any libtern*.so, and checked not to need one.
-# Then every installed header is compiled on its own with only
+# Then every installed header is compiled on its own as <tern/...> with only
 # `pkg-config --cflags tern` (C++20; the --c-header ones also as C11), which
-# also catches a public header that includes one not installed.
+# also catches a public header that includes one not installed; and none may
+# compile unprefixed ("base/result.h"): only <prefix>/include is on the path.
 # Options:
 #   --c-header NAME    an installed header that must also compile as C
 #   --no-rdma          this build was configured -Dverbs=disabled -Dmlx5=disabled
@@ -103,21 +104,37 @@ done < <(find "$scratch/root" -path '*/bin/tern-*' -type f | sort)
 n=0
 cflags=$(pkgconf "$scratch/root" --cflags tern)
 inc=$(find "$scratch/root" -type d -path '*include/tern' -print -quit)
+# Users include <tern/area/x.h>, with nothing but <prefix>/include on their
+# path: the generic folder names under it (base/, mem/, engine/, ...) must
+# not be includable on their own, where they would shadow or be shadowed
+# by a user's own "base/..." headers.
+for f in $(pkgconf "$scratch/root" --cflags-only-I tern tern-runtime); do
+  [[ ${f#-I} == "$inc" ]] && fail "pkg-config puts $inc on the include path (-I$inc): use <tern/...> from -I${inc%/tern}"
+done
 while IFS= read -r h; do
   rel=${h#"$inc/"}
-  printf '#include "%s"\n#include "%s"\n' "$rel" "$rel" >"$scratch/one.cc"
+  printf '#include <tern/%s>\n#include <tern/%s>\n' "$rel" "$rel" >"$scratch/one.cc"
   # shellcheck disable=SC2086
   "${cxx[@]}" -std=c++20 -Wall -Wextra -Werror -fsyntax-only $cflags "$scratch/one.cc" ||
-    fail "installed $rel does not compile on its own (C++20)"
+    fail "installed <tern/$rel> does not compile on its own (C++20)"
   n=$((n + 1))
+  if [[ $rel == */* ]]; then
+    printf '#include "%s"\n' "$rel" >"$scratch/bare.cc"
+    # shellcheck disable=SC2086
+    if "${cxx[@]}" -std=c++20 -fsyntax-only $cflags "$scratch/bare.cc" 2>/dev/null; then
+      fail "a user can #include \"$rel\" without tern/: pkg-config --cflags tern exposes $inc"
+    fi
+  fi
 done < <(find "$inc" -name '*.h' | sort)
 for rel in "${c_headers[@]}"; do
-  printf '#include "%s"\n' "$rel" >"$scratch/one.c"
+  [[ $rel == tern/* ]] || rel=tern/$rel  # names from tests/headers: relative to lib/ or include/
+  printf '#include <%s>\n' "$rel" >"$scratch/one.c"
   # shellcheck disable=SC2086
   "${cc[@]}" -std=c11 -Wall -Wextra -Wpedantic -Werror -fsyntax-only $cflags "$scratch/one.c" ||
-    fail "installed $rel does not compile on its own as C11"
+    fail "installed <$rel> does not compile on its own as C11"
 done
-echo "--- $n installed headers compile on their own (C++20), ${#c_headers[@]} also as C11"
+echo "--- $n installed headers compile on their own as <tern/...> (C++20), ${#c_headers[@]} also as C11;" \
+  "none is reachable without tern/"
 
 if ((no_rdma)); then
   bad='ibverbs|rdmacm|mlx5|dpdk|rte_'
