@@ -281,7 +281,9 @@ void client_close_in(P where, Seen* seen) {
   const P path[] = {P::kConnecting, P::kReady, P::kDrainingToReconnect, P::kBackoff, P::kPortDown, P::kReconnecting};
   for (P p : path) {
     step_to(p);
-    if (p == P::kReady) ASSERT_EQ(h.conn->call(null_call(&d), nullptr), 0);
+    if (p == P::kReady) {
+      ASSERT_EQ(h.conn->call(null_call(&d), nullptr), 0);
+    }
     if (p == where) break;
   }
   h.conn->close();
@@ -295,7 +297,9 @@ void client_close_in(P where, Seen* seen) {
     AT(w, P::kDead);
   }
   EXPECT_EQ(d.calls, where == P::kConnecting ? 0 : 1);
-  if (where != P::kConnecting) EXPECT_EQ(d.status, CallStatus::kDisconnected);
+  if (where != P::kConnecting) {
+    EXPECT_EQ(d.status, CallStatus::kDisconnected);
+  }
   EXPECT_EQ(h.core.requests.out(), 0u);
   EXPECT_TRUE(h.conn->reclaimable());
   // Closing a draining or dead connection changes nothing more.

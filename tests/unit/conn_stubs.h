@@ -212,7 +212,9 @@ struct Harness {
     EXPECT_GE(rq->grow(2), 2u);
     // A server connection's first credit, as accepting it does
     // (EngineImpl::accept_request).
-    if constexpr (std::is_same_v<Conn, ServerConn>) EXPECT_TRUE(rq->grants().admit(&conn->grant, "stub peer"));
+    if constexpr (std::is_same_v<Conn, ServerConn>) {
+      EXPECT_TRUE(rq->grants().admit(&conn->grant, "stub peer"));
+    }
     rq->post(&core.engine_stats.recvs_posted, &core.engine_stats.recv_batches);
     if (established) conn->on_established({});
   }

@@ -55,7 +55,9 @@ struct Pair {
       bool got = false;
       for (int guard = 0; guard < 1000 && !got; ++guard) {
         while (!got && sdev->poll_cm(&ev)) got = ev.type == CmEventType::kConnectRequest;
-        if (!got) EXPECT_TRUE(world->step());
+        if (!got) {
+          EXPECT_TRUE(world->step());
+        }
       }
       EXPECT_TRUE(got);
       if (!got) return;
