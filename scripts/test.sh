@@ -8,7 +8,7 @@
 #      run it (x86_64, qemu installable, root to build the image once);
 #      otherwise it says why and the summary says the stage was skipped.
 #      It runs in the background while the builds of stages 3 and 4 compile
-#      (niced), its output printed whole when it ends, its failure failing
+#      (nice 19), its output printed whole when it ends, its failure failing
 #      the run;
 #   3. ASan+UBSan build, shm-only (-Dverbs=disabled -Dmlx5=disabled
 #      -Deal=disabled: no rdma-core, no DPDK, docs/install.md): the suites of
@@ -58,9 +58,10 @@ stage_times() {
 trap stage_times EXIT
 
 # The VM stage runs in the background while the sanitizer builds compile:
-# its guest idles for much of the stage (waits on the kernel's NFS server,
-# mounts, timed soaks), so a compiler gets a core it would leave unused
-# (docs/testing.md "Where the time goes"). Its output goes to a file, printed
+# its guest leaves host CPU unused while it waits (the kernel's NFS server,
+# mounts, grace periods, device re-creation) and while a suite polls on one
+# vCPU of two, and a compiler takes it (docs/testing.md "Where the time
+# goes"; verbs-suites.sh prints the guest's busy and idle CPU). Its output goes to a file, printed
 # whole when it ends; its exit status fails the run as before. On any exit
 # before that (a failed build), it is stopped (rxe-vm kills its qemu on TERM)
 # and the end of its output printed.
@@ -89,8 +90,8 @@ stage "set-up (scripts/setup.sh: packages that are missing)"
 export CC_LD=lld CXX_LD=lld
 # Debug information: line tables only (-g1). A sanitizer's report, a
 # TERN_ASSERT backtrace and gdb's `bt` need no more than file:line; full -g
-# (types, variables) cost ~25% more compiler time (-O2) and ~13% (-O0 with
-# ASan) on the test files (docs/testing.md). A contributor's build/ keeps -g.
+# (types, variables) cost ~23-30% more compiler time at -O2 and 8-15% at
+# -O0 with a sanitizer (docs/testing.md). A contributor's build/ keeps -g.
 g1=(-Dc_args=-g1 -Dcpp_args=-g1)
 
 stage "debug build (build-test/)"
@@ -141,7 +142,7 @@ if [[ -n $vm_pid ]]; then
   cat "$vm_log"
   rm -f "$vm_log"
   # The table's line for this wait says how long the VM ran in all (from its
-  # start, the build's time included).
+  # start, the builds' time included).
   cur_stage="real verbs: waiting for the VM (it ran $((SECONDS - vm_t0)) s in all, the builds beside it)"
   ((vm_rc == 0)) || exit "$vm_rc"
 fi
