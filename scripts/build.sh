@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
 # Configures (once) and builds one Tern build directory.
-#   scripts/build.sh DIR [meson options...]
-# Re-running is cheap: meson reconfigures only when options change.
+#   scripts/build.sh DIR [meson options...] [-- ninja targets...]
+# Re-running is cheap: meson reconfigures only when options change. Targets
+# after `--` build only those and what they need (scripts/fuzz.sh: the fuzz
+# targets, not the libraries nothing there links); none: everything.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 dir=$1
 shift
+opts=() targets=()
+while (($# > 0)); do
+  if [[ $1 == -- ]]; then shift; targets=("$@"); break; fi
+  opts+=("$1")
+  shift
+done
+set -- "${opts[@]+"${opts[@]}"}"
 cd "$top"
 if [[ ! -f "$dir/build.ninja" ]]; then
   meson setup "$dir" "$@" >/dev/null
@@ -17,4 +26,4 @@ else
     meson setup --reconfigure "$dir" "$@" >/dev/null
   fi
 fi
-ninja -C "$dir" >/dev/null
+ninja -C "$dir" "${targets[@]+"${targets[@]}"}" >/dev/null

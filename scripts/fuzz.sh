@@ -28,9 +28,16 @@ all_targets=(rpcrdma_header oncrpc cm_private nfs_compound nfs3 shm_ctl shm_desc
 targets=("$@")
 ((${#targets[@]} > 0)) || targets=("${all_targets[@]}")
 
+# Only the targets to run and what they link (libtern.a): libtern_nfsd,
+# libtern_runtime, libtern.so and the two helper programs (the seed generator,
+# the svcrdma capture tool) are a third of this build's compiler time and
+# nothing here runs them (`ninja -C build-fuzz` builds them when wanted).
+# -g1: line tables, which is all a crash report's stack needs; full -g costs
+# ~25% more compiler time (docs/testing.md).
 echo "=== fuzz: building $build/ (clang, ASan+UBSan, libFuzzer)"
 CC=clang CXX=clang++ scripts/build.sh "$build" -Dfuzzers=true -Dtests=false -Dapps=false -Dbenchmarks=false \
-  -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized -Dunity_libs=true
+  -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized -Dunity_libs=true \
+  -Dc_args=-g1 -Dcpp_args=-g1 -- "${targets[@]/#/tests/fuzz/fuzz_}"
 
 scratch=$(mktemp -d /tmp/tern-fuzz.XXXXXX)
 keep=${TERN_FUZZ_KEEP:-}

@@ -6,7 +6,10 @@
 #   2. real verbs: the same build's conformance, RPC and NFS interop suites over
 #      Soft-RoCE (rxe0) in a qemu VM (scripts/rxe-vm), when this machine can
 #      run it (x86_64, qemu installable, root to build the image once);
-#      otherwise it says why and the summary says the stage was skipped;
+#      otherwise it says why and the summary says the stage was skipped.
+#      It runs in the background while the builds of stages 3 and 4 compile
+#      (nice 19), its output printed whole when it ends, its failure failing
+#      the run;
 #   3. ASan+UBSan build, shm-only (-Dverbs=disabled -Dmlx5=disabled
 #      -Deal=disabled: no rdma-core, no DPDK, docs/install.md): the suites of
 #      stage 1 (the install check with --no-rdma), and the fault soak's short
@@ -41,6 +44,7 @@ stage() { stage_close; echo; echo "=== $*"; cur_stage="$*" cur_t0=$SECONDS; }
 stage_times() {
   local rc=$? i
   local failed=$cur_stage
+  vm_stop
   stage_close
   echo
   echo "stage wall times (s):"
@@ -52,6 +56,25 @@ stage_times() {
   return "$rc"
 }
 trap stage_times EXIT
+
+# The VM stage runs in the background while the sanitizer builds compile:
+# its guest leaves host CPU unused while it waits (the kernel's NFS server,
+# mounts, grace periods, device re-creation) and while a suite polls on one
+# vCPU of two, and a compiler takes it (docs/testing.md "Where the time
+# goes"; verbs-suites.sh prints the guest's busy and idle CPU). Its output goes to a file, printed
+# whole when it ends; its exit status fails the run as before. On any exit
+# before that (a failed build), it is stopped (rxe-vm kills its qemu on TERM)
+# and the end of its output printed.
+vm_pid= vm_log= vm_t0=
+vm_stop() {
+  [[ -n $vm_pid ]] || return 0
+  echo "stopping the VM stage (pid $vm_pid); its output so far, the end:"
+  kill -TERM "$vm_pid" 2>/dev/null || true
+  wait "$vm_pid" 2>/dev/null || true
+  tail -40 "$vm_log" || true
+  rm -f "$vm_log"
+  vm_pid=
+}
 jobs=$(nproc)
 # The builds below are this script's own (a contributor's build/ is not
 # touched): their libraries are compiled as unity blobs (-Dunity_libs=true,
@@ -65,9 +88,14 @@ stage "set-up (scripts/setup.sh: packages that are missing)"
 # relinked in 14 s instead of 74 s (6.6 against 26.4 CPU s; docs/testing.md).
 # Meson reads these when it sets a build directory up; fuzz.sh's clang too.
 export CC_LD=lld CXX_LD=lld
+# Debug information: line tables only (-g1). A sanitizer's report, a
+# TERN_ASSERT backtrace and gdb's `bt` need no more than file:line; full -g
+# (types, variables) cost ~23-30% more compiler time at -O2 and 8-15% at
+# -O0 with a sanitizer (docs/testing.md). A contributor's build/ keeps -g.
+g1=(-Dc_args=-g1 -Dcpp_args=-g1)
 
 stage "debug build (build-test/)"
-scripts/build.sh build-test -Dbuildtype=debugoptimized -Dbenchmarks=true -Dunity_libs=true
+scripts/build.sh build-test -Dbuildtype=debugoptimized -Dbenchmarks=true -Dunity_libs=true "${g1[@]}"
 stage "debug: unit, conformance, functional and apps suites"
 meson test -C build-test --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite conformance --suite functional --suite apps
 
@@ -76,13 +104,17 @@ if [[ "${TERN_TEST_QUICK:-0}" == 1 ]]; then
   exit 0
 fi
 
-stage "real verbs: rxe0 in a qemu VM (build-test/ binaries)"
+stage "real verbs: rxe0 in a qemu VM (build-test/ binaries): its start"
 vm_note=
 if [[ "${TERN_TEST_VM:-auto}" == 0 ]]; then
   vm_note="VM stage SKIPPED (TERN_TEST_VM=0)"
 elif why=$(scripts/rxe-vm/rxe-vm check); then
   echo "$why"
-  scripts/rxe-vm/rxe-vm run --timeout 1800 -- tests/vm/verbs-suites.sh build-test
+  vm_log=$(mktemp /tmp/tern-test-vm.XXXXXX)
+  vm_t0=$SECONDS
+  scripts/rxe-vm/rxe-vm run --timeout 1800 -- tests/vm/verbs-suites.sh build-test >"$vm_log" 2>&1 &
+  vm_pid=$!
+  echo "its output follows when it ends (the sanitizer builds compile meanwhile)"
 elif [[ "${TERN_TEST_VM:-auto}" == 1 ]]; then
   echo "$why (TERN_TEST_VM=1: the VM stage is required)" >&2
   exit 1
@@ -91,9 +123,30 @@ else
 fi
 [[ -z $vm_note ]] || echo "$vm_note"
 
-stage "ASan+UBSan build, shm-only (build-asan/): no rdma-core, no DPDK"
-scripts/build.sh build-asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false -Dunity_libs=true \
-  -Dbenchmarks=false -Dapps=true -Dverbs=disabled -Dmlx5=disabled -Deal=disabled
+# Both sanitizer builds compile while the VM runs, niced: the VM's timed
+# steps (soaks, the 256-connection scale step) get the CPU they ask for, the
+# compilers what they leave. Their suites run after the VM, each on an
+# otherwise idle machine as before.
+beside=${vm_pid:+ (nice 19, beside the VM)}
+stage "ASan+UBSan build, shm-only (build-asan/): no rdma-core, no DPDK$beside"
+${vm_pid:+nice -n 19} scripts/build.sh build-asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false -Dunity_libs=true \
+  -Dbenchmarks=false -Dapps=true -Dverbs=disabled -Dmlx5=disabled -Deal=disabled -Dvm_tests=false "${g1[@]}"
+stage "TSan build (build-tsan/)$beside"
+${vm_pid:+nice -n 19} scripts/build.sh build-tsan -Dbuildtype=debug -Db_sanitize=thread -Db_lundef=false -Dunity_libs=true \
+  -Dbenchmarks=false -Dapps=false -Dvm_tests=false "${g1[@]}"
+if [[ -n $vm_pid ]]; then
+  stage "real verbs: waiting for the VM"
+  vm_rc=0
+  wait "$vm_pid" || vm_rc=$?
+  vm_pid=
+  cat "$vm_log"
+  rm -f "$vm_log"
+  # The table's line for this wait says how long the VM ran in all (from its
+  # start, the builds' time included).
+  cur_stage="real verbs: waiting for the VM (it ran $((SECONDS - vm_t0)) s in all, the builds beside it)"
+  ((vm_rc == 0)) || exit "$vm_rc"
+fi
+
 stage "ASan+UBSan: unit, conformance, functional and apps suites"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-asan --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite conformance --suite functional --suite apps
@@ -102,9 +155,6 @@ stage "ASan+UBSan: the fault soak (tern-soak --ci)"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-asan --no-rebuild --print-errorlogs --suite soak
 
-stage "TSan build (build-tsan/)"
-scripts/build.sh build-tsan -Dbuildtype=debug -Db_sanitize=thread -Db_lundef=false -Dunity_libs=true \
-  -Dbenchmarks=false -Dapps=false
 stage "TSan: unit (threaded), conformance and functional suites"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions="$top/tests/tsan.supp" \
   meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes "$jobs" --suite unit --suite conformance --suite functional

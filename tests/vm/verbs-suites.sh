@@ -9,6 +9,13 @@ dev="verbs:dev=rxe0,addr=169.254.77.1"
 declare -a summary=()
 fails=0
 
+# The guest's CPU time, busy and idle, summed over its vCPUs (USER_HZ ticks of
+# /proc/stat's first line): printed at the end, so that each run says how
+# much of the host's CPU this stage leaves to the builds scripts/test.sh
+# runs beside it (an idle vCPU costs the host nearly nothing under TCG).
+cpu_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $5+$6; exit}' /proc/stat; }
+read -r busy0 idle0 < <(cpu_ticks)
+
 # rxe0 made again, as scripts/rxe-vm/init makes it (after a deletion that
 # finishes only once the process that held it has exited, or a CM that no
 # longer completes a connection).
@@ -138,4 +145,7 @@ remake_rxe0
 
 echo "--- verbs suites on rxe0:"
 printf '    %s\n' "${summary[@]}"
+read -r busy1 idle1 < <(cpu_ticks)
+hz=$(getconf CLK_TCK)
+echo "--- guest CPU over the suites: busy $(((busy1 - busy0) / hz)) s, idle $(((idle1 - idle0) / hz)) s (all vCPUs)"
 exit $((fails > 0))
