@@ -334,8 +334,13 @@ void VerbsDevice::send_dreq(VerbsQp* qp) {
 }
 
 void VerbsDevice::destroy_cm_id(rdma_cm_id* id) {
-  if (cm_may_send("destroy")) rdma_destroy_id(id);
+  if (cm_may_send("destroy")) reap_cm_id(id);
   else park_cm_id(id);
+}
+
+void VerbsDevice::reap_cm_id(rdma_cm_id* id) {
+  id->context = nullptr;  // read by poll_cm before each ack: its late events are dropped
+  reaper_.reap(id);
 }
 
 void VerbsDevice::park_cm_id(rdma_cm_id* id) {
@@ -350,7 +355,7 @@ void VerbsDevice::drop_request(rdma_cm_id* id, std::span<const uint8_t> raw_pdat
   }
   // Best effort: a client already gone needs no answer.
   rdma_reject(id, raw_pdata.empty() ? nullptr : raw_pdata.data(), static_cast<uint8_t>(raw_pdata.size()));
-  rdma_destroy_id(id);
+  reap_cm_id(id);
 }
 
 void VerbsDevice::flush_deferred_cm() {
@@ -359,7 +364,7 @@ void VerbsDevice::flush_deferred_cm() {
   if (parked_ids_.empty() || !cm_may_send("destroy")) return;  // down again already: the next PORT_ACTIVE
   std::vector<rdma_cm_id*> ids = std::move(parked_ids_);
   parked_ids_.clear();
-  for (rdma_cm_id* id : ids) rdma_destroy_id(id);
+  for (rdma_cm_id* id : ids) reap_cm_id(id);
 }
 
 void VerbsDevice::apply_ack_timeout(rdma_cm_id* id) {
@@ -398,12 +403,12 @@ void VerbsDevice::handle_qp_errors() {
   }
 }
 
-void VerbsDevice::handle_event(const rdma_cm_event& e, std::vector<uint8_t> pdata) {
+void VerbsDevice::handle_event(const rdma_cm_event& e, void* ctx, std::vector<uint8_t> pdata) {
   rdma_cm_id* id = e.id;
   if (e.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
     if (removed_) {
       rdma_reject(id, nullptr, 0);
-      rdma_destroy_id(id);
+      reap_cm_id(id);
       return;
     }
     id->context = nullptr;
@@ -431,7 +436,7 @@ void VerbsDevice::handle_event(const rdma_cm_event& e, std::vector<uint8_t> pdat
     // removed): like xprtrdma, give the connection up; the engine
     // reconnects through whatever now owns the address.
     dst_.addr_change.add();
-    VerbsQp* q = id == listen_id_ ? nullptr : own_qp(static_cast<VerbsQp*>(id->context));
+    VerbsQp* q = id == listen_id_ ? nullptr : own_qp(static_cast<VerbsQp*>(ctx));
     TERN_LOG(kWarn, "verbs", "%s: RDMA_CM_EVENT_ADDR_CHANGE on %s", caps_.name.c_str(),
              id == listen_id_ ? "the listener (it keeps listening)" : q != nullptr ? "a connection" : "a stale id");
     if (q == nullptr || q->cm_id() != id) return;
@@ -442,7 +447,7 @@ void VerbsDevice::handle_event(const rdma_cm_event& e, std::vector<uint8_t> pdat
       report_disconnected(q, std::move(why));
     return;
   }
-  VerbsQp* qp = id == listen_id_ ? nullptr : own_qp(static_cast<VerbsQp*>(id->context));
+  VerbsQp* qp = id == listen_id_ ? nullptr : own_qp(static_cast<VerbsQp*>(ctx));
   if (qp == nullptr || qp->cm_id() != id) return;  // a pending request's or a stale id: nothing to tell
   const bool connecting = qp->state() == QpState::kConnecting;
   switch (e.event) {
@@ -567,11 +572,14 @@ bool VerbsDevice::poll_cm(CmEvent* ev) {
     while (rdma_get_cm_event(channel_, &e) == 0) {
       // Copy what we need, then ack: the private data lives only until then,
       // and rdma_destroy_id waits for every event of its id to be acked.
+      // The context too: once acked, an id being destroyed by the reaper may
+      // be freed at any moment, and only ids with a context are used after.
       rdma_cm_event copy = *e;
+      void* ctx = e->id != nullptr ? e->id->context : nullptr;
       std::vector<uint8_t> pdata = decode_private_data(e->param.conn.private_data, e->param.conn.private_data_len);
       rdma_ack_cm_event(e);
       copy.param.conn.private_data = nullptr;
-      handle_event(copy, std::move(pdata));
+      handle_event(copy, ctx, std::move(pdata));
     }
   }
   if (events_.empty()) return false;

@@ -274,6 +274,9 @@ VerbsDevice::~VerbsDevice() {
               "verbs device destroyed with SRQs alive");
   if (cm_ctx_ != nullptr) async_unsubscribe(cm_ctx_, this);
   if (ctx_ != nullptr && ctx_ != cm_ctx_) async_unsubscribe(ctx_, this);
+  // Ids handed to the reaper are destroyed before the channel they were
+  // made on; from here on the ids left go synchronously (CmReaper::reap).
+  reaper_.stop();
   for (rdma_cm_id* id : parked_ids_) rdma_destroy_id(id);
   parked_ids_.clear();
   requests_.clear();  // rejects and destroys their ids

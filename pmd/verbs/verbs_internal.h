@@ -45,6 +45,7 @@
 #include "base/devargs.h"
 #include "base/stats.h"
 #include "rdmadev/rdmadev.h"
+#include "verbs/verbs_cm_reaper.h"
 #include "verbs/verbs_hooks.h"
 
 namespace tern::verbs {
@@ -597,6 +598,11 @@ class VerbsDevice final : public Device {
   // but are parked all the same: the driver does not track the CM's states.
   void destroy_cm_id(rdma_cm_id* id);
   void park_cm_id(rdma_cm_id* id);
+  // Forgets `id` (its late events are dropped) and has the reaper destroy
+  // it: rdma_destroy_id can block for as long as the CM holds the id
+  // (verbs_cm_reaper.h), which the poll loop must not wait for.
+  void reap_cm_id(rdma_cm_id* id);
+  uint64_t cm_ids_reaped() const { return reaper_.destroyed(); }
   // Rejects a connection request nobody accepted and destroys its id; with
   // the port down, no REJ: the id is parked (its REJ goes when it is
   // destroyed, once the port is up).
@@ -611,7 +617,9 @@ class VerbsDevice final : public Device {
   Status make_sockaddr(uint16_t port, sockaddr_storage* out) const;
   // The device and port rdma_cm would use to reach addr (a peer's address).
   Status resolve_remote(ibv_context** owner, uint8_t* port);
-  void handle_event(const rdma_cm_event& e, std::vector<uint8_t> pdata);
+  // `ctx`: the id's context, read before the event was acked (after the ack
+  // a reaped id may be gone, verbs_cm_reaper.h).
+  void handle_event(const rdma_cm_event& e, void* ctx, std::vector<uint8_t> pdata);
   void handle_qp_errors();
   void fail_connect(VerbsQp* qp, CmEventType type, Status why, std::vector<uint8_t> pdata = {});
   void report_disconnected(VerbsQp* qp, Status why, bool peer_fault = false);
@@ -658,6 +666,7 @@ class VerbsDevice final : public Device {
   std::vector<VerbsQp*> errored_;  // QPs whose CQ saw an error, for poll_cm
   std::vector<std::unique_ptr<VerbsConnRequest>> requests_;
   std::vector<rdma_cm_id*> parked_ids_;
+  CmReaper reaper_;  // stopped first in the destructor: it needs channel_
   std::deque<CmEvent> events_;
 
   // Wait mode.

@@ -1,0 +1,76 @@
+// The reaper's thread (verbs_cm_reaper.h says why it exists).
+#include "verbs/verbs_cm_reaper.h"
+
+#include <pthread.h>
+
+
+#include "base/log.h"
+
+namespace tern::verbs {
+
+void CmReaper::reap(rdma_cm_id* id) {
+  if (id == nullptr) return;
+  {
+    std::unique_lock<std::mutex> g(mu_);
+    if (stopping_) {
+      // The device is being destroyed (its requests reject and destroy
+      // their ids from its destructor): no thread to hand over to.
+      g.unlock();
+      rdma_destroy_id(id);
+      return;
+    }
+    if (!started_) {
+      // pthread_create, not std::thread: std::thread reports failure by
+      // an exception, and lib/ and pmd/ do without them.
+      pthread_t t;
+      auto trampoline = [](void* self) -> void* {
+        static_cast<CmReaper*>(self)->run();
+        return nullptr;
+      };
+      if (pthread_create(&t, nullptr, trampoline, this) != 0) {
+        g.unlock();
+        TERN_LOG(kWarn, "verbs", "cannot start the CM id reaper thread: destroying an id on the engine's thread");
+        rdma_destroy_id(id);
+        return;
+      }
+      pthread_setname_np(t, "tern-cm-reaper");
+      native_ = t;
+      started_ = true;
+    }
+    queue_.push_back(id);
+  }
+  cv_.notify_one();
+}
+
+void CmReaper::run() {
+  std::unique_lock<std::mutex> g(mu_);
+  for (;;) {
+    cv_.wait(g, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, nothing left
+    rdma_cm_id* id = queue_.front();
+    queue_.pop_front();
+    g.unlock();
+    rdma_destroy_id(id);  // may block for as long as the CM holds the id
+    g.lock();
+    ++destroyed_;
+  }
+}
+
+void CmReaper::stop() {
+  bool join;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stopping_ = true;
+    join = started_;
+    started_ = false;
+  }
+  cv_.notify_one();
+  if (join) pthread_join(native_, nullptr);
+}
+
+uint64_t CmReaper::destroyed() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return destroyed_;
+}
+
+}  // namespace tern::verbs
