@@ -502,8 +502,9 @@ void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
   // A gateway's limits: a clean refusal and one line saying why, never a
   // connection that cannot be served. The reason goes to the client too
   // (wire::RejectReason), so that its error says which limit it met.
-  static const std::string kNoName;
-  const std::string& peer = ev.request != nullptr ? ev.request->peer_host() : kNoName;
+  // A copy: a driver's accept() may end the request (and its peer_host())
+  // when it fails (the client gone), and the refusal's log line names it.
+  const std::string peer = ev.request != nullptr ? ev.request->peer_host() : std::string();
   const char* who = peer.empty() ? "an unnamed peer" : peer.c_str();
   const char* refuse = nullptr;
   wire::RejectReason reason = wire::RejectReason::kUnspecified;
