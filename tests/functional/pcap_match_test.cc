@@ -166,18 +166,10 @@ class PcapMatch : public ::testing::Test {
 
       // RDMA_ERROR: a hand-made peer on a second connection to the server
       // sends an RDMA_MSGP (deprecated) header; the server answers ERR_CHUNK.
-      RawPeer raw(pump);
-      ASSERT_TRUE(raw.open("shm:path=" + sock).is_ok());
-      Status st = raw.connect(rpcrdma::CmPrivateData{true, 4096, 4096});
-      ASSERT_TRUE(st.is_ok()) << st.to_string();
-      std::vector<uint8_t> m;
-      put32(m, 0x77), put32(m, 1), put32(m, 8), put32(m, 2);
-      for (int i = 0; i < 5; ++i) put32(m, 0);
-      ASSERT_TRUE(raw.send(m));
-      auto got = raw.recv(5000);
-      ASSERT_TRUE(got.has_value()) << "no RDMA_ERROR";
-      ASSERT_GE(got->bytes.size(), 16u);
-      EXPECT_EQ(got->bytes[15], 4) << "RDMA_ERROR";
+      std::vector<uint8_t> error_reply;
+      ASSERT_NO_FATAL_FAILURE(tern::test::pcap::provoke_rdma_error(pump, sock, 0x77, &error_reply));
+      ASSERT_GE(error_reply.size(), 16u);
+      EXPECT_EQ(error_reply[15], 4) << "RDMA_ERROR";
 
       conn->close();
       conn2->close();

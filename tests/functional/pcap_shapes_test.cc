@@ -133,16 +133,8 @@ class PcapShapes : public ::testing::Test {
       ASSERT_NO_FATAL_FAILURE(call(k));
     }
     // RDMA_ERROR: an RDMA_MSGP header from a hand-made peer gets ERR_CHUNK.
-    RawPeer raw(pump);
-    ASSERT_TRUE(raw.open("shm:path=" + sock).is_ok());
-    Status st = raw.connect(rpcrdma::CmPrivateData{true, 4096, 4096});
-    ASSERT_TRUE(st.is_ok()) << st.to_string();
-    std::vector<uint8_t> m;
-    put32(m, 0x78), put32(m, 1), put32(m, 8), put32(m, 2);
-    for (int i = 0; i < 5; ++i) put32(m, 0);
-    ASSERT_TRUE(raw.send(m));
-    auto got = raw.recv(5000);
-    ASSERT_TRUE(got.has_value()) << "no RDMA_ERROR";
+    std::vector<uint8_t> error_reply;
+    ASSERT_NO_FATAL_FAILURE(tern::test::pcap::provoke_rdma_error(pump, sock, 0x78, &error_reply));
     conn->close();
     EXPECT_TRUE(tern::test::poll_until(pump, [&] { return cli->stats().connections.get() == 0; }, 10000));
   }  // the engines go: the captures are closed
@@ -163,7 +155,9 @@ class PcapShapes : public ::testing::Test {
     EXPECT_GE(count_lines(fields(file, "infiniband.bth.opcode == 8", n)), 4) << "RDMA WRITE LAST";
     EXPECT_GE(count_lines(fields(file, "infiniband.bth.opcode == 14", n)), 254 + 14) << "RDMA READ response MIDDLE";
     EXPECT_GE(count_lines(fields(file, "rpcordma.msg_type == 1", n)), 3) << "RDMA_NOMSG";
-    if (server_side) EXPECT_EQ(count_lines(fields(file, "rpcordma.msg_type == 4", n)), 1) << "RDMA_ERROR";
+    if (server_side) {
+      EXPECT_EQ(count_lines(fields(file, "rpcordma.msg_type == 4", n)), 1) << "RDMA_ERROR";
+    }
 
     // None malformed: the field Wireshark sets on a frame a dissector could
     // not parse, and the words it shows for one.

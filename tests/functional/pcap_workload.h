@@ -11,9 +11,31 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "engine/engine.h"
+#include "raw_peer.h"
 
 namespace tern::test::pcap {
+
+// The captures' RDMA_ERROR: a hand-made peer, on a connection of its own to
+// the server at `sock`, sends an RDMA_MSGP header (deprecated) with xid
+// `xid`; the server answers ERR_CHUNK. *reply: what came back (a fatal
+// failure if nothing did). The peer's connection ends with the call.
+inline void provoke_rdma_error(const RawPeer::Pump& pump, const std::string& sock, uint32_t xid,
+                               std::vector<uint8_t>* reply) {
+  RawPeer raw(pump);
+  ASSERT_TRUE(raw.open("shm:path=" + sock).is_ok());
+  Status st = raw.connect(rpcrdma::CmPrivateData{true, 4096, 4096});
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  std::vector<uint8_t> m;
+  put32(m, xid), put32(m, 1), put32(m, 8), put32(m, 2);
+  for (int i = 0; i < 5; ++i) put32(m, 0);
+  ASSERT_TRUE(raw.send(m));
+  auto got = raw.recv(5000);
+  ASSERT_TRUE(got.has_value()) << "no RDMA_ERROR";
+  *reply = got->bytes;
+}
 
 // results = args (inline both ways).
 inline void echo(void*, rpc::ServerCall* c) { (void)c->reply(c->args()); }
