@@ -52,7 +52,6 @@ void CmReaper::run() {
     g.unlock();
     rdma_destroy_id(id);  // may block for as long as the CM holds the id
     g.lock();
-    ++destroyed_;
   }
 }
 
@@ -66,11 +65,6 @@ void CmReaper::stop() {
   }
   cv_.notify_one();
   if (join) pthread_join(native_, nullptr);
-}
-
-uint64_t CmReaper::destroyed() const {
-  std::lock_guard<std::mutex> g(mu_);
-  return destroyed_;
 }
 
 }  // namespace tern::verbs

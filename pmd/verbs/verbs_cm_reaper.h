@@ -19,7 +19,6 @@
 #include <rdma/rdma_cma.h>
 
 #include <condition_variable>
-#include <cstdint>
 #include <deque>
 #include <mutex>
 #include <pthread.h>
@@ -40,17 +39,14 @@ class CmReaper {
   // Destroys what is still queued and joins the thread. Blocks as long as
   // those destroys do: for the device's destructor only.
   void stop();
-  // Ids destroyed on the reaper's thread so far (for tests and stats).
-  uint64_t destroyed() const;
 
  private:
   void run();
 
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::condition_variable cv_;
   std::deque<rdma_cm_id*> queue_;
   bool stopping_ = false;
-  uint64_t destroyed_ = 0;
   bool started_ = false;
   pthread_t native_{};
 };

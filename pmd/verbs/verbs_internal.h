@@ -602,7 +602,6 @@ class VerbsDevice final : public Device {
   // it: rdma_destroy_id can block for as long as the CM holds the id
   // (verbs_cm_reaper.h), which the poll loop must not wait for.
   void reap_cm_id(rdma_cm_id* id);
-  uint64_t cm_ids_reaped() const { return reaper_.destroyed(); }
   // Rejects a connection request nobody accepted and destroys its id; with
   // the port down, no REJ: the id is parked (its REJ goes when it is
   // destroyed, once the port is up).
