@@ -34,18 +34,10 @@ while [[ $# -gt 0 ]]; do
     *) echo "compare-ucx-modes.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
-[[ $(nproc) -ge 2 ]] || { echo "compare-ucx-modes.sh: needs two CPUs" >&2; exit 1; }
-"$top/scripts/setup.sh"
-if ! command -v ucx_perftest >/dev/null; then
-  echo "compare-ucx-modes.sh: installing ucx-utils" >&2
-  sudo_=""; [[ $(id -u) -ne 0 ]] && sudo_=sudo
-  $sudo_ apt-get install -y -qq ucx-utils >/dev/null 2>&1 ||
-    { $sudo_ apt-get update -qq && $sudo_ apt-get install -y -qq ucx-utils >/dev/null; }
-fi
-"$top/scripts/build.sh" build-perf -Dbuildtype=release -Dtests=false
-P="$top/build-perf/apps/tern-perf"
-CL="$top/build-perf/bench/tern-cacheline"
-NOISE="$top/build-perf/bench/tern-noise"
+me=compare-ucx-modes.sh
+# shellcheck source=scripts/ucx-common.sh
+source "$top/scripts/ucx-common.sh"
+ucx_prepare
 [[ -n $out ]] || out=$(mktemp -d /tmp/tern-ucx-modes-XXXXXX)
 mkdir -p "$out"
 S=$(mktemp -u /tmp/tern-ucx-XXXXXX.sock)
@@ -53,50 +45,6 @@ port=$((15000 + RANDOM % 2000))
 trap 'rm -f "$S"' EXIT
 # ucx_perftest counts iterations, not time: ~2 M one-way messages/s at most.
 iters=$(awk -v s="$seconds" 'BEGIN { printf "%d", s * 1000000 }')
-
-ucx() {  # case, test, [VAR=value...] [ucx_perftest args...] -> its final -f line in $out/case.r
-  local name=$1 test=$2 sp line a
-  shift 2
-  local envs=() args=()
-  for a in "$@"; do
-    if [[ $a == *=* ]]; then envs+=("$a"); else args+=("$a"); fi
-  done
-  local try
-  line=""
-  # On a loaded machine the server may not listen yet when the client starts
-  # (the client then fails at once, and the server would wait for ever): up
-  # to three tries, each with a fresh server, which is killed if no client
-  # came.
-  for try in 1 2 3; do
-    port=$((port + 1))
-    env "${envs[@]}" ucx_perftest -c 1 -t "$test" -s 32 -n "$iters" -p "$port" "${args[@]}" >"$out/$name.$r.srv" 2>&1 &
-    sp=$!
-    for _ in $(seq 50); do ss -ltn 2>/dev/null | grep -q ":$port " && break; sleep 0.1; done
-    if line=$(env "${envs[@]}" timeout 60 ucx_perftest 127.0.0.1 -c 0 -t "$test" -s 32 -n "$iters" -p "$port" \
-      "${args[@]}" -f 2>&1 | tail -1) && [[ -n $line ]]; then
-      wait "$sp" 2>/dev/null || true
-      break
-    fi
-    kill "$sp" 2>/dev/null || true
-    wait "$sp" 2>/dev/null || true
-    echo "compare-ucx-modes.sh: ucx_perftest $test failed (try $try): $line" >&2
-    line=""
-  done
-  echo "$line" >"$out/$name.$r"
-}
-
-tern() {  # case, server args, client args -> $out/case.r.json
-  local name=$1 sargs=$2 cargs=$3 sp
-  rm -f "$S"
-  # shellcheck disable=SC2086
-  "$P" server $sargs --dev "shm:path=$S" --lcore 1 --once --quiet &
-  sp=$!
-  for _ in $(seq 100); do [[ -S $S ]] && break; sleep 0.02; done
-  # shellcheck disable=SC2086
-  "$P" client $cargs --dev "shm:path=$S" --lcore 0 --seconds "$seconds" --quiet --json "$out/$name.$r.json" \
-    >/dev/null 2>&1 || echo "compare-ucx-modes.sh: tern-perf $name failed" >&2
-  wait "$sp" 2>/dev/null || true
-}
 
 run_case() {
   case $1 in

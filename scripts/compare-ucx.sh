@@ -32,18 +32,10 @@ while [[ $# -gt 0 ]]; do
     *) echo "compare-ucx.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
-[[ $(nproc) -ge 2 ]] || { echo "compare-ucx.sh: needs two CPUs" >&2; exit 1; }
-"$top/scripts/setup.sh"
-if ! command -v ucx_perftest >/dev/null; then
-  echo "compare-ucx.sh: installing ucx-utils" >&2
-  sudo_=""; [[ $(id -u) -ne 0 ]] && sudo_=sudo
-  $sudo_ apt-get install -y -qq ucx-utils >/dev/null 2>&1 ||
-    { $sudo_ apt-get update -qq && $sudo_ apt-get install -y -qq ucx-utils >/dev/null; }
-fi
-"$top/scripts/build.sh" build-perf -Dbuildtype=release -Dtests=false
-P="$top/build-perf/apps/tern-perf"
-CL="$top/build-perf/bench/tern-cacheline"
-NOISE="$top/build-perf/bench/tern-noise"
+me=compare-ucx.sh
+# shellcheck source=scripts/ucx-common.sh
+source "$top/scripts/ucx-common.sh"
+ucx_prepare
 MEMCPY="$top/build-perf/bench/tern-memcpy"
 COST="$top/build-perf/bench/tern-engine-cost"
 out=$(mktemp -d /tmp/tern-ucx-XXXXXX)
@@ -51,38 +43,6 @@ S=$(mktemp -u /tmp/tern-ucx-XXXXXX.sock)
 port=$((13000 + RANDOM % 2000))
 trap 'rm -f "$S"' EXIT
 iters=$((seconds * 500000))  # ucx_perftest counts iterations, not time
-
-ucx() {  # name, test, [VAR=value...] [ucx_perftest args...] -> its final line in $out/name.R
-  local name=$1 test=$2 sp line a
-  shift 2
-  local envs=() args=()
-  for a in "$@"; do
-    if [[ $a == *=* ]]; then envs+=("$a"); else args+=("$a"); fi
-  done
-  port=$((port + 1))
-  env "${envs[@]}" ucx_perftest -c 1 -t "$test" -s 32 -n "$iters" -p "$port" "${args[@]}" >"$out/$name.$r.srv" 2>&1 &
-  sp=$!
-  sleep 0.5
-  if ! line=$(env "${envs[@]}" timeout 120 ucx_perftest 127.0.0.1 -c 0 -t "$test" -s 32 -n "$iters" -p "$port" \
-    "${args[@]}" -f 2>&1 | tail -1); then
-    echo "compare-ucx.sh: ucx_perftest $test failed: $line" >&2
-  fi
-  wait "$sp" 2>/dev/null || true
-  echo "$line" >"$out/$name.$r"
-}
-
-tern() {  # name, server args, client args
-  local name=$1 sargs=$2 cargs=$3 sp
-  rm -f "$S"
-  # shellcheck disable=SC2086
-  "$P" server $sargs --dev "shm:path=$S" --lcore 1 --once --quiet &
-  sp=$!
-  for _ in $(seq 100); do [[ -S $S ]] && break; sleep 0.02; done
-  # shellcheck disable=SC2086
-  "$P" client $cargs --dev "shm:path=$S" --lcore 0 --seconds "$seconds" --quiet --json "$out/$name.$r.json" \
-    >/dev/null 2>&1 || echo "compare-ucx.sh: tern-perf $name failed" >&2
-  wait "$sp" 2>/dev/null || true
-}
 
 # The cache-line round trip right before each case: on a VM it can change
 # by 4x within a run (the vCPUs' placement on the host), so every figure is
