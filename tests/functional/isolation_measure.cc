@@ -19,10 +19,16 @@
 //     and its reply was lost with its connection; that peer (another engine
 //     of the good process, not polled meanwhile) reconnects afterwards and
 //     sends it again: it must be answered from the cache, having run once.
-// Each phase runs --seconds of calls one at a time: GET, PUT, echo in turn.
+// Before them, the same client beside a process that is no peer at all --
+// one spinning in registers, one walking 32 MiB at random -- so that what
+// the machine alone does to its figures (a neighbour on the other core) is
+// measured in the same run as what the attackers do (--hogs 0: not).
+// Each phase runs --seconds of calls one at a time: GET, PUT, echo in turn;
+// each echo's time is also split between the server's passes and the good
+// client's polls.
 //
 //   tern-isolation-measure [--seconds 3] [--idle-reap-ms 1000] [--max-connections 1024]
-//                          [--per-peer N] [--json FILE]
+//                          [--per-peer N] [--hogs 0|1] [--table 0|1] [--json FILE]
 // --per-peer sets EngineOptions::max_connections_per_peer (0, the default:
 // no limit, so the hoarder fills the table).
 #include <fcntl.h>
