@@ -9,7 +9,9 @@
 # quiet clients' rates, their p99 noisy / solo) and keeps each run's JSON.
 # Then tern-isolation-measure, when built (-Dtests=true): a well-behaved
 # client's 64 KiB GET/PUT and echo p99 with a peer holding the connection
-# table and a peer flooding the duplicate request cache.
+# table and a peer flooding the duplicate request cache, and beside two
+# plain processes that are no peers (a CPU spinner and a memory walker: what
+# the shared machine alone does).
 #   scripts/measure-fairness.sh [--seconds S] [--rounds R] [--unpinned] [OUTDIR]
 # --unpinned lets the kernel place the server and the clients (on a machine
 # shared with other work, a pinned server waits behind whatever else runs

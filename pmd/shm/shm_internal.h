@@ -330,6 +330,17 @@ inline constexpr uint64_t kIdleSweepNs = 250'000'000;
 // the net one comparison per period, not a visit.
 inline constexpr uint64_t kSafetyNetNs = 10'000'000;
 inline constexpr uint32_t kNetSlices = 8;
+// Inbound descriptors a QP executes per visit (execute_inbound): past it
+// the next poll comes back, so that one busy peer cannot hold the poll.
+// kSharedBurst when the visit has other QPs with work too: a QP whose peer
+// keeps a deep queue full (a flood) then adds one message to the poll, not
+// its whole queue, ahead of the others' one call. Its messages would only
+// wait in the engine anyway (one call per peer per turn while several have
+// calls: lib/engine/peer_service.h), after costing the poll their execution
+// and the lines its peer wrote from another core. Alone, a QP executes up
+// to kExecBurst: one busy connection keeps its batches.
+inline constexpr uint32_t kExecBurst = 32;
+inline constexpr uint32_t kSharedBurst = 1;
 // Links a server makes for one client process (shm_link.cc): one per client
 // device token, up to this many; past it the process's connections share.
 inline constexpr uint32_t kMaxLinksPerPeer = 8;
@@ -711,6 +722,9 @@ class ShmDevice final : public Device {
     if (ready_head_ != nullptr) visit_ready();
   }
   void visit_ready();
+  // Inbound descriptors one QP executes in this visit (execute_inbound);
+  // past it the next poll comes back for the rest (visit_ready says which).
+  uint32_t exec_burst() const { return exec_burst_; }
   void enqueue_ready(ShmQp* qp, ShmQp** next) {
     *next = ready_head_;
     ready_head_ = qp;
@@ -754,6 +768,8 @@ class ShmDevice final : public Device {
 
   ShmDeviceConfig cfg_;
   DeviceCaps caps_;
+  uint32_t exec_burst_ = kExecBurst;
+  bool shared_last_ = false;  // the last visit_ready had several QPs
   int listen_fd_ = -1;
   uint32_t next_qpn_ = 1;
   uint32_t srqs_ = 0;

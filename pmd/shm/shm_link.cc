@@ -86,6 +86,14 @@ void ShmDevice::visit_ready() {
   // one a visit made news for) waits for the next poll.
   ShmQp* qp = ready_head_;
   ready_head_ = nullptr;
+  // Several QPs with work: each executes a share of its inbound queue, and
+  // the rest comes back next poll (kSharedBurst). And the visit after such
+  // a one too: a host polls a send CQ and then a receive CQ per pass, and a
+  // QP cut short in the first would otherwise be alone in the second and
+  // execute its whole queue in the same pass after all.
+  const bool several = qp->next_ready_ != nullptr;
+  exec_burst_ = several || shared_last_ ? kSharedBurst : kExecBurst;
+  shared_last_ = several;
   while (qp != nullptr) {
     ShmQp* next = qp->next_ready_;
     qp->queued_ = false;  // before progress(): what comes after queues it again

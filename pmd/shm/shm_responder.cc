@@ -18,10 +18,6 @@ namespace tern::shm {
 
 namespace {
 
-// Descriptors executed per visit: past it the next poll comes back
-// (execute_inbound), so that one busy peer cannot hold the poll.
-constexpr uint32_t kExecBurst = 32;
-
 }  // namespace
 
 int ShmQp::post_recv(const RecvWr* wrs, int n, int* err) {
@@ -248,7 +244,7 @@ void ShmQp::execute_inbound() {
     return;
   const uint32_t start = in_cons_;
   bool ack_wanted = false;
-  uint32_t budget = kExecBurst;
+  uint32_t budget = dev_->exec_burst();
   for (; budget > 0; --budget) {
     // Once the peer's QP has left RTS it flushes what we have not
     // executed and may reuse the memory those descriptors name: execute

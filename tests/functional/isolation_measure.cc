@@ -19,10 +19,16 @@
 //     and its reply was lost with its connection; that peer (another engine
 //     of the good process, not polled meanwhile) reconnects afterwards and
 //     sends it again: it must be answered from the cache, having run once.
-// Each phase runs --seconds of calls one at a time: GET, PUT, echo in turn.
+// Before them, the same client beside a process that is no peer at all --
+// one spinning in registers, one walking 32 MiB at random -- so that what
+// the machine alone does to its figures (a neighbour on the other core) is
+// measured in the same run as what the attackers do (--hogs 0: not).
+// Each phase runs --seconds of calls one at a time: GET, PUT, echo in turn;
+// each echo's time is also split between the server's passes and the good
+// client's polls.
 //
 //   tern-isolation-measure [--seconds 3] [--idle-reap-ms 1000] [--max-connections 1024]
-//                          [--per-peer N] [--json FILE]
+//                          [--per-peer N] [--hogs 0|1] [--table 0|1] [--json FILE]
 // --per-peer sets EngineOptions::max_connections_per_peer (0, the default:
 // no limit, so the hoarder fills the table).
 #include <fcntl.h>
@@ -188,6 +194,48 @@ bool wait_socket(const std::string& spec) {
   _exit(0);
 }
 
+// A plain process next to the server, no Tern at all: what the shared
+// machine alone does to the good client's figures, to set against what the
+// flooder does. kind 0 spins in registers (a busy neighbour vCPU); kind 1
+// walks 32 MiB at random, four chases at once with a write per step (a
+// neighbour that also takes the shared cache and the memory bus).
+// Reports how many steps it made (that it ran).
+template <int kind>
+[[noreturn]] void hog(const std::string&, int go_fd, int ready_fd) {
+  wait_go(go_fd);
+  fcntl(go_fd, F_SETFL, O_NONBLOCK);
+  const size_t n = kind == 1 ? (32u << 20) / 8 : 8;
+  std::vector<uint64_t> next(n);
+  for (size_t i = 0; i < n; ++i) next[i] = i;
+  uint64_t x = 88172645463325252ull;
+  auto rnd = [&] {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return x;
+  };
+  // One cycle through every entry (Sattolo), so the chases never settle.
+  for (size_t i = n - 1; i > 0; --i) std::swap(next[i], next[rnd() % i]);
+  if (write(ready_fd, "U", 1) != 1) _exit(6);
+  uint64_t steps = 0, a = 0, b = n / 4, c = n / 2, d = 3 * n / 4;
+  for (;;) {
+    for (int k = 0; k < 4096; ++k) {
+      if constexpr (kind == 1) {
+        a = next[a], b = next[b], c = next[c], d = next[d];
+        volatile uint64_t& w = next[(a + b) % n];  // a store into a line the chases hold
+        w = w;
+      } else {
+        a = a * 6364136223846793005ull + 1442695040888963407ull;
+      }
+    }
+    steps += 4096;
+    char ch;
+    const ssize_t r = read(go_fd, &ch, 1);
+    if (r >= 0 || (errno != EAGAIN && errno != EINTR)) break;
+  }
+  steps += (a + b + c + d) & 1;  // keeps the work
+  (void)!write(ready_fd, &steps, sizeof steps);
+  _exit(0);
+}
+
 struct Child {
   pid_t pid = -1;
   int go = -1, ready = -1;
@@ -253,6 +301,9 @@ struct Lat {
   // are paid for too: this thread polls the good client only after the
   // server's whole pass).
   std::vector<uint64_t> echo_passes, flood_before, flood_after;
+  // Where each echo's time went: in the server's passes while it was out,
+  // and in the good client's polls (ns).
+  std::vector<uint64_t> echo_server_ns, echo_client_ns;
 };
 
 // What the server did while one echo was out (the order trace).
@@ -281,8 +332,18 @@ void traced_echo(void* ctx, ServerCall* c) {
 
 // The server's pass while an echo is out, as a function of its own so that
 // callgrind counts its instructions apart (solo and under the flood).
-[[gnu::noinline]] void server_pass_echo_solo(Engine* e) { e->poll(); }
-[[gnu::noinline]] void server_pass_echo_flood(Engine* e) { e->poll(); }
+// Each counts its own passes: two identical bodies would be folded into one
+// symbol by the linker (identical code folding), and callgrind would add
+// them up.
+uint64_t g_solo_passes = 0, g_flood_passes = 0;
+[[gnu::noinline]] void server_pass_echo_solo(Engine* e) {
+  ++g_solo_passes;
+  e->poll();
+}
+[[gnu::noinline]] void server_pass_echo_flood(Engine* e) {
+  ++g_flood_passes;
+  e->poll();
+}
 
 uint64_t pct(std::vector<uint64_t> v, double p) {
   if (v.empty()) return 0;
@@ -300,6 +361,7 @@ int main(int argc, char** argv) {
   uint32_t per_peer = 0;
   std::string json;
   uint32_t rounds_ignored = 0;
+  uint32_t hogs = 1, table = 1;
   tern::apps::OptionParser cli("tern-isolation-measure", "[options]");
   cli.duration("seconds", "S", "each phase's length (default 3)", 1e6, &seconds);
   cli.integer("idle-reap-ms", "MS", "the server's idle_reap_ms (default 1000)", 0, 86400000, &reap_ms);
@@ -310,6 +372,8 @@ int main(int argc, char** argv) {
   // One round per run: the script repeats runs.
   cli.integer("rounds", "N", "accepted and ignored (scripts/measure-fairness.sh repeats runs)", 0, 1 << 20,
               &rounds_ignored);
+  cli.integer("hogs", "0|1", "also measure beside a plain CPU hog and a memory hog (default 1)", 0, 1, &hogs);
+  cli.integer("table", "0|1", "measure the connection-table attack (default 1)", 0, 1, &table);
   if (int rc = cli.run(argc, argv); rc >= 0) return rc;
   const std::string spec = fresh_spec("isolation-measure");
   EngineOptions so;
@@ -320,6 +384,8 @@ int main(int argc, char** argv) {
   Child hoarder = spawn(hoard_fn, spec);
   Child comer = spawn(newcomer, spec);
   Child flooder = spawn(flood, spec);
+  Child spinner = spawn(hog<0>, spec);
+  Child walker = spawn(hog<1>, spec);
 
   auto srv = Engine::create(so).value();
   Server sv;
@@ -377,14 +443,22 @@ int main(int argc, char** argv) {
       }
       if (kind == 2) {
         g_trace.begin(&sv.drc);
+        uint64_t srv_ns = 0, cli_ns = 0;
         while (!d.done) {
           const bool ran = g_trace.ran;
+          const auto p0 = std::chrono::steady_clock::now();
           flooded ? server_pass_echo_flood(srv.get()) : server_pass_echo_solo(srv.get());
+          const auto p1 = std::chrono::steady_clock::now();
           ++g_trace.passes;
           // Flood calls after the echo's handler in the pass it ran in.
           if (!ran && g_trace.ran) g_trace.after = sv.drc.misses() - g_trace.at_run;
           good->poll();
+          const auto p2 = std::chrono::steady_clock::now();
+          srv_ns += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(p1 - p0).count());
+          cli_ns += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(p2 - p1).count());
         }
+        l.echo_server_ns.push_back(srv_ns);
+        l.echo_client_ns.push_back(cli_ns);
         g_trace.out = false;
         l.echo_passes.push_back(g_trace.passes);
         l.flood_before.push_back(g_trace.before);
@@ -444,6 +518,13 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(pct(l.echo_passes, 1.0)), mean(l.flood_before),
                 static_cast<unsigned long long>(pct(l.flood_before, 0.99)), mean(l.flood_after),
                 static_cast<unsigned long long>(pct(l.flood_after, 0.99)));
+    uint64_t passes = 0;
+    for (uint64_t p : l.echo_passes) passes += p;
+    std::printf("%-10s echo time: in the server's passes p50 %.2f p99 %.2f us, in the client's polls p50 %.2f p99 "
+                "%.2f us (%llu echoes, %llu server passes)\n",
+                name, us(pct(l.echo_server_ns, 0.5)), us(pct(l.echo_server_ns, 0.99)), us(pct(l.echo_client_ns, 0.5)),
+                us(pct(l.echo_client_ns, 0.99)), static_cast<unsigned long long>(l.echo.size()),
+                static_cast<unsigned long long>(passes));
   };
   bool good_result = true;
   (void)phase(0.3);  // warm-up
@@ -451,42 +532,61 @@ int main(int argc, char** argv) {
   report("solo", solo, nullptr);
   good_result &= solo.failed == 0;
 
-  // (a) The connection table.
-  if (write(hoarder.go, "G", 1) != 1) return 1;
-  uint32_t hmsg[2] = {0, 0};
-  if (!poll_until([&] { pump(), victim->poll(); },
-                  [&] { return read(hoarder.ready, hmsg, sizeof hmsg) == sizeof hmsg; }, 120000)) {
-    std::fprintf(stderr, "the hoarder did not report\n");
-    return 1;
+  // The machine alone: a process that is not a peer at all runs beside the
+  // server, as the flooder's will (what a flood adds beyond that is the
+  // server's).
+  for (auto [ch, name] : {std::pair{spinner, "hog-spin"}, std::pair{walker, "hog-mem"}}) {
+    if (!hogs) break;
+    if (write(ch.go, "G", 1) != 1) return 1;
+    char u = 0;
+    if (!poll_until(pump, [&] { return read(ch.ready, &u, 1) == 1; }, 30000)) return 1;
+    Lat h = phase(seconds);
+    close(ch.go);
+    uint64_t steps = 0;
+    (void)poll_until(pump, [&] { return read(ch.ready, &steps, sizeof steps) == sizeof steps; }, 10000);
+    report(name, h, &solo);
+    std::printf("%-10s the hog made %.1f M steps\n", name, static_cast<double>(steps) / 1e6);
+    good_result &= h.failed == 0;
   }
-  std::printf("connection table: the hoarder holds %u connections (refused %u); server holds %llu of %u\n", hmsg[0],
-              hmsg[1], static_cast<unsigned long long>(srv->stats().connections.get()), so.max_connections);
-  // Its connections age past idle_reap_ms while the good client measures.
-  Lat table = phase(seconds);
-  report("conn-table", table, &solo);
-  good_result &= table.failed == 0;
-  if (write(comer.go, "G", 1) != 1) return 1;
-  struct {
-    int32_t status = -1, ms = 0;
-    char why[200] = {};
-  } cm;
-  int32_t* cmsg = &cm.status;
-  const bool came = poll_until([&] { pump(), victim->poll(); },
-                               [&] { return read(comer.ready, &cm, sizeof cm) == sizeof cm; }, 90000);
-  cmsg[1] = cm.ms;
-  std::printf("newcomer: %s in %d ms %s(connections reaped %llu, refused %llu)\n",
-              came && cmsg[0] == 0 ? "connected and answered" : "FAILED", cmsg[1], cm.why,
-              static_cast<unsigned long long>(srv->stats().connections_reaped.get()),
-              static_cast<unsigned long long>(srv->stats().connections_refused.get()));
-  js += ",\"hoarded\":" + std::to_string(hmsg[0]) + ",\"newcomer_ok\":" + (came && cmsg[0] == 0 ? "true" : "false") +
-        ",\"newcomer_ms\":" + std::to_string(cmsg[1]);
-  good_result &= came && cmsg[0] == 0;
-  close(hoarder.go);  // the hoarder exits, its connections go
-  const auto t_gone = std::chrono::steady_clock::now();
-  const bool gone = poll_until([&] { pump(), victim->poll(); },
-                               [&] { return srv->stats().connections.get() <= 3; }, 30000);
-  std::printf("the hoarder's connections %s in %.1f s (server holds %llu)\n", gone ? "gone" : "NOT gone",
-              secs_since(t_gone), static_cast<unsigned long long>(srv->stats().connections.get()));
+
+  if (table) {
+    // (a) The connection table.
+    if (write(hoarder.go, "G", 1) != 1) return 1;
+    uint32_t hmsg[2] = {0, 0};
+    if (!poll_until([&] { pump(), victim->poll(); },
+                    [&] { return read(hoarder.ready, hmsg, sizeof hmsg) == sizeof hmsg; }, 120000)) {
+      std::fprintf(stderr, "the hoarder did not report\n");
+      return 1;
+    }
+    std::printf("connection table: the hoarder holds %u connections (refused %u); server holds %llu of %u\n", hmsg[0],
+                hmsg[1], static_cast<unsigned long long>(srv->stats().connections.get()), so.max_connections);
+    // Its connections age past idle_reap_ms while the good client measures.
+    Lat held = phase(seconds);
+    report("conn-table", held, &solo);
+    good_result &= held.failed == 0;
+    if (write(comer.go, "G", 1) != 1) return 1;
+    struct {
+      int32_t status = -1, ms = 0;
+      char why[200] = {};
+    } cm;
+    int32_t* cmsg = &cm.status;
+    const bool came = poll_until([&] { pump(), victim->poll(); },
+                                 [&] { return read(comer.ready, &cm, sizeof cm) == sizeof cm; }, 90000);
+    cmsg[1] = cm.ms;
+    std::printf("newcomer: %s in %d ms %s(connections reaped %llu, refused %llu)\n",
+                came && cmsg[0] == 0 ? "connected and answered" : "FAILED", cmsg[1], cm.why,
+                static_cast<unsigned long long>(srv->stats().connections_reaped.get()),
+                static_cast<unsigned long long>(srv->stats().connections_refused.get()));
+    js += ",\"hoarded\":" + std::to_string(hmsg[0]) + ",\"newcomer_ok\":" + (came && cmsg[0] == 0 ? "true" : "false") +
+          ",\"newcomer_ms\":" + std::to_string(cmsg[1]);
+    good_result &= came && cmsg[0] == 0;
+    close(hoarder.go);  // the hoarder exits, its connections go
+    const auto t_gone = std::chrono::steady_clock::now();
+    const bool gone = poll_until([&] { pump(), victim->poll(); },
+                                 [&] { return srv->stats().connections.get() <= 3; }, 30000);
+    std::printf("the hoarder's connections %s in %.1f s (server holds %llu)\n", gone ? "gone" : "NOT gone",
+                secs_since(t_gone), static_cast<unsigned long long>(srv->stats().connections.get()));
+  }
 
   // (b) The duplicate request cache. The good peer's own non-idempotent
   // call runs and its reply is lost with its connection first.
@@ -534,7 +634,7 @@ int main(int argc, char** argv) {
       std::fputs(js.c_str(), f);
       std::fclose(f);
     }
-  for (Child c : {hoarder, comer, flooder}) {
+  for (Child c : {hoarder, comer, flooder, spinner, walker}) {
     kill(c.pid, SIGKILL);
     waitpid(c.pid, nullptr, 0);
   }

@@ -1,0 +1,96 @@
+// How much of one QP's inbound queue a pmd/shm poll executes when other QPs
+// have work too (docs/shm-driver.md, "Progress"; kSharedBurst): a peer that
+// keeps a deep queue full (a flood) adds one message to that poll, not its
+// whole queue, ahead of another connection's one message. A host that
+// serves a pass's calls before it polls anything else pays for every
+// message the pass took in -- its execution, and the lines its peer wrote
+// from another core -- even when the engine then only holds it (one call
+// per peer per turn). Alone, a QP still executes its queue in one poll.
+// Counted, not timed: receive completions per QP per server poll.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "rdmadev/rdmadev.h"
+#include "shm_test_end.h"
+
+namespace tern {
+namespace {
+
+using namespace tern::rdma;
+
+constexpr uint32_t kMsg = shmtest::ManyQpEnd::kMsg;
+constexpr int kDeep = 16;  // the server posts 16 receives per QP
+
+class ShmSharedBurstTest : public shmtest::PairTest {
+ protected:
+  ShmSharedBurstTest() : PairTest("shared-burst") {}
+  void SetUp() override {
+    PairTest::SetUp();
+    connect_all(2);
+    // The handshakes' own visits, and their completions, out of the way.
+    for (int k = 0; k < 200; ++k) poll_both();
+    server_.wcs.clear();
+    client_.wcs.clear();
+  }
+  // n SENDs on client connection `conn`, message k filled with `fill` + k.
+  void send(int conn, int n, uint8_t fill) {
+    for (int k = 0; k < n; ++k) {
+      const size_t off = (static_cast<size_t>(conn) * kDeep + static_cast<size_t>(k)) * kMsg;
+      std::memset(client_.base() + off, fill + k, kMsg);
+      Sge s = client_.sge(off, kMsg);
+      SendWr w{};
+      w.wr_id = static_cast<uint64_t>(k), w.sg_list = &s, w.num_sge = 1, w.opcode = WrOpcode::kSend;
+      int err = 0;
+      ASSERT_EQ(client_.qps[conn]->post_send(&w, 1, &err), 1);
+    }
+  }
+  // Receive completions on server QP `conn` among what the last polls took.
+  int received(int conn) {
+    int n = 0;
+    for (const Wc& wc : server_.wcs)
+      n += wc.opcode == WcOpcode::kRecv && wc.qp_num == server_.qps[conn]->qp_num();
+    return n;
+  }
+  // The k-th receive of server QP `conn` holds message k of its peer.
+  void check_data(int conn, int n, uint8_t fill) {
+    for (int k = 0; k < n; ++k) {
+      const uint8_t* p = server_.base() + (static_cast<size_t>(conn) * 16 + static_cast<size_t>(k)) * kMsg;
+      for (uint32_t i = 0; i < kMsg; ++i) ASSERT_EQ(p[i], static_cast<uint8_t>(fill + k)) << "message " << k;
+    }
+  }
+};
+
+// Connection 0 has 16 messages published, connection 1 one: the server poll
+// that finds both takes connection 1's message and one of connection 0's
+// (today's code took all 16 first), and so does the poll after it (a host
+// polls a send CQ and then a receive CQ per pass); the rest follows in the
+// next poll, all of it, in order.
+TEST_F(ShmSharedBurstTest, AFullQueueAddsOneMessageToAPollOthersHaveWorkIn) {
+  send(0, kDeep, 0x10);
+  send(1, 1, 0x80);
+  server_.poll();
+  EXPECT_EQ(received(1), 1) << "the other connection's one message";
+  EXPECT_EQ(received(0), 1) << "messages of the full queue taken in the poll that found another connection's";
+  server_.wcs.clear();
+  server_.poll();
+  EXPECT_EQ(received(0), 1) << "messages of the full queue taken in the poll after it";
+  server_.wcs.clear();
+  server_.poll();
+  EXPECT_EQ(received(0), kDeep - 2) << "alone again: the rest of its queue in one poll";
+  check_data(0, kDeep, 0x10);
+  check_data(1, 1, 0x80);
+}
+
+// Alone, a QP's whole queue is one poll's work: one busy connection keeps
+// its batches.
+TEST_F(ShmSharedBurstTest, AQueueAloneIsTakenInOnePoll) {
+  send(0, kDeep, 0x20);
+  server_.poll();
+  EXPECT_EQ(received(0), kDeep);
+  check_data(0, kDeep, 0x20);
+}
+
+}  // namespace
+}  // namespace tern
