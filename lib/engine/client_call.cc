@@ -36,7 +36,7 @@ uint32_t first_xid(uint64_t conn_id) {
 }  // namespace
 
 ClientConn::ClientConn(ConnCore* e, DeviceCtx* d)
-    : ConnBase(e, d, &kClientConnSources, "client"), credits(e->opt.credits), xids(e->opt.credits), next_xid(first_xid(id)) {}
+    : ConnBase(e, d, &kClientConnMachine, "client"), credits(e->opt.credits), xids(e->opt.credits), next_xid(first_xid(id)) {}
 
 ClientConn::~ClientConn() {
   if (breakdown != nullptr && core->bd_gone[false]) core->bd_gone[false]->merge(*breakdown);
