@@ -178,7 +178,7 @@ std::vector<uint8_t> call_message(uint32_t xid, const Call& c, std::span<const u
 // truncation of msg, as engine_wire_test.cc mutates the codec's input.
 std::vector<std::vector<uint8_t>> variants(const std::vector<uint8_t>& msg) {
   std::vector<std::vector<uint8_t>> out{msg};
-  const uint32_t values[] = {0, 1, 2, 3, 4, 7, 100, kProg, 0x1234, 0xFFFFFFFF};
+  const uint32_t values[] = {0, 1, 2, 3, 4, 0x1234, 0xFFFFFFFF};
   for (size_t w = 0; w + 4 <= msg.size() && w < 18 * 4; w += 4)
     for (uint32_t v : values) {
       auto m = msg;
