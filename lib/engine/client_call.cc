@@ -36,7 +36,7 @@ uint32_t first_xid(uint64_t conn_id) {
 }  // namespace
 
 ClientConn::ClientConn(ConnCore* e, DeviceCtx* d)
-    : ConnBase(e, d, &kClientConnSources, "client"), credits(e->opt.credits), xids(e->opt.credits), next_xid(first_xid(id)) {}
+    : ConnBase(e, d, &kClientConnMachine, "client"), credits(e->opt.credits), xids(e->opt.credits), next_xid(first_xid(id)) {}
 
 ClientConn::~ClientConn() {
   if (breakdown != nullptr && core->bd_gone[false]) core->bd_gone[false]->merge(*breakdown);
@@ -68,9 +68,11 @@ int ClientConn::call(const Call& c, uint32_t* xid_out) {
   const EngineOptions& o = core->opt;
   // The commonest call: inline arguments, no chunk of any kind, small
   // results, a message that fits the inline threshold. It needs none of the
-  // checks below (each is about a chunk), and gives the same answers.
-  if (c.read_chunks.empty() && c.bulk_send.empty() && c.write_chunks.empty() && c.bulk_recv.empty() &&
-      c.max_results <= o.max_reply && c.max_results + 128 <= inline_recv) {
+  // checks below (each is about a chunk), and gives the same answers
+  // (tests/unit/conn_fast_path_test.cc; ~120 instructions per RPC fewer:
+  // docs/engine.md, "One path per message").
+  if (wire::fast_paths() && c.read_chunks.empty() && c.bulk_send.empty() && c.write_chunks.empty() &&
+      c.bulk_recv.empty() && c.max_results <= o.max_reply && c.max_results + 128 <= inline_recv) {
     const size_t rpc_hdr = wire::call_rpc_header_len(c);
     const size_t rpc_len = rpc_hdr + c.args.size();
     if (wire::kNoChunksHeader + rpc_len <= inline_send)
@@ -226,11 +228,12 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
   if (r->proc_counters != nullptr) r->proc_counters->ops.add();
   if (!probe) last_prog = c.prog, last_vers = c.vers;
   r->enter(ReqState::kBacklog);
-  if (backlog.empty() && phase() == State::kReady && !r->long_call && r->nreads == 0 && r->nwrites == 0 &&
-      c.max_results + 128 <= inline_recv) {
+  if (wire::fast_paths() && backlog.empty() && phase() == State::kReady && !r->long_call && r->nreads == 0 &&
+      r->nwrites == 0 && c.max_results + 128 <= inline_recv) {
     // Nothing waits ahead of it and it has no chunk (so it cannot be
     // refused): it goes out now if it can, as process(kSubmit) would send
-    // the backlog's head, without entering and leaving the backlog.
+    // the backlog's head, without entering and leaving the backlog (~40
+    // instructions per RPC fewer; conn_fast_path_test.cc compares the two).
     in_call_ = true;
     const SendResult res = send(r);
     in_call_ = false;

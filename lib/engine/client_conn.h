@@ -205,6 +205,13 @@ class ClientConn final : public ConnBase, public Connection {
   // A reply for r that cannot be used: the call fails with `status` (after
   // its registrations are invalidated) instead of waiting for ever.
   void fail_reply(Request* r, MsgBuf* rep, CallStatus status);
+  // A reply's steps (client_reply.cc), shared by the plain reply's
+  // shortcut and the general path: the server's grant taken; the reply
+  // attached to its call, its result reset to ok; the reply counted and the
+  // call moved on (bytes: what it brought, inline and into chunks).
+  void take_grant(uint32_t grant);
+  CallReply& attach_reply(Request* r, MsgBuf* rep);
+  void reply_taken(Request* r, uint64_t bytes);
 };
 
 }  // namespace tern::rpc

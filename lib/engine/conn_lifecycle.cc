@@ -36,8 +36,8 @@ uint32_t ring_size_for(const EngineOptions& o) { return pow2_at_least(o.credits 
 
 }  // namespace
 
-ConnBase::ConnBase(ConnCore* e, DeviceCtx* d, const ConnSources* sources, const char* role)
-    : ConnMachine(sources, role),
+ConnBase::ConnBase(ConnCore* e, DeviceCtx* d, const ConnTransitions* machine, const char* role)
+    : ConnMachine(machine, role),
       core(e),
       dc(d),
       id(e->next_conn_id++),

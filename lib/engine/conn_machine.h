@@ -37,6 +37,7 @@
 #include <cstdint>
 
 #include "base/check.h"
+#include "engine/state_table.h"
 
 namespace tern::rpc {
 
@@ -115,49 +116,28 @@ inline constexpr ConnTable kServerConnTransitions = {
     /* kReconnecting        */ {false, false, false, false, false, false, false, false},
 };
 
-// For each target phase, the phases it may be entered from, as a bit mask
-// (enter() tests one bit).
-struct ConnSources {
-  uint8_t from[kConnPhases];
-};
-constexpr ConnSources conn_sources(const ConnTable& t) {
-  ConnSources s{};
-  for (int to = 0; to < kConnPhases; ++to)
-    for (int f = 0; f < kConnPhases; ++f)
-      if (t[f][to]) s.from[to] = static_cast<uint8_t>(s.from[to] | (1u << f));
-  return s;
-}
-inline constexpr ConnSources kClientConnSources = conn_sources(kClientConnTransitions);
-inline constexpr ConnSources kServerConnSources = conn_sources(kServerConnTransitions);
+// What enter() tests (state_table.h): for each target phase, the phases it
+// may be entered from, one bit each.
+using ConnTransitions = Transitions<ConnPhase, kConnPhases>;
+inline constexpr ConnTransitions kClientConnMachine{kClientConnTransitions};
+inline constexpr ConnTransitions kServerConnMachine{kServerConnTransitions};
 
-// The tables' shape, checked when they are compiled: nothing stays where
-// it is; every phase a role uses but kConnecting (where it starts) is
-// entered from somewhere; every phase a role uses but kDead is left for
-// somewhere; kDead is reached only from a phase with no QP work left (a
-// drain, a backoff, or a connect whose setup failed before anything was
-// posted); and a server never enters a client-only phase.
+// The tables' shape, checked when they are compiled (state_table.h): a
+// connection starts in kConnecting and ends in kDead. And kDead is reached
+// only from a phase with no QP work left (a drain, a backoff, or a connect
+// whose setup failed before anything was posted); a server never enters a
+// client-only phase.
 constexpr bool conn_table_sound(const ConnTable& t) {
-  const auto dead = static_cast<int>(ConnPhase::kDead);
-  const auto connecting = static_cast<int>(ConnPhase::kConnecting);
-  for (int s = 0; s < kConnPhases; ++s) {
-    bool in = false, out = false;
-    for (int x = 0; x < kConnPhases; ++x) {
-      in = in || t[x][s];
-      out = out || t[s][x];
-    }
-    if (t[s][s]) return false;
-    const bool used = in || s == connecting;
-    if (used && s != dead && !out) return false;
-    if (s == dead && out) return false;
-  }
-  return !t[static_cast<int>(ConnPhase::kReady)][dead] && !t[static_cast<int>(ConnPhase::kReconnecting)][dead];
+  constexpr auto dead = static_cast<int>(ConnPhase::kDead);
+  return transitions_sound(t, static_cast<int>(ConnPhase::kConnecting), dead) &&
+         !t[static_cast<int>(ConnPhase::kReady)][dead] && !t[static_cast<int>(ConnPhase::kReconnecting)][dead];
 }
 static_assert(conn_table_sound(kClientConnTransitions));
 static_assert(conn_table_sound(kServerConnTransitions));
-static_assert(kServerConnSources.from[static_cast<int>(ConnPhase::kDrainingToReconnect)] == 0 &&
-              kServerConnSources.from[static_cast<int>(ConnPhase::kBackoff)] == 0 &&
-              kServerConnSources.from[static_cast<int>(ConnPhase::kPortDown)] == 0 &&
-              kServerConnSources.from[static_cast<int>(ConnPhase::kReconnecting)] == 0);
+static_assert(kServerConnMachine.sources(ConnPhase::kDrainingToReconnect) == 0 &&
+              kServerConnMachine.sources(ConnPhase::kBackoff) == 0 &&
+              kServerConnMachine.sources(ConnPhase::kPortDown) == 0 &&
+              kServerConnMachine.sources(ConnPhase::kReconnecting) == 0);
 
 // The report of a transition the role's table does not allow (a TERN_CHECK
 // failure: aborts, release builds included). Only ConnMachine::enter calls it.
@@ -166,9 +146,9 @@ static_assert(kServerConnSources.from[static_cast<int>(ConnPhase::kDrainingToRec
 // A connection's phase. ConnBase derives from it; only enter() writes it.
 class ConnMachine {
  public:
-  // `sources`: the role's table (kClientConnSources or kServerConnSources);
+  // `machine`: the role's table (kClientConnMachine or kServerConnMachine);
   // `role`: its name in a refusal's report.
-  ConnMachine(const ConnSources* sources, const char* role) : sources_(sources), role_(role) {}
+  ConnMachine(const ConnTransitions* machine, const char* role) : machine_(machine), role_(role) {}
   virtual ~ConnMachine() = default;
   ConnPhase phase() const { return phase_; }
 
@@ -176,8 +156,7 @@ class ConnMachine {
   // does not allow is the engine's bug: TERN_CHECK, always on (transitions
   // are rare: a few per connection's life, never per call).
   void enter(ConnPhase to) {
-    if (TERN_UNLIKELY(!((sources_->from[static_cast<int>(to)] >> static_cast<int>(phase_)) & 1u)))
-      conn_transition_refused(role_, phase_, to);
+    if (TERN_UNLIKELY(!machine_->allows(phase_, to))) conn_transition_refused(role_, phase_, to);
     const ConnPhase from = phase_;
     phase_ = to;
     entered(from);
@@ -190,7 +169,7 @@ class ConnMachine {
 
  private:
   ConnPhase phase_ = ConnPhase::kConnecting;
-  const ConnSources* sources_;
+  const ConnTransitions* machine_;
   const char* role_;
 };
 

@@ -41,8 +41,8 @@ class ConnBase : public ConnMachine {
  public:
   using State = ConnPhase;
 
-  // `sources`, `role`: the role's transition table and name (conn_machine.h).
-  ConnBase(ConnCore* core, DeviceCtx* dc, const ConnSources* sources, const char* role);
+  // `machine`, `role`: the role's transition table and name (conn_machine.h).
+  ConnBase(ConnCore* core, DeviceCtx* dc, const ConnTransitions* machine, const char* role);
   ~ConnBase() override;
 
   // ---- what both roles report

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "base/check.h"
+#include "engine/state_table.h"
 
 namespace tern::rpc {
 
@@ -84,7 +85,7 @@ enum class ReqEvent : uint8_t {
 // kReqTransitions[from][to]: whether a request may go from `from` to `to`.
 // Every write of a request's state is checked against it (always, release
 // builds included: a wrong transition is a use-after-free in the making,
-// and the check costs a test of a constant bit mask).
+// and the check costs a test of a constant bit mask: state_table.h).
 inline constexpr bool kReqTransitions[kReqStates][kReqStates] = {
     //               to: Free   Backlog Sent   Invalid Orphan Complet Abandon
     /* kFree         */ {false, true,   false, false,  false, false,  false},  // call() or a probe
@@ -95,41 +96,16 @@ inline constexpr bool kReqTransitions[kReqStates][kReqStates] = {
     /* kCompleted    */ {true,  false,  false, false,  false, false,  false},  // both owners let go
     /* kAbandoned    */ {false, false,  false, false,  false, true,   false},  // late reply or drain
 };
+inline constexpr Transitions<ReqState, kReqStates> kReqMachine{kReqTransitions};
 
-constexpr bool req_transition_allowed(ReqState from, ReqState to) {
-  return kReqTransitions[static_cast<int>(from)][static_cast<int>(to)];
-}
+constexpr bool req_transition_allowed(ReqState from, ReqState to) { return kReqMachine.allows(from, to); }
 
-// For each target state, the states it may be entered from, as a bit mask:
-// enter() with a constant target tests one bit of a constant.
-constexpr uint32_t req_sources(ReqState to) {
-  uint32_t m = 0;
-  for (int f = 0; f < kReqStates; ++f)
-    if (kReqTransitions[f][static_cast<int>(to)]) m |= 1u << f;
-  return m;
-}
-inline constexpr uint32_t kReqSources[kReqStates] = {
-    req_sources(ReqState::kFree),         req_sources(ReqState::kBacklog),   req_sources(ReqState::kSent),
-    req_sources(ReqState::kInvalidating), req_sources(ReqState::kOrphaned),  req_sources(ReqState::kCompleted),
-    req_sources(ReqState::kAbandoned),
-};
-
-// The table's shape, checked when it is compiled: every state but kFree is
-// entered from somewhere, every state is left for somewhere, nothing
-// stays where it is, and kFree is reached only from kCompleted (both
-// owners have let go: I4).
-static_assert([] {
-  for (int s = 0; s < kReqStates; ++s) {
-    bool in = false, out = false;
-    for (int t = 0; t < kReqStates; ++t) {
-      in = in || kReqTransitions[t][s];
-      out = out || kReqTransitions[s][t];
-    }
-    if (!out || kReqTransitions[s][s]) return false;
-    if (s != static_cast<int>(ReqState::kFree) && !in) return false;
-  }
-  return req_sources(ReqState::kFree) == 1u << static_cast<int>(ReqState::kCompleted);
-}());
+// The table's shape, checked when it is compiled (state_table.h), with
+// every state in use and kFree reached only from kCompleted (both owners
+// have let go: I4). A request goes round: back to kFree, where it started.
+static_assert(transitions_sound(kReqTransitions, static_cast<int>(ReqState::kFree), -1));
+static_assert(every_state_used(kReqTransitions, static_cast<int>(ReqState::kFree)));
+static_assert(kReqMachine.sources(ReqState::kFree) == 1u << static_cast<int>(ReqState::kCompleted));
 
 // A request's state. Request derives from it; only enter() writes it.
 class ReqMachine {
@@ -144,8 +120,7 @@ class ReqMachine {
   // out of line and cold, so that the callers -- maybe_free above all --
   // stay small enough to be inlined on the call's path.
   void enter(ReqState to) {
-    if (TERN_UNLIKELY(!((kReqSources[static_cast<int>(to)] >> static_cast<int>(state_)) & 1u)))
-      req_transition_refused(state_, to);
+    if (TERN_UNLIKELY(!kReqMachine.allows(state_, to))) req_transition_refused(state_, to);
     state_ = to;
   }
 

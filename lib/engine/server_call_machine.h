@@ -31,6 +31,7 @@
 #include <cstdint>
 
 #include "base/check.h"
+#include "engine/state_table.h"
 #include "engine/server_call.h"
 
 namespace tern::rpc {
@@ -94,45 +95,34 @@ enum class SrvEvent : uint8_t {
   kDrained,       // its connection's QP is drained
 };
 
-namespace srv_machine {
-constexpr uint8_t bit(SrvState s) { return static_cast<uint8_t>(1u << static_cast<unsigned>(s)); }
-}  // namespace srv_machine
-
-// The allowed transitions: kSrvNext[from] has the bit of each state `from`
-// may enter. Anything else is the engine's bug -- a call freed twice, or
-// freed while the device may still touch its memory, or answered twice.
-inline constexpr uint8_t kSrvNext[kSrvStates] = {
-    // kFree: a received call, or an RDMA_ERROR answer (sent at once).
-    srv_machine::bit(SrvState::kWaitMemory) | srv_machine::bit(SrvState::kSent),
-    // kWaitMemory: its memory taken, it pulls, or its handler (or the
-    // engine's own answer) runs; its connection's loss frees it.
-    srv_machine::bit(SrvState::kPulling) | srv_machine::bit(SrvState::kInHandler) |
-        srv_machine::bit(SrvState::kFree),
-    // kPulling: pulled, its handler (or the engine's answer to a bad
-    // RDMA_NOMSG message) runs; the drain frees it.
-    srv_machine::bit(SrvState::kInHandler) | srv_machine::bit(SrvState::kFree),
-    // kInHandler: replied (posted, or queued for room), dropped, or its
-    // connection lost.
-    srv_machine::bit(SrvState::kReplyQueued) | srv_machine::bit(SrvState::kSent) |
-        srv_machine::bit(SrvState::kFree) | srv_machine::bit(SrvState::kOrphaned),
-    // kReplyQueued: room came, or its connection's loss frees it.
-    srv_machine::bit(SrvState::kSent) | srv_machine::bit(SrvState::kFree),
-    // kSent: its Send released (or its refused post drained).
-    srv_machine::bit(SrvState::kFree),
-    // kOrphaned: its handler replied or dropped it.
-    srv_machine::bit(SrvState::kFree),
+// kSrvTransitions[from][to]: whether a call may go from `from` to `to`.
+// Anything else is the engine's bug -- a call freed twice, or freed while
+// the device may still touch its memory, or answered twice.
+inline constexpr bool kSrvTransitions[kSrvStates][kSrvStates] = {
+    //              to: Free   WaitMem Pulling InHandl Queued Sent   Orphan
+    /* kFree        */ {false, true,   false,  false,  false, true,  false},  // received; RDMA_ERROR answer
+    /* kWaitMemory  */ {true,  false,  true,   true,   false, false, false},  // conn lost; memory: pull or handler
+    /* kPulling     */ {true,  false,  false,  true,   false, false, false},  // drained; pulled
+    /* kInHandler   */ {true,  false,  false,  false,  true,  true,  true},   // dropped; replied (no room; posted); lost
+    /* kReplyQueued */ {true,  false,  false,  false,  false, true,  false},  // conn lost; room
+    /* kSent        */ {true,  false,  false,  false,  false, false, false},  // its Send released (or drained)
+    /* kOrphaned    */ {true,  false,  false,  false,  false, false, false},  // its handler replied or dropped it
 };
+inline constexpr Transitions<SrvState, kSrvStates> kSrvMachine{kSrvTransitions};
 
-constexpr bool srv_may_enter(SrvState from, SrvState to) {
-  return ((kSrvNext[static_cast<int>(from)] >> static_cast<unsigned>(to)) & 1u) != 0;
-}
+constexpr bool srv_may_enter(SrvState from, SrvState to) { return kSrvMachine.allows(from, to); }
+
+// The table's shape, checked when it is compiled (state_table.h); a call
+// goes round, back to kFree, where it started.
+static_assert(transitions_sound(kSrvTransitions, static_cast<int>(SrvState::kFree), -1));
+static_assert(every_state_used(kSrvTransitions, static_cast<int>(SrvState::kFree)));
 
 // The one writer of a call's state. A transition the table does not allow
 // is caught always, release builds included (TERN_CHECK, not TERN_ASSERT):
 // it means a call is freed twice, or freed while the device may still read
 // or write its buffers, or answered twice -- memory corruption that would
-// otherwise surface far away, on another peer's call. The check is a load,
-// a shift and a branch, four times per plain RPC.
+// otherwise surface far away, on another peer's call. The check is a
+// shift of a constant and a branch, four times per plain RPC.
 //
 // The report is out of line and cold: what is inlined at each transition
 // is the test alone.

@@ -107,8 +107,15 @@ class ServerConn final : public ConnBase {
   // the rest, or run the handler.
   void after_pull(SrvCall* sc);
   // Builds the reply's chain (WRITEs into write and reply chunks, then the
-  // Send) from what reply() recorded (server_rw.cc).
-  void build_reply_chain(SrvCall* sc, WrChain& chain);
+  // Send) from what reply() recorded. Inline: most replies WRITE nothing,
+  // and their chain is the Send alone; the WRITEs are out of line
+  // (server_rw.cc).
+  void build_reply_chain(SrvCall* sc, WrChain& chain) {
+    chain.clear();
+    if (sc->nbulk > 0 || sc->long_len > 0) add_reply_writes(sc, chain);
+    add_reply_send(sc, chain);
+  }
+  [[gnu::noinline]] void add_reply_writes(SrvCall* sc, WrChain& chain);
   // The reply's Send, the chain's last WR: a Send With Invalidate when the
   // call carried one rkey and both ends agreed (RFC 8797).
   void add_reply_send(const SrvCall* sc, WrChain& chain) {

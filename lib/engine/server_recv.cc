@@ -20,7 +20,7 @@ namespace tern::rpc {
 
 using namespace tern::rdma;
 
-ServerConn::ServerConn(ConnCore* e, DeviceCtx* d) : ConnBase(e, d, &kServerConnSources, "server") {}
+ServerConn::ServerConn(ConnCore* e, DeviceCtx* d) : ConnBase(e, d, &kServerConnMachine, "server") {}
 
 ServerConn::~ServerConn() {
   if (breakdown != nullptr && core->bd_gone[true]) core->bd_gone[true]->merge(*breakdown);

@@ -102,15 +102,13 @@ void written_chunks(const SrvCall* sc, ChunkLists* out) {
   }
 }
 
-void ServerConn::build_reply_chain(SrvCall* sc, WrChain& chain) {
-  chain.clear();
+void ServerConn::add_reply_writes(SrvCall* sc, WrChain& chain) {
   // Bulk results into the client's write chunks, segment by segment.
   for (int c = 0; c < sc->nbulk && c < sc->chunks.nwrites; ++c)
     if (sc->bulk_len[c] > 0)
       push_into(chain, sc->bulk_src[c], sc->bulk_len[c], sc->bulk_lkey[c], sc->chunks.writes[c], nullptr);
   // A long reply into the reply chunk.
   if (sc->long_len > 0) push_into(chain, sc->staging, sc->long_len, pd_ctx->arena_lkey(), sc->chunks.reply, nullptr);
-  add_reply_send(sc, chain);
 }
 
 }  // namespace tern::rpc

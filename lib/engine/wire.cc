@@ -32,7 +32,7 @@ using xdr::detail::store_be32;
 constexpr size_t kPlainRdmaHdr = rr::kMinMsgHeaderSize;  // xid vers credit proc, three empty lists
 constexpr size_t kPlainCallHdr = 10 * 4;                 // xid CALL 2 prog vers proc, cred 0 0, verf 0 0
 constexpr size_t kPlainReplyHdr = 6 * 4;                 // xid REPLY ACCEPTED, verf 0 0, SUCCESS
-bool g_fast_paths = true;
+using detail::g_fast_paths;
 
 uint32_t word(const uint8_t* p, int i) { return load_be32(p + 4 * i); }
 
@@ -58,8 +58,10 @@ bool plain_auth(const Call& c) { return c.auth == nullptr || c.auth->machine.emp
 
 }  // namespace
 
+bool detail::g_fast_paths = true;
+
 namespace testing {
-void use_fast_paths(bool on) { g_fast_paths = on; }
+void use_fast_paths(bool on) { detail::g_fast_paths = on; }
 }  // namespace testing
 
 size_t encode_pdata(uint8_t* out, size_t cap, uint32_t inline_send, uint32_t inline_recv, bool remote_inv) {
@@ -176,12 +178,12 @@ size_t transport_header_len(const ChunkLists& ch) {
 namespace {
 // The general paths are out of line: their header structs are large, and a
 // frame holding them would be set up on the fast paths too.
-[[gnu::noinline]] size_t encode_msg_header_general(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits,
-                                                   const ChunkLists& ch) {
+[[gnu::noinline]] size_t encode_header_general(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits,
+                                               const ChunkLists& ch, rr::Proc proc = rr::Proc::kMsg) {
   rr::Header h;
   h.xid = xid;
   h.credit = credits;
-  h.proc = rr::Proc::kMsg;
+  h.proc = proc;
   put_chunks(&h.chunks, ch);
   return rr::encode_header(h, std::span<uint8_t>(buf, cap));
 }
@@ -210,7 +212,7 @@ size_t encode_call(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, con
     if (cap < kPlainRdmaHdr) return 0;
     put_plain_rdma_msg(buf, xid, credits);
     n1 = kPlainRdmaHdr;
-  } else if ((n1 = encode_msg_header_general(buf, cap, xid, credits, ch)) == 0) {
+  } else if ((n1 = encode_header_general(buf, cap, xid, credits, ch)) == 0) {
     return 0;
   }
   size_t n2 = encode_rpc_call(buf + n1, cap - n1, xid, c, args);
@@ -242,12 +244,7 @@ size_t encode_rpc_call(uint8_t* buf, size_t cap, uint32_t xid, const Call& c, st
 }
 
 size_t encode_nomsg_call(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, const ChunkLists& ch) {
-  rr::Header h;
-  h.xid = xid;
-  h.credit = credits;
-  h.proc = rr::Proc::kNoMsg;
-  put_chunks(&h.chunks, ch);
-  return rr::encode_header(h, std::span<uint8_t>(buf, cap));
+  return encode_header_general(buf, cap, xid, credits, ch, rr::Proc::kNoMsg);
 }
 
 namespace {
@@ -547,7 +544,7 @@ size_t encode_msg_header_no_chunks(uint8_t* buf, size_t cap, uint32_t xid, uint3
   }
   ChunkLists none;
   none.clear();
-  return encode_msg_header_general(buf, cap, xid, credits, none);
+  return encode_header_general(buf, cap, xid, credits, none);
 }
 
 namespace {

@@ -14,10 +14,25 @@
 namespace tern::rpc::wire {
 
 namespace testing {
-// The plain shapes' fast paths (wire.cc) on (default) or off, so that tests
-// can compare them with the general codecs. Not thread-safe; tests only.
+// The plain shapes' fast paths on (default) or off, so that tests can
+// compare them with the general paths: wire.cc's, and the few shortcuts a
+// connection takes above the codec for a plain message (docs/engine.md,
+// "One path per message"). Not thread-safe; tests only.
 void use_fast_paths(bool on);
 }  // namespace testing
+namespace detail {
+extern bool g_fast_paths;
+}  // namespace detail
+// Whether the fast paths are on: always, but in a test that compares them
+// with the general paths. A connection's shortcut tests it first. Builds
+// without TERN_DEBUG (release: no test runs there) cannot turn the
+// connections' shortcuts off, and pay nothing for asking; the codec's own
+// fast paths can always be turned off.
+#if defined(TERN_DEBUG) && TERN_DEBUG
+inline bool fast_paths() { return detail::g_fast_paths; }
+#else
+constexpr bool fast_paths() { return true; }
+#endif
 
 // RFC 8797 private data this end sends at connect/accept.
 size_t encode_pdata(uint8_t* out, size_t cap, uint32_t inline_send, uint32_t inline_recv, bool remote_inv);

@@ -184,13 +184,18 @@ void Nfs3Server::submit_io(Op& op, Pending* p, StorageKind kind, int fd, uint64_
   io_->submit(op.call->peer_id(), r);
 }
 
-void Nfs3Server::as_caller(Op& op, std::function<Nfs3Stat()> job, Then then) {
+Nfs3Server::Pending* Nfs3Server::defer_as_caller(Op& op, Then then) {
   Pending* p = op.pend != nullptr ? op.pend : defer(op);
   op.pend = p;
   op.pending = true;
   p->cred = op.cred;
   p->read_only = op.read_only;
   p->then = std::move(then);
+  return p;
+}
+
+void Nfs3Server::as_caller(Op& op, std::function<Nfs3Stat()> job, Then then) {
+  Pending* p = defer_as_caller(op, std::move(then));
   st_.caller_deferred.add();
   callers_->submit(p->call->peer_id(), CallerJob{op.cred, std::move(job), &Nfs3Server::on_caller, p});
 }
@@ -198,12 +203,7 @@ void Nfs3Server::as_caller(Op& op, std::function<Nfs3Stat()> job, Then then) {
 void Nfs3Server::as_caller_op(Op& op, std::shared_ptr<CallerOp> c, Then then) {
   const bool ring = cfg_.caller_ring && !personas_off_ && io_->runs_caller_ops();
   if (const int id = ring ? personas_->acquire(op.cred) : 0; id > 0) {
-    Pending* p = op.pend != nullptr ? op.pend : defer(op);
-    op.pend = p;
-    op.pending = true;
-    p->cred = op.cred;
-    p->read_only = op.read_only;
-    p->then = std::move(then);
+    Pending* p = defer_as_caller(op, std::move(then));
     p->cop = c;
     p->personality = id;
     StorageReq r;

@@ -257,6 +257,9 @@ class Nfs3Server {
   // call is deferred (op.pending): what the job uses must be its own (a
   // dup of a cached descriptor: the cache may close its copy meanwhile).
   void as_caller(Op& op, std::function<nfs::Nfs3Stat()> job, Then then);
+  // defer() for a job that runs as the caller (as_caller, as_caller_op):
+  // the caller's identity and what follows the job go with it.
+  Pending* defer_as_caller(Op& op, Then then);
   static void on_caller(void* ctx, nfs::Nfs3Stat s);
   // A name-space system call as the caller (caller_op.h): on the storage
   // ring under the caller's personality when it has one, else on the pool
