@@ -101,9 +101,15 @@ class World {
 
   // The schedule trace: every event, one line each, with virtual time
   // relative to the start. Kept in memory when keep_trace(true) (the last
-  // `limit` lines; 0: all); its hash always.
+  // `limit` lines; 0: all); its hash always, over the lines' fields, so
+  // that it is the same whether they are kept or not: a simulation runs
+  // without the trace and runs a failing seed again to print it.
   void keep_trace(bool on, size_t limit = 0) { keep_trace_ = on, trace_limit_ = limit; }
-  void note(const std::string& line);  // a line of the simulation's own (faults it chose)
+  bool keeps_trace() const { return keep_trace_; }
+  // A line of the simulation's own (faults it chose), `line` then `more`.
+  void note(std::string_view line, std::string_view more = {});
+  // A line "what key=id detail value", formatted only when the trace is kept.
+  void event(const char* what, const char* key, uint32_t id, const char* detail, uint64_t value);
   std::vector<std::string> trace() const { return {trace_.begin(), trace_.end()}; }
   uint64_t trace_hash() const { return trace_hash_; }
 
@@ -119,10 +125,13 @@ class World {
   SimDevice* listener(const std::string& addr) const;
   uint32_t next_device_index() { return next_dev_++; }
   void auto_progress(uint32_t scale);
-  void trace_event(const char* what, uint32_t qpn, const char* detail, uint64_t value);
+  void trace_event(const char* what, uint32_t qpn, const char* detail, uint64_t value) {
+    event(what, "qp", qpn, detail, value);
+  }
 
  private:
   World(std::string name, uint64_t seed);
+  void keep_line(std::string l);
 
   std::string name_;
   uint64_t seed_;
