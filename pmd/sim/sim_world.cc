@@ -89,7 +89,13 @@ uint64_t World::draw() {
 uint64_t World::draw_below(uint64_t n) {
   // Lemire's multiply-shift; the tiny bias does not matter here, the
   // determinism does.
-  return static_cast<uint64_t>((static_cast<unsigned __int128>(draw()) * n) >> 64);
+  uint64_t v = static_cast<uint64_t>((static_cast<unsigned __int128>(draw()) * n) >> 64);
+  if (tape_ != nullptr && tape_pos_ < tape_->size()) {
+    const uint64_t t = (*tape_)[tape_pos_++];
+    v = t < n ? t : t % n;
+  }
+  if (record_ != nullptr) record_->push_back(v);
+  return v;
 }
 
 void World::advance(uint64_t ns) { now_ns_ += ns; }

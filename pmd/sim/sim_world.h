@@ -84,6 +84,17 @@ class World {
   uint64_t draw_below(uint64_t n);  // [0, n), n > 0
   bool chance(uint32_t per_mille) { return draw_below(1000) < per_mille; }
 
+  // The schedule as a list of decisions (a shrinker's input, tests/sim):
+  // every draw_below() result, in order. record_decisions(v) appends each
+  // to *v; replay_decisions(v) takes each from *v while it lasts (a value
+  // at or past its bound is taken modulo the bound) and from the generator
+  // after it. The generator advances either way, so a replay that runs past
+  // its list goes on as its seed would. nullptr: off.
+  void record_decisions(std::vector<uint64_t>* out) { record_ = out; }
+  void replay_decisions(const std::vector<uint64_t>* tape) { tape_ = tape, tape_pos_ = 0; }
+  // Decisions taken from the replayed list so far.
+  size_t decisions_replayed() const { return tape_pos_; }
+
   // Faults. A random QP that is connected, or nullptr.
   SimQp* pick_connected_qp();
   // The QP goes to error as if its transport failed (retry exceeded): its
@@ -136,6 +147,9 @@ class World {
   std::string name_;
   uint64_t seed_;
   uint64_t rng_[4];
+  std::vector<uint64_t>* record_ = nullptr;
+  const std::vector<uint64_t>* tape_ = nullptr;
+  size_t tape_pos_ = 0;
   uint64_t now_ns_ = 1'000'000'000;
   uint64_t start_ns_ = 1'000'000'000;
   uint32_t auto_steps_ = 3;
