@@ -15,6 +15,7 @@
 //                                      the scheduler's decisions); writes a replay file
 //   tern-sim --replay=FILE [--trace]   run a reduced schedule again
 // A failing seed prints the one command that replays it and the end of its trace.
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -411,7 +412,7 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
     for (uint32_t i = 0; i < nfaults; ++i) {
       PlannedFault f;
       f.at = static_cast<uint32_t>(5 + w.draw_below(90));
-      f.kind = static_cast<uint32_t>(w.draw_below(7));
+      f.kind = static_cast<uint32_t>(w.draw_below(8));
       f.delay = static_cast<uint32_t>(w.draw_below(50));
       plan.push_back({f});
     }
@@ -497,6 +498,15 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
       return rc.done_once == next;
     };
 
+    uint64_t destroy_client_at = UINT64_MAX;
+    auto destroy_client = [&] {
+      if (client_gone) return;
+      w.note("fault destroy-client-engine");
+      client.reset();
+      conn = nullptr;
+      client_gone = true;
+    };
+
     uint64_t it = 0;
     for (; it < ro.max_iterations && !all_done(); ++it) {
       issue();
@@ -538,14 +548,19 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
             // The client's process goes away mid-flight: its engine is
             // destroyed with calls outstanding, each of which must still
             // complete once; the server must let go of the connection.
-            if (client_gone) break;
-            w.note("fault destroy-client-engine");
-            client.reset();
-            conn = nullptr;
-            client_gone = true;
+            destroy_client();
+            break;
+          case 7:
+            // A loss, then the client's process goes away 0-399 iterations
+            // later: often while it reconnects, so that its connection
+            // request can reach the server and find nobody to accept.
+            if (sim::SimQp* q = w.pick_connected_qp()) w.disconnect_qp(q), lost = true;
+            destroy_client_at = it + w.draw_below(400);
+            w.event("fault-destroy-client-later", "in", static_cast<uint32_t>(destroy_client_at - it), "", 0);
             break;
         }
       }
+      if (it == destroy_client_at) destroy_client();
       int work = 0;
       if (w.draw_below(2) == 0) {
         if (!client_gone) work += client->poll();
@@ -586,7 +601,8 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
       if (!idle())
         fail(std::string("not idle ") + what + ": client " +
              (client_gone ? std::string("destroyed") : testing::accounting(*client).to_string()) + "; server " +
-             testing::accounting(*server).to_string());
+             testing::accounting(*server).to_string() + ", " + std::to_string(server->stats().connections.get()) +
+             " connections");
     };
     if (out.ok) settle([&] { return !w.runnable() && testing::accounting(*server).idle(); }, "after the calls");
     // No call is left, so no peer may reach any memory: every registration
@@ -599,7 +615,7 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
       settle(
           [&] {
             return !w.runnable() && (client_gone || testing::accounting(*client).idle()) &&
-                   testing::accounting(*server).idle();
+                   testing::accounting(*server).idle() && server->stats().connections.get() == 0;
           },
           "after the close");
     client.reset();
@@ -655,7 +671,7 @@ bool faults_from(const std::string& s, std::vector<PlannedFault>* fs) {
   std::string item;
   while (std::getline(in, item, ',')) {
     PlannedFault f;
-    if (std::sscanf(item.c_str(), "%u@%u+%u", &f.kind, &f.at, &f.delay) != 3 || f.kind > 6) return false;
+    if (std::sscanf(item.c_str(), "%u@%u+%u", &f.kind, &f.at, &f.delay) != 3 || f.kind > 7) return false;
     fs->push_back(f);
   }
   return true;
@@ -1169,14 +1185,20 @@ int main(int argc, char** argv) {
       total.failed += r.failed;
     }
   }
-  const double cpu = cpu_seconds() - c0, wall = wall_seconds() - w0;
-  // Children's CPU time is not this process's: per core is schedules over
-  // wall time times jobs, which a loaded machine inflates.
-  std::printf("%" PRIu64 " schedules, %" PRIu64 " failed, %" PRIu64 " events; %.2f s wall, %.2f s CPU here, %.0f schedules/s per %s\n",
-              total.schedules, total.failed, total.events, wall, cpu,
-              jobs == 1 ? static_cast<double>(total.schedules) / std::max(cpu, 1e-9)
-                        : static_cast<double>(total.schedules) / std::max(wall, 1e-9) / static_cast<double>(jobs),
-              jobs == 1 ? "CPU second" : "job (wall)");
+  // CPU time (user and system) of this process, or of the jobs: what a
+  // schedule costs a core, less sensitive than wall time to a loaded machine.
+  double cpu = cpu_seconds() - c0;
+  if (jobs > 1) {
+    rusage ru{};
+    getrusage(RUSAGE_CHILDREN, &ru);
+    cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+          static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+  }
+  const double wall = wall_seconds() - w0;
+  std::printf("%" PRIu64 " schedules, %" PRIu64 " failed, %" PRIu64
+              " events; %.2f s wall, %.2f s CPU in %" PRIu64 " job%s, %.0f schedules per CPU second\n",
+              total.schedules, total.failed, total.events, wall, cpu, jobs, jobs == 1 ? "" : "s",
+              static_cast<double>(total.schedules) / std::max(cpu, 1e-9));
   if (shrink && total.failed != 0) {
     Schedule s = base;
     s.seed = total.first_failed;
