@@ -992,8 +992,8 @@ void on_crash(int sig) {
   auto put = [&](const char* s) {
     while (*s != 0 && n < sizeof buf - 1) buf[n++] = *s++;
   };
-  put("CRASH (signal ");
-  put_u64(buf, &n, static_cast<uint64_t>(sig));
+  put(sig == 0 ? "CRASH (a sanitizer's report" : "CRASH (signal ");
+  if (sig != 0) put_u64(buf, &n, static_cast<uint64_t>(sig));
   put(") in seed ");
   put_u64(buf, &n, g_current_seed);
   put("\nreplay: ");
@@ -1002,11 +1002,18 @@ void on_crash(int sig) {
   put_u64(buf, &n, g_current_seed);
   put(" --trace\n");
   (void)!write(1, buf, n);
+  if (sig == 0) return;  // a sanitizer's death: it exits by itself
   signal(sig, SIG_DFL);
   raise(sig);
 }
 
+// A sanitizer's report ends the process through its own exit, not a
+// signal: it calls this first (when the program runs under one).
+extern "C" void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
+void on_sanitizer_death() { on_crash(0); }
+
 void catch_crashes(const Schedule& base) {
+  if (__sanitizer_set_death_callback != nullptr) __sanitizer_set_death_callback(on_sanitizer_death);
   std::snprintf(g_crash_cmd, sizeof g_crash_cmd, "%s%s%s", g_argv0.c_str(),
                 base.bug != Bug::kNone ? " --inject-bug=" : "", base.bug != Bug::kNone ? bug_name(base.bug) : "");
   for (int sig : {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL}) signal(sig, on_crash);
@@ -1161,7 +1168,6 @@ int main(int argc, char** argv) {
       if (p == 0) {
         close(fd[0]);
         BatchResult r = run_batch(from, seeds, jobs, k, base.bug, 3);
-        r.schedules += 0;
         std::fflush(stdout);
         (void)!write(fd[1], &r, sizeof r);
         _exit(0);
