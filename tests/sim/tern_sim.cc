@@ -15,6 +15,7 @@
 //                                      the scheduler's decisions); writes a replay file
 //   tern-sim --replay=FILE [--trace]   run a reduced schedule again
 // A failing seed prints the one command that replays it and the end of its trace.
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -65,6 +66,9 @@ enum class Bug : uint8_t {
   // connection (a QP to error, or a disconnect: kinds 0, 2, 7) has struck: a bug that needs
   // one fault out of the seed's several and one call shape after it.
   kFillAfterLoss,
+  // The same condition, and the process dies (SIGSEGV), as a null pointer
+  // would kill it: the shrinker must cope with candidates that crash.
+  kCrashAfterLoss,
 };
 
 // The payload of call `call`: byte i is kPattern[(call * 131 + i) % 256 + i
@@ -123,11 +127,23 @@ struct Schedule {
   Bug bug = Bug::kNone;
 };
 
+// What a run in a child process leaves where its parent reads it even when
+// the child dies (a crash, an engine check's abort, a sanitizer's report):
+// the shrinker runs each candidate so, and a crash is one more way to fail.
+struct Progress {
+  static constexpr uint64_t kMaxDecisions = 8u << 20;
+  uint64_t events, iterations, ndec;
+  uint32_t nfaults;
+  PlannedFault faults[8];
+  uint64_t dec[kMaxDecisions];
+};
+
 struct RunOptions {
   bool keep_trace = false;
   size_t trace_lines = 300;  // 0: all
   std::vector<uint64_t>* record = nullptr;  // the decisions taken
   uint64_t max_iterations = kMaxIterations;
+  Progress* progress = nullptr;  // kept up to date after every iteration (needs record)
 };
 
 struct Outcome {
@@ -166,6 +182,7 @@ void fill(ServerCtx* sc, ServerCall* c) {
   auto b = c->bulk_buffer(n);
   std::memcpy(b.data(), kPattern.of(a[0]), b.size());
   if (sc->bug == Bug::kFillAfterLoss && *sc->lost && !b.empty()) b[b.size() - 1] ^= 1;
+  if (sc->bug == Bug::kCrashAfterLoss && *sc->lost) raise(SIGSEGV);
   (void)c->reply({}, b);
 }
 
@@ -421,6 +438,20 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
       for (const auto& f : sched.faults) plan.push_back({f});
     }
     for (const auto& p : plan) out.faults.push_back(p.f);
+    // A child's progress, for its parent if it dies (Progress).
+    auto sync = [&](uint64_t iterations) {
+      Progress* pr = ro.progress;
+      if (pr == nullptr) return;
+      const auto& rec = *ro.record;
+      for (uint64_t i = pr->ndec; i < rec.size() && i < Progress::kMaxDecisions; ++i) pr->dec[i] = rec[i];
+      pr->ndec = std::min<uint64_t>(rec.size(), Progress::kMaxDecisions);
+      pr->events = w.counters().events;
+      pr->iterations = iterations;
+    };
+    if (ro.progress != nullptr) {
+      ro.progress->nfaults = static_cast<uint32_t>(std::min<size_t>(out.faults.size(), 8));
+      for (uint32_t i = 0; i < ro.progress->nfaults; ++i) ro.progress->faults[i] = out.faults[i];
+    }
 
     uint32_t next = 0;
     uint64_t server_stalled_until = 0;
@@ -561,6 +592,7 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
         }
       }
       if (it == destroy_client_at) destroy_client();
+      sync(it);
       int work = 0;
       if (w.draw_below(2) == 0) {
         if (!client_gone) work += client->poll();
@@ -590,6 +622,7 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
     // completion that an idle connection never has: the send-context ring).
     auto settle = [&](auto&& idle, const char* what) {
       for (uint64_t k = 0; k < 200'000 && !idle(); ++k) {
+        sync(it + k);
         if (w.draw_below(2) == 0) {
           if (!client_gone) (void)client->poll();
         } else {
@@ -647,10 +680,13 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
 
 // ---------------------------------------------------------------- schedules as text
 
-const char* bug_name(Bug b) { return b == Bug::kFillAfterLoss ? "fill-after-loss" : "none"; }
+const char* bug_name(Bug b) {
+  return b == Bug::kFillAfterLoss ? "fill-after-loss" : b == Bug::kCrashAfterLoss ? "crash-after-loss" : "none";
+}
 bool bug_from(const std::string& s, Bug* b) {
   if (s == "none") *b = Bug::kNone;
   else if (s == "fill-after-loss") *b = Bug::kFillAfterLoss;
+  else if (s == "crash-after-loss") *b = Bug::kCrashAfterLoss;
   else return false;
   return true;
 }
@@ -773,6 +809,63 @@ std::string signature(const std::string& why) {
   return s;
 }
 
+// Runs a schedule in a child process and reads its outcome, or, when the
+// child dies, what its Progress says: a crash fails as "crashed (signal N)"
+// (or "died (exit N)": a sanitizer's report) with the events, iterations,
+// faults and decisions up to its last iteration. *rec gets the decisions.
+Outcome run_isolated(const Schedule& s, RunOptions ro, std::vector<uint64_t>* rec) {
+  static Progress* pr = [] {
+    void* p = mmap(nullptr, sizeof(Progress), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? nullptr : static_cast<Progress*>(p);
+  }();
+  Outcome o;
+  int fd[2];
+  if (pr == nullptr || pipe(fd) != 0) {
+    o.ok = false, o.why = "cannot run a child";
+    return o;
+  }
+  pr->events = pr->iterations = pr->ndec = 0;
+  pr->nfaults = 0;
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fd[0]);
+    for (int sig : {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL}) signal(sig, SIG_DFL);
+    std::vector<uint64_t> local;
+    ro.record = &local;
+    ro.progress = pr;
+    Outcome c = run(s, ro);
+    for (uint64_t i = pr->ndec; i < local.size() && i < Progress::kMaxDecisions; ++i) pr->dec[i] = local[i];
+    pr->ndec = std::min<uint64_t>(local.size(), Progress::kMaxDecisions);
+    pr->events = c.events, pr->iterations = c.iterations;
+    std::string m = std::string(c.ok ? "1 " : "0 ") + std::to_string(c.hash) + " " + c.why;
+    (void)!write(fd[1], m.data(), m.size());
+    std::fflush(stdout);
+    _exit(0);
+  }
+  close(fd[1]);
+  std::string m;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd[0], buf, sizeof buf)) > 0;) m.append(buf, static_cast<size_t>(n));
+  close(fd[0]);
+  int st = 0;
+  (void)waitpid(pid, &st, 0);
+  o.events = pr->events, o.iterations = pr->iterations;
+  o.faults.assign(pr->faults, pr->faults + pr->nfaults);
+  rec->assign(pr->dec, pr->dec + pr->ndec);
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && m.size() >= 2) {
+    o.ok = m[0] == '1';
+    const size_t sp = m.find(' ', 2);
+    o.hash = std::strtoull(m.c_str() + 2, nullptr, 10);
+    o.why = sp == std::string::npos ? std::string() : m.substr(sp + 1);
+  } else {
+    o.ok = false;
+    o.why = WIFSIGNALED(st) ? "crashed (signal " + std::to_string(WTERMSIG(st)) + ")"
+                            : "died (exit " + std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : -1) + ")";
+  }
+  return o;
+}
+
 // Reduces a failing schedule to fewer faults, fewer calls and the simplest
 // scheduler decisions (each 0: the first runnable event, no extra progress,
 // the shortest time step, the first shape) that still fail the same way,
@@ -785,9 +878,11 @@ class Shrinker {
       : best_(std::move(s)), max_runs_(max_runs), deadline_(wall_seconds() + max_seconds) {}
 
   bool start() {
-    RunOptions ro;
-    ro.record = &best_tape_;
-    best_out_ = run(best_, ro);
+    // The first run in a child: if it crashes, so do candidates, and every
+    // one runs in a child (a fork each, ~10x slower); otherwise in this
+    // process (a candidate that crashes ends the shrink).
+    best_out_ = run_isolated(best_, RunOptions{}, &best_tape_);
+    isolate_ = best_out_.why.rfind("crashed", 0) == 0 || best_out_.why.rfind("died", 0) == 0;
     ++runs_;
     if (best_out_.ok) return false;
     sig_ = signature(best_out_.why);
@@ -830,9 +925,14 @@ class Shrinker {
     ++runs_;
     std::vector<uint64_t> rec;
     RunOptions ro;
-    ro.record = &rec;
     ro.max_iterations = best_out_.iterations * 2 + 20'000;
-    Outcome o = run(cand, ro);
+    Outcome o;
+    if (isolate_) {
+      o = run_isolated(cand, ro, &rec);
+    } else {
+      ro.record = &rec;
+      o = run(cand, ro);
+    }
     if (o.ok || signature(o.why) != sig_ || o.events > best_out_.events) return false;
     best_ = cand;
     best_out_ = std::move(o);
@@ -906,6 +1006,7 @@ class Shrinker {
   std::vector<uint64_t> best_tape_;
   std::string sig_;
   size_t first_tape_size_ = 0, first_tape_nonzero_ = 0;
+  bool isolate_ = false;
   uint64_t runs_ = 0, max_runs_;
   double deadline_;
 };
@@ -944,7 +1045,7 @@ int shrink_and_report(const Schedule& s, uint64_t max_runs, double max_seconds, 
   // The test hook's bug needs exactly one fault that drops the connection:
   // a shrinker that leaves more has not done its work.
   const auto drops = [](const PlannedFault& f) { return f.kind == 0 || f.kind == 2 || f.kind == 7; };
-  if (s.bug == Bug::kFillAfterLoss && (b.faults.size() != 1 || !drops(b.faults[0]))) {
+  if (s.bug != Bug::kNone && (b.faults.size() != 1 || !drops(b.faults[0]))) {
     std::printf("FAIL: the injected bug needs one connection-dropping fault; the reduced schedule has %s\n",
                 faults_text(b.faults).c_str());
     return 3;
@@ -955,17 +1056,20 @@ int shrink_and_report(const Schedule& s, uint64_t max_runs, double max_seconds, 
     std::printf("FAIL: cannot read back %s\n", path.c_str());
     return 2;
   }
-  RunOptions ro;
-  ro.keep_trace = !quiet;
-  Outcome r = run(again, ro);
-  if (r.ok || r.hash != o.hash) {
+  std::vector<uint64_t> ignored;
+  const bool crash = o.why.rfind("crashed", 0) == 0 || o.why.rfind("died", 0) == 0;
+  Outcome r = run_isolated(again, RunOptions{}, &ignored);
+  if (r.ok || signature(r.why) != signature(o.why) || (!crash && r.hash != o.hash)) {
     std::printf("FAIL: the replay file gave %s (trace hash %016" PRIx64 ", the reduced run's %016" PRIx64 ")\n",
                 r.ok ? "no failure" : r.why.c_str(), r.hash, o.hash);
     return 2;
   }
-  if (!quiet) {
-    std::printf("its trace (%zu lines):\n", r.trace.size());
-    for (const auto& l : r.trace) std::printf("  %s\n", l.c_str());
+  if (!quiet && !crash) {
+    RunOptions ro;
+    ro.keep_trace = true;
+    Outcome t = run(again, ro);
+    std::printf("its trace (%zu lines):\n", t.trace.size());
+    for (const auto& l : t.trace) std::printf("  %s\n", l.c_str());
   }
   return 0;
 }
@@ -1060,7 +1164,7 @@ int usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s --seed=N [--trace] [--shrink] | --seeds=N [--from=S] [--jobs=J] [--shrink]\n"
                "          | --determinism[=S] | --replay=FILE [--trace]\n"
-               "  schedule: [--calls=N] [--faults=kind@at+delay,...|none] [--inject-bug=fill-after-loss]\n"
+               "  schedule: [--calls=N] [--faults=kind@at+delay,...|none] [--inject-bug=fill-after-loss|crash-after-loss]\n"
                "  shrink:   [--shrink-runs=N] [--shrink-seconds=S] [--out=FILE] [--expect-fail]\n",
                argv0);
   return 2;
