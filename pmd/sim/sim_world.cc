@@ -89,7 +89,13 @@ uint64_t World::draw() {
 uint64_t World::draw_below(uint64_t n) {
   // Lemire's multiply-shift; the tiny bias does not matter here, the
   // determinism does.
-  return static_cast<uint64_t>((static_cast<unsigned __int128>(draw()) * n) >> 64);
+  uint64_t v = static_cast<uint64_t>((static_cast<unsigned __int128>(draw()) * n) >> 64);
+  if (tape_ != nullptr && tape_pos_ < tape_->size()) {
+    const uint64_t t = (*tape_)[tape_pos_++];
+    v = t < n ? t : t % n;
+  }
+  if (record_ != nullptr) record_->push_back(v);
+  return v;
 }
 
 void World::advance(uint64_t ns) { now_ns_ += ns; }
@@ -221,21 +227,45 @@ void World::corrupt_next_key(SimQp* qp) {
   qp->corrupt_next_key();
 }
 
-void World::note(const std::string& line) {
-  char head[48];
-  std::snprintf(head, sizeof head, "%12llu ", static_cast<unsigned long long>(now_ns_ - start_ns_));
-  std::string l = head + line;
-  for (unsigned char ch : l) trace_hash_ = (trace_hash_ ^ ch) * 1099511628211ull;
-  trace_hash_ = (trace_hash_ ^ '\n') * 1099511628211ull;
-  if (!keep_trace_) return;
-  if (trace_limit_ != 0 && trace_.size() >= trace_limit_) trace_.pop_front();
-  trace_.push_back(std::move(l));
+namespace {
+
+// A hash over the fields of a trace line (FNV-1a for strings): the hash is the same whether the
+// line is kept (formatted) or not, and a schedule that keeps no trace
+// formats nothing (a formatted line per event was most of the trace's cost).
+inline uint64_t fnv_u64(uint64_t h, uint64_t v) {
+  h = (h ^ v) * 0x9E3779B97F4A7C15ull;  // a whole word at a time
+  return h ^ (h >> 29);
+}
+inline uint64_t fnv_str(uint64_t h, std::string_view s) {
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  return (h ^ 0xff) * 1099511628211ull;  // the end of a field
 }
 
-void World::trace_event(const char* what, uint32_t qpn, const char* detail, uint64_t value) {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "%s qp=%u %s %llu", what, qpn, detail, static_cast<unsigned long long>(value));
-  note(buf);
+}  // namespace
+
+void World::note(std::string_view line, std::string_view more) {
+  trace_hash_ = fnv_str(fnv_str(fnv_u64(trace_hash_, now_ns_ - start_ns_), line), more);
+  if (!keep_trace_) return;
+  char head[48];
+  std::snprintf(head, sizeof head, "%12llu ", static_cast<unsigned long long>(now_ns_ - start_ns_));
+  std::string l = head;
+  l.append(line).append(more);
+  keep_line(std::move(l));
+}
+
+void World::event(const char* what, const char* key, uint32_t id, const char* detail, uint64_t value) {
+  uint64_t h = fnv_str(fnv_str(fnv_u64(trace_hash_, now_ns_ - start_ns_), what), key);
+  trace_hash_ = fnv_u64(fnv_str(fnv_u64(h, id), detail), value);
+  if (!keep_trace_) return;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%12llu %s %s=%u %s %llu", static_cast<unsigned long long>(now_ns_ - start_ns_),
+                what, key, id, detail, static_cast<unsigned long long>(value));
+  keep_line(buf);
+}
+
+void World::keep_line(std::string l) {
+  if (trace_limit_ != 0 && trace_.size() >= trace_limit_) trace_.pop_front();
+  trace_.push_back(std::move(l));
 }
 
 }  // namespace tern::sim

@@ -84,6 +84,17 @@ class World {
   uint64_t draw_below(uint64_t n);  // [0, n), n > 0
   bool chance(uint32_t per_mille) { return draw_below(1000) < per_mille; }
 
+  // The schedule as a list of decisions (a shrinker's input, tests/sim):
+  // every draw_below() result, in order. record_decisions(v) appends each
+  // to *v; replay_decisions(v) takes each from *v while it lasts (a value
+  // at or past its bound is taken modulo the bound) and from the generator
+  // after it. The generator advances either way, so a replay that runs past
+  // its list goes on as its seed would. nullptr: off.
+  void record_decisions(std::vector<uint64_t>* out) { record_ = out; }
+  void replay_decisions(const std::vector<uint64_t>* tape) { tape_ = tape, tape_pos_ = 0; }
+  // Decisions taken from the replayed list so far.
+  size_t decisions_replayed() const { return tape_pos_; }
+
   // Faults. A random QP that is connected, or nullptr.
   SimQp* pick_connected_qp();
   // The QP goes to error as if its transport failed (retry exceeded): its
@@ -101,9 +112,15 @@ class World {
 
   // The schedule trace: every event, one line each, with virtual time
   // relative to the start. Kept in memory when keep_trace(true) (the last
-  // `limit` lines; 0: all); its hash always.
+  // `limit` lines; 0: all); its hash always, over the lines' fields, so
+  // that it is the same whether they are kept or not: a simulation runs
+  // without the trace and runs a failing seed again to print it.
   void keep_trace(bool on, size_t limit = 0) { keep_trace_ = on, trace_limit_ = limit; }
-  void note(const std::string& line);  // a line of the simulation's own (faults it chose)
+  bool keeps_trace() const { return keep_trace_; }
+  // A line of the simulation's own (faults it chose), `line` then `more`.
+  void note(std::string_view line, std::string_view more = {});
+  // A line "what key=id detail value", formatted only when the trace is kept.
+  void event(const char* what, const char* key, uint32_t id, const char* detail, uint64_t value);
   std::vector<std::string> trace() const { return {trace_.begin(), trace_.end()}; }
   uint64_t trace_hash() const { return trace_hash_; }
 
@@ -119,14 +136,20 @@ class World {
   SimDevice* listener(const std::string& addr) const;
   uint32_t next_device_index() { return next_dev_++; }
   void auto_progress(uint32_t scale);
-  void trace_event(const char* what, uint32_t qpn, const char* detail, uint64_t value);
+  void trace_event(const char* what, uint32_t qpn, const char* detail, uint64_t value) {
+    event(what, "qp", qpn, detail, value);
+  }
 
  private:
   World(std::string name, uint64_t seed);
+  void keep_line(std::string l);
 
   std::string name_;
   uint64_t seed_;
   uint64_t rng_[4];
+  std::vector<uint64_t>* record_ = nullptr;
+  const std::vector<uint64_t>* tape_ = nullptr;
+  size_t tape_pos_ = 0;
   uint64_t now_ns_ = 1'000'000'000;
   uint64_t start_ns_ = 1'000'000'000;
   uint32_t auto_steps_ = 3;

@@ -8,15 +8,30 @@
 //  - nothing leaked at idle (testing::accounting of both engines);
 //  - every fast registration ended exactly once (the world's counters), no
 //    CQ overrun.
-//   tern-sim --seed=N [--trace]     one schedule (the trace printed with --trace)
-//   tern-sim --seeds=N [--from=S]   N schedules (CI mode)
-//   tern-sim --determinism[=S]      seed S twice, another between: same trace hash
+//   tern-sim --seed=N [--trace]        one schedule (the trace printed with --trace)
+//   tern-sim --seeds=N [--from=S] [--jobs=J]  N schedules (CI and nightly modes)
+//   tern-sim --determinism[=S]         seed S twice, another between: same trace hash
+//   tern-sim --seed=N --shrink         reduce a failing schedule (faults, calls,
+//                                      the scheduler's decisions); writes a replay file
+//   tern-sim --replay=FILE [--trace]   run a reduced schedule again
 // A failing seed prints the one command that replays it and the end of its trace.
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
 #include <cinttypes>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -35,135 +50,343 @@ enum Proc : uint32_t { kEcho = 1, kSum = 2, kFill = 3, kBig = 4 };
 constexpr uint32_t kCalls = 100;
 constexpr uint32_t kWindow = 8;
 constexpr uint64_t kMaxIterations = 4'000'000;
+constexpr uint32_t kMaxChunk = 16384;   // a read or write chunk's bytes (sum, fill)
+constexpr uint32_t kMaxResults = 32768;  // a big reply's bytes
+// Bulk buffers the client's calls take and give back (a call that finds
+// none waits for one): a buffer is reused by a later call as soon as its
+// call has completed, so a device or peer that still wrote into it
+// afterwards would corrupt that later call's data, which the checks see.
+constexpr uint32_t kBulkBuffers = kWindow;
 
-uint8_t pattern(uint32_t call, uint32_t i) { return static_cast<uint8_t>(call * 131 + i * 7 + 1); }
-
-// ---------------------------------------------------------------- server
-
-void echo(void*, ServerCall* c) { (void)c->reply(c->args()); }
-
-void sum(void*, ServerCall* c) {
-  uint32_t s = 0;
-  for (uint8_t b : c->bulk()) s += b;
-  (void)c->reply(std::span(reinterpret_cast<const uint8_t*>(&s), 4));
-}
-
-// args: u32 call, u32 n -> n pattern bytes into the write chunk.
-void fill(void*, ServerCall* c) {
-  uint32_t a[2] = {};
-  if (c->args().size() >= 8) std::memcpy(a, c->args().data(), 8);
-  uint32_t n = std::min(a[1], c->bulk_capacity());
-  auto b = c->bulk_buffer(n);
-  for (uint32_t i = 0; i < b.size(); ++i) b[i] = pattern(a[0], i);
-  (void)c->reply({}, b);
-}
-
-// args: u32 call, u32 n -> n pattern bytes of results (a reply chunk when large).
-void big(void*, ServerCall* c) {
-  uint32_t a[2] = {};
-  if (c->args().size() >= 8) std::memcpy(a, c->args().data(), 8);
-  std::vector<uint8_t> r(a[1]);
-  for (uint32_t i = 0; i < r.size(); ++i) r[i] = pattern(a[0], i);
-  (void)c->reply(r);
-}
-
-// ---------------------------------------------------------------- client
-
-struct CallState {
-  uint32_t index = 0;
-  Proc proc = kEcho;
-  uint32_t len = 0;
-  std::vector<uint8_t> args;
-  uint8_t* buf = nullptr;  // bulk memory (engine-registered)
-  uint32_t done = 0;
-  CallStatus status = CallStatus::kOk;
-  std::string error;  // a wrong result
-  sim::World* world = nullptr;
+// Bugs a test puts in on purpose (--inject-bug), to show the checks and the
+// shrinker find them. None in a normal run.
+enum class Bug : uint8_t {
+  kNone,
+  // The fill handler writes its last byte wrong once a fault that drops the
+  // connection (a QP to error, or a disconnect: kinds 0, 2, 7) has struck: a bug that needs
+  // one fault out of the seed's several and one call shape after it.
+  kFillAfterLoss,
+  // The same condition, and the process dies (SIGSEGV), as a null pointer
+  // would kill it: the shrinker must cope with candidates that crash.
+  kCrashAfterLoss,
 };
 
-void on_done(void* ctx, const CallReply& r) {
-  auto* s = static_cast<CallState*>(ctx);
-  ++s->done;
-  s->status = r.status;
-  s->world->note("call " + std::to_string(s->index) + " done " + call_status_name(r.status));
-  if (r.status != CallStatus::kOk) {
-    if (r.status != CallStatus::kDisconnected && r.status != CallStatus::kTimedOut)
-      s->error = std::string("unexpected status ") + call_status_name(r.status);
-    return;
-  }
-  auto bad = [&](const char* what) { s->error = what; };
-  switch (s->proc) {
-    case kEcho:
-      if (r.results.size() != s->args.size() || std::memcmp(r.results.data(), s->args.data(), s->args.size()) != 0)
-        bad("echo results differ from the arguments");
-      break;
-    case kSum: {
-      uint32_t want = 0, got = 0;
-      for (uint32_t i = 0; i < s->len; ++i) want += s->buf[i];
-      if (r.results.size() != 4) return bad("sum: results not 4 bytes");
-      std::memcpy(&got, r.results.data(), 4);
-      if (got != want) bad("sum: the server pulled other bytes than the read chunk's");
-      break;
+// The payload of call `call`: byte i is kPattern[(call * 131 + i) % 256 + i
+// / 256 * 256] -- a 256-byte period shifted per call, so that one call's
+// bytes in another's buffer show, and the bytes are one memcpy/memcmp away.
+struct Pattern {
+  uint8_t b[256 + kMaxResults];
+  uint64_t prefix[256 + kMaxResults + 1];  // sums, for a read chunk's expected sum
+  Pattern() {
+    prefix[0] = 0;
+    for (uint32_t j = 0; j < sizeof b; ++j) {
+      b[j] = static_cast<uint8_t>((j & 255) * 7 + 1);
+      prefix[j + 1] = prefix[j] + b[j];
     }
-    case kFill:
-      if (r.bulk_recv_len != s->len) return bad("fill: write chunk length differs");
-      for (uint32_t i = 0; i < s->len; ++i)
-        if (s->buf[i] != pattern(s->index, i)) return bad("fill: write chunk bytes differ");
-      break;
-    case kBig:
-      if (r.results.size() != s->len) return bad("big: results length differs");
-      for (uint32_t i = 0; i < s->len; ++i)
-        if (r.results[i] != pattern(s->index, i)) return bad("big: results bytes differ");
-      break;
   }
+  static uint32_t off(uint32_t call) { return (call * 131) & 255; }
+  const uint8_t* of(uint32_t call) const { return b + off(call); }
+  uint32_t sum(uint32_t call, uint32_t n) const {
+    return static_cast<uint32_t>(prefix[off(call) + n] - prefix[off(call)]);
+  }
+};
+const Pattern kPattern;
+
+// Byte sum eight at a time (the server's sum of a read chunk; a byte loop
+// was a large part of a schedule's instructions).
+uint32_t byte_sum(std::span<const uint8_t> d) {
+  uint64_t total = 0;
+  size_t i = 0;
+  constexpr uint64_t kLanes = 0x00FF00FF00FF00FFull;
+  while (d.size() - i >= 8) {
+    uint64_t acc = 0;  // four 16-bit lanes, each at most 2 * 255 per word
+    for (size_t k = 0; k < 64 && d.size() - i >= 8; ++k, i += 8) {
+      uint64_t w;
+      std::memcpy(&w, d.data() + i, 8);
+      acc += (w & kLanes) + ((w >> 8) & kLanes);
+    }
+    for (int l = 0; l < 4; ++l) total += (acc >> (16 * l)) & 0xFFFF;
+  }
+  for (; i < d.size(); ++i) total += d[i];
+  return static_cast<uint32_t>(total);
 }
+
+// A schedule: the seed and what a shrinker may have pinned down.
+struct PlannedFault {
+  uint32_t at = 0;     // when the calls issued reach this count
+  uint32_t kind = 0;   // see the switch in run()
+  uint32_t delay = 0;  // and this many iterations more
+};
+struct Schedule {
+  uint64_t seed = 1;
+  uint32_t calls = kCalls;
+  bool faults_given = false;  // else drawn from the seed
+  std::vector<PlannedFault> faults;
+  bool tape_given = false;  // the scheduler's decisions (World::replay_decisions)
+  std::vector<uint64_t> tape;
+  Bug bug = Bug::kNone;
+};
+
+// What a run in a child process leaves where its parent reads it even when
+// the child dies (a crash, an engine check's abort, a sanitizer's report):
+// the shrinker runs each candidate so, and a crash is one more way to fail.
+struct Progress {
+  static constexpr uint64_t kMaxDecisions = 8u << 20;
+  uint64_t events, iterations, ndec;
+  uint32_t nfaults;
+  PlannedFault faults[8];
+  uint64_t dec[kMaxDecisions];
+};
+
+struct RunOptions {
+  bool keep_trace = false;
+  size_t trace_lines = 300;  // 0: all
+  std::vector<uint64_t>* record = nullptr;  // the decisions taken
+  uint64_t max_iterations = kMaxIterations;
+  Progress* progress = nullptr;  // kept up to date after every iteration (needs record)
+};
 
 struct Outcome {
   bool ok = true;
   std::string why;
   uint64_t hash = 0;
   uint64_t events = 0;
+  uint64_t iterations = 0;
+  std::vector<PlannedFault> faults;  // the plan the schedule ran with
   std::vector<std::string> trace;
 };
 
+// ---------------------------------------------------------------- server
+
+struct ServerCtx {
+  Bug bug = Bug::kNone;
+  const bool* lost = nullptr;  // a connection-dropping fault has struck
+  sim::World* w = nullptr;
+  // Calls answered later, by due time (then arrival): from the loop, not
+  // from the handler, as a server that hands calls to other work does.
+  std::multimap<uint64_t, ServerCall*> later;
+};
+
+void echo(ServerCall* c) { (void)c->reply(c->args()); }
+
+void sum(ServerCall* c) {
+  uint32_t s = byte_sum(c->bulk());
+  (void)c->reply(std::span(reinterpret_cast<const uint8_t*>(&s), 4));
+}
+
+// args: u32 call, u32 n -> n pattern bytes into the write chunk.
+void fill(ServerCtx* sc, ServerCall* c) {
+  uint32_t a[2] = {};
+  if (c->args().size() >= 8) std::memcpy(a, c->args().data(), 8);
+  uint32_t n = std::min({a[1], c->bulk_capacity(), kMaxChunk});
+  auto b = c->bulk_buffer(n);
+  std::memcpy(b.data(), kPattern.of(a[0]), b.size());
+  if (sc->bug == Bug::kFillAfterLoss && *sc->lost && !b.empty()) b[b.size() - 1] ^= 1;
+  if (sc->bug == Bug::kCrashAfterLoss && *sc->lost) raise(SIGSEGV);
+  (void)c->reply({}, b);
+}
+
+// args: u32 call, u32 n -> n pattern bytes of results (a reply chunk when large).
+void big(ServerCall* c) {
+  uint32_t a[2] = {};
+  if (c->args().size() >= 8) std::memcpy(a, c->args().data(), 8);
+  (void)c->reply(std::span(kPattern.of(a[0]), std::min(a[1], kMaxResults)));
+}
+
+void answer(ServerCtx* sc, ServerCall* c) {
+  switch (c->proc()) {
+    case kEcho: return echo(c);
+    case kSum: return sum(c);
+    case kFill: return fill(sc, c);
+    default: return big(c);
+  }
+}
+
+// One call in ten is answered later: mostly within 3 ms, one in twenty of
+// those after 20-150 ms, so that a loss, a reconnect and a retransmission
+// can happen while the server still holds the first copy (as tern-soak's
+// server does). A decision of 0 answers at once.
+void serve(void* ctx, ServerCall* c) {
+  auto* sc = static_cast<ServerCtx*>(ctx);
+  sim::World& w = *sc->w;
+  if (w.draw_below(10) == 9) {
+    const uint64_t ns = w.draw_below(20) == 19 ? 20'000'000 + w.draw_below(130'000'000) : w.draw_below(3'000'000);
+    w.event("server-holds", "xid", c->xid(), "ns", ns);
+    sc->later.emplace(w.now_ns() + ns, c);
+    return;
+  }
+  answer(sc, c);
+}
+
+// Answers the held calls that are due.
+void answer_due(ServerCtx* sc) {
+  while (!sc->later.empty() && sc->later.begin()->first <= sc->w->now_ns()) {
+    ServerCall* c = sc->later.begin()->second;
+    sc->later.erase(sc->later.begin());
+    answer(sc, c);
+  }
+}
+
+// ---------------------------------------------------------------- client
+
+struct RunCtx;
+
+struct CallState {
+  uint32_t index = 0;
+  Proc proc = kEcho;
+  uint32_t len = 0;
+  std::vector<uint8_t> args;
+  uint8_t* buf = nullptr;  // bulk memory (engine-registered), from RunCtx::free_bufs
+  uint32_t done = 0;
+  CallStatus status = CallStatus::kOk;
+  bool issued = false;
+  RunCtx* run = nullptr;
+};
+
+struct RunCtx {
+  sim::World* world = nullptr;
+  Outcome* out = nullptr;
+  uint32_t done_once = 0;  // calls completed at least once (or refused at call())
+  std::vector<uint8_t*> free_bufs;
+  void fail(std::string why) {
+    if (out->ok) out->ok = false, out->why = std::move(why);
+  }
+};
+
+void on_done(void* ctx, const CallReply& r) {
+  auto* s = static_cast<CallState*>(ctx);
+  RunCtx& rc = *s->run;
+  if (++s->done > 1) {
+    rc.fail("call " + std::to_string(s->index) + " completed " + std::to_string(s->done) + " times");
+    return;
+  }
+  ++rc.done_once;
+  s->status = r.status;
+  rc.world->trace_event("call-done", s->index, call_status_name(r.status), 0);
+  // The call is complete: its bulk memory is the caller's again, and the
+  // next call may reuse it.
+  auto give_back = [&] {
+    if (s->buf != nullptr) rc.free_bufs.push_back(s->buf);
+  };
+  if (r.status != CallStatus::kOk) {
+    if (r.status != CallStatus::kDisconnected && r.status != CallStatus::kTimedOut)
+      rc.fail("call " + std::to_string(s->index) + ": unexpected status " + call_status_name(r.status));
+    give_back();
+    return;
+  }
+  auto bad = [&](const char* what) { rc.fail("call " + std::to_string(s->index) + ": " + what); };
+  switch (s->proc) {
+    case kEcho:
+      if (r.results.size() != s->args.size() || std::memcmp(r.results.data(), s->args.data(), s->args.size()) != 0)
+        bad("echo results differ from the arguments");
+      break;
+    case kSum: {
+      uint32_t got = 0;
+      if (r.results.size() != 4) {
+        bad("sum: results not 4 bytes");
+        break;
+      }
+      std::memcpy(&got, r.results.data(), 4);
+      if (got != kPattern.sum(s->index, s->len)) bad("sum: the server pulled other bytes than the read chunk's");
+      break;
+    }
+    case kFill:
+      if (r.bulk_recv_len != s->len) bad("fill: write chunk length differs");
+      else if (std::memcmp(s->buf, kPattern.of(s->index), s->len) != 0) bad("fill: write chunk bytes differ");
+      break;
+    case kBig:
+      if (r.results.size() != s->len) bad("big: results length differs");
+      else if (std::memcmp(r.results.data(), kPattern.of(s->index), s->len) != 0) bad("big: results bytes differ");
+      break;
+  }
+  give_back();
+}
+
 EngineOptions options(bool server) {
   EngineOptions o;
-  // Small arenas: mapping and touching them is most of a schedule's cost.
-  // The client's also holds every call's bulk buffers (Engine::alloc).
-  o.arena_bytes = server ? 4u << 20 : 8u << 20;
+  // Small arenas and pools: the kernel zeroes and maps every page of an
+  // arena when it is made, which was most of a schedule's cost, and small
+  // pools make calls wait for memory, a path worth the scheduler's
+  // attention. RFC 8797's default inline threshold (1 KiB): replies of a
+  // few hundred bytes go inline and larger ones through reply chunks, so
+  // both come up. One bulk block is 64 KiB here (the largest of max_bulk,
+  // max_reply + header room and max_long_call, rounded up).
+  o.inline_send = 1024;
+  o.inline_recv = 1024;
   o.credits = 8;
-  o.max_bulk = 64u << 10;
-  o.max_reply = 64u << 10;
+  o.max_bulk = kMaxChunk;
+  o.max_reply = kMaxResults;
+  o.max_long_call = 16u << 10;
   o.max_mrs = 64;
   o.frwr_depth = 32;
-  o.recv_buffers = 64;
-  o.send_buffers = 64;
+  o.recv_buffers = 32;
+  o.send_buffers = 32;
   o.max_connections = 16;
+  o.max_calls = 1024;
+  o.bulk_pool_bytes = server ? 128u << 10 : 64u << 10;
+  // 32 KiB of receive and 32 KiB of send buffers, the bulk pool, and on the
+  // client the calls' bulk buffers; a little over, for alignment.
+  o.arena_bytes = (64u << 10) + o.bulk_pool_bytes + (server ? 0 : kBulkBuffers * kMaxChunk) + (16u << 10);
   return o;
 }
 
-Outcome run(uint64_t seed, bool keep_all_trace) {
+// A payload size in [1, max], each power of two as likely as another: the
+// edges (a byte, a page, the inline threshold, the largest) all come up,
+// and a schedule moves a fraction of the bytes a uniform draw moved (the
+// copies were most of its instructions). A decision of 0 is 1 or 2 bytes.
+uint32_t draw_size(sim::World& w, uint32_t max) {
+  const uint32_t bits = 1 + static_cast<uint32_t>(w.draw_below(std::bit_width(max)));
+  return 1 + static_cast<uint32_t>(w.draw_below(std::min<uint64_t>(max, uint64_t{1} << bits)));
+}
+
+bool log_to_stderr() {
+  static const bool on = std::getenv("TERN_SIM_LOG") != nullptr;
+  return on;
+}
+
+Outcome run(const Schedule& sched, const RunOptions& ro) {
   Outcome out;
-  const std::string wname = "tern-sim-" + std::to_string(seed);
-  auto world = sim::World::open(wname, seed);
+  RunCtx rc;
+  rc.out = &out;
+  const std::string wname = "tern-sim-" + std::to_string(sched.seed);
+  auto world = sim::World::open(wname, sched.seed);
   sim::World& w = *world;
-  w.keep_trace(true, keep_all_trace ? 0 : 300);
+  rc.world = &w;
+  w.keep_trace(ro.keep_trace, ro.trace_lines);
+  if (sched.tape_given) w.replay_decisions(&sched.tape);
+  w.record_decisions(ro.record);
   w.install_clock();
   // What the engines say goes into the schedule's trace (and its hash): a
   // decision they make differently in a replay -- a backoff, a deadline --
   // shows there even when the events around it look the same.
   struct Sink {
     static void log(void* ctx, const LogRecord& r) {
-      static_cast<sim::World*>(ctx)->note(std::string("log ") + r.subsystem + ": " + r.message);
-      if (std::getenv("TERN_SIM_LOG") != nullptr) std::fprintf(stderr, "%s: %s\n", r.subsystem, r.message);
+      auto* w = static_cast<sim::World*>(ctx);
+      char head[64];
+      std::snprintf(head, sizeof head, "log %s: ", r.subsystem);
+      w->note(head, r.message);
+      if (log_to_stderr()) std::fprintf(stderr, "%s: %s\n", r.subsystem, r.message);
     }
   };
   set_log_sink(Sink::log, &w);
-  auto fail = [&](std::string why) {
-    if (out.ok) out.ok = false, out.why = std::move(why);
-  };
+  // However the schedule ends (an early return too), the sink and the
+  // clock go before the world does.
+  struct Cleanup {
+    sim::World& w;
+    ~Cleanup() {
+      set_log_sink(nullptr, nullptr);
+      w.record_decisions(nullptr);
+      w.replay_decisions(nullptr);
+      w.uninstall_clock();
+    }
+  } cleanup{w};
+  auto fail = [&](std::string why) { rc.fail(std::move(why)); };
   const std::string spec = "sim:world=" + wname + ",addr=srv";
-  std::vector<CallState> calls(kCalls);
+  const uint32_t ncalls = std::min(sched.calls, kCalls);
+  std::vector<CallState> calls(ncalls);
+  bool lost = false;  // a connection-dropping fault struck (Bug::kFillAfterLoss)
+  ServerCtx sctx;
+  sctx.bug = sched.bug, sctx.lost = &lost, sctx.w = &w;
   {
     auto sr = Engine::create(options(true));
     auto cr = Engine::create(options(false));
@@ -172,10 +395,17 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
       return out;
     }
     std::unique_ptr<Engine> server = std::move(*sr), client = std::move(*cr);
-    server->handle(kProg, kVers, kEcho, echo, nullptr);
-    server->handle(kProg, kVers, kSum, sum, nullptr);
-    server->handle(kProg, kVers, kFill, fill, nullptr);
-    server->handle(kProg, kVers, kBig, big, nullptr);
+    for (Proc p : {kEcho, kSum, kFill, kBig}) server->handle(kProg, kVers, p, serve, &sctx);
+    for (uint32_t i = 0; i < kBulkBuffers; ++i) {
+      auto* b = static_cast<uint8_t*>(client->alloc(kMaxChunk));
+      if (b == nullptr) {
+        fail("client alloc failed");
+        return out;
+      }
+      rc.free_bufs.push_back(b);
+    }
+    // Taken from the back: the buffer given back last is reused first.
+    std::reverse(rc.free_bufs.begin(), rc.free_bufs.end());
     if (Status s = server->listen(spec); !s) {
       fail("listen: " + s.message());
       return out;
@@ -188,19 +418,42 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
     Connection* conn = *conn_r;
 
     // The faults of this schedule: up to three, each when the calls issued
-    // reach a count the seed picks (and a few iterations more).
-    struct PlannedFault {
-      uint64_t at;
-      uint32_t kind;
-      uint32_t delay;
+    // reach a count the seed picks (and a few iterations more). They are
+    // drawn even when given, so that the rest of the schedule draws the same.
+    struct Planned {
+      PlannedFault f;
       bool fired = false;
     };
-    std::vector<PlannedFault> plan;
+    std::vector<Planned> plan;
     const uint32_t nfaults = static_cast<uint32_t>(w.draw_below(4));
-    for (uint32_t i = 0; i < nfaults; ++i) 
-      plan.push_back({5 + w.draw_below(90), static_cast<uint32_t>(w.draw_below(7)), static_cast<uint32_t>(w.draw_below(50))});
+    for (uint32_t i = 0; i < nfaults; ++i) {
+      PlannedFault f;
+      f.at = static_cast<uint32_t>(5 + w.draw_below(90));
+      f.kind = static_cast<uint32_t>(w.draw_below(8));
+      f.delay = static_cast<uint32_t>(w.draw_below(50));
+      plan.push_back({f});
+    }
+    if (sched.faults_given) {
+      plan.clear();
+      for (const auto& f : sched.faults) plan.push_back({f});
+    }
+    for (const auto& p : plan) out.faults.push_back(p.f);
+    // A child's progress, for its parent if it dies (Progress).
+    auto sync = [&](uint64_t iterations) {
+      Progress* pr = ro.progress;
+      if (pr == nullptr) return;
+      const auto& rec = *ro.record;
+      for (uint64_t i = pr->ndec; i < rec.size() && i < Progress::kMaxDecisions; ++i) pr->dec[i] = rec[i];
+      pr->ndec = std::min<uint64_t>(rec.size(), Progress::kMaxDecisions);
+      pr->events = w.counters().events;
+      pr->iterations = iterations;
+    };
+    if (ro.progress != nullptr) {
+      ro.progress->nfaults = static_cast<uint32_t>(std::min<size_t>(out.faults.size(), 8));
+      for (uint32_t i = 0; i < ro.progress->nfaults; ++i) ro.progress->faults[i] = out.faults[i];
+    }
 
-    uint32_t next = 0, outstanding_issued = 0;
+    uint32_t next = 0;
     uint64_t server_stalled_until = 0;
     uint32_t idle_rounds = 0;
     bool client_gone = false;  // the client engine was destroyed mid-flight (a fault)
@@ -210,36 +463,39 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
       // loss they are accepted while the connection re-establishes itself.
       const ConnState cs = conn->state();
       if (cs != ConnState::kReady && cs != ConnState::kReconnecting) return;
-      while (next < kCalls && conn->outstanding() < kWindow && !conn->failed()) {
+      while (next < ncalls && conn->outstanding() < kWindow && !conn->failed()) {
         CallState& s = calls[next];
         s.index = next;
-        s.world = &w;
+        s.run = &rc;
         s.proc = static_cast<Proc>(1 + w.draw_below(4));
+        s.buf = nullptr;
         Call c;
         c.prog = kProg, c.vers = kVers, c.proc = s.proc;
         c.done = on_done;
         c.ctx = &s;
+        if ((s.proc == kSum || s.proc == kFill) && rc.free_bufs.empty()) return;  // when a call gives one back
         switch (s.proc) {
           case kEcho:
             s.len = 4 * static_cast<uint32_t>(1 + w.draw_below(100));
-            s.args.resize(s.len);
-            for (uint32_t i = 0; i < s.len; ++i) s.args[i] = pattern(next, i);
+            s.args.assign(kPattern.of(next), kPattern.of(next) + s.len);
             c.max_results = s.len;
             break;
           case kSum:
-            s.len = static_cast<uint32_t>(1 + w.draw_below(16384));
-            s.buf = static_cast<uint8_t*>(client->alloc(s.len));
-            for (uint32_t i = 0; i < s.len; ++i) s.buf[i] = pattern(next, i);
+            s.len = draw_size(w, kMaxChunk);
+            s.buf = rc.free_bufs.back();
+            rc.free_bufs.pop_back();
+            std::memcpy(s.buf, kPattern.of(next), s.len);
             c.bulk_send = std::span<const uint8_t>(s.buf, s.len);
             c.max_results = 4;
             break;
           case kFill:
           case kBig: {
-            s.len = static_cast<uint32_t>(1 + w.draw_below(s.proc == kFill ? 16384 : 32768));
+            s.len = draw_size(w, s.proc == kFill ? kMaxChunk : kMaxResults);
             uint32_t a[2] = {next, s.len};
             s.args.assign(reinterpret_cast<uint8_t*>(a), reinterpret_cast<uint8_t*>(a) + 8);
             if (s.proc == kFill) {
-              s.buf = static_cast<uint8_t*>(client->alloc(s.len));
+              s.buf = rc.free_bufs.back();
+              rc.free_bufs.pop_back();
               std::memset(s.buf, 0, s.len);
               c.bulk_recv = std::span<uint8_t>(s.buf, s.len);
             } else {
@@ -249,56 +505,67 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
           }
         }
         c.args = s.args;
-        if (w.chance(150)) c.timeout_ns = 1'000'000 + w.draw_below(2'000'000'000);
-        if (s.buf == nullptr && (s.proc == kSum || s.proc == kFill)) {
-          fail("client alloc failed");
-          return;
-        }
-        int rc = conn->call(c);
-        w.note("call " + std::to_string(next) + " proc " + std::to_string(s.proc) + " len " + std::to_string(s.len) +
-               " rc " + std::to_string(rc));
-        if (rc != 0) {
-          if (rc == EAGAIN) return;  // try again later
+        // 15% with a deadline (a decision of 0, a shrinker's simplest, is none).
+        if (w.draw_below(1000) >= 850) c.timeout_ns = 1'000'000 + w.draw_below(2'000'000'000);
+        int r = conn->call(c);
+        w.event("call", "call", next, s.proc == kEcho ? "echo" : s.proc == kSum ? "sum" : s.proc == kFill ? "fill" : "big",
+                      s.len);
+        if (r != 0) {
+          w.event("call-refused", "call", next, "rc", static_cast<uint64_t>(r));
+          if (s.buf != nullptr) rc.free_bufs.push_back(s.buf), s.buf = nullptr;
+          if (r == EAGAIN) return;  // try again later
           s.done = 1;  // refused at call(): no callback is owed
           s.status = CallStatus::kDisconnected;
-        } else {
-          ++outstanding_issued;
+          ++rc.done_once;
         }
+        s.issued = true;
         ++next;
       }
     };
 
     auto all_done = [&]() {
       if (client_gone) return true;  // its calls were completed by its destruction (checked at the end)
-      if (next < kCalls && !conn->failed()) return false;
-      for (uint32_t i = 0; i < next; ++i)
-        if (calls[i].done == 0) return false;
-      return true;
+      if (next < ncalls && !conn->failed()) return false;
+      return rc.done_once == next;
+    };
+
+    uint64_t destroy_client_at = UINT64_MAX;
+    auto destroy_client = [&] {
+      if (client_gone) return;
+      w.note("fault destroy-client-engine");
+      client.reset();
+      conn = nullptr;
+      client_gone = true;
     };
 
     uint64_t it = 0;
-    for (; it < kMaxIterations && !all_done(); ++it) {
+    for (; it < ro.max_iterations && !all_done(); ++it) {
       issue();
-      if (!out.ok) break;
-      for (auto& f : plan) {
-        if (f.fired || next < f.at || f.delay-- > 0) continue;
-        f.fired = true;
+      if (!out.ok) break;  // the first wrong result or double completion ends the schedule
+      for (auto& p : plan) {
+        PlannedFault& f = p.f;
+        if (p.fired || next < f.at) continue;
+        if (f.delay > 0) {
+          --f.delay;
+          continue;
+        }
+        p.fired = true;
         switch (f.kind) {
           case 0:
-            if (sim::SimQp* q = w.pick_connected_qp()) w.fail_qp(q);
+            if (sim::SimQp* q = w.pick_connected_qp()) w.fail_qp(q), lost = true;
             break;
           case 1: {
             uint64_t d = 10'000'000 + w.draw_below(12'000'000'000ull);
             server_stalled_until = w.now_ns() + d;
-            w.note("fault stall-server " + std::to_string(d / 1'000'000) + " ms");
+            w.event("fault-stall-server", "for", 0, "ms", d / 1'000'000);
             break;
           }
           case 2:
-            if (sim::SimQp* q = w.pick_connected_qp()) w.disconnect_qp(q);
+            if (sim::SimQp* q = w.pick_connected_qp()) w.disconnect_qp(q), lost = true;
             break;
           case 3: {
             uint64_t d = 1'000'000'000 + w.draw_below(6'000'000'000ull);
-            w.note("fault time-jump " + std::to_string(d / 1'000'000) + " ms");
+            w.event("fault-time-jump", "by", 0, "ms", d / 1'000'000);
             w.advance(d);
             break;
           }
@@ -312,20 +579,28 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
             // The client's process goes away mid-flight: its engine is
             // destroyed with calls outstanding, each of which must still
             // complete once; the server must let go of the connection.
-            if (client_gone) break;
-            w.note("fault destroy-client-engine");
-            client.reset();
-            conn = nullptr;
-            client_gone = true;
+            destroy_client();
+            break;
+          case 7:
+            // A loss, then the client's process goes away 0-399 iterations
+            // later: often while it reconnects, so that its connection
+            // request can reach the server and find nobody to accept.
+            if (sim::SimQp* q = w.pick_connected_qp()) w.disconnect_qp(q), lost = true;
+            destroy_client_at = it + w.draw_below(400);
+            w.event("fault-destroy-client-later", "in", static_cast<uint32_t>(destroy_client_at - it), "", 0);
             break;
         }
       }
+      if (it == destroy_client_at) destroy_client();
+      sync(it);
       int work = 0;
       if (w.draw_below(2) == 0) {
         if (!client_gone) work += client->poll();
       } else if (w.now_ns() >= server_stalled_until) {
         work += server->poll();
+        answer_due(&sctx);
       }
+      if (!out.ok) break;
       // Nothing runnable and nobody busy: time passes until a timer is due.
       if (work == 0 && !w.runnable()) {
         if (++idle_rounds > 8) {
@@ -338,7 +613,8 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
         idle_rounds = 0;
       }
     }
-    if (out.ok && it >= kMaxIterations) fail("the calls did not all complete within the iteration budget");
+    out.iterations = it;
+    if (out.ok && it >= ro.max_iterations) fail("the calls did not all complete within the iteration budget");
 
     // Idle: the server gives everything back once the calls are done and
     // the device has completed what it was doing; the client once its
@@ -346,41 +622,42 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
     // completion that an idle connection never has: the send-context ring).
     auto settle = [&](auto&& idle, const char* what) {
       for (uint64_t k = 0; k < 200'000 && !idle(); ++k) {
+        sync(it + k);
         if (w.draw_below(2) == 0) {
           if (!client_gone) (void)client->poll();
         } else {
           (void)server->poll();
+          answer_due(&sctx);
         }
         if (k % 64 == 63) w.advance(1'000'000);
       }
       if (!idle())
         fail(std::string("not idle ") + what + ": client " +
              (client_gone ? std::string("destroyed") : testing::accounting(*client).to_string()) + "; server " +
-             testing::accounting(*server).to_string());
+             testing::accounting(*server).to_string() + ", " + std::to_string(server->stats().connections.get()) +
+             " connections");
     };
-    if (out.ok) settle([&] { return testing::accounting(*server).idle() && !w.runnable(); }, "after the calls");
+    if (out.ok) settle([&] { return !w.runnable() && testing::accounting(*server).idle(); }, "after the calls");
     // No call is left, so no peer may reach any memory: every registration
     // a call made has ended (the device's own view, not the engine's).
     if (out.ok && w.counters().live_regs() != 0)
       fail(std::to_string(w.counters().live_regs()) + " fast registrations still valid with no call left");
     w.note("closing");
-    if (!client_gone) conn->close();
+    if (out.ok && !client_gone) conn->close();
     if (out.ok)
       settle(
           [&] {
-            return (client_gone || testing::accounting(*client).idle()) && testing::accounting(*server).idle() &&
-                   !w.runnable();
+            return !w.runnable() && (client_gone || testing::accounting(*client).idle()) &&
+                   testing::accounting(*server).idle() && server->stats().connections.get() == 0;
           },
           "after the close");
     client.reset();
     server.reset();
   }
   // The end of the schedule.
-  for (uint32_t i = 0; i < kCalls; ++i) {
+  for (uint32_t i = 0; i < ncalls; ++i) {
     const CallState& s = calls[i];
-    if (i < kCalls && s.done > 1) fail("call " + std::to_string(i) + " completed " + std::to_string(s.done) + " times");
-    if (s.index == i && s.world != nullptr && s.done == 0) fail("call " + std::to_string(i) + " never completed");
-    if (!s.error.empty()) fail("call " + std::to_string(i) + ": " + s.error);
+    if (s.issued && s.done == 0) fail("call " + std::to_string(i) + " never completed");
   }
   const sim::WorldCounters& c = w.counters();
   if (c.live_regs() != 0)
@@ -397,17 +674,477 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
   w.note(sum_line);
   out.hash = w.trace_hash();
   out.events = c.events;
-  out.trace = w.trace();
-  set_log_sink(nullptr, nullptr);
-  w.uninstall_clock();
+  if (ro.keep_trace) out.trace = w.trace();
   return out;
 }
 
-void report_failure(const char* argv0, uint64_t seed, const Outcome& o) {
-  std::printf("FAIL seed %" PRIu64 ": %s\n", seed, o.why.c_str());
-  std::printf("replay: %s --seed=%" PRIu64 " --trace\n", argv0, seed);
-  std::printf("last %zu trace lines:\n", o.trace.size());
-  for (const auto& l : o.trace) std::printf("  %s\n", l.c_str());
+// ---------------------------------------------------------------- schedules as text
+
+const char* bug_name(Bug b) {
+  return b == Bug::kFillAfterLoss ? "fill-after-loss" : b == Bug::kCrashAfterLoss ? "crash-after-loss" : "none";
+}
+bool bug_from(const std::string& s, Bug* b) {
+  if (s == "none") *b = Bug::kNone;
+  else if (s == "fill-after-loss") *b = Bug::kFillAfterLoss;
+  else if (s == "crash-after-loss") *b = Bug::kCrashAfterLoss;
+  else return false;
+  return true;
+}
+
+// "kind@at+delay,..." (the plan's faults).
+std::string faults_text(const std::vector<PlannedFault>& fs) {
+  std::string t;
+  for (const auto& f : fs) {
+    if (!t.empty()) t += ',';
+    t += std::to_string(f.kind) + '@' + std::to_string(f.at) + '+' + std::to_string(f.delay);
+  }
+  return t.empty() ? "none" : t;
+}
+bool faults_from(const std::string& s, std::vector<PlannedFault>* fs) {
+  fs->clear();
+  if (s == "none" || s.empty()) return true;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    PlannedFault f;
+    if (std::sscanf(item.c_str(), "%u@%u+%u", &f.kind, &f.at, &f.delay) != 3 || f.kind > 7) return false;
+    fs->push_back(f);
+  }
+  return true;
+}
+
+// A replay file: the schedule, and the decisions run-length coded ("v*n").
+bool write_replay(const std::string& path, const Schedule& s) {
+  std::ofstream f(path);
+  f << "tern-sim-replay 1\nseed " << s.seed << "\ncalls " << s.calls << "\nbug " << bug_name(s.bug) << "\nfaults "
+    << (s.faults_given ? faults_text(s.faults) : "drawn") << "\ndecisions " << (s.tape_given ? s.tape.size() : 0)
+    << "\n";
+  size_t tokens = 0;
+  if (s.tape_given)
+    for (size_t i = 0; i < s.tape.size();) {
+      size_t j = i;
+      while (j < s.tape.size() && s.tape[j] == s.tape[i]) ++j;
+      f << s.tape[i];
+      if (j - i > 1) f << '*' << (j - i);
+      f << (++tokens % 16 == 0 ? '\n' : ' ');
+      i = j;
+    }
+  return static_cast<bool>(f);
+}
+
+bool read_replay(const std::string& path, Schedule* s) {
+  std::ifstream f(path);
+  std::string magic, key, val;
+  int version = 0;
+  if (!(f >> magic >> version) || magic != "tern-sim-replay" || version != 1) return false;
+  size_t n = 0;
+  for (int i = 0; i < 5; ++i) {
+    if (!(f >> key >> val)) return false;
+    if (key == "seed") s->seed = std::strtoull(val.c_str(), nullptr, 0);
+    else if (key == "calls") s->calls = static_cast<uint32_t>(std::strtoul(val.c_str(), nullptr, 0));
+    else if (key == "bug") { if (!bug_from(val, &s->bug)) return false; }
+    else if (key == "faults") {
+      s->faults_given = val != "drawn";
+      if (s->faults_given && !faults_from(val, &s->faults)) return false;
+    } else if (key == "decisions") n = std::strtoull(val.c_str(), nullptr, 0);
+    else return false;
+  }
+  s->tape.clear();
+  s->tape_given = n > 0;
+  std::string tok;
+  while (s->tape.size() < n && f >> tok) {
+    uint64_t v = std::strtoull(tok.c_str(), nullptr, 0), k = 1;
+    if (auto star = tok.find('*'); star != std::string::npos) k = std::strtoull(tok.c_str() + star + 1, nullptr, 0);
+    s->tape.insert(s->tape.end(), k, v);
+  }
+  return s->tape.size() == n;
+}
+
+// ---------------------------------------------------------------- reporting
+
+std::string g_argv0 = "tern-sim";
+
+std::string replay_command(const Schedule& s) {
+  std::string c = g_argv0 + " --seed=" + std::to_string(s.seed);
+  if (s.calls != kCalls) c += " --calls=" + std::to_string(s.calls);
+  if (s.faults_given) c += " --faults=" + faults_text(s.faults);
+  if (s.bug != Bug::kNone) c += std::string(" --inject-bug=") + bug_name(s.bug);
+  return c + " --trace";
+}
+
+void report_failure(const Schedule& s, const Outcome& o) {
+  std::printf("FAIL seed %" PRIu64 ": %s\n", s.seed, o.why.c_str());
+  std::printf("replay: %s\n", replay_command(s).c_str());
+  // The run kept no trace (formatting it was a large part of its cost):
+  // the same schedule again, with it.
+  RunOptions ro;
+  ro.keep_trace = true;
+  Outcome t = run(s, ro);
+  if (t.hash != o.hash)
+    std::printf("(the second run of the schedule differed: trace hash %016" PRIx64 " then %016" PRIx64 ")\n", o.hash,
+                t.hash);
+  std::printf("last %zu trace lines:\n", t.trace.size());
+  for (const auto& l : t.trace) std::printf("  %s\n", l.c_str());
+}
+
+double cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+double wall_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// ---------------------------------------------------------------- shrinking
+
+// What kind of failure: its message without numbers (the call, the counts),
+// so that a reduced schedule must fail the same way, not any way.
+std::string signature(const std::string& why) {
+  std::string s;
+  for (char ch : why)
+    if (ch < '0' || ch > '9') s += ch;
+  return s;
+}
+
+// Runs a schedule in a child process and reads its outcome, or, when the
+// child dies, what its Progress says: a crash fails as "crashed (signal N)"
+// (or "died (exit N)": a sanitizer's report) with the events, iterations,
+// faults and decisions up to its last iteration. *rec gets the decisions.
+Outcome run_isolated(const Schedule& s, RunOptions ro, std::vector<uint64_t>* rec) {
+  static Progress* pr = [] {
+    void* p = mmap(nullptr, sizeof(Progress), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? nullptr : static_cast<Progress*>(p);
+  }();
+  Outcome o;
+  int fd[2];
+  if (pr == nullptr || pipe(fd) != 0) {
+    o.ok = false, o.why = "cannot run a child";
+    return o;
+  }
+  pr->events = pr->iterations = pr->ndec = 0;
+  pr->nfaults = 0;
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fd[0]);
+    for (int sig : {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL}) signal(sig, SIG_DFL);
+    std::vector<uint64_t> local;
+    ro.record = &local;
+    ro.progress = pr;
+    Outcome c = run(s, ro);
+    for (uint64_t i = pr->ndec; i < local.size() && i < Progress::kMaxDecisions; ++i) pr->dec[i] = local[i];
+    pr->ndec = std::min<uint64_t>(local.size(), Progress::kMaxDecisions);
+    pr->events = c.events, pr->iterations = c.iterations;
+    std::string m = std::string(c.ok ? "1 " : "0 ") + std::to_string(c.hash) + " " + c.why;
+    (void)!write(fd[1], m.data(), m.size());
+    std::fflush(stdout);
+    _exit(0);
+  }
+  close(fd[1]);
+  std::string m;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd[0], buf, sizeof buf)) > 0;) m.append(buf, static_cast<size_t>(n));
+  close(fd[0]);
+  int st = 0;
+  (void)waitpid(pid, &st, 0);
+  o.events = pr->events, o.iterations = pr->iterations;
+  o.faults.assign(pr->faults, pr->faults + pr->nfaults);
+  rec->assign(pr->dec, pr->dec + pr->ndec);
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && m.size() >= 2) {
+    o.ok = m[0] == '1';
+    const size_t sp = m.find(' ', 2);
+    o.hash = std::strtoull(m.c_str() + 2, nullptr, 10);
+    o.why = sp == std::string::npos ? std::string() : m.substr(sp + 1);
+  } else {
+    o.ok = false;
+    o.why = WIFSIGNALED(st) ? "crashed (signal " + std::to_string(WTERMSIG(st)) + ")"
+                            : "died (exit " + std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : -1) + ")";
+  }
+  return o;
+}
+
+// Reduces a failing schedule to fewer faults, fewer calls and the simplest
+// scheduler decisions (each 0: the first runnable event, no extra progress,
+// the shortest time step, the first shape) that still fail the same way,
+// never with more events. Each candidate runs with an iteration budget a
+// little above the failing run's, so that one that merely hangs is
+// rejected quickly.
+class Shrinker {
+ public:
+  Shrinker(Schedule s, uint64_t max_runs, double max_seconds)
+      : best_(std::move(s)), max_runs_(max_runs), deadline_(wall_seconds() + max_seconds) {}
+
+  bool start() {
+    // The first run in a child: if it crashes, so do candidates, and every
+    // one runs in a child (a fork each, ~10x slower); otherwise in this
+    // process (a candidate that crashes ends the shrink).
+    best_out_ = run_isolated(best_, RunOptions{}, &best_tape_);
+    isolate_ = best_out_.why.rfind("crashed", 0) == 0 || best_out_.why.rfind("died", 0) == 0;
+    ++runs_;
+    if (best_out_.ok) return false;
+    sig_ = signature(best_out_.why);
+    first_tape_size_ = best_tape_.size();
+    first_tape_nonzero_ = static_cast<size_t>(
+        std::count_if(best_tape_.begin(), best_tape_.end(), [](uint64_t x) { return x != 0; }));
+    first_ = best_out_;
+    first_sched_ = best_;
+    // From here on the faults are explicit: a candidate drops one.
+    best_.faults = best_out_.faults;
+    best_.faults_given = true;
+    return true;
+  }
+
+  void shrink() {
+    for (int round = 0; round < 3; ++round) {
+      bool progress = shrink_faults();
+      progress |= shrink_calls();
+      if (!progress) break;
+    }
+    // Then the decisions, with the schedule's own as the start.
+    best_.tape = best_tape_;
+    best_.tape_given = true;
+    shrink_tape();
+  }
+
+  const Schedule& best() const { return best_; }
+  const Outcome& best_outcome() const { return best_out_; }
+  const Outcome& first() const { return first_; }
+  const Schedule& first_schedule() const { return first_sched_; }
+  uint64_t runs() const { return runs_; }
+  size_t first_tape_size() const { return first_tape_size_; }
+  size_t first_tape_nonzero() const { return first_tape_nonzero_; }
+
+ private:
+  bool budget() const { return runs_ < max_runs_ && wall_seconds() < deadline_; }
+
+  bool attempt(const Schedule& cand) {
+    if (!budget()) return false;
+    ++runs_;
+    std::vector<uint64_t> rec;
+    RunOptions ro;
+    ro.max_iterations = best_out_.iterations * 2 + 20'000;
+    Outcome o;
+    if (isolate_) {
+      o = run_isolated(cand, ro, &rec);
+    } else {
+      ro.record = &rec;
+      o = run(cand, ro);
+    }
+    if (o.ok || signature(o.why) != sig_ || o.events > best_out_.events) return false;
+    best_ = cand;
+    best_out_ = std::move(o);
+    best_tape_ = std::move(rec);
+    if (best_.tape_given) best_.tape = best_tape_;  // exactly the decisions it took
+    return true;
+  }
+
+  bool shrink_faults() {
+    bool progress = false;
+    for (size_t i = best_.faults.size(); i-- > 0;) {
+      Schedule c = best_;
+      c.faults.erase(c.faults.begin() + static_cast<std::ptrdiff_t>(i));
+      progress |= attempt(c);
+    }
+    // Each that stays strikes as early as it still does its harm: no
+    // delay, then after fewer calls (halving), so that fewer calls are needed.
+    for (size_t i = 0; i < best_.faults.size(); ++i) {
+      if (best_.faults[i].delay != 0) {
+        Schedule c = best_;
+        c.faults[i].delay = 0;
+        progress |= attempt(c);
+      }
+      for (uint32_t at = best_.faults[i].at / 2; at > 0 && at < best_.faults[i].at; at /= 2) {
+        Schedule c = best_;
+        c.faults[i].at = at;
+        if (!attempt(c)) break;
+        progress = true;
+      }
+    }
+    return progress;
+  }
+
+  bool shrink_calls() {
+    // The first count that still fails, from one call up: few enough runs
+    // for a budget, and the smallest wins.
+    static const uint32_t kTry[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 80};
+    for (uint32_t n : kTry) {
+      if (n >= best_.calls) break;
+      Schedule c = best_;
+      c.calls = n;
+      if (attempt(c)) return true;
+    }
+    return false;
+  }
+
+  void shrink_tape() {
+    // ddmin's chunks, halving: each chunk of decisions is set to 0 (the
+    // simplest choice) when the schedule still fails the same way without
+    // more events.
+    size_t chunk = std::max<size_t>(best_.tape.size() / 2, 1);
+    while (budget()) {
+      for (size_t at = 0; at < best_.tape.size() && budget(); at += chunk) {
+        const size_t end = std::min(at + chunk, best_.tape.size());
+        if (std::all_of(best_.tape.begin() + static_cast<std::ptrdiff_t>(at),
+                        best_.tape.begin() + static_cast<std::ptrdiff_t>(end), [](uint64_t v) { return v == 0; }))
+          continue;
+        Schedule c = best_;
+        std::fill(c.tape.begin() + static_cast<std::ptrdiff_t>(at), c.tape.begin() + static_cast<std::ptrdiff_t>(end),
+                  0);
+        (void)attempt(c);
+      }
+      if (chunk == 1) break;
+      chunk = std::max<size_t>(chunk / 2, 1);
+    }
+  }
+
+  Schedule best_;
+  Outcome best_out_, first_;
+  Schedule first_sched_;
+  std::vector<uint64_t> best_tape_;
+  std::string sig_;
+  size_t first_tape_size_ = 0, first_tape_nonzero_ = 0;
+  bool isolate_ = false;
+  uint64_t runs_ = 0, max_runs_;
+  double deadline_;
+};
+
+size_t nonzero(const std::vector<uint64_t>& v) {
+  return static_cast<size_t>(std::count_if(v.begin(), v.end(), [](uint64_t x) { return x != 0; }));
+}
+
+// Shrinks a failing schedule, writes the replay file, checks that it
+// replays the failure. 0: reduced and checked; 1: it did not fail; 2: the
+// replay did not fail the same way.
+int shrink_and_report(const Schedule& s, uint64_t max_runs, double max_seconds, const std::string& out_path,
+                      bool quiet) {
+  const double t0 = wall_seconds();
+  Shrinker sh(s, max_runs, max_seconds);
+  if (!sh.start()) {
+    std::printf("seed %" PRIu64 " does not fail: nothing to shrink\n", s.seed);
+    return 1;
+  }
+  sh.shrink();
+  const Schedule& b = sh.best();
+  const Outcome& o = sh.best_outcome();
+  const Outcome& f = sh.first();
+  const std::string path = out_path.empty() ? "tern-sim-" + std::to_string(s.seed) + ".replay" : out_path;
+  if (!write_replay(path, b)) {
+    std::printf("cannot write %s\n", path.c_str());
+    return 2;
+  }
+  std::printf("shrunk seed %" PRIu64 " in %" PRIu64 " runs, %.1f s: %s\n", s.seed, sh.runs(), wall_seconds() - t0,
+              o.why.c_str());
+  std::printf("  faults %zu -> %zu (%s), calls %u -> %u, events %" PRIu64 " -> %" PRIu64
+              ", decisions other than the simplest %zu of %zu -> %zu of %zu\n",
+              f.faults.size(), b.faults.size(), faults_text(b.faults).c_str(), sh.first_schedule().calls, b.calls,
+              f.events, o.events, sh.first_tape_nonzero(), sh.first_tape_size(), nonzero(b.tape), b.tape.size());
+  std::printf("replay: %s --replay=%s --trace\n", g_argv0.c_str(), path.c_str());
+  // The test hook's bug needs exactly one fault that drops the connection:
+  // a shrinker that leaves more has not done its work.
+  const auto drops = [](const PlannedFault& f) { return f.kind == 0 || f.kind == 2 || f.kind == 7; };
+  if (s.bug != Bug::kNone && (b.faults.size() != 1 || !drops(b.faults[0]))) {
+    std::printf("FAIL: the injected bug needs one connection-dropping fault; the reduced schedule has %s\n",
+                faults_text(b.faults).c_str());
+    return 3;
+  }
+  // The file alone must give the same failure, byte for byte.
+  Schedule again;
+  if (!read_replay(path, &again)) {
+    std::printf("FAIL: cannot read back %s\n", path.c_str());
+    return 2;
+  }
+  std::vector<uint64_t> ignored;
+  const bool crash = o.why.rfind("crashed", 0) == 0 || o.why.rfind("died", 0) == 0;
+  Outcome r = run_isolated(again, RunOptions{}, &ignored);
+  if (r.ok || signature(r.why) != signature(o.why) || (!crash && r.hash != o.hash)) {
+    std::printf("FAIL: the replay file gave %s (trace hash %016" PRIx64 ", the reduced run's %016" PRIx64 ")\n",
+                r.ok ? "no failure" : r.why.c_str(), r.hash, o.hash);
+    return 2;
+  }
+  if (!quiet && !crash) {
+    RunOptions ro;
+    ro.keep_trace = true;
+    Outcome t = run(again, ro);
+    std::printf("its trace (%zu lines):\n", t.trace.size());
+    for (const auto& l : t.trace) std::printf("  %s\n", l.c_str());
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------- batches
+
+// A crash (a SIGSEGV, an engine check's abort) in the middle of a batch
+// still names its schedule: the handler prints the seed and the replay
+// command with write(2) only, then lets the signal kill the process.
+volatile uint64_t g_current_seed = 0;
+char g_crash_cmd[512];
+
+void put_u64(char* buf, size_t* n, uint64_t v) {
+  char d[24];
+  int k = 0;
+  do d[k++] = static_cast<char>('0' + v % 10), v /= 10;
+  while (v != 0);
+  while (k > 0) buf[(*n)++] = d[--k];
+}
+
+void on_crash(int sig) {
+  char buf[700];
+  size_t n = 0;
+  auto put = [&](const char* s) {
+    while (*s != 0 && n < sizeof buf - 1) buf[n++] = *s++;
+  };
+  put(sig == 0 ? "CRASH (a sanitizer's report" : "CRASH (signal ");
+  if (sig != 0) put_u64(buf, &n, static_cast<uint64_t>(sig));
+  put(") in seed ");
+  put_u64(buf, &n, g_current_seed);
+  put("\nreplay: ");
+  put(g_crash_cmd);
+  put(" --seed=");
+  put_u64(buf, &n, g_current_seed);
+  put(" --trace\n");
+  (void)!write(1, buf, n);
+  if (sig == 0) return;  // a sanitizer's death: it exits by itself
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+// A sanitizer's report ends the process through its own exit, not a
+// signal: it calls this first (when the program runs under one).
+extern "C" void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
+void on_sanitizer_death() { on_crash(0); }
+
+void catch_crashes(const Schedule& base) {
+  if (__sanitizer_set_death_callback != nullptr) __sanitizer_set_death_callback(on_sanitizer_death);
+  std::snprintf(g_crash_cmd, sizeof g_crash_cmd, "%s%s%s", g_argv0.c_str(),
+                base.bug != Bug::kNone ? " --inject-bug=" : "", base.bug != Bug::kNone ? bug_name(base.bug) : "");
+  for (int sig : {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL}) signal(sig, on_crash);
+}
+
+struct BatchResult {
+  uint64_t schedules = 0, failed = 0, events = 0;
+  uint64_t first_failed = 0;
+};
+
+BatchResult run_batch(uint64_t from, uint64_t count, uint64_t stride, uint64_t offset, Bug bug, uint32_t report_max) {
+  BatchResult r;
+  for (uint64_t k = offset; k < count; k += stride) {
+    Schedule s;
+    s.seed = from + k;
+    s.bug = bug;
+    g_current_seed = s.seed;
+    std::fflush(stdout);
+    Outcome o = run(s, RunOptions{});
+    ++r.schedules;
+    r.events += o.events;
+    if (!o.ok) {
+      if (r.failed == 0) r.first_failed = s.seed;
+      if (++r.failed <= report_max) report_failure(s, o);
+    }
+  }
+  return r;
 }
 
 bool arg_u64(const char* a, const char* name, uint64_t* v) {
@@ -416,59 +1153,169 @@ bool arg_u64(const char* a, const char* name, uint64_t* v) {
   *v = std::strtoull(a + n + 1, nullptr, 0);
   return true;
 }
+bool arg_str(const char* a, const char* name, std::string* v) {
+  size_t n = std::strlen(name);
+  if (std::strncmp(a, name, n) != 0 || a[n] != '=') return false;
+  *v = a + n + 1;
+  return true;
+}
+
+int usage(const char* argv0) {
+  std::fprintf(stderr,
+               "usage: %s --seed=N [--trace] [--shrink] | --seeds=N [--from=S] [--jobs=J] [--shrink]\n"
+               "          | --determinism[=S] | --replay=FILE [--trace]\n"
+               "  schedule: [--calls=N] [--faults=kind@at+delay,...|none] [--inject-bug=fill-after-loss|crash-after-loss]\n"
+               "  shrink:   [--shrink-runs=N] [--shrink-seconds=S] [--out=FILE] [--expect-fail]\n",
+               argv0);
+  return 2;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  uint64_t seed = 0, seeds = 0, from = 1, det = 0;
-  bool one = false, trace = false, determinism = false;
+  g_argv0 = argv[0];
+  uint64_t seed = 0, seeds = 0, from = 1, det = 0, jobs = 1, calls = kCalls, shrink_runs = 4000, shrink_s = 120;
+  bool one = false, trace = false, determinism = false, shrink = false, expect_fail = false;
+  std::string replay, faults, bug = "none", out;
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     if (arg_u64(a, "--seed", &seed)) one = true;
     else if (arg_u64(a, "--seeds", &seeds)) {}
     else if (arg_u64(a, "--from", &from)) {}
+    else if (arg_u64(a, "--jobs", &jobs)) {}
+    else if (arg_u64(a, "--calls", &calls)) {}
+    else if (arg_str(a, "--faults", &faults)) {}
+    else if (arg_str(a, "--inject-bug", &bug)) {}
+    else if (arg_str(a, "--replay", &replay)) {}
+    else if (arg_str(a, "--out", &out)) {}
+    else if (arg_u64(a, "--shrink-runs", &shrink_runs)) {}
+    else if (arg_u64(a, "--shrink-seconds", &shrink_s)) {}
+    else if (std::strcmp(a, "--shrink") == 0) shrink = true;
+    else if (std::strcmp(a, "--expect-fail") == 0) expect_fail = true;
     else if (std::strcmp(a, "--trace") == 0) trace = true;
     else if (std::strcmp(a, "--determinism") == 0) determinism = true, det = 7;
     else if (arg_u64(a, "--determinism", &det)) determinism = true;
-    else {
-      std::fprintf(stderr, "usage: %s --seed=N [--trace] | --seeds=N [--from=S] | --determinism[=S]\n", argv[0]);
+    else return usage(argv[0]);
+  }
+  Schedule base;
+  if (!bug_from(bug, &base.bug)) return usage(argv[0]);
+  base.calls = static_cast<uint32_t>(std::clamp<uint64_t>(calls, 1, kCalls));
+  if (!faults.empty()) {
+    base.faults_given = true;
+    if (!faults_from(faults, &base.faults)) return usage(argv[0]);
+  }
+  if (jobs == 0 || jobs > 256) return usage(argv[0]);
+  set_log_level(LogLevel::kInfo);  // into the trace (TERN_SIM_LOG: and to stderr)
+
+  if (one || !replay.empty()) {
+    Schedule s = base;
+    if (!replay.empty() && !read_replay(replay, &s)) {
+      std::fprintf(stderr, "%s: not a replay file\n", replay.c_str());
       return 2;
     }
-  }
-  set_log_level(LogLevel::kInfo);  // into the trace (TERN_SIM_LOG: and to stderr)
-  if (one) {
-    Outcome o = run(seed, trace);
+    if (one) s.seed = seed;
+    if (shrink) {
+      int rc = shrink_and_report(s, shrink_runs, static_cast<double>(shrink_s), out, false);
+      return expect_fail ? (rc == 0 ? 0 : 1) : (rc == 1 ? 0 : 1);
+    }
+    RunOptions ro;
+    ro.keep_trace = trace;
+    ro.trace_lines = 0;
+    Outcome o = run(s, ro);
     if (trace)
       for (const auto& l : o.trace) std::printf("%s\n", l.c_str());
     if (!o.ok) {
-      report_failure(argv[0], seed, o);
-      return 1;
+      std::printf("FAIL seed %" PRIu64 ": %s\n", s.seed, o.why.c_str());
+      std::printf("replay: %s\n",
+                  replay.empty() ? replay_command(s).c_str() : (g_argv0 + " --replay=" + replay + " --trace").c_str());
+      return expect_fail ? 0 : 1;
     }
-    std::printf("seed %" PRIu64 ": ok, %" PRIu64 " events, trace hash %016" PRIx64 "\n", seed, o.events, o.hash);
-    return 0;
+    std::printf("seed %" PRIu64 ": ok, %" PRIu64 " events, trace hash %016" PRIx64 "\n", s.seed, o.events, o.hash);
+    return expect_fail ? 1 : 0;
   }
+
   if (determinism) {
-    Outcome a = run(det, false), b = run(det + 1, false), c = run(det, false);
-    std::printf("seed %" PRIu64 ": trace hash %016" PRIx64 " then %016" PRIx64 " (seed %" PRIu64 " between: %016" PRIx64 ")\n",
+    Schedule s = base;
+    s.seed = det;
+    Schedule t = s;
+    t.seed = det + 1;
+    RunOptions traced;
+    traced.keep_trace = true;
+    Outcome a = run(s, RunOptions{}), b = run(t, RunOptions{}), c = run(s, traced);
+    std::printf("seed %" PRIu64 ": trace hash %016" PRIx64 " then %016" PRIx64 " with the trace kept (seed %" PRIu64
+                " between: %016" PRIx64 ")\n",
                 det, a.hash, c.hash, det + 1, b.hash);
-    if (!a.ok) report_failure(argv[0], det, a);
+    if (!a.ok) report_failure(s, a);
     if (a.hash != c.hash || a.hash == b.hash) {
       std::printf("FAIL: the same seed gave different schedules (or two seeds the same)\n");
       return 1;
     }
     return a.ok && b.ok && c.ok ? 0 : 1;
   }
+
   if (seeds == 0) seeds = 20;
-  uint32_t failed = 0;
-  uint64_t events = 0;
-  for (uint64_t s = from; s < from + seeds; ++s) {
-    Outcome o = run(s, false);
-    events += o.events;
-    if (!o.ok) {
-      ++failed;
-      if (failed <= 3) report_failure(argv[0], s, o);
+  catch_crashes(base);
+  const double c0 = cpu_seconds(), w0 = wall_seconds();
+  BatchResult total;
+  if (jobs == 1) {
+    total = run_batch(from, seeds, 1, 0, base.bug, 3);
+  } else {
+    // Processes, not threads: the virtual clock is process-wide. Job k runs
+    // seeds from+k, from+k+J, ...; each prints its own failures.
+    std::vector<pid_t> kids;
+    std::vector<int> pipes;
+    std::fflush(stdout);
+    for (uint64_t k = 0; k < jobs; ++k) {
+      int fd[2];
+      if (pipe(fd) != 0) return 2;
+      pid_t p = fork();
+      if (p == 0) {
+        close(fd[0]);
+        BatchResult r = run_batch(from, seeds, jobs, k, base.bug, 3);
+        std::fflush(stdout);
+        (void)!write(fd[1], &r, sizeof r);
+        _exit(0);
+      }
+      close(fd[1]);
+      kids.push_back(p);
+      pipes.push_back(fd[0]);
+    }
+    for (size_t k = 0; k < kids.size(); ++k) {
+      BatchResult r;
+      int st = 0;
+      bool got = read(pipes[k], &r, sizeof r) == static_cast<ssize_t>(sizeof r);
+      close(pipes[k]);
+      (void)waitpid(kids[k], &st, 0);
+      if (!got || !WIFEXITED(st)) {
+        std::printf("job %zu died\n", k);
+        ++total.failed;
+        continue;
+      }
+      total.schedules += r.schedules, total.events += r.events;
+      if (r.failed != 0 && (total.failed == 0 || r.first_failed < total.first_failed)) total.first_failed = r.first_failed;
+      total.failed += r.failed;
     }
   }
-  std::printf("%" PRIu64 " schedules, %u failed, %" PRIu64 " events\n", seeds, failed, events);
-  return failed == 0 ? 0 : 1;
+  // CPU time (user and system) of this process, or of the jobs: what a
+  // schedule costs a core, less sensitive than wall time to a loaded machine.
+  double cpu = cpu_seconds() - c0;
+  if (jobs > 1) {
+    rusage ru{};
+    getrusage(RUSAGE_CHILDREN, &ru);
+    cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+          static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+  }
+  const double wall = wall_seconds() - w0;
+  std::printf("%" PRIu64 " schedules, %" PRIu64 " failed, %" PRIu64
+              " events; %.2f s wall, %.2f s CPU in %" PRIu64 " job%s, %.0f schedules per CPU second\n",
+              total.schedules, total.failed, total.events, wall, cpu, jobs, jobs == 1 ? "" : "s",
+              static_cast<double>(total.schedules) / std::max(cpu, 1e-9));
+  if (shrink && total.failed != 0) {
+    Schedule s = base;
+    s.seed = total.first_failed;
+    int rc = shrink_and_report(s, shrink_runs, static_cast<double>(shrink_s), out, true);
+    if (expect_fail) return rc == 0 ? 0 : 1;
+  }
+  if (expect_fail) return total.failed != 0 ? 0 : 1;
+  return total.failed == 0 ? 0 : 1;
 }
