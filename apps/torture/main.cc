@@ -2,10 +2,13 @@
 // cases against any RPC-over-RDMA Version 1 responder (Tern's server over
 // shm or verbs, the kernel's svcrdma) and reports, per case, the RFC section
 // and level it exercises, what the RFC lets the responder do, and what it
-// did. One fresh connection per case; a per-case deadline.
+// did. One fresh connection per case; a per-case deadline. With
+// --responder it plays the responder instead, to Tern's client engine in
+// this process (responder.h).
 //
 //   rpcrdma-torture --device shm --server /tmp/srv.sock
 //   rpcrdma-torture --device verbs:dev=rxe0 --server 169.254.77.1:20049 --case 'read/*' --json out.json
+//   rpcrdma-torture --responder --case 'swi/*'
 #include <unistd.h>
 
 #include <chrono>
@@ -123,7 +126,8 @@ int run(const Options& o, const Config& cfg) {
 int main(int argc, char** argv) {
   using namespace tern::torture;
   Options o;
-  tern::apps::OptionParser p("rpcrdma-torture", "--device SPEC --server ADDR [--case GLOB]... [--list] [--json FILE]");
+  tern::apps::OptionParser p("rpcrdma-torture", "--device SPEC --server ADDR [--case GLOB]... [--list] [--json FILE]\n"
+                             "       rpcrdma-torture --responder [--device SPEC] [--case GLOB]... [--list] [--json FILE]");
   p.epilogue(
       "Runs RFC 8166 / RFC 8797 conformance cases as a requester against an RPC-over-RDMA Version 1\n"
       "responder, one fresh connection per case, and prints per case: pass/FAIL/skip, the case, the RFC\n"
