@@ -1,6 +1,10 @@
 #include "catalogue.h"
 
+#include <fnmatch.h>
+
 #include <cstdio>
+
+#include "base/json.h"
 
 #include "oncrpc/oncrpc.h"
 
@@ -118,6 +122,26 @@ bool Ctx::reconnect(std::string* why) {
   return connected_;
 }
 
+Requester* Ctx::second(bool own_pd, std::string* why) {
+  Session* s = session_;
+  if (own_pd) {
+    auto o = Session::open(cfg_->spec);
+    if (!o) {
+      *why = o.status().to_string();
+      return nullptr;
+    }
+    other_session_ = std::move(o).value();
+    s = other_session_.get();
+  }
+  other_ = std::make_unique<Requester>(s);
+  Status st = other_->connect(ours(), cfg_->timeout_ms);
+  if (!st.is_ok()) {
+    *why = st.to_string();
+    return nullptr;
+  }
+  return other_.get();
+}
+
 Seen Ctx::next(int ms) { return rq_->next(ms < 0 ? cfg_->timeout_ms : ms); }
 
 Seen Ctx::exchange(std::span<const uint8_t> msg, uint32_t inv_rkey) {
@@ -210,6 +234,61 @@ Verdict Ctx::want_silence_then_alive() {
   return Verdict::pass("silence, and the connection still serves calls");
 }
 
+bool matches(const std::string& id, const std::vector<std::string>& globs) {
+  if (globs.empty()) return true;
+  for (const auto& g : globs)
+    if (fnmatch(g.c_str(), id.c_str(), 0) == 0) return true;
+  return false;
+}
+
+void print_row(const ReportRow& r, bool quiet) {
+  const Verdict& v = r.verdict;
+  if (!quiet || v.result == Outcome::kFail)
+    std::printf("%-4s %-40s %-16s %-6s %s\n", outcome_name(v.result), r.id.c_str(), r.section.c_str(),
+                level_name(r.level), v.seen.c_str());
+  if (v.result == Outcome::kFail)
+    std::printf("       requires: %s\n       expected: %s\n", r.requirement.c_str(), r.expect.c_str());
+  std::fflush(stdout);
+}
+
+void print_list(const std::vector<ReportRow>& rows) {
+  for (const ReportRow& r : rows)
+    std::printf("%-40s %-16s %-6s %s\n", r.id.c_str(), r.section.c_str(), level_name(r.level), r.requirement.c_str());
+  std::printf("%zu cases\n", rows.size());
+}
+
+int report(const std::vector<ReportRow>& rows, const std::string& against, const std::string& json) {
+  unsigned n[3][3] = {};
+  for (const ReportRow& r : rows) ++n[static_cast<int>(r.level)][static_cast<int>(r.verdict.result)];
+  std::printf("\n%-6s %6s %6s %6s\n", "level", "pass", "fail", "skip");
+  for (Level l : {Level::kMust, Level::kShould, Level::kMay}) {
+    auto i = static_cast<int>(l);
+    std::printf("%-6s %6u %6u %6u\n", level_name(l), n[i][0], n[i][1], n[i][2]);
+  }
+  std::printf("%zu cases against %s\n", rows.size(), against.c_str());
+  if (!json.empty()) {
+    std::string j = "{\"spec\": " + json_quote(against) + ", \"cases\": [\n";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const ReportRow& r = rows[i];
+      char ms[32];
+      std::snprintf(ms, sizeof ms, "%.1f", r.ms);
+      j += "  {\"id\": " + json_quote(r.id) + ", \"section\": " + json_quote(r.section) +
+           ", \"level\": " + json_quote(level_name(r.level)) + ", \"result\": " + json_quote(outcome_name(r.verdict.result)) +
+           ", \"requirement\": " + json_quote(r.requirement) + ", \"expected\": " + json_quote(r.expect) +
+           ", \"seen\": " + json_quote(r.verdict.seen) + ", \"ms\": " + ms + "}" + (i + 1 < rows.size() ? ",\n" : "\n");
+    }
+    j += "]}\n";
+    FILE* f = json == "-" ? stdout : std::fopen(json.c_str(), "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "rpcrdma-torture: cannot write %s\n", json.c_str());
+      return 1;
+    }
+    std::fputs(j.c_str(), f);
+    if (f != stdout) std::fclose(f);
+  }
+  return n[0][1] != 0 ? 1 : 0;
+}
+
 std::vector<Case> catalogue() {
   std::vector<Case> all;
   add_header_cases(all);
@@ -217,6 +296,7 @@ std::vector<Case> catalogue() {
   add_inline_cases(all);
   add_chunk_cases(all);
   add_connection_cases(all);
+  add_two_requester_cases(all);
   return all;
 }
 

@@ -149,6 +149,12 @@ class Ctx {
   // Replaces the connection with a fresh one (our private data); false and
   // *why when the responder does not take it.
   bool reconnect(std::string* why);
+  // A second requester connected to the same responder (our private data),
+  // alive until the case ends: on this run's device and protection domain
+  // (another connection of the same host), or with its own (`own_pd`:
+  // another host, whose rkeys mean nothing on ours). nullptr and *why when
+  // it cannot connect.
+  Requester* second(bool own_pd, std::string* why);
 
   // Sends and waits for the first answer (message, disconnect, or silence after the timeout).
   Seen exchange(std::span<const uint8_t> msg, uint32_t inv_rkey = 0);
@@ -189,7 +195,31 @@ class Ctx {
   bool connected_;
   std::string connect_error_;
   uint32_t next_xid_ = 0x7e570001;
+  // second(): its session (when it has its own), then the requester, which
+  // goes first.
+  std::unique_ptr<Session> other_session_;
+  std::unique_ptr<Requester> other_;
 };
+
+// ---------------------------------------------------------------- reports
+
+// One case's result, as both catalogues (requester and responder) print it.
+struct ReportRow {
+  std::string id, section;
+  Level level;
+  std::string requirement, expect;
+  Verdict verdict;
+  double ms = 0;
+};
+// Whether an id matches one of the --case globs (all when none).
+bool matches(const std::string& id, const std::vector<std::string>& globs);
+// One line per case (failures also say what is required and expected);
+// with quiet only failures.
+void print_row(const ReportRow& r, bool quiet);
+void print_list(const std::vector<ReportRow>& rows);
+// The summary by level, and the JSON of every row to `json` (- for stdout,
+// empty for none). 0 when no MUST case failed, 1 otherwise.
+int report(const std::vector<ReportRow>& rows, const std::string& against, const std::string& json);
 
 // The catalogue, by area (one file each).
 void add_header_cases(std::vector<Case>& out);      // cases_header.cc: versions, procs, XDR, xids
@@ -197,6 +227,7 @@ void add_credit_cases(std::vector<Case>& out);      // cases_credits.cc
 void add_inline_cases(std::vector<Case>& out);      // cases_inline.cc: RFC 8797 private data, thresholds
 void add_chunk_cases(std::vector<Case>& out);       // cases_chunks.cc: read, write and reply chunks
 void add_connection_cases(std::vector<Case>& out);  // cases_connection.cc: Send With Invalidate, connection loss
+void add_two_requester_cases(std::vector<Case>& out);  // cases_two.cc: a second requester at once
 std::vector<Case> catalogue();
 
 }  // namespace tern::torture

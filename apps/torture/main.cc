@@ -2,11 +2,13 @@
 // cases against any RPC-over-RDMA Version 1 responder (Tern's server over
 // shm or verbs, the kernel's svcrdma) and reports, per case, the RFC section
 // and level it exercises, what the RFC lets the responder do, and what it
-// did. One fresh connection per case; a per-case deadline.
+// did. One fresh connection per case; a per-case deadline. With
+// --responder it plays the responder instead, to Tern's client engine in
+// this process (responder.h).
 //
 //   rpcrdma-torture --device shm --server /tmp/srv.sock
 //   rpcrdma-torture --device verbs:dev=rxe0 --server 169.254.77.1:20049 --case 'read/*' --json out.json
-#include <fnmatch.h>
+//   rpcrdma-torture --responder --case 'swi/*'
 #include <unistd.h>
 
 #include <chrono>
@@ -19,6 +21,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "catalogue.h"
+#include "responder.h"
 
 namespace tern::torture {
 namespace {
@@ -32,6 +35,7 @@ struct Options {
   std::string json;
   bool list = false;
   bool quiet = false;
+  bool responder = false;
   double timeout_s = 2.0;
   double quiet_s = 0.3;
 };
@@ -67,33 +71,19 @@ std::string make_spec(const Options& o) {
   return base + "addr=" + host + (port.empty() ? "" : ",port=" + port);
 }
 
-bool selected(const Case& c, const std::vector<std::string>& globs) {
-  if (globs.empty()) return true;
-  for (const auto& g : globs)
-    if (fnmatch(g.c_str(), c.id.c_str(), 0) == 0) return true;
-  return false;
-}
-
-struct Row {
-  const Case* c;
-  Verdict v;
-  double ms;
-};
-
 int run(const Options& o, const Config& cfg) {
   std::vector<Case> all = catalogue();
   std::vector<const Case*> cases;
   for (const Case& c : all)
-    if (selected(c, o.globs)) cases.push_back(&c);
+    if (matches(c.id, o.globs)) cases.push_back(&c);
   if (cases.empty()) {
     std::fprintf(stderr, "rpcrdma-torture: no case matches\n");
     return 2;
   }
+  std::vector<ReportRow> rows;
   if (o.list) {
-    for (const Case* c : cases)
-      std::printf("%-40s %-16s %-6s %s\n", c->id.c_str(), c->section.c_str(), level_name(c->level),
-                  c->requirement.c_str());
-    std::printf("%zu cases\n", cases.size());
+    for (const Case* c : cases) rows.push_back({c->id, c->section, c->level, c->requirement, c->expect, {}, 0});
+    print_list(rows);
     return 0;
   }
   auto session = Session::open(cfg.spec);
@@ -101,7 +91,6 @@ int run(const Options& o, const Config& cfg) {
     std::fprintf(stderr, "rpcrdma-torture: %s: %s\n", cfg.spec.c_str(), session.status().to_string().c_str());
     return 1;
   }
-  std::vector<Row> rows;
   for (const Case* c : cases) {
     auto t0 = std::chrono::steady_clock::now();
     auto rq = std::make_unique<Requester>(session.value().get());
@@ -124,45 +113,11 @@ int run(const Options& o, const Config& cfg) {
     }
     rq.reset();
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (!o.quiet || v.result == Outcome::kFail)
-      std::printf("%-4s %-40s %-16s %-6s %s\n", outcome_name(v.result), c->id.c_str(), c->section.c_str(),
-                  level_name(c->level), v.seen.c_str());
-    if (v.result == Outcome::kFail) {
-      std::printf("       requires: %s\n       expected: %s\n", c->requirement.c_str(), c->expect.c_str());
-    }
-    std::fflush(stdout);
-    rows.push_back({c, std::move(v), ms});
+    ReportRow row{c->id, c->section, c->level, c->requirement, c->expect, std::move(v), ms};
+    print_row(row, o.quiet);
+    rows.push_back(std::move(row));
   }
-  // Summary by level.
-  unsigned n[3][3] = {};
-  for (const Row& r : rows) ++n[static_cast<int>(r.c->level)][static_cast<int>(r.v.result)];
-  std::printf("\n%-6s %6s %6s %6s\n", "level", "pass", "fail", "skip");
-  for (Level l : {Level::kMust, Level::kShould, Level::kMay}) {
-    auto i = static_cast<int>(l);
-    std::printf("%-6s %6u %6u %6u\n", level_name(l), n[i][0], n[i][1], n[i][2]);
-  }
-  std::printf("%zu cases against %s\n", rows.size(), cfg.spec.c_str());
-  if (!o.json.empty()) {
-    std::string j = "{\"spec\": " + json_quote(cfg.spec) + ", \"cases\": [\n";
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      char ms[32];
-      std::snprintf(ms, sizeof ms, "%.1f", r.ms);
-      j += "  {\"id\": " + json_quote(r.c->id) + ", \"section\": " + json_quote(r.c->section) +
-           ", \"level\": " + json_quote(level_name(r.c->level)) + ", \"result\": " + json_quote(outcome_name(r.v.result)) +
-           ", \"requirement\": " + json_quote(r.c->requirement) + ", \"expected\": " + json_quote(r.c->expect) +
-           ", \"seen\": " + json_quote(r.v.seen) + ", \"ms\": " + ms + "}" + (i + 1 < rows.size() ? ",\n" : "\n");
-    }
-    j += "]}\n";
-    FILE* f = o.json == "-" ? stdout : std::fopen(o.json.c_str(), "w");
-    if (f == nullptr) {
-      std::fprintf(stderr, "rpcrdma-torture: cannot write %s\n", o.json.c_str());
-      return 1;
-    }
-    std::fputs(j.c_str(), f);
-    if (f != stdout) std::fclose(f);
-  }
-  return n[0][1] != 0 ? 1 : 0;
+  return report(rows, cfg.spec, o.json);
 }
 
 }  // namespace
@@ -171,7 +126,8 @@ int run(const Options& o, const Config& cfg) {
 int main(int argc, char** argv) {
   using namespace tern::torture;
   Options o;
-  tern::apps::OptionParser p("rpcrdma-torture", "--device SPEC --server ADDR [--case GLOB]... [--list] [--json FILE]");
+  tern::apps::OptionParser p("rpcrdma-torture", "--device SPEC --server ADDR [--case GLOB]... [--list] [--json FILE]\n"
+                             "       rpcrdma-torture --responder [--device SPEC] [--case GLOB]... [--list] [--json FILE]");
   p.epilogue(
       "Runs RFC 8166 / RFC 8797 conformance cases as a requester against an RPC-over-RDMA Version 1\n"
       "responder, one fresh connection per case, and prints per case: pass/FAIL/skip, the case, the RFC\n"
@@ -186,6 +142,10 @@ int main(int argc, char** argv) {
              return true;
            });
   p.flag("list", "list the selected cases and exit", &o.list);
+  p.flag("responder",
+         "play the responder instead: answer Tern's own client engine (in this process, over --device) with every "
+         "legal and illegal reply shape, and check what the client does (the responder catalogue)",
+         &o.responder);
   p.text("json", "FILE", "also write every result as JSON to FILE (- for stdout)", &o.json);
   p.text("call", "PROG:VERS:PROC", "a call every responder answers (default 100003:3:0, NFSv3 NULL)", &o.call);
   p.text("echo", "PROG:VERS:PROC",
@@ -203,6 +163,13 @@ int main(int argc, char** argv) {
     Procedure e;
     if (!parse_proc(o.echo, &e)) return p.usage_error("--echo wants PROG:VERS:PROC, not '" + o.echo + "'");
     cfg.echo = e;
+  }
+  if (o.responder) {
+    RespondConfig rc;
+    rc.device = o.device;
+    rc.timeout_ms = static_cast<int>(o.timeout_s * 1000);
+    rc.quiet_ms = static_cast<int>(o.quiet_s * 1000);
+    return run_responder(rc, o.globs, o.list, o.quiet, o.json);
   }
   cfg.spec = make_spec(o);
   cfg.timeout_ms = static_cast<int>(o.timeout_s * 1000);

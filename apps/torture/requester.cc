@@ -10,14 +10,6 @@ using namespace tern::rdma;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-constexpr uint64_t kRecvTag = 1ull << 62;
-// Where the current connection's buffers sit in the session's arena: only
-// one connection lives at a time, so each reuses the same places.
-constexpr size_t kRxOffset = 0;
-constexpr size_t kTxOffset = kRxOffset + size_t{Requester::kRecvs} * Requester::kRecvBuf;
-constexpr size_t kChunkOffset = kTxOffset + size_t{Requester::kSendSlots} * Requester::kSendSlot;
-static_assert(kChunkOffset + Requester::kChunkBytes <= Session::kBytes);
-
 const char* proc_name(rpcrdma::Proc p) {
   switch (p) {
     case rpcrdma::Proc::kMsg: return "RDMA_MSG";
@@ -134,152 +126,105 @@ std::string Seen::describe() const {
   return b;
 }
 
+namespace {
+// The requesters' QPs: receive buffers and send slots of kRecvBuf / kSendSlot.
+rawpeer::PeerShape requester_shape() {
+  rawpeer::PeerShape sh;
+  sh.recvs = Requester::kRecvs, sh.recv_buf = Requester::kRecvBuf;
+  sh.sq_depth = Requester::kSendSlots, sh.tx_slot = Requester::kSendSlot;
+  return sh;
+}
+}  // namespace
+
 Result<std::unique_ptr<Session>> Session::open(const std::string& spec) {
   auto s = std::make_unique<Session>();
-  auto a = mem::Arena::create({.size = kBytes, .huge = mem::HugePages::kNever, .name = "rpcrdma-torture"});
-  TERN_TRY(a);
-  s->arena_ = std::move(a).value();
-  auto d = open_device(spec);
-  TERN_TRY(d);
-  s->dev_ = std::move(d).value();
-  auto pd = s->dev_->alloc_pd();
-  TERN_TRY(pd);
-  s->pd_ = std::move(pd).value();
-  // Local access only: the responder reaches nothing but what a case
-  // offers through a per-connection fast registration.
-  auto mr = s->pd_->reg_mr(s->arena_->base(), s->arena_->size(), kAccessLocalWrite);
-  TERN_TRY(mr);
-  s->mr_ = std::move(mr).value();
-  s->base_ = static_cast<uint8_t*>(s->arena_->base());
+  // The home QP's own buffers are token-sized; the arena holds two
+  // requesters at once (a case that needs a second one, and a requester
+  // replaced while the next is made), each with its chunk memory.
+  rawpeer::PeerShape home;
+  home.recvs = 1, home.recv_buf = 4096, home.sq_depth = 4, home.tx_slot = 4096;
+  rawpeer::PeerShape rq = requester_shape();
+  size_t per_rq = size_t{rq.recvs} * rq.recv_buf + size_t{rq.sq_depth} * rq.tx_slot + Requester::kChunkBytes;
+  home.arena = 2 * per_rq + (1u << 20);
+  s->home_ = std::make_unique<rawpeer::RawPeer>();
+  TERN_TRY(s->home_->open(spec, home));
   return s;
 }
 
-Requester::~Requester() {
-  if (qp_ && qp_->state() == QpState::kRts) (void)s_->device()->disconnect(qp_.get());
-  qp_.reset();
-  fast_.clear();
-  scq_.reset();
-  rcq_.reset();
-  // Events about this QP must not reach the next connection.
-  CmEvent ev;
-  while (s_->device()->poll_cm(&ev)) {
+Result<std::unique_ptr<rawpeer::RawPeer>> Session::new_peer() { return home_->sibling(requester_shape()); }
+
+uint8_t* Session::take_chunks() {
+  if (!spare_chunks_.empty()) {
+    uint8_t* p = spare_chunks_.back();
+    spare_chunks_.pop_back();
+    return p;
   }
+  return home_->buf(Requester::kChunkBytes);
+}
+
+Requester::~Requester() {
+  if (peer_) peer_->disconnect();
+  peer_.reset();
+  if (chunks_ != nullptr) s_->give_chunks(chunks_);
+}
+
+const std::vector<uint8_t>& Requester::accept_private() const {
+  static const std::vector<uint8_t> none;
+  return peer_ ? peer_->peer_private() : none;
 }
 
 Status Requester::connect(std::span<const uint8_t> pdata, int ms) {
-  Device* dev = s_->device();
-  auto scq = dev->create_cq(256);
-  TERN_TRY(scq);
-  scq_ = std::move(scq).value();
-  auto rcq = dev->create_cq(256);
-  TERN_TRY(rcq);
-  rcq_ = std::move(rcq).value();
-  QpInit qi;
-  qi.pd = s_->pd(), qi.send_cq = scq_.get(), qi.recv_cq = rcq_.get();
-  qi.sq_depth = 128, qi.rq_depth = kRecvs, qi.max_send_sge = 1, qi.max_recv_sge = 1;
-  auto qp = dev->create_qp(qi);
-  TERN_TRY(qp);
-  qp_ = std::move(qp).value();
-  rx_ = s_->base() + kRxOffset;
-  tx_ = s_->base() + kTxOffset;
-  chunks_ = s_->base() + kChunkOffset;
-  for (uint32_t i = 0; i < kRecvs; ++i) {
-    Sge sg{reinterpret_cast<uint64_t>(rx_ + size_t{i} * kRecvBuf), kRecvBuf, s_->mr()->lkey()};
-    RecvWr r{kRecvTag | i, &sg, 1};
-    int err = 0;
-    if (qp_->post_recv(&r, 1, &err) != 1) return make_error(Errc::kNoResources, "posting receives: errno %d", err);
-  }
-  TERN_TRY(dev->connect(qp_.get(), pdata));
-  auto end = Clock::now() + std::chrono::milliseconds(ms);
-  while (!established_ && !disconnected_ && Clock::now() < end) poll_once();
-  if (!established_)
-    return make_error(disconnected_ ? Errc::kRemoteError : Errc::kTimedOut, "%s",
-                      disconnected_ ? "the responder refused the connection" : "no answer to the connection request");
+  auto p = s_->new_peer();
+  TERN_TRY(p);
+  peer_ = std::move(p).value();
+  chunks_ = s_->take_chunks();
+  if (chunks_ == nullptr) return make_error(Errc::kNoResources, "rpcrdma-torture: no chunk memory left");
+  Status st = peer_->connect_raw(pdata, ms);
+  if (!st.is_ok() && st.code() == Errc::kRemoteError)
+    return make_error(Errc::kRemoteError, "the responder refused the connection");
+  if (!st.is_ok()) return make_error(Errc::kTimedOut, "no answer to the connection request");
   return Status::ok();
 }
 
-void Requester::poll_once() {
-  CmEvent ev;
-  while (s_->device()->poll_cm(&ev)) {
-    if (ev.qp != qp_.get()) continue;
-    if (ev.type == CmEventType::kEstablished) {
-      established_ = true;
-      accept_pdata_ = ev.private_data;
-    } else if (ev.type != CmEventType::kConnectRequest) {
-      disconnected_ = true;
-    }
-  }
-  if (!qp_) return;
-  Wc wc[16];
-  int n = scq_->poll(wc, 16);
-  for (int i = 0; i < n; ++i) {
-    send_done_.emplace_back(wc[i].wr_id, wc[i].status);
-    if (wc[i].status != WcStatus::kSuccess) send_failed_ = true;
-  }
-  n = rcq_->poll(wc, 16);
-  for (int i = 0; i < n; ++i) {
-    if ((wc[i].wr_id & kRecvTag) == 0) continue;
-    if (wc[i].status != WcStatus::kSuccess) {
-      disconnected_ = true;  // flushed: the QP is in error
-      continue;
-    }
-    auto idx = static_cast<uint32_t>(wc[i].wr_id & ~kRecvTag);
-    const uint8_t* b = rx_ + size_t{idx} * kRecvBuf;
+void Requester::take_received() {
+  if (!peer_) return;
+  while (auto r = peer_->recv(0)) {
     Seen m;
     m.kind = Seen::Kind::kMessage;
-    m.bytes.assign(b, b + wc[i].byte_len);
-    m.with_inv = (wc[i].flags & kWcWithInv) != 0;
-    m.inv_rkey = wc[i].invalidated_rkey;
+    m.bytes = std::move(r->bytes);
+    m.with_inv = r->with_inv;
+    m.inv_rkey = r->inv_rkey;
     if (m.with_inv) invalidated_.push_back(m.inv_rkey);
-    auto r = rpcrdma::decode_header(m.bytes, &m.hdr);
-    m.status = r.status;
-    m.header_len = r.header_len;
+    auto d = rpcrdma::decode_header(m.bytes, &m.hdr);
+    m.status = d.status;
+    m.header_len = d.header_len;
     // Tern's decoder holds at most 4 write chunks of 16 segments: a reply
     // that returns a longer write list is still a valid reply.
     if (m.status == rpcrdma::DecodeStatus::kBadChunk) decode_long_lists(&m);
     inbox_.push_back(std::move(m));
-    Sge sg{reinterpret_cast<uint64_t>(b), kRecvBuf, s_->mr()->lkey()};
-    RecvWr rw{wc[i].wr_id, &sg, 1};
-    int err = 0;
-    (void)qp_->post_recv(&rw, 1, &err);
   }
-  if (qp_->state() == QpState::kError && established_) disconnected_ = true;
 }
 
 bool Requester::post(std::span<const uint8_t> bytes, uint32_t inv_rkey) {
-  if (!qp_ || bytes.size() > kSendSlot) return false;
-  uint8_t* slot = tx_ + size_t{tx_next_++ % kSendSlots} * kSendSlot;
-  std::memcpy(slot, bytes.data(), bytes.size());
-  Sge sg{reinterpret_cast<uint64_t>(slot), static_cast<uint32_t>(bytes.size()), s_->mr()->lkey()};
-  SendWr w;
-  w.wr_id = next_wr_++;
-  w.sg_list = &sg, w.num_sge = 1;
-  w.opcode = inv_rkey != 0 ? WrOpcode::kSendWithInv : WrOpcode::kSend;
-  w.invalidate_rkey = inv_rkey;
-  w.flags = kWrSignaled;
-  int err = 0;
-  if (qp_->post_send(&w, 1, &err) != 1) {
-    send_failed_ = true;
-    return false;
-  }
-  return true;
+  return peer_ && peer_->post(bytes, inv_rkey);
 }
 
 Seen Requester::next(int ms) {
   auto end = Clock::now() + std::chrono::milliseconds(ms);
   for (;;) {
-    poll_once();
+    if (peer_) peer_->poll();
+    take_received();
     if (!inbox_.empty()) {
       Seen m = std::move(inbox_.front());
       inbox_.erase(inbox_.begin());
       return m;
     }
     Seen s;
-    if (disconnected_) {
+    if (!peer_ || peer_->lost()) {
       s.kind = Seen::Kind::kDisconnected;
       return s;
     }
-    if (send_failed_) {
+    if (peer_->send_failed()) {
       s.kind = Seen::Kind::kSendFailed;
       return s;
     }
@@ -288,20 +233,18 @@ Seen Requester::next(int ms) {
 }
 
 bool Requester::wait_disconnect(int ms) {
-  auto end = Clock::now() + std::chrono::milliseconds(ms);
-  do {
-    poll_once();
-    if (disconnected_ || send_failed_) return true;
-  } while (Clock::now() < end);
-  return false;
+  if (!peer_) return true;
+  return peer_->wait([&] { return peer_->lost() || peer_->send_failed(); }, ms);
 }
 
 void Requester::disconnect() {
-  if (qp_ && qp_->state() == QpState::kRts) (void)s_->device()->disconnect(qp_.get());
-  poll_once();
+  if (peer_) peer_->disconnect();
 }
 
+void Requester::vanish() { peer_.reset(); }
+
 uint8_t* Requester::chunk_mem(size_t len, size_t align) {
+  if (chunks_ == nullptr) return nullptr;
   size_t at = (chunk_used_ + align - 1) & ~(align - 1);
   if (at + len > kChunkBytes) return nullptr;
   chunk_used_ = at + len;
@@ -309,55 +252,10 @@ uint8_t* Requester::chunk_mem(size_t len, size_t align) {
   return chunks_ + at;
 }
 
-bool Requester::wait_send(uint64_t wr_id, int ms, WcStatus* st) {
-  auto end = Clock::now() + std::chrono::milliseconds(ms);
-  do {
-    poll_once();
-    for (auto it = send_done_.begin(); it != send_done_.end(); ++it) {
-      if (it->first == wr_id) {
-        *st = it->second;
-        send_done_.erase(it);
-        return true;
-      }
-    }
-  } while (Clock::now() < end);
-  return false;
-}
-
-uint32_t Requester::offer(uint8_t* p, uint32_t len, uint32_t access) {
-  auto page = static_cast<uint32_t>(reinterpret_cast<uint64_t>(p) & 4095);
-  uint32_t pages = std::max<uint32_t>((page + len + 4095) / 4096, 1);
-  auto f = s_->pd()->alloc_fast_mr(pages);
-  if (!f) return 0;
-  fast_.push_back(std::move(f).value());
-  FastMr* m = fast_.back().get();
-  SendWr w;
-  w.wr_id = next_wr_++;
-  w.opcode = WrOpcode::kRegMr;
-  w.flags = kWrSignaled;
-  w.reg.mr = m;
-  w.reg.addr = reinterpret_cast<uint64_t>(p);
-  w.reg.length = len;
-  w.reg.lkey = s_->mr()->lkey();
-  w.reg.access = access | ((access & kAccessRemoteWrite) ? kAccessLocalWrite : 0u);
-  w.reg.rkey = m->bump_rkey();
-  int err = 0;
-  if (qp_->post_send(&w, 1, &err) != 1) return 0;
-  WcStatus st;
-  if (!wait_send(w.wr_id, 2000, &st) || st != WcStatus::kSuccess) return 0;
-  return w.reg.rkey;
-}
+uint32_t Requester::offer(uint8_t* p, uint32_t len, uint32_t access) { return peer_ ? peer_->offer(p, len, access) : 0; }
 
 bool Requester::revoke(uint32_t rkey, int ms) {
-  SendWr w;
-  w.wr_id = next_wr_++;
-  w.opcode = WrOpcode::kLocalInv;
-  w.flags = kWrSignaled;
-  w.invalidate_rkey = rkey;
-  int err = 0;
-  if (qp_->post_send(&w, 1, &err) != 1) return false;
-  WcStatus st;
-  return wait_send(w.wr_id, ms, &st) && st == WcStatus::kSuccess;
+  return peer_ && peer_->revoke(rkey, ms) == WcStatus::kSuccess;
 }
 
 }  // namespace tern::torture

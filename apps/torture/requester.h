@@ -1,8 +1,9 @@
 // One requester connection of rpcrdma-torture: the RPC-over-RDMA Version 1
-// client side done by hand through the driver interface (lib/rdmadev), so
-// that a case can put any bytes on the wire -- including headers no real
-// client would send -- and see exactly what the responder does with them:
-// a message, a disconnect, or nothing within a deadline.
+// client side done by hand (lib/rawpeer's RawPeer: a QP driven through the
+// driver interface), so that a case can put any bytes on the wire --
+// including headers no real client would send -- and see exactly what the
+// responder does with them: a message, a disconnect, or nothing within a
+// deadline.
 //
 // Nothing here waits without a deadline: a responder that never answers
 // costs a case its deadline, never the tool its progress.
@@ -16,7 +17,7 @@
 #include <vector>
 
 #include "base/result.h"
-#include "mem/arena.h"
+#include "rawpeer/raw_peer.h"
 #include "rdmadev/rdmadev.h"
 #include "rpcrdma/rpcrdma_wire.h"
 
@@ -55,23 +56,25 @@ struct Seen {
 void decode_long_lists(Seen* m);
 
 // What every connection of a run shares: the device (its CM events), one
-// protection domain and one registered arena (receive and send buffers of
-// the current connection, and the chunks its cases offer).
+// protection domain and one registered arena, from which each connection
+// takes its receive and send buffers and the chunk memory its cases offer
+// (given back for the next connection when it ends).
 class Session {
  public:
   static Result<std::unique_ptr<Session>> open(const std::string& spec);
-  rdma::Device* device() { return dev_.get(); }
-  rdma::Pd* pd() { return pd_.get(); }
-  rdma::Mr* mr() { return mr_.get(); }
-  uint8_t* base() { return base_; }
-  static constexpr size_t kBytes = 24u << 20;
+  rdma::Device* device() { return home_->device(); }
+  rdma::Pd* pd() { return home_->pd(); }
+  // A new QP on the session's device (rawpeer::RawPeer::sibling).
+  Result<std::unique_ptr<rawpeer::RawPeer>> new_peer();
+  // Chunk memory for one connection (Requester::kChunkBytes), and back.
+  uint8_t* take_chunks();
+  void give_chunks(uint8_t* p) { spare_chunks_.push_back(p); }
 
  private:
-  std::unique_ptr<mem::Arena> arena_;
-  std::unique_ptr<rdma::Device> dev_;
-  std::unique_ptr<rdma::Pd> pd_;
-  std::unique_ptr<rdma::Mr> mr_;
-  uint8_t* base_ = nullptr;
+  // The device's first QP, never connected: it holds the device, PD and
+  // arena that the requesters' QPs (its siblings) share.
+  std::unique_ptr<rawpeer::RawPeer> home_;
+  std::vector<uint8_t*> spare_chunks_;
 };
 
 class Requester {
@@ -82,8 +85,8 @@ class Requester {
   static constexpr uint32_t kRecvBuf = 64 * 1024;
   static constexpr uint32_t kRecvs = 32;
   static constexpr uint32_t kSendSlot = 64 * 1024;
-  static constexpr uint32_t kSendSlots = 32;
-  // Memory a case may offer as chunks (bump-allocated, reset per connection).
+  static constexpr uint32_t kSendSlots = 64;
+  // Memory a case may offer as chunks (bump-allocated, per connection).
   static constexpr size_t kChunkBytes = 8u << 20;
 
   explicit Requester(Session* s) : s_(s) {}
@@ -95,8 +98,8 @@ class Requester {
   // (empty: none), waiting up to ms for the responder's answer.
   Status connect(std::span<const uint8_t> pdata, int ms);
   // The private data the responder accepted with.
-  const std::vector<uint8_t>& accept_private() const { return accept_pdata_; }
-  bool connected() const { return established_ && !disconnected_; }
+  const std::vector<uint8_t>& accept_private() const;
+  bool connected() const { return peer_ && peer_->established() && !peer_->lost(); }
 
   // Posts one SEND (SEND_WITH_INV of inv_rkey when non-zero); false when
   // the QP refused it (the connection is gone) or it is over kSendSlot.
@@ -107,6 +110,9 @@ class Requester {
   bool wait_disconnect(int ms);
   // Ends the connection from our side (a goodbye the responder sees).
   void disconnect();
+  // Goes away without a goodbye: the QP is destroyed as a crashed host's
+  // would be, and the responder learns of it only from its own operations.
+  void vanish();
 
   // Chunk memory of this connection (zeroed), and registrations of it for
   // the responder to reach (REG_MR on our QP, like a real requester's
@@ -123,24 +129,13 @@ class Requester {
   const rdma::DeviceCaps& caps() { return s_->device()->caps(); }
 
  private:
-  void poll_once();
-  bool wait_send(uint64_t wr_id, int ms, rdma::WcStatus* st);
+  // Moves what the peer received into inbox_, decoded.
+  void take_received();
 
   Session* s_;
-  std::unique_ptr<rdma::Cq> scq_, rcq_;
-  std::unique_ptr<rdma::Qp> qp_;
-  std::vector<std::unique_ptr<rdma::FastMr>> fast_;
-  uint8_t* rx_ = nullptr;
-  uint8_t* tx_ = nullptr;
+  std::unique_ptr<rawpeer::RawPeer> peer_;
   uint8_t* chunks_ = nullptr;
   size_t chunk_used_ = 0;
-  uint32_t tx_next_ = 0;
-  uint64_t next_wr_ = 1;
-  bool established_ = false;
-  bool disconnected_ = false;
-  bool send_failed_ = false;
-  std::vector<uint8_t> accept_pdata_;
-  std::vector<std::pair<uint64_t, rdma::WcStatus>> send_done_;
   std::vector<Seen> inbox_;
   std::vector<uint32_t> invalidated_;
 };
