@@ -401,6 +401,16 @@ class ShmQp final : public Qp {
   void arm_doorbell();
   void disarm();
   void ring_peer();
+  // Acks (shm_link.cc, "Acks"): owes_ack: we executed a descriptor the peer
+  // flagged and owe it our bit and a WAKE check, which our next post to the
+  // QP carries or the device sends by itself a poll later (ShmDevice::
+  // age_owed). awaits_ack: one of our flagged descriptors is not retired
+  // yet (wait mode looks at such QPs when the host wakes, ShmDevice::
+  // ack_wait, in case the peer's ack never comes on its own).
+  bool owes_ack() const { return ack_owed_; }
+  bool awaits_ack() const {
+    return state_ == QpState::kRts && static_cast<int32_t>(out_done_ - flagged_end_) < 0;
+  }
   // When the next held-back completion (Fault::kDelayCompletions) is due,
   // in monotonic_ns(); 0 if none.
   uint64_t delay_deadline_ns() const;
@@ -532,6 +542,18 @@ class ShmQp final : public Qp {
   std::atomic<uint64_t>* notify_summary_ = nullptr;
   uint64_t notify_bit_ = 0, notify_sum_bit_ = 0;
   bool notify_due_ = false;    // the peer's consumer index advanced: set our bit soon
+  // A locked RMW of ours (notify_peer's fetch_or) came after the last store
+  // the peer may wait for (a seq word, its cons, our state): on x86 it was
+  // the full barrier ring_peer needs before it loads the peer's wait word.
+  bool ordered_ = false;
+  // We stored the peer's cons past a descriptor it flagged, and its bit and
+  // a WAKE check are still owed (owes_ack above); listed: on one of the
+  // device's two owed lists (ShmDevice::owe_ack), by next_owed_.
+  bool ack_owed_ = false;
+  bool owed_listed_ = false;
+  ShmQp* next_owed_ = nullptr;
+  // Ring index past the newest descriptor we published flagged (awaits_ack).
+  uint32_t flagged_end_ = 0;
   bool queued_ = false;        // on the device's ready list
   uint32_t visit_count_ = 0;   // progress() passes (visit_count())
   ShmQp* next_ready_ = nullptr;  // the next QP on it
@@ -707,9 +729,21 @@ class ShmDevice final : public Device {
   // progressed (shm_link.cc). Inline: with nothing to do, one load per link
   // and one test.
   void run_ready() {
+    if (TERN_UNLIKELY(owed_old_ != nullptr || owed_new_ != nullptr)) age_owed();
     collect_activity();
     if (ready_head_ != nullptr) visit_ready();
   }
+  // Acks owed to peers (shm_link.cc, "Acks"): a QP that owes one is listed
+  // once; each run_ready sends what the list made two polls ago still owes
+  // and ages the newer list; arm_wait sends them all.
+  void owe_ack(ShmQp* qp) {
+    if (qp->owed_listed_) return;
+    qp->owed_listed_ = true;
+    qp->next_owed_ = owed_new_;
+    owed_new_ = qp;
+  }
+  void age_owed();
+  void send_all_owed();
   void visit_ready();
   void enqueue_ready(ShmQp* qp, ShmQp** next) {
     *next = ready_head_;
@@ -768,6 +802,10 @@ class ShmDevice final : public Device {
   };
   std::vector<LinkIn> link_in_;
   ShmQp* ready_head_ = nullptr;  // QPs with work, linked by ShmQp::next_ready_
+  // QPs that owe their peer an ack (owe_ack), linked by ShmQp::next_owed_:
+  // listed during the last run_ready (new) and the one before (old).
+  ShmQp* owed_new_ = nullptr;
+  ShmQp* owed_old_ = nullptr;
   std::vector<ShmQp*> by_fd_;    // own_fd()
   std::vector<ShmQp*> qps_;
   struct Pending {
@@ -801,6 +839,7 @@ inline void ShmQp::notify_peer() {
   if (notify_word_ == nullptr || vanished_) return;
   notify_word_->fetch_or(notify_bit_, std::memory_order_release);
   notify_summary_->fetch_or(notify_sum_bit_, std::memory_order_release);
+  ordered_ = true;
 }
 
 inline void ShmQp::mark_active() {

@@ -41,6 +41,7 @@ void ShmQp::reject_inbound(uint32_t index, WcStatus status, const char* why) {
   // record is written before the state word (release), so the peer that sees
   // kEpError reads a complete record.
   in_->cons.store(in_cons_, std::memory_order_release);
+  ordered_ = false;
   ring_due_ = true;
   notify_due_ = true;
   if (!vanished_) {
@@ -281,12 +282,23 @@ void ShmQp::execute_inbound() {
   }
   if (in_cons_ != start) {
     in_->cons.store(in_cons_, std::memory_order_release);
+    ordered_ = false;
     // The peer retires its WRs when it sees cons move, but waits for that
     // only where it flagged a descriptor (a signaled WR, a filling ring):
     // its bit and a WAKE for those alone. The rest it reads at its next
     // visit, which its own next post or our next message brings; what it
-    // queued behind them locally it comes back for (complete_sends).
-    if (ack_wanted) ring_due_ = notify_due_ = true;
+    // queued behind them locally it comes back for (complete_sends). Even
+    // the flagged ones' bit waits a little (shm_link.cc, "Acks"): our host
+    // usually answers what it just received, and that post's bit carries
+    // the ack; otherwise the device sends it a poll later. Not so for the
+    // poll a host makes after arming (the wait protocol's second look): it
+    // may sleep next, and nothing would send it then.
+    if (ack_wanted && dev_->armed()) {
+      ring_due_ = notify_due_ = true;
+    } else if (ack_wanted && !ack_owed_) {
+      ack_owed_ = true;
+      dev_->owe_ack(this);
+    }
   }
 }
 
