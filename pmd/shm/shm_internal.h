@@ -535,7 +535,8 @@ class ShmQp final : public Qp {
   uint32_t wait_gen_ = 0;      // our wait word, less its armed bit
   uint32_t rung_gen_ = 0;      // the peer's armed wait word we last sent a WAKE for
   bool ring_due_ = false;      // stored something the peer may wait for; ring_peer() soon
-  // Links: our bit in the peer's half, set by notify_peer() (and ring_peer()).
+  // Links: our bit in the peer's half, set by notify_peer() (and ring_peer());
+  // notify_summary_ is null for a slot of word 0, which has no summary bit.
   ShmPeerLink* link_ = nullptr;
   uint32_t link_slot_ = 0;
   std::atomic<uint64_t>* notify_word_ = nullptr;
@@ -719,7 +720,8 @@ class ShmDevice final : public Device {
   // case -- no link has news -- is one load per link, inline.
   void collect_activity() {
     for (const LinkIn& l : link_in_)
-      if (TERN_UNLIKELY(l.half->summary.load(std::memory_order_relaxed) != 0)) {
+      if (TERN_UNLIKELY((l.half->summary.load(std::memory_order_relaxed) |
+                         l.half->words[0].load(std::memory_order_relaxed)) != 0)) {
         collect_links();
         return;
       }
@@ -838,7 +840,7 @@ inline void ShmQp::notify_peer() {
   notify_due_ = false;
   if (notify_word_ == nullptr || vanished_) return;
   notify_word_->fetch_or(notify_bit_, std::memory_order_release);
-  notify_summary_->fetch_or(notify_sum_bit_, std::memory_order_release);
+  if (notify_summary_ != nullptr) notify_summary_->fetch_or(notify_sum_bit_, std::memory_order_release);
   ordered_ = true;
 }
 

@@ -20,8 +20,8 @@
 //
 // Ordering: the publisher's store (seq word, cons, state) comes before its
 // fetch_or of the word, which comes before the fetch_or of the summary (both
-// release); the poller exchanges the summary, then the word (acquire), then
-// visits. News that lands after the exchange sets the bit again for the next
+// release; word 0 has no summary bit); the poller exchanges the summary, then
+// the word (acquire), then visits. News that lands after the exchange sets the bit again for the next
 // poll. Wait mode is unchanged (shm_wait.cc): the publisher sets the bit and
 // then, after its fence, looks at the wait word; the poller's re-check after
 // arming reads the summary, so either it sees the bit or the peer sees the
@@ -72,10 +72,13 @@ void ShmDevice::collect_links() {
   bool queued = false;
   for (const LinkIn *l = link_in_.data(), *end = l + link_in_.size(); l != end; ++l) {
     ShmLinkHalf* h = l->half;
-    // A load first: an idle link's line stays shared in our cache until the
+    // Loads first: an idle link's line stays shared in our cache until the
     // peer writes it, where an exchange would take it from the peer each time.
-    if (h->summary.load(std::memory_order_relaxed) == 0) continue;
-    uint64_t sum = h->summary.exchange(0, std::memory_order_acq_rel);
+    // Word 0 has no summary bit (shm_layout.h): looked at on its own, and
+    // a summary bit 0 (a peer's, never ours) names nothing more.
+    uint64_t sum = h->summary.load(std::memory_order_relaxed);
+    if (sum != 0) sum = h->summary.exchange(0, std::memory_order_acq_rel) & ~uint64_t{1};
+    if (h->words[0].load(std::memory_order_relaxed) != 0) sum |= 1;
     // The slot table, once per link.
     ShmQp* const* slot_qp = l->link->slots.data();
     const size_t nslots = l->link->slots.size();
@@ -242,7 +245,7 @@ void ShmQp::attach_link(ShmPeerLink* link, uint32_t slot) {
   link_slot_ = slot;
   ShmLinkHalf& out = link->out();
   notify_word_ = &out.words[slot / 64];
-  notify_summary_ = &out.summary;
+  notify_summary_ = slot < 64 ? nullptr : &out.summary;  // word 0: none (shm_layout.h)
   notify_bit_ = uint64_t{1} << (slot % 64);
   notify_sum_bit_ = uint64_t{1} << (slot / 64);
   mark_active();
