@@ -564,6 +564,7 @@ class ShmQp final : public Qp {
   // kDescAckWanted (complete_sends).
   uint32_t local_end_ = 0;
   bool revisit_ = false;       // this progress() stopped with work left that no peer will tell us of
+  bool rq_starved_ = false;    // a SEND found our own receive queue empty and waits (post_recv)
 
   // Connection area (shared).
   uint8_t* area_ = nullptr;

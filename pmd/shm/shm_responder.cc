@@ -30,9 +30,14 @@ int ShmQp::post_recv(const RecvWr* wrs, int n, int* err) {
     return 0;
   }
   int i = rq_.post(pd_, wrs, n, err);
-  // A SEND waiting for a receive (or a flush, in error) completes now.
-  if (i > 0 && rcq_->armed()) dev_->self_wake();
-  if (i > 0) mark_active();
+  // A SEND waiting for a receive (or a flush, in error) completes now. Only
+  // those: a receive posted back after each message (one per RPC at depth
+  // 1) queued a visit with nothing to do.
+  if (i > 0 && (rq_starved_ || state_ == QpState::kError)) {
+    rq_starved_ = false;
+    if (rcq_->armed()) dev_->self_wake();
+    mark_active();
+  }
   return i;
 }
 
@@ -62,6 +67,7 @@ ShmQp::Exec ShmQp::execute_send(const ShmDesc& d, const uint8_t* const* src, con
   if (rq.empty()) {
     st_.rnr_waits.add();  // receiver not ready: RC with infinite RNR retry waits
     if (srq_ != nullptr) srq_->note_starved();
+    else rq_starved_ = true;  // post_recv comes back for it
     return Exec::kWait;
   }
   if (rcq_->full()) {

@@ -180,5 +180,58 @@ TEST_F(ShmAckTest, StrandedAckSeenByThePollingProducer) {
   EXPECT_TRUE(client_has(1, WcOpcode::kSend));
 }
 
+#if defined(__x86_64__)
+TEST_F(ShmAckTest, InlinePostRingsAtOnceAndQueuesNoVisit) {
+  // An armed peer gets its WAKE from the post itself (its fetch_or is the
+  // barrier the check needs on x86), and the post leaves its QP nothing
+  // for a visit to do. (A first Send before: the QP's first post makes its
+  // send queue array and takes the general path.)
+  client_sends_signaled(1);
+  client_.poll();
+  server_.poll();
+  server_.poll();
+  server_.poll();
+  client_.poll();
+  ASSERT_TRUE(client_has(1, WcOpcode::kSend));
+  server_.wcs.clear();
+  ASSERT_GE(server_.dev->wait_fd(), 0);
+  ASSERT_TRUE(server_.cq->arm().is_ok());
+  ASSERT_TRUE(server_.dev->arm_wait().is_ok());
+  const uint64_t wakes = counter(cqp()->stats(), "wakes_sent");
+  const uint64_t visits = counter(cqp()->stats(), "visits");
+  Sge s = client_.sge(8 * shmtest::ManyQpEnd::kMsg * 4, 32);
+  SendWr w{};
+  w.wr_id = 5, w.sg_list = &s, w.num_sge = 1, w.opcode = WrOpcode::kSend, w.flags = 0;
+  int err = 0;
+  ASSERT_EQ(cqp()->post_send(&w, 1, &err), 1);
+  EXPECT_EQ(counter(cqp()->stats(), "wakes_sent"), wakes + 1) << "the post left its WAKE check to a visit";
+  client_.poll();
+  EXPECT_EQ(counter(cqp()->stats(), "visits"), visits) << "the post queued a visit";
+  server_.dev->ack_wait();
+  server_.poll();
+  EXPECT_TRUE(server_received());
+}
+#endif
+
+TEST_F(ShmAckTest, ReceivePostedBackQueuesNoVisitUnlessASendWaits) {
+  // A receive posted back with none missing gives its QP nothing to do.
+  const uint64_t visits = counter(cqp()->stats(), "visits");
+  client_.post_recvs(cqp(), 0, 1);
+  client_.poll();
+  EXPECT_EQ(counter(cqp()->stats(), "visits"), visits) << "a receive posted back queued a visit";
+  // With a SEND waiting for one, it does: the SEND lands at the next poll.
+  for (int k = 0; k < 16; ++k) server_sends(200 + static_cast<uint64_t>(k));  // all 8+1 receives, then 7 waiting
+  for (int k = 0; k < 4; ++k) client_.poll(), server_.poll();
+  size_t got = 0;
+  for (const Wc& wc : client_.wcs) got += wc.opcode == WcOpcode::kRecv ? 1 : 0;
+  ASSERT_EQ(got, 9u);
+  EXPECT_GT(counter(cqp()->stats(), "rnr_waits"), 0u);
+  client_.post_recvs(cqp(), 1, 1);
+  client_.poll();
+  got = 0;
+  for (const Wc& wc : client_.wcs) got += wc.opcode == WcOpcode::kRecv ? 1 : 0;
+  EXPECT_EQ(got, 10u) << "the waiting SEND did not land in the receive posted for it";
+}
+
 }  // namespace
 }  // namespace tern
