@@ -173,7 +173,6 @@ int ShmQp::post_send(const SendWr* wrs, int n, int* err) {
   }
   bool published = fast > 0;
   if (state_ == QpState::kRts && sq_next_ != sq_tail_) published |= issue();  // empty after fast-path posts
-  bool rung = false;
   if (published) {
     // A doorbell is a post that published (what a NIC's would be), and a
     // WAKE may be due.
@@ -186,35 +185,23 @@ int ShmQp::post_send(const SendWr* wrs, int n, int* err) {
     notify_due_ = true;
     notify_peer();
     // An ack we owed (shm_link.cc, "Acks") rides on this bit: set after the
-    // cons store it reports; its WAKE check is ring_peer's, below or at the
-    // visit ring_due_ and mark_active bring.
+    // cons store it reports; its WAKE check is ring_peer's at the visit
+    // ring_due_ and mark_active below bring.
     ack_owed_ = false;
-#if defined(__x86_64__)
-    // The WAKE check at once: on x86 the fetch_or just made was the full
-    // barrier it needs (ordered_), so it is one load of the peer's wait
-    // word, a line that stays in our cache until the peer arms.
-    if (ordered_) {
-      ring_peer();
-      rung = true;
-    }
-#endif
   }
-  // Elsewhere the WAKE check for what this published (ring_peer) waits for
-  // our next progress(), which every host makes before it sleeps
-  // (rdmadev.h's wait protocol polls after posting): its fence waits for
-  // the slot's line to come back from the peer's core, which per post -- 32
-  // calls posted in a burst -- serialized what the store buffer would
-  // otherwise overlap. One check per poll pass covers the whole burst.
+  // The WAKE check for what this published (ring_peer) waits for our next
+  // progress(), which every host makes before it sleeps (rdmadev.h's wait
+  // protocol polls after posting): its fence waits for the slot's line to
+  // come back from the peer's core, which per post -- 32 calls posted in a
+  // burst -- serialized what the store buffer would otherwise overlap. One
+  // check per poll pass covers the whole burst.
   // Local WRs and failures complete at our next poll, which a host asleep
   // on an armed CQ would never make: it is woken for it.
   if (i > 0 && scq_->armed()) dev_->self_wake();
   // What this posted is issued, notified and completed by our CQs' next
   // poll, which visits only QPs with work (shm_link.cc); a full queue is
   // looked at again too, for what the peer executed without telling us.
-  // Inline Sends alone, published, notified and rung, leave that visit
-  // nothing to do: their completions come with the peer's bit (flagged) or
-  // with the next visit that has a reason (unflagged; nobody waits).
-  if ((i > 0 && !(rung && fast == i)) || *err == EAGAIN) mark_active();
+  if (i > 0 || *err == EAGAIN) mark_active();
   return i;
 }
 

@@ -180,39 +180,6 @@ TEST_F(ShmAckTest, StrandedAckSeenByThePollingProducer) {
   EXPECT_TRUE(client_has(1, WcOpcode::kSend));
 }
 
-#if defined(__x86_64__)
-TEST_F(ShmAckTest, InlinePostRingsAtOnceAndQueuesNoVisit) {
-  // An armed peer gets its WAKE from the post itself (its fetch_or is the
-  // barrier the check needs on x86), and the post leaves its QP nothing
-  // for a visit to do. (A first Send before: the QP's first post makes its
-  // send queue array and takes the general path.)
-  client_sends_signaled(1);
-  client_.poll();
-  server_.poll();
-  server_.poll();
-  server_.poll();
-  client_.poll();
-  ASSERT_TRUE(client_has(1, WcOpcode::kSend));
-  server_.wcs.clear();
-  ASSERT_GE(server_.dev->wait_fd(), 0);
-  ASSERT_TRUE(server_.cq->arm().is_ok());
-  ASSERT_TRUE(server_.dev->arm_wait().is_ok());
-  const uint64_t wakes = counter(cqp()->stats(), "wakes_sent");
-  const uint64_t visits = counter(cqp()->stats(), "visits");
-  Sge s = client_.sge(8 * shmtest::ManyQpEnd::kMsg * 4, 32);
-  SendWr w{};
-  w.wr_id = 5, w.sg_list = &s, w.num_sge = 1, w.opcode = WrOpcode::kSend, w.flags = 0;
-  int err = 0;
-  ASSERT_EQ(cqp()->post_send(&w, 1, &err), 1);
-  EXPECT_EQ(counter(cqp()->stats(), "wakes_sent"), wakes + 1) << "the post left its WAKE check to a visit";
-  client_.poll();
-  EXPECT_EQ(counter(cqp()->stats(), "visits"), visits) << "the post queued a visit";
-  server_.dev->ack_wait();
-  server_.poll();
-  EXPECT_TRUE(server_received());
-}
-#endif
-
 TEST_F(ShmAckTest, ReceivePostedBackQueuesNoVisitUnlessASendWaits) {
   // A receive posted back with none missing gives its QP nothing to do.
   const uint64_t visits = counter(cqp()->stats(), "visits");
