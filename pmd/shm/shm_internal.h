@@ -412,6 +412,16 @@ class ShmQp final : public Qp {
   void arm_doorbell();
   void disarm();
   void ring_peer();
+  // Acks (shm_link.cc, "Acks"): owes_ack: we executed a descriptor the peer
+  // flagged and owe it our bit and a WAKE check, which our next post to the
+  // QP carries or the device sends by itself a poll later (ShmDevice::
+  // age_owed). awaits_ack: one of our flagged descriptors is not retired
+  // yet (wait mode looks at such QPs when the host wakes, ShmDevice::
+  // ack_wait, in case the peer's ack never comes on its own).
+  bool owes_ack() const { return ack_owed_; }
+  bool awaits_ack() const {
+    return state_ == QpState::kRts && static_cast<int32_t>(out_done_ - flagged_end_) < 0;
+  }
   // When the next held-back completion (Fault::kDelayCompletions) is due,
   // in monotonic_ns(); 0 if none.
   uint64_t delay_deadline_ns() const;
@@ -536,13 +546,26 @@ class ShmQp final : public Qp {
   uint32_t wait_gen_ = 0;      // our wait word, less its armed bit
   uint32_t rung_gen_ = 0;      // the peer's armed wait word we last sent a WAKE for
   bool ring_due_ = false;      // stored something the peer may wait for; ring_peer() soon
-  // Links: our bit in the peer's half, set by notify_peer() (and ring_peer()).
+  // Links: our bit in the peer's half, set by notify_peer() (and ring_peer());
+  // notify_summary_ is null for a slot of word 0, which has no summary bit.
   ShmPeerLink* link_ = nullptr;
   uint32_t link_slot_ = 0;
   std::atomic<uint64_t>* notify_word_ = nullptr;
   std::atomic<uint64_t>* notify_summary_ = nullptr;
   uint64_t notify_bit_ = 0, notify_sum_bit_ = 0;
   bool notify_due_ = false;    // the peer's consumer index advanced: set our bit soon
+  // A locked RMW of ours (notify_peer's fetch_or) came after the last store
+  // the peer may wait for (a seq word, its cons, our state): on x86 it was
+  // the full barrier ring_peer needs before it loads the peer's wait word.
+  bool ordered_ = false;
+  // We stored the peer's cons past a descriptor it flagged, and its bit and
+  // a WAKE check are still owed (owes_ack above); listed: on one of the
+  // device's two owed lists (ShmDevice::owe_ack), by next_owed_.
+  bool ack_owed_ = false;
+  bool owed_listed_ = false;
+  ShmQp* next_owed_ = nullptr;
+  // Ring index past the newest descriptor we published flagged (awaits_ack).
+  uint32_t flagged_end_ = 0;
   bool queued_ = false;        // on the device's ready list
   uint32_t visit_count_ = 0;   // progress() passes (visit_count())
   ShmQp* next_ready_ = nullptr;  // the next QP on it
@@ -552,6 +575,7 @@ class ShmQp final : public Qp {
   // kDescAckWanted (complete_sends).
   uint32_t local_end_ = 0;
   bool revisit_ = false;       // this progress() stopped with work left that no peer will tell us of
+  bool rq_starved_ = false;    // a SEND found our own receive queue empty and waits (post_recv)
 
   // Connection area (shared).
   uint8_t* area_ = nullptr;
@@ -708,7 +732,8 @@ class ShmDevice final : public Device {
   // case -- no link has news -- is one load per link, inline.
   void collect_activity() {
     for (const LinkIn& l : link_in_)
-      if (TERN_UNLIKELY(l.half->summary.load(std::memory_order_relaxed) != 0)) {
+      if (TERN_UNLIKELY((l.half->summary.load(std::memory_order_relaxed) |
+                         l.half->words[0].load(std::memory_order_relaxed)) != 0)) {
         collect_links();
         return;
       }
@@ -718,9 +743,21 @@ class ShmDevice final : public Device {
   // progressed (shm_link.cc). Inline: with nothing to do, one load per link
   // and one test.
   void run_ready() {
+    if (TERN_UNLIKELY(owed_old_ != nullptr || owed_new_ != nullptr)) age_owed();
     collect_activity();
     if (ready_head_ != nullptr) visit_ready();
   }
+  // Acks owed to peers (shm_link.cc, "Acks"): a QP that owes one is listed
+  // once; each run_ready sends what the list made two polls ago still owes
+  // and ages the newer list; arm_wait sends them all.
+  void owe_ack(ShmQp* qp) {
+    if (qp->owed_listed_) return;
+    qp->owed_listed_ = true;
+    qp->next_owed_ = owed_new_;
+    owed_new_ = qp;
+  }
+  void age_owed();
+  void send_all_owed();
   void visit_ready();
   // Inbound descriptors one QP executes in this visit (execute_inbound);
   // past it the next poll comes back for the rest (visit_ready says which).
@@ -784,6 +821,10 @@ class ShmDevice final : public Device {
   };
   std::vector<LinkIn> link_in_;
   ShmQp* ready_head_ = nullptr;  // QPs with work, linked by ShmQp::next_ready_
+  // QPs that owe their peer an ack (owe_ack), linked by ShmQp::next_owed_:
+  // listed during the last run_ready (new) and the one before (old).
+  ShmQp* owed_new_ = nullptr;
+  ShmQp* owed_old_ = nullptr;
   std::vector<ShmQp*> by_fd_;    // own_fd()
   std::vector<ShmQp*> qps_;
   struct Pending {
@@ -816,7 +857,8 @@ inline void ShmQp::notify_peer() {
   notify_due_ = false;
   if (notify_word_ == nullptr || vanished_) return;
   notify_word_->fetch_or(notify_bit_, std::memory_order_release);
-  notify_summary_->fetch_or(notify_sum_bit_, std::memory_order_release);
+  if (notify_summary_ != nullptr) notify_summary_->fetch_or(notify_sum_bit_, std::memory_order_release);
+  ordered_ = true;
 }
 
 inline void ShmQp::mark_active() {

@@ -49,7 +49,7 @@ inline constexpr uint32_t kAreaMagic = 0x5445524e;  // "TERN"
 // 3: the endpoint's reads_fenced word.
 // 4: sequence-numbered slots (no producer index), messages inline in the slot.
 // 5: the link (ShmLink): activity words per peer, sent with the ACCEPT.
-inline constexpr uint16_t kLayoutVersion = 5;
+inline constexpr uint16_t kLayoutVersion = 6;
 inline constexpr size_t kCacheLine = 64;
 
 inline constexpr uint32_t kMaxSge = 13;        // SGEs per descriptor (fits a 256-byte slot)
@@ -198,20 +198,25 @@ inline constexpr size_t area_size(uint32_t ring_slots) {
 // side (news for the server), half [1] by the server side (news for the
 // client). After storing something the other side must act on -- a
 // descriptor published, its consumer index advanced, its endpoint state
-// changed -- a side sets the connection's bit in words[slot / 64], then bit
-// slot / 64 of summary (both release). The poller exchanges summary with 0,
-// then each word it names, and visits the flagged connections: cleared
-// before the visit, so news published after the exchange sets the bit
-// again. Peer-written: a bit naming a slot with no connection of that peer
+// changed -- a side sets the connection's bit in words[slot / 64], then,
+// for a slot past the first 64, bit slot / 64 of summary (both release).
+// Word 0 has no summary bit: it shares the summary's cache line, and the
+// poller reads both, so the first 64 connections of a link (most links
+// hold fewer) cost a message one locked RMW and one line on each side, not
+// two. The poller exchanges word 0 and the summary with 0 when they are
+// not, then each word the summary names, and visits the flagged
+// connections: cleared before the visit, so news published after the
+// exchange sets the bit again. Peer-written: a bit naming a slot with no connection of that peer
 // is ignored, so a peer can only make us visit its own connections, and one
 // that never sets a bit only stalls its own.
 inline constexpr uint32_t kLinkWords = 64;
 inline constexpr uint32_t kLinkSlots = kLinkWords * 64;
 
 struct ShmLinkHalf {
-  alignas(kCacheLine) std::atomic<uint64_t> summary;        // bit j: words[j] may be non-zero
-  alignas(kCacheLine) std::atomic<uint64_t> words[kLinkWords];  // bit b of word j: slot 64j+b has news
+  alignas(kCacheLine) std::atomic<uint64_t> summary;  // bit j >= 1: words[j] may be non-zero
+  std::atomic<uint64_t> words[kLinkWords];            // bit b of word j: slot 64j+b has news
 };
+static_assert(offsetof(ShmLinkHalf, words) + sizeof(uint64_t) <= kCacheLine, "word 0 shares the summary's line");
 
 struct ShmLink {
   ShmLinkHalf half[2];  // [0] written by the client side, [1] by the server side

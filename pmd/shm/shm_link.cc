@@ -20,12 +20,32 @@
 //
 // Ordering: the publisher's store (seq word, cons, state) comes before its
 // fetch_or of the word, which comes before the fetch_or of the summary (both
-// release); the poller exchanges the summary, then the word (acquire), then
-// visits. News that lands after the exchange sets the bit again for the next
+// release; word 0 has no summary bit); the poller exchanges the summary, then
+// the word (acquire), then visits. News that lands after the exchange sets the bit again for the next
 // poll. Wait mode is unchanged (shm_wait.cc): the publisher sets the bit and
 // then, after its fence, looks at the wait word; the poller's re-check after
 // arming reads the summary, so either it sees the bit or the peer sees the
 // armed word and sends a WAKE.
+//
+// Acks: a descriptor the peer flagged (kDescAckWanted: a signaled WR, a
+// filling ring) asks for our bit and a WAKE check once our cons passes it.
+// The cons store is made at once, but the bit waits: what a host receives
+// it mostly answers before its next poll (a request's reply; at depth 1 a
+// reply's next call), and the bit of that post -- set after the cons store
+// -- tells the peer both; ring_peer's WAKE check follows at the visit the
+// post queues. Sent on its own, the ack cost both sides a locked RMW pair
+// (ours, the peer's exchange), a line transfer and a visit per message the
+// peer signals, which at depth 1 is every reply. Where no post comes, the
+// device sends it two CQ polls later (age_owed: a poll ages the list the
+// previous one made, so it survives the rest of the pass that executed the
+// descriptor, whose second CQ poll comes before the host has handled it),
+// and every ack owed goes before the host arms to sleep (ShmCq::arm,
+// arm_wait); a poll made while armed acks at once. A host that executes a
+// flagged descriptor and then neither polls nor arms -- between synchronous
+// calls -- leaves the bit unset until it comes back; its cons is stored,
+// and the peer reads it at its next visit of the QP: in poll mode the
+// safety net's (<= 2 x kSafetyNetNs), in wait mode the wake arm_wait sets a
+// timer for while a flagged descriptor is not retired (ack_wait).
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -52,10 +72,13 @@ void ShmDevice::collect_links() {
   bool queued = false;
   for (const LinkIn *l = link_in_.data(), *end = l + link_in_.size(); l != end; ++l) {
     ShmLinkHalf* h = l->half;
-    // A load first: an idle link's line stays shared in our cache until the
+    // Loads first: an idle link's line stays shared in our cache until the
     // peer writes it, where an exchange would take it from the peer each time.
-    if (h->summary.load(std::memory_order_relaxed) == 0) continue;
-    uint64_t sum = h->summary.exchange(0, std::memory_order_acq_rel);
+    // Word 0 has no summary bit (shm_layout.h): looked at on its own, and
+    // a summary bit 0 (a peer's, never ours) names nothing more.
+    uint64_t sum = h->summary.load(std::memory_order_relaxed);
+    if (sum != 0) sum = h->summary.exchange(0, std::memory_order_acq_rel) & ~uint64_t{1};
+    if (h->words[0].load(std::memory_order_relaxed) != 0) sum |= 1;
     // The slot table, once per link.
     ShmQp* const* slot_qp = l->link->slots.data();
     const size_t nslots = l->link->slots.size();
@@ -102,7 +125,33 @@ void ShmDevice::visit_ready() {
   }
 }
 
+void ShmDevice::age_owed() {
+  ShmQp* qp = owed_old_;
+  owed_old_ = owed_new_;
+  owed_new_ = nullptr;
+  while (qp != nullptr) {
+    ShmQp* next = qp->next_owed_;
+    qp->owed_listed_ = false;
+    if (qp->ack_owed_) qp->ring_peer();  // not carried by a post since
+    qp = next;
+  }
+}
+
+void ShmDevice::send_all_owed() {
+  age_owed();
+  age_owed();
+}
+
 void ShmDevice::unready(ShmQp* qp) {
+  if (qp->owed_listed_) {
+    for (ShmQp** list : {&owed_new_, &owed_old_})
+      for (ShmQp** p = list; *p != nullptr; p = &(*p)->next_owed_)
+        if (*p == qp) {
+          *p = qp->next_owed_;
+          break;
+        }
+    qp->owed_listed_ = false;
+  }
   if (!qp->queued_) return;
   for (ShmQp** p = &ready_head_; *p != nullptr; p = &(*p)->next_ready_)
     if (*p == qp) {
@@ -204,7 +253,7 @@ void ShmQp::attach_link(ShmPeerLink* link, uint32_t slot) {
   link_slot_ = slot;
   ShmLinkHalf& out = link->out();
   notify_word_ = &out.words[slot / 64];
-  notify_summary_ = &out.summary;
+  notify_summary_ = slot < 64 ? nullptr : &out.summary;  // word 0: none (shm_layout.h)
   notify_bit_ = uint64_t{1} << (slot % 64);
   notify_sum_bit_ = uint64_t{1} << (slot / 64);
   mark_active();

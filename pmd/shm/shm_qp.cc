@@ -160,6 +160,7 @@ void ShmQp::write_own_state(uint32_t st) {
   if (my_ep_ == nullptr || vanished_) return;
   if (my_ep_->state.load(std::memory_order_relaxed) != kEpActive) return;
   my_ep_->state.store(st, std::memory_order_release);
+  ordered_ = false;
   notify_due_ = true;
   ring_peer();
 }

@@ -118,13 +118,15 @@ bool ShmQp::post_inline_send(const SendWr& wr) {
   ShmDesc* slot = &out_slots_[out_prod_ & slot_mask_];
   slot->op = kOpSend;
   slot->num_sge = 0;
-  slot->flags = static_cast<uint16_t>(kDescInline |
-                                      (e.signaled || out_prod_ + 1 - out_done_ >= slots_ / 2 ? kDescAckWanted : 0));
+  const bool flagged = e.signaled || out_prod_ + 1 - out_done_ >= slots_ / 2;
+  slot->flags = static_cast<uint16_t>(kDescInline | (flagged ? kDescAckWanted : 0));
+  if (flagged) flagged_end_ = out_prod_ + 1;
   slot->key = 0;
   slot->length = s.length;
   slot->raddr = 0;
   std::memcpy(reinterpret_cast<uint8_t*>(slot) + kInlineOffset, m->host + (s.addr - m->iova), s.length);
   seq_word(slot).store(slot_seq(out_prod_, slot_shift_), std::memory_order_release);
+  ordered_ = false;
   ++out_prod_;
   ++sq_tail_;
   ++sq_next_;
@@ -182,6 +184,10 @@ int ShmQp::post_send(const SendWr* wrs, int n, int* err) {
     // call that published, not per WR.
     notify_due_ = true;
     notify_peer();
+    // An ack we owed (shm_link.cc, "Acks") rides on this bit: set after the
+    // cons store it reports; its WAKE check is ring_peer's at the visit
+    // ring_due_ and mark_active below bring.
+    ack_owed_ = false;
   }
   // The WAKE check for what this published (ring_peer) waits for our next
   // progress(), which every host makes before it sleeps (rdmadev.h's wait
@@ -277,8 +283,9 @@ bool ShmQp::issue() {
       // A host asleep on this WR's completion, or on room in a filling ring
       // (the newest descriptor is always flagged when the ring is full),
       // needs the consumer to wake it; see ShmDescFlags.
-      e.desc.flags = static_cast<uint16_t>((e.desc.flags & kDescInline) |
-                                           (e.signaled || out_prod_ + 1 - out_done_ >= slots_ / 2 ? kDescAckWanted : 0));
+      const bool flagged = e.signaled || out_prod_ + 1 - out_done_ >= slots_ / 2;
+      e.desc.flags = static_cast<uint16_t>((e.desc.flags & kDescInline) | (flagged ? kDescAckWanted : 0));
+      if (flagged) flagged_end_ = out_prod_ + 1;
       ShmDesc* slot = &out_slots_[out_prod_ & slot_mask_];
       uint8_t* body = reinterpret_cast<uint8_t*>(slot) + kSeqEnd;
       const uint8_t* mine = reinterpret_cast<const uint8_t*>(&e.desc) + kSeqEnd;
@@ -303,6 +310,7 @@ bool ShmQp::issue() {
       }
       // Published: everything above before the seq word (release).
       seq_word(slot).store(slot_seq(out_prod_, slot_shift_), std::memory_order_release);
+      ordered_ = false;
       ++out_prod_;
       published = true;
       if (TERN_UNLIKELY(pcap_ != nullptr)) capture_issued(e);

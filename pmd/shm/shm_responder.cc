@@ -26,9 +26,14 @@ int ShmQp::post_recv(const RecvWr* wrs, int n, int* err) {
     return 0;
   }
   int i = rq_.post(pd_, wrs, n, err);
-  // A SEND waiting for a receive (or a flush, in error) completes now.
-  if (i > 0 && rcq_->armed()) dev_->self_wake();
-  if (i > 0) mark_active();
+  // A SEND waiting for a receive (or a flush, in error) completes now. Only
+  // those: a receive posted back after each message (one per RPC at depth
+  // 1) queued a visit with nothing to do.
+  if (i > 0 && (rq_starved_ || state_ == QpState::kError)) {
+    rq_starved_ = false;
+    if (rcq_->armed()) dev_->self_wake();
+    mark_active();
+  }
   return i;
 }
 
@@ -37,6 +42,7 @@ void ShmQp::reject_inbound(uint32_t index, WcStatus status, const char* why) {
   // record is written before the state word (release), so the peer that sees
   // kEpError reads a complete record.
   in_->cons.store(in_cons_, std::memory_order_release);
+  ordered_ = false;
   ring_due_ = true;
   notify_due_ = true;
   if (!vanished_) {
@@ -57,6 +63,7 @@ ShmQp::Exec ShmQp::execute_send(const ShmDesc& d, const uint8_t* const* src, con
   if (rq.empty()) {
     st_.rnr_waits.add();  // receiver not ready: RC with infinite RNR retry waits
     if (srq_ != nullptr) srq_->note_starved();
+    else rq_starved_ = true;  // post_recv comes back for it
     return Exec::kWait;
   }
   if (rcq_->full()) {
@@ -277,12 +284,23 @@ void ShmQp::execute_inbound() {
   }
   if (in_cons_ != start) {
     in_->cons.store(in_cons_, std::memory_order_release);
+    ordered_ = false;
     // The peer retires its WRs when it sees cons move, but waits for that
     // only where it flagged a descriptor (a signaled WR, a filling ring):
     // its bit and a WAKE for those alone. The rest it reads at its next
     // visit, which its own next post or our next message brings; what it
-    // queued behind them locally it comes back for (complete_sends).
-    if (ack_wanted) ring_due_ = notify_due_ = true;
+    // queued behind them locally it comes back for (complete_sends). Even
+    // the flagged ones' bit waits a little (shm_link.cc, "Acks"): our host
+    // usually answers what it just received, and that post's bit carries
+    // the ack; otherwise the device sends it a poll later. Not so for the
+    // poll a host makes after arming (the wait protocol's second look): it
+    // may sleep next, and nothing would send it then.
+    if (ack_wanted && dev_->armed()) {
+      ring_due_ = notify_due_ = true;
+    } else if (ack_wanted && !ack_owed_) {
+      ack_owed_ = true;
+      dev_->owe_ack(this);
+    }
   }
 }
 

@@ -105,6 +105,7 @@ void ShmDevice::self_wake() {
 Status ShmDevice::arm_wait() {
   TERN_TRY(enable_wait());
   sweep_idle();  // a host about to sleep may not call poll_cm for a while
+  send_all_owed();  // as ShmCq::arm: no deferred ack waits for our sleep
   armed_ = true;
   // Events for poll_cm wake the host at once. QPs queued for a visit do not:
   // the protocol's second look (step 3) polls the CQs and so visits them,
@@ -118,7 +119,21 @@ Status ShmDevice::arm_wait() {
     if (t != 0 && (at == 0 || t < at)) at = t;
   };
   for (const Pending& p : handshaking_) earlier(p.deadline_ns);
-  for (ShmQp* qp : qps_) earlier(qp->delay_deadline_ns());
+  // A flagged descriptor of ours not retired yet: its peer owes us an ack,
+  // which it sends with its next post or poll, or when it arms. A peer that
+  // executed it and then stopped polling without arming (a host between
+  // synchronous calls) sends it only when it comes back; we look at its
+  // cons ourselves, as the safety net does in poll mode, after kSafetyNetNs
+  // (ack_wait visits every QP that awaits one). On a grid of that period,
+  // 10-20 ms ahead: a server whose every reply is signaled arms with one
+  // awaited on every sleep, and a deadline that moved with the clock would
+  // cost a timerfd_settime each time.
+  bool awaits = false;
+  for (ShmQp* qp : qps_) {
+    earlier(qp->delay_deadline_ns());
+    awaits |= qp->awaits_ack();
+  }
+  if (awaits) earlier((monotonic_ns() / kSafetyNetNs + 2) * kSafetyNetNs);
   if (at != timer_at_ns_) {
     itimerspec its{};  // all zero: disarmed
     if (at != 0) {
@@ -134,7 +149,12 @@ Status ShmDevice::arm_wait() {
 
 bool ShmDevice::ack_wait() {
   armed_ = false;
-  for (ShmQp* qp : qps_) qp->disarm();
+  // A QP that awaits an ack is visited by the next poll whatever woke us:
+  // its peer may have stored cons without a bit (arm_wait).
+  for (ShmQp* qp : qps_) {
+    qp->disarm();
+    if (qp->awaits_ack()) qp->mark_active();
+  }
   if (epfd_ < 0) return true;
   bool cm = !events_.empty();
   epoll_event evs[32];
@@ -172,6 +192,9 @@ bool ShmDevice::ack_wait() {
 
 Status ShmCq::arm() {
   armed_ = true;
+  // A host about to sleep owes its peers every deferred ack now: nothing
+  // may wait for a poll of ours that a sleep puts off.
+  dev_->send_all_owed();
   for (ShmQp* qp : qps_) qp->arm_doorbell();
   // Our wait words before the re-check poll's loads of seq words, cons and state;
   // pairs with the fence in ShmQp::ring_peer (see the top of this file).
@@ -194,19 +217,25 @@ void ShmQp::disarm() {
 
 void ShmQp::ring_peer() {
   ring_due_ = false;
+  // An ack we owed (shm_link.cc, "Acks") goes now: our bit and this check.
+  if (ack_owed_) {
+    ack_owed_ = false;
+    notify_due_ = true;
+  }
   // Our bit in the link first, if not set since our last store (shm_link.cc):
   // the fence below orders it, with what we stored before, ahead of the
   // load of the wait word.
-  const bool notified = notify_due_ && notify_word_ != nullptr && !vanished_;
   if (notify_due_) notify_peer();
   if (peer_ep_ == nullptr || sock_ < 0 || peer_gone_ || vanished_) return;
   // Our stores (seq words, cons, state) before the load of its wait word.
 #if defined(__x86_64__)
-  // On x86 a locked read-modify-write is a full barrier: the fetch_or that
-  // just set our bit drained the store buffer as the fence would, so a
-  // second locked instruction (~20+ cycles) would order nothing more. Only
-  // the compiler must still keep the load below it.
-  if (notified)
+  // On x86 a locked read-modify-write is a full barrier: a fetch_or of
+  // notify_peer's after our last such store (ordered_: just now, or the
+  // post's that published it) drained the store buffer as the fence would,
+  // so a second locked instruction (~20+ cycles, and a wait for the
+  // published line to come back from the peer's core) would order nothing
+  // more. Only the compiler must still keep the load below it.
+  if (ordered_)
     std::atomic_signal_fence(std::memory_order_seq_cst);
   else
 #endif

@@ -184,7 +184,7 @@ struct PeerLink {
     if (map == nullptr) return;
     shm::ShmLinkHalf& h = map->half[0];
     h.words[slot / 64].fetch_or(uint64_t{1} << (slot % 64), std::memory_order_release);
-    h.summary.fetch_or(uint64_t{1} << (slot / 64), std::memory_order_release);
+    if (slot >= 64) h.summary.fetch_or(uint64_t{1} << (slot / 64), std::memory_order_release);  // word 0 has none
   }
   void scribble(Input& in) {
     if (map == nullptr) return;

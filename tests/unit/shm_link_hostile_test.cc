@@ -60,10 +60,17 @@ class ShmLinkHostileTest : public shmtest::PairTest {
   void scribble() {
     if (hlink_.map == nullptr) return;
     shm::ShmLinkHalf& h = hlink_.map->half[0];
+    if (own_bit_only_) {
+      // What an honest client does for a slot of word 0: the word's bit
+      // alone, no summary bit (layout version 6).
+      h.words[hlink_.slot / 64].fetch_or(uint64_t{1} << (hlink_.slot % 64), std::memory_order_release);
+      return;
+    }
     for (auto& w : h.words) w.store(~uint64_t{0}, std::memory_order_release);
     h.summary.store(~uint64_t{0}, std::memory_order_release);
   }
   void on_poll() override { scribble(); }
+  bool own_bit_only_ = false;
 
   int hsock_ = -1, harea_fd_ = -1;
   uint8_t* harea_ = nullptr;
@@ -112,6 +119,23 @@ TEST_F(ShmLinkHostileTest, BitsNameOnlyTheWritersConnections) {
   // The hostile connection pays for its bits: a visit on (nearly) every poll.
   EXPECT_GT(server_visits(kVictims) - before[kVictims], static_cast<uint64_t>(polls) / 2);
   EXPECT_EQ(server_.qps[kVictims]->state(), QpState::kRts);
+}
+
+TEST_F(ShmLinkHostileTest, AWordZeroBitNeedsNoSummaryBit) {
+  // The hand-made client sets its own bit in word 0 before every poll and
+  // never a summary bit: each poll must still find it (a visit of its QP on
+  // nearly every poll), not only the safety net's look every 10 ms.
+  ASSERT_LT(hlink_.slot, 64u);
+  own_bit_only_ = true;
+  for (int k = 0; k < 20; ++k) poll_both();
+  const uint64_t before = server_visits(kVictims);
+  const auto t0 = std::chrono::steady_clock::now();
+  constexpr int kPolls = 200;
+  for (int k = 0; k < kPolls; ++k) poll_both();
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GT(server_visits(kVictims) - before, static_cast<uint64_t>(kPolls) / 2)
+      << "a word-0 bit without its summary bit was seen only " << server_visits(kVictims) - before << " times in "
+      << kPolls << " polls (" << ms << " ms)";
 }
 
 }  // namespace

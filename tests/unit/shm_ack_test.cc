@@ -1,0 +1,204 @@
+// pmd/shm acks (shm_link.cc, "Acks"): a flagged descriptor's consumer
+// stores cons at once but owes the producer its bit and WAKE check until its
+// next post to the QP (which carries them), two CQ polls later, or its arm
+// before a sleep, whichever comes first; and a producer waits at most the
+// safety net's period for an ack its peer stranded by not polling again.
+// Each test drives both devices from this thread, so what a poll sees is
+// exactly what the other side has done.
+#include <poll.h>
+
+#include <chrono>
+
+#include "shm_test_end.h"
+
+namespace tern {
+namespace {
+
+using namespace tern::rdma;
+using shmtest::counter;
+
+class ShmAckTest : public shmtest::PairTest {
+ protected:
+  ShmAckTest() : PairTest("ack") {}
+
+  void SetUp() override {
+    PairTest::SetUp();
+    connect_all(1);
+    client_.post_recvs(cqp(), 0, 8);
+    // The safety net looks at the clock on every 64th poll of a CQ: 64
+    // polls of each here put its next look 64 polls away, more than any
+    // test below makes before it asserts, so no completion below comes
+    // from the net's visit unless the test waits for it.
+    for (int k = 0; k < 64; ++k) server_.poll(), client_.poll();
+    server_.wcs.clear();
+    client_.wcs.clear();
+  }
+  Qp* cqp() { return client_.qps[0].get(); }
+  Qp* sqp() { return server_.qps[0].get(); }
+  // A signaled Send of 32 bytes from the client (flagged: the peer owes an ack).
+  void client_sends_signaled(uint64_t wr_id) {
+    Sge s = client_.sge(8 * shmtest::ManyQpEnd::kMsg * 4, 32);
+    SendWr w{};
+    w.wr_id = wr_id, w.sg_list = &s, w.num_sge = 1, w.opcode = WrOpcode::kSend, w.flags = kWrSignaled;
+    int err = 0;
+    ASSERT_EQ(cqp()->post_send(&w, 1, &err), 1);
+  }
+  void server_sends(uint64_t wr_id) {
+    Sge s = server_.sge(32 * shmtest::ManyQpEnd::kMsg, 32);
+    SendWr w{};
+    w.wr_id = wr_id, w.sg_list = &s, w.num_sge = 1, w.opcode = WrOpcode::kSend, w.flags = 0;
+    int err = 0;
+    ASSERT_EQ(sqp()->post_send(&w, 1, &err), 1);
+  }
+  bool client_has(uint64_t wr_id, WcOpcode op) {
+    for (const Wc& wc : client_.wcs)
+      if (wc.wr_id == wr_id && wc.opcode == op && wc.status == WcStatus::kSuccess) return true;
+    return false;
+  }
+  bool server_received() {
+    for (const Wc& wc : server_.wcs)
+      if (wc.opcode == WcOpcode::kRecv && wc.status == WcStatus::kSuccess) return true;
+    return false;
+  }
+  // The client's Send executed by the server: the client polls first (its
+  // post's own visit), then the server once.
+  void deliver() {
+    client_sends_signaled(1);
+    client_.poll();
+    server_.poll();
+    ASSERT_TRUE(server_received());
+  }
+};
+
+TEST_F(ShmAckTest, AckRidesOnTheAnswer) {
+  deliver();
+  // No bit yet: the client's poll does not visit its QP, so its Send is
+  // not retired. (Sent on its own, the ack had it retired here.)
+  const uint64_t visits = counter(cqp()->stats(), "visits");
+  client_.poll();
+  EXPECT_FALSE(client_has(1, WcOpcode::kSend)) << "the ack went out on its own, before the server's answer";
+  EXPECT_EQ(counter(cqp()->stats(), "visits"), visits);
+  // The server answers: that post's bit carries the ack, and one visit of
+  // the client's QP takes both.
+  server_sends(100);
+  client_.poll();
+  EXPECT_TRUE(client_has(1, WcOpcode::kSend));
+  EXPECT_TRUE(client_has(0, WcOpcode::kRecv));  // the answer, in the client's first receive
+  EXPECT_EQ(counter(cqp()->stats(), "visits"), visits + 1);
+}
+
+TEST_F(ShmAckTest, OwedAckGoesTwoPollsLater) {
+  deliver();
+  // The server posts nothing: its device sends the ack by itself at its
+  // second CQ poll after the one that executed the Send.
+  server_.poll();
+  client_.poll();
+  EXPECT_FALSE(client_has(1, WcOpcode::kSend));
+  server_.poll();
+  client_.poll();
+  EXPECT_TRUE(client_has(1, WcOpcode::kSend)) << "the owed ack did not go within two polls";
+}
+
+TEST_F(ShmAckTest, OwedAckGoesWhenTheHostArms) {
+  // The client sleeps waiting for its signaled Send's completion.
+  client_sends_signaled(1);
+  client_.poll();
+  const int cfd = client_.dev->wait_fd();
+  ASSERT_GE(cfd, 0);
+  ASSERT_GE(server_.dev->wait_fd(), 0);
+  ASSERT_TRUE(client_.cq->arm().is_ok());
+  ASSERT_TRUE(client_.dev->arm_wait().is_ok());
+  client_.poll();  // the protocol's second look: nothing yet
+  ASSERT_FALSE(client_has(1, WcOpcode::kSend));
+  server_.poll();  // executes it, owes the ack
+  ASSERT_TRUE(server_received());
+  const uint64_t wakes = counter(sqp()->stats(), "wakes_sent");
+  // The server goes to sleep too: arming sends the ack, a WAKE included.
+  ASSERT_TRUE(server_.cq->arm().is_ok());
+  ASSERT_TRUE(server_.dev->arm_wait().is_ok());
+  EXPECT_EQ(counter(sqp()->stats(), "wakes_sent"), wakes + 1) << "arming did not send the owed ack";
+  pollfd p{cfd, POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 2000), 1);
+  client_.dev->ack_wait();
+  server_.dev->ack_wait();
+  client_.poll();
+  EXPECT_TRUE(client_has(1, WcOpcode::kSend));
+}
+
+TEST_F(ShmAckTest, PollWhileArmedAcksAtOnce) {
+  // The server arms first and then executes the client's Send in the wait
+  // protocol's second look: it may sleep next, so that poll owes nothing.
+  client_sends_signaled(1);
+  client_.poll();
+  ASSERT_GE(client_.dev->wait_fd(), 0);
+  ASSERT_GE(server_.dev->wait_fd(), 0);
+  ASSERT_TRUE(client_.cq->arm().is_ok());
+  ASSERT_TRUE(client_.dev->arm_wait().is_ok());
+  ASSERT_TRUE(server_.cq->arm().is_ok());
+  ASSERT_TRUE(server_.dev->arm_wait().is_ok());
+  const uint64_t wakes = counter(sqp()->stats(), "wakes_sent");
+  server_.poll();
+  ASSERT_TRUE(server_received());
+  EXPECT_EQ(counter(sqp()->stats(), "wakes_sent"), wakes + 1) << "the armed poll left its ack owed";
+  client_.dev->ack_wait();
+  server_.dev->ack_wait();
+  client_.poll();
+  EXPECT_TRUE(client_has(1, WcOpcode::kSend));
+}
+
+TEST_F(ShmAckTest, StrandedAckWakesASleepingProducer) {
+  // The server executes the client's Send and then neither polls nor arms
+  // (a host between synchronous calls): the ack stays owed. The client,
+  // asleep waiting for the completion, must wake by its own timer and read
+  // the server's cons.
+  client_sends_signaled(1);
+  client_.poll();
+  const int cfd = client_.dev->wait_fd();
+  ASSERT_GE(cfd, 0);
+  ASSERT_TRUE(client_.cq->arm().is_ok());
+  ASSERT_TRUE(client_.dev->arm_wait().is_ok());
+  client_.poll();
+  server_.poll();
+  ASSERT_TRUE(server_received());
+  pollfd p{cfd, POLLIN, 0};
+  const auto t0 = std::chrono::steady_clock::now();
+  const int r = ::poll(&p, 1, 5000);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r, 1) << "the client slept " << ms << " ms without waking for the ack it awaits";
+  client_.dev->ack_wait();
+  client_.poll();
+  EXPECT_TRUE(client_has(1, WcOpcode::kSend));
+}
+
+TEST_F(ShmAckTest, StrandedAckSeenByThePollingProducer) {
+  // As above, the client polling instead of sleeping: the safety net's
+  // visit reads the server's cons (a guard of 5 s against a hang; the net
+  // takes at most two of its 10 ms periods).
+  deliver();
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!client_has(1, WcOpcode::kSend) && std::chrono::steady_clock::now() < end) client_.poll();
+  EXPECT_TRUE(client_has(1, WcOpcode::kSend));
+}
+
+TEST_F(ShmAckTest, ReceivePostedBackQueuesNoVisitUnlessASendWaits) {
+  // A receive posted back with none missing gives its QP nothing to do.
+  const uint64_t visits = counter(cqp()->stats(), "visits");
+  client_.post_recvs(cqp(), 0, 1);
+  client_.poll();
+  EXPECT_EQ(counter(cqp()->stats(), "visits"), visits) << "a receive posted back queued a visit";
+  // With a SEND waiting for one, it does: the SEND lands at the next poll.
+  for (int k = 0; k < 16; ++k) server_sends(200 + static_cast<uint64_t>(k));  // all 8+1 receives, then 7 waiting
+  for (int k = 0; k < 4; ++k) client_.poll(), server_.poll();
+  size_t got = 0;
+  for (const Wc& wc : client_.wcs) got += wc.opcode == WcOpcode::kRecv ? 1 : 0;
+  ASSERT_EQ(got, 9u);
+  EXPECT_GT(counter(cqp()->stats(), "rnr_waits"), 0u);
+  client_.post_recvs(cqp(), 1, 1);
+  client_.poll();
+  got = 0;
+  for (const Wc& wc : client_.wcs) got += wc.opcode == WcOpcode::kRecv ? 1 : 0;
+  EXPECT_EQ(got, 10u) << "the waiting SEND did not land in the receive posted for it";
+}
+
+}  // namespace
+}  // namespace tern
