@@ -619,6 +619,9 @@ int main(int argc, char** argv) {
     const int core = a.cores.empty() ? -1 : a.cores[i];
     w->thread = std::thread([w, core, busy = a.busy, spin = std::chrono::microseconds(a.spin_us)] {
       if (core >= 0) pin(core);
+      // Named for perf's --comm and /proc's task list (the caller pool's
+      // and storage workers are named too): where a call's time goes.
+      pthread_setname_np(pthread_self(), "tern-engine");
       auto last_tick = std::chrono::steady_clock::now();
       // Since when the engine has had nothing to do while its own
       // operations (caller jobs, storage) were in flight (--spin-us).

@@ -1,5 +1,6 @@
 #include "nfsd/caller_pool.h"
 
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -126,6 +127,8 @@ void CallerPool::drain() {
 }
 
 void CallerPool::worker() {
+  // Named for perf's --comm and /proc's task list: where a call's time goes.
+  pthread_setname_np(pthread_self(), "tern-caller");
   ThreadCreds creds;
   for (;;) {
     Job* j = nullptr;

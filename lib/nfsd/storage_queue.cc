@@ -2,6 +2,7 @@
 // (io_uring, a worker pool, synchronous). See storage_queue.h.
 #include "nfsd/storage_queue.h"
 
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -137,6 +138,7 @@ void StorageQueue::start_threads() {
   const int efd = efd_;
   for (uint32_t i = 0; i < opt_.threads; ++i)
     t->workers.emplace_back([t, o, efd] {
+      pthread_setname_np(pthread_self(), "tern-storage");  // for perf --comm and /proc's task list
       for (;;) {
         Slot* s;
         {

@@ -10,7 +10,15 @@
 # per-procedure counts and times from their difference; the guest has no
 # python). TERN_OPTS_B (set, even empty) adds a second tern-nfsd ("ternb", its
 # own tmpfs and ports) with those options, measured in the same rounds: two
-# variants of tern-nfsd compared in one boot.
+# variants of tern-nfsd compared in one boot. TERN_ENV_B (NAME=VALUE ...) is
+# that second tern-nfsd's environment (e.g. TERN_CLOCK=tsc).
+# PROBE (set, non-empty): each storm also writes $OUT/<server>-<round>.probe,
+# the guest's CPU and context switches per phase and those of the server's
+# threads (nfsd's kernel threads; tern-nfsd's) and the storm's own
+# (tern-meta-storm's STORM_PROBE). STRACE=DIR (a strace binary and the
+# libraries it needs, shared from the host: the guest has none) adds, after
+# the rounds, one storm of STRACE_N names per tern-nfsd with `strace -f -c`
+# attached for each phase on its own: $OUT/<server>-strace-<phase>.txt.
 set -euo pipefail
 : "${OUT:?}" "${NFSD:?}" "${STORM:?}" "${N:=1000}" "${ROUNDS:=3}" "${KNFSD_THREADS:=8}"
 addr=169.254.77.1
@@ -29,7 +37,7 @@ for _ in $(seq 100); do (exec 3<>/dev/tcp/$addr/20048) 2>/dev/null && break; sle
 if [[ -n ${TERN_OPTS_B+set} ]]; then
   mkdir -p /srv/texportb /mnt/ternb
   mountpoint -q /srv/texportb || mount -t tmpfs -o mode=0777 tmpfs /srv/texportb
-  "$NFSD" --no-rpcbind --nlm-port off --export /srv/texportb --name /texportb --addr $addr --port 20052 --mount-port 20051 \
+  env ${TERN_ENV_B:-} "$NFSD" --no-rpcbind --nlm-port off --export /srv/texportb --name /texportb --addr $addr --port 20052 --mount-port 20051 \
     --no-root-squash --engines 1 --state-dir /var/lib/tern-nfsd-measure-b ${TERN_OPTS_B} >"$OUT/ternb-nfsd.log" 2>&1 &
   srvb=$!
   servers="kernel tern ternb"
@@ -46,11 +54,44 @@ for r in $(seq "$ROUNDS"); do
   ((r % 2 == 0)) && order=$(echo $servers | tr ' ' '\n' | tac | tr '\n' ' ')
   for s in $order; do
     cat /proc/self/mountstats >"$OUT/$s-$r.before"
-    "$STORM" /mnt/$s "$N" >"$OUT/$s-$r.txt"
+    probe=()
+    if [[ -n ${PROBE:-} ]]; then
+      case $s in
+        kernel) pids=$(pgrep -x nfsd | tr '\n' ' ') ;;
+        tern) pids=$srv ;;
+        *) pids=$srvb ;;
+      esac
+      probe=(env STORM_PROBE="$OUT/$s-$r.probe" STORM_PIDS="$pids")
+    fi
+    "${probe[@]}" "$STORM" /mnt/$s "$N" >"$OUT/$s-$r.txt"
     cat /proc/self/mountstats >"$OUT/$s-$r.after"
   done
   echo "nfs-metadata: round $r of $ROUNDS done" >&2
 done
+if [[ -n ${STRACE:-} ]]; then
+  # strace stops counting at SIGINT and writes its table; the hook waits
+  # for that before the next phase. Its counts include what runs by time,
+  # not per call (the descriptor cache's sweep each second, the service
+  # threads' timeouts), which strace's slowing stretches: read the per-call
+  # system calls (epoll_wait, futex, write, read, ioctl) from them.
+  cat >/tmp/strace-hook <<'HOOK'
+#!/bin/bash
+if [[ $STORM_EDGE == begin ]]; then
+  LD_LIBRARY_PATH=$STRACE "$STRACE/strace" -f -c -o "$OUT/$S-strace-$STORM_PHASE.txt" -p "$SPID" 2>/dev/null &
+  echo $! >/tmp/strace.pid
+  sleep 1
+else
+  kill -INT "$(cat /tmp/strace.pid)"
+  while kill -0 "$(cat /tmp/strace.pid)" 2>/dev/null; do sleep 0.1; done
+fi
+HOOK
+  chmod +x /tmp/strace-hook
+  for s in tern ${srvb:+ternb}; do
+    spid=$srv
+    [[ $s == ternb ]] && spid=$srvb
+    S=$s SPID=$spid STORM_HOOK=/tmp/strace-hook "$STORM" /mnt/$s "${STRACE_N:-$N}" >"$OUT/$s-strace.txt"
+  done
+fi
 grep ' nfs ' /proc/mounts >"$OUT/mounts.txt"
 umount /mnt/kernel /mnt/tern
 [[ -z ${srvb:-} ]] || umount /mnt/ternb
