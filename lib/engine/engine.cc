@@ -581,6 +581,12 @@ void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
     // Negotiated now from the client's offer; kEstablished confirms.
     wire::negotiate(ev.private_data, opt.inline_send, opt.inline_recv, dc->offer_inv, true, &c->inline_send,
                     &c->inline_recv, &c->remote_inv);
+    // The first credit is granted with the accept: its receive must be
+    // posted before it, not at the end of this pass (connection events are
+    // handled after the pass's posts). A client may send the moment it
+    // learns of the connection, and its Send would meet no receive: an RNR
+    // wait (verbs: an RNR NAK and its timer) on every new connection.
+    c->rq->post(&engine_stats.recvs_posted, &engine_stats.recv_batches);
     s = dc->dev->accept(ev.request, c->qp.get(), std::span<const uint8_t>(pdata, n));
   }
   if (!s) {
