@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "engine/duplicate_cache.h"
 #include "engine/engine.h"
 #include "engine/engine_testing.h"
 #include "sim/sim_world.h"
@@ -31,10 +32,11 @@ using namespace tern::rpc;
 namespace {
 
 constexpr uint32_t kProg = 0x20057000, kVers = 1;
-enum Proc : uint32_t { kEcho = 1, kSum = 2, kFill = 3, kBig = 4 };
+enum Proc : uint32_t { kEcho = 1, kSum = 2, kFill = 3, kBig = 4, kAppend = 5 };
 constexpr uint32_t kCalls = 100;
 constexpr uint32_t kWindow = 8;
 constexpr uint64_t kMaxIterations = 4'000'000;
+constexpr uint32_t kFaultKinds = 12;
 
 uint8_t pattern(uint32_t call, uint32_t i) { return static_cast<uint8_t>(call * 131 + i * 7 + 1); }
 
@@ -65,6 +67,42 @@ void big(void*, ServerCall* c) {
   std::vector<uint8_t> r(a[1]);
   for (uint32_t i = 0; i < r.size(); ++i) r[i] = pattern(a[0], i);
   (void)c->reply(r);
+}
+
+// args: u32 call -> u32 call, u32 executions of it by this server. Not
+// idempotent (an append): the DuplicateCache must answer a retransmission
+// from its first reply, so that one server executes each call at most once.
+// A server that is destroyed and made again starts with an empty cache (and
+// an empty count): a call may run once per server.
+struct AppendServer {
+  std::unique_ptr<DuplicateCache> drc;
+  std::vector<uint32_t> execs;  // per call index, by this server
+  std::string error;            // the first call executed twice
+};
+
+void append(void* ctx, ServerCall* c) {
+  auto* st = static_cast<AppendServer*>(ctx);
+  std::vector<uint8_t> cached;
+  switch (st->drc->begin(c, &cached)) {
+    case DuplicateCache::Found::kDone:
+      (void)c->reply(cached);
+      return;
+    case DuplicateCache::Found::kInProgress:
+      return;
+    case DuplicateCache::Found::kNew:
+      break;
+  }
+  uint32_t r[2] = {};
+  if (c->args().size() >= 4) std::memcpy(r, c->args().data(), 4);
+  if (r[0] < st->execs.size()) {
+    r[1] = ++st->execs[r[0]];
+    if (r[1] > 1 && st->error.empty())
+      st->error = "call " + std::to_string(r[0]) + " (not idempotent) executed " + std::to_string(r[1]) +
+                  " times by one server";
+  }
+  std::span<const uint8_t> res(reinterpret_cast<const uint8_t*>(r), 8);
+  st->drc->done(*c, res);
+  (void)c->reply(res);
 }
 
 // ---------------------------------------------------------------- client
@@ -115,6 +153,13 @@ void on_done(void* ctx, const CallReply& r) {
       for (uint32_t i = 0; i < s->len; ++i)
         if (r.results[i] != pattern(s->index, i)) return bad("big: results bytes differ");
       break;
+    case kAppend: {
+      uint32_t got[2] = {};
+      if (r.results.size() != 8) return bad("append: results not 8 bytes");
+      std::memcpy(got, r.results.data(), 8);
+      if (got[0] != s->index || got[1] == 0) bad("append: results of another call");
+      break;
+    }
   }
 }
 
@@ -162,24 +207,53 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
   auto fail = [&](std::string why) {
     if (out.ok) out.ok = false, out.why = std::move(why);
   };
-  const std::string spec = "sim:world=" + wname + ",addr=srv";
+  // The device's shape: a third of the schedules without a shared receive
+  // queue (the engine then posts receives per connection, the other way
+  // credits work), a third with QP-bound registrations (the engine then
+  // keeps one PD for all connections instead of one each).
+  const bool srq = w.draw_below(3) != 0;
+  const bool qp_bound = w.draw_below(3) == 0;
+  const std::string spec =
+      "sim:world=" + wname + ",addr=srv" + (srq ? "" : ",srq=0") + (qp_bound ? ",qp_bound=1" : "");
+  w.note("device " + spec);
   std::vector<CallState> calls(kCalls);
+  AppendServer app;
+  app.execs.assign(kCalls, 0);
   {
-    auto sr = Engine::create(options(true));
+    std::unique_ptr<Engine> server;
+    // The server engine, made again after a fault destroyed it (a server
+    // restarted: a fresh duplicate cache, which must go before its engine).
+    auto make_server = [&]() -> bool {
+      auto sr = Engine::create(options(true));
+      if (!sr) {
+        fail("server engine create failed: " + sr.status().message());
+        return false;
+      }
+      server = std::move(*sr);
+      app.drc = std::make_unique<DuplicateCache>(1024);
+      app.execs.assign(kCalls, 0);
+      server->handle(kProg, kVers, kEcho, echo, nullptr);
+      server->handle(kProg, kVers, kSum, sum, nullptr);
+      server->handle(kProg, kVers, kFill, fill, nullptr);
+      server->handle(kProg, kVers, kBig, big, nullptr);
+      server->handle(kProg, kVers, kAppend, append, &app);
+      if (Status s = server->listen(spec); !s) {
+        fail("listen: " + s.message());
+        return false;
+      }
+      return true;
+    };
+    auto destroy_server = [&]() {
+      app.drc.reset();
+      server.reset();
+    };
     auto cr = Engine::create(options(false));
-    if (!sr || !cr) {
+    if (!make_server() || !cr) {
       fail("engine create failed");
+      destroy_server();
       return out;
     }
-    std::unique_ptr<Engine> server = std::move(*sr), client = std::move(*cr);
-    server->handle(kProg, kVers, kEcho, echo, nullptr);
-    server->handle(kProg, kVers, kSum, sum, nullptr);
-    server->handle(kProg, kVers, kFill, fill, nullptr);
-    server->handle(kProg, kVers, kBig, big, nullptr);
-    if (Status s = server->listen(spec); !s) {
-      fail("listen: " + s.message());
-      return out;
-    }
+    std::unique_ptr<Engine> client = std::move(*cr);
     auto conn_r = client->connect(spec);
     if (!conn_r) {
       fail("connect: " + conn_r.status().message());
@@ -197,11 +271,13 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
     };
     std::vector<PlannedFault> plan;
     const uint32_t nfaults = static_cast<uint32_t>(w.draw_below(4));
-    for (uint32_t i = 0; i < nfaults; ++i) 
-      plan.push_back({5 + w.draw_below(90), static_cast<uint32_t>(w.draw_below(7)), static_cast<uint32_t>(w.draw_below(50))});
+    for (uint32_t i = 0; i < nfaults; ++i)
+      plan.push_back({5 + w.draw_below(90), static_cast<uint32_t>(w.draw_below(kFaultKinds)),
+                      static_cast<uint32_t>(w.draw_below(50))});
 
     uint32_t next = 0, outstanding_issued = 0;
     uint64_t server_stalled_until = 0;
+    uint64_t server_down_until = 0;  // destroyed by a fault; made again then
     uint32_t idle_rounds = 0;
     bool client_gone = false;  // the client engine was destroyed mid-flight (a fault)
     auto issue = [&]() {
@@ -214,7 +290,7 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
         CallState& s = calls[next];
         s.index = next;
         s.world = &w;
-        s.proc = static_cast<Proc>(1 + w.draw_below(4));
+        s.proc = static_cast<Proc>(1 + w.draw_below(5));
         Call c;
         c.prog = kProg, c.vers = kVers, c.proc = s.proc;
         c.done = on_done;
@@ -233,6 +309,13 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
             c.bulk_send = std::span<const uint8_t>(s.buf, s.len);
             c.max_results = 4;
             break;
+          case kAppend: {
+            s.len = 4;
+            uint32_t a = next;
+            s.args.assign(reinterpret_cast<uint8_t*>(&a), reinterpret_cast<uint8_t*>(&a) + 4);
+            c.max_results = 8;
+            break;
+          }
           case kFill:
           case kBig: {
             s.len = static_cast<uint32_t>(1 + w.draw_below(s.proc == kFill ? 16384 : 32768));
@@ -318,12 +401,49 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
             conn = nullptr;
             client_gone = true;
             break;
+          case 7:
+            // Executed by the server, failed at the client: the call is
+            // sent again on the next connection (the duplicate cache's case).
+            if (sim::SimQp* q = w.pick_connected_qp()) w.lose_next_ack(q);
+            break;
+          case 8:
+            // A port goes down for 1 us to 3 s and comes back.
+            if (sim::SimQp* q = w.pick_connected_qp()) w.link_down(q, 1'000 + w.draw_below(3'000'000'000ull));
+            break;
+          case 9:
+            // A QP fails and its kDisconnected comes twice, the copy late.
+            if (sim::SimQp* q = w.pick_connected_qp()) {
+              w.duplicate_next_disconnect(q);
+              w.fail_qp(q);
+            }
+            break;
+          case 10:
+            // Finite RNR retries (0-7, 10 us - 10 ms apart): a SEND that
+            // finds no receive fails after them. Credits kept, none does.
+            if (sim::SimQp* q = w.pick_connected_qp())
+              w.rnr_retry(q, static_cast<uint32_t>(w.draw_below(8)), 10'000 + w.draw_below(10'000'000));
+            break;
+          case 11: {
+            // The server's process goes away mid-flight and is started
+            // again 0.1-3 s later: its calls in progress are lost with it,
+            // the client reconnects and sends them again.
+            if (server == nullptr) break;
+            const uint64_t d = 100'000'000 + w.draw_below(2'900'000'000ull);
+            w.note("fault destroy-server-engine, back in " + std::to_string(d / 1'000'000) + " ms");
+            destroy_server();
+            server_down_until = w.now_ns() + d;
+            break;
+          }
         }
+      }
+      if (server == nullptr && w.now_ns() >= server_down_until) {
+        w.note("server engine made again");
+        if (!make_server()) break;
       }
       int work = 0;
       if (w.draw_below(2) == 0) {
         if (!client_gone) work += client->poll();
-      } else if (w.now_ns() >= server_stalled_until) {
+      } else if (w.now_ns() >= server_stalled_until && server != nullptr) {
         work += server->poll();
       }
       // Nothing runnable and nobody busy: time passes until a timer is due.
@@ -339,6 +459,13 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
       }
     }
     if (out.ok && it >= kMaxIterations) fail("the calls did not all complete within the iteration budget");
+    if (server == nullptr) {
+      // Destroyed by a fault and not yet made again: it comes back now, so
+      // that the close and the accounting below have a server.
+      if (w.now_ns() < server_down_until) w.advance(server_down_until - w.now_ns());
+      w.note("server engine made again");
+      if (!make_server()) fail("the server engine could not be made again");
+    }
 
     // Idle: the server gives everything back once the calls are done and
     // the device has completed what it was doing; the client once its
@@ -373,8 +500,9 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
           },
           "after the close");
     client.reset();
-    server.reset();
+    destroy_server();
   }
+  if (!app.error.empty()) fail(app.error);
   // The end of the schedule.
   for (uint32_t i = 0; i < kCalls; ++i) {
     const CallState& s = calls[i];
@@ -389,11 +517,18 @@ Outcome run(uint64_t seed, bool keep_all_trace) {
          " destroyed registered");
   if (c.inv_of_invalid != 0) fail(std::to_string(c.inv_of_invalid) + " invalidations of registrations already ended");
   if (c.cq_overruns != 0) fail(std::to_string(c.cq_overruns) + " CQ overruns");
-  char sum_line[200];
+  // Credits kept: a peer sends only what the other side's posted receives
+  // back (its grant, or the replies its calls await), so no SEND ever waits
+  // for a receive.
+  if (c.rnr_waits != 0)
+    fail("credits not backed by receives: " + std::to_string(c.rnr_waits) + " SENDs found no receive posted (RNR)");
+  char sum_line[300];
   std::snprintf(sum_line, sizeof sum_line,
                 "end events=%" PRIu64 " regs=%" PRIu64 " linv=%" PRIu64 " rinv=%" PRIu64 " destroyed=%" PRIu64
-                " qp_errors=%" PRIu64 " flushed=%" PRIu64 " faults=%" PRIu64,
-                c.events, c.fast_regs, c.local_invs, c.remote_invs, c.destroyed_valid, c.qp_errors, c.flushed, c.faults);
+                " qp_errors=%" PRIu64 " flushed=%" PRIu64 " faults=%" PRIu64 " rnr_waits=%" PRIu64
+                " rnr_naks=%" PRIu64 " acks_lost=%" PRIu64 " link_failures=%" PRIu64,
+                c.events, c.fast_regs, c.local_invs, c.remote_invs, c.destroyed_valid, c.qp_errors, c.flushed, c.faults,
+                c.rnr_waits, c.rnr_naks, c.acks_lost, c.link_failures);
   w.note(sum_line);
   out.hash = w.trace_hash();
   out.events = c.events;
