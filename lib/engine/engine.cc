@@ -307,28 +307,12 @@ Result<DeviceCtx*> EngineImpl::device(std::string_view spec) {
   dc->scq = std::move(scq).value();
   dc->rcq = std::move(rcq).value();
   dc->offer_inv = opt.remote_invalidation && dc->chunk_reg == ChunkReg::kFastReg;
-  // One pool of receive buffers for every connection on the device, when
-  // it has a shared receive queue: a server's memory for receives no longer
-  // grows with its connections, and credits are granted from it.
-  if (caps.max_srq_wr > 0 && caps.max_srq_sge >= 1) {
-    uint32_t depth = std::min(opt.recv_buffers, caps.max_srq_wr);
-    auto srq = dc->dev->create_srq(dc->shared->pd.get(), depth, 1);
-    if (srq) {
-      dc->srq = std::move(srq).value();
-      uint16_t qid = add_queue(nullptr);
-      dc->recv = std::make_unique<RecvQueue>(recv_bufs.get(), depth, opt.credits, dc->srq.get(), nullptr, qid,
-                                             dc->shared->arena_lkey());
-      queues[qid] = dc->recv.get();
-      // A first batch now; the queue grows with load (credits a server
-      // grants, replies a client waits for) up to `depth`, from the
-      // engine's receive buffers, which every device draws on.
-      dc->recv->grow(std::min<uint32_t>(depth, 64));
-      queue_needs_post(dc->recv.get());
-    } else {
-      TERN_LOG(kWarn, "engine", "%s: no shared receive queue (%s): each connection posts its own receives",
-               dc->spec.c_str(), srq.status().to_string().c_str());
-    }
-  }
+  // Clients on a device whose fast registrations are PD-wide keep a PD of
+  // their own each, and a receive queue of their own with it: no client
+  // here would use a shared receive queue, so it is made when the device
+  // starts to serve (listen) -- made now, it would hold receive buffers
+  // that no connection can ever use.
+  if (!dc->pd_per_conn) make_shared_recv(dc.get());
   register_device_telemetry(tel_id, dc.get());
   devices.push_back(std::move(dc));
   return devices.back().get();
@@ -412,6 +396,32 @@ void EngineImpl::reserve_credits(RecvQueue* q) {
   q->grants().set_lend_reserve(std::min(lend, q->target() / 4));
 }
 
+void EngineImpl::make_shared_recv(DeviceCtx* dc) {
+  // One pool of receive buffers for every connection on the device that
+  // shares its PD, when it has a shared receive queue: a server's memory
+  // for receives no longer grows with its connections, and credits are
+  // granted from it.
+  const DeviceCaps& caps = dc->dev->caps();
+  if (dc->recv || caps.max_srq_wr == 0 || caps.max_srq_sge < 1) return;
+  uint32_t depth = std::min(opt.recv_buffers, caps.max_srq_wr);
+  auto srq = dc->dev->create_srq(dc->shared->pd.get(), depth, 1);
+  if (!srq) {
+    TERN_LOG(kWarn, "engine", "%s: no shared receive queue (%s): each connection posts its own receives",
+             dc->spec.c_str(), srq.status().to_string().c_str());
+    return;
+  }
+  dc->srq = std::move(srq).value();
+  uint16_t qid = add_queue(nullptr);
+  dc->recv = std::make_unique<RecvQueue>(recv_bufs.get(), depth, opt.credits, dc->srq.get(), nullptr, qid,
+                                         dc->shared->arena_lkey());
+  queues[qid] = dc->recv.get();
+  // A first batch now; the queue grows with load (credits a server
+  // grants, replies a client waits for) up to `depth`, from the
+  // engine's receive buffers, which every device draws on.
+  dc->recv->grow(std::min<uint32_t>(depth, 64));
+  queue_needs_post(dc->recv.get());
+}
+
 Status EngineImpl::listen(std::string_view spec) {
   auto dcr = device(spec);
   if (!dcr) return dcr.status();
@@ -420,6 +430,7 @@ Status EngineImpl::listen(std::string_view spec) {
                       spec.data());
   TERN_TRY((*dcr)->dev->listen());
   (*dcr)->listening = true;
+  make_shared_recv(*dcr);
   if (RecvQueue* q = (*dcr)->recv.get()) reserve_credits(q);
   return Status::ok();
 }
@@ -445,6 +456,7 @@ Status EngineImpl::listen(std::string_view spec, const std::shared_ptr<ListenGro
   }
   dc->group = std::move(g);
   dc->member = std::move(*m);
+  make_shared_recv(dc);
   if (RecvQueue* q = dc->recv.get()) reserve_credits(q);
   return Status::ok();
 }
@@ -569,6 +581,12 @@ void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
     // Negotiated now from the client's offer; kEstablished confirms.
     wire::negotiate(ev.private_data, opt.inline_send, opt.inline_recv, dc->offer_inv, true, &c->inline_send,
                     &c->inline_recv, &c->remote_inv);
+    // The first credit is granted with the accept: its receive must be
+    // posted before it, not at the end of this pass (connection events are
+    // handled after the pass's posts). A client may send the moment it
+    // learns of the connection, and its Send would meet no receive: an RNR
+    // wait (verbs: an RNR NAK and its timer) on every new connection.
+    c->rq->post(&engine_stats.recvs_posted, &engine_stats.recv_batches);
     s = dc->dev->accept(ev.request, c->qp.get(), std::span<const uint8_t>(pdata, n));
   }
   if (!s) {

@@ -81,6 +81,9 @@ class EngineImpl final : public Engine, public ConnCore, private ConnControl {
   // for connections yet to come, and credits no peer beyond its share may
   // borrow (credits.h).
   void reserve_credits(RecvQueue* q);
+  // The device's shared receive queue and its pool, if it has SRQs and
+  // none is made yet (engine.cc: when its connections would use one).
+  void make_shared_recv(DeviceCtx* dc);
   void handle(uint32_t prog, uint32_t vers, uint32_t proc, Handler h, void* ctx, Placer place) override;
   void add_poller(Poller fn, void* ctx, int wake_fd) override;
   const EngineStats& stats() const override { return engine_stats; }

@@ -2,7 +2,11 @@
 // device, its memory table, CQs and connection management. Connection
 // events are CM actions the world schedules like any other event, so they
 // may come late: after data, after the other side's disconnect.
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -100,9 +104,10 @@ bool SimDevice::local_ok(const SimPd* pd, const Sge& s, uint32_t need) {
   return s.addr >= e->iova && s.length <= e->length && s.addr - e->iova <= e->length - s.length;
 }
 
-bool SimDevice::remote_ok(const SimPd* pd, uint32_t rkey, uint64_t addr, uint64_t len, uint32_t need) {
+bool SimDevice::remote_ok(const SimPd* pd, uint32_t qpn, uint32_t rkey, uint64_t addr, uint64_t len, uint32_t need) {
   MrEntry* e = entry(rkey_index(rkey));
   if (e == nullptr || e->pd != pd || rkey_key(rkey) != e->key) return false;
+  if (e->fast && qp_bound() && e->qpn != qpn) return false;
   if (e->fast ? !e->valid : (e->access & (kAccessRemoteRead | kAccessRemoteWrite)) == 0) return false;
   if ((e->access & need) != need) return false;
   if (len == 0) return true;
@@ -110,6 +115,15 @@ bool SimDevice::remote_ok(const SimPd* pd, uint32_t rkey, uint64_t addr, uint64_
 }
 
 // ---------------------------------------------------------------- CQ
+
+SimCq::SimCq(SimDevice* dev, uint32_t cap) : dev_(dev), cap_(cap) { dev_->add_cq(this); }
+
+SimCq::~SimCq() { dev_->remove_cq(this); }
+
+Status SimCq::arm() {
+  armed_ = true;
+  return Status::ok();
+}
 
 int SimCq::poll(Wc* wc, int max) {
   dev_->world().auto_progress(1);
@@ -127,6 +141,93 @@ int SimCq::poll(Wc* wc, int max) {
 void SimCq::publish(const CqEntry& e) {
   if (visible_.size() >= cap_) ++dev_->world().counters_mut().cq_overruns;
   visible_.push_back(e);
+  if (armed_) {
+    armed_ = false;  // one notification per arm
+    dev_->notify();
+  }
+}
+
+// ---------------------------------------------------------------- SRQ
+
+int SimSrq::post_recv(const RecvWr* wrs, int n, int* err) {
+  *err = 0;
+  int i = 0;
+  for (; i < n; ++i) {
+    const RecvWr& wr = wrs[i];
+    if (wr.num_sge > max_sge_ || (wr.num_sge != 0 && wr.sg_list == nullptr)) {
+      *err = EINVAL;
+      break;
+    }
+    if (rq_.size() >= cap_) {
+      *err = EAGAIN;
+      break;
+    }
+    PendingRecv r{wr.wr_id, {}, wr.num_sge};
+    for (uint32_t k = 0; k < wr.num_sge; ++k) r.sg[k] = wr.sg_list[k];
+    rq_.push_back(r);
+    st_posted_.add();
+  }
+  // A SEND waiting for a receive may land now: an armed host must wake.
+  if (i > 0) dev_->asleep();
+  return i;
+}
+
+Result<std::unique_ptr<Srq>> SimDevice::create_srq(Pd* pd, uint32_t depth, uint32_t max_sge) {
+  if (caps_.max_srq_wr == 0) return make_error(Errc::kUnsupported, "sim: this device was opened with srq=0");
+  auto* spd = static_cast<SimPd*>(pd);
+  if (spd == nullptr || spd->dev() != this) return make_error(Errc::kInvalidArgument, "sim: the PD is another device's");
+  if (depth == 0 || depth > caps_.max_srq_wr || max_sge == 0 || max_sge > caps_.max_srq_sge)
+    return make_error(Errc::kInvalidArgument, "sim: SRQ of %u receives of %u SGEs (1..%u, 1..%u)", depth, max_sge,
+                      caps_.max_srq_wr, caps_.max_srq_sge);
+  return std::unique_ptr<Srq>(new SimSrq(this, spd, depth, max_sge));
+}
+
+// ---------------------------------------------------------------- wait mode
+
+int SimDevice::wait_fd() {
+  if (wait_fd_ < 0) wait_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  return wait_fd_;
+}
+
+void SimDevice::notify() {
+  if (notified_ || wait_fd_ < 0) return;
+  notified_ = true;
+  uint64_t one = 1;
+  ssize_t w = ::write(wait_fd_, &one, sizeof one);
+  (void)w;  // an eventfd write of 1 cannot block or fail short of overflow
+}
+
+void SimDevice::report(CmEvent ev) {
+  events_.push_back(std::move(ev));
+  if (armed_) notify();
+}
+
+void SimDevice::asleep() {
+  if (!armed_ || running_) return;
+  running_ = true;
+  while (!notified_ && world_->step()) {
+  }
+  running_ = false;
+}
+
+Status SimDevice::arm_wait() {
+  if (wait_fd() < 0) return make_error(Errc::kNoResources, "sim: eventfd: %s", std::strerror(errno));
+  armed_ = true;
+  if (!events_.empty()) notify();
+  asleep();
+  return Status::ok();
+}
+
+bool SimDevice::ack_wait() {
+  if (wait_fd_ >= 0 && notified_) {
+    uint64_t v = 0;
+    ssize_t r = ::read(wait_fd_, &v, sizeof v);
+    (void)r;  // nonblocking: EAGAIN when nothing was written
+  }
+  notified_ = false;
+  armed_ = false;
+  for (SimCq* cq : cqs_) cq->disarm();
+  return !events_.empty();
 }
 
 // ---------------------------------------------------------------- device
@@ -154,8 +255,15 @@ SimDevice::SimDevice(std::shared_ptr<World> world, std::string addr) : world_(st
   table_[0].in_use = false;
 }
 
+void SimDevice::set_srq_depth(uint32_t depth) {
+  caps_.max_srq_wr = std::min(depth, kMaxSrqWr);
+  caps_.max_srq_sge = depth == 0 ? 0 : kMaxSge;
+}
+
 SimDevice::~SimDevice() {
   if (listening_) world_->unbind_listener(addr_, this);
+  requests_.clear();  // before the device goes: unanswered ones refuse their clients
+  if (wait_fd_ >= 0) ::close(wait_fd_);
 }
 
 Result<std::unique_ptr<Pd>> SimDevice::alloc_pd() { return std::unique_ptr<Pd>(new SimPd(this)); }
@@ -168,16 +276,23 @@ Result<std::unique_ptr<Cq>> SimDevice::create_cq(uint32_t capacity) {
 Result<std::unique_ptr<Qp>> SimDevice::create_qp(const QpInit& init) {
   if (init.pd == nullptr || init.send_cq == nullptr || init.recv_cq == nullptr)
     return make_error(Errc::kInvalidArgument, "sim: QP without PD or CQs");
-  if (init.srq != nullptr) return make_error(Errc::kInvalidArgument, "sim: no shared receive queues");
-  if (init.sq_depth == 0 || init.sq_depth > kMaxQpWr || init.rq_depth > kMaxQpWr || init.max_send_sge > kMaxSge ||
-      init.max_recv_sge > kMaxSge)
+  if (init.srq != nullptr) {
+    auto* srq = dynamic_cast<SimSrq*>(init.srq);
+    if (srq == nullptr || srq->dev() != this || srq->pd() != init.pd)
+      return make_error(Errc::kInvalidArgument, "sim: the SRQ is another device's or another PD's");
+  }
+  if (init.sq_depth == 0 || init.sq_depth > kMaxQpWr || init.max_send_sge > kMaxSge ||
+      (init.srq == nullptr && (init.rq_depth > kMaxQpWr || init.max_recv_sge > kMaxSge)))
     return make_error(Errc::kInvalidArgument, "sim: QP depths or SGEs over the device's limits");
   if (static_cast<SimPd*>(init.pd)->dev() != this)
     return make_error(Errc::kInvalidArgument, "sim: the PD is another device's");
   return std::unique_ptr<Qp>(new SimQp(this, init));
 }
 
+bool SimDevice::link_is_down() const { return world_->now_ns() < down_until_; }
+
 Status SimDevice::listen() {
+  if (!port_up_) return make_error(Errc::kDisconnected, "sim: the port of %s is down", caps_.name.c_str());
   if (listening_) return Status::ok();
   if (!world_->bind_listener(addr_, this))
     return make_error(Errc::kInvalidArgument, "sim: address %s of world %s has a listener already", addr_.c_str(),
@@ -189,6 +304,7 @@ Status SimDevice::listen() {
 Status SimDevice::connect(Qp* q, std::span<const uint8_t> private_data) {
   auto* qp = static_cast<SimQp*>(q);
   if (qp->state() != QpState::kInit) return make_error(Errc::kInvalidArgument, "sim: connect on a used QP");
+  if (!port_up_) return make_error(Errc::kDisconnected, "sim: the port of %s is down", caps_.name.c_str());
   if (private_data.size() > caps_.max_private_data)
     return make_error(Errc::kInvalidArgument, "sim: %zu bytes of private data", private_data.size());
   qp->set_state(QpState::kConnecting);
@@ -199,7 +315,7 @@ Status SimDevice::connect(Qp* q, std::span<const uint8_t> private_data) {
 }
 
 void SimDevice::request_arrived(uint32_t client_qpn, std::vector<uint8_t> pdata, const std::string& host) {
-  auto r = std::make_unique<SimConnRequest>(client_qpn, pdata, host);
+  auto r = std::make_unique<SimConnRequest>(world_, client_qpn, pdata, host);
   CmEvent ev{CmEventType::kConnectRequest};
   ev.request = r.get();
   ev.private_data = std::move(pdata);
@@ -214,6 +330,7 @@ Status SimDevice::accept(ConnRequest* req, Qp* q, std::span<const uint8_t> priva
   if (sqp->state() != QpState::kInit) return make_error(Errc::kInvalidArgument, "sim: accept on a used QP");
   std::unique_ptr<SimConnRequest> r = std::move(*it);
   requests_.erase(it);
+  r->answered();
   SimQp* cqp = world_->qp_by_num(r->client_qpn());
   if (cqp == nullptr || cqp->state() != QpState::kConnecting)
     return make_error(Errc::kDisconnected, "sim: the client gave up before the accept");
@@ -237,6 +354,7 @@ Status SimDevice::reject(ConnRequest* req, std::span<const uint8_t> private_data
   if (it == requests_.end()) return make_error(Errc::kInvalidArgument, "sim: reject of an unknown request");
   std::unique_ptr<SimConnRequest> r = std::move(*it);
   requests_.erase(it);
+  r->answered();
   if (SimQp* cqp = world_->qp_by_num(r->client_qpn()); cqp != nullptr && cqp->state() == QpState::kConnecting) {
     CmAction c{CmAction::Kind::kDeliver, CmEvent{CmEventType::kRejected}, {}};
     c.ev.qp = cqp;
@@ -254,6 +372,38 @@ Status SimDevice::disconnect(Qp* q) {
   return Status::ok();
 }
 
+SimConnRequest::~SimConnRequest() {
+  if (answered_) return;
+  std::shared_ptr<World> w = world_.lock();
+  if (!w) return;
+  SimQp* cqp = w->qp_by_num(client_qpn_);
+  if (cqp == nullptr || cqp->state() != QpState::kConnecting) return;
+  w->trace_event("cm-request-unanswered", client_qpn_, "", 0);
+  CmAction c{CmAction::Kind::kDeliver, CmEvent{CmEventType::kRejected}, {}};
+  c.ev.qp = cqp;
+  c.ev.status = make_error(Errc::kRemoteError, "sim: the connection request was dropped unanswered");
+  cqp->queue_cm(std::move(c));
+}
+
+Result<std::unique_ptr<ConnRequest>> SimDevice::detach(ConnRequest* req) {
+  auto it = std::find_if(requests_.begin(), requests_.end(), [&](const auto& r) { return r.get() == req; });
+  if (it == requests_.end()) return make_error(Errc::kInvalidArgument, "sim: detach of an unknown request");
+  std::unique_ptr<ConnRequest> r = std::move(*it);
+  requests_.erase(it);
+  return r;
+}
+
+Result<ConnRequest*> SimDevice::adopt(std::unique_ptr<ConnRequest> req) {
+  auto* r = dynamic_cast<SimConnRequest*>(req.get());
+  if (r == nullptr) return make_error(Errc::kInvalidArgument, "sim: adopt of another driver's request");
+  // Another world's client cannot reach this one: refused (destroying it
+  // tells that client, in its own world).
+  if (r->world() != world_.get()) return make_error(Errc::kInvalidArgument, "sim: adopt of another world's request");
+  req.release();
+  requests_.emplace_back(r);
+  return static_cast<ConnRequest*>(r);
+}
+
 void SimDevice::forget_qp(const Qp* qp) {
   events_.erase(std::remove_if(events_.begin(), events_.end(), [&](const CmEvent& e) { return e.qp == qp; }),
                 events_.end());
@@ -261,6 +411,12 @@ void SimDevice::forget_qp(const Qp* qp) {
 
 bool SimDevice::poll_cm(CmEvent* ev) {
   world_->auto_progress(1);
+  // The port's state changes where a host reads the device's own events.
+  if (port_up_ == link_is_down()) {
+    port_up_ = !port_up_;
+    st_port_changes_.add();
+    world_->trace_event(port_up_ ? "port-up" : "port-down", 0, caps_.name.c_str(), 0);
+  }
   if (events_.empty()) return false;
   *ev = std::move(events_.front());
   events_.pop_front();
@@ -275,15 +431,27 @@ class SimDriver final : public Driver {
  public:
   const char* name() const override { return "sim"; }
   const char* usage() const override {
-    return "sim:world=NAME,seed=N,addr=A  a simulated device in a deterministic world (docs/sim.md): devices of one "
-           "world reach each other at addr; seed is used when the world is made";
+    return "sim:world=NAME,seed=N,addr=A,srq=D,qp_bound=0|1  a simulated device in a deterministic world "
+           "(docs/sim.md): devices of one world reach each other at addr; seed is used when the world is made; srq: "
+           "the depth of its shared receive queues (0: none; default 4096); qp_bound=1: fast registrations are "
+           "reached and remotely invalidated only through the QP that made them (type-2 windows; default 0: FRWR)";
   }
   Result<std::unique_ptr<Device>> open(const DevArgs& args) override {
-    TERN_TRY(args.check_keys({"world", "seed", "addr"}));
+    TERN_TRY(args.check_keys({"world", "seed", "addr", "srq", "qp_bound"}));
+    Result<uint64_t> qp_bound = args.get_u64("qp_bound", 0);
+    if (!qp_bound) return qp_bound.status();
+    if (*qp_bound > 1) return make_error(Errc::kInvalidArgument, "sim: qp_bound must be 0 or 1");
     Result<uint64_t> seed = args.get_u64("seed", 1);
     if (!seed) return seed.status();
+    Result<uint64_t> srq = args.get_u64("srq", kMaxSrqWr);
+    if (!srq) return srq.status();
+    if (*srq > kMaxSrqWr) return make_error(Errc::kInvalidArgument, "sim: srq=%llu (0..%u)",
+                                            static_cast<unsigned long long>(*srq), kMaxSrqWr);
     auto world = World::open(args.get("world", "default"), *seed);
-    return std::unique_ptr<Device>(new SimDevice(std::move(world), args.get("addr", "0")));
+    auto dev = std::make_unique<SimDevice>(std::move(world), args.get("addr", "0"));
+    dev->set_srq_depth(static_cast<uint32_t>(*srq));
+    dev->set_qp_bound(*qp_bound == 1);
+    return std::unique_ptr<Device>(std::move(dev));
   }
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/clock.h"
 #include "rdmadev/rdmadev_driver.h"
 #include "sim/sim_internal.h"
 
@@ -35,7 +36,10 @@ void scatter(const Sge* src, uint32_t ns, const Sge* dst, uint32_t nd, uint64_t 
 
 }  // namespace
 
-SimQp::SimQp(SimDevice* dev, const QpInit& init) : dev_(dev), init_(init) { qpn_ = dev_->world().add_qp(this); }
+SimQp::SimQp(SimDevice* dev, const QpInit& init) : dev_(dev), init_(init) {
+  qpn_ = dev_->world().add_qp(this);
+  srq_ = static_cast<SimSrq*>(init.srq);  // create_qp checked that it is ours
+}
 
 SimQp::~SimQp() {
   // The peer loses its link, as RC peers of a destroyed QP do (retry
@@ -71,9 +75,16 @@ Status SimQp::inject_fault(const Fault& f) {
       ++dev_->world().counters_mut().faults;
       enter_error(make_error(Errc::kDisconnected, "sim: connection dropped (injected)"), false, true);
       return Status::ok();
-    default:
-      return make_error(Errc::kUnsupported, "sim: this fault is drawn by the world's seed instead");
+    case Fault::Kind::kDelayCompletions:
+      // On the host's clock (base/clock.h): virtual time in a simulation,
+      // so the delay is as deterministic as the rest.
+      delay_ns_ = f.delay_ns;
+      return Status::ok();
+    case Fault::Kind::kCorruptNextDesc:
+      garbage_next_ = true;
+      return Status::ok();
   }
+  return make_error(Errc::kInvalidArgument, "sim: unknown fault");
 }
 
 // ---------------------------------------------------------------- posting
@@ -106,11 +117,17 @@ int SimQp::post_send(const SendWr* wrs, int n, int* err) {
     sq_.push_back(p);
     st_posted_.add();
   }
+  if (i > 0) dev_->asleep();
   return i;
 }
 
 int SimQp::post_recv(const RecvWr* wrs, int n, int* err) {
   *err = 0;
+  if (srq_ != nullptr) {
+    // Its receives come from the SRQ: it has no queue of its own, in any state.
+    *err = n > 0 ? EINVAL : 0;
+    return 0;
+  }
   int i = 0;
   for (; i < n; ++i) {
     const RecvWr& wr = wrs[i];
@@ -131,31 +148,61 @@ int SimQp::post_recv(const RecvWr* wrs, int n, int* err) {
     for (uint32_t k = 0; k < wr.num_sge; ++k) r.sg[k] = wr.sg_list[k];
     rq_.push_back(r);
   }
+  if (i > 0) dev_->asleep();
   return i;
 }
 
 // ---------------------------------------------------------------- executing
 
+bool SimQp::has_send_cqe() const {
+  if (send_cqes_.empty()) return false;
+  const uint64_t due = send_cqes_.front().due_ns;
+  return due == 0 || monotonic_ns() >= due;
+}
+
 bool SimQp::sq_runnable() const {
   if (sq_.empty()) return false;
-  if (state_ == QpState::kError) return true;  // flushes
+  // The drain rule of a QP of an SRQ (rdmadev.h): the flush of a WR posted
+  // after the error comes after every receive completion of this QP, so a
+  // host that polled the flush has them all. Holding the flushes back
+  // while receive completions wait to be published gives exactly that.
+  if (state_ == QpState::kError) return srq_ == nullptr || recv_cqes_.empty();
   if (state_ != QpState::kRts) return false;
   const WrOpcode op = sq_.front().wr.opcode;
   if ((op == WrOpcode::kSend || op == WrOpcode::kSendWithInv) && peer_ != nullptr && peer_->peer_ == this &&
-      peer_->state_ != QpState::kError && peer_->rq_.empty()) {
+      peer_->state_ != QpState::kError && !peer_->recv_available()) {
     // Receiver not ready: RC with infinite RNR retry waits -- unless the
-    // SEND fails here first (a bad local SGE), before it reaches the wire.
+    // SEND fails here first (a bad local SGE, a port down), before it
+    // reaches the wire, or its finite RNR retries come due.
     const PendingSend& p = sq_.front();
-    for (uint32_t k = 0; k < p.wr.num_sge; ++k)
-      if (!dev_->local_ok(pd(), p.sg[k], 0)) return true;
-    return false;
+    World& w = dev_->world();
+    if (rnr_noted_seq_ != p.seq) {
+      rnr_noted_seq_ = p.seq;
+      ++w.counters_mut().rnr_waits;
+      st_rnr_.add();
+      w.trace_event("rnr-wait", qpn_, "seq", p.seq);
+      if (rnr_retry_ >= 0) rnr_due_ns_ = w.now_ns() + rnr_timer_ns_;
+    }
+    if (!local_sges_ok(p)) return true;
+    if (dev_->link_is_down() || peer_->dev_->link_is_down()) return true;
+    return rnr_retry_ >= 0 && w.now_ns() >= rnr_due_ns_;
   }
   return true;
 }
 
+bool SimQp::local_sges_ok(const PendingSend& p) const {
+  for (uint32_t k = 0; k < p.wr.num_sge; ++k)
+    if (!dev_->local_ok(pd(), p.sg[k], 0)) return false;
+  return true;
+}
+
+bool SimQp::wire_down() const {
+  return dev_->link_is_down() || (peer_ != nullptr && peer_->dev_->link_is_down());
+}
+
 void SimQp::complete_send(const PendingSend& p, WcStatus st) {
   Wc wc{p.wr.wr_id, 0, 0, qpn_, st, wc_opcode_for(p.wr.opcode), 0, 0};
-  send_cqes_.push_back(CqEntry{wc, true, p.seq});
+  send_cqes_.push_back(CqEntry{wc, true, p.seq, delay_ns_ != 0 ? monotonic_ns() + delay_ns_ : 0});
 }
 
 void SimQp::run_sq() {
@@ -177,19 +224,70 @@ void SimQp::run_sq() {
     enter_error(make_error(Errc::kDisconnected, "sim: transport retry exceeded (injected)"), false, true);
     return;
   }
+  const bool wire = p.wr.opcode != WrOpcode::kRegMr && p.wr.opcode != WrOpcode::kLocalInv;
+  if (wire && wire_down()) {
+    // A port is down: the requester's retries run out.
+    ++w.counters_mut().link_failures;
+    w.trace_event("exec-fail", qpn_, "link-down", p.seq);
+    complete_send(p, WcStatus::kRetryExcErr);
+    enter_error(make_error(Errc::kDisconnected, "sim: transport retry exceeded (port down)"), false, true);
+    return;
+  }
+  if ((p.wr.opcode == WrOpcode::kSend || p.wr.opcode == WrOpcode::kSendWithInv) && peer_ != nullptr &&
+      peer_->peer_ == this && peer_->state_ != QpState::kError && !peer_->recv_available() && local_sges_ok(p)) {
+    // Only a QP with a finite RNR retry count gets here (sq_runnable): one
+    // RNR NAK more, or the end of its retries.
+    if (rnr_left_ > 0) {
+      --rnr_left_;
+      ++w.counters_mut().rnr_naks;
+      rnr_due_ns_ = w.now_ns() + rnr_timer_ns_;
+      w.trace_event("rnr-nak", qpn_, "left", rnr_left_);
+      sq_.push_front(p);
+      return;
+    }
+    w.trace_event("exec-fail", qpn_, "rnr-retry-exceeded", p.seq);
+    complete_send(p, WcStatus::kRetryExcErr);
+    enter_error(make_error(Errc::kDisconnected, "sim: RNR retry exceeded"), false, true);
+    return;
+  }
+  if (rnr_retry_ >= 0) rnr_left_ = static_cast<uint32_t>(rnr_retry_);  // each WR has the whole count
   bool responder_failed = false;
   const char* why = "";
   if (corrupt_next_ && (p.wr.opcode == WrOpcode::kRdmaRead || p.wr.opcode == WrOpcode::kRdmaWrite ||
                         p.wr.opcode == WrOpcode::kSendWithInv)) {
     corrupt_next_ = false;
     ++w.counters_mut().faults;
-    w.trace_event("corrupted-key", qpn_, wc_opcode_name(wc_opcode_for(p.wr.opcode)), p.seq);
-    uint32_t& key = p.wr.opcode == WrOpcode::kSendWithInv ? p.wr.invalidate_rkey : p.wr.rkey;
-    key = make_rkey(rkey_index(key), static_cast<uint8_t>(rkey_key(key) + 0x80));
+    if (p.wr.opcode != WrOpcode::kSendWithInv && w.draw_below(2) == 0) {
+      // A READ or WRITE past the end of the registration its key names.
+      w.trace_event("corrupted-range", qpn_, wc_opcode_name(wc_opcode_for(p.wr.opcode)), p.seq);
+      p.wr.remote_addr += uint64_t{1} << 30;
+    } else {
+      w.trace_event("corrupted-key", qpn_, wc_opcode_name(wc_opcode_for(p.wr.opcode)), p.seq);
+      uint32_t& key = p.wr.opcode == WrOpcode::kSendWithInv ? p.wr.invalidate_rkey : p.wr.rkey;
+      key = make_rkey(rkey_index(key), static_cast<uint8_t>(rkey_key(key) + 0x80));
+    }
   }
-  WcStatus st = execute(p, &responder_failed, &why);
+  WcStatus st;
+  if (garbage_next_ && p.wr.opcode != WrOpcode::kRegMr && p.wr.opcode != WrOpcode::kLocalInv) {
+    // Fault::kCorruptNextDesc: what reaches the responder is garbage.
+    garbage_next_ = false;
+    ++w.counters_mut().faults;
+    st = garbage(p, &responder_failed, &why);
+  } else {
+    st = execute(p, &responder_failed, &why);
+  }
   w.trace_event(st == WcStatus::kSuccess ? "exec" : "exec-fail", qpn_, wc_opcode_name(wc_opcode_for(p.wr.opcode)),
                 static_cast<uint64_t>(st));
+  if (st == WcStatus::kSuccess && lose_ack_ && wire) {
+    // It happened at the responder; the requester never hears so.
+    lose_ack_ = false;
+    ++w.counters_mut().faults;
+    ++w.counters_mut().acks_lost;
+    w.trace_event("ack-lost", qpn_, wc_opcode_name(wc_opcode_for(p.wr.opcode)), p.seq);
+    complete_send(p, WcStatus::kRetryExcErr);
+    enter_error(make_error(Errc::kDisconnected, "sim: transport retry exceeded (acknowledgement lost)"), false, true);
+    return;
+  }
   if (st == WcStatus::kSuccess) {
     st_executed_.add();
     if (fail_after_ > 0) --fail_after_;
@@ -228,6 +326,7 @@ WcStatus SimQp::execute(PendingSend& p, bool* responder_failed, const char** why
       return WcStatus::kMwBindErr;
     }
     m->valid = true;
+    m->qpn = qpn_;
     m->key = rkey_key(wr.reg.rkey);
     m->access = wr.reg.access;
     m->iova = wr.reg.addr;
@@ -237,8 +336,9 @@ WcStatus SimQp::execute(PendingSend& p, bool* responder_failed, const char** why
   }
   if (wr.opcode == WrOpcode::kLocalInv) {
     MrEntry* m = dev_->entry(rkey_index(wr.invalidate_rkey));
-    if (m == nullptr || !m->fast || m->pd != pd() || m->key != rkey_key(wr.invalidate_rkey)) {
-      *why = "LOCAL_INV of a key that names no fast MR of this PD";
+    if (m == nullptr || !m->fast || m->pd != pd() || m->key != rkey_key(wr.invalidate_rkey) ||
+        (dev_->qp_bound() && m->valid && m->qpn != qpn_)) {
+      *why = "LOCAL_INV of a key that names no fast MR of this PD (or, QP-bound, of this QP)";
       return WcStatus::kMwBindErr;
     }
     if (!m->valid) {
@@ -272,7 +372,7 @@ WcStatus SimQp::execute(PendingSend& p, bool* responder_failed, const char** why
     return WcStatus::kRetryExcErr;
   }
   const bool write = wr.opcode == WrOpcode::kRdmaWrite;
-  if (!peer_->dev_->remote_ok(peer_->pd(), wr.rkey, wr.remote_addr, len,
+  if (!peer_->dev_->remote_ok(peer_->pd(), peer_->qpn_, wr.rkey, wr.remote_addr, len,
                               write ? kAccessRemoteWrite : kAccessRemoteRead)) {
     ++w.counters_mut().remote_access_errors;
     *responder_failed = true;
@@ -285,15 +385,34 @@ WcStatus SimQp::execute(PendingSend& p, bool* responder_failed, const char** why
   return WcStatus::kSuccess;
 }
 
+WcStatus SimQp::garbage(PendingSend& p, bool* responder_failed, const char** why) {
+  if (peer_ == nullptr || peer_->peer_ != this || peer_->state_ == QpState::kError) {
+    *why = "the peer is gone";
+    return WcStatus::kRetryExcErr;
+  }
+  *responder_failed = true;
+  *why = "the responder could not parse the request (injected)";
+  const bool send = p.wr.opcode == WrOpcode::kSend || p.wr.opcode == WrOpcode::kSendWithInv;
+  if (send && peer_->recv_available()) {
+    // A SEND consumed the receive it reached, which completes in error.
+    SimQp& rx = *peer_;
+    PendingRecv r = rx.recvs().front();
+    rx.recvs().pop_front();
+    rx.recv_cqes_.push_back(CqEntry{Wc{r.wr_id, 0, 0, rx.qpn_, WcStatus::kLocQpOpErr, WcOpcode::kRecv, 0, 0}, false, 0});
+  }
+  return WcStatus::kRemInvReqErr;
+}
+
 WcStatus SimQp::deliver_send(PendingSend& p, bool* responder_failed, const char** why) {
   World& w = dev_->world();
-  if (peer_ == nullptr || peer_->peer_ != this || peer_->state_ == QpState::kError || peer_->rq_.empty()) {
+  if (peer_ == nullptr || peer_->peer_ != this || peer_->state_ == QpState::kError || !peer_->recv_available()) {
     *why = "the peer is gone";
     return WcStatus::kRetryExcErr;
   }
   SimQp& rx = *peer_;
-  PendingRecv r = rx.rq_.front();
-  rx.rq_.pop_front();
+  PendingRecv r = rx.recvs().front();
+  rx.recvs().pop_front();
+  if (rx.srq_ != nullptr) rx.srq_->consumed();
   const uint64_t len = sge_total(p.sg, p.wr.num_sge);
   auto fail_recv = [&](WcStatus rst, WcStatus sst, const char* what) {
     rx.recv_cqes_.push_back(CqEntry{Wc{r.wr_id, 0, 0, rx.qpn_, rst, WcOpcode::kRecv, 0, 0}, false, 0});
@@ -310,7 +429,8 @@ WcStatus SimQp::deliver_send(PendingSend& p, bool* responder_failed, const char*
   uint32_t inv = 0;
   if (p.wr.opcode == WrOpcode::kSendWithInv) {
     MrEntry* m = rx.dev_->entry(rkey_index(p.wr.invalidate_rkey));
-    if (m == nullptr || !m->fast || m->pd != rx.pd() || !m->valid || m->key != rkey_key(p.wr.invalidate_rkey))
+    if (m == nullptr || !m->fast || m->pd != rx.pd() || !m->valid || m->key != rkey_key(p.wr.invalidate_rkey) ||
+        (rx.dev_->qp_bound() && m->qpn != rx.qpn_))
       return fail_recv(WcStatus::kLocProtErr, WcStatus::kRemInvReqErr, "SEND_WITH_INV names no valid fast MR");
     // Invalidated before the receive completes.
     m->valid = false;
@@ -372,7 +492,17 @@ void SimQp::enter_error(Status why, bool peer_fault, bool tell_peer) {
     a.ev.qp = this;
     a.ev.status = std::move(why);
     a.ev.peer_fault = peer_fault;
-    queue_cm(std::move(a));
+    if (dup_disc_) {
+      // World::duplicate_next_disconnect: a second, later copy.
+      dup_disc_ = false;
+      ++w.counters_mut().faults;
+      CmAction again = a;
+      queue_cm(std::move(a));
+      queue_cm(CmAction{CmAction::Kind::kLoseLink, CmEvent{CmEventType::kDisconnected}, {}});
+      queue_cm(std::move(again));
+    } else {
+      queue_cm(std::move(a));
+    }
   }
 }
 
@@ -387,6 +517,8 @@ void SimQp::run_cm() {
         return;
       }
       SimDevice* l = w.listener(a.addr);
+      // A port down on either side: the request is lost (the CM gives up).
+      if (l != nullptr && (l->link_is_down() || dev_->link_is_down())) l = nullptr;
       w.trace_event("cm-request", qpn_, l != nullptr ? "listener" : "nobody", 0);
       if (l == nullptr) {
         disc_reported_ = true;  // kUnreachable is this QP's one event

@@ -227,6 +227,27 @@ void World::corrupt_next_key(SimQp* qp) {
   qp->corrupt_next_key();
 }
 
+void World::lose_next_ack(SimQp* qp) {
+  trace_event("fault-lose-ack", qp->qp_num(), "", 0);
+  qp->lose_next_ack();
+}
+
+void World::link_down(SimQp* qp, uint64_t ns) {
+  ++c_.faults;
+  trace_event("fault-link-down", qp->qp_num(), "ns", ns);
+  qp->dev()->link_down_until(now_ns_ + ns);
+}
+
+void World::duplicate_next_disconnect(SimQp* qp) {
+  trace_event("fault-dup-disconnect", qp->qp_num(), "", 0);
+  qp->duplicate_next_disconnect();
+}
+
+void World::rnr_retry(SimQp* qp, uint32_t retries, uint64_t timer_ns) {
+  trace_event("fault-rnr-retry", qp->qp_num(), "retries", retries);
+  qp->set_rnr_retry(retries, timer_ns);
+}
+
 namespace {
 
 // A hash over the fields of a trace line (FNV-1a for strings): the hash is the same whether the

@@ -43,6 +43,10 @@ struct WorldCounters {
   uint64_t qp_errors = 0;         // QPs that went to error
   uint64_t flushed = 0;           // WRs completed with kWrFlushErr
   uint64_t faults = 0;            // faults injected through the world
+  uint64_t rnr_waits = 0;         // SENDs that found no receive posted at their peer (each WR once)
+  uint64_t rnr_naks = 0;          // RNR retries spent by QPs with a finite RNR retry count
+  uint64_t acks_lost = 0;         // WRs executed at the responder and failed at the requester
+  uint64_t link_failures = 0;     // WRs failed because a port was down
   // Registrations still valid now.
   uint64_t live_regs() const { return fast_regs - local_invs - remote_invs - destroyed_valid; }
 };
@@ -106,9 +110,29 @@ class World {
   // may fall inside a chain (between a REG_MR and its SEND).
   void fail_qp_after(SimQp* qp, uint64_t wrs);
   // The QP's next RDMA READ, WRITE or SEND_WITH_INV names a stale key (its
-  // key byte changed): the peer refuses it as a remote access (or invalid
+  // key byte changed) or, for a READ or WRITE as often as not, a range past
+  // its registration: the peer refuses it as a remote access (or invalid
   // request) error, as it would a buggy or malicious initiator's.
   void corrupt_next_key(SimQp* qp);
+  // The QP's next SEND, READ or WRITE executes at the responder but its
+  // acknowledgement is lost: the requester's WR fails (retry exceeded) and
+  // its QP goes to error although the peer acted on it -- the peer served
+  // a call its client will send again.
+  void lose_next_ack(SimQp* qp);
+  // The port of the QP's device goes down for `ns` of virtual time (and
+  // comes back up by itself). While down: its WRs that need the wire fail
+  // (retry exceeded), connect() and listen() fail, requests to it go
+  // unanswered (kUnreachable); the host sees port_up() change through
+  // poll_cm(). Connections idle through a short flap survive it.
+  void link_down(SimQp* qp, uint64_t ns);
+  // The QP's kDisconnected is reported twice: a late duplicate, as
+  // connection managers deliver them (a driver bug or a recycled id at the
+  // device level; the engine must not act on one twice).
+  void duplicate_next_disconnect(SimQp* qp);
+  // The QP's SENDs that find no receive at the peer retry `retries` times
+  // `timer_ns` apart (RNR NAKs), then fail (retry exceeded) instead of
+  // waiting for ever. A correct credit scheme never meets it.
+  void rnr_retry(SimQp* qp, uint32_t retries, uint64_t timer_ns);
 
   // The schedule trace: every event, one line each, with virtual time
   // relative to the start. Kept in memory when keep_trace(true) (the last

@@ -252,5 +252,42 @@ TEST(Pools, AServerPastMaxConnectionsRefusesCleanly) {
   (*d)->close();
 }
 
+TEST(Pools, AClientWithPdWideRegistrationsLeavesItsReceiveBuffersToItsConnections) {
+  // On a device whose fast registrations are PD-wide (FRWR, mlx5 mkeys;
+  // shm's qp_bound=0) every client connection has a PD and a receive queue
+  // of its own, so no client there uses the device's shared receive queue.
+  // Made when the device was opened, that queue took the client's receive
+  // buffers (up to 64) for nothing, and a client with few could not
+  // connect at all ("no receive buffers left").
+  std::string spec = next_spec();
+  if (!spec.starts_with("shm:")) GTEST_SKIP() << "qp_bound=0 is pmd/shm's; this runs on " << spec;
+  const std::string path = spec;
+  spec += ",qp_bound=0";
+  EngineOptions so, co;
+  so.arena_bytes = co.arena_bytes = kTestArenaBytes;
+  co.recv_buffers = 16;
+  auto srv = Engine::create(so).value();
+  auto cli = Engine::create(co).value();
+  srv->handle(kProg, kVers, kEcho, [](void*, ServerCall* c) { (void)c->reply(c->args()); }, nullptr);
+  ASSERT_OK(srv->listen(spec));
+  auto c = cli->connect(spec);
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  Connection* conn = *c;
+  ASSERT_TRUE(poll_until({srv.get(), cli.get()}, [&] { return conn->ready() || conn->failed(); }));
+  ASSERT_TRUE(conn->ready()) << conn->error().to_string();
+  Pending p;
+  Call k{kProg, kVers, kEcho};
+  uint32_t v = 42;
+  k.args = {reinterpret_cast<const uint8_t*>(&v), 4};
+  k.done = on_done, k.ctx = &p;
+  ASSERT_EQ(conn->call(k), 0);
+  ASSERT_TRUE(poll_until({srv.get(), cli.get()}, [&] { return p.done; }));
+  EXPECT_EQ(p.reply.status, CallStatus::kOk);
+  conn->close();
+  cli.reset();
+  srv.reset();
+  remove_spec(path);
+}
+
 }  // namespace
 }  // namespace tern::rpc

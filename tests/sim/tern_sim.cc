@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "engine/duplicate_cache.h"
 #include "engine/engine.h"
 #include "engine/engine_testing.h"
 #include "sim/sim_world.h"
@@ -46,7 +47,9 @@ using namespace tern::rpc;
 namespace {
 
 constexpr uint32_t kProg = 0x20057000, kVers = 1;
-enum Proc : uint32_t { kEcho = 1, kSum = 2, kFill = 3, kBig = 4 };
+enum Proc : uint32_t { kEcho = 1, kSum = 2, kFill = 3, kBig = 4, kAppend = 5 };
+// Fault kinds a schedule draws from (run()'s switch).
+constexpr uint32_t kFaultKinds = 13;
 constexpr uint32_t kCalls = 100;
 constexpr uint32_t kWindow = 8;
 constexpr uint64_t kMaxIterations = 4'000'000;
@@ -63,7 +66,7 @@ constexpr uint32_t kBulkBuffers = kWindow;
 enum class Bug : uint8_t {
   kNone,
   // The fill handler writes its last byte wrong once a fault that drops the
-  // connection (a QP to error, or a disconnect: kinds 0, 2, 7) has struck: a bug that needs
+  // connection (a QP to error, a disconnect, a lost server: kinds 0, 2, 7, 10, 12) has struck: a bug that needs
   // one fault out of the seed's several and one call shape after it.
   kFillAfterLoss,
   // The same condition, and the process dies (SIGSEGV), as a null pointer
@@ -158,7 +161,19 @@ struct Outcome {
 
 // ---------------------------------------------------------------- server
 
+// args: u32 call -> u32 call, u32 executions of it by this server. Not
+// idempotent (an append): the DuplicateCache must answer a retransmission
+// from its first reply, so that one server executes each call at most once.
+// A server that is destroyed and made again starts with an empty cache (and
+// an empty count): a call may run once per server.
+struct AppendServer {
+  std::unique_ptr<DuplicateCache> drc;
+  std::vector<uint32_t> execs;  // per call index, by this server
+  std::string error;            // the first call executed twice
+};
+
 struct ServerCtx {
+  AppendServer* app = nullptr;
   Bug bug = Bug::kNone;
   const bool* lost = nullptr;  // a connection-dropping fault has struck
   sim::World* w = nullptr;
@@ -193,11 +208,44 @@ void big(ServerCall* c) {
   (void)c->reply(std::span(kPattern.of(a[0]), std::min(a[1], kMaxResults)));
 }
 
+// Executes an append the duplicate cache let through (append_begin).
+void append(AppendServer* st, ServerCall* c) {
+  uint32_t r[2] = {};
+  if (c->args().size() >= 4) std::memcpy(r, c->args().data(), 4);
+  if (r[0] < st->execs.size()) {
+    r[1] = ++st->execs[r[0]];
+    if (r[1] > 1 && st->error.empty())
+      st->error = "call " + std::to_string(r[0]) + " (not idempotent) executed " + std::to_string(r[1]) +
+                  " times by one server";
+  }
+  std::span<const uint8_t> res(reinterpret_cast<const uint8_t*>(r), 8);
+  st->drc->done(*c, res);
+  (void)c->reply(res);
+}
+
+// On arrival, before the call may be held: a retransmission of a call
+// already answered is answered from the cache, one still in progress is
+// dropped (its first copy answers). False when the call is done with.
+bool append_begin(AppendServer* st, ServerCall* c) {
+  std::vector<uint8_t> cached;
+  switch (st->drc->begin(c, &cached)) {
+    case DuplicateCache::Found::kDone:
+      (void)c->reply(cached);
+      return false;
+    case DuplicateCache::Found::kInProgress:
+      return false;
+    case DuplicateCache::Found::kNew:
+      break;
+  }
+  return true;
+}
+
 void answer(ServerCtx* sc, ServerCall* c) {
   switch (c->proc()) {
     case kEcho: return echo(c);
     case kSum: return sum(c);
     case kFill: return fill(sc, c);
+    case kAppend: return append(sc->app, c);
     default: return big(c);
   }
 }
@@ -209,6 +257,7 @@ void answer(ServerCtx* sc, ServerCall* c) {
 void serve(void* ctx, ServerCall* c) {
   auto* sc = static_cast<ServerCtx*>(ctx);
   sim::World& w = *sc->w;
+  if (c->proc() == kAppend && !append_begin(sc->app, c)) return;
   if (w.draw_below(10) == 9) {
     const uint64_t ns = w.draw_below(20) == 19 ? 20'000'000 + w.draw_below(130'000'000) : w.draw_below(3'000'000);
     w.event("server-holds", "xid", c->xid(), "ns", ns);
@@ -298,6 +347,16 @@ void on_done(void* ctx, const CallReply& r) {
       if (r.results.size() != s->len) bad("big: results length differs");
       else if (std::memcmp(r.results.data(), kPattern.of(s->index), s->len) != 0) bad("big: results bytes differ");
       break;
+    case kAppend: {
+      uint32_t got[2] = {};
+      if (r.results.size() != 8) {
+        bad("append: results not 8 bytes");
+        break;
+      }
+      std::memcpy(got, r.results.data(), 8);
+      if (got[0] != s->index || got[1] == 0) bad("append: results of another call");
+      break;
+    }
   }
   give_back();
 }
@@ -381,21 +440,53 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
     }
   } cleanup{w};
   auto fail = [&](std::string why) { rc.fail(std::move(why)); };
-  const std::string spec = "sim:world=" + wname + ",addr=srv";
+  // The device's shape: a third of the schedules without a shared receive
+  // queue (the engine then posts receives per connection, the other way
+  // credits work), a third with QP-bound registrations (the engine then
+  // keeps one PD for all connections instead of one each).
+  const bool srq = w.draw_below(3) != 0;
+  const bool qp_bound = w.draw_below(3) == 0;
+  const std::string spec =
+      "sim:world=" + wname + ",addr=srv" + (srq ? "" : ",srq=0") + (qp_bound ? ",qp_bound=1" : "");
+  w.note("device ", spec);
   const uint32_t ncalls = std::min(sched.calls, kCalls);
   std::vector<CallState> calls(ncalls);
   bool lost = false;  // a connection-dropping fault struck (Bug::kFillAfterLoss)
+  AppendServer app;
   ServerCtx sctx;
-  sctx.bug = sched.bug, sctx.lost = &lost, sctx.w = &w;
+  sctx.app = &app, sctx.bug = sched.bug, sctx.lost = &lost, sctx.w = &w;
   {
-    auto sr = Engine::create(options(true));
+    std::unique_ptr<Engine> server;
+    // The server engine, made again after a fault destroyed it (a server
+    // restarted: a fresh duplicate cache, which must go before its engine,
+    // and no held calls: they went with it).
+    auto make_server = [&]() -> bool {
+      auto sr = Engine::create(options(true));
+      if (!sr) {
+        fail("server engine create failed: " + sr.status().message());
+        return false;
+      }
+      server = std::move(*sr);
+      app.drc = std::make_unique<DuplicateCache>(1024);
+      app.execs.assign(ncalls, 0);
+      for (Proc p : {kEcho, kSum, kFill, kBig, kAppend}) server->handle(kProg, kVers, p, serve, &sctx);
+      if (Status s = server->listen(spec); !s) {
+        fail("listen: " + s.message());
+        return false;
+      }
+      return true;
+    };
+    auto destroy_server = [&]() {
+      sctx.later.clear();
+      app.drc.reset();
+      server.reset();
+    };
     auto cr = Engine::create(options(false));
-    if (!sr || !cr) {
+    if (!cr) {
       fail("engine create failed");
       return out;
     }
-    std::unique_ptr<Engine> server = std::move(*sr), client = std::move(*cr);
-    for (Proc p : {kEcho, kSum, kFill, kBig}) server->handle(kProg, kVers, p, serve, &sctx);
+    std::unique_ptr<Engine> client = std::move(*cr);
     for (uint32_t i = 0; i < kBulkBuffers; ++i) {
       auto* b = static_cast<uint8_t*>(client->alloc(kMaxChunk));
       if (b == nullptr) {
@@ -406,8 +497,8 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
     }
     // Taken from the back: the buffer given back last is reused first.
     std::reverse(rc.free_bufs.begin(), rc.free_bufs.end());
-    if (Status s = server->listen(spec); !s) {
-      fail("listen: " + s.message());
+    if (!make_server()) {
+      destroy_server();
       return out;
     }
     auto conn_r = client->connect(spec);
@@ -429,7 +520,7 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
     for (uint32_t i = 0; i < nfaults; ++i) {
       PlannedFault f;
       f.at = static_cast<uint32_t>(5 + w.draw_below(90));
-      f.kind = static_cast<uint32_t>(w.draw_below(8));
+      f.kind = static_cast<uint32_t>(w.draw_below(kFaultKinds));
       f.delay = static_cast<uint32_t>(w.draw_below(50));
       plan.push_back({f});
     }
@@ -455,6 +546,7 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
 
     uint32_t next = 0;
     uint64_t server_stalled_until = 0;
+    uint64_t server_down_until = 0;  // destroyed by a fault; made again then
     uint32_t idle_rounds = 0;
     bool client_gone = false;  // the client engine was destroyed mid-flight (a fault)
     auto issue = [&]() {
@@ -467,7 +559,7 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
         CallState& s = calls[next];
         s.index = next;
         s.run = &rc;
-        s.proc = static_cast<Proc>(1 + w.draw_below(4));
+        s.proc = static_cast<Proc>(1 + w.draw_below(5));
         s.buf = nullptr;
         Call c;
         c.prog = kProg, c.vers = kVers, c.proc = s.proc;
@@ -488,6 +580,13 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
             c.bulk_send = std::span<const uint8_t>(s.buf, s.len);
             c.max_results = 4;
             break;
+          case kAppend: {
+            s.len = 4;
+            const uint32_t a = next;
+            s.args.assign(reinterpret_cast<const uint8_t*>(&a), reinterpret_cast<const uint8_t*>(&a) + 4);
+            c.max_results = 8;
+            break;
+          }
           case kFill:
           case kBig: {
             s.len = draw_size(w, s.proc == kFill ? kMaxChunk : kMaxResults);
@@ -508,7 +607,7 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
         // 15% with a deadline (a decision of 0, a shrinker's simplest, is none).
         if (w.draw_below(1000) >= 850) c.timeout_ns = 1'000'000 + w.draw_below(2'000'000'000);
         int r = conn->call(c);
-        w.event("call", "call", next, s.proc == kEcho ? "echo" : s.proc == kSum ? "sum" : s.proc == kFill ? "fill" : "big",
+        w.event("call", "call", next, s.proc == kEcho ? "echo" : s.proc == kSum ? "sum" : s.proc == kFill ? "fill" : s.proc == kBig ? "big" : "append",
                       s.len);
         if (r != 0) {
           w.event("call-refused", "call", next, "rc", static_cast<uint64_t>(r));
@@ -589,14 +688,52 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
             destroy_client_at = it + w.draw_below(400);
             w.event("fault-destroy-client-later", "in", static_cast<uint32_t>(destroy_client_at - it), "", 0);
             break;
+          case 8:
+            // Executed by the server, failed at the client: the call is
+            // sent again on the next connection (the duplicate cache's case).
+            if (sim::SimQp* q = w.pick_connected_qp()) w.lose_next_ack(q);
+            break;
+          case 9:
+            // A port goes down for 1 us to 3 s and comes back.
+            if (sim::SimQp* q = w.pick_connected_qp()) w.link_down(q, 1'000 + w.draw_below(3'000'000'000ull));
+            break;
+          case 10:
+            // A QP fails and its kDisconnected comes twice, the copy late.
+            if (sim::SimQp* q = w.pick_connected_qp()) {
+              w.duplicate_next_disconnect(q);
+              w.fail_qp(q), lost = true;
+            }
+            break;
+          case 11:
+            // Finite RNR retries (0-7, 10 us - 10 ms apart): a SEND that
+            // finds no receive fails after them. Credits kept, none does.
+            if (sim::SimQp* q = w.pick_connected_qp())
+              w.rnr_retry(q, static_cast<uint32_t>(w.draw_below(8)), 10'000 + w.draw_below(10'000'000));
+            break;
+          case 12: {
+            // The server's process goes away mid-flight and is started
+            // again 0.1-3 s later: its calls in progress (held ones too)
+            // are lost with it; the client reconnects and sends them again.
+            if (server == nullptr) break;
+            const uint64_t d = 100'000'000 + w.draw_below(2'900'000'000ull);
+            w.event("fault-destroy-server-engine", "back-in-ms", static_cast<uint32_t>(d / 1'000'000), "", 0);
+            destroy_server();
+            lost = true;
+            server_down_until = w.now_ns() + d;
+            break;
+          }
         }
+      }
+      if (server == nullptr && w.now_ns() >= server_down_until) {
+        w.note("server engine made again");
+        if (!make_server()) break;
       }
       if (it == destroy_client_at) destroy_client();
       sync(it);
       int work = 0;
       if (w.draw_below(2) == 0) {
         if (!client_gone) work += client->poll();
-      } else if (w.now_ns() >= server_stalled_until) {
+      } else if (w.now_ns() >= server_stalled_until && server != nullptr) {
         work += server->poll();
         answer_due(&sctx);
       }
@@ -615,6 +752,17 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
     }
     out.iterations = it;
     if (out.ok && it >= ro.max_iterations) fail("the calls did not all complete within the iteration budget");
+    if (server == nullptr) {
+      // Destroyed by a fault and not yet made again: it comes back now, so
+      // that the close and the accounting below have a server.
+      if (w.now_ns() < server_down_until) w.advance(server_down_until - w.now_ns());
+      w.note("server engine made again");
+      if (!make_server()) {
+        client.reset();
+        destroy_server();
+        return out;
+      }
+    }
 
     // Idle: the server gives everything back once the calls are done and
     // the device has completed what it was doing; the client once its
@@ -652,8 +800,9 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
           },
           "after the close");
     client.reset();
-    server.reset();
+    destroy_server();
   }
+  if (!app.error.empty()) fail(app.error);
   // The end of the schedule.
   for (uint32_t i = 0; i < ncalls; ++i) {
     const CallState& s = calls[i];
@@ -666,11 +815,18 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
          " destroyed registered");
   if (c.inv_of_invalid != 0) fail(std::to_string(c.inv_of_invalid) + " invalidations of registrations already ended");
   if (c.cq_overruns != 0) fail(std::to_string(c.cq_overruns) + " CQ overruns");
-  char sum_line[200];
+  // Credits kept: a peer sends only what the other side's posted receives
+  // back (its grant, or the replies its calls await), so no SEND ever waits
+  // for a receive.
+  if (c.rnr_waits != 0)
+    fail("credits not backed by receives: " + std::to_string(c.rnr_waits) + " SENDs found no receive posted (RNR)");
+  char sum_line[300];
   std::snprintf(sum_line, sizeof sum_line,
                 "end events=%" PRIu64 " regs=%" PRIu64 " linv=%" PRIu64 " rinv=%" PRIu64 " destroyed=%" PRIu64
-                " qp_errors=%" PRIu64 " flushed=%" PRIu64 " faults=%" PRIu64,
-                c.events, c.fast_regs, c.local_invs, c.remote_invs, c.destroyed_valid, c.qp_errors, c.flushed, c.faults);
+                " qp_errors=%" PRIu64 " flushed=%" PRIu64 " faults=%" PRIu64 " rnr_waits=%" PRIu64
+                " rnr_naks=%" PRIu64 " acks_lost=%" PRIu64 " link_failures=%" PRIu64,
+                c.events, c.fast_regs, c.local_invs, c.remote_invs, c.destroyed_valid, c.qp_errors, c.flushed, c.faults,
+                c.rnr_waits, c.rnr_naks, c.acks_lost, c.link_failures);
   w.note(sum_line);
   out.hash = w.trace_hash();
   out.events = c.events;
@@ -707,7 +863,7 @@ bool faults_from(const std::string& s, std::vector<PlannedFault>* fs) {
   std::string item;
   while (std::getline(in, item, ',')) {
     PlannedFault f;
-    if (std::sscanf(item.c_str(), "%u@%u+%u", &f.kind, &f.at, &f.delay) != 3 || f.kind > 7) return false;
+    if (std::sscanf(item.c_str(), "%u@%u+%u", &f.kind, &f.at, &f.delay) != 3 || f.kind >= kFaultKinds) return false;
     fs->push_back(f);
   }
   return true;
@@ -1044,7 +1200,7 @@ int shrink_and_report(const Schedule& s, uint64_t max_runs, double max_seconds, 
   std::printf("replay: %s --replay=%s --trace\n", g_argv0.c_str(), path.c_str());
   // The test hook's bug needs exactly one fault that drops the connection:
   // a shrinker that leaves more has not done its work.
-  const auto drops = [](const PlannedFault& f) { return f.kind == 0 || f.kind == 2 || f.kind == 7; };
+  const auto drops = [](const PlannedFault& f) { return f.kind == 0 || f.kind == 2 || f.kind == 7 || f.kind == 10 || f.kind == 12; };
   if (s.bug != Bug::kNone && (b.faults.size() != 1 || !drops(b.faults[0]))) {
     std::printf("FAIL: the injected bug needs one connection-dropping fault; the reduced schedule has %s\n",
                 faults_text(b.faults).c_str());
