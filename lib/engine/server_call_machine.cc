@@ -138,6 +138,13 @@ void ServerConn::process(SrvCall* sc, SrvEvent ev, const Wc* wc) {
         }
         return;
       }
+      // The READs completed, but the connection was lost meanwhile (or the
+      // engine is being destroyed, whose shutdown drains by polling): no
+      // reply could reach the client, which sends the call again on its
+      // next connection, and a handler must not run from the engine's
+      // destructor, after the application may have freed what it uses (a
+      // DuplicateCache goes before its engine). The drain frees the call.
+      if (phase() != State::kReady) return;
       after_pull(sc);
       return;
     }

@@ -174,6 +174,8 @@ struct AppendServer {
 
 struct ServerCtx {
   AppendServer* app = nullptr;
+  bool destroying = false;  // the server engine's destructor is running
+  std::string error;        // the first thing the server side did wrong
   Bug bug = Bug::kNone;
   const bool* lost = nullptr;  // a connection-dropping fault has struck
   sim::World* w = nullptr;
@@ -257,6 +259,12 @@ void answer(ServerCtx* sc, ServerCall* c) {
 void serve(void* ctx, ServerCall* c) {
   auto* sc = static_cast<ServerCtx*>(ctx);
   sim::World& w = *sc->w;
+  // An engine's destructor must not call handlers: the application may
+  // already have freed what they use (here the duplicate cache).
+  if (sc->destroying) {
+    if (sc->error.empty()) sc->error = "a handler ran inside its engine's destructor";
+    return;
+  }
   if (c->proc() == kAppend && !append_begin(sc->app, c)) return;
   if (w.draw_below(10) == 9) {
     const uint64_t ns = w.draw_below(20) == 19 ? 20'000'000 + w.draw_below(130'000'000) : w.draw_below(3'000'000);
@@ -479,7 +487,9 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
     auto destroy_server = [&]() {
       sctx.later.clear();
       app.drc.reset();
+      sctx.destroying = true;
       server.reset();
+      sctx.destroying = false;
     };
     auto cr = Engine::create(options(false));
     if (!cr) {
@@ -803,6 +813,7 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
     destroy_server();
   }
   if (!app.error.empty()) fail(app.error);
+  if (!sctx.error.empty()) fail(sctx.error);
   // The end of the schedule.
   for (uint32_t i = 0; i < ncalls; ++i) {
     const CallState& s = calls[i];
