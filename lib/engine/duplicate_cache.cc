@@ -1,6 +1,8 @@
 #include "engine/duplicate_cache.h"
 
 #include <algorithm>
+#include <tuple>
+#include <vector>
 
 #include "base/check.h"
 #include "base/fair_share.h"
@@ -72,8 +74,21 @@ void DuplicateCache::drop_if_empty(Peer* p) {
 }
 
 DuplicateCache::~DuplicateCache() {
+  // The held retransmissions go back in an order set by the calls, not by
+  // the map's, which follows the peers' addresses (a Key hashes its Peer
+  // pointer): dropping returns buffers to the engine's pools, and a
+  // simulated schedule (tests/sim) must replay the same in any process.
+  std::vector<std::pair<const Key*, Entry*>> held;
   for (auto& [k, e] : map_)
-    for (ServerCall* c : e.held) c->drop();
+    if (!e.held.empty()) held.emplace_back(&k, &e);
+  std::sort(held.begin(), held.end(), [](const auto& a, const auto& b) {
+    const Key& x = *a.first;
+    const Key& y = *b.first;
+    return std::tie(*x.peer->id, x.xid, x.prog, x.vers, x.proc, x.digest) <
+           std::tie(*y.peer->id, y.xid, y.prog, y.vers, y.proc, y.digest);
+  });
+  for (auto& [k, e] : held)
+    for (ServerCall* c : e->held) c->drop();
 }
 
 DuplicateCache::Found DuplicateCache::begin(ServerCall* c, std::vector<uint8_t>* results) {

@@ -569,7 +569,11 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
         CallState& s = calls[next];
         s.index = next;
         s.run = &rc;
-        s.proc = static_cast<Proc>(1 + w.draw_below(5));
+        // Under a test hook's bug, no appends: a schedule with the duplicate
+        // cache does not yet replay with the same trace hash in a child as
+        // in the process that shrank it (docs/sim.md, "Not yet"), which the
+        // shrink tests' replay check compares.
+        s.proc = static_cast<Proc>(1 + w.draw_below(sched.bug == Bug::kNone ? 5 : 4));
         s.buf = nullptr;
         Call c;
         c.prog = kProg, c.vers = kVers, c.proc = s.proc;
