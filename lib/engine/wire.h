@@ -19,6 +19,11 @@ namespace testing {
 // connection takes above the codec for a plain message (docs/engine.md,
 // "One path per message"). Not thread-safe; tests only.
 void use_fast_paths(bool on);
+// Whether use_fast_paths(false) also turns the connections' shortcuts off:
+// only in a library built with TERN_DEBUG (fast_paths() below). A test that
+// compares those shortcuts with the general path must skip otherwise, or it
+// would compare the shortcuts with themselves.
+bool shortcuts_switchable();
 }  // namespace testing
 namespace detail {
 extern bool g_fast_paths;

@@ -25,6 +25,13 @@ using namespace conn_stubs;
 using rdma::Wc;
 using rdma::WcStatus;
 
+// In a library built without TERN_DEBUG (release), the connections'
+// shortcuts cannot be turned off: both runs would take them.
+#define SKIP_UNLESS_SWITCHABLE()                                                                  \
+  if (!wire::testing::shortcuts_switchable())                                                     \
+  GTEST_SKIP() << "the library was built without TERN_DEBUG: its connections' shortcuts cannot " \
+                  "be turned off, so there is no general path to compare them with"
+
 struct FastOff {
   FastOff() { wire::testing::use_fast_paths(false); }
   ~FastOff() { wire::testing::use_fast_paths(true); }
@@ -192,6 +199,7 @@ std::vector<std::vector<uint8_t>> variants(const std::vector<uint8_t>& msg) {
 const Call kPlain{kProg, kVers, kProc};
 
 TEST(ConnFastPath, ServerTakesEveryCallNearThePlainShapeAsTheGeneralPathDoes) {
+  SKIP_UNLESS_SWITCHABLE();
   const uint8_t args[] = {1, 2, 3, 4, 5, 6, 7, 8};
   int handled = 0;
   for (const auto& m : variants(call_message(0x1234, kPlain, args))) {
@@ -204,6 +212,7 @@ TEST(ConnFastPath, ServerTakesEveryCallNearThePlainShapeAsTheGeneralPathDoes) {
 }
 
 TEST(ConnFastPath, ServerAnswersEveryWayAsTheGeneralPathDoes) {
+  SKIP_UNLESS_SWITCHABLE();
   const uint8_t args[] = {9, 8, 7, 6};
   const auto m = call_message(0x4321, kPlain, args);
   for (Answer a : {Answer::kReverse, Answer::kEmpty, Answer::kError, Answer::kTooLarge, Answer::kDrop}) {
@@ -213,6 +222,7 @@ TEST(ConnFastPath, ServerAnswersEveryWayAsTheGeneralPathDoes) {
 }
 
 TEST(ConnFastPath, ServerTakesTheGeneralShapesAsTheGeneralPathDoes) {
+  SKIP_UNLESS_SWITCHABLE();
   const uint8_t args[] = {1, 2, 3, 4, 5, 6, 7, 8};
   AuthSys sys;
   sys.machine = "client-3";
@@ -312,6 +322,7 @@ std::vector<uint8_t> reply_message(uint32_t xid, uint32_t credits, std::span<con
 }
 
 TEST(ConnFastPath, ClientTakesEveryReplyNearThePlainShapeAsTheGeneralPathDoes) {
+  SKIP_UNLESS_SWITCHABLE();
   const uint8_t args[] = {4, 3, 2, 1};
   const uint8_t results[] = {1, 1, 2, 3, 5, 8, 13, 21};
   // The reply's words, mutated, around the call's own xid (known only once
@@ -334,6 +345,7 @@ TEST(ConnFastPath, ClientTakesEveryReplyNearThePlainShapeAsTheGeneralPathDoes) {
 }
 
 TEST(ConnFastPath, ClientMakesEveryCallAsTheGeneralPathDoes) {
+  SKIP_UNLESS_SWITCHABLE();
   const uint8_t args[] = {4, 3, 2, 1};
   std::vector<uint8_t> big(4096, 0x33);
   AuthSys sys;
