@@ -71,6 +71,11 @@ SimFastMr::~SimFastMr() {
   dev_->free_entry(index_);
 }
 
+bool SimFastMr::retire() {
+  if (MrEntry* e = dev_->entry(index_)) e->remote_ended = false;
+  return true;
+}
+
 uint32_t SimDevice::add_entry(const MrEntry& e) {
   uint32_t index;
   if (!free_.empty()) {

@@ -35,6 +35,10 @@ struct MrEntry {
   bool in_use = false;
   bool fast = false;
   bool valid = false;  // fast: registered now
+  // fast: a peer's Send With Invalidate ended the last registration and the
+  // owner has not called FastMr::retire() since (rxe's window stays free
+  // under the rkey the peer knew; REG_MR is refused until retired).
+  bool remote_ended = false;
   uint8_t key = 0;
   uint32_t access = 0;
   uint64_t iova = 0, length = 0;
@@ -68,6 +72,7 @@ class SimFastMr final : public FastMr {
  public:
   SimFastMr(SimDevice* dev, uint32_t index, uint32_t depth);
   ~SimFastMr() override;
+  bool retire() override;
 
  private:
   SimDevice* dev_;

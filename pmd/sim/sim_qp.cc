@@ -325,6 +325,14 @@ WcStatus SimQp::execute(PendingSend& p, bool* responder_failed, const char** why
       *why = "REG_MR refused (MR state, key, range or access)";
       return WcStatus::kMwBindErr;
     }
+    if (m->remote_ended) {
+      // As rxe: the window a peer invalidated must be re-keyed (retire())
+      // before it is bound again; there its next invalidation panics.
+      ++w.counters_mut().reg_unretired;
+      w.trace_event("reg-unretired", qpn_, "", rkey_index(wr.reg.rkey));
+      *why = "REG_MR of an MR a remote invalidation ended, not retired since";
+      return WcStatus::kMwBindErr;
+    }
     m->valid = true;
     m->qpn = qpn_;
     m->key = rkey_key(wr.reg.rkey);
@@ -434,6 +442,7 @@ WcStatus SimQp::deliver_send(PendingSend& p, bool* responder_failed, const char*
       return fail_recv(WcStatus::kLocProtErr, WcStatus::kRemInvReqErr, "SEND_WITH_INV names no valid fast MR");
     // Invalidated before the receive completes.
     m->valid = false;
+    m->remote_ended = true;
     ++w.counters_mut().remote_invs;
     flags = kWcWithInv;
     inv = p.wr.invalidate_rkey;

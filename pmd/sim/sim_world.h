@@ -38,6 +38,7 @@ struct WorldCounters {
   uint64_t remote_invs = 0;       // SEND_WITH_INVs that ended one at the receiver
   uint64_t destroyed_valid = 0;   // fast MRs destroyed while still registered
   uint64_t inv_of_invalid = 0;    // LOCAL_INVs of a registration already ended (a double invalidation)
+  uint64_t reg_unretired = 0;     // REG_MRs refused: a remote invalidation ended the MR's last one, no retire() since
   uint64_t remote_access_errors = 0;  // READ/WRITE refused by the owner's MR table
   uint64_t cq_overruns = 0;       // completions published to a full CQ
   uint64_t qp_errors = 0;         // QPs that went to error

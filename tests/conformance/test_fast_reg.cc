@@ -285,7 +285,10 @@ TEST_P(FastRegTest, RemotelyInvalidatedMrCanBeRegisteredAgain) {
   Wc r, s;
   ASSERT_TRUE(send_with_invalidate(rb.rkey, 8, &r, &s));
   ASSERT_TRUE(wc_is(r, 30, WcStatus::kSuccess, WcOpcode::kRecv));
-  // No LOCAL_INV needed: the MR is free, so a REG_MR (bumped key) succeeds.
+  // No LOCAL_INV needed: the MR is free, so a REG_MR (bumped key) succeeds
+  // once it is retired, as every MR whose registration ended must be before
+  // reuse (FastMr::retire: rxe re-keys the window; sim refuses it unretired).
+  ASSERT_TRUE(fmr->retire());
   ASSERT_TRUE(announce(0, pg, kRemoteRw, &again));
   ASSERT_NO_FATAL_FAILURE(expect_access_ok(true, again, pg, 21));
 }

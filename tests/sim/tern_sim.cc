@@ -829,6 +829,10 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
          " local inv, " + std::to_string(c.remote_invs) + " remote inv, " + std::to_string(c.destroyed_valid) +
          " destroyed registered");
   if (c.inv_of_invalid != 0) fail(std::to_string(c.inv_of_invalid) + " invalidations of registrations already ended");
+  // A driver that must re-key an MR a peer invalidated (rxe's windows) did
+  // not get the chance: the engine reused it without FastMr::retire().
+  if (c.reg_unretired != 0)
+    fail(std::to_string(c.reg_unretired) + " REG_MRs of an MR a remote invalidation ended, not retired since");
   if (c.cq_overruns != 0) fail(std::to_string(c.cq_overruns) + " CQ overruns");
   // Credits kept: a peer sends only what the other side's posted receives
   // back (its grant, or the replies its calls await), so no SEND ever waits
