@@ -39,6 +39,7 @@
 #include "engine/duplicate_cache.h"
 #include "engine/engine.h"
 #include "engine/engine_testing.h"
+#include "oncrpc/oncrpc.h"
 #include "sim/sim_world.h"
 
 using namespace tern;
@@ -172,8 +173,29 @@ struct AppendServer {
   std::string error;            // the first call executed twice
 };
 
+// A batching server (a quarter of the seeds): it holds every call until it
+// holds `size` of them, or until the oldest has waited kBatchBound, and then
+// answers them all. A grant travels only in a reply, so such a server needs
+// a client that asks for more credits than it uses now: one that asks for no
+// more gets stuck with the calls it has, each batch let go by the bound
+// alone. A bound release while the client had `size` calls unfinished is a
+// starved batch; more than kMaxStarved in a row (no full batch between)
+// fails the schedule -- the first on a new connection is due (it starts
+// with one credit), and faults may cost a few more.
+constexpr uint64_t kBatchBound = 50'000'000;
+constexpr uint32_t kMaxStarved = 4;
+struct Batch {
+  uint32_t size = 0;  // 0: the server does not batch
+  std::vector<ServerCall*> calls;
+  uint64_t since = 0;    // when the oldest held call arrived
+  uint32_t starved = 0;  // bound releases in a row with `size` calls unfinished at the client
+  const uint32_t* issued = nullptr;
+  const uint32_t* done = nullptr;
+};
+
 struct ServerCtx {
   AppendServer* app = nullptr;
+  Batch batch;
   bool destroying = false;  // the server engine's destructor is running
   std::string error;        // the first thing the server side did wrong
   Bug bug = Bug::kNone;
@@ -252,6 +274,54 @@ void answer(ServerCtx* sc, ServerCall* c) {
   }
 }
 
+// A call's AUTH_SYS credentials, made from a number so that the server can
+// tell them from garbage: every field follows from the stamp.
+void make_cred(AuthSys* a, uint32_t n) {
+  a->stamp = n;
+  a->uid = 1000 + n;
+  a->gid = (1000 + n) ^ 0x5a5a;
+  a->ngids = n % 17;
+  for (uint32_t k = 0; k < a->ngids; ++k) a->gids[k] = a->uid + k;
+  a->machine = "client-" + std::to_string(n);
+}
+
+// What the caller's credential storage holds once call() has returned:
+// reused, here for something that is no credential (an empty machine name
+// would be AUTH_NONE, which the server could not tell from none).
+void spoil_cred(AuthSys* a) {
+  a->stamp = 0xdeadbeef;
+  a->uid = 0, a->gid = 1, a->ngids = 16;
+  for (uint32_t& g : a->gids) g = 0xdeadbeef;
+  a->machine.assign(200, 'x');
+}
+
+// The server's check: a call carries no credential, or one as make_cred made it.
+void check_cred(ServerCtx* sc, ServerCall* c) {
+  oncrpc::CallHeader h;
+  if (oncrpc::decode_call(c->rpc_header(), &h).status != oncrpc::CallDecodeStatus::kOk) {
+    if (sc->error.empty()) sc->error = "a call's RPC header does not decode at the server";
+    return;
+  }
+  if (h.cred.flavor != oncrpc::AuthFlavor::kSys) return;
+  AuthSys want;
+  make_cred(&want, h.sys.stamp);
+  bool ok = h.sys.uid == want.uid && h.sys.gid == want.gid && h.sys.ngids == want.ngids &&
+            h.sys.machinename == want.machine;
+  for (uint32_t k = 0; ok && k < want.ngids; ++k) ok = h.sys.gids[k] == want.gids[k];
+  if (!ok && sc->error.empty())
+    sc->error = "call xid " + std::to_string(c->xid()) + ": AUTH_SYS credentials garbled on the way (stamp " +
+                std::to_string(h.sys.stamp) + ", machine of " + std::to_string(h.sys.machinename.size()) + " bytes)";
+}
+
+void answer(ServerCtx* sc, ServerCall* c);
+
+// Answers every call the batch holds.
+void release_batch(ServerCtx* sc) {
+  std::vector<ServerCall*> held;
+  held.swap(sc->batch.calls);
+  for (ServerCall* c : held) answer(sc, c);
+}
+
 // One call in ten is answered later: mostly within 3 ms, one in twenty of
 // those after 20-150 ms, so that a loss, a reconnect and a retransmission
 // can happen while the server still holds the first copy (as tern-soak's
@@ -265,7 +335,18 @@ void serve(void* ctx, ServerCall* c) {
     if (sc->error.empty()) sc->error = "a handler ran inside its engine's destructor";
     return;
   }
+  check_cred(sc, c);
   if (c->proc() == kAppend && !append_begin(sc->app, c)) return;
+  if (Batch& b = sc->batch; b.size != 0) {
+    if (b.calls.empty()) b.since = w.now_ns();
+    b.calls.push_back(c);
+    w.event("server-batches", "xid", c->xid(), "held", b.calls.size());
+    if (b.calls.size() >= b.size) {
+      b.starved = 0;
+      release_batch(sc);
+    }
+    return;
+  }
   if (w.draw_below(10) == 9) {
     const uint64_t ns = w.draw_below(20) == 19 ? 20'000'000 + w.draw_below(130'000'000) : w.draw_below(3'000'000);
     w.event("server-holds", "xid", c->xid(), "ns", ns);
@@ -282,6 +363,15 @@ void answer_due(ServerCtx* sc) {
     sc->later.erase(sc->later.begin());
     answer(sc, c);
   }
+  Batch& b = sc->batch;
+  if (b.calls.empty() || sc->w->now_ns() < b.since + kBatchBound) return;
+  const uint32_t unfinished = *b.issued - *b.done;
+  sc->w->event("server-batch-bound", "held", static_cast<uint32_t>(b.calls.size()), "unfinished", unfinished);
+  if (unfinished >= b.size && ++b.starved > kMaxStarved && sc->error.empty())
+    sc->error = "a batching server let " + std::to_string(b.starved) +
+                " batches in a row go by the bound while the client had " + std::to_string(unfinished) +
+                " calls unfinished (a batch is " + std::to_string(b.size) + "): the client's credits never grew";
+  release_batch(sc);
 }
 
 // ---------------------------------------------------------------- client
@@ -411,7 +501,16 @@ bool log_to_stderr() {
   return on;
 }
 
+// splitmix64's finalizer: a seed's own choices that draw nothing.
+uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
 Outcome run(const Schedule& sched, const RunOptions& ro) {
+  uint32_t sctx_batch_size = 0;
   Outcome out;
   RunCtx rc;
   rc.out = &out;
@@ -457,12 +556,24 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
   const std::string spec =
       "sim:world=" + wname + ",addr=srv" + (srq ? "" : ",srq=0") + (qp_bound ? ",qp_bound=1" : "");
   w.note("device ", spec);
+  // A quarter of the seeds have a batching server: half of those wait for
+  // as many calls as the client keeps (kWindow), which needs the client's
+  // whole window granted, the others for 2 to 7. Taken from the seed, not
+  // drawn, so that the other seeds' schedules stay as they were. Not under
+  // a test hook's bug: like the appends (below), a batching schedule does
+  // not always replay with the same trace hash in a forked child as in the
+  // process that shrank it, which the shrink tests compare.
+  if (const uint64_t m = mix64(sched.seed ^ 0xba7c4); m % 4 == 0 && sched.bug == Bug::kNone) {
+    sctx_batch_size = (m >> 8) % 2 == 0 ? kWindow : 2 + static_cast<uint32_t>((m >> 9) % 6);
+    w.event("server-batch-size", "calls", sctx_batch_size, "", 0);
+  }
   const uint32_t ncalls = std::min(sched.calls, kCalls);
   std::vector<CallState> calls(ncalls);
   bool lost = false;  // a connection-dropping fault struck (Bug::kFillAfterLoss)
   AppendServer app;
   ServerCtx sctx;
   sctx.app = &app, sctx.bug = sched.bug, sctx.lost = &lost, sctx.w = &w;
+  sctx.batch.size = sctx_batch_size;
   {
     std::unique_ptr<Engine> server;
     // The server engine, made again after a fault destroyed it (a server
@@ -486,6 +597,7 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
     };
     auto destroy_server = [&]() {
       sctx.later.clear();
+      sctx.batch.calls.clear();
       app.drc.reset();
       sctx.destroying = true;
       server.reset();
@@ -555,6 +667,10 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
     }
 
     uint32_t next = 0;
+    sctx.batch.issued = &next, sctx.batch.done = &rc.done_once;
+    // The caller's credential storage: filled for a call, handed to call(),
+    // and spoiled as soon as call() returns (the engine must have copied it).
+    AuthSys cred;
     uint64_t server_stalled_until = 0;
     uint64_t server_down_until = 0;  // destroyed by a fault; made again then
     uint32_t idle_rounds = 0;
@@ -565,7 +681,12 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
       // loss they are accepted while the connection re-establishes itself.
       const ConnState cs = conn->state();
       if (cs != ConnState::kReady && cs != ConnState::kReconnecting) return;
-      while (next < ncalls && conn->outstanding() < kWindow && !conn->failed()) {
+      // A batching server's client keeps at most kWindow calls unfinished,
+      // as an application with a fixed number of requests does: a backlog
+      // of them all would make any client ask for its whole window.
+      const bool windowed = sctx.batch.size != 0;
+      while (next < ncalls && conn->outstanding() < kWindow && (!windowed || next - rc.done_once < kWindow) &&
+             !conn->failed()) {
         CallState& s = calls[next];
         s.index = next;
         s.run = &rc;
@@ -620,7 +741,13 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
         c.args = s.args;
         // 15% with a deadline (a decision of 0, a shrinker's simplest, is none).
         if (w.draw_below(1000) >= 850) c.timeout_ns = 1'000'000 + w.draw_below(2'000'000'000);
+        // Every other call carries AUTH_SYS credentials.
+        if (next % 2 == 0) {
+          make_cred(&cred, next);
+          c.auth = &cred;
+        }
         int r = conn->call(c);
+        spoil_cred(&cred);
         w.event("call", "call", next, s.proc == kEcho ? "echo" : s.proc == kSum ? "sum" : s.proc == kFill ? "fill" : s.proc == kBig ? "big" : "append",
                       s.len);
         if (r != 0) {
