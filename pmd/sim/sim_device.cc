@@ -138,6 +138,14 @@ int SimCq::poll(Wc* wc, int max) {
     wc[n++] = e.wc;
     if (e.send)
       if (SimQp* q = dev_->world().qp_by_num(e.wc.qp_num)) q->retire_to(e.seq);
+    if (e.stale) {
+      // A completion of a destroyed QP: the host must take it as that QP's
+      // (it knows it is gone), even when its number names a QP made since.
+      World& w = dev_->world();
+      ++w.counters_mut().stale_completions;
+      if (w.qp_by_num(e.wc.qp_num) != nullptr) ++w.counters_mut().stale_on_recycled;
+      w.trace_event("cqe-of-destroyed-qp", e.wc.qp_num, w.qp_by_num(e.wc.qp_num) ? "recycled" : "free", 0);
+    }
     visible_.pop_front();
   }
   return n;
@@ -319,8 +327,16 @@ Status SimDevice::connect(Qp* q, std::span<const uint8_t> private_data) {
   return Status::ok();
 }
 
+// The QP a connection request came from, if it is still that QP: with
+// recycled numbers (World::recycle_qp_numbers) another may have its number.
+static SimQp* requester(World* w, const SimConnRequest& r) {
+  SimQp* q = w->qp_by_num(r.client_qpn());
+  return q != nullptr && q->serial() == r.client_serial ? q : nullptr;
+}
+
 void SimDevice::request_arrived(uint32_t client_qpn, std::vector<uint8_t> pdata, const std::string& host) {
   auto r = std::make_unique<SimConnRequest>(world_, client_qpn, pdata, host);
+  if (SimQp* q = world_->qp_by_num(client_qpn)) r->client_serial = q->serial();
   CmEvent ev{CmEventType::kConnectRequest};
   ev.request = r.get();
   ev.private_data = std::move(pdata);
@@ -336,7 +352,7 @@ Status SimDevice::accept(ConnRequest* req, Qp* q, std::span<const uint8_t> priva
   std::unique_ptr<SimConnRequest> r = std::move(*it);
   requests_.erase(it);
   r->answered();
-  SimQp* cqp = world_->qp_by_num(r->client_qpn());
+  SimQp* cqp = requester(world_.get(), *r);
   if (cqp == nullptr || cqp->state() != QpState::kConnecting)
     return make_error(Errc::kDisconnected, "sim: the client gave up before the accept");
   sqp->link(cqp, sqp->pd());
@@ -360,7 +376,7 @@ Status SimDevice::reject(ConnRequest* req, std::span<const uint8_t> private_data
   std::unique_ptr<SimConnRequest> r = std::move(*it);
   requests_.erase(it);
   r->answered();
-  if (SimQp* cqp = world_->qp_by_num(r->client_qpn()); cqp != nullptr && cqp->state() == QpState::kConnecting) {
+  if (SimQp* cqp = requester(world_.get(), *r); cqp != nullptr && cqp->state() == QpState::kConnecting) {
     CmAction c{CmAction::Kind::kDeliver, CmEvent{CmEventType::kRejected}, {}};
     c.ev.qp = cqp;
     c.ev.private_data.assign(private_data.begin(), private_data.end());
@@ -381,7 +397,7 @@ SimConnRequest::~SimConnRequest() {
   if (answered_) return;
   std::shared_ptr<World> w = world_.lock();
   if (!w) return;
-  SimQp* cqp = w->qp_by_num(client_qpn_);
+  SimQp* cqp = requester(w.get(), *this);
   if (cqp == nullptr || cqp->state() != QpState::kConnecting) return;
   w->trace_event("cm-request-unanswered", client_qpn_, "", 0);
   CmAction c{CmAction::Kind::kDeliver, CmEvent{CmEventType::kRejected}, {}};

@@ -86,6 +86,7 @@ struct CqEntry {
   bool send;
   uint64_t seq;
   uint64_t due_ns = 0;  // Fault::kDelayCompletions: not offered before monotonic_ns() reaches it
+  bool stale = false;   // its QP was destroyed before it was polled
 };
 
 class SimCq final : public Cq {
@@ -97,6 +98,11 @@ class SimCq final : public Cq {
   Status arm() override;
   void disarm() { armed_ = false; }
   void publish(const CqEntry& e);
+  // The QP `qpn` is gone: its completions here retire nothing any more.
+  void orphan(uint32_t qpn) {
+    for (CqEntry& e : visible_)
+      if (e.wc.qp_num == qpn) e.send = false, e.stale = true;
+  }
 
  private:
   SimDevice* dev_;
@@ -148,6 +154,8 @@ class SimConnRequest final : public ConnRequest {
   }
   ~SimConnRequest() override;
   uint32_t client_qpn() const { return client_qpn_; }
+  // The client QP's serial (World::new_qp_serial): its number may be reused.
+  uint64_t client_serial = 0;
   const World* world() const { return world_.lock().get(); }
   void answered() { answered_ = true; }
 
@@ -178,6 +186,7 @@ class SimQp final : public Qp {
   int post_recv(const RecvWr* wrs, int n, int* err) override;
   QpState state() const override { return state_; }
   uint32_t qp_num() const override { return qpn_; }
+  uint64_t serial() const { return serial_; }
   const QpInit& init() const override { return init_; }
   std::string peer() const override;
   std::string peer_host() const override;
@@ -236,6 +245,7 @@ class SimQp final : public Qp {
   SimDevice* dev_;
   QpInit init_;
   uint32_t qpn_;
+  uint64_t serial_ = 0;
   QpState state_ = QpState::kInit;
   SimQp* peer_ = nullptr;
   uint32_t peer_qpn_ = 0;

@@ -38,6 +38,7 @@ void scatter(const Sge* src, uint32_t ns, const Sge* dst, uint32_t nd, uint64_t 
 
 SimQp::SimQp(SimDevice* dev, const QpInit& init) : dev_(dev), init_(init) {
   qpn_ = dev_->world().add_qp(this);
+  serial_ = dev_->world().new_qp_serial();
   srq_ = static_cast<SimSrq*>(init.srq);  // create_qp checked that it is ours
 }
 
@@ -50,6 +51,11 @@ SimQp::~SimQp() {
     a.ev.status = make_error(Errc::kDisconnected, "sim: the peer's QP was destroyed");
     peer_->queue_cm(std::move(a));
   }
+  // Completions it left in its CQs stay there, named by its number (the
+  // rdmadev contract allows it), but no longer retire any QP's slots: the
+  // number may name a QP made later.
+  static_cast<SimCq*>(init_.send_cq)->orphan(qpn_);
+  static_cast<SimCq*>(init_.recv_cq)->orphan(qpn_);
   dev_->forget_qp(this);
   dev_->world().remove_qp(this);
 }

@@ -112,6 +112,15 @@ void World::uninstall_clock() {
 }
 
 uint32_t World::add_qp(SimQp* qp) {
+  if (recycle_qpns_) {
+    // The lowest free number, kept in number order (qps_ is sorted).
+    uint32_t n = 1;
+    auto it = qps_.begin();
+    for (; it != qps_.end() && (*it)->qp_num() == n; ++it) ++n;
+    qps_.insert(it, qp);
+    if (n >= next_qpn_) next_qpn_ = n + 1;
+    return n;
+  }
   qps_.push_back(qp);  // numbers grow, so the vector stays in number order
   return next_qpn_++;
 }

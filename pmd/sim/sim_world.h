@@ -38,6 +38,8 @@ struct WorldCounters {
   uint64_t remote_invs = 0;       // SEND_WITH_INVs that ended one at the receiver
   uint64_t destroyed_valid = 0;   // fast MRs destroyed while still registered
   uint64_t inv_of_invalid = 0;    // LOCAL_INVs of a registration already ended (a double invalidation)
+  uint64_t stale_completions = 0; // completions polled after their QP was destroyed
+  uint64_t stale_on_recycled = 0; // ... whose number a QP made since had by then
   uint64_t reg_unretired = 0;     // REG_MRs refused: a remote invalidation ended the MR's last one, no retire() since
   uint64_t remote_access_errors = 0;  // READ/WRITE refused by the owner's MR table
   uint64_t cq_overruns = 0;       // completions published to a full CQ
@@ -152,6 +154,15 @@ class World {
   const WorldCounters& counters() const { return c_; }
   WorldCounters& counters_mut() { return c_; }
 
+  // QP numbers: by default each new QP takes the next number, never used
+  // before. Recycled: the lowest number no live QP has (as devices reuse
+  // them), so a completion a destroyed QP left in a shared CQ names a QP
+  // made since, and only its own bookkeeping tells the host it is stale.
+  void recycle_qp_numbers(bool on) { recycle_qpns_ = on; }
+  // A QP's identity for the driver's own references (a connection request's
+  // client): unique for the world's life, unlike its number.
+  uint64_t new_qp_serial() { return ++qp_serials_; }
+
   // ---- for the driver's objects
   uint32_t add_qp(SimQp* qp);
   void remove_qp(SimQp* qp);
@@ -185,6 +196,8 @@ class World {
   uint64_t trace_hash_ = 1469598103934665603ull;
   WorldCounters c_;
   uint32_t next_qpn_ = 1;
+  bool recycle_qpns_ = false;
+  uint64_t qp_serials_ = 0;
   uint32_t next_dev_ = 0;
   // QPs by number: the order the scheduler looks at them in (never by address).
   std::vector<SimQp*> qps_;

@@ -553,9 +553,15 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
   // keeps one PD for all connections instead of one each).
   const bool srq = w.draw_below(3) != 0;
   const bool qp_bound = w.draw_below(3) == 0;
+  // Half of the seeds reuse QP numbers (the lowest free one, as devices
+  // do): a completion a destroyed QP left in a shared CQ then names a QP of
+  // a later connection. From the seed, not drawn (the other draws stay).
+  const bool recycle = mix64(sched.seed ^ 0x9b17) % 2 == 0;
+  w.recycle_qp_numbers(recycle);
   const std::string spec =
       "sim:world=" + wname + ",addr=srv" + (srq ? "" : ",srq=0") + (qp_bound ? ",qp_bound=1" : "");
   w.note("device ", spec);
+  if (recycle) w.note("qp numbers recycled");
   // A quarter of the seeds have a batching server: half of those wait for
   // as many calls as the client keeps (kWindow), which needs the client's
   // whole window granted, the others for 2 to 7. Taken from the seed, not
@@ -970,9 +976,10 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
   std::snprintf(sum_line, sizeof sum_line,
                 "end events=%" PRIu64 " regs=%" PRIu64 " linv=%" PRIu64 " rinv=%" PRIu64 " destroyed=%" PRIu64
                 " qp_errors=%" PRIu64 " flushed=%" PRIu64 " faults=%" PRIu64 " rnr_waits=%" PRIu64
-                " rnr_naks=%" PRIu64 " acks_lost=%" PRIu64 " link_failures=%" PRIu64,
+                " rnr_naks=%" PRIu64 " acks_lost=%" PRIu64 " link_failures=%" PRIu64 " stale_cqes=%" PRIu64
+                " on_recycled=%" PRIu64,
                 c.events, c.fast_regs, c.local_invs, c.remote_invs, c.destroyed_valid, c.qp_errors, c.flushed, c.faults,
-                c.rnr_waits, c.rnr_naks, c.acks_lost, c.link_failures);
+                c.rnr_waits, c.rnr_naks, c.acks_lost, c.link_failures, c.stale_completions, c.stale_on_recycled);
   w.note(sum_line);
   out.hash = w.trace_hash();
   out.events = c.events;
