@@ -98,7 +98,10 @@ Result<bool> EngineImpl::prepare_wait() {
       return false;
     }
     const uint64_t when = monotonic_ns() + static_cast<uint64_t>(ns_from_ticks(at - now));
-    if (when != waiting.timer_at) {
+    // Under a simulation's virtual clock a timerfd (real time) would take
+    // this deadline as long past and wake the host at once: the simulation
+    // wakes a sleeping engine itself when it moves time on (docs/sim.md).
+    if (clock_source() != ClockSource::kVirtual && when != waiting.timer_at) {
       itimerspec its{};
       its.it_value.tv_sec = static_cast<time_t>(when / 1'000'000'000u);
       its.it_value.tv_nsec = static_cast<long>(when % 1'000'000'000u);

@@ -15,6 +15,7 @@
 //                                      the scheduler's decisions); writes a replay file
 //   tern-sim --replay=FILE [--trace]   run a reduced schedule again
 // A failing seed prints the one command that replays it and the end of its trace.
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -54,6 +55,9 @@ constexpr uint32_t kFaultKinds = 13;
 constexpr uint32_t kCalls = 100;
 constexpr uint32_t kWindow = 8;
 constexpr uint64_t kMaxIterations = 4'000'000;
+// --wait-mode: the engines sleep when idle (engine.h's wait mode) in no
+// schedule (0, the default), a third of them (1) or all (2).
+uint64_t g_wait_mode = 0;
 constexpr uint32_t kMaxChunk = 16384;   // a read or write chunk's bytes (sum, fill)
 constexpr uint32_t kMaxResults = 32768;  // a big reply's bytes
 // Bulk buffers the client's calls take and give back (a call that finds
@@ -562,6 +566,13 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
       "sim:world=" + wname + ",addr=srv" + (srq ? "" : ",srq=0") + (qp_bound ? ",qp_bound=1" : "");
   w.note("device ", spec);
   if (recycle) w.note("qp numbers recycled");
+  // With --wait-mode, both engines of a schedule (a third of them, or all)
+  // run in wait mode: an engine that finds nothing to do arms
+  // (prepare_wait) and sleeps until its wait fd is readable or virtual time
+  // moves on (its timers: engine.h's protocol, the loop playing the clock).
+  // From the seed, not drawn.
+  const bool wait_mode = g_wait_mode >= 2 || (g_wait_mode == 1 && mix64(sched.seed ^ 0x5eed) % 3 == 0);
+  if (wait_mode) w.note("wait mode");
   // A quarter of the seeds have a batching server: half of those wait for
   // as many calls as the client keeps (kWindow), which needs the client's
   // whole window granted, the others for 2 to 7. Taken from the seed, not
@@ -582,6 +593,7 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
   sctx.batch.size = sctx_batch_size;
   {
     std::unique_ptr<Engine> server;
+    bool client_asleep = false, server_asleep = false;  // wait mode: armed and sleeping
     // The server engine, made again after a fault destroyed it (a server
     // restarted: a fresh duplicate cache, which must go before its engine,
     // and no held calls: they went with it).
@@ -592,6 +604,7 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
         return false;
       }
       server = std::move(*sr);
+      server_asleep = false;
       app.drc = std::make_unique<DuplicateCache>(1024);
       app.execs.assign(ncalls, 0);
       for (Proc p : {kEcho, kSum, kFill, kBig, kAppend}) server->handle(kProg, kVers, p, serve, &sctx);
@@ -680,6 +693,24 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
     uint64_t server_stalled_until = 0;
     uint64_t server_down_until = 0;  // destroyed by a fault; made again then
     uint32_t idle_rounds = 0;
+    // One turn of an engine in the host loop: a sleeping engine is polled
+    // only once its wait fd says so; an idle one arms and goes to sleep.
+    auto drive = [&](Engine* e, bool* asleep, const char* who) -> int {
+      if (!wait_mode) return e->poll();
+      if (*asleep) {
+        pollfd p{e->wait_fd(), POLLIN, 0};
+        if (::poll(&p, 1, 0) <= 0) return 0;
+        *asleep = false;
+        w.note("woken ", who);
+      }
+      const int n = e->poll();
+      if (n == 0) {
+        auto idle = e->prepare_wait();
+        if (!idle) fail(std::string("prepare_wait: ") + idle.status().message());
+        else if (*idle) *asleep = true;
+      }
+      return n;
+    };
     bool client_gone = false;  // the client engine was destroyed mid-flight (a fault)
     auto issue = [&]() {
       if (client_gone) return;
@@ -786,7 +817,9 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
 
     uint64_t it = 0;
     for (; it < ro.max_iterations && !all_done(); ++it) {
+      const uint32_t issued_before = next;
       issue();
+      if (next != issued_before) client_asleep = false;  // calling is the host at work in the engine
       if (!out.ok) break;  // the first wrong result or double completion ends the schedule
       for (auto& p : plan) {
         PlannedFault& f = p.f;
@@ -813,6 +846,7 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
             uint64_t d = 1'000'000'000 + w.draw_below(6'000'000'000ull);
             w.event("fault-time-jump", "by", 0, "ms", d / 1'000'000);
             w.advance(d);
+            client_asleep = server_asleep = false;
             break;
           }
           case 5:
@@ -879,18 +913,44 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
       sync(it);
       int work = 0;
       if (w.draw_below(2) == 0) {
-        if (!client_gone) work += client->poll();
+        if (!client_gone) work += drive(client.get(), &client_asleep, "client");
       } else if (w.now_ns() >= server_stalled_until && server != nullptr) {
-        work += server->poll();
+        work += drive(server.get(), &server_asleep, "server");
+        const size_t held = sctx.later.size() + sctx.batch.calls.size();
         answer_due(&sctx);
+        // Answering is the host at work in the engine: it is awake.
+        if (sctx.later.size() + sctx.batch.calls.size() != held) server_asleep = false;
       }
       if (!out.ok) break;
+      // Nobody awake to poll (asleep, stalled or gone) while the device has
+      // work: it goes on by itself, as hardware does while its hosts sleep
+      // (an armed device also runs in its own calls, but a fault the loop
+      // injects reaches it from outside them).
+      if (wait_mode && work == 0 && (client_gone || client_asleep) &&
+          (server == nullptr || server_asleep || w.now_ns() < server_stalled_until) && w.runnable())
+        (void)w.step();
       // Nothing runnable and nobody busy: time passes until a timer is due.
       if (work == 0 && !w.runnable()) {
         if (++idle_rounds > 8) {
+          // Before time moves on: a sleeping engine whose fd stayed quiet
+          // must have nothing to do. Its device has run what it could
+          // while armed, so work found now is a wake-up lost.
+          const auto lost_wakeup = [&](Engine* e, bool* asleep, const char* who) {
+            if (!*asleep) return;
+            pollfd p{e->wait_fd(), POLLIN, 0};
+            if (::poll(&p, 1, 0) > 0) return;
+            *asleep = false;
+            if (const int n = e->poll(); n > 0)
+              fail(std::string("the ") + who + " engine slept with work to do (" + std::to_string(n) +
+                   "): a wake-up lost");
+          };
+          if (!client_gone) lost_wakeup(client.get(), &client_asleep, "client");
+          if (server != nullptr && w.now_ns() >= server_stalled_until) lost_wakeup(server.get(), &server_asleep, "server");
+          if (!out.ok) break;
           // 0.1 ms to ~100 ms, small ones as often as large ones: timers
           // are reached both exactly and overshot.
           w.advance((100'000 << w.draw_below(11)) + w.draw_below(100'000));
+          client_asleep = server_asleep = false;  // a timer of theirs may be due now
           idle_rounds = 0;
         }
       } else {
@@ -1078,6 +1138,7 @@ std::string replay_command(const Schedule& s) {
   if (s.calls != kCalls) c += " --calls=" + std::to_string(s.calls);
   if (s.faults_given) c += " --faults=" + faults_text(s.faults);
   if (s.bug != Bug::kNone) c += std::string(" --inject-bug=") + bug_name(s.bug);
+  if (g_wait_mode != 0) c += " --wait-mode=" + std::to_string(g_wait_mode);
   return c + " --trace";
 }
 
@@ -1474,6 +1535,7 @@ int usage(const char* argv0) {
                "usage: %s --seed=N [--trace] [--shrink] | --seeds=N [--from=S] [--jobs=J] [--shrink]\n"
                "          | --determinism[=S] | --replay=FILE [--trace]\n"
                "  schedule: [--calls=N] [--faults=kind@at+delay,...|none] [--inject-bug=fill-after-loss|crash-after-loss]\n"
+               "            [--wait-mode=0|1|2] (engines sleep when idle: never, a third of the schedules, all)\n"
                "  shrink:   [--shrink-runs=N] [--shrink-seconds=S] [--out=FILE] [--expect-fail]\n",
                argv0);
   return 2;
@@ -1493,6 +1555,7 @@ int main(int argc, char** argv) {
     else if (arg_u64(a, "--from", &from)) {}
     else if (arg_u64(a, "--jobs", &jobs)) {}
     else if (arg_u64(a, "--calls", &calls)) {}
+    else if (arg_u64(a, "--wait-mode", &g_wait_mode)) {}
     else if (arg_str(a, "--faults", &faults)) {}
     else if (arg_str(a, "--inject-bug", &bug)) {}
     else if (arg_str(a, "--replay", &replay)) {}
