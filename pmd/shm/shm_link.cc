@@ -132,6 +132,12 @@ void ShmDevice::visit_ready(const void* cq) {
 }
 
 void ShmDevice::take_cut() {
+  // Still among several when they were cut: even alone in this visit they
+  // execute a shared burst (a QP cut short in the receive CQ's poll comes
+  // back in the next pass's second poll, after the other connections'
+  // messages of that pass were taken in its first, and would otherwise take
+  // its whole queue there).
+  shared_last_ = true;
   ShmQp* qp = cut_head_;
   cut_head_ = nullptr;
   while (qp != nullptr) {
