@@ -115,6 +115,28 @@ TEST_F(ShmSharedBurstPassTest, AFullQueueAddsOneMessageToAPassOthersHaveWorkIn) 
   check_data(0, kDeep, 0x30);
 }
 
+// Cut short in a pass's second poll (the receive CQ's: its messages were
+// published after the send CQ's poll), the full queue comes back in the
+// next pass's second poll, alone in that visit -- the other connection's
+// next message was taken in the first -- and still executes one message,
+// not its whole queue, in the pass that message is in.
+TEST_F(ShmSharedBurstPassTest, AQueueCutInTheSecondPollStaysSharedWhenItComesBack) {
+  rdma::Wc wc[64];
+  server_.scq->poll(wc, 64);
+  send(0, kDeep, 0x40);
+  send(1, 1, 0xa0);
+  int n = server_.cq->poll(wc, 64);
+  server_.wcs.assign(wc, wc + n);
+  EXPECT_EQ(received(1), 1);
+  EXPECT_EQ(received(0), 1);
+  server_.wcs.clear();
+  send(1, 1, 0xa1);
+  server_.poll();
+  EXPECT_EQ(received(1), 1);
+  EXPECT_EQ(received(0), 1) << "back from the cut in the pass's second poll: a shared burst, not its whole queue";
+  check_data(0, 2, 0x40);
+}
+
 // Alone, a QP's whole queue is one poll's work: one busy connection keeps
 // its batches.
 TEST_F(ShmSharedBurstTest, AQueueAloneIsTakenInOnePoll) {
