@@ -418,9 +418,9 @@ void VerbsDevice::handle_event(const rdma_cm_event& e, void* ctx, std::vector<ui
     if (reaper_.full()) {
       // The CM is kMaxBacklog destroys behind (verbs_cm_reaper.h): no new
       // connection until it catches up. This id is destroyed here, not
-      // queued behind them: the kernel holds a destroy while the id has a
+      // queued behind them: the long destroys seen were of ids with a
       // connection to take down (its disconnect and timewait), and one only
-      // ever refused has none.
+      // ever refused has none (expected; the VM never reached the bound).
       if (!reaper_full_warned_)
         TERN_LOG(kWarn, "verbs", "%s: refusing connection requests: %zu closed connections' CM ids still being "
                  "destroyed by the kernel", caps_.name.c_str(), reaper_.backlog());
