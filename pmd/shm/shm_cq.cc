@@ -51,7 +51,7 @@ int ShmCq::poll(Wc* wc, int max) {
   // for the QPs that have work (shm_link.cc): those the peers flagged in
   // our links, and those with local work queued.
   if (TERN_UNLIKELY((++polls_ & 63) == 0)) safety_net();  // the clock every 64th poll only
-  dev_->run_ready();
+  dev_->run_ready(this);
   int n = 0;
   while (n < max && count_ > 0) {
     wc[n++] = ring_[head_];

@@ -742,10 +742,13 @@ class ShmDevice final : public Device {
   // A CQ's poll: the QPs with news in our links, and those with local work,
   // progressed (shm_link.cc). Inline: with nothing to do, one load per link
   // and one test.
-  void run_ready() {
+  // `cq` is the CQ being polled: a QP cut short waits for that CQ's next
+  // poll (cut_head_).
+  void run_ready(const void* cq) {
     if (TERN_UNLIKELY(owed_old_ != nullptr || owed_new_ != nullptr)) age_owed();
+    if (TERN_UNLIKELY(cut_head_ != nullptr) && (cq == cut_cq_ || ++cut_polls_ > 2)) take_cut();
     collect_activity();
-    if (ready_head_ != nullptr) visit_ready();
+    if (ready_head_ != nullptr) visit_ready(cq);
   }
   // Acks owed to peers (shm_link.cc, "Acks"): a QP that owes one is listed
   // once; each run_ready sends what the list made two polls ago still owes
@@ -758,13 +761,16 @@ class ShmDevice final : public Device {
   }
   void age_owed();
   void send_all_owed();
-  void visit_ready();
+  void visit_ready(const void* cq);
+  // The QPs cut short, back on the ready list (first).
+  void take_cut();
   // Inbound descriptors one QP executes in this visit (execute_inbound);
   // past it the next poll comes back for the rest (visit_ready says which).
   uint32_t exec_burst() const { return exec_burst_; }
   void enqueue_ready(ShmQp* qp, ShmQp** next) {
-    *next = ready_head_;
-    ready_head_ = qp;
+    ShmQp** head = TERN_UNLIKELY(cutting_) ? &cut_head_ : &ready_head_;
+    *next = *head;
+    *head = qp;
     // Armed: the host may sleep before its next poll, and no peer will flag
     // this QP for it (local work, work left by a visit): wake it ourselves.
     if (TERN_UNLIKELY(armed_)) self_wake();
@@ -821,6 +827,17 @@ class ShmDevice final : public Device {
   };
   std::vector<LinkIn> link_in_;
   ShmQp* ready_head_ = nullptr;  // QPs with work, linked by ShmQp::next_ready_
+  // QPs that a visit among several left with work (a burst cut short, by
+  // ShmQp::next_ready_ too, still queued_): they sit out the host's other
+  // CQ polls until the CQ whose poll cut them is polled again -- a host
+  // polls its send CQ and then its receive CQ per pass, and a flooding QP
+  // visited in both executed two messages (and the lines its peer wrote on
+  // another core) in a pass another connection's one message waited for.
+  // A host that stops polling that CQ gets them at its third poll.
+  ShmQp* cut_head_ = nullptr;
+  const void* cut_cq_ = nullptr;  // compared only, never used
+  uint32_t cut_polls_ = 0;
+  bool cutting_ = false;  // in a visit among several: what is queued is cut
   // QPs that owe their peer an ack (owe_ack), linked by ShmQp::next_owed_:
   // listed during the last run_ready (new) and the one before (old).
   ShmQp* owed_new_ = nullptr;

@@ -104,9 +104,10 @@ void ShmDevice::collect_links() {
   if (TERN_UNLIKELY(queued && armed_)) self_wake();
 }
 
-void ShmDevice::visit_ready() {
+void ShmDevice::visit_ready(const void* cq) {
   // The whole list, taken first: what a visit queues (a QP with work left,
-  // one a visit made news for) waits for the next poll.
+  // one a visit made news for) waits for the next poll -- among several, the
+  // next poll of this CQ (cut_head_).
   ShmQp* qp = ready_head_;
   ready_head_ = nullptr;
   // Several QPs with work: each executes a share of its inbound queue, and
@@ -117,10 +118,32 @@ void ShmDevice::visit_ready() {
   const bool several = qp->next_ready_ != nullptr;
   exec_burst_ = several || shared_last_ ? kSharedBurst : kExecBurst;
   shared_last_ = several;
+  if (several) {
+    cutting_ = true;
+    if (cut_head_ == nullptr) cut_cq_ = cq, cut_polls_ = 0;
+  }
   while (qp != nullptr) {
     ShmQp* next = qp->next_ready_;
     qp->queued_ = false;  // before progress(): what comes after queues it again
     qp->progress();
+    qp = next;
+  }
+  cutting_ = false;
+}
+
+void ShmDevice::take_cut() {
+  // Still among several when they were cut: even alone in this visit they
+  // execute a shared burst (a QP cut short in the receive CQ's poll comes
+  // back in the next pass's second poll, after the other connections'
+  // messages of that pass were taken in its first, and would otherwise take
+  // its whole queue there).
+  shared_last_ = true;
+  ShmQp* qp = cut_head_;
+  cut_head_ = nullptr;
+  while (qp != nullptr) {
+    ShmQp* next = qp->next_ready_;
+    qp->next_ready_ = ready_head_;
+    ready_head_ = qp;
     qp = next;
   }
 }
@@ -153,11 +176,12 @@ void ShmDevice::unready(ShmQp* qp) {
     qp->owed_listed_ = false;
   }
   if (!qp->queued_) return;
-  for (ShmQp** p = &ready_head_; *p != nullptr; p = &(*p)->next_ready_)
-    if (*p == qp) {
-      *p = qp->next_ready_;
-      break;
-    }
+  for (ShmQp** list : {&ready_head_, &cut_head_})
+    for (ShmQp** p = list; *p != nullptr; p = &(*p)->next_ready_)
+      if (*p == qp) {
+        *p = qp->next_ready_;
+        break;
+      }
   qp->queued_ = false;
 }
 

@@ -106,6 +106,9 @@ Status ShmDevice::arm_wait() {
   TERN_TRY(enable_wait());
   sweep_idle();  // a host about to sleep may not call poll_cm for a while
   send_all_owed();  // as ShmCq::arm: no deferred ack waits for our sleep
+  // QPs cut short wait for no particular CQ now: the second look's polls
+  // visit them, and what they leave queued wakes us (enqueue_ready).
+  if (cut_head_ != nullptr) take_cut();
   armed_ = true;
   // Events for poll_cm wake the host at once. QPs queued for a visit do not:
   // the protocol's second look (step 3) polls the CQs and so visits them,

@@ -150,6 +150,10 @@ Status VerbsDevice::connect(Qp* qpi, std::span<const uint8_t> pdata) {
                       kMaxPrivateData);
   if (cfg_.addr.empty()) return make_error(Errc::kInvalidArgument, "verbs: connect needs addr=<ip> in the spec");
   TERN_TRY(check_port("connect"));
+  if (reaper_.full())
+    return make_sys_error(Errc::kNoResources, EAGAIN,
+                          "verbs connect: %zu closed connections' CM ids are still being destroyed by the kernel",
+                          reaper_.backlog());
   sockaddr_storage src, dst;
   TERN_TRY(make_sockaddr(0, &src));
   TERN_TRY(make_sockaddr(cfg_.port, &dst));
@@ -411,6 +415,22 @@ void VerbsDevice::handle_event(const rdma_cm_event& e, void* ctx, std::vector<ui
       reap_cm_id(id);
       return;
     }
+    if (reaper_.full()) {
+      // The CM is kMaxBacklog destroys behind (verbs_cm_reaper.h): no new
+      // connection until it catches up. This id is destroyed here, not
+      // queued behind them: the long destroys seen were of ids with a
+      // connection to take down (its disconnect and timewait), and one only
+      // ever refused has none (expected; the VM never reached the bound).
+      if (!reaper_full_warned_)
+        TERN_LOG(kWarn, "verbs", "%s: refusing connection requests: %zu closed connections' CM ids still being "
+                 "destroyed by the kernel", caps_.name.c_str(), reaper_.backlog());
+      reaper_full_warned_ = true;
+      dst_.requests_refused_backlog.add();
+      rdma_reject(id, nullptr, 0);
+      rdma_destroy_id(id);
+      return;
+    }
+    reaper_full_warned_ = false;
     id->context = nullptr;
     requests_.push_back(std::make_unique<VerbsConnRequest>(this, id, pdata, e.param.conn.responder_resources,
                                                            e.param.conn.initiator_depth));

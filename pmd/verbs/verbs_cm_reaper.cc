@@ -16,7 +16,7 @@ void CmReaper::reap(rdma_cm_id* id) {
       // The device is being destroyed (its requests reject and destroy
       // their ids from its destructor): no thread to hand over to.
       g.unlock();
-      rdma_destroy_id(id);
+      destroy_(id);
       return;
     }
     if (!started_) {
@@ -30,7 +30,7 @@ void CmReaper::reap(rdma_cm_id* id) {
       if (pthread_create(&t, nullptr, trampoline, this) != 0) {
         g.unlock();
         TERN_LOG(kWarn, "verbs", "cannot start the CM id reaper thread: destroying an id on the engine's thread");
-        rdma_destroy_id(id);
+        destroy_(id);
         return;
       }
       pthread_setname_np(t, "tern-cm-reaper");
@@ -38,6 +38,7 @@ void CmReaper::reap(rdma_cm_id* id) {
       started_ = true;
     }
     queue_.push_back(id);
+    backlog_.fetch_add(1, std::memory_order_relaxed);
   }
   cv_.notify_one();
 }
@@ -50,7 +51,8 @@ void CmReaper::run() {
     rdma_cm_id* id = queue_.front();
     queue_.pop_front();
     g.unlock();
-    rdma_destroy_id(id);  // may block for as long as the CM holds the id
+    destroy_(id);  // may block for as long as the CM holds the id
+    backlog_.fetch_sub(1, std::memory_order_relaxed);
     g.lock();
   }
 }

@@ -14,11 +14,21 @@
 // (context cleared, see VerbsDevice::reap_cm_id) and whose QP, if any, is
 // not attached through rdma_create_qp. The event channel stays open until
 // the reaper is stopped (the device's destructor stops it first).
+//
+// The backlog is bounded, not by the connection table: an id leaves the
+// engine's table when it is handed over, so a peer churning connections
+// while the CM is slow would grow the queue by its churn rate, each entry
+// an id the kernel still holds. At kMaxBacklog the device stops making
+// ids that could be slow to destroy (VerbsDevice: connection requests are
+// refused, connects fail with EAGAIN), so the backlog stays under
+// kMaxBacklog plus the connections open when it was reached.
 #pragma once
 
 #include <rdma/rdma_cma.h>
 
+#include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <deque>
 #include <mutex>
 #include <pthread.h>
@@ -27,7 +37,12 @@ namespace tern::verbs {
 
 class CmReaper {
  public:
-  CmReaper() = default;
+  // Ids handed over and not yet destroyed, at which the device stops
+  // making more (see above).
+  static constexpr size_t kMaxBacklog = 1024;
+
+  // destroy: rdma_destroy_id; a test passes one that blocks as the CM can.
+  explicit CmReaper(int (*destroy)(rdma_cm_id*) = rdma_destroy_id) : destroy_(destroy) {}
   ~CmReaper() { stop(); }
   CmReaper(const CmReaper&) = delete;
   CmReaper& operator=(const CmReaper&) = delete;
@@ -39,13 +54,18 @@ class CmReaper {
   // Destroys what is still queued and joins the thread. Blocks as long as
   // those destroys do: for the device's destructor only.
   void stop();
+  // Ids handed over whose destroy has not returned yet; any thread.
+  size_t backlog() const { return backlog_.load(std::memory_order_relaxed); }
+  bool full() const { return backlog() >= kMaxBacklog; }
 
  private:
   void run();
 
   std::mutex mu_;
   std::condition_variable cv_;
+  int (*destroy_)(rdma_cm_id*);
   std::deque<rdma_cm_id*> queue_;
+  std::atomic<size_t> backlog_{0};
   bool stopping_ = false;
   bool started_ = false;
   pthread_t native_{};

@@ -134,7 +134,8 @@ StatsView VerbsDevice::stats() const {
           {"qp_access_err", &dst_.qp_access_err}, {"comm_est", &dst_.comm_est},
           {"addr_change", &dst_.addr_change},   {"last_wqe_reached", &dst_.last_wqe_reached},
           {"other_events", &dst_.other_events}, {"cm_held", &dst_.cm_held},
-          {"port_down_early", &dst_.port_down_early}};
+          {"port_down_early", &dst_.port_down_early},
+          {"requests_refused_backlog", &dst_.requests_refused_backlog}};
 }
 
 void VerbsDevice::poll_async() {

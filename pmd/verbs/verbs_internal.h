@@ -453,7 +453,10 @@ struct VerbsDeviceStats {
       // CM messages (REQ, REP, RTU, REJ, DREQ/DREP) not sent because the port
       // was down; of those, the times the port was found down before its
       // PORT_ERR event had come.
-      cm_held, port_down_early;
+      cm_held, port_down_early,
+      // Connection requests refused while the CM id reaper was full
+      // (verbs_cm_reaper.h).
+      requests_refused_backlog;
 };
 
 // ---------------------------------------------------------------- connections
@@ -654,6 +657,7 @@ class VerbsDevice final : public Device {
   std::vector<ibv_send_wr> send_scratch_;  // legacy_post only (send_scratch())
   bool next_poll_ends_ = false;
   bool removed_ = false;
+  bool reaper_full_warned_ = false;  // once per time the reaper's backlog is full
   bool port_up_ = true;
   VerbsDeviceStats dst_;
   rdma_cm_id* listen_id_ = nullptr;

@@ -3,6 +3,9 @@
 // or MR resources would. Everything else is shm's, unchanged. It exists to
 // test what the engine does when its registration cache cannot register a
 // call's memory (the call fails with kNoRegistration; nothing hangs).
+// It also hands out connection events that name no QP when the test asks
+// (g_null_qp_events): a driver may report a CM event for an id whose QP is
+// gone or never was, and the engine must drop it, not dereference it.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +25,10 @@ struct RefusedWindow {
   }
 };
 inline RefusedWindow g_refused;
+// Connection events with qp == nullptr still to hand out from poll_cm, ahead
+// of the real ones: established, rejected (with a Tern refusal's reason),
+// unreachable, disconnected (peer fault), in turn.
+inline int g_null_qp_events = 0;
 
 class RefusingPd final : public rdma::Pd {
  public:
@@ -63,7 +70,19 @@ class RefusingDevice final : public rdma::Device {
   }
   Status reject(rdma::ConnRequest* req, std::span<const uint8_t> pd) override { return inner_->reject(req, pd); }
   Status disconnect(rdma::Qp* qp) override { return inner_->disconnect(qp); }
-  bool poll_cm(rdma::CmEvent* ev) override { return inner_->poll_cm(ev); }
+  bool poll_cm(rdma::CmEvent* ev) override {
+    if (g_null_qp_events > 0) {
+      static constexpr rdma::CmEventType kTypes[] = {rdma::CmEventType::kEstablished, rdma::CmEventType::kRejected,
+                                                     rdma::CmEventType::kUnreachable, rdma::CmEventType::kDisconnected};
+      const int n = g_null_qp_events--;
+      *ev = rdma::CmEvent{kTypes[n % 4]};
+      ev->qp = nullptr;
+      if (ev->type == rdma::CmEventType::kRejected) ev->private_data = {'T', 'r', 'j', 1};  // table full
+      ev->peer_fault = ev->type == rdma::CmEventType::kDisconnected;
+      return true;
+    }
+    return inner_->poll_cm(ev);
+  }
 
  private:
   std::unique_ptr<rdma::Device> inner_;

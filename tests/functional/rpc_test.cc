@@ -233,6 +233,44 @@ TEST(Rpc, CallWhoseMemoryCannotBeRegisteredFailsAlone) {
   unlink(sock.c_str());
 }
 
+// A driver may report a connection event that names no QP (an id whose QP
+// is gone or never was): both engines drop it -- no crash, no connection of
+// theirs touched -- and calls go on before and after.
+TEST(Rpc, ConnectionEventsWithoutAQpAreDropped) {
+  EngineOptions so, co;
+  so.arena_bytes = co.arena_bytes = kTestArenaBytes;
+  auto srv = Engine::create(so).value();
+  auto cli = Engine::create(co).value();
+  srv->handle(kProg, kVers, kEcho, &Fixture::echo, nullptr);
+  std::string sock = "/tmp/tern-rpc-nullqp-" + std::to_string(getpid()) + ".sock";
+  ASSERT_OK(srv->listen("refusereg:path=" + sock));
+  test::g_null_qp_events = 8;  // two of each type, to whichever engine polls first
+  Connection* c = cli->connect("refusereg:path=" + sock).value();
+  ASSERT_TRUE(poll_until({srv.get(), cli.get()}, [&] { return c->ready() || c->failed(); }));
+  ASSERT_TRUE(c->ready()) << c->error().to_string();
+  ASSERT_TRUE(poll_until({srv.get(), cli.get()}, [] { return test::g_null_qp_events == 0; }))
+      << "connection events are polled once a millisecond";
+  auto echo = [&] {
+    std::vector<uint8_t> args(32, 7);
+    Pending p;
+    Call call;
+    call.prog = kProg, call.vers = kVers, call.proc = kEcho, call.args = args;
+    call.done = on_done, call.ctx = &p;
+    if (c->call(call) != 0) return false;
+    return poll_until({srv.get(), cli.get()}, [&] { return p.done; }) && p.reply.status == CallStatus::kOk &&
+           p.results == args;
+  };
+  ASSERT_TRUE(echo());
+  test::g_null_qp_events = 8;  // now on an established connection
+  ASSERT_TRUE(poll_until({srv.get(), cli.get()}, [] { return test::g_null_qp_events == 0; }));
+  ASSERT_TRUE(echo());
+  EXPECT_TRUE(c->ready());
+  EXPECT_EQ(srv->stats().connections.get(), 1u);
+  c->close();
+  poll_until({srv.get(), cli.get()}, [] { return false; }, 50);
+  unlink(sock.c_str());
+}
+
 // Two chunks (read + write) carry two rkeys: the server cannot invalidate
 // both, so it sends a plain Send and the client invalidates both locally.
 TEST(Rpc, TwoChunksAreInvalidatedLocally) {

@@ -25,9 +25,10 @@ constexpr int kDeep = 16;  // the server posts 16 receives per QP
 
 class ShmSharedBurstTest : public shmtest::PairTest {
  protected:
-  ShmSharedBurstTest() : PairTest("shared-burst") {}
+  explicit ShmSharedBurstTest(bool two_cqs = false) : PairTest("shared-burst"), two_cqs_(two_cqs) {}
   void SetUp() override {
     PairTest::SetUp();
+    if (two_cqs_) server_.scq = std::move(server_.dev->create_cq(4096)).value();
     connect_all(2);
     // The handshakes' own visits, and their completions, out of the way.
     for (int k = 0; k < 200; ++k) poll_both();
@@ -60,6 +61,13 @@ class ShmSharedBurstTest : public shmtest::PairTest {
       for (uint32_t i = 0; i < kMsg; ++i) ASSERT_EQ(p[i], static_cast<uint8_t>(fill + k)) << "message " << k;
     }
   }
+  const bool two_cqs_;
+};
+
+// The server as an engine polls: its send CQ, then its receive CQ, per pass.
+class ShmSharedBurstPassTest : public ShmSharedBurstTest {
+ protected:
+  ShmSharedBurstPassTest() : ShmSharedBurstTest(true) {}
 };
 
 // Connection 0 has 16 messages published, connection 1 one: the server poll
@@ -81,6 +89,52 @@ TEST_F(ShmSharedBurstTest, AFullQueueAddsOneMessageToAPollOthersHaveWorkIn) {
   EXPECT_EQ(received(0), kDeep - 2) << "alone again: the rest of its queue in one poll";
   check_data(0, kDeep, 0x10);
   check_data(1, 1, 0x80);
+}
+
+// A pass polls two CQs: the full queue cut short in the first poll waits
+// for the next pass (the next poll of that CQ), not for the second poll of
+// this one, so it adds one message to the pass the other connection's
+// message is in, not two (2 before). Then one per pass while the other
+// connection has work, and the rest in one pass once it is alone.
+TEST_F(ShmSharedBurstPassTest, AFullQueueAddsOneMessageToAPassOthersHaveWorkIn) {
+  send(0, kDeep, 0x30);
+  send(1, 1, 0x90);
+  server_.poll();
+  EXPECT_EQ(received(1), 1) << "the other connection's one message";
+  EXPECT_EQ(received(0), 1) << "messages of the full queue taken in the pass that found another connection's";
+  server_.wcs.clear();
+  send(1, 1, 0x91);  // the other connection's next message, in its slot 1
+  server_.poll();
+  EXPECT_EQ(received(1), 1);
+  EXPECT_EQ(received(0), 1) << "one per pass while the other connection has work";
+  server_.wcs.clear();
+  int passes = 0;
+  for (; received(0) < kDeep - 2 && passes < 8; ++passes) server_.poll();
+  EXPECT_EQ(received(0), kDeep - 2) << "the rest, alone";
+  EXPECT_LE(passes, 3);
+  check_data(0, kDeep, 0x30);
+}
+
+// Cut short in a pass's second poll (the receive CQ's: its messages were
+// published after the send CQ's poll), the full queue comes back in the
+// next pass's second poll, alone in that visit -- the other connection's
+// next message was taken in the first -- and still executes one message,
+// not its whole queue, in the pass that message is in.
+TEST_F(ShmSharedBurstPassTest, AQueueCutInTheSecondPollStaysSharedWhenItComesBack) {
+  rdma::Wc wc[64];
+  server_.scq->poll(wc, 64);
+  send(0, kDeep, 0x40);
+  send(1, 1, 0xa0);
+  int n = server_.cq->poll(wc, 64);
+  server_.wcs.assign(wc, wc + n);
+  EXPECT_EQ(received(1), 1);
+  EXPECT_EQ(received(0), 1);
+  server_.wcs.clear();
+  send(1, 1, 0xa1);
+  server_.poll();
+  EXPECT_EQ(received(1), 1);
+  EXPECT_EQ(received(0), 1) << "back from the cut in the pass's second poll: a shared burst, not its whole queue";
+  check_data(0, 2, 0x40);
 }
 
 // Alone, a QP's whole queue is one poll's work: one busy connection keeps

@@ -38,10 +38,14 @@ struct ManyQpEnd {
   std::unique_ptr<rdma::Pd> pd;
   std::unique_ptr<rdma::Mr> mr;
   std::unique_ptr<rdma::Cq> cq;
+  // If set (before the QPs are made), the QPs' send CQ, and poll() polls it
+  // first and then cq, as an engine's pass polls its send and receive CQs.
+  std::unique_ptr<rdma::Cq> scq;
   std::vector<std::unique_ptr<rdma::Qp>> qps;
   std::vector<rdma::Wc> wcs;
   ~ManyQpEnd() {
     qps.clear();
+    scq.reset();
     cq.reset();
     mr.reset();
     pd.reset();
@@ -53,12 +57,17 @@ struct ManyQpEnd {
   }
   void poll() {
     rdma::Wc wc[64];
-    int n = cq->poll(wc, 64);
+    int n;
+    if (scq) {
+      n = scq->poll(wc, 64);
+      wcs.insert(wcs.end(), wc, wc + n);
+    }
+    n = cq->poll(wc, 64);
     wcs.insert(wcs.end(), wc, wc + n);
   }
   std::unique_ptr<rdma::Qp> make_qp() {
     rdma::QpInit in;
-    in.pd = pd.get(), in.send_cq = cq.get(), in.recv_cq = cq.get();
+    in.pd = pd.get(), in.send_cq = scq ? scq.get() : cq.get(), in.recv_cq = cq.get();
     in.sq_depth = 64, in.rq_depth = 16, in.max_send_sge = 1, in.max_recv_sge = 1;
     return std::move(dev->create_qp(in)).value();
   }

@@ -6,9 +6,13 @@
 #include <infiniband/verbs.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 #include "rdma_presence.h"
 #include "rdmadev/rdmadev.h"
+#include "verbs/verbs_cm_reaper.h"
 
 namespace tern::rdma {
 namespace {
@@ -56,6 +60,38 @@ TEST(VerbsNoDev, ArgumentsAreCheckedFirst) {
     auto d = open_device(good);
     if (!d.is_ok()) EXPECT_NE(d.status().code(), Errc::kInvalidArgument) << good << ": " << d.status().to_string();
   }
+}
+
+// The CM id reaper while the kernel's CM is slow (a destroy blocked for
+// 20-65 s in the rxe VM): every id handed over is destroyed exactly once,
+// and its backlog is counted, so that the device can stop making ids at
+// kMaxBacklog (refusing requests, failing connects) instead of queueing
+// without bound. A destroy that blocks until the test lets it go.
+std::atomic<bool> g_cm_released{false};
+std::atomic<int> g_cm_destroyed{0};
+int slow_destroy(rdma_cm_id*) {
+  while (!g_cm_released.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  g_cm_destroyed.fetch_add(1);
+  return 0;
+}
+
+TEST(VerbsCmReaper, BacklogIsCountedWhileTheCmIsSlow) {
+  constexpr size_t kMax = verbs::CmReaper::kMaxBacklog;
+  static char ids[kMax + 1];  // never dereferenced: only handed over
+  auto id = [](size_t i) { return reinterpret_cast<rdma_cm_id*>(&ids[i]); };
+  verbs::CmReaper r(slow_destroy);
+  for (size_t i = 0; i + 1 < kMax; ++i) r.reap(id(i));
+  EXPECT_EQ(r.backlog(), kMax - 1);
+  EXPECT_FALSE(r.full());
+  r.reap(id(kMax - 1));
+  EXPECT_EQ(r.backlog(), kMax);
+  EXPECT_TRUE(r.full()) << "at kMaxBacklog the device must stop making ids";
+  g_cm_released = true;
+  for (int ms = 0; r.backlog() != 0 && ms < 10000; ++ms) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(r.backlog(), 0u);
+  EXPECT_FALSE(r.full());
+  r.stop();
+  EXPECT_EQ(g_cm_destroyed.load(), static_cast<int>(kMax));
 }
 
 }  // namespace
