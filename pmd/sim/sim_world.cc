@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "base/clock.h"
+#include "base/process_key.h"
 #include "sim/sim_internal.h"
 
 namespace tern::sim {
@@ -102,6 +103,14 @@ void World::advance(uint64_t ns) { now_ns_ += ns; }
 
 void World::install_clock() {
   set_virtual_clock(&now_ns_);
+  // The process's hash key too, from the seed: it picks a client's first
+  // xids and the order of keyed tables, and a random one would make a
+  // schedule replay differently in another process (a shrinker's child).
+  uint64_t x = seed_ ^ 0x6b65792d6b65792dull;
+  SipKey k;
+  k.k0 = splitmix(x);
+  k.k1 = splitmix(x);
+  set_process_key_for_simulation(k);
   clock_installed_ = true;
 }
 

@@ -78,7 +78,8 @@ class World {
   uint64_t now_ns() const { return now_ns_; }
   void advance(uint64_t ns);
   // Makes now_ns() the process's clock (base/clock.h set_virtual_clock)
-  // until uninstall_clock() or the world's end.
+  // until uninstall_clock() or the world's end, and sets the process's hash
+  // key from the seed (base/process_key.h; it stays): before any engine.
   void install_clock();
   void uninstall_clock();
 
