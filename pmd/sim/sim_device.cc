@@ -96,6 +96,12 @@ void SimDevice::free_entry(uint32_t index) {
   free_.push_back(index);
 }
 
+bool SimDevice::fast_reg_covers(uint64_t addr, uint64_t len) const {
+  for (const MrEntry& e : table_)
+    if (e.in_use && e.fast && e.valid && e.iova < addr + len && addr < e.iova + e.length) return true;
+  return false;
+}
+
 bool SimDevice::local_ok(const SimPd* pd, const Sge& s, uint32_t need) {
   if (s.length == 0) return true;
   MrEntry* e = entry(rkey_index(s.lkey));
@@ -234,6 +240,7 @@ bool SimDevice::ack_wait() {
 
 SimDevice::SimDevice(std::shared_ptr<World> world, std::string addr) : world_(std::move(world)), addr_(std::move(addr)) {
   uint32_t idx = world_->next_device_index();
+  world_->add_device(this);
   caps_.driver = "sim";
   caps_.name = "sim" + std::to_string(idx);
   host_ = "sim host " + std::to_string(idx);
@@ -261,6 +268,7 @@ void SimDevice::set_srq_depth(uint32_t depth) {
 }
 
 SimDevice::~SimDevice() {
+  world_->remove_device(this);
   if (listening_) world_->unbind_listener(addr_, this);
   requests_.clear();  // before the device goes: unanswered ones refuse their clients
   if (wait_fd_ >= 0) ::close(wait_fd_);

@@ -9,6 +9,7 @@
 
 #include "base/clock.h"
 #include "base/process_key.h"
+#include "base/reclaim_hook.h"
 #include "sim/sim_internal.h"
 
 namespace tern::sim {
@@ -43,9 +44,56 @@ const char* offer_name(Offer o) {
   return "?";
 }
 
+// The engine's pools report memory they take back (base/reclaim_hook.h):
+// every live world looks whether its devices could still touch it.
+void on_reclaim(const void* p, size_t len, const char* pool) {
+  std::vector<std::shared_ptr<World>> live;
+  {
+    std::lock_guard<std::mutex> g(g_worlds_mu);
+    for (auto& [name, weak] : worlds())
+      if (auto w = weak.lock()) live.push_back(std::move(w));
+  }
+  for (auto& w : live) w->check_reclaimed(p, len, pool);
+}
+
 }  // namespace
 
+bool World::reclaim_checked() { return reclaim_hook_compiled(); }
+
+void World::remove_device(SimDevice* d) { devices_.erase(std::remove(devices_.begin(), devices_.end(), d), devices_.end()); }
+
+void World::check_reclaimed(const void* p, size_t len, const char* pool) {
+  const auto a = reinterpret_cast<uint64_t>(p);
+  const char* what = nullptr;
+  uint32_t qpn = 0;
+  uint64_t seq = UINT64_MAX;
+  for (SimQp* q : qps_)
+    if (q->covers(a, len, &what, &seq)) {
+      qpn = q->qp_num();
+      break;
+    }
+  if (what == nullptr)
+    for (SimDevice* d : devices_)
+      if (d->fast_reg_covers(a, len)) {
+        what = "a valid fast registration (its rkey usable by the peer)";
+        break;
+      }
+  if (what == nullptr) return;
+  ++c_.reclaimed_reachable;
+  // No address in it: the words must be the same in any process.
+  std::string by = what;
+  if (seq != UINT64_MAX) by = "send WR " + std::to_string(seq) + " (" + by + "), not yet executed,";
+  if (qpn != 0) by += " of qp " + std::to_string(qpn);
+  std::string why =
+      std::string("a ") + pool + " buffer of " + std::to_string(len) + " bytes returned to its pool while " + by + " covered it";
+  note("reclaim-reachable ", why);
+  if (reclaim_why_.empty()) reclaim_why_ = std::move(why);
+}
+
 World::World(std::string name, uint64_t seed) : name_(std::move(name)), seed_(seed) {
+  // Once per process; it stays (a world checks only its own devices).
+  static const bool hooked = (set_reclaim_hook(&on_reclaim), true);
+  (void)hooked;
   // xoshiro256** seeded through splitmix64: the same sequence on every
   // machine (std:: distributions are not portable; draw_below is ours).
   uint64_t x = seed;
