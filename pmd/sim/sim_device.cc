@@ -440,12 +440,16 @@ class SimDriver final : public Driver {
   const char* name() const override { return "sim"; }
   const char* usage() const override {
     return "sim:world=NAME,seed=N,addr=A,srq=D,qp_bound=0|1  a simulated device in a deterministic world "
-           "(docs/sim.md): devices of one world reach each other at addr; seed is used when the world is made; srq: "
+           "(docs/sim.md): devices of one world reach each other at addr (or port, the same); seed is used when the world is made; srq: "
            "the depth of its shared receive queues (0: none; default 4096); qp_bound=1: fast registrations are "
            "reached and remotely invalidated only through the QP that made them (type-2 windows; default 0: FRWR)";
   }
   Result<std::unique_ptr<Device>> open(const DevArgs& args) override {
-    TERN_TRY(args.check_keys({"world", "seed", "addr", "srq", "qp_bound"}));
+    // port: another name for addr, so that a host that adds ",port=N" to a
+    // spec (the RPC functional tests' fixture, as for verbs) reaches sim too.
+    TERN_TRY(args.check_keys({"world", "seed", "addr", "port", "srq", "qp_bound"}));
+    if (args.has("addr") && args.has("port"))
+      return make_error(Errc::kInvalidArgument, "sim: addr and port name the same thing; give one");
     Result<uint64_t> qp_bound = args.get_u64("qp_bound", 0);
     if (!qp_bound) return qp_bound.status();
     if (*qp_bound > 1) return make_error(Errc::kInvalidArgument, "sim: qp_bound must be 0 or 1");
@@ -456,7 +460,7 @@ class SimDriver final : public Driver {
     if (*srq > kMaxSrqWr) return make_error(Errc::kInvalidArgument, "sim: srq=%llu (0..%u)",
                                             static_cast<unsigned long long>(*srq), kMaxSrqWr);
     auto world = World::open(args.get("world", "default"), *seed);
-    auto dev = std::make_unique<SimDevice>(std::move(world), args.get("addr", "0"));
+    auto dev = std::make_unique<SimDevice>(std::move(world), args.get("addr", args.get("port", "0")));
     dev->set_srq_depth(static_cast<uint32_t>(*srq));
     dev->set_qp_bound(*qp_bound == 1);
     return std::unique_ptr<Device>(std::move(dev));
