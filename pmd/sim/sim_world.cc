@@ -46,14 +46,17 @@ const char* offer_name(Offer o) {
 
 // The engine's pools report memory they take back (base/reclaim_hook.h):
 // every live world looks whether its devices could still touch it.
+// Raw pointers, each removed by its world's destructor: the check runs on
+// every buffer an engine gives back, so it takes no reference and makes no
+// copy (a weak_ptr per world and a vector cost a third of it).
+std::vector<World*>& live_worlds() {
+  static std::vector<World*> v;
+  return v;
+}
+
 void on_reclaim(const void* p, size_t len, const char* pool) {
-  std::vector<std::shared_ptr<World>> live;
-  {
-    std::lock_guard<std::mutex> g(g_worlds_mu);
-    for (auto& [name, weak] : worlds())
-      if (auto w = weak.lock()) live.push_back(std::move(w));
-  }
-  for (auto& w : live) w->check_reclaimed(p, len, pool);
+  std::lock_guard<std::mutex> g(g_worlds_mu);
+  for (World* w : live_worlds()) w->check_reclaimed(p, len, pool);
 }
 
 }  // namespace
@@ -103,6 +106,8 @@ World::World(std::string name, uint64_t seed) : name_(std::move(name)), seed_(se
 World::~World() {
   uninstall_clock();
   std::lock_guard<std::mutex> g(g_worlds_mu);
+  auto& live = live_worlds();
+  live.erase(std::remove(live.begin(), live.end(), this), live.end());
   auto it = worlds().find(name_);
   if (it != worlds().end() && it->second.expired()) worlds().erase(it);
 }
@@ -114,6 +119,7 @@ std::shared_ptr<World> World::open(std::string_view name, uint64_t seed) {
     if (auto w = it->second.lock()) return w;
   std::shared_ptr<World> w(new World(std::string(name), seed));
   worlds()[std::string(name)] = w;
+  live_worlds().push_back(w.get());
   return w;
 }
 
