@@ -63,9 +63,15 @@ SipKey random_sip_key() {
   return k;
 }
 
-const SipKey& process_key() {
-  static const SipKey key = random_sip_key();
+namespace {
+SipKey& key_slot() {
+  static SipKey key = random_sip_key();
   return key;
 }
+}  // namespace
+
+const SipKey& process_key() { return key_slot(); }
+
+void set_process_key_for_simulation(const SipKey& key) { key_slot() = key; }
 
 }  // namespace tern

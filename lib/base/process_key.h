@@ -20,6 +20,14 @@ const SipKey& process_key();
 // A fresh random key (getrandom()), for a keyed structure that wants its own.
 SipKey random_sip_key();
 
+// Replaces the process's key. For a deterministic simulation only (pmd/sim's
+// World::install_clock): a schedule must replay the same in any process,
+// and what the key decides (the first xid of a client's connection, the
+// order of keyed hash tables) would otherwise differ from one process to
+// the next. Call it before any keyed table exists and from one thread:
+// entries hashed under the old key are not found under the new one.
+void set_process_key_for_simulation(const SipKey& key);
+
 // Hash and equality for tables keyed by a peer's identity string, under
 // process_key(); transparent, so a lookup by string_view makes no string.
 struct KeyedStringHash {

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "base/reclaim_hook.h"
 
 namespace tern::rpc {
 
@@ -86,6 +87,7 @@ void BulkPool::put(uint8_t* p) {
   TERN_REQUIRE(order_[u] >= 0 && !free_[u], "BulkPool::put of a block that is not in use (given back twice?)");
   int o = order_[u];
   const size_t sz = min_block_ << o;
+  note_reclaimed(p, sz, "bulk");
   if (poison_) std::memset(p, kPoison, sz);
   in_use_ -= sz;
   --out_;

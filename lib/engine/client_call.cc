@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/process_key.h"
 #include "engine/client_conn.h"
 #include "engine/conn_core.h"
 #include "engine/conn_datapath.h"
@@ -24,9 +25,14 @@ namespace {
 
 // A connection's first xid: random-looking, as Linux's client seeds it, so
 // that a restarted client process (or another connection of this one) does
-// not reuse the xids a server's duplicate request cache remembers.
+// not reuse the xids a server's duplicate request cache remembers. What
+// sets processes apart is a digest of the process's random key, not its pid:
+// under simulation the key comes from the seed, so a schedule replays with
+// the same xids in any process (a forked child's pid differed). A digest,
+// because the mix below is invertible and a peer sees the xid.
 uint32_t first_xid(uint64_t conn_id) {
-  uint64_t z = monotonic_ns() ^ (uint64_t{static_cast<uint32_t>(getpid())} << 32) ^ (conn_id * 0x9E3779B97F4A7C15ull);
+  const uint64_t salt = siphash24(process_key(), {});
+  uint64_t z = monotonic_ns() ^ salt ^ (conn_id * 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   const uint32_t x = static_cast<uint32_t>(z ^ (z >> 31));

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/reclaim_hook.h"
 #include "mem/arena.h"
 
 namespace tern::rpc {
@@ -62,6 +63,7 @@ class MsgBufPool {
   void put(MsgBuf* b) {
     TERN_REQUIRE(b->where != MsgBuf::Where::kPool, "message buffer %u given back twice", b->index);
     TERN_ASSERT(b->where != MsgBuf::Where::kPosted, "message buffer %u given back while posted", b->index);
+    note_reclaimed(b->data, b->cap, "message");
     if (poison_) __builtin_memset(b->data, kPoison, b->cap);
     b->where = MsgBuf::Where::kPool;
     b->len = 0;

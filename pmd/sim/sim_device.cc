@@ -101,6 +101,12 @@ void SimDevice::free_entry(uint32_t index) {
   free_.push_back(index);
 }
 
+bool SimDevice::fast_reg_covers(uint64_t addr, uint64_t len) const {
+  for (const MrEntry& e : table_)
+    if (e.in_use && e.fast && e.valid && e.iova < addr + len && addr < e.iova + e.length) return true;
+  return false;
+}
+
 bool SimDevice::local_ok(const SimPd* pd, const Sge& s, uint32_t need) {
   if (s.length == 0) return true;
   MrEntry* e = entry(rkey_index(s.lkey));
@@ -247,6 +253,7 @@ bool SimDevice::ack_wait() {
 
 SimDevice::SimDevice(std::shared_ptr<World> world, std::string addr) : world_(std::move(world)), addr_(std::move(addr)) {
   uint32_t idx = world_->next_device_index();
+  world_->add_device(this);
   caps_.driver = "sim";
   caps_.name = "sim" + std::to_string(idx);
   host_ = "sim host " + std::to_string(idx);
@@ -274,6 +281,7 @@ void SimDevice::set_srq_depth(uint32_t depth) {
 }
 
 SimDevice::~SimDevice() {
+  world_->remove_device(this);
   if (listening_) world_->unbind_listener(addr_, this);
   requests_.clear();  // before the device goes: unanswered ones refuse their clients
   if (wait_fd_ >= 0) ::close(wait_fd_);
@@ -453,12 +461,16 @@ class SimDriver final : public Driver {
   const char* name() const override { return "sim"; }
   const char* usage() const override {
     return "sim:world=NAME,seed=N,addr=A,srq=D,qp_bound=0|1  a simulated device in a deterministic world "
-           "(docs/sim.md): devices of one world reach each other at addr; seed is used when the world is made; srq: "
+           "(docs/sim.md): devices of one world reach each other at addr (or port, the same); seed is used when the world is made; srq: "
            "the depth of its shared receive queues (0: none; default 4096); qp_bound=1: fast registrations are "
            "reached and remotely invalidated only through the QP that made them (type-2 windows; default 0: FRWR)";
   }
   Result<std::unique_ptr<Device>> open(const DevArgs& args) override {
-    TERN_TRY(args.check_keys({"world", "seed", "addr", "srq", "qp_bound"}));
+    // port: another name for addr, so that a host that adds ",port=N" to a
+    // spec (the RPC functional tests' fixture, as for verbs) reaches sim too.
+    TERN_TRY(args.check_keys({"world", "seed", "addr", "port", "srq", "qp_bound"}));
+    if (args.has("addr") && args.has("port"))
+      return make_error(Errc::kInvalidArgument, "sim: addr and port name the same thing; give one");
     Result<uint64_t> qp_bound = args.get_u64("qp_bound", 0);
     if (!qp_bound) return qp_bound.status();
     if (*qp_bound > 1) return make_error(Errc::kInvalidArgument, "sim: qp_bound must be 0 or 1");
@@ -469,7 +481,7 @@ class SimDriver final : public Driver {
     if (*srq > kMaxSrqWr) return make_error(Errc::kInvalidArgument, "sim: srq=%llu (0..%u)",
                                             static_cast<unsigned long long>(*srq), kMaxSrqWr);
     auto world = World::open(args.get("world", "default"), *seed);
-    auto dev = std::make_unique<SimDevice>(std::move(world), args.get("addr", "0"));
+    auto dev = std::make_unique<SimDevice>(std::move(world), args.get("addr", args.get("port", "0")));
     dev->set_srq_depth(static_cast<uint32_t>(*srq));
     dev->set_qp_bound(*qp_bound == 1);
     return std::unique_ptr<Device>(std::move(dev));

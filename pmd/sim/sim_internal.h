@@ -225,6 +225,12 @@ class SimQp final : public Qp {
   void retire_to(uint64_t seq) { if (seq + 1 > sq_retired_) sq_retired_ = seq + 1; }
   SimDevice* dev() const { return dev_; }
   SimPd* pd() const { return static_cast<SimPd*>(init_.pd); }
+  // A WR of this QP not yet executed (or flushed) whose local SGEs overlap
+  // [addr, addr + len) -- *what its opcode, *seq its place in the send
+  // queue, as the trace shows them --, or a receive posted to it or to its
+  // SRQ that does (*what says which): what the device may still read or
+  // write there.
+  bool covers(uint64_t addr, uint64_t len, const char** what, uint64_t* seq) const;
 
  private:
   struct PendingSend {
@@ -331,6 +337,9 @@ class SimDevice final : public Device {
   // the QP whose REG_MR made it, as a type-2 memory window).
   bool remote_ok(const SimPd* pd, uint32_t qpn, uint32_t rkey, uint64_t addr, uint64_t len, uint32_t need);
   bool qp_bound() const { return caps_.fast_reg_qp_bound; }
+  // A fast registration valid now (its rkey usable by a peer) overlapping
+  // [addr, addr + len).
+  bool fast_reg_covers(uint64_t addr, uint64_t len) const;
   void set_qp_bound(bool on) { caps_.fast_reg_qp_bound = on, caps_.remote_inv_qp_bound = on; }
 
  private:

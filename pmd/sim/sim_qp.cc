@@ -166,6 +166,40 @@ bool SimQp::has_send_cqe() const {
   return due == 0 || monotonic_ns() >= due;
 }
 
+namespace {
+bool overlaps(const Sge* sg, uint32_t n, uint64_t addr, uint64_t len) {
+  for (uint32_t i = 0; i < n; ++i)
+    if (sg[i].length != 0 && sg[i].addr < addr + len && addr < sg[i].addr + sg[i].length) return true;
+  return false;
+}
+}  // namespace
+
+bool SimQp::covers(uint64_t addr, uint64_t len, const char** what, uint64_t* seq) const {
+  // A QP in error executes nothing more: what it holds only flushes (a
+  // host may take a flush, or any completion after the error, as the end
+  // of the WRs before it). Its SRQ's receives are other QPs' to take.
+  if (state_ != QpState::kError) {
+    for (const PendingSend& p : sq_)
+      if (overlaps(p.sg, p.wr.num_sge, addr, len)) {
+        *what = wc_opcode_name(wc_opcode_for(p.wr.opcode));
+        *seq = p.seq;
+        return true;
+      }
+    for (const PendingRecv& r : rq_)
+      if (overlaps(r.sg, r.num_sge, addr, len)) {
+        *what = "a posted receive";
+        return true;
+      }
+  }
+  if (srq_ != nullptr)
+    for (const PendingRecv& r : srq_->queue())
+      if (overlaps(r.sg, r.num_sge, addr, len)) {
+        *what = "a receive posted to its SRQ";
+        return true;
+      }
+  return false;
+}
+
 bool SimQp::sq_runnable() const {
   if (sq_.empty()) return false;
   // The drain rule of a QP of an SRQ (rdmadev.h): the flush of a WR posted

@@ -8,6 +8,8 @@
 #include <mutex>
 
 #include "base/clock.h"
+#include "base/process_key.h"
+#include "base/reclaim_hook.h"
 #include "sim/sim_internal.h"
 
 namespace tern::sim {
@@ -42,9 +44,59 @@ const char* offer_name(Offer o) {
   return "?";
 }
 
+// The engine's pools report memory they take back (base/reclaim_hook.h):
+// every live world looks whether its devices could still touch it.
+// Raw pointers, each removed by its world's destructor: the check runs on
+// every buffer an engine gives back, so it takes no reference and makes no
+// copy (a weak_ptr per world and a vector cost a third of it).
+std::vector<World*>& live_worlds() {
+  static std::vector<World*> v;
+  return v;
+}
+
+void on_reclaim(const void* p, size_t len, const char* pool) {
+  std::lock_guard<std::mutex> g(g_worlds_mu);
+  for (World* w : live_worlds()) w->check_reclaimed(p, len, pool);
+}
+
 }  // namespace
 
+bool World::reclaim_checked() { return reclaim_hook_compiled(); }
+
+void World::remove_device(SimDevice* d) { devices_.erase(std::remove(devices_.begin(), devices_.end(), d), devices_.end()); }
+
+void World::check_reclaimed(const void* p, size_t len, const char* pool) {
+  const auto a = reinterpret_cast<uint64_t>(p);
+  const char* what = nullptr;
+  uint32_t qpn = 0;
+  uint64_t seq = UINT64_MAX;
+  for (SimQp* q : qps_)
+    if (q->covers(a, len, &what, &seq)) {
+      qpn = q->qp_num();
+      break;
+    }
+  if (what == nullptr)
+    for (SimDevice* d : devices_)
+      if (d->fast_reg_covers(a, len)) {
+        what = "a valid fast registration (its rkey usable by the peer)";
+        break;
+      }
+  if (what == nullptr) return;
+  ++c_.reclaimed_reachable;
+  // No address in it: the words must be the same in any process.
+  std::string by = what;
+  if (seq != UINT64_MAX) by = "send WR " + std::to_string(seq) + " (" + by + "), not yet executed,";
+  if (qpn != 0) by += " of qp " + std::to_string(qpn);
+  std::string why =
+      std::string("a ") + pool + " buffer of " + std::to_string(len) + " bytes returned to its pool while " + by + " covered it";
+  note("reclaim-reachable ", why);
+  if (reclaim_why_.empty()) reclaim_why_ = std::move(why);
+}
+
 World::World(std::string name, uint64_t seed) : name_(std::move(name)), seed_(seed) {
+  // Once per process; it stays (a world checks only its own devices).
+  static const bool hooked = (set_reclaim_hook(&on_reclaim), true);
+  (void)hooked;
   // xoshiro256** seeded through splitmix64: the same sequence on every
   // machine (std:: distributions are not portable; draw_below is ours).
   uint64_t x = seed;
@@ -54,6 +106,8 @@ World::World(std::string name, uint64_t seed) : name_(std::move(name)), seed_(se
 World::~World() {
   uninstall_clock();
   std::lock_guard<std::mutex> g(g_worlds_mu);
+  auto& live = live_worlds();
+  live.erase(std::remove(live.begin(), live.end(), this), live.end());
   auto it = worlds().find(name_);
   if (it != worlds().end() && it->second.expired()) worlds().erase(it);
 }
@@ -65,6 +119,7 @@ std::shared_ptr<World> World::open(std::string_view name, uint64_t seed) {
     if (auto w = it->second.lock()) return w;
   std::shared_ptr<World> w(new World(std::string(name), seed));
   worlds()[std::string(name)] = w;
+  live_worlds().push_back(w.get());
   return w;
 }
 
@@ -102,6 +157,14 @@ void World::advance(uint64_t ns) { now_ns_ += ns; }
 
 void World::install_clock() {
   set_virtual_clock(&now_ns_);
+  // The process's hash key too, from the seed: it picks a client's first
+  // xids and the order of keyed tables, and a random one would make a
+  // schedule replay differently in another process (a shrinker's child).
+  uint64_t x = seed_ ^ 0x6b65792d6b65792dull;
+  SipKey k;
+  k.k0 = splitmix(x);
+  k.k1 = splitmix(x);
+  set_process_key_for_simulation(k);
   clock_installed_ = true;
 }
 

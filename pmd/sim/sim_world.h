@@ -50,6 +50,11 @@ struct WorldCounters {
   uint64_t rnr_naks = 0;          // RNR retries spent by QPs with a finite RNR retry count
   uint64_t acks_lost = 0;         // WRs executed at the responder and failed at the requester
   uint64_t link_failures = 0;     // WRs failed because a port was down
+  // Memory an engine took back into a pool (base/reclaim_hook.h) while a WR
+  // posted here and not yet executed named it, a receive posted here could
+  // land in it, or a fast registration a peer holds the rkey of still
+  // covered it: memory returned while a device or a peer could touch it.
+  uint64_t reclaimed_reachable = 0;
   // Registrations still valid now.
   uint64_t live_regs() const { return fast_regs - local_invs - remote_invs - destroyed_valid; }
 };
@@ -81,7 +86,8 @@ class World {
   uint64_t now_ns() const { return now_ns_; }
   void advance(uint64_t ns);
   // Makes now_ns() the process's clock (base/clock.h set_virtual_clock)
-  // until uninstall_clock() or the world's end.
+  // until uninstall_clock() or the world's end, and sets the process's hash
+  // key from the seed (base/process_key.h; it stays): before any engine.
   void install_clock();
   void uninstall_clock();
 
@@ -153,6 +159,12 @@ class World {
 
   const WorldCounters& counters() const { return c_; }
   WorldCounters& counters_mut() { return c_; }
+  // The first memory returned while reachable (counters().reclaimed_reachable),
+  // said in words; empty when none.
+  const std::string& first_reclaim_violation() const { return reclaim_why_; }
+  // Whether the engine's pools report what they take back in this build
+  // (TERN_DEBUG: tests and debug builds); without, the check sees nothing.
+  static bool reclaim_checked();
 
   // QP numbers: by default each new QP takes the next number, never used
   // before. Recycled: the lowest number no live QP has (as devices reuse
@@ -171,6 +183,11 @@ class World {
   void unbind_listener(const std::string& addr, SimDevice* dev);
   SimDevice* listener(const std::string& addr) const;
   uint32_t next_device_index() { return next_dev_++; }
+  void add_device(SimDevice* d) { devices_.push_back(d); }
+  void remove_device(SimDevice* d);
+  // [p, p + len) goes back to an engine's pool: counts and describes it
+  // when a WR, a posted receive or a valid fast registration covers it.
+  void check_reclaimed(const void* p, size_t len, const char* pool);
   void auto_progress(uint32_t scale);
   void trace_event(const char* what, uint32_t qpn, const char* detail, uint64_t value) {
     event(what, "qp", qpn, detail, value);
@@ -202,6 +219,8 @@ class World {
   // QPs by number: the order the scheduler looks at them in (never by address).
   std::vector<SimQp*> qps_;
   std::vector<std::pair<std::string, SimDevice*>> listeners_;
+  std::vector<SimDevice*> devices_;
+  std::string reclaim_why_;
 };
 
 }  // namespace tern::sim

@@ -2,6 +2,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "conformance_fixture.h"
 
@@ -67,9 +69,17 @@ TEST_P(DeviceTest, UnknownArgumentIsInvalidArgument) {
       << "the message should name the bad key: " << d.status().message();
 }
 
-TEST_P(DeviceTest, ShmArgumentsAreChecked) {
-  if (GetParam().driver != "shm") GTEST_SKIP() << "shm-specific arguments";
-  for (std::string bad : {std::string("shm"), std::string("shm:path="), spec + ",depth=lots"}) {
+TEST_P(DeviceTest, DriverArgumentsAreChecked) {
+  // Each driver's own arguments: a value it cannot use is refused, never
+  // taken for a default.
+  std::vector<std::string> bads;
+  if (GetParam().driver == "shm")
+    bads = {"shm", "shm:path=", spec + ",depth=lots"};
+  else if (GetParam().driver == "sim")
+    bads = {"sim:qp_bound=2", "sim:srq=lots", "sim:srq=4097", "sim:seed=x", "sim:addr=a,port=b"};
+  else
+    GTEST_SKIP() << "no bad arguments listed for driver " << GetParam().driver;
+  for (const std::string& bad : bads) {
     auto d = open_device(bad);
     ASSERT_FALSE(d.is_ok()) << "open_device(\"" << bad << "\") succeeded";
     EXPECT_EQ(d.status().code(), Errc::kInvalidArgument) << bad << ": " << to_string(d.status());
