@@ -577,11 +577,8 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
   // A quarter of the seeds have a batching server: half of those wait for
   // as many calls as the client keeps (kWindow), which needs the client's
   // whole window granted, the others for 2 to 7. Taken from the seed, not
-  // drawn, so that the other seeds' schedules stay as they were. Not under
-  // a test hook's bug: like the appends (below), a batching schedule does
-  // not always replay with the same trace hash in a forked child as in the
-  // process that shrank it, which the shrink tests compare.
-  if (const uint64_t m = mix64(sched.seed ^ 0xba7c4); m % 4 == 0 && sched.bug == Bug::kNone) {
+  // drawn, so that the other seeds' schedules stay as they were.
+  if (const uint64_t m = mix64(sched.seed ^ 0xba7c4); m % 4 == 0) {
     sctx_batch_size = (m >> 8) % 2 == 0 ? kWindow : 2 + static_cast<uint32_t>((m >> 9) % 6);
     w.event("server-batch-size", "calls", sctx_batch_size, "", 0);
   }
