@@ -239,7 +239,7 @@ int EngineImpl::poll() {
   // Receive buffers back to the device: one post per queue per pass at
   // most, and none while what a queue has waiting is less than a batch and
   // covered by its free credits (RecvQueue::may_defer).
-  if (!to_post.empty()) post_receives(false);
+  if (posts_due || TERN_UNLIKELY(waiting.armed)) post_receives(false);
   // Connection events are the control path and cost system calls (pmd/shm
   // polls its sockets), so they are checked by time, not per pass: once a
   // millisecond is prompt for connects and disconnects and free for the
@@ -258,6 +258,7 @@ void EngineImpl::post_receives(bool all) {
   // Not before a sleep (wait mode arms first): a queue left waiting then
   // would wait for the next message, which its own buffers may be owed to.
   all |= waiting.armed;
+  posts_due = false;
   size_t kept = 0;
   for (RecvQueue* q : to_post) {
     if (q == nullptr) continue;
