@@ -5,7 +5,8 @@
 // (credits.h) that keeps what peers may send within what is posted.
 //
 // Buffers come from the engine's MsgBufPool up to `target`, go to the
-// device in batches (one post_recv per 64: one doorbell for many), come back
+// device in batches (one post_recv per 64: one doorbell for many; a few
+// may wait for a later pass's batch while free credits cover them), come back
 // with a receive completion, are held by the call or reply they carry, and
 // are queued to be posted again once that is done.
 #pragma once
