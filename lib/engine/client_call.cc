@@ -298,6 +298,10 @@ ClientConn::SendResult ClientConn::send(Request* r) {
       if (rq->grow(rq->shared() ? 16 : 1) == 0 || !rq->grants().reserve()) return wait(true);
       core->queue_needs_post(rq);
     }
+    // Buffers kept back for a batch (RecvQueue::may_defer) are no longer
+    // covered once the reservation took the last free credit: the reply
+    // must find one posted.
+    if (TERN_UNLIKELY(rq->must_post())) rq->post(&core->engine_stats.recvs_posted, &core->engine_stats.recv_batches);
     r->holds_recv = true;
   }
   if (r->sendbuf == nullptr && (r->sendbuf = core->send_bufs->get()) == nullptr) return wait(true);

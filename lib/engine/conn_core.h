@@ -158,10 +158,14 @@ class ConnCore {
   std::vector<RecvQueue*> queues;
   std::vector<uint16_t> free_queue_ids;
   std::vector<RecvQueue*> to_post;  // queues with buffers to post
+  // A buffer was queued since poll() last looked at to_post: the queues
+  // there that wait for a batch are looked at only then.
+  bool posts_due = false;
   uint16_t add_queue(RecvQueue* q);  // engine.cc
   void remove_queue(uint16_t id);
   // A receive queue has buffers to post.
   void queue_needs_post(RecvQueue* q) {
+    posts_due = true;
     if (q->in_post_list) return;
     q->in_post_list = true;
     to_post.push_back(q);

@@ -148,6 +148,9 @@ class EngineImpl final : public Engine, public ConnCore, private ConnControl {
   // with work waiting for resources, and reclaiming), and the millisecond
   // timers (connection events, the clients' deadlines and keepalives).
   int serve_connections();
+  // Posts the receive buffers of the queues on to_post; those that may wait
+  // for a batch (RecvQueue::may_defer) stay on it unless `all`.
+  void post_receives(bool all);
   int run_timers();
   bool memory_moved() const;
 

@@ -236,15 +236,10 @@ int EngineImpl::poll() {
   // the engine (its calls are answered by then).
   if (!shutting_down)
     for (const HostPoller& p : pollers) work += p.fn(p.ctx);
-  // Receive buffers back to the device, one post per queue per pass.
-  if (!to_post.empty()) {
-    for (RecvQueue* q : to_post)
-      if (q != nullptr) {
-        q->in_post_list = false;
-        q->post(&engine_stats.recvs_posted, &engine_stats.recv_batches);
-      }
-    to_post.clear();
-  }
+  // Receive buffers back to the device: one post per queue per pass at
+  // most, and none while what a queue has waiting is less than a batch and
+  // covered by its free credits (RecvQueue::may_defer).
+  if (posts_due || TERN_UNLIKELY(waiting.armed)) post_receives(false);
   // Connection events are the control path and cost system calls (pmd/shm
   // polls its sockets), so they are checked by time, not per pass: once a
   // millisecond is prompt for connects and disconnects and free for the
@@ -257,6 +252,24 @@ int EngineImpl::poll() {
   // Another thread wants a stats snapshot (telemetry): one relaxed load per pass.
   if (TERN_UNLIKELY(snapshot_wanted.load(std::memory_order_relaxed))) publish_snapshot();
   return work;
+}
+
+void EngineImpl::post_receives(bool all) {
+  // Not before a sleep (wait mode arms first): a queue left waiting then
+  // would wait for the next message, which its own buffers may be owed to.
+  all |= waiting.armed;
+  posts_due = false;
+  size_t kept = 0;
+  for (RecvQueue* q : to_post) {
+    if (q == nullptr) continue;
+    if (!all && q->pending() != 0 && q->may_defer()) {
+      to_post[kept++] = q;
+      continue;
+    }
+    q->in_post_list = false;
+    q->post(&engine_stats.recvs_posted, &engine_stats.recv_batches);
+  }
+  to_post.resize(kept);
 }
 
 int EngineImpl::serve_connections() {
@@ -317,6 +330,9 @@ int EngineImpl::run_timers() {
   if (cm_due || now - last_cm_tick >= cm_interval_ticks) {
     cm_due = false;
     last_cm_tick = now;
+    // Receives kept for a batch go back at the latest a tick later: a
+    // quiet queue's last few are not held for a batch that may not come.
+    if (!to_post.empty()) post_receives(true);
     for (auto& dcp : devices) work += poll_cm(dcp.get());
     // Client timers: deadlines, keepalive, connect timeouts, reconnects;
     // only the connections with something due (client_timers.h). Taken

@@ -5,7 +5,8 @@
 // (credits.h) that keeps what peers may send within what is posted.
 //
 // Buffers come from the engine's MsgBufPool up to `target`, go to the
-// device in batches (one post_recv per 64: one doorbell for many), come back
+// device in batches (one post_recv per 64: one doorbell for many; a few
+// may wait for a later pass's batch while free credits cover them), come back
 // with a receive completion, are held by the call or reply they carry, and
 // are queued to be posted again once that is done.
 #pragma once
@@ -60,6 +61,19 @@ class RecvQueue {
   // every buffer this queue holds that is not held by a call goes back to
   // the pool; returns how many were still posted (dropped by the device).
   uint32_t release_all();
+
+  // Whether the buffers queued may wait for a later pass rather than be
+  // posted at the end of this one: fewer than a batch of them, and no more
+  // than the queue's credits neither granted nor reserved (grants().free()).
+  // Every credit granted and every reply reserved still has a receive
+  // posted then (posted >= owned - held - free), the promise cover_grants()
+  // keeps mid-pass; so at depth 1, where a pass gives one buffer back, one
+  // post_recv (one doorbell) carries a batch instead of one per message.
+  bool may_defer() const { return pending_.size() < kDeferBatch && pending_.size() <= grants_.free(); }
+  // A grant or a reservation just took the free credits below what waits
+  // to be posted: it must be posted before the message the credit allows.
+  bool must_post() const { return pending_.size() > grants_.free(); }
+  static constexpr uint32_t kDeferBatch = 16;
 
   uint32_t posted() const { return posted_; }
   // Buffers given back and not yet posted again.

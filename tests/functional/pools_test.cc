@@ -5,9 +5,12 @@
 // after calls of every kind and after a connection loss (accounting, checked
 // here rather than only asserted); idle connections hold nothing of the
 // pools; a server past max_connections refuses cleanly; and a buffer
-// recycled while the peer may still read it shows up as corrupted data.
+// recycled while the peer may still read it shows up as corrupted data; and
+// receive buffers go back in batches without a credit left uncovered.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -287,6 +290,75 @@ TEST(Pools, AClientWithPdWideRegistrationsLeavesItsReceiveBuffersToItsConnection
   cli.reset();
   srv.reset();
   remove_spec(path);
+}
+
+// At depth 1 a pass gives one receive buffer back; while the queue's free
+// credits cover what waits, it waits for a batch (RecvQueue::may_defer), so
+// that one post_recv carries many instead of one per message.
+TEST(Pools, ReceivesGoBackInBatchesAtDepthOne) {
+  Fixture f;
+  uint8_t args[32] = {1, 2, 3};
+  Call c{kProg, kVers, kEcho};
+  c.args = args;
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(f.call(c).reply.status, CallStatus::kOk);
+  const uint64_t cp = stat_of(*f.cli, "recvs_posted"), cb = stat_of(*f.cli, "recv_batches");
+  const uint64_t sp = stat_of(*f.srv, "recvs_posted"), sb = stat_of(*f.srv, "recv_batches");
+  for (int i = 0; i < 256; ++i) ASSERT_EQ(f.call(c).reply.status, CallStatus::kOk);
+  const uint64_t cposted = stat_of(*f.cli, "recvs_posted") - cp, cbatches = stat_of(*f.cli, "recv_batches") - cb;
+  const uint64_t sposted = stat_of(*f.srv, "recvs_posted") - sp, sbatches = stat_of(*f.srv, "recv_batches") - sb;
+  // Each message's buffer is posted again (a batch may still wait; the
+  // millisecond tick posts what waits, so a slow run gets smaller batches).
+  EXPECT_GE(cposted + 16u, 256u);
+  EXPECT_GE(sposted + 16u, 256u);
+  EXPECT_LE(cbatches * 2, cposted) << "client: " << cposted << " receives in " << cbatches << " posts";
+  EXPECT_LE(sbatches * 2, sposted) << "server: " << sposted << " receives in " << sbatches << " posts";
+}
+
+// A buffer kept back for a batch is covered by a free credit; a reservation
+// for a reply that takes the free credits below what waits must post it
+// then: the reply may land before the pass ends, and would find no receive
+// (pmd/shm: an RNR wait; verbs: an RNR NAK and its retry timer). The
+// client's queue here holds 16 buffers and 16 calls stay in flight: every
+// reply's buffer is needed at once by the reply to the call issued next.
+TEST(Pools, AReservationPostsTheReceivesKeptForABatch) {
+  EngineOptions co;
+  co.recv_buffers = 16;
+  constexpr int kDepth = 16;
+  // Before the fixture: calls still in flight complete into it as the
+  // engines shut down.
+  std::vector<Pending> ps(kDepth);
+  Fixture f({}, co);
+  uint8_t args[32] = {1, 2, 3};
+  auto issue = [&](Pending& p) {
+    p = Pending{};
+    Call c{kProg, kVers, kEcho};
+    c.args = args;
+    c.done = on_done, c.ctx = &p;
+    return f.conn->call(c);
+  };
+  std::vector<bool> busy(kDepth, false);
+  uint32_t most = 0;
+  long completed = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (completed < 2000 && std::chrono::steady_clock::now() < end) {
+    for (int k = 0; k < kDepth; ++k)
+      if (!busy[k] && issue(ps[k]) == 0) busy[k] = true;
+    f.srv->poll();
+    f.cli->poll();
+    most = std::max(most, f.conn->info().credits);
+    for (int k = 0; k < kDepth; ++k)
+      if (busy[k] && ps[k].done) {
+        ASSERT_EQ(ps[k].reply.status, CallStatus::kOk);
+        busy[k] = false, ++completed;
+      }
+  }
+  ASSERT_GE(completed, 2000) << "calls stalled";
+  EXPECT_GE(most, 16u) << "the grant covers the client's 16 calls";
+  uint64_t rnr = 0;
+  for (const ConnectionStats& cs : f.cli->connection_stats())
+    for (const auto& [name, v] : cs.counters)
+      if (std::string_view(name).ends_with("rnr_waits")) rnr += v;
+  EXPECT_EQ(rnr, 0u) << "replies found no receive posted";
 }
 
 }  // namespace
