@@ -186,7 +186,9 @@ struct AppendServer {
 // alone. A bound release while the client had `size` calls unfinished is a
 // starved batch; more than kMaxStarved in a row (no full batch between)
 // fails the schedule -- the first on a new connection is due (it starts
-// with one credit), and faults may cost a few more.
+// with one credit), and faults may cost a few more; a QP that went to error
+// (a lost connection, whose successor starts again from one credit) ends the
+// row.
 constexpr uint64_t kBatchBound = 50'000'000;
 constexpr uint32_t kMaxStarved = 4;
 struct Batch {
@@ -194,6 +196,7 @@ struct Batch {
   std::vector<ServerCall*> calls;
   uint64_t since = 0;    // when the oldest held call arrived
   uint32_t starved = 0;  // bound releases in a row with `size` calls unfinished at the client
+  uint64_t qp_errors = 0;  // the world's QP errors when `starved` last counted
   const uint32_t* issued = nullptr;
   const uint32_t* done = nullptr;
 };
@@ -372,6 +375,10 @@ void answer_due(ServerCtx* sc) {
   if (b.calls.empty() || sc->w->now_ns() < b.since + kBatchBound) return;
   const uint32_t unfinished = *b.issued - *b.done;
   sc->w->event("server-batch-bound", "held", static_cast<uint32_t>(b.calls.size()), "unfinished", unfinished);
+  if (const uint64_t errors = sc->w->counters().qp_errors; errors != b.qp_errors) {
+    b.qp_errors = errors;
+    b.starved = 0;
+  }
   if (unfinished >= b.size && ++b.starved > kMaxStarved && sc->error.empty())
     sc->error = "a batching server let " + std::to_string(b.starved) +
                 " batches in a row go by the bound while the client had " + std::to_string(unfinished) +
