@@ -138,6 +138,7 @@ cxx_words="${cxx[*]}"
 export cxx_words
 mapfile -t headers < <(find "$inc" -name '*.h' | sort | sed "s|^$inc/||")
 n=${#headers[@]}
+# shellcheck disable=SC2016 # $1 is the inner shell's
 printf '%s\n' "${headers[@]}" | xargs -d '\n' -P "$(nproc)" -n 1 bash -c 'check_header "$1"' _ ||
   fail "installed headers (above)"
 for rel in "${c_headers[@]}"; do
