@@ -16,6 +16,8 @@
 #      mode (tern-soak --ci). One build is both the sanitizer build and the
 #      proof that Tern builds and works without rdma-core and DPDK; the
 #      verbs, mlx5 and EAL tests it leaves out run in stage 1 and (verbs) 2;
+#      it compiles what those suites run and nothing else (as stage 4 does:
+#      scripts/suite-targets.py);
 #   4. TSan build: the suites that run code on more than one thread (the
 #      conformance and functional suites, and the unit tests that start
 #      threads: tests/unit/meson.build lists them);
@@ -128,12 +130,30 @@ fi
 # compilers what they leave. Their suites run after the VM, each on an
 # otherwise idle machine as before.
 beside=${vm_pid:+ (nice 19, beside the VM)}
+# A sanitizer build compiles what its suites run and nothing else
+# (scripts/suite-targets.py: each test's programs, and what is installed for
+# the install check): the measurement programs run by hand (tern-churn, the
+# *-measure tools), the C API's header-check objects and the example's
+# smoke test outside TSan's suites are compiled and linked by the debug build
+# only. `meson test --no-rebuild` runs what was built.
+suite_build() {  # suite_build DIR "SUITE..." MESON-OPTION...
+  local dir=$1 suites=$2 targets
+  shift 2
+  # Configure (or apply the options) only: build.ninja is ninja's own
+  # regeneration target.
+  ${vm_pid:+nice -n 19} scripts/build.sh "$dir" "$@" -- build.ninja
+  # shellcheck disable=SC2086 # the suites are words
+  targets=$(scripts/suite-targets.py "$dir" $suites)
+  # shellcheck disable=SC2086 # one target a line
+  ${vm_pid:+nice -n 19} scripts/build.sh "$dir" -- $targets
+}
 stage "ASan+UBSan build, shm-only (build-asan/): no rdma-core, no DPDK$beside"
-${vm_pid:+nice -n 19} scripts/build.sh build-asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false -Dunity_libs=true \
-  -Dbenchmarks=false -Dapps=true -Dverbs=disabled -Dmlx5=disabled -Deal=disabled -Dvm_tests=false "${g1[@]}"
+suite_build build-asan "unit conformance functional apps soak" -Dbuildtype=debug -Db_sanitize=address,undefined \
+  -Db_lundef=false -Dunity_libs=true -Dbenchmarks=false -Dapps=true -Dverbs=disabled -Dmlx5=disabled -Deal=disabled \
+  -Dvm_tests=false "${g1[@]}"
 stage "TSan build (build-tsan/)$beside"
-${vm_pid:+nice -n 19} scripts/build.sh build-tsan -Dbuildtype=debug -Db_sanitize=thread -Db_lundef=false -Dunity_libs=true \
-  -Dbenchmarks=false -Dapps=false -Dvm_tests=false "${g1[@]}"
+suite_build build-tsan "unit conformance functional" -Dbuildtype=debug -Db_sanitize=thread -Db_lundef=false \
+  -Dunity_libs=true -Dbenchmarks=false -Dapps=false -Dvm_tests=false "${g1[@]}"
 if [[ -n $vm_pid ]]; then
   stage "real verbs: waiting for the VM"
   vm_rc=0

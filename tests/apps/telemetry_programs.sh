@@ -42,14 +42,20 @@ perf)
   pids+=($!)
   wait_sock "$dir/server.tel" "$dir/server.log"
   [[ -S $dir/s ]] || sleep 0.5
-  # The client by $TERN_TELEMETRY_SOCK, read while it runs.
-  TERN_TELEMETRY_SOCK=$dir/client.tel "$perf" client --rpc --dev "shm:path=$dir/s" --seconds 4 --warmup 10 \
+  # The client by $TERN_TELEMETRY_SOCK, read while it runs. It runs until
+  # this script has read it and stops it (SIGINT): a run of fixed length
+  # ended before a loaded machine got round to the reads. Its --seconds is
+  # only a guard, longer than the test's own timeout.
+  TERN_TELEMETRY_SOCK=$dir/client.tel "$perf" client --rpc --dev "shm:path=$dir/s" --seconds 600 --warmup 10 \
     --quiet >"$dir/client.log" 2>&1 &
   cpid=$!
   pids+=($cpid)
   wait_sock "$dir/client.tel" "$dir/client.log"
   calls=0
-  for _ in $(seq 100); do
+  # Until its engine has counted calls (0 while the engine is not made yet);
+  # the count of looks is a guard, not a measure.
+  for _ in $(seq 600); do
+    kill -0 "$cpid" 2>/dev/null || fail "the client ended before it was read: $(cat "$dir/client.log")"
     line=$(timeout 20 "$stats" -s "$dir/client.tel" /tern/engine,0) || fail "tern-stats on the client: $line"
     calls=$(field "$line" calls)
     ((calls > 100)) && break
@@ -58,7 +64,13 @@ perf)
   ((calls > 100)) || fail "the running client's engine counted $calls calls: $line"
   conns=$(timeout 20 "$stats" -s "$dir/client.tel" /tern/conns,0) || fail "conns: $conns"
   [[ $conns == '{"/tern/conns": ["0.'* ]] || fail "the client's connections: $conns"
-  wait "$cpid" || fail "client run: $(cat "$dir/client.log")"
+  # Stopped by a signal, the client exits 1 (its run did not complete; no
+  # crash, no sanitizer report) and, like any exit, takes its telemetry
+  # socket with it.
+  kill -INT "$cpid"
+  crc=0
+  wait "$cpid" || crc=$?
+  [[ $crc == 1 ]] || fail "client stopped by SIGINT: exit $crc: $(cat "$dir/client.log")"
   [[ ! -e $dir/client.tel ]] || fail "the client left its telemetry socket behind"
   # The whole document, every kind (tern-stats without commands).
   all=$(timeout 20 "$stats" -s "$dir/server.tel") || fail "tern-stats (all): $all"

@@ -111,21 +111,36 @@ inc=$(find "$scratch/root" -type d -path '*include/tern' -print -quit)
 for f in $(pkgconf "$scratch/root" --cflags-only-I tern tern-runtime); do
   [[ ${f#-I} == "$inc" ]] && fail "pkg-config puts $inc on the include path (-I$inc): use <tern/...> from -I${inc%/tern}"
 done
-while IFS= read -r h; do
-  rel=${h#"$inc/"}
-  printf '#include <tern/%s>\n#include <tern/%s>\n' "$rel" "$rel" >"$scratch/one.cc"
-  # shellcheck disable=SC2086
-  "${cxx[@]}" -std=c++20 -Wall -Wextra -Werror -fsyntax-only $cflags "$scratch/one.cc" ||
-    fail "installed <tern/$rel> does not compile on its own (C++20)"
-  n=$((n + 1))
+# One compiler per core: each header is two compiler runs of its own, and
+# the whole loop, one after another, was most of this test's time with the
+# machine's other core idle (meson runs it alone).
+check_header() {  # check_header REL: compiles on its own, unreachable without tern/
+  local rel=$1 src
+  src=$(mktemp "$scratch/one.XXXXXX.cc")
+  printf '#include <tern/%s>\n#include <tern/%s>\n' "$rel" "$rel" >"$src"
+  # shellcheck disable=SC2086 # words: the compiler and its flags
+  $cxx_words -std=c++20 -Wall -Wextra -Werror -fsyntax-only $cflags "$src" || {
+    echo "check-install: FAILED: installed <tern/$rel> does not compile on its own (C++20)" >&2
+    return 1
+  }
   if [[ $rel == */* ]]; then
-    printf '#include "%s"\n' "$rel" >"$scratch/bare.cc"
+    printf '#include "%s"\n' "$rel" >"$src"
     # shellcheck disable=SC2086
-    if "${cxx[@]}" -std=c++20 -fsyntax-only $cflags "$scratch/bare.cc" 2>/dev/null; then
-      fail "a user can #include \"$rel\" without tern/: pkg-config --cflags tern exposes $inc"
+    if $cxx_words -std=c++20 -fsyntax-only $cflags "$src" 2>/dev/null; then
+      echo "check-install: FAILED: a user can #include \"$rel\" without tern/: pkg-config --cflags tern exposes $inc" >&2
+      return 1
     fi
   fi
-done < <(find "$inc" -name '*.h' | sort)
+}
+export -f check_header
+export scratch cflags inc
+cxx_words="${cxx[*]}"
+export cxx_words
+mapfile -t headers < <(find "$inc" -name '*.h' | sort | sed "s|^$inc/||")
+n=${#headers[@]}
+# shellcheck disable=SC2016 # $1 is the inner shell's
+printf '%s\n' "${headers[@]}" | xargs -d '\n' -P "$(nproc)" -n 1 bash -c 'check_header "$1"' _ ||
+  fail "installed headers (above)"
 for rel in "${c_headers[@]}"; do
   [[ $rel == tern/* ]] || rel=tern/$rel  # names from tests/headers: relative to lib/ or include/
   printf '#include <%s>\n' "$rel" >"$scratch/one.c"
