@@ -49,7 +49,7 @@ while (($#)); do
     --probe) probe=1; shift ;;
     --strace) strace_n=$2; shift 2 ;;
     --keep) keep=$(realpath -m "$2"); shift 2 ;;
-    -h | --help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "measure-nfs-metadata: unknown option $1" >&2; exit 2 ;;
     *) build=$1; shift ;;
   esac
