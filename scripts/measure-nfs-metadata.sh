@@ -9,14 +9,17 @@
 # mean round trip (mountstats' RTT) on each. TCG emulation: ratios only.
 #
 #   scripts/measure-nfs-metadata.sh [BUILDDIR] [--files N] [--rounds N] [--json FILE] [--tern 'OPTS']
-#                                   [--tern-b 'OPTS'] [--tern-b-env 'NAME=VALUE ...'] [--probe] [--strace N] [--keep DIR]
+#                                   [--tern-b 'OPTS'] [--tern-b-env 'NAME=VALUE ...'] [--tern-b-bin PATH]
+#                                   [--probe] [--strace N] [--keep DIR]
 #
 # --tern adds options to tern-nfsd's command line (e.g. '--busy-poll', to
 # see what its wait mode costs per call). --tern-b runs a second tern-nfsd
 # ("tern-nfsd B", with those options, '' for none) in the same boot and
 # rounds: two variants compared without a boot's noise between them (e.g.
 # --tern '--caller-ring off' --tern-b ''); --tern-b-env sets its environment
-# (with --tern-b; e.g. 'TERN_CLOCK=tsc'). Each tern-nfsd's counters at
+# (with --tern-b; e.g. 'TERN_CLOCK=tsc'), --tern-b-bin its binary (with
+# --tern-b; default BUILDDIR's: another revision's tern-nfsd, for a
+# before/after in one boot). Each tern-nfsd's counters at
 # exit are printed last. --probe adds, per phase and server, what one name
 # of the storm cost the whole guest (CPU ms of its 2 vCPUs, idle ms, context
 # switches) and the server's threads and the storm's own (CPU ms, voluntary
@@ -42,6 +45,7 @@ while (($#)); do
     --tern) tern_opts=$2; shift 2 ;;
     --tern-b) tern_b+=(-e "TERN_OPTS_B=$2"); shift 2 ;;
     --tern-b-env) tern_b+=(-e "TERN_ENV_B=$2"); shift 2 ;;
+    --tern-b-bin) tern_b+=(-e "NFSD_B=$(realpath "$2")"); shift 2 ;;
     --probe) probe=1; shift ;;
     --strace) strace_n=$2; shift 2 ;;
     --keep) keep=$(realpath -m "$2"); shift 2 ;;

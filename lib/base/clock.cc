@@ -2,6 +2,8 @@
 
 #include <time.h>
 
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -33,13 +35,30 @@ namespace detail {
 
 std::atomic<ClockSource> clock_source{ClockSource::kUndecided};
 
-ClockSource choose_clock_source(const char* forced, bool invariant_tsc, double calibrated_hz) {
+ClockSource choose_clock_source(const char* forced, bool invariant_tsc, double calibrated_hz,
+                                bool kernel_clock_syscall, double recheck_hz) {
   if (forced != nullptr && std::strcmp(forced, "monotonic") == 0) return ClockSource::kMonotonic;
   // A rate outside 100 MHz-100 GHz (or NaN) means the measurement failed:
   // the TSC did not advance, or went backwards, or the clock stalled.
-  bool plausible = calibrated_hz >= 1e8 && calibrated_hz <= 1e11;
-  bool want_tsc = invariant_tsc || (forced != nullptr && std::strcmp(forced, "tsc") == 0);
-  return want_tsc && plausible ? ClockSource::kTsc : ClockSource::kMonotonic;
+  auto plausible = [](double hz) { return hz >= 1e8 && hz <= 1e11; };
+  if (!plausible(calibrated_hz)) return ClockSource::kMonotonic;
+  if (forced != nullptr && std::strcmp(forced, "tsc-guarded") == 0) return ClockSource::kTscGuarded;
+  if (invariant_tsc || (forced != nullptr && std::strcmp(forced, "tsc") == 0)) return ClockSource::kTsc;
+  // Not flagged invariant, but the kernel's clock costs a system call (a
+  // microsecond and more in an emulated guest, against a few ns): the TSC
+  // is worth its risk if its rate held over two calibrations. It then only
+  // needs to measure timeouts of milliseconds and more to a few percent.
+  if (kernel_clock_syscall && plausible(recheck_hz) &&
+      std::abs(recheck_hz - calibrated_hz) <= 0.01 * calibrated_hz)
+    return ClockSource::kTscGuarded;
+  return ClockSource::kMonotonic;
+}
+
+bool kernel_clock_is_syscall(const char* clocksource) {
+  if (clocksource == nullptr || clocksource[0] == '\0') return false;  // unknown: assume the cheap clock
+  for (const char* fast : {"tsc", "kvm-clock", "hyperv_clocksource_tsc_page", "arch_sys_counter"})
+    if (std::strcmp(clocksource, fast) == 0) return false;
+  return true;
 }
 
 }  // namespace detail
@@ -69,6 +88,16 @@ double calibrate_tsc() {
   if (c1 <= c0) return 0;
   return static_cast<double>(c1 - c0) * 1e9 / static_cast<double>(t1 - t0);
 }
+
+// The kernel's current clocksource, "" if unknown.
+void kernel_clocksource(char* out, size_t size) {
+  out[0] = '\0';
+  FILE* f = std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
+  if (f == nullptr) return;
+  if (std::fgets(out, static_cast<int>(size), f) == nullptr) out[0] = '\0';
+  std::fclose(f);
+  out[std::strcspn(out, "\n")] = '\0';
+}
 #endif
 
 double g_tsc_hz = 0;  // written once, before clock_source leaves kUndecided (release)
@@ -78,19 +107,27 @@ void decide() {
   std::call_once(once, [] {
     const char* forced = std::getenv("TERN_CLOCK");
     if (forced != nullptr && forced[0] != '\0' && std::strcmp(forced, "auto") != 0 &&
-        std::strcmp(forced, "tsc") != 0 && std::strcmp(forced, "monotonic") != 0)
-      TERN_LOG(kWarn, "clock", "TERN_CLOCK=%s is not auto, tsc or monotonic; using auto", forced);
-    bool invariant = false;
-    double hz = 0;
+        std::strcmp(forced, "tsc") != 0 && std::strcmp(forced, "tsc-guarded") != 0 &&
+        std::strcmp(forced, "monotonic") != 0)
+      TERN_LOG(kWarn, "clock", "TERN_CLOCK=%s is not auto, tsc, tsc-guarded or monotonic; using auto", forced);
+    bool invariant = false, syscall_clock = false;
+    double hz = 0, recheck = 0;
+    char kernel[64] = "";
 #if defined(__x86_64__)
     invariant = invariant_tsc();
     if (forced == nullptr || std::strcmp(forced, "monotonic") != 0) hz = calibrate_tsc();
+    kernel_clocksource(kernel, sizeof kernel);
+    syscall_clock = detail::kernel_clock_is_syscall(kernel);
+    // Only where it could decide: a second 10 ms, once per process.
+    if (!invariant && syscall_clock && hz != 0 && (forced == nullptr || std::strcmp(forced, "tsc") != 0))
+      recheck = calibrate_tsc();
 #endif
-    ClockSource s = detail::choose_clock_source(forced, invariant, hz);
+    ClockSource s = detail::choose_clock_source(forced, invariant, hz, syscall_clock, recheck);
     g_tsc_hz = hz;
-    if (s == ClockSource::kMonotonic)
-      TERN_LOG(kDebug, "clock", "ticks are CLOCK_MONOTONIC ns (TERN_CLOCK=%s, invariant TSC %s, TSC %.0f Hz)",
-               forced != nullptr ? forced : "auto", invariant ? "yes" : "no", hz);
+    if (s != ClockSource::kTsc)
+      TERN_LOG(kDebug, "clock", "ticks are %s (TERN_CLOCK=%s, invariant TSC %s, TSC %.0f / %.0f Hz, kernel clock %s)",
+               s == ClockSource::kTscGuarded ? "the TSC, guarded" : "CLOCK_MONOTONIC ns",
+               forced != nullptr ? forced : "auto", invariant ? "yes" : "no", hz, recheck, kernel);
     detail::clock_source.store(s, std::memory_order_release);
   });
 }
@@ -109,6 +146,13 @@ uint64_t now_ticks_slow() {
   const ClockSource s = decided();
 #if defined(__x86_64__)
   if (s == ClockSource::kTsc) return __rdtsc();
+  if (s == ClockSource::kTscGuarded) {
+    // A TSC nobody promised to be synchronised across CPUs: a thread moved
+    // to one that lags must not see time go back (an engine subtracts
+    // ticks unsigned). It stands still until the new CPU catches up.
+    static thread_local uint64_t last = 0;
+    return never_back(__rdtsc(), last);
+  }
 #endif
   if (s == ClockSource::kVirtual)
     if (const uint64_t* v = g_virtual_ns.load(std::memory_order_relaxed)) return *v;
@@ -122,13 +166,17 @@ const char* clock_source_name(ClockSource s) {
   switch (s) {
     case ClockSource::kUndecided: return "undecided";
     case ClockSource::kTsc: return "tsc";
+    case ClockSource::kTscGuarded: return "tsc-guarded";
     case ClockSource::kMonotonic: return "monotonic";
     case ClockSource::kVirtual: return "virtual";
   }
   return "?";
 }
 
-double tick_hz() { return decided() == ClockSource::kTsc ? g_tsc_hz : 1e9; }
+double tick_hz() {
+  const ClockSource s = decided();
+  return s == ClockSource::kTsc || s == ClockSource::kTscGuarded ? g_tsc_hz : 1e9;
+}
 
 void set_virtual_clock(const uint64_t* ns) {
   const ClockSource s = decided();  // the machine's source, decided once, comes back after

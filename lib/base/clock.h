@@ -1,9 +1,15 @@
 // A cheap monotonic clock for the datapath. On x86-64 with an invariant TSC it
 // is the TSC, calibrated once against CLOCK_MONOTONIC: now_ticks() costs a few
-// ns. Elsewhere (other architectures, a TSC that is not invariant or whose
-// calibration fails, or TERN_CLOCK=monotonic in the environment) ticks are
-// CLOCK_MONOTONIC nanoseconds (~20 ns a read through the vDSO). Either way,
-// convert with ns_from_ticks() and never compare ticks across processes.
+// ns. A TSC the CPU does not call invariant is used too where the kernel's
+// own clock is a system call (its clocksource has no vDSO read: hpet,
+// acpi_pm, as in a TCG guest, where each such read costs microseconds), if
+// two calibrations agree; each thread's readings are then kept from going
+// backwards (docs/tuning.md, "The engine's clock"). Elsewhere (other
+// architectures, a TSC that is not invariant while the kernel's clock is
+// cheap, a failed calibration, or TERN_CLOCK=monotonic in the environment)
+// ticks are CLOCK_MONOTONIC nanoseconds (~20 ns a read through the vDSO).
+// Either way, convert with ns_from_ticks() and never compare ticks across
+// processes.
 #pragma once
 
 #include <atomic>
@@ -18,6 +24,7 @@ namespace tern {
 enum class ClockSource : uint8_t {
   kUndecided,  // before the first use of the clock in this process
   kTsc,        // rdtsc, tick_hz() from a 10 ms calibration
+  kTscGuarded,  // rdtsc not flagged invariant, the kernel's clock a system call: per thread never backwards
   kMonotonic,  // clock_gettime(CLOCK_MONOTONIC) in ns, tick_hz() = 1e9
   kVirtual,    // a simulation's clock (set_virtual_clock), in ns, tick_hz() = 1e9
 };
@@ -25,6 +32,13 @@ enum class ClockSource : uint8_t {
 namespace detail {
 extern std::atomic<ClockSource> clock_source;
 uint64_t now_ticks_slow();
+// kTscGuarded's reading: `t`, or the thread's `last` reading if `t` is
+// behind it (a CPU whose TSC lags the previous one's).
+inline uint64_t never_back(uint64_t t, uint64_t& last) {
+  if (t < last) return last;
+  last = t;
+  return t;
+}
 }  // namespace detail
 
 inline uint64_t now_ticks() {
@@ -66,10 +80,16 @@ inline uint64_t ticks_from_ns(uint64_t ns) {
 
 namespace detail {
 // The decision, apart from the machine so that tests can drive it: `forced` is
-// TERN_CLOCK ("tsc", "monotonic", or null/empty/"auto"), `invariant_tsc` what
+// TERN_CLOCK ("tsc", "tsc-guarded", "monotonic", or null/empty/"auto"), `invariant_tsc` what
 // CPUID says, `calibrated_hz` the measured TSC rate (0 when not measured).
-// The TSC is used only if invariant (or forced) and its rate is plausible.
-ClockSource choose_clock_source(const char* forced, bool invariant_tsc, double calibrated_hz);
+// The TSC is used only if invariant (or forced) and its rate is plausible;
+// or, guarded, if `kernel_clock_syscall` (kernel_clock_is_syscall) and a
+// second calibration, `recheck_hz`, agrees with the first within 1%.
+ClockSource choose_clock_source(const char* forced, bool invariant_tsc, double calibrated_hz,
+                                bool kernel_clock_syscall = false, double recheck_hz = 0);
+// Whether a kernel clocksource (sysfs' current_clocksource) makes
+// clock_gettime a system call: all but those the x86 vDSO reads in user space.
+bool kernel_clock_is_syscall(const char* clocksource);
 }  // namespace detail
 
 }  // namespace tern

@@ -212,7 +212,7 @@ class EngineImpl final : public Engine, public ConnCore, private ConnControl {
     bool armed = false;        // prepare_wait() armed the devices; poll() acks
     bool rechecking = false;   // prepare_wait()'s own poll(): keep them armed
     int timer_fd = -1;         // the clients' next tick, for a sleeping host
-    uint64_t timer_at = 0;     // CLOCK_MONOTONIC ns it is armed for (0: disarmed)
+    uint64_t timer_at = 0;     // the tick it is armed for (0: disarmed)
     size_t pollers_added = 0;  // pollers[0..pollers_added) have their wake fd in epfd
     ~WaitState();
   } waiting;

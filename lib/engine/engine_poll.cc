@@ -174,6 +174,7 @@ int EngineImpl::serve_memory_waiters() {
 
 int EngineImpl::poll() {
   int work = 0;
+  tick_fresh = false;
   if (TERN_UNLIKELY(waiting.armed) && !waiting.rechecking) work += finish_wait();
   Wc wc[32];
   for (auto& dcp : devices) {

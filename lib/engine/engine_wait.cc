@@ -6,6 +6,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "base/clock.h"
@@ -90,24 +91,29 @@ Result<bool> EngineImpl::prepare_wait() {
   waiting.armed = true;
   // The clients' next timer (or a server call's pull or push deadline): a
   // deadline due now means work, not sleep.
+  // No clock read here: the pass that found nothing to do read it (now_tick,
+  // at most kClockPasses passes or a wake-up ago: late by that against
+  // deadlines of milliseconds and more), and the timer is armed relative to
+  // it, in ticks, not against CLOCK_MONOTONIC. Where the kernel's clock is a
+  // system call (an emulated guest's hpet) each read saved is one.
   if (const uint64_t at = next_timer_tick(); at != 0) {
-    const uint64_t now = now_ticks();
+    const uint64_t now = now_tick;
     if (at <= now) {
       cm_due = true;
       waiting.armed = false;
       return false;
     }
-    const uint64_t when = monotonic_ns() + static_cast<uint64_t>(ns_from_ticks(at - now));
     // Under a simulation's virtual clock a timerfd (real time) would take
-    // this deadline as long past and wake the host at once: the simulation
-    // wakes a sleeping engine itself when it moves time on (docs/sim.md).
-    if (clock_source() != ClockSource::kVirtual && when != waiting.timer_at) {
+    // this deadline as a real one: the simulation wakes a sleeping engine
+    // itself when it moves time on (docs/sim.md).
+    if (clock_source() != ClockSource::kVirtual && at != waiting.timer_at) {
+      const auto ns = std::max<uint64_t>(1, static_cast<uint64_t>(ns_from_ticks(at - now)));
       itimerspec its{};
-      its.it_value.tv_sec = static_cast<time_t>(when / 1'000'000'000u);
-      its.it_value.tv_nsec = static_cast<long>(when % 1'000'000'000u);
-      if (timerfd_settime(waiting.timer_fd, TFD_TIMER_ABSTIME, &its, nullptr) != 0)
+      its.it_value.tv_sec = static_cast<time_t>(ns / 1'000'000'000u);
+      its.it_value.tv_nsec = static_cast<long>(ns % 1'000'000'000u);
+      if (timerfd_settime(waiting.timer_fd, 0, &its, nullptr) != 0)
         return make_sys_error(Errc::kInternal, errno, "engine: timerfd_settime");
-      waiting.timer_at = when;
+      waiting.timer_at = at;
     }
   }
   for (auto& dc : devices) {
@@ -132,11 +138,18 @@ Result<bool> EngineImpl::prepare_wait() {
 int EngineImpl::finish_wait() {
   waiting.armed = false;
   int events = 0;
-  // The engine's timer fired: its clients' ticks run in this poll().
-  if (waiting.timer_at != 0 && monotonic_ns() >= waiting.timer_at) {
+  // The clock once per wake-up: this pass's receives take it as their
+  // arrival (ServerConn's t_recv), and prepare_wait's next timer is armed
+  // from it.
+  now_tick = now_ticks();
+  tick_fresh = true;
+  // The engine's timer is due: its clients' ticks run in this poll(). The
+  // ticks may call it due a little before the kernel's timer expires (the
+  // TSC's rate is calibrated, not exact); its read then finds nothing
+  // (non-blocking) and the timer stays marked, to be drained when it fires.
+  if (waiting.timer_at != 0 && now_tick >= waiting.timer_at) {
     uint64_t v;
-    (void)!read(waiting.timer_fd, &v, sizeof v);
-    waiting.timer_at = 0;
+    if (read(waiting.timer_fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v)) waiting.timer_at = 0;
     cm_due = true;
     ++events;
   }

@@ -162,7 +162,7 @@ void ServerConn::handle_call(MsgBuf* rep) {
   sc->digest_known_ = false;
   sc->wanted = in.credits;
   sc->prog_ = sc->vers_ = sc->proc_ = 0;
-  sc->t_recv = now_ticks();
+  sc->t_recv = core->pass_tick();  // the batch's arrival
   if (TERN_UNLIKELY(breakdown != nullptr)) sc->ts_pulled = sc->ts_handler = sc->ts_replied = 0;
   sc->rep = rep;
   sc->nomsg = in.nomsg;

@@ -206,5 +206,49 @@ TEST(WaitMode, SecondLookFindsAReplyThatCameBeforeTheArm) {
   if (spec.starts_with("shm:path=")) unlink(spec.c_str() + 9);
 }
 
+// A sleeping engine's own deadlines wake it: prepare_wait() arms the
+// engine's timer for the call's timeout (relative to the engine's ticks,
+// with no clock read of its own), and the wake-up runs the deadline. The
+// server never answers (it is not polled after the connection is made).
+TEST(WaitMode, ASleepingClientWakesForItsCallsDeadline) {
+  const std::string spec = next_spec();
+  auto srv = Engine::create({.arena_bytes = 64u << 20}).value();
+  auto cli = Engine::create({.arena_bytes = 64u << 20}).value();
+  srv->handle(kProg, kVers, kEcho, &echo, nullptr);
+  ASSERT_TRUE(srv->listen(spec).is_ok());
+  Connection* conn = cli->connect(spec).value();
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!conn->ready() && !conn->failed() && std::chrono::steady_clock::now() < end) cli->poll(), srv->poll();
+  ASSERT_TRUE(conn->ready());
+
+  struct Got {
+    bool done = false;
+    CallStatus status = CallStatus::kOk;
+  } got;
+  uint32_t x = 42;
+  Call c{kProg, kVers, kEcho};
+  c.args = {reinterpret_cast<const uint8_t*>(&x), sizeof x};
+  c.timeout_ns = 300'000'000;
+  c.ctx = &got;
+  c.done = [](void* ctx, const CallReply& r) {
+    auto* g = static_cast<Got*>(ctx);
+    g->done = true, g->status = r.status;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(conn->call(c), 0);
+  HostCounts n;
+  host_loop(cli.get(), -1, &n, [&] { return got.done; });
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(got.status, CallStatus::kTimedOut);
+  EXPECT_GE(n.sleeps, 1u) << "the client never slept: nothing tested";
+  EXPECT_EQ(n.timeouts, 0u) << "the engine's timer did not wake it (slept " << kLostWakeupMs << " ms)";
+  // One sleep, ended by the timer (two if the timer's clock ran a little
+  // ahead of the ticks); many means it woke early, again and again.
+  EXPECT_LE(n.sleeps, 3u) << "the timer fired before the deadline";
+  EXPECT_GE(ms, 290);
+  EXPECT_LT(ms, kLostWakeupMs);
+  if (spec.starts_with("shm:path=")) unlink(spec.c_str() + 9);
+}
+
 }  // namespace
 }  // namespace tern::rpc

@@ -59,6 +59,45 @@ TEST(Clock, ChooseSource) {
   EXPECT_EQ(choose_clock_source("monotonic", true, 2.5e9), ClockSource::kMonotonic);
   EXPECT_EQ(choose_clock_source("tsc", false, 2.5e9), ClockSource::kTsc);
   EXPECT_EQ(choose_clock_source("tsc", false, 0), ClockSource::kMonotonic);
+  // Not invariant, but the kernel's clock is a system call: the TSC, guarded,
+  // if a second calibration agrees within 1%.
+  EXPECT_EQ(choose_clock_source(nullptr, false, 2.5e9, true, 2.51e9), ClockSource::kTscGuarded);
+  EXPECT_EQ(choose_clock_source("auto", false, 2.5e9, true, 2.49e9), ClockSource::kTscGuarded);
+  EXPECT_EQ(choose_clock_source(nullptr, false, 2.5e9, true, 2.6e9), ClockSource::kMonotonic);
+  EXPECT_EQ(choose_clock_source(nullptr, false, 2.5e9, true, 0), ClockSource::kMonotonic);
+  EXPECT_EQ(choose_clock_source(nullptr, false, 0, true, 0), ClockSource::kMonotonic);
+  EXPECT_EQ(choose_clock_source(nullptr, false, 2.5e9, false, 2.5e9), ClockSource::kMonotonic);
+  EXPECT_EQ(choose_clock_source("monotonic", false, 2.5e9, true, 2.5e9), ClockSource::kMonotonic);
+  // An invariant TSC needs no guard; forcing the guarded TSC needs a calibration.
+  EXPECT_EQ(choose_clock_source(nullptr, true, 2.5e9, true, 2.5e9), ClockSource::kTsc);
+  EXPECT_EQ(choose_clock_source("tsc-guarded", false, 2.5e9), ClockSource::kTscGuarded);
+  EXPECT_EQ(choose_clock_source("tsc-guarded", true, 2.5e9), ClockSource::kTscGuarded);
+  EXPECT_EQ(choose_clock_source("tsc-guarded", false, 0), ClockSource::kMonotonic);
+}
+
+// Which kernel clocks cost a system call per read (no vDSO read on x86).
+TEST(Clock, KernelClockIsSyscall) {
+  using detail::kernel_clock_is_syscall;
+  EXPECT_TRUE(kernel_clock_is_syscall("hpet"));
+  EXPECT_TRUE(kernel_clock_is_syscall("acpi_pm"));
+  EXPECT_TRUE(kernel_clock_is_syscall("jiffies"));
+  EXPECT_FALSE(kernel_clock_is_syscall("tsc"));
+  EXPECT_FALSE(kernel_clock_is_syscall("kvm-clock"));
+  EXPECT_FALSE(kernel_clock_is_syscall("hyperv_clocksource_tsc_page"));
+  EXPECT_FALSE(kernel_clock_is_syscall(""));
+  EXPECT_FALSE(kernel_clock_is_syscall(nullptr));
+}
+
+// The guard: a reading behind the thread's last (a lagging CPU's TSC)
+// returns the last one, and the clock goes on from where it catches up.
+TEST(Clock, GuardedTscNeverGoesBack) {
+  uint64_t last = 0;
+  EXPECT_EQ(detail::never_back(1000, last), 1000u);
+  EXPECT_EQ(detail::never_back(1500, last), 1500u);
+  EXPECT_EQ(detail::never_back(1200, last), 1500u);
+  EXPECT_EQ(detail::never_back(1499, last), 1500u);
+  EXPECT_EQ(detail::never_back(1600, last), 1600u);
+  EXPECT_EQ(last, 1600u);
 }
 
 TEST(Clock, SourceMatchesMachineAndEnvironment) {
@@ -67,6 +106,9 @@ TEST(Clock, SourceMatchesMachineAndEnvironment) {
   EXPECT_NE(s, ClockSource::kUndecided);
   if (forced != nullptr && std::strcmp(forced, "monotonic") == 0) {
     EXPECT_EQ(s, ClockSource::kMonotonic);
+  }
+  if (forced != nullptr && std::strcmp(forced, "tsc-guarded") == 0) {
+    EXPECT_EQ(s, ClockSource::kTscGuarded);
   }
 #if !defined(__x86_64__)
   EXPECT_EQ(s, ClockSource::kMonotonic);

@@ -11,7 +11,8 @@
 # python). TERN_OPTS_B (set, even empty) adds a second tern-nfsd ("ternb", its
 # own tmpfs and ports) with those options, measured in the same rounds: two
 # variants of tern-nfsd compared in one boot. TERN_ENV_B (NAME=VALUE ...) is
-# that second tern-nfsd's environment (e.g. TERN_CLOCK=tsc).
+# that second tern-nfsd's environment (e.g. TERN_CLOCK=tsc); NFSD_B its
+# binary (default NFSD: e.g. another revision's build, for a before/after).
 # PROBE (set, non-empty): each storm also writes $OUT/<server>-<round>.probe,
 # the guest's CPU and context switches per phase and those of the server's
 # threads (nfsd's kernel threads; tern-nfsd's) and the storm's own
@@ -37,7 +38,7 @@ for _ in $(seq 100); do (exec 3<>/dev/tcp/$addr/20048) 2>/dev/null && break; sle
 if [[ -n ${TERN_OPTS_B+set} ]]; then
   mkdir -p /srv/texportb /mnt/ternb
   mountpoint -q /srv/texportb || mount -t tmpfs -o mode=0777 tmpfs /srv/texportb
-  env ${TERN_ENV_B:-} "$NFSD" --no-rpcbind --nlm-port off --export /srv/texportb --name /texportb --addr $addr --port 20052 --mount-port 20051 \
+  env ${TERN_ENV_B:-} "${NFSD_B:-$NFSD}" --no-rpcbind --nlm-port off --export /srv/texportb --name /texportb --addr $addr --port 20052 --mount-port 20051 \
     --no-root-squash --engines 1 --state-dir /var/lib/tern-nfsd-measure-b ${TERN_OPTS_B} >"$OUT/ternb-nfsd.log" 2>&1 &
   srvb=$!
   servers="kernel tern ternb"
