@@ -91,13 +91,15 @@ Result<bool> EngineImpl::prepare_wait() {
   waiting.armed = true;
   // The clients' next timer (or a server call's pull or push deadline): a
   // deadline due now means work, not sleep.
-  // No clock read here: the pass that found nothing to do read it (now_tick,
-  // at most kClockPasses passes or a wake-up ago: late by that against
-  // deadlines of milliseconds and more), and the timer is armed relative to
-  // it, in ticks, not against CLOCK_MONOTONIC. Where the kernel's clock is a
-  // system call (an emulated guest's hpet) each read saved is one.
+  // One clock read per sleep, in ticks, and the timer armed relative to it
+  // rather than against CLOCK_MONOTONIC (where the kernel's clock is a
+  // system call, an emulated guest's hpet, that is one call fewer). Not the
+  // pass's cached reading: it may be kClockPasses passes old, and a deadline
+  // due since then would be slept through -- under a simulation's virtual
+  // clock, which moves between passes, until something else woke the engine
+  // (tern-sim's lost wake-up check found it).
   if (const uint64_t at = next_timer_tick(); at != 0) {
-    const uint64_t now = now_tick;
+    const uint64_t now = now_tick = now_ticks();
     if (at <= now) {
       cm_due = true;
       waiting.armed = false;
