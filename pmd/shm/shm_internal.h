@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/intrusive_list.h"
 #include "base/stats.h"
 #include "mem/segment.h"
 #include "rdmadev/rdmadev.h"
@@ -559,11 +560,12 @@ class ShmQp final : public Qp {
   // the full barrier ring_peer needs before it loads the peer's wait word.
   bool ordered_ = false;
   // We stored the peer's cons past a descriptor it flagged, and its bit and
-  // a WAKE check are still owed (owes_ack above); listed: on one of the
-  // device's two owed lists (ShmDevice::owe_ack), by next_owed_.
+  // a WAKE check are still owed (owes_ack above). owed_link_: on one of
+  // the device's two owed lists (ShmDevice::owe_ack), owed_list_ says
+  // which, so that a QP going away leaves it in O(1) (ShmDevice::unready).
   bool ack_owed_ = false;
-  bool owed_listed_ = false;
-  ShmQp* next_owed_ = nullptr;
+  uint8_t owed_list_ = 0;
+  ListLink<ShmQp> owed_link_;
   // Ring index past the newest descriptor we published flagged (awaits_ack).
   uint32_t flagged_end_ = 0;
   bool queued_ = false;        // on the device's ready list
@@ -743,7 +745,7 @@ class ShmDevice final : public Device {
   // progressed (shm_link.cc). Inline: with nothing to do, one load per link
   // and one test.
   void run_ready() {
-    if (TERN_UNLIKELY(owed_old_ != nullptr || owed_new_ != nullptr)) age_owed();
+    if (TERN_UNLIKELY(!owed_[0].empty() || !owed_[1].empty())) age_owed();
     collect_activity();
     if (ready_head_ != nullptr) visit_ready();
   }
@@ -751,10 +753,9 @@ class ShmDevice final : public Device {
   // once; each run_ready sends what the list made two polls ago still owes
   // and ages the newer list; arm_wait sends them all.
   void owe_ack(ShmQp* qp) {
-    if (qp->owed_listed_) return;
-    qp->owed_listed_ = true;
-    qp->next_owed_ = owed_new_;
-    owed_new_ = qp;
+    if (qp->owed_link_.linked) return;
+    qp->owed_list_ = owed_new_;
+    owed_[owed_new_].push_front(qp);
   }
   void age_owed();
   void send_all_owed();
@@ -821,10 +822,14 @@ class ShmDevice final : public Device {
   };
   std::vector<LinkIn> link_in_;
   ShmQp* ready_head_ = nullptr;  // QPs with work, linked by ShmQp::next_ready_
-  // QPs that owe their peer an ack (owe_ack), linked by ShmQp::next_owed_:
-  // listed during the last run_ready (new) and the one before (old).
-  ShmQp* owed_new_ = nullptr;
-  ShmQp* owed_old_ = nullptr;
+  // QPs that owe their peer an ack (owe_ack), linked by ShmQp::owed_link_:
+  // owed_[owed_new_] those listed since the last run_ready, the other those
+  // listed during the one before. The lists stay where they are (their
+  // roles swap), so a QP's owed_list_ names its list for as long as it is
+  // on it.
+  using OwedList = IntrusiveList<ShmQp, &ShmQp::owed_link_>;
+  OwedList owed_[2];
+  uint8_t owed_new_ = 0;
   std::vector<ShmQp*> by_fd_;    // own_fd()
   std::vector<ShmQp*> qps_;
   struct Pending {
