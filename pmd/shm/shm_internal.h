@@ -770,8 +770,10 @@ class ShmDevice final : public Device {
     // this QP for it (local work, work left by a visit): wake it ourselves.
     if (TERN_UNLIKELY(armed_)) self_wake();
   }
-  // A QP going away leaves the ready list.
+  // A QP going away leaves the ready list and the owed lists.
   void unready(ShmQp* qp);
+  // How many QPs the owed lists hold (tests: a QP gone must not be one).
+  size_t owed_qps() const { return owed_[0].size() + owed_[1].size(); }
   // Server: a link of the peer at the other end of `sock` (made if none has
   // room) and a free slot in it, or nullptr.
   ShmPeerLink* link_for_accept(int sock, uint64_t peer_token, uint32_t* slot);
