@@ -228,7 +228,7 @@ void ClientConn::admit(Request* r, const Call& c, bool probe) {
   }
   if (r->proc_counters != nullptr) r->proc_counters->ops.add();
   if (!probe) last_prog = c.prog, last_vers = c.vers;
-  process(r, ReqEvent::kAccepted);
+  accepted(r);
   if (wire::fast_paths() && backlog.empty() && phase() == State::kReady && !r->long_call && r->nreads == 0 &&
       r->nwrites == 0 && c.max_results + 128 <= inline_recv) {
     // Nothing waits ahead of it and it has no chunk (so it cannot be
@@ -390,7 +390,7 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   // in flight.
   if (credits.in_flight() == 0) t_last_recv = in_call_ ? r->t_call : now_ticks();
   credits.sent();
-  process(r, ReqEvent::kPosting);
+  posting(r);
   // If the QP refuses the chain the connection is failing: the drain fails
   // this call like any other in flight (its MRs, maybe half-registered, are
   // destroyed at teardown). Either way the call is now in flight.
@@ -461,25 +461,6 @@ int ClientConn::service(bool* more) {
   }
   if (draining()) work += step_drain(more);
   return work;
-}
-
-void ClientConn::ctx_done(const SendCtx& ctx, bool own, const Wc* wc) {
-  switch (ctx.kind) {
-    case SendCtxKind::kCallSend:
-      process(core->requests.at(ctx.obj), ReqEvent::kSendReleased);
-      break;
-    case SendCtxKind::kInvalidate: {
-      // Always signaled, so only its own completion (or teardown) reaches it.
-      Request* r = core->requests.at(ctx.obj);
-      if (own && wc != nullptr && wc->status == WcStatus::kSuccess) process(r, ReqEvent::kInvalidated);
-      // Failed or flushed: the MRs' state is unknown; the drain fails the call.
-      break;
-    }
-    case SendCtxKind::kReplySend:
-    case SendCtxKind::kRead:
-    case SendCtxKind::kCancelled:
-      break;
-  }
 }
 
 void ClientConn::on_lost() {

@@ -78,6 +78,11 @@ class ClientConn final : public ConnBase, public Connection {
   // What each event does to a request (request_machine.h: the states,
   // the events and the transitions enter() allows).
   void process(Request* r, ReqEvent ev);
+  // kAccepted and kPosting, the events every call raises on its way out,
+  // as entry points of their own (request_machine.cc): process(r, ev) for
+  // them comes here too.
+  void accepted(Request* r);
+  void posting(Request* r);
   // A sampled call's stamps into the engine's CallTrace (out of line: rare).
   [[gnu::cold, gnu::noinline]] void trace_call(const Request* r, uint64_t now);
 
