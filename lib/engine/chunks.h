@@ -32,28 +32,27 @@ inline constexpr int kMaxReadSegs = static_cast<int>(rpcrdma::kMaxReadSegments);
 inline constexpr int kMaxReadChunks = 4;
 inline constexpr int kMaxWriteChunks = static_cast<int>(rpcrdma::kMaxWriteChunks);
 
+// The bytes a chunk's segments cover, together.
+inline uint64_t segments_length(const RdmaSegment* segs, int nsegs) {
+  uint64_t n = 0;
+  for (int i = 0; i < nsegs; ++i) n += segs[i].length;
+  return n;
+}
+
 // A read chunk: its XDR position in the RPC call message (0: the whole
 // message, RDMA_NOMSG) and its segments, in order.
 struct ReadChunkSegs {
   uint32_t position = 0;
   int nsegs = 0;
   RdmaSegment segs[kMaxChunkSegs];
-  uint64_t length() const {
-    uint64_t n = 0;
-    for (int i = 0; i < nsegs; ++i) n += segs[i].length;
-    return n;
-  }
+  uint64_t length() const { return segments_length(segs, nsegs); }
 };
 
 // A write chunk or the reply chunk: segments, in order.
 struct WriteChunkSegs {
   int nsegs = 0;
   RdmaSegment segs[kMaxChunkSegs];
-  uint64_t capacity() const {
-    uint64_t n = 0;
-    for (int i = 0; i < nsegs; ++i) n += segs[i].length;
-    return n;
-  }
+  uint64_t capacity() const { return segments_length(segs, nsegs); }
 };
 
 // The three chunk lists of one message.

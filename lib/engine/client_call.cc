@@ -2,8 +2,9 @@
 // request from the engine's table; the backlog's head takes what it needs
 // (a credit, a receive reservation for its reply, a send buffer, staging,
 // MRs, send-queue room) and is posted as [REG_MR..., SEND] with one
-// doorbell. What each event does to a request is ClientConn::process; its
-// state changes only through ReqMachine::enter (request_machine.h).
+// doorbell. This file raises the request's events; what each does to a
+// request, and every change of its state, is ClientConn::process and its
+// helpers (request_machine.cc).
 #include <unistd.h>
 
 #include <algorithm>
@@ -188,12 +189,12 @@ inline int ClientConn::accept(const Call& c, const ReadChunk* reads, int nr, con
   r->long_call = long_call;
   r->rpc_len = static_cast<uint32_t>(rpc_len);
   r->rpc_hdr = static_cast<uint32_t>(rpc_hdr);
-  enter(r, c, false);
+  admit(r, c, false);
   if (xid_out != nullptr) *xid_out = r->xid;
   return 0;
 }
 
-void ClientConn::enter(Request* r, const Call& c, bool probe) {
+void ClientConn::admit(Request* r, const Call& c, bool probe) {
   r->conn = this;
   r->rpc_owner = true;
   r->probe = probe;
@@ -233,7 +234,7 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
   }
   if (r->proc_counters != nullptr) r->proc_counters->ops.add();
   if (!probe) last_prog = c.prog, last_vers = c.vers;
-  r->enter(ReqState::kBacklog);
+  accepted(r);
   if (wire::fast_paths() && backlog.empty() && phase() == State::kReady && !r->long_call && r->nreads == 0 &&
       r->nwrites == 0 && c.max_results + 128 <= inline_recv) {
     // Nothing waits ahead of it and it has no chunk (so it cannot be
@@ -248,7 +249,7 @@ void ClientConn::enter(Request* r, const Call& c, bool probe) {
     if (res == SendResult::kSent || res == SendResult::kConnFailed) {
       in_flight.push_front(r);
       // A refused post failed the connection: the call is an orphan.
-      if (res == SendResult::kConnFailed || phase() != State::kReady) r->enter(ReqState::kOrphaned);
+      if (res == SendResult::kConnFailed || phase() != State::kReady) process(r, ReqEvent::kConnLost);
       return;
     }
     // It waits for a credit, memory or room, at the head of the backlog
@@ -399,7 +400,7 @@ ClientConn::SendResult ClientConn::send(Request* r) {
   // in flight.
   if (credits.in_flight() == 0) t_last_recv = in_call_ ? r->t_call : now_ticks();
   credits.sent();
-  r->enter(ReqState::kSent);
+  posting(r);
   // If the QP refuses the chain the connection is failing: the drain fails
   // this call like any other in flight (its MRs, maybe half-registered, are
   // destroyed at teardown). Either way the call is now in flight.
@@ -472,298 +473,6 @@ int ClientConn::service(bool* more) {
   return work;
 }
 
-// What each event does to a request: request_machine.h has the states and
-// the table of transitions that enter() checks.
-void ClientConn::process(Request* r, ReqEvent ev) {
-  switch (ev) {
-    case ReqEvent::kSubmit: {
-      // The backlog's head gets its turn.
-      TERN_ASSERT(r->state() == ReqState::kBacklog && r == backlog.front());
-      SendResult res = r->refused ? SendResult::kRefused : send(r);
-      head_waits_for_credit = res == SendResult::kWaitCredit;
-      switch (res) {
-        case SendResult::kWait:
-        case SendResult::kWaitCredit:
-          return;  // it keeps what it took, and waits at the head
-        case SendResult::kRefused:
-          // Its memory could not be registered: it fails alone, never sent
-          // -- from poll(), where every completion comes from.
-          if (in_call_) {
-            r->refused = true;
-            want_service();
-            return;
-          }
-          backlog.remove(r);
-          finish(r, CallStatus::kNoRegistration);
-          return;
-        case SendResult::kSent:
-        case SendResult::kConnFailed:
-          backlog.remove(r);
-          in_flight.push_front(r);
-          // A refused post failed the connection: the call is an orphan.
-          if (res == SendResult::kConnFailed || phase() != State::kReady) r->enter(ReqState::kOrphaned);
-          return;
-      }
-      return;
-    }
-    case ReqEvent::kReply: {
-      // The reply is attached and decoded (or the call failed on it), or its
-      // LOCAL_INV chain waited for room: invalidate what the server could
-      // still reach, then complete.
-      TERN_ASSERT(r->state() == ReqState::kSent || (r->state() == ReqState::kInvalidating && r->inv_waiting));
-      if (r->state() == ReqState::kSent) {
-        xids.erase(r->xid);
-        credits.answered();
-        r->enter(ReqState::kInvalidating);
-      }
-      WrChain& chain = core->chain;
-      chain.clear();
-      int n = r->mrs != nullptr ? pd_ctx->reg->invalidate(r->mrs, chain) : 0;
-      if (n == 0) {
-        if (r->inv_waiting) --inv_waits;
-        r->inv_waiting = false;
-        if (r->mrs != nullptr) pd_ctx->reg->release(&r->mrs);  // nothing left registered: no LOCAL_INV posted
-        r->ts_fenced = r->ts_recv;  // nothing to fence: no time spent on it
-        finish(r, r->result.status);
-        return;
-      }
-      if (!room(n)) {
-        // The send queue is full: the chain waits for room (the service
-        // list retries it), as any other WR would.
-        if (!r->inv_waiting) ++inv_waits;
-        r->inv_waiting = true;
-        want_service();
-        return;
-      }
-      if (r->inv_waiting) --inv_waits;
-      r->inv_waiting = false;
-      core->engine_stats.local_inv_chains.add();
-      counters.local_inv_chains.add();
-      // Its completion finishes the call (I3). A refusal orphans it.
-      (void)post(chain, SendCtxKind::kInvalidate, r->index);
-      return;
-    }
-    case ReqEvent::kInvalidated:
-      // Its LOCAL_INV chain completed: the server can reach nothing of it.
-      // (An orphan whose chain completed before the loss keeps its reply.)
-      TERN_ASSERT(r->state() == ReqState::kInvalidating || r->state() == ReqState::kOrphaned);
-      if (r->state() == ReqState::kOrphaned && r->reply == nullptr) return;
-      pd_ctx->reg->release(&r->mrs);
-      if (TERN_UNLIKELY(breakdown != nullptr)) r->ts_fenced = now_ticks();
-      finish(r, r->result.status);
-      return;
-    case ReqEvent::kSendReleased:
-      // Its Send is done: the device no longer reads its send buffer.
-      TERN_ASSERT(r->send_owner);
-      r->send_owner = false;
-      if (TERN_UNLIKELY(breakdown != nullptr)) breakdown->record(Stage::kSendDone, r->ts_posted, now_ticks());
-      if (r->sendbuf != nullptr) {
-        core->send_bufs->put(r->sendbuf);
-        r->sendbuf = nullptr;
-      }
-      maybe_free(r);
-      return;
-    case ReqEvent::kConnLost:
-      // In flight when the connection was lost: the QP flushes its WRs, and
-      // nothing of it is released until that is proved (the drain).
-      if (r->state() == ReqState::kSent || r->state() == ReqState::kInvalidating) {
-        r->enter(ReqState::kOrphaned);
-        if (r->inv_waiting) --inv_waits;
-        r->inv_waiting = false;
-      }
-      return;
-    case ReqEvent::kDrained:
-      // The QP is drained. The registrations of a call that did not finish
-      // are in an unknown state (a REG_MR or LOCAL_INV may have been
-      // flushed): destroyed, never reused (the kernel's xprtrdma commit
-      // "Properly recover FRWRs with in-flight FASTREG WRs"). Then it
-      // completes once -- or, when the connection re-establishes itself, it is sent again
-      // with its xid (the connection is in kBackoff; settle_calls requeues it).
-      switch (r->state()) {
-        case ReqState::kBacklog:
-          if (phase() == State::kBackoff) {
-            // It waits for the new connection; a reservation it holds was on
-            // the old one's receive queue.
-            release_recv(r);
-            return;
-          }
-          backlog.remove(r);
-          finish(r, r->expire != CallStatus::kOk ? r->expire : CallStatus::kDisconnected);
-          return;
-        case ReqState::kOrphaned:
-          if (r->mrs != nullptr) pd_ctx->reg->destroy(&r->mrs);
-          if (r->expire != CallStatus::kOk) {
-            finish(r, r->expire);  // timed out or cancelled: now fenced
-          } else if (r->reply != nullptr) {
-            finish(r, r->result.status);  // its reply came before the loss: its results stand
-          } else if (phase() != State::kBackoff || r->call.no_retry || r->probe) {
-            finish(r, CallStatus::kDisconnected);
-          } else {
-            requeue(r);
-          }
-          return;
-        case ReqState::kAbandoned:
-          // Its late reply will never come: what it kept goes back.
-          retire_abandoned(r);
-          return;
-        default:
-          return;
-      }
-    case ReqEvent::kExpire:
-      // Its deadline passed, or its caller cancelled it (r->expire says
-      // which). Its memory goes back only once nothing can reach it.
-      switch (r->state()) {
-        case ReqState::kBacklog:
-          // Never sent: no credit spent, nothing registered.
-          backlog.remove(r);
-          if (r->sendbuf != nullptr) {
-            core->send_bufs->put(r->sendbuf);
-            r->sendbuf = nullptr;
-          }
-          finish(r, r->expire);
-          if (!backlog.empty()) want_service();
-          return;
-        case ReqState::kSent:
-          if (r->mrs == nullptr) {
-            // Nothing of the caller's is reachable: it completes now, and
-            // keeps its credit and xid for the late reply.
-            abandon(r, r->expire);
-            return;
-          }
-          // Its registrations are the server's to use until the reply; the
-          // only way to fence them without it is the seeds': drop the
-          // connection, drain, destroy them (xprtrdma's timeout forces a
-          // disconnect too). The other calls are sent again.
-          declare_dead(make_error(Errc::kTimedOut, "call %u %s with registrations the server may still use", r->xid,
-                                  r->expire == CallStatus::kCancelled ? "was cancelled" : "timed out"));
-          return;
-        case ReqState::kOrphaned:
-          return;  // completes with r->expire at the drain
-        default:
-          return;  // its reply is in (invalidating), or it is done
-      }
-  }
-}
-
-void ClientConn::requeue(Request* r) {
-  // Sent again on the new connection, with the same xid, ahead of the calls
-  // that never went out (on_drained puts them in their first order).
-  in_flight.remove(r);
-  release_recv(r);
-  r->enter(ReqState::kBacklog);
-  ++r->retransmits;
-  counters.retransmits.add();
-  core->engine_stats.retransmits.add();
-  requeued_.push_back(r);
-}
-
-inline void ClientConn::release_recv(Request* r) {
-  if (!r->holds_recv) return;
-  rq->grants().unreserve();
-  r->holds_recv = false;
-}
-
-void ClientConn::retire_abandoned(Request* r) {
-  in_flight.remove(r);
-  release_recv(r);
-  r->enter(ReqState::kCompleted);
-  maybe_free(r);
-}
-
-inline void ClientConn::drop_staging(Request* r) {
-  if (r->longbuf != nullptr) core->bulk->put(r->longbuf);
-  if (r->replybuf != nullptr) core->bulk->put(r->replybuf);
-  r->longbuf = r->replybuf = nullptr;
-  release_recv(r);
-}
-
-void ClientConn::finish(Request* r, CallStatus status) {
-  // I3: every MR of this call is invalidated before its results are seen.
-  TERN_ASSERT(r->mrs == nullptr, "call completing with registered MRs");
-  if (deadlines.linked(r)) deadlines.remove(r);
-  if (status == CallStatus::kTimedOut) counters.timeouts.add();
-  const bool was_active = r->state() == ReqState::kInvalidating || r->state() == ReqState::kOrphaned ||
-                          r->state() == ReqState::kSent;
-  if (was_active) {
-    in_flight.remove(r);
-    if (r->state() == ReqState::kSent || r->state() == ReqState::kOrphaned) xids.erase(r->xid);
-  }
-  r->enter(ReqState::kCompleted);
-  if (r->reply == nullptr) {
-    r->result = CallReply{status, r->xid, {}, 0};  // no reply: nothing but the status
-  } else {
-    r->result.status = status;
-    if (status != CallStatus::kOk) r->result.results = {};
-  }
-  bool error = status != CallStatus::kOk;
-  if (r->probe) {
-    t_last = now_ticks();  // a keepalive probe: not the host's call, not in its figures
-  } else if (r->reply != nullptr) {
-    record_rtt(r->proc_counters, r->t_call, error);  // a reply came: its round trip counts
-    if (TERN_UNLIKELY(breakdown != nullptr)) {
-      const uint64_t now = core->now_tick;  // record_rtt's reading
-      breakdown->record(Stage::kQueue, r->t_call, r->ts_posted);
-      breakdown->record(Stage::kWire, r->ts_posted, r->ts_recv);
-      breakdown->record(Stage::kInvalidate, r->ts_recv, r->ts_fenced);
-      breakdown->record(Stage::kComplete, r->ts_fenced, now);
-      breakdown->record(Stage::kTotal, r->t_call, now);
-      if (TERN_UNLIKELY(breakdown->trace != nullptr) && breakdown->trace->due(false)) trace_call(r, now);
-    }
-  } else if (error) {
-    counters.errors.add();  // failed without a reply (connection lost, memory refused)
-    if (r->proc_counters != nullptr) r->proc_counters->errors.add();
-  }
-  r->result.retransmits = r->retransmits;
-  if (r->call.done != nullptr) r->call.done(r->call.ctx, r->result);
-  // I2: detach the reply buffer before it goes back to the device.
-  if (MsgBuf* rep = r->reply) {
-    r->reply = nullptr;
-    give_back(rep);
-  }
-  drop_staging(r);
-  r->rpc_owner = false;
-  maybe_free(r);
-}
-
-inline void ClientConn::maybe_free(Request* r) {
-  // I4: back to the pool only when both the RPC owner and the Send owner let go.
-  if (r->rpc_owner || r->send_owner || r->state() != ReqState::kCompleted) return;
-  // I5.
-  TERN_ASSERT(r->reply == nullptr && r->mrs == nullptr && r->longbuf == nullptr && r->replybuf == nullptr &&
-              !r->holds_recv);
-  if (r->sendbuf != nullptr) {
-    core->send_bufs->put(r->sendbuf);
-    r->sendbuf = nullptr;
-  }
-  // Only what a later user reads before setting it: the rest is written
-  // afresh by call() and by the reply.
-  r->enter(ReqState::kFree);
-  r->call.done = nullptr;
-  r->refused = false;
-  r->proc_counters = nullptr;
-  r->conn = nullptr;
-  core->requests.put(r);
-}
-
-void ClientConn::ctx_done(const SendCtx& ctx, bool own, const Wc* wc) {
-  switch (ctx.kind) {
-    case SendCtxKind::kCallSend:
-      process(core->requests.at(ctx.obj), ReqEvent::kSendReleased);
-      break;
-    case SendCtxKind::kInvalidate: {
-      // Always signaled, so only its own completion (or teardown) reaches it.
-      Request* r = core->requests.at(ctx.obj);
-      if (own && wc != nullptr && wc->status == WcStatus::kSuccess) process(r, ReqEvent::kInvalidated);
-      // Failed or flushed: the MRs' state is unknown; the drain fails the call.
-      break;
-    }
-    case SendCtxKind::kReplySend:
-    case SendCtxKind::kRead:
-    case SendCtxKind::kCancelled:
-      break;
-  }
-}
-
 void ClientConn::on_lost() {
   for (Request* r = in_flight.front(); r != nullptr; r = in_flight.next(r)) process(r, ReqEvent::kConnLost);
 }
@@ -772,17 +481,8 @@ bool ClientConn::reconnect_wanted() const {
   return !user_closed && core->opt.reconnect && !core->shutting_down;
 }
 
-ConnBase::State ClientConn::lost_phase() const {
-  // Only a connection that was up comes back by itself: a first connect
-  // that fails is the host's to retry (it may have the wrong address).
-  if (phase() == State::kConnecting || !reconnect_wanted()) return State::kDraining;
-  return State::kDrainingToReconnect;
-}
-
 void ClientConn::on_drained() {
-  // Re-established only if nothing said otherwise while it drained
-  // (close(), the engine's shutdown).
-  enter(phase() == State::kDrainingToReconnect && reconnect_wanted() ? State::kBackoff : State::kDead);
+  raise(ConnEvent::kDrained);  // to the backoff, or dead (conn_machine.cc)
   settle_calls();
 }
 
@@ -813,7 +513,7 @@ void ClientConn::settle_calls() {
   if (user_closed) {
     // close() from a callback above: nothing is re-established, and what
     // was to be sent again fails now.
-    enter(State::kDead);
+    raise(ConnEvent::kClosed);
     settle_calls();
     return;
   }

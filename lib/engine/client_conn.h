@@ -26,9 +26,6 @@ class ClientConn final : public ConnBase, public Connection {
   ClientConn(ConnCore* core, DeviceCtx* dc);
   ~ClientConn() override;
 
-  // The machine's enter(phase), beside the private enter() of a call.
-  using ConnMachine::enter;
-
   // ---- Connection
   ConnectionInfo info() const override;
   Status error() const override { return why; }
@@ -65,7 +62,6 @@ class ClientConn final : public ConnBase, public Connection {
 
   // ---- ConnBase hooks
   bool reclaimable() const override { return phase() == State::kDead && user_closed; }
-  State lost_phase() const override;
   const char* peer_role() const override { return "server"; }
   ClientConn* as_client() override { return this; }
   // Makes a PD of its own first where the device asks for one per connection.
@@ -82,6 +78,11 @@ class ClientConn final : public ConnBase, public Connection {
   // What each event does to a request (request_machine.h: the states,
   // the events and the transitions enter() allows).
   void process(Request* r, ReqEvent ev);
+  // kAccepted and kPosting, the events every call raises on its way out,
+  // as entry points of their own (request_machine.cc): process(r, ev) for
+  // them comes here too.
+  void accepted(Request* r);
+  void posting(Request* r);
   // A sampled call's stamps into the engine's CallTrace (out of line: rare).
   [[gnu::cold, gnu::noinline]] void trace_call(const Request* r, uint64_t now);
 
@@ -164,11 +165,11 @@ class ClientConn final : public ConnBase, public Connection {
   SendResult send(Request* r);
   int flush_backlog();
   // A checked call (call()) takes a request with its chunks and shape, and
-  // is entered. Returns call()'s answer.
+  // is admitted. Returns call()'s answer.
   int accept(const Call& c, const ReadChunk* reads, int nr, const std::span<uint8_t>* writes, int nw, bool long_call,
              size_t rpc_len, size_t rpc_hdr, uint32_t* xid_out);
-  // Enters an accepted call (call(), a probe) into the backlog and tries it.
-  void enter(Request* r, const Call& c, bool probe);
+  // Admits an accepted call (call(), a probe) into the backlog and tries it.
+  void admit(Request* r, const Call& c, bool probe);
   // Files r on the deadline list (client_recovery.cc).
   void link_deadline(Request* r);
   // Completes r to its caller with `status` but keeps its credit and xid
@@ -182,7 +183,7 @@ class ClientConn final : public ConnBase, public Connection {
  private:
   void send_probe();
   static void probe_done(void* ctx, const CallReply& r);
-  bool reconnect_wanted() const;
+  bool reconnect_wanted() const override;
   // Drained (or between attempts with no QP): every call fails, or -- when
   // it is to be re-established (kBackoff) -- what was in flight is sent
   // again on the next QP.

@@ -81,7 +81,7 @@ void ClientConn::close() {
       // Between attempts: no QP to drain. What waits fails now (or, from
       // a callback inside settle_calls, when it finishes).
       if (!settling_) {
-        enter(State::kDead);
+        raise(ConnEvent::kClosed);  // dead
         settle_calls();
       }
       break;
@@ -92,7 +92,7 @@ void ClientConn::close() {
       on_disconnected(closed);
       break;
     case State::kDrainingToReconnect:
-      enter(State::kDraining);  // drains as before, and will not come back
+      raise(ConnEvent::kClosed);  // draining: drains as before, and will not come back
       break;
     case State::kDraining:
     case State::kDead:
@@ -139,21 +139,6 @@ int ClientConn::cancel(uint32_t xid) {
   return 0;
 }
 
-void ClientConn::abandon(Request* r, CallStatus status) {
-  // Its caller learns the status now; the request keeps its credit, its
-  // receive reservation and its xid until the late reply or the drain.
-  if (deadlines.linked(r)) deadlines.remove(r);
-  if (status == CallStatus::kTimedOut) counters.timeouts.add();
-  counters.errors.add();
-  if (r->proc_counters != nullptr) r->proc_counters->errors.add();
-  r->result = CallReply{status, r->xid, {}, 0};
-  r->result.retransmits = r->retransmits;
-  r->enter(ReqState::kAbandoned);
-  if (r->call.done != nullptr) r->call.done(r->call.ctx, r->result);
-  r->call.done = nullptr;
-  r->rpc_owner = false;
-}
-
 void ClientConn::on_up() {
   // Up, or up again (kReconnecting -> kReady): the outage is over.
   const bool again = lost_at != 0;
@@ -186,7 +171,7 @@ void ClientConn::send_probe() {
   r->rpc_len = r->rpc_hdr;
   probe_in_flight = true;
   core->engine_stats.keepalive_probes.add();
-  enter(r, c, true);
+  admit(r, c, true);
 }
 
 void ClientConn::probe_done(void* ctx, const CallReply& rep) {
@@ -230,7 +215,7 @@ void ClientConn::give_up(Status reason) {
   why = std::move(reason);
   TERN_LOG(kWarn, "engine", "conn %llu: giving up on %s: %s", static_cast<unsigned long long>(id), dc->spec.c_str(),
            why.message().c_str());
-  enter(State::kDead);
+  raise(ConnEvent::kGaveUp);
   settle_calls();  // no QP: everything waiting fails now
 }
 
@@ -245,11 +230,11 @@ void ClientConn::reconnect_now() {
              s.to_string().c_str());
     why = s;
     if (qp) drop_qp();
-    if (phase() == State::kPortDown) enter(State::kBackoff);
+    raise(ConnEvent::kAttemptFailed);
     schedule_reconnect();
     return;
   }
-  enter(State::kReconnecting);
+  raise(ConnEvent::kAttempt);
   connect_deadline = now_ticks() + ticks_from_ns(uint64_t{core->opt.connect_timeout_ms} * 1'000'000);
   timer_due(connect_deadline);
 }
@@ -283,7 +268,7 @@ int ClientConn::tick(uint64_t now) {
         if (phase() != State::kPortDown) {
           TERN_LOG(kInfo, "engine", "conn %llu: %s: the device's port is down; reconnecting when it is up",
                    static_cast<unsigned long long>(id), dc->spec.c_str());
-          enter(State::kPortDown);
+          raise(ConnEvent::kPortDown);
         }
         next_attempt = now + ticks_from_ns(uint64_t{std::max(o.reconnect_min_ms, 1u)} * 1'000'000);
       } else {

@@ -81,7 +81,7 @@ void ClientConn::on_message(MsgBuf* rep) {
       if (decoded) credits.grant(h.credits);
       credits.answered();
       xids.erase(r->xid);
-      retire_abandoned(r);
+      process(r, ReqEvent::kLateReply);
       give_back(rep);
       if (!backlog.empty()) want_service();
       return;

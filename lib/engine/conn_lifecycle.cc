@@ -138,7 +138,7 @@ void ConnBase::on_established(std::span<const uint8_t> peer_pdata) {
   // A server may learn it first from a receive.
   if (phase() != State::kConnecting && phase() != State::kReconnecting) return;
   on_peer_pdata(peer_pdata);
-  enter(State::kReady);
+  raise(ConnEvent::kEstablished);
   t_established = t_last = now_ticks();
   register_telemetry();
   TERN_LOG(kInfo, "engine", "conn %llu: connection to %s up: inline send %u recv %u, remote invalidation %s",
@@ -153,7 +153,7 @@ void ConnBase::on_disconnected(Status reason) {
   why = std::move(reason);
   core->engine_stats.disconnects.add();
   const bool was_connecting = phase() != State::kReady;
-  enter(lost_phase());
+  raise(ConnEvent::kLost);
   // The engine may give up on a connection whose QP is still up (a post it
   // could not make): put the QP in error first, or the drain below would
   // never complete and MRs with a REG_MR in flight would be destroyed.

@@ -1,6 +1,8 @@
-// A connection's state machine: its phases, and one table of allowed
-// transitions per role. A connection's phase is written only by
-// ConnMachine::enter, which checks its role's table, so that a transition
+// A connection's state machine: its phases, the events that move it, and
+// one table of allowed transitions per role. A connection's phase is
+// written only by ConnMachine::raise (conn_machine.cc), which chooses the
+// phase an event leads to and enters it through the private enter(); that
+// checks its role's table, so that a transition
 // nobody designed (a dead connection brought back up, a server connection
 // asked to reconnect, a drain skipped) is caught where it happens instead
 // of surfacing later as a call completed twice or an MR released under a
@@ -139,11 +141,28 @@ static_assert(kServerConnMachine.sources(ConnPhase::kDrainingToReconnect) == 0 &
               kServerConnMachine.sources(ConnPhase::kPortDown) == 0 &&
               kServerConnMachine.sources(ConnPhase::kReconnecting) == 0);
 
+// What happens to a connection: the inputs of ConnMachine::raise. The
+// connection code (conn_lifecycle.cc, client_recovery.cc, the drain, the
+// engine's connect and accept) says what happened; raise() alone decides
+// the phase it leads to, from the phase and the role's facts.
+enum class ConnEvent : uint8_t {
+  kEstablished,    // the peer's answer to the connect or accept (or a server's first receive): up
+  kLost,           // the peer went, a protocol error, close(), a connect refused or timed out
+  kDrained,        // the drain proved the QP empty (or nothing was ever posted)
+  kSetupFailed,    // connect() or accept() failed at once: never up, nothing posted, never handed out
+  kClosed,         // close() between attempts (no QP to drain), or while draining to reconnect
+  kGaveUp,         // no connection for reconnect_give_up_ms
+  kPortDown,       // between attempts, the device's port is down
+  kAttempt,        // a new QP's connect is under way
+  kAttemptFailed,  // an attempt failed before it was under way (setup, or connect() refused)
+};
+const char* conn_event_name(ConnEvent e);
+
 // The report of a transition the role's table does not allow (a TERN_CHECK
 // failure: aborts, release builds included). Only ConnMachine::enter calls it.
 [[noreturn, gnu::cold, gnu::noinline]] void conn_transition_refused(const char* role, ConnPhase from, ConnPhase to);
 
-// A connection's phase. ConnBase derives from it; only enter() writes it.
+// A connection's phase. ConnBase derives from it; only raise() writes it.
 class ConnMachine {
  public:
   // `machine`: the role's table (kClientConnMachine or kServerConnMachine);
@@ -152,22 +171,24 @@ class ConnMachine {
   virtual ~ConnMachine() = default;
   ConnPhase phase() const { return phase_; }
 
-  // The one way a connection changes phase. A transition its role's table
-  // does not allow is the engine's bug: TERN_CHECK, always on (transitions
-  // are rare: a few per connection's life, never per call).
-  void enter(ConnPhase to) {
-    if (TERN_UNLIKELY(!machine_->allows(phase_, to))) conn_transition_refused(role_, phase_, to);
-    const ConnPhase from = phase_;
-    phase_ = to;
-    entered(from);
-  }
+  // The one way a connection changes phase: the phase `ev` leads to from
+  // this one, entered (conn_machine.cc has the choices). Out of line:
+  // events are rare, a few per connection's life, never per call.
+  void raise(ConnEvent ev);
 
  protected:
   // After every transition: what the role does about it (a client tells
   // its host when the state it sees changed).
   virtual void entered(ConnPhase from) { (void)from; }
+  // Whether a lost connection comes back by itself: never for a server (its
+  // client makes a new one); a client says (ClientConn::reconnect_wanted).
+  virtual bool reconnect_wanted() const { return false; }
 
  private:
+  // A transition its role's table does not allow is the engine's bug:
+  // TERN_CHECK, always on.
+  void enter(ConnPhase to);
+
   ConnPhase phase_ = ConnPhase::kConnecting;
   const ConnTransitions* machine_;
   const char* role_;

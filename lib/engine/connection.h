@@ -85,8 +85,6 @@ class ConnBase : public ConnMachine {
   int step_drain(bool* more);
   // Whether the engine may destroy it now.
   virtual bool reclaimable() const = 0;
-  // Lost: the phase it drains in (a client may drain to reconnect).
-  virtual State lost_phase() const { return State::kDraining; }
   // "client" or "server": who is at the other end, for log lines.
   virtual const char* peer_role() const = 0;
   // "client connection to pid 1234 uid 0 (shm:path=...)": who, for log lines.

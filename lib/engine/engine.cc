@@ -375,7 +375,7 @@ Result<Connection*> EngineImpl::connect(std::string_view spec) {
   size_t n = wire::encode_pdata(pdata, sizeof pdata, opt.inline_send, opt.inline_recv, (*dcr)->offer_inv);
   if (s) s = (*dcr)->dev->connect(c->qp.get(), std::span<const uint8_t>(pdata, n));
   if (!s) {
-    c->enter(ConnBase::State::kDead);
+    c->raise(ConnEvent::kSetupFailed);
     c->user_closed = true;  // never handed out: reclaimed from the next poll
     c->want_service();
     return s;
@@ -602,7 +602,7 @@ void EngineImpl::accept_request(DeviceCtx* dc, const CmEvent& ev) {
     // Reclaimed from the next poll, like a connect that failed at once:
     // nothing else would ever look at it, and it would hold its slot, its
     // QP, its place under max_connections and its first credit for good.
-    c->enter(ConnBase::State::kDead);
+    c->raise(ConnEvent::kSetupFailed);
     c->want_service();
     return;
   }

@@ -4,8 +4,9 @@
 // nobody designed (a completed call sent again, a free request answered) is
 // caught where it happens instead of corrupting the pools later. The
 // decisions -- which event moves a request where -- are ClientConn::process
-// (client_call.cc) and the few helpers it calls (send, finish, abandon,
-// requeue, retire_abandoned, maybe_free); each says so by calling enter().
+// and the few helpers it calls (finish, abandon, requeue, retire_abandoned,
+// maybe_free), all in request_machine.cc, the one file that calls enter();
+// the call, reply, recovery and drain code raises events (process).
 //
 // A request has two owners (docs/engine.md, "Ownership and the
 // invariants"): the RPC side, from call() until its callback has run, and
@@ -70,9 +71,12 @@ const char* req_state_name(ReqState s);
 // failure: aborts, release builds included). Only ReqMachine::enter calls it.
 [[noreturn, gnu::cold, gnu::noinline]] void req_transition_refused(ReqState from, ReqState to);
 
-// What happens to a request: the inputs of ClientConn::process.
+// What happens to a request: the inputs of ClientConn::process
+// (request_machine.cc), the only code that changes a request's state.
 enum class ReqEvent : uint8_t {
-  kSubmit,        // call() accepted it, or a retry from the backlog: try to send it
+  kAccepted,      // call() or a keepalive probe filled it in: it enters the backlog
+  kSubmit,        // the backlog's head gets its turn: try to send it
+  kPosting,       // send() has what the call needs and its chain encoded: posted next
   kReply,         // a reply matched its xid (attached as Request::reply; a reply it cannot
                   // use sets Request::result's status), or its LOCAL_INV chain found room
   kInvalidated,   // its LOCAL_INV chain completed successfully
@@ -80,6 +84,7 @@ enum class ReqEvent : uint8_t {
   kConnLost,      // its connection is lost (draining): a call in flight is orphaned
   kDrained,       // its connection's QP is drained: orphans are sent again, or fail
   kExpire,        // its deadline passed, or its caller cancelled it (Request::expire says which)
+  kLateReply,     // the reply of an abandoned call came (its credit and xid already given back)
 };
 
 // kReqTransitions[from][to]: whether a request may go from `from` to `to`.

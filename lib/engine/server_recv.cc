@@ -425,7 +425,7 @@ void ServerConn::on_lost() {
 }
 
 void ServerConn::on_drained() {
-  enter(State::kDead);  // reclaimed once no handler holds a call of it
+  raise(ConnEvent::kDrained);  // dead: reclaimed once no handler holds a call of it
   for (uint32_t i = 0; i < core->srv_calls.made(); ++i) {
     SrvCall* sc = core->srv_calls.at(i);
     if (sc->conn == this && sc->state() != SrvState::kFree) process(sc, SrvEvent::kDrained);

@@ -132,12 +132,31 @@ bool Nfs3Server::proc_lookup(Op& op) {
   return true;
 }
 
-bool Nfs3Server::begin_create(Op& op, const Fh3& dir, FdCache::Entry** d, struct stat* dst) {
+namespace {
+
+// What every creating procedure checks first: the directory is one, the
+// export is writable, the name is one a client may create.
+Nfs3Stat creatable(const struct stat& dst, bool read_only, Nfs3Stat name) {
+  if (!S_ISDIR(dst.st_mode)) return Nfs3Stat::kNotdir;
+  if (read_only) return Nfs3Stat::kRofs;
+  return name;
+}
+
+}  // namespace
+
+bool Nfs3Server::begin_create(Op& op, const Fh3& dir, std::string_view name, Nfs3Stat own, FdCache::Entry** d,
+                              struct stat* dst) {
   Nfs3Stat s = resolve_stat(op, dir, d, dst);
+  if (s != Nfs3Stat::kOk) {
+    CreateRes r;
+    r.status = s;
+    encode(op.w, r);
+    return false;
+  }
+  s = creatable(*dst, op.read_only, check_name(name));
+  if (s == Nfs3Stat::kOk) s = own;
   if (s == Nfs3Stat::kOk) return true;
-  CreateRes r;
-  r.status = s;
-  encode(op.w, r);
+  finish_create(op, (*d)->path_fd, *dst, -1, s);
   return false;
 }
 
@@ -233,29 +252,12 @@ void Nfs3Server::finish_create(Op& op, int dirfd, const struct stat& dir_before,
   encode(op.w, r);
 }
 
-namespace {
-
-// What every creating procedure checks first: the directory is one, the
-// export is writable, the name is one a client may create.
-Nfs3Stat creatable(const struct stat& dst, bool read_only, Nfs3Stat name) {
-  if (!S_ISDIR(dst.st_mode)) return Nfs3Stat::kNotdir;
-  if (read_only) return Nfs3Stat::kRofs;
-  return name;
-}
-
-}  // namespace
-
 bool Nfs3Server::proc_create(Op& op) {
   CreateArgs a;
   if (!decode(op.call->args(), &a)) return false;
   FdCache::Entry* d = nullptr;
   struct stat dst;
-  if (!begin_create(op, a.where.dir, &d, &dst)) return true;
-  Nfs3Stat s = creatable(dst, op.read_only, check_name(a.where.name));
-  if (s != Nfs3Stat::kOk) {
-    finish_create(op, d->path_fd, dst, -1, s);
-    return true;
-  }
+  if (!begin_create(op, a.where.dir, a.where.name, Nfs3Stat::kOk, &d, &dst)) return true;
   auto j = std::make_shared<MakeJob>();
   j->set_rest = a.how != CreateMode::kExclusive;
   make_as_caller(op, d, dst, j, [n = CName(a.where.name), how = a.how, attr = a.attr, verf = a.verf](MakeJob& j) {
@@ -298,12 +300,7 @@ bool Nfs3Server::proc_mkdir(Op& op) {
   if (!decode(op.call->args(), &a)) return false;
   FdCache::Entry* d = nullptr;
   struct stat dst;
-  if (!begin_create(op, a.where.dir, &d, &dst)) return true;
-  Nfs3Stat s = creatable(dst, op.read_only, check_name(a.where.name));
-  if (s != Nfs3Stat::kOk) {
-    finish_create(op, d->path_fd, dst, -1, s);
-    return true;
-  }
+  if (!begin_create(op, a.where.dir, a.where.name, Nfs3Stat::kOk, &d, &dst)) return true;
   auto j = std::make_shared<MakeJob>();
   j->rest = a.attr;
   j->rest.set_mode = false;
@@ -320,19 +317,14 @@ bool Nfs3Server::proc_mkdir(Op& op) {
 bool Nfs3Server::proc_symlink(Op& op) {
   SymlinkArgs a;
   if (!decode(op.call->args(), op.call->read_chunks(), &a)) return false;
-  FdCache::Entry* d = nullptr;
-  struct stat dst;
-  if (!begin_create(op, a.where.dir, &d, &dst)) return true;
-  Nfs3Stat s = creatable(dst, op.read_only, check_name(a.where.name));
   // The target is only stored: a client resolves it, the server never
   // follows it. It must be a C string of at most PATH_MAX - 1 bytes.
-  if (s == Nfs3Stat::kOk && (a.target.empty() || a.target.find('\0') != std::string_view::npos))
-    s = Nfs3Stat::kInval;
-  if (s == Nfs3Stat::kOk && a.target.size() >= kNfs3MaxPath) s = Nfs3Stat::kNametoolong;
-  if (s != Nfs3Stat::kOk) {
-    finish_create(op, d->path_fd, dst, -1, s);
-    return true;
-  }
+  Nfs3Stat target = Nfs3Stat::kOk;
+  if (a.target.empty() || a.target.find('\0') != std::string_view::npos) target = Nfs3Stat::kInval;
+  else if (a.target.size() >= kNfs3MaxPath) target = Nfs3Stat::kNametoolong;
+  FdCache::Entry* d = nullptr;
+  struct stat dst;
+  if (!begin_create(op, a.where.dir, a.where.name, target, &d, &dst)) return true;
   auto j = std::make_shared<MakeJob>();
   j->rest = a.attr;
   j->rest.set_mode = false;  // a symlink's mode means nothing on Linux
@@ -348,22 +340,18 @@ bool Nfs3Server::proc_symlink(Op& op) {
 bool Nfs3Server::proc_mknod(Op& op) {
   MknodArgs a;
   if (!decode(op.call->args(), &a)) return false;
-  FdCache::Entry* d = nullptr;
-  struct stat dst;
-  if (!begin_create(op, a.where.dir, &d, &dst)) return true;
-  Nfs3Stat s = creatable(dst, op.read_only, check_name(a.where.name));
   mode_t type = 0;
   switch (a.type) {
     case FileType::kFifo: type = S_IFIFO; break;
     case FileType::kSock: type = S_IFSOCK; break;
     case FileType::kChr: type = S_IFCHR; break;
     case FileType::kBlk: type = S_IFBLK; break;
-    default: if (s == Nfs3Stat::kOk) s = Nfs3Stat::kBadtype; break;
+    default: break;
   }
-  if (s != Nfs3Stat::kOk) {
-    finish_create(op, d->path_fd, dst, -1, s);
-    return true;
-  }
+  FdCache::Entry* d = nullptr;
+  struct stat dst;
+  const Nfs3Stat known = type == 0 ? Nfs3Stat::kBadtype : Nfs3Stat::kOk;
+  if (!begin_create(op, a.where.dir, a.where.name, known, &d, &dst)) return true;
   // Device nodes need CAP_MKNOD, which only a caller acting as root has:
   // the kernel decides. The server itself never opens them (READ and
   // WRITE serve regular files only).

@@ -285,9 +285,13 @@ class Nfs3Server {
   void apply_sattr(Op& op, FdCache::Entry* e, const struct stat& st, const nfs::Sattr3& sa, bool with_mode,
                    Then k);
   // The start of CREATE, MKDIR, SYMLINK and MKNOD: the directory the object
-  // goes into and its attributes before; when the handle names none, the
-  // reply (its status alone) is encoded and false returned.
-  bool begin_create(Op& op, const nfs::Fh3& dir, FdCache::Entry** d, struct stat* dst);
+  // goes into and its attributes before, and the checks every one of them
+  // makes (a directory, a writable export, a name a client may create),
+  // then `own`, the procedure's own verdict on its arguments. False when
+  // the call is answered already: the handle names no directory (the reply
+  // is its status alone), or a check refused it (finish_create's reply).
+  bool begin_create(Op& op, const nfs::Fh3& dir, std::string_view name, nfs::Nfs3Stat own, FdCache::Entry** d,
+                    struct stat* dst);
   // What a creating call asked to set beyond what creating the object set
   // (`fd`: the new object, still owned by the caller); kOk when `rest` sets
   // nothing. k(op, status) follows.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/intrusive_list.h"
 #include "base/stats.h"
 #include "mem/segment.h"
 #include "rdmadev/rdmadev.h"
@@ -559,11 +560,12 @@ class ShmQp final : public Qp {
   // the full barrier ring_peer needs before it loads the peer's wait word.
   bool ordered_ = false;
   // We stored the peer's cons past a descriptor it flagged, and its bit and
-  // a WAKE check are still owed (owes_ack above); listed: on one of the
-  // device's two owed lists (ShmDevice::owe_ack), by next_owed_.
+  // a WAKE check are still owed (owes_ack above). owed_link_: on one of
+  // the device's two owed lists (ShmDevice::owe_ack), owed_list_ says
+  // which, so that a QP going away leaves it in O(1) (ShmDevice::unready).
   bool ack_owed_ = false;
-  bool owed_listed_ = false;
-  ShmQp* next_owed_ = nullptr;
+  uint8_t owed_list_ = 0;
+  ListLink<ShmQp> owed_link_;
   // Ring index past the newest descriptor we published flagged (awaits_ack).
   uint32_t flagged_end_ = 0;
   bool queued_ = false;        // on the device's ready list
@@ -745,7 +747,7 @@ class ShmDevice final : public Device {
   // `cq` is the CQ being polled: a QP cut short waits for that CQ's next
   // poll (cut_head_).
   void run_ready(const void* cq) {
-    if (TERN_UNLIKELY(owed_old_ != nullptr || owed_new_ != nullptr)) age_owed();
+    if (TERN_UNLIKELY(!owed_[0].empty() || !owed_[1].empty())) age_owed();
     if (TERN_UNLIKELY(cut_head_ != nullptr) && (cq == cut_cq_ || ++cut_polls_ > 2)) take_cut();
     collect_activity();
     if (ready_head_ != nullptr) visit_ready(cq);
@@ -754,10 +756,9 @@ class ShmDevice final : public Device {
   // once; each run_ready sends what the list made two polls ago still owes
   // and ages the newer list; arm_wait sends them all.
   void owe_ack(ShmQp* qp) {
-    if (qp->owed_listed_) return;
-    qp->owed_listed_ = true;
-    qp->next_owed_ = owed_new_;
-    owed_new_ = qp;
+    if (qp->owed_link_.linked) return;
+    qp->owed_list_ = owed_new_;
+    owed_[owed_new_].push_front(qp);
   }
   void age_owed();
   void send_all_owed();
@@ -775,8 +776,10 @@ class ShmDevice final : public Device {
     // this QP for it (local work, work left by a visit): wake it ourselves.
     if (TERN_UNLIKELY(armed_)) self_wake();
   }
-  // A QP going away leaves the ready list.
+  // A QP going away leaves the ready list and the owed lists.
   void unready(ShmQp* qp);
+  // How many QPs the owed lists hold (tests: a QP gone must not be one).
+  size_t owed_qps() const { return owed_[0].size() + owed_[1].size(); }
   // Server: a link of the peer at the other end of `sock` (made if none has
   // room) and a free slot in it, or nullptr.
   ShmPeerLink* link_for_accept(int sock, uint64_t peer_token, uint32_t* slot);
@@ -838,10 +841,14 @@ class ShmDevice final : public Device {
   const void* cut_cq_ = nullptr;  // compared only, never used
   uint32_t cut_polls_ = 0;
   bool cutting_ = false;  // in a visit among several: what is queued is cut
-  // QPs that owe their peer an ack (owe_ack), linked by ShmQp::next_owed_:
-  // listed during the last run_ready (new) and the one before (old).
-  ShmQp* owed_new_ = nullptr;
-  ShmQp* owed_old_ = nullptr;
+  // QPs that owe their peer an ack (owe_ack), linked by ShmQp::owed_link_:
+  // owed_[owed_new_] those listed since the last run_ready, the other those
+  // listed during the one before. The lists stay where they are (their
+  // roles swap), so a QP's owed_list_ names its list for as long as it is
+  // on it.
+  using OwedList = IntrusiveList<ShmQp, &ShmQp::owed_link_>;
+  OwedList owed_[2];
+  uint8_t owed_new_ = 0;
   std::vector<ShmQp*> by_fd_;    // own_fd()
   std::vector<ShmQp*> qps_;
   struct Pending {

@@ -149,15 +149,15 @@ void ShmDevice::take_cut() {
 }
 
 void ShmDevice::age_owed() {
-  ShmQp* qp = owed_old_;
-  owed_old_ = owed_new_;
-  owed_new_ = nullptr;
-  while (qp != nullptr) {
-    ShmQp* next = qp->next_owed_;
-    qp->owed_listed_ = false;
+  // The older list is due: taken whole first, so that a QP that owes again
+  // while it is rung goes on the newer list; the newer list becomes the
+  // older, and the emptied one takes what is listed from now on.
+  OwedList due;
+  const uint8_t old = owed_new_ ^ 1;
+  due.swap(owed_[old]);
+  owed_new_ = old;
+  while (ShmQp* qp = due.pop_front())
     if (qp->ack_owed_) qp->ring_peer();  // not carried by a post since
-    qp = next;
-  }
 }
 
 void ShmDevice::send_all_owed() {
@@ -166,15 +166,7 @@ void ShmDevice::send_all_owed() {
 }
 
 void ShmDevice::unready(ShmQp* qp) {
-  if (qp->owed_listed_) {
-    for (ShmQp** list : {&owed_new_, &owed_old_})
-      for (ShmQp** p = list; *p != nullptr; p = &(*p)->next_owed_)
-        if (*p == qp) {
-          *p = qp->next_owed_;
-          break;
-        }
-    qp->owed_listed_ = false;
-  }
+  if (qp->owed_link_.linked) owed_[qp->owed_list_].remove(qp);
   if (!qp->queued_) return;
   for (ShmQp** list : {&ready_head_, &cut_head_})
     for (ShmQp** p = list; *p != nullptr; p = &(*p)->next_ready_)

@@ -88,7 +88,7 @@ void client_refused(Seen* seen) {
 void client_setup_failed(Seen* seen) {
   Harness<ClientConn> h(true, false);
   Walk<ClientConn> w{h, seen};
-  h.conn->enter(P::kDead);
+  h.conn->raise(ConnEvent::kSetupFailed);
   AT(w, P::kDead);
 }
 
@@ -372,7 +372,7 @@ void server_lost_connecting(Seen* seen) {
   AT(w, P::kDead);
   Harness<ServerConn> g(true, false);
   Walk<ServerConn> v{g, seen};
-  g.conn->enter(P::kDead);
+  g.conn->raise(ConnEvent::kSetupFailed);
   AT(v, P::kDead);
   EXPECT_TRUE(g.conn->reclaimable());
 }
@@ -442,15 +442,22 @@ TEST(ConnMachine, ScenariosTakeExactlyTheTablesTransitions) {
   check(kServerConnTransitions, server, "server");
 }
 
-// A transition the table does not allow is caught where it is attempted.
+// A transition the table does not allow is caught where it is attempted:
+// every event raised where its role's table has no transition for it.
 TEST(ConnMachineDeathTest, ServerConnectionCannotEnterAClientPhase) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {
         Harness<ServerConn> h;
-        h.conn->enter(P::kBackoff);
+        h.conn->raise(ConnEvent::kPortDown);
       },
-      "server connection: ready -> backoff is not a transition");
+      "server connection: ready -> port-down is not a transition");
+  EXPECT_DEATH(
+      {
+        Harness<ServerConn> h;
+        h.conn->raise(ConnEvent::kAttempt);
+      },
+      "server connection: ready -> reconnecting is not a transition");
 }
 
 TEST(ConnMachineDeathTest, DeadClientConnectionCannotComeBackUp) {
@@ -458,20 +465,140 @@ TEST(ConnMachineDeathTest, DeadClientConnectionCannotComeBackUp) {
   EXPECT_DEATH(
       {
         Harness<ClientConn> h(true, false);
-        h.conn->enter(P::kDead);
-        h.conn->enter(P::kReady);
+        h.conn->raise(ConnEvent::kSetupFailed);
+        h.conn->raise(ConnEvent::kEstablished);
       },
       "client connection: dead -> ready is not a transition");
+  EXPECT_DEATH(
+      {
+        Harness<ClientConn> h(true, false);
+        h.conn->raise(ConnEvent::kSetupFailed);
+        h.conn->raise(ConnEvent::kLost);
+      },
+      "client connection: dead -> draining-to-reconnect is not a transition");
 }
 
-TEST(ConnMachineDeathTest, ReadyClientConnectionCannotSkipTheDrain) {
+// From kReady, every event but kLost (and kAttemptFailed, which changes
+// nothing outside the backoff) names a transition the table refuses.
+TEST(ConnMachineDeathTest, ReadyClientConnectionRefusesEveryEventButLoss) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::pair<ConnEvent, const char*> refused[] = {
+      {ConnEvent::kEstablished, "ready -> ready"},   {ConnEvent::kDrained, "ready -> dead"},
+      {ConnEvent::kSetupFailed, "ready -> dead"},    {ConnEvent::kClosed, "ready -> dead"},
+      {ConnEvent::kGaveUp, "ready -> dead"},         {ConnEvent::kPortDown, "ready -> port-down"},
+      {ConnEvent::kAttempt, "ready -> reconnecting"},
+  };
+  for (const auto& [ev, msg] : refused) {
+    SCOPED_TRACE(conn_event_name(ev));
+    EXPECT_DEATH(
+        {
+          Harness<ClientConn> h;
+          h.conn->raise(ev);
+        },
+        std::string("client connection: ") + msg + " is not a transition");
+  }
+  Harness<ClientConn> h;
+  h.conn->raise(ConnEvent::kAttemptFailed);
+  EXPECT_EQ(h.conn->phase(), P::kReady);
+}
+
+// ---------------------------------------------------------------- the request machine's events, through a ClientConn
+
+Request* request_of(Harness<ClientConn>& h, uint32_t xid) {
+  uint32_t idx = 0;
+  if (h.conn->xids.find(xid, &idx)) return h.core.requests.at(idx);
+  for (Request* r = h.conn->backlog.front(); r != nullptr; r = h.conn->backlog.next(r))
+    if (r->xid == xid) return r;
+  return nullptr;
+}
+
+void release_send(Harness<ClientConn>& h, size_t i) {
+  Wc wc{};
+  wc.wr_id = h.qp->sends[i].wr_id;
+  wc.qp_num = h.qp->qp_num();
+  wc.status = WcStatus::kSuccess;
+  wc.opcode = rdma::WcOpcode::kSend;
+  h.conn->on_send_completion(wc);
+}
+
+// kAccepted (free -> backlog) and kPosting (backlog -> sent), raised by
+// call() and send(): a call with a credit goes out at once; one without
+// waits in the backlog until a reply grants one, then goes out from there.
+TEST(RequestEvents, AcceptedAndPostingThroughAClientConn) {
+  Harness<ClientConn> h;
+  Done first, second;
+  uint32_t x1 = 0, x2 = 0;
+  ASSERT_EQ(h.conn->call(null_call(&first), &x1), 0);
+  Request* r1 = request_of(h, x1);
+  ASSERT_NE(r1, nullptr);
+  EXPECT_EQ(r1->state(), ReqState::kSent) << "accepted and posted at once";
+  ASSERT_EQ(h.conn->call(null_call(&second), &x2), 0);
+  Request* r2 = request_of(h, x2);
+  ASSERT_NE(r2, nullptr);
+  EXPECT_EQ(r2->state(), ReqState::kBacklog) << "accepted; no credit to post it with";
+  EXPECT_EQ(h.qp->sends.size(), 1u);
+  h.deliver_reply(x1, 4, {});
+  EXPECT_EQ(first.calls, 1);
+  EXPECT_EQ(r1->state(), ReqState::kCompleted) << "its Send is not known complete yet";
+  bool more = false;
+  h.conn->service(&more);
+  EXPECT_EQ(r2->state(), ReqState::kSent) << "posted from the backlog once a reply granted credits";
+  ASSERT_EQ(h.qp->sends.size(), 2u);
+  release_send(h, 0);
+  EXPECT_EQ(r1->state(), ReqState::kFree);
+  h.deliver_reply(x2, 4, {});
+  release_send(h, 1);
+  EXPECT_EQ(second.calls, 1);
+  EXPECT_EQ(h.core.requests.out(), 0u);
+}
+
+// kLateReply (abandoned -> completed): a call that timed out with nothing
+// registered is abandoned (its caller told at once); its late reply retires
+// it, and its Send's completion frees it.
+TEST(RequestEvents, LateReplyRetiresAnAbandonedCall) {
+  Harness<ClientConn> h;
+  Done d;
+  Call c = null_call(&d);
+  c.timeout_ns = 1'000'000;
+  uint32_t xid = 0;
+  ASSERT_EQ(h.conn->call(c, &xid), 0);
+  Request* r = request_of(h, xid);
+  ASSERT_NE(r, nullptr);
+  h.conn->tick(r->deadline + 1);
+  EXPECT_EQ(r->state(), ReqState::kAbandoned);
+  EXPECT_EQ(d.calls, 1);
+  EXPECT_EQ(d.status, CallStatus::kTimedOut);
+  h.deliver_reply(xid, 4, {});
+  EXPECT_EQ(h.core.engine_stats.late_replies.get(), 1u);
+  EXPECT_EQ(r->state(), ReqState::kCompleted);
+  EXPECT_EQ(d.calls, 1) << "completed once";
+  release_send(h, 0);
+  EXPECT_EQ(r->state(), ReqState::kFree);
+  EXPECT_EQ(h.core.requests.out(), 0u);
+}
+
+// An event raised where the request machine has no transition for it is
+// caught, release builds included.
+TEST(RequestEventsDeathTest, AnEventTheTableRefusesIsCaught) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {
         Harness<ClientConn> h;
-        h.conn->enter(P::kDead);
+        Done d;
+        uint32_t xid = 0;
+        (void)h.conn->call(null_call(&d), &xid);
+        h.conn->process(request_of(h, xid), ReqEvent::kPosting);
       },
-      "client connection: ready -> dead is not a transition");
+      "request: sent -> sent is not a transition");
+  EXPECT_DEATH(
+      {
+        Harness<ClientConn> h;
+        Done d;
+        uint32_t xid = 0;
+        (void)h.conn->call(null_call(&d), &xid);
+        h.conn->process(request_of(h, xid), ReqEvent::kAccepted);
+      },
+      "request: sent -> backlog is not a transition");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include <chrono>
 
+#include "shm/shm_internal.h"
 #include "shm_test_end.h"
 
 namespace tern {
@@ -198,6 +199,76 @@ TEST_F(ShmAckTest, ReceivePostedBackQueuesNoVisitUnlessASendWaits) {
   got = 0;
   for (const Wc& wc : client_.wcs) got += wc.opcode == WcOpcode::kRecv ? 1 : 0;
   EXPECT_EQ(got, 10u) << "the waiting SEND did not land in the receive posted for it";
+}
+
+}  // namespace
+}  // namespace tern
+
+namespace tern {
+namespace {
+
+using namespace tern::rdma;
+
+// QPs that owe acks are listed on the device (two lists, by age); one
+// destroyed while it owes must leave its list (ShmDevice::unready), in the
+// middle of it and on either list, and the others' acks still go.
+class ShmOwedListTest : public shmtest::PairTest {
+ protected:
+  ShmOwedListTest() : PairTest("owed") {}
+  void SetUp() override {
+    PairTest::SetUp();
+    connect_all(3);
+    for (int k = 0; k < 64; ++k) server_.poll(), client_.poll();
+    server_.wcs.clear();
+    client_.wcs.clear();
+  }
+  void client_sends_signaled(int q) {
+    Sge s = client_.sge((48 + static_cast<size_t>(q)) * shmtest::ManyQpEnd::kMsg, 32);
+    SendWr w{};
+    w.wr_id = 10 + static_cast<uint64_t>(q), w.sg_list = &s, w.num_sge = 1, w.opcode = WrOpcode::kSend,
+    w.flags = kWrSignaled;
+    int err = 0;
+    ASSERT_EQ(client_.qps[static_cast<size_t>(q)]->post_send(&w, 1, &err), 1);
+  }
+  bool client_sent(int q) {
+    for (const Wc& wc : client_.wcs)
+      if (wc.wr_id == 10 + static_cast<uint64_t>(q) && wc.opcode == WcOpcode::kSend &&
+          wc.status == WcStatus::kSuccess)
+        return true;
+    return false;
+  }
+  // Every client QP's flagged Send executed by the server in one poll: each
+  // server QP owes its ack, all on the newer list.
+  void deliver_all() {
+    for (int q = 0; q < 3; ++q) client_sends_signaled(q);
+    client_.poll();
+    server_.poll();
+  }
+  size_t owed() const { return static_cast<const shm::ShmDevice*>(server_.dev.get())->owed_qps(); }
+  void check_others_acked() {
+    EXPECT_EQ(owed(), 2u) << "the QP gone is still listed as owing an ack";
+    for (int k = 0; k < 3; ++k) server_.poll(), client_.poll();
+    EXPECT_EQ(owed(), 0u);
+    EXPECT_TRUE(client_sent(0)) << "the ack owed by the QP before it was lost";
+    EXPECT_TRUE(client_sent(2)) << "the ack owed by the QP after it was lost";
+  }
+};
+
+TEST_F(ShmOwedListTest, QpDestroyedOnTheNewerListLeavesIt) {
+  deliver_all();
+  ASSERT_EQ(owed(), 3u);
+  server_.qps[1].reset();
+  check_others_acked();
+}
+
+TEST_F(ShmOwedListTest, QpDestroyedOnTheOlderListLeavesIt) {
+  deliver_all();
+  server_.poll();  // the newer list ages: the acks are owed on the older one
+  client_.poll();
+  EXPECT_FALSE(client_sent(0));
+  ASSERT_EQ(owed(), 3u);
+  server_.qps[1].reset();
+  check_others_acked();
 }
 
 }  // namespace
