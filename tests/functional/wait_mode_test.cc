@@ -39,6 +39,26 @@ std::string next_spec() {
 
 void echo(void*, ServerCall* c) { (void)c->reply(c->args()); }
 
+// A server with the echo and a client connected to it, both polled by the
+// test's own thread.
+struct Pair {
+  std::string spec;
+  std::unique_ptr<Engine> srv, cli;
+  Connection* conn = nullptr;
+};
+void connect_pair(Pair* p) {
+  p->spec = next_spec();
+  p->srv = Engine::create({.arena_bytes = 64u << 20}).value();
+  p->cli = Engine::create({.arena_bytes = 64u << 20}).value();
+  p->srv->handle(kProg, kVers, kEcho, &echo, nullptr);
+  ASSERT_TRUE(p->srv->listen(p->spec).is_ok());
+  p->conn = p->cli->connect(p->spec).value();
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!p->conn->ready() && !p->conn->failed() && std::chrono::steady_clock::now() < end)
+    p->cli->poll(), p->srv->poll();
+  ASSERT_TRUE(p->conn->ready());
+}
+
 // What one engine's host loop did.
 struct HostCounts {
   uint64_t polls = 0;     // poll() calls
@@ -167,15 +187,9 @@ TEST(WaitMode, BothSidesSleepBetweenCallsAndEveryCallCompletes) {
 }
 
 TEST(WaitMode, SecondLookFindsAReplyThatCameBeforeTheArm) {
-  const std::string spec = next_spec();
-  auto srv = Engine::create({.arena_bytes = 64u << 20}).value();
-  auto cli = Engine::create({.arena_bytes = 64u << 20}).value();
-  srv->handle(kProg, kVers, kEcho, &echo, nullptr);
-  ASSERT_TRUE(srv->listen(spec).is_ok());
-  Connection* conn = cli->connect(spec).value();
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!conn->ready() && !conn->failed() && std::chrono::steady_clock::now() < end) cli->poll(), srv->poll();
-  ASSERT_TRUE(conn->ready());
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(&p));
+  auto& [spec, srv, cli, conn] = p;
   // Both idle: arming finds nothing, and the fd stays quiet.
   for (int i = 0; i < 100; ++i) cli->poll(), srv->poll();
   auto idle = cli->prepare_wait();
@@ -195,7 +209,7 @@ TEST(WaitMode, SecondLookFindsAReplyThatCameBeforeTheArm) {
   // The server answers; the client does not poll, so the reply waits for it
   // (on the wire, in its CQ, or in pmd/shm's ring) when it arms.
   uint64_t replies0 = srv->stats().replies.get();
-  end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (srv->stats().replies.get() == replies0 && std::chrono::steady_clock::now() < end) srv->poll();
   ASSERT_GT(srv->stats().replies.get(), replies0);
   for (int i = 0; i < 100; ++i) srv->poll();  // the reply's Send on its way (verbs)
@@ -207,19 +221,13 @@ TEST(WaitMode, SecondLookFindsAReplyThatCameBeforeTheArm) {
 }
 
 // A sleeping engine's own deadlines wake it: prepare_wait() arms the
-// engine's timer for the call's timeout (relative to the engine's ticks,
-// with no clock read of its own), and the wake-up runs the deadline. The
+// engine's timer for the call's timeout (relative to one reading of the
+// engine's ticks), and the wake-up runs the deadline. The
 // server never answers (it is not polled after the connection is made).
 TEST(WaitMode, ASleepingClientWakesForItsCallsDeadline) {
-  const std::string spec = next_spec();
-  auto srv = Engine::create({.arena_bytes = 64u << 20}).value();
-  auto cli = Engine::create({.arena_bytes = 64u << 20}).value();
-  srv->handle(kProg, kVers, kEcho, &echo, nullptr);
-  ASSERT_TRUE(srv->listen(spec).is_ok());
-  Connection* conn = cli->connect(spec).value();
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!conn->ready() && !conn->failed() && std::chrono::steady_clock::now() < end) cli->poll(), srv->poll();
-  ASSERT_TRUE(conn->ready());
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(&p));
+  auto& [spec, srv, cli, conn] = p;
 
   struct Got {
     bool done = false;
