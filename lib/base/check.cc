@@ -19,4 +19,12 @@ void check_failed(const char* kind, const char* file, int line, const char* cond
   std::abort();
 }
 
+bool debug_checks_compiled() {
+#if defined(TERN_DEBUG) && TERN_DEBUG
+  return true;
+#else
+  return false;
+#endif
+}
+
 }  // namespace tern::detail

@@ -15,6 +15,10 @@
 namespace tern::detail {
 [[noreturn]] void check_failed(const char* kind, const char* file, int line, const char* cond,
                                const char* fmt, ...) __attribute__((format(printf, 5, 6)));
+// Whether the library itself was compiled with TERN_DEBUG: its TERN_ASSERTs
+// and the test switches and hooks compiled in with them. A test, whose own
+// flags may differ, asks this rather than its own TERN_DEBUG.
+bool debug_checks_compiled();
 }  // namespace tern::detail
 
 #define TERN_LIKELY(x) __builtin_expect(!!(x), 1)

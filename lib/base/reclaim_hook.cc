@@ -8,12 +8,4 @@ ReclaimHook g_reclaim_hook = nullptr;
 
 void set_reclaim_hook(ReclaimHook hook) { detail::g_reclaim_hook = hook; }
 
-bool reclaim_hook_compiled() {
-#if TERN_DEBUG
-  return true;
-#else
-  return false;
-#endif
-}
-
 }  // namespace tern

@@ -17,10 +17,9 @@ namespace tern {
 
 // Called with the memory [p, p + len) and the pool's name; nullptr: none.
 using ReclaimHook = void (*)(const void* p, size_t len, const char* pool);
+// The pools call it only where the library was compiled with TERN_DEBUG
+// (detail::debug_checks_compiled(), base/check.h).
 void set_reclaim_hook(ReclaimHook hook);
-// Whether the pools call the hook in this build (TERN_DEBUG when the
-// library was compiled).
-bool reclaim_hook_compiled();
 
 namespace detail {
 extern ReclaimHook g_reclaim_hook;
@@ -28,7 +27,7 @@ extern ReclaimHook g_reclaim_hook;
 
 inline void note_reclaimed([[maybe_unused]] const void* p, [[maybe_unused]] size_t len,
                            [[maybe_unused]] const char* pool) {
-#if TERN_DEBUG
+#if defined(TERN_DEBUG) && TERN_DEBUG
   if (detail::g_reclaim_hook != nullptr) [[unlikely]]
     detail::g_reclaim_hook(p, len, pool);
 #endif

@@ -141,8 +141,7 @@ int EngineImpl::finish_wait() {
   waiting.armed = false;
   int events = 0;
   // The clock once per wake-up: this pass's receives take it as their
-  // arrival (ServerConn's t_recv), and prepare_wait's next timer is armed
-  // from it.
+  // arrival (ServerConn's t_recv), and the timers run from it.
   now_tick = now_ticks();
   tick_fresh = true;
   // The engine's timer is due: its clients' ticks run in this poll(). The

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "base/check.h"
 #include "oncrpc/oncrpc.h"
 #include "rpcrdma/cm_private.h"
 #include "rpcrdma/rpcrdma_wire.h"
@@ -62,15 +63,9 @@ bool detail::g_fast_paths = true;
 
 namespace testing {
 void use_fast_paths(bool on) { detail::g_fast_paths = on; }
-// Compiled with the library's own flags, which are what fast_paths() was
-// inlined with in the connections' code.
-bool shortcuts_switchable() {
-#if defined(TERN_DEBUG) && TERN_DEBUG
-  return true;
-#else
-  return false;
-#endif
-}
+// The library's own flags are what fast_paths() was inlined with in the
+// connections' code.
+bool shortcuts_switchable() { return ::tern::detail::debug_checks_compiled(); }
 }  // namespace testing
 
 size_t encode_pdata(uint8_t* out, size_t cap, uint32_t inline_send, uint32_t inline_recv, bool remote_inv) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 
+#include "base/check.h"
 #include "base/clock.h"
 #include "base/process_key.h"
 #include "base/reclaim_hook.h"
@@ -61,7 +62,7 @@ void on_reclaim(const void* p, size_t len, const char* pool) {
 
 }  // namespace
 
-bool World::reclaim_checked() { return reclaim_hook_compiled(); }
+bool World::reclaim_checked() { return detail::debug_checks_compiled(); }
 
 void World::remove_device(SimDevice* d) { devices_.erase(std::remove(devices_.begin(), devices_.end(), d), devices_.end()); }
 

@@ -581,24 +581,20 @@ TEST(RequestEvents, LateReplyRetiresAnAbandonedCall) {
 // caught, release builds included.
 TEST(RequestEventsDeathTest, AnEventTheTableRefusesIsCaught) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_DEATH(
-      {
-        Harness<ClientConn> h;
-        Done d;
-        uint32_t xid = 0;
-        (void)h.conn->call(null_call(&d), &xid);
-        h.conn->process(request_of(h, xid), ReqEvent::kPosting);
-      },
-      "request: sent -> sent is not a transition");
-  EXPECT_DEATH(
-      {
-        Harness<ClientConn> h;
-        Done d;
-        uint32_t xid = 0;
-        (void)h.conn->call(null_call(&d), &xid);
-        h.conn->process(request_of(h, xid), ReqEvent::kAccepted);
-      },
-      "request: sent -> backlog is not a transition");
+  const std::pair<ReqEvent, const char*> refused[] = {
+      {ReqEvent::kPosting, "request: sent -> sent is not a transition"},
+      {ReqEvent::kAccepted, "request: sent -> backlog is not a transition"},
+  };
+  for (const auto& [ev, message] : refused)
+    EXPECT_DEATH(
+        {
+          Harness<ClientConn> h;
+          Done d;
+          uint32_t xid = 0;
+          (void)h.conn->call(null_call(&d), &xid);
+          h.conn->process(request_of(h, xid), ev);
+        },
+        message);
 }
 
 }  // namespace
