@@ -36,6 +36,23 @@ bool fill_addr(const std::string& path, sockaddr_un* sa) {
   return true;
 }
 
+// A name beside `path` in its directory for the socket to be bound and set
+// up under before it is renamed onto `path`; empty when none fits in
+// sun_path. Unique per listen() of this process (engines of one process may
+// listen in one directory at once, from their own threads).
+std::string listen_temp_name(const std::string& path) {
+  static std::atomic<uint32_t> serial{0};
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
+  char name[48];
+  std::snprintf(name, sizeof name, ".tern-listen-%d-%u", static_cast<int>(getpid()),
+                serial.fetch_add(1, std::memory_order_relaxed));
+  std::string tmp = dir + name;
+  sockaddr_un probe;
+  if (tmp == path || !fill_addr(tmp, &probe)) return std::string();
+  return tmp;
+}
+
 std::vector<uint8_t> pdata_of(const ShmMsg& m) { return {m.pdata, m.pdata + m.pdata_len}; }
 
 // "pid 1234 uid 1000": who connected, for log lines about a misbehaving peer,
@@ -200,15 +217,24 @@ Status ShmDevice::listen() {
     }
     unlink(cfg_.path.c_str());
   }
+  // The socket is made under a private name and renamed onto the path only
+  // once it listens, with its mode and group set: a client that waits for
+  // the path to appear (a script, a test, a supervisor's readiness check)
+  // never meets a file nobody listens on yet (ECONNREFUSED), nor one it may
+  // not open. rename() keeps the socket's inode, which is what connect()
+  // finds. A path too long to have a sibling name is bound directly.
+  const std::string tmp = listen_temp_name(cfg_.path);
+  const std::string& at = tmp.empty() ? cfg_.path : tmp;
+  sockaddr_un ta;
+  (void)fill_addr(at, &ta);  // fits: listen_temp_name checked
   // mode=: the socket file is born with at most the requested bits (bind
-  // applies the umask to the socket's own mode), then gets exactly them, and
-  // group= its group, all before listen(): until then nobody can connect.
+  // applies the umask to the socket's own mode), then gets exactly them.
   if (cfg_.socket_mode >= 0 && fchmod(fd, static_cast<mode_t>(cfg_.socket_mode)) != 0) {
     int e = errno;
     close(fd);
     return make_sys_error(Errc::kInvalidArgument, e, "shm: mode=%04o on the socket", cfg_.socket_mode);
   }
-  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+  if (bind(fd, reinterpret_cast<sockaddr*>(&ta), sizeof ta) != 0) {
     int e = errno;
     close(fd);
     if (e == EACCES || e == EPERM)
@@ -217,10 +243,10 @@ Status ShmDevice::listen() {
     return make_sys_error(Errc::kInvalidArgument, e, "shm: cannot listen on %s", cfg_.path.c_str());
   }
   Status access = Status::ok();
-  if (cfg_.socket_mode >= 0 && chmod(cfg_.path.c_str(), static_cast<mode_t>(cfg_.socket_mode)) != 0)
+  if (cfg_.socket_mode >= 0 && chmod(at.c_str(), static_cast<mode_t>(cfg_.socket_mode)) != 0)
     access = make_sys_error(Errc::kInvalidArgument, errno, "shm: mode=%04o on %s", cfg_.socket_mode,
                             cfg_.path.c_str());
-  if (access && cfg_.socket_gid >= 0 && lchown(cfg_.path.c_str(), static_cast<uid_t>(-1),
+  if (access && cfg_.socket_gid >= 0 && lchown(at.c_str(), static_cast<uid_t>(-1),
                                                static_cast<gid_t>(cfg_.socket_gid)) != 0) {
     int e = errno;
     access = make_sys_error(Errc::kInvalidArgument, e, "shm: group=%s on %s%s", cfg_.group.c_str(),
@@ -229,9 +255,11 @@ Status ShmDevice::listen() {
   }
   if (access && ::listen(fd, 128) != 0)
     access = make_sys_error(Errc::kInvalidArgument, errno, "shm: cannot listen on %s", cfg_.path.c_str());
+  if (access && !tmp.empty() && rename(tmp.c_str(), cfg_.path.c_str()) != 0)
+    access = make_sys_error(Errc::kInvalidArgument, errno, "shm: cannot put the socket at %s", cfg_.path.c_str());
   if (!access) {
     close(fd);
-    unlink(cfg_.path.c_str());
+    unlink(at.c_str());
     return access;
   }
   listen_fd_ = fd;
