@@ -344,7 +344,7 @@ void VerbsDevice::destroy_cm_id(rdma_cm_id* id) {
 
 void VerbsDevice::reap_cm_id(rdma_cm_id* id) {
   id->context = nullptr;  // read by poll_cm before each ack: its late events are dropped
-  reaper_.reap(id);
+  reaper_.reap(id, peer_host_of(id));  // counted for its peer (a churner is refused alone)
 }
 
 void VerbsDevice::park_cm_id(rdma_cm_id* id) {
@@ -415,22 +415,36 @@ void VerbsDevice::handle_event(const rdma_cm_event& e, void* ctx, std::vector<ui
       reap_cm_id(id);
       return;
     }
-    if (reaper_.full()) {
-      // The CM is kMaxBacklog destroys behind (verbs_cm_reaper.h): no new
-      // connection until it catches up. This id is destroyed here, not
-      // queued behind them: the long destroys seen were of ids with a
-      // connection to take down (its disconnect and timewait), and one only
-      // ever refused has none (expected; the VM never reached the bound).
-      if (!reaper_full_warned_)
-        TERN_LOG(kWarn, "verbs", "%s: refusing connection requests: %zu closed connections' CM ids still being "
-                 "destroyed by the kernel", caps_.name.c_str(), reaper_.backlog());
-      reaper_full_warned_ = true;
-      dst_.requests_refused_backlog.add();
+    const std::string peer = peer_host_of(id);
+    const bool all_full = reaper_.full();
+    if (all_full || reaper_.peer_full(peer)) {
+      // The CM is kMaxBacklog destroys behind (verbs_cm_reaper.h), or this
+      // peer's own closed connections are kMaxPerPeer of them: no new
+      // connection (for anyone, or for this peer) until it catches up. This
+      // id is destroyed here, not queued behind them: the long destroys
+      // seen were of ids with a connection to take down (its disconnect and
+      // timewait), and one only ever refused has none (expected; the VM
+      // never reached the bound).
+      if (all_full) {
+        if (!reaper_full_warned_)
+          TERN_LOG(kWarn, "verbs", "%s: refusing connection requests: %zu closed connections' CM ids still being "
+                   "destroyed by the kernel", caps_.name.c_str(), reaper_.backlog());
+        reaper_full_warned_ = true;
+        dst_.requests_refused_backlog.add();
+      } else {
+        if (!reaper_peer_warned_)
+          TERN_LOG(kWarn, "verbs", "%s: refusing connection requests of %s: %zu of its closed connections' CM ids "
+                   "are still being destroyed by the kernel (said once until a request is accepted again)",
+                   caps_.name.c_str(), peer.c_str(), reaper_.peer_backlog(peer));
+        reaper_peer_warned_ = true;
+        dst_.requests_refused_backlog_peer.add();
+      }
       rdma_reject(id, nullptr, 0);
       rdma_destroy_id(id);
       return;
     }
     reaper_full_warned_ = false;
+    reaper_peer_warned_ = false;
     id->context = nullptr;
     requests_.push_back(std::make_unique<VerbsConnRequest>(this, id, pdata, e.param.conn.responder_resources,
                                                            e.param.conn.initiator_depth));

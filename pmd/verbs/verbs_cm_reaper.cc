@@ -8,7 +8,7 @@
 
 namespace tern::verbs {
 
-void CmReaper::reap(rdma_cm_id* id) {
+void CmReaper::reap(rdma_cm_id* id, const std::string& peer) {
   if (id == nullptr) return;
   {
     std::unique_lock<std::mutex> g(mu_);
@@ -37,7 +37,8 @@ void CmReaper::reap(rdma_cm_id* id) {
       native_ = t;
       started_ = true;
     }
-    queue_.push_back(id);
+    queue_.emplace_back(id, peer);
+    if (!peer.empty()) ++per_peer_[peer];
     backlog_.fetch_add(1, std::memory_order_relaxed);
   }
   cv_.notify_one();
@@ -48,14 +49,28 @@ void CmReaper::run() {
   for (;;) {
     cv_.wait(g, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, nothing left
-    rdma_cm_id* id = queue_.front();
+    auto [id, peer] = std::move(queue_.front());
     queue_.pop_front();
     g.unlock();
     destroy_(id);  // may block for as long as the CM holds the id
-    backlog_.fetch_sub(1, std::memory_order_relaxed);
     g.lock();
+    // Counted until the destroy has returned: the kernel held the id until then.
+    if (!peer.empty()) {
+      auto it = per_peer_.find(peer);
+      if (it != per_peer_.end() && --it->second == 0) per_peer_.erase(it);
+    }
+    backlog_.fetch_sub(1, std::memory_order_relaxed);
   }
 }
+
+size_t CmReaper::peer_backlog(const std::string& peer) const {
+  if (peer.empty()) return 0;
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = per_peer_.find(peer);
+  return it == per_peer_.end() ? 0 : it->second;
+}
+
+bool CmReaper::peer_full(const std::string& peer) const { return peer_backlog(peer) >= kMaxPerPeer; }
 
 void CmReaper::stop() {
   bool join;

@@ -22,6 +22,12 @@
 // ids that could be slow to destroy (VerbsDevice: connection requests are
 // refused, connects fail with EAGAIN), so the backlog stays under
 // kMaxBacklog plus the connections open when it was reached.
+//
+// One peer (a remote address) churning connections must not use that bound
+// up for everyone: each id is counted for its peer too, and a peer with
+// kMaxPerPeer ids in the queue has its own connection requests refused
+// while other peers' are still accepted. A peer over its share waits for
+// its own destroys.
 #pragma once
 
 #include <rdma/rdma_cma.h>
@@ -31,6 +37,9 @@
 #include <cstddef>
 #include <deque>
 #include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
 #include <pthread.h>
 
 namespace tern::verbs {
@@ -40,6 +49,10 @@ class CmReaper {
   // Ids handed over and not yet destroyed, at which the device stops
   // making more (see above).
   static constexpr size_t kMaxBacklog = 1024;
+  // Ids of one peer in the queue at which its requests are refused: an
+  // eighth of the whole, so that it takes eight churning peers to reach
+  // kMaxBacklog.
+  static constexpr size_t kMaxPerPeer = kMaxBacklog / 8;
 
   // destroy: rdma_destroy_id; a test passes one that blocks as the CM can.
   explicit CmReaper(int (*destroy)(rdma_cm_id*) = rdma_destroy_id) : destroy_(destroy) {}
@@ -48,23 +61,31 @@ class CmReaper {
   CmReaper& operator=(const CmReaper&) = delete;
 
   // Hands `id` over; it is destroyed soon on the reaper's thread (started at
-  // the first hand-off). Never blocks on the CM. If the thread cannot be
-  // started, the id is destroyed here, as before.
-  void reap(rdma_cm_id* id);
+  // the first hand-off), counted for `peer` (its remote address; empty:
+  // counted in the whole only). Never blocks on the CM. If the thread
+  // cannot be started, the id is destroyed here, as before.
+  void reap(rdma_cm_id* id, const std::string& peer = std::string());
   // Destroys what is still queued and joins the thread. Blocks as long as
   // those destroys do: for the device's destructor only.
   void stop();
   // Ids handed over whose destroy has not returned yet; any thread.
   size_t backlog() const { return backlog_.load(std::memory_order_relaxed); }
   bool full() const { return backlog() >= kMaxBacklog; }
+  // Whether `peer` holds kMaxPerPeer ids in the queue. Takes the queue's
+  // lock, which the reaper's thread holds only to move an entry (never
+  // across a destroy).
+  bool peer_full(const std::string& peer) const;
+  // Ids of `peer` in the queue.
+  size_t peer_backlog(const std::string& peer) const;
 
  private:
   void run();
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   int (*destroy_)(rdma_cm_id*);
-  std::deque<rdma_cm_id*> queue_;
+  std::deque<std::pair<rdma_cm_id*, std::string>> queue_;  // (id, its peer)
+  std::unordered_map<std::string, size_t> per_peer_;        // queued ids per named peer
   std::atomic<size_t> backlog_{0};
   bool stopping_ = false;
   bool started_ = false;

@@ -135,7 +135,8 @@ StatsView VerbsDevice::stats() const {
           {"addr_change", &dst_.addr_change},   {"last_wqe_reached", &dst_.last_wqe_reached},
           {"other_events", &dst_.other_events}, {"cm_held", &dst_.cm_held},
           {"port_down_early", &dst_.port_down_early},
-          {"requests_refused_backlog", &dst_.requests_refused_backlog}};
+          {"requests_refused_backlog", &dst_.requests_refused_backlog},
+          {"requests_refused_backlog_peer", &dst_.requests_refused_backlog_peer}};
 }
 
 void VerbsDevice::poll_async() {

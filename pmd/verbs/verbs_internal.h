@@ -455,8 +455,8 @@ struct VerbsDeviceStats {
       // PORT_ERR event had come.
       cm_held, port_down_early,
       // Connection requests refused while the CM id reaper was full
-      // (verbs_cm_reaper.h).
-      requests_refused_backlog;
+      // (verbs_cm_reaper.h), and those of a peer holding its share of it.
+      requests_refused_backlog, requests_refused_backlog_peer;
 };
 
 // ---------------------------------------------------------------- connections
@@ -658,6 +658,7 @@ class VerbsDevice final : public Device {
   bool next_poll_ends_ = false;
   bool removed_ = false;
   bool reaper_full_warned_ = false;  // once per time the reaper's backlog is full
+  bool reaper_peer_warned_ = false;  // once per time a peer is refused for its share of the backlog
   bool port_up_ = true;
   VerbsDeviceStats dst_;
   rdma_cm_id* listen_id_ = nullptr;

@@ -94,5 +94,40 @@ TEST(VerbsCmReaper, BacklogIsCountedWhileTheCmIsSlow) {
   EXPECT_EQ(g_cm_destroyed.load(), static_cast<int>(kMax));
 }
 
+// One peer churning connections while the CM is slow fills only its share
+// of the reaper's queue: at kMaxPerPeer its own requests are refused
+// (peer_full), another peer's are not, and the whole is far from
+// kMaxBacklog. Its share comes back as its destroys return.
+std::atomic<bool> g_peer_released{false};
+int slow_destroy_peer(rdma_cm_id*) {
+  while (!g_peer_released.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return 0;
+}
+
+TEST(VerbsCmReaper, OnePeersChurnFillsOnlyItsShare) {
+  constexpr size_t kPeer = verbs::CmReaper::kMaxPerPeer;
+  static_assert(kPeer > 0 && kPeer * 2 < verbs::CmReaper::kMaxBacklog);
+  static char ids[kPeer + 1];
+  auto id = [](size_t i) { return reinterpret_cast<rdma_cm_id*>(&ids[i]); };
+  verbs::CmReaper r(slow_destroy_peer);
+  const std::string churner = "192.0.2.7", other = "192.0.2.8";
+  for (size_t i = 0; i + 1 < kPeer; ++i) r.reap(id(i), churner);
+  EXPECT_FALSE(r.peer_full(churner));
+  r.reap(id(kPeer - 1), churner);
+  EXPECT_EQ(r.peer_backlog(churner), kPeer);
+  EXPECT_TRUE(r.peer_full(churner)) << "a peer at its share must be refused";
+  EXPECT_FALSE(r.peer_full(other)) << "another peer must still be accepted";
+  EXPECT_FALSE(r.full());
+  r.reap(id(kPeer), "");  // an id of no named peer: counted in the whole only
+  EXPECT_EQ(r.backlog(), kPeer + 1);
+  EXPECT_EQ(r.peer_backlog(""), 0u);
+  g_peer_released = true;
+  for (int ms = 0; r.backlog() != 0 && ms < 10000; ++ms) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(r.backlog(), 0u);
+  EXPECT_EQ(r.peer_backlog(churner), 0u);
+  EXPECT_FALSE(r.peer_full(churner));
+  r.stop();
+}
+
 }  // namespace
 }  // namespace tern::rdma
