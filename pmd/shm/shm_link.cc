@@ -171,6 +171,10 @@ void ShmDevice::send_all_owed() {
 void ShmDevice::unready(ShmQp* qp) {
   if (qp->owed_link_.linked) owed_[qp->owed_list_].remove(qp);
   if (qp->ready_pprev_ == nullptr) return;
+  // Only the host destroys a QP, never from inside a poll: a visit's walk
+  // holds the QPs it took, their back links pointing into the list as it
+  // was (the first one's at the head, which this would catch).
+  TERN_ASSERT(*qp->ready_pprev_ == qp, "shm: QP %u destroyed off the ready list it was queued on", qp->qp_num());
   // O(1): whatever points at us (a list head, the QP before us) points past
   // us, and the QP after us points back at that.
   *qp->ready_pprev_ = qp->next_ready_;
