@@ -35,15 +35,25 @@ namespace detail {
 
 std::atomic<ClockSource> clock_source{ClockSource::kUndecided};
 
-ClockSource choose_clock_source(const char* forced, bool invariant_tsc, double calibrated_hz,
+ClockForce parse_clock_force(const char* value, bool* known) {
+  if (known != nullptr) *known = true;
+  if (value == nullptr || value[0] == '\0' || std::strcmp(value, "auto") == 0) return ClockForce::kAuto;
+  if (std::strcmp(value, "tsc") == 0) return ClockForce::kTsc;
+  if (std::strcmp(value, "tsc-guarded") == 0) return ClockForce::kTscGuarded;
+  if (std::strcmp(value, "monotonic") == 0) return ClockForce::kMonotonic;
+  if (known != nullptr) *known = false;
+  return ClockForce::kAuto;
+}
+
+ClockSource choose_clock_source(ClockForce forced, bool invariant_tsc, double calibrated_hz,
                                 bool kernel_clock_syscall, double recheck_hz) {
-  if (forced != nullptr && std::strcmp(forced, "monotonic") == 0) return ClockSource::kMonotonic;
+  if (forced == ClockForce::kMonotonic) return ClockSource::kMonotonic;
   // A rate outside 100 MHz-100 GHz (or NaN) means the measurement failed:
   // the TSC did not advance, or went backwards, or the clock stalled.
   auto plausible = [](double hz) { return hz >= 1e8 && hz <= 1e11; };
   if (!plausible(calibrated_hz)) return ClockSource::kMonotonic;
-  if (forced != nullptr && std::strcmp(forced, "tsc-guarded") == 0) return ClockSource::kTscGuarded;
-  if (invariant_tsc || (forced != nullptr && std::strcmp(forced, "tsc") == 0)) return ClockSource::kTsc;
+  if (forced == ClockForce::kTscGuarded) return ClockSource::kTscGuarded;
+  if (invariant_tsc || forced == ClockForce::kTsc) return ClockSource::kTsc;
   // Not flagged invariant, but the kernel's clock costs a system call (a
   // microsecond and more in an emulated guest, against a few ns): the TSC
   // is worth its risk if its rate held over two calibrations. It then only
@@ -105,21 +115,20 @@ double g_tsc_hz = 0;  // written once, before clock_source leaves kUndecided (re
 void decide() {
   static std::once_flag once;
   std::call_once(once, [] {
-    const char* forced = std::getenv("TERN_CLOCK");
-    if (forced != nullptr && forced[0] != '\0' && std::strcmp(forced, "auto") != 0 &&
-        std::strcmp(forced, "tsc") != 0 && std::strcmp(forced, "tsc-guarded") != 0 &&
-        std::strcmp(forced, "monotonic") != 0)
-      TERN_LOG(kWarn, "clock", "TERN_CLOCK=%s is not auto, tsc, tsc-guarded or monotonic; using auto", forced);
+    const char* env = std::getenv("TERN_CLOCK");
+    bool known = true;
+    const detail::ClockForce forced = detail::parse_clock_force(env, &known);
+    if (!known) TERN_LOG(kWarn, "clock", "TERN_CLOCK=%s is not auto, tsc, tsc-guarded or monotonic; using auto", env);
     bool invariant = false, syscall_clock = false;
     double hz = 0, recheck = 0;
     char kernel[64] = "";
 #if defined(__x86_64__)
     invariant = invariant_tsc();
-    if (forced == nullptr || std::strcmp(forced, "monotonic") != 0) hz = calibrate_tsc();
+    if (forced != detail::ClockForce::kMonotonic) hz = calibrate_tsc();
     kernel_clocksource(kernel, sizeof kernel);
     syscall_clock = detail::kernel_clock_is_syscall(kernel);
     // Only where it could decide: a second 10 ms, once per process.
-    if (!invariant && syscall_clock && hz != 0 && (forced == nullptr || std::strcmp(forced, "tsc") != 0))
+    if (!invariant && syscall_clock && hz != 0 && forced != detail::ClockForce::kTsc)
       recheck = calibrate_tsc();
 #endif
     ClockSource s = detail::choose_clock_source(forced, invariant, hz, syscall_clock, recheck);
@@ -127,7 +136,7 @@ void decide() {
     if (s != ClockSource::kTsc)
       TERN_LOG(kDebug, "clock", "ticks are %s (TERN_CLOCK=%s, invariant TSC %s, TSC %.0f / %.0f Hz, kernel clock %s)",
                s == ClockSource::kTscGuarded ? "the TSC, guarded" : "CLOCK_MONOTONIC ns",
-               forced != nullptr ? forced : "auto", invariant ? "yes" : "no", hz, recheck, kernel);
+               env != nullptr ? env : "auto", invariant ? "yes" : "no", hz, recheck, kernel);
     detail::clock_source.store(s, std::memory_order_release);
   });
 }

@@ -79,13 +79,18 @@ inline uint64_t ticks_from_ns(uint64_t ns) {
 }
 
 namespace detail {
-// The decision, apart from the machine so that tests can drive it: `forced` is
-// TERN_CLOCK ("tsc", "tsc-guarded", "monotonic", or null/empty/"auto"), `invariant_tsc` what
-// CPUID says, `calibrated_hz` the measured TSC rate (0 when not measured).
+// What TERN_CLOCK asks for, read once: "tsc", "tsc-guarded", "monotonic";
+// kAuto for null, empty, "auto", and anything else (then *known is false,
+// for the caller to warn).
+enum class ClockForce : uint8_t { kAuto, kTsc, kTscGuarded, kMonotonic };
+ClockForce parse_clock_force(const char* value, bool* known = nullptr);
+// The decision, apart from the machine so that tests can drive it: `forced`
+// is TERN_CLOCK's, `invariant_tsc` what CPUID says, `calibrated_hz` the
+// measured TSC rate (0 when not measured).
 // The TSC is used only if invariant (or forced) and its rate is plausible;
 // or, guarded, if `kernel_clock_syscall` (kernel_clock_is_syscall) and a
 // second calibration, `recheck_hz`, agrees with the first within 1%.
-ClockSource choose_clock_source(const char* forced, bool invariant_tsc, double calibrated_hz,
+ClockSource choose_clock_source(ClockForce forced, bool invariant_tsc, double calibrated_hz,
                                 bool kernel_clock_syscall = false, double recheck_hz = 0);
 // Whether a kernel clocksource (sysfs' current_clocksource) makes
 // clock_gettime a system call: all but those the x86 vDSO reads in user space.

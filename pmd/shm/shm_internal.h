@@ -568,9 +568,14 @@ class ShmQp final : public Qp {
   ListLink<ShmQp> owed_link_;
   // Ring index past the newest descriptor we published flagged (awaits_ack).
   uint32_t flagged_end_ = 0;
-  bool queued_ = false;        // on the device's ready list
   uint32_t visit_count_ = 0;   // progress() passes (visit_count())
-  ShmQp* next_ready_ = nullptr;  // the next QP on it
+  // On the device's ready list or cut list (ShmDevice::enqueue_ready):
+  // singly linked by next_ready_, pushed at the head, so a push stays two
+  // stores and a visit a walk. ready_pprev_ points at whatever points at
+  // us (the list's head or the QP before us), so a QP going away leaves
+  // the list in O(1) (ShmDevice::unready); non-null means queued.
+  ShmQp* next_ready_ = nullptr;
+  ShmQp** ready_pprev_ = nullptr;
   // Send-queue index past the last local WR issued (REG_MR, LOCAL_INV): one
   // behind a remote WR the peer has not executed completes only when we see
   // its consumer index move, which it tells us only for descriptors flagged
@@ -768,16 +773,32 @@ class ShmDevice final : public Device {
   // Inbound descriptors one QP executes in this visit (execute_inbound);
   // past it the next poll comes back for the rest (visit_ready says which).
   uint32_t exec_burst() const { return exec_burst_; }
-  void enqueue_ready(ShmQp* qp, ShmQp** next) {
+  void enqueue_ready(ShmQp* qp) {
     ShmQp** head = TERN_UNLIKELY(cutting_) ? &cut_head_ : &ready_head_;
-    *next = *head;
+    link_ready(head, *head, qp);
     *head = qp;
     // Armed: the host may sleep before its next poll, and no peer will flag
     // this QP for it (local work, work left by a visit): wake it ourselves.
     if (TERN_UNLIKELY(armed_)) self_wake();
   }
+  // Links `qp` before `head`, the first QP of the list whose head is
+  // *head_slot; the caller stores qp there (collect_links keeps the head in
+  // a register until its end).
+  static void link_ready(ShmQp** head_slot, ShmQp* head, ShmQp* qp) {
+    qp->next_ready_ = head;
+    qp->ready_pprev_ = head_slot;
+    if (head != nullptr) head->ready_pprev_ = &qp->next_ready_;
+  }
   // A QP going away leaves the ready list and the owed lists.
   void unready(ShmQp* qp);
+  // How many QPs the ready and cut lists hold (tests: a QP gone must not
+  // be one).
+  size_t ready_qps() const {
+    size_t n = 0;
+    for (const ShmQp* head : {ready_head_, cut_head_})
+      for (const ShmQp* qp = head; qp != nullptr; qp = qp->next_ready_) ++n;
+    return n;
+  }
   // How many QPs the owed lists hold (tests: a QP gone must not be one).
   size_t owed_qps() const { return owed_[0].size() + owed_[1].size(); }
   // Server: a link of the peer at the other end of `sock` (made if none has
@@ -831,7 +852,7 @@ class ShmDevice final : public Device {
   std::vector<LinkIn> link_in_;
   ShmQp* ready_head_ = nullptr;  // QPs with work, linked by ShmQp::next_ready_
   // QPs that a visit among several left with work (a burst cut short, by
-  // ShmQp::next_ready_ too, still queued_): they sit out the host's other
+  // ShmQp::next_ready_ too, still queued): they sit out the host's other
   // CQ polls until the CQ whose poll cut them is polled again -- a host
   // polls its send CQ and then its receive CQ per pass, and a flooding QP
   // visited in both executed two messages (and the lines its peer wrote on
@@ -886,9 +907,8 @@ inline void ShmQp::notify_peer() {
 }
 
 inline void ShmQp::mark_active() {
-  if (queued_) return;
-  queued_ = true;
-  dev_->enqueue_ready(this, &next_ready_);
+  if (ready_pprev_ != nullptr) return;
+  dev_->enqueue_ready(this);
 }
 
 // ---------------------------------------------------------------- control messages (shm_ctl.cc)

@@ -91,10 +91,9 @@ void ShmDevice::collect_links() {
         w &= w - 1;
         // Peer-written: a slot we gave no QP of its is ignored.
         ShmQp* qp = slot < nslots ? slot_qp[slot] : nullptr;
-        if (qp == nullptr || qp->queued_) continue;
+        if (qp == nullptr || qp->ready_pprev_ != nullptr) continue;
         // ShmQp::mark_active, with the list head local.
-        qp->queued_ = true;
-        qp->next_ready_ = head;
+        link_ready(&ready_head_, head, qp);
         head = qp;
         queued = true;
       }
@@ -108,6 +107,10 @@ void ShmDevice::visit_ready(const void* cq) {
   // The whole list, taken first: what a visit queues (a QP with work left,
   // one a visit made news for) waits for the next poll -- among several, the
   // next poll of this CQ (cut_head_).
+  // The QPs of the list taken keep their ready_pprev_, still pointing into
+  // it (at ready_head_ for the first): unready would follow it, but no QP
+  // goes away during a visit (only the host destroys one), and each is off
+  // (null) before its progress().
   ShmQp* qp = ready_head_;
   ready_head_ = nullptr;
   // Several QPs with work: each executes a share of its inbound queue, and
@@ -124,7 +127,7 @@ void ShmDevice::visit_ready(const void* cq) {
   }
   while (qp != nullptr) {
     ShmQp* next = qp->next_ready_;
-    qp->queued_ = false;  // before progress(): what comes after queues it again
+    qp->ready_pprev_ = nullptr;  // before progress(): what comes after queues it again
     qp->progress();
     qp = next;
   }
@@ -142,7 +145,7 @@ void ShmDevice::take_cut() {
   cut_head_ = nullptr;
   while (qp != nullptr) {
     ShmQp* next = qp->next_ready_;
-    qp->next_ready_ = ready_head_;
+    link_ready(&ready_head_, ready_head_, qp);
     ready_head_ = qp;
     qp = next;
   }
@@ -167,14 +170,16 @@ void ShmDevice::send_all_owed() {
 
 void ShmDevice::unready(ShmQp* qp) {
   if (qp->owed_link_.linked) owed_[qp->owed_list_].remove(qp);
-  if (!qp->queued_) return;
-  for (ShmQp** list : {&ready_head_, &cut_head_})
-    for (ShmQp** p = list; *p != nullptr; p = &(*p)->next_ready_)
-      if (*p == qp) {
-        *p = qp->next_ready_;
-        break;
-      }
-  qp->queued_ = false;
+  if (qp->ready_pprev_ == nullptr) return;
+  // Only the host destroys a QP, never from inside a poll: a visit's walk
+  // holds the QPs it took, their back links pointing into the list as it
+  // was (the first one's at the head, which this would catch).
+  TERN_ASSERT(*qp->ready_pprev_ == qp, "shm: QP %u destroyed off the ready list it was queued on", qp->qp_num());
+  // O(1): whatever points at us (a list head, the QP before us) points past
+  // us, and the QP after us points back at that.
+  *qp->ready_pprev_ = qp->next_ready_;
+  if (qp->next_ready_ != nullptr) qp->next_ready_->ready_pprev_ = qp->ready_pprev_;
+  qp->ready_pprev_ = nullptr;
 }
 
 ShmPeerLink* ShmDevice::link_for_accept(int sock, uint64_t peer_token, uint32_t* slot) {

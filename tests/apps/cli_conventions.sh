@@ -6,14 +6,10 @@
 # status 2 for all of them.
 set -euo pipefail
 nfsd=$1 perf=$2 nfs_read=$3 soak=$4
-fail() { echo "FAIL: $*" >&2; exit 1; }
-dir=$(mktemp -d)
-pid=
-cleanup() {
-  [[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+# shellcheck source=tests/apps/lib.sh
+. "$(dirname "$0")/lib.sh"
+scratch cli-conventions
+cleanup_signal=KILL
 mkdir "$dir/export" "$dir/state"
 
 run() {  # run CMD...: sets $msg (stderr and stdout) and $rc
@@ -82,6 +78,5 @@ set +e
 wait "$pid"
 rc=$?
 set -e
-pid=
 [[ $rc == 0 ]] || fail "SIGTERM: exit $rc"
 echo "cli_conventions: ok"

@@ -9,11 +9,9 @@
 set -uo pipefail
 perf=$1
 nfsd=$2
-fail() { echo "FAIL: $*" >&2; exit 1; }
-dir=$(mktemp -d /tmp/tern-error-wording.XXXXXX)
-holder=
-cleanup() { [[ -n $holder ]] && kill "$holder" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"; }
-trap cleanup EXIT
+# shellcheck source=tests/apps/lib.sh
+. "$(dirname "$0")/lib.sh"
+scratch error-wording
 chmod 755 "$dir"
 mkdir "$dir/exp" "$dir/ro"
 # tern-nfsd's log lines: "<UTC time> tern error tern-nfsd: MESSAGE".
@@ -43,7 +41,6 @@ s.bind(("127.0.0.1", 0))
 s.listen()
 open(sys.argv[1], "w").write(str(s.getsockname()[1]))
 time.sleep(120)' "$dir/port" &
-holder=$!
 for _ in $(seq 100); do [[ -s $dir/port ]] && break; sleep 0.05; done
 port=$(cat "$dir/port") || fail "no port held"
 

@@ -10,21 +10,14 @@
 set -euo pipefail
 nfs=$1
 fake=$2
-fail() { echo "FAIL: $*" >&2; exit 1; }
-dir=$(mktemp -d /tmp/tern-nfs-recovery.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+# shellcheck source=tests/apps/lib.sh
+. "$(dirname "$0")/lib.sh"
+scratch nfs-recovery
 
 start_fake() {  # start_fake NAME ARGS...: a fake server on $dir/NAME.sock
   local name=$1
   shift
   "$fake" --path "$dir/$name.sock" --size 1048576 "$@" >"$dir/$name.out" 2>&1 &
-  pids+=($!)
   for _ in $(seq 100); do
     grep -q listening "$dir/$name.out" 2>/dev/null && return 0
     sleep 0.05

@@ -11,18 +11,14 @@
 set -euo pipefail
 nfsd=$1
 probe=$2
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=tests/apps/lib.sh
+. "$(dirname "$0")/lib.sh"
 if [[ $(id -u) != 0 ]]; then
   echo "nfsd_admin: needs root (open_by_handle_at): not run"
   exit 0
 fi
-dir=$(mktemp -d /tmp/tern-nfsd-admin.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+scratch nfsd-admin
+cleanup_signal=KILL
 mkdir "$dir/a" "$dir/b" "$dir/state"
 
 # Starts tern-nfsd with the given arguments, its output in $dir/$1.log;
@@ -32,7 +28,6 @@ start() {
   shift
   "$nfsd" "$@" >"$log" 2>&1 &
   started=$!
-  pids+=("$started")
   for _ in $(seq 100); do
     grep -q "tern-nfsd: serving" "$log" && return 0
     kill -0 "$started" 2>/dev/null || fail "tern-nfsd $* exited: $(cat "$log")"

@@ -7,14 +7,10 @@
 # the kernel client's, tests/vm/nfs-gateway.sh.)
 set -euo pipefail
 nfsd=$1
-fail() { echo "FAIL: $*" >&2; exit 1; }
-dir=$(mktemp -d /tmp/tern-nfsd-cli.XXXXXX)
-pid=
-cleanup() {
-  [[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+# shellcheck source=tests/apps/lib.sh
+. "$(dirname "$0")/lib.sh"
+scratch nfsd-cli
+cleanup_signal=KILL
 mkdir "$dir/export" "$dir/state"
 
 for bad in "--engines 0" "--engines x" "--port 99999" "--credits 0" "--arena-mb 8" "--cores 1,x"
@@ -100,7 +96,6 @@ set +e
 wait "$pid"
 rc=$?
 set -e
-pid=
 [[ $rc == 0 ]] || fail "SIGTERM: exit $rc"
 (($(grep -c "tern-nfsd: stats:" "$log") == 2)) || fail "no counters at exit: $(cat "$log")"
 echo "nfsd_cli: ok"

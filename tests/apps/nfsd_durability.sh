@@ -14,18 +14,14 @@
 set -euo pipefail
 nfsd=$1
 probe=$2
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=tests/apps/lib.sh
+. "$(dirname "$0")/lib.sh"
 if [[ $(id -u) != 0 ]]; then
   echo "nfsd_durability: needs root (open_by_handle_at): not run"
   exit 0
 fi
-dir=$(mktemp -d /var/tmp/tern-nfsd-durable.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+scratch nfsd-durable /var/tmp
+cleanup_signal=KILL
 mkdir "$dir/export" "$dir/state"
 printf 'abc' >"$dir/export/f"
 printf '%s localhost(rw,no_root_squash)\n' "$dir/export" >"$dir/exports"
@@ -35,7 +31,6 @@ start() {  # start NAME: tern-nfsd with its log in $dir/NAME.log; sets $srv, $mp
   "$nfsd" --exports "$dir/exports" --listen "shm:path=$dir/s" --state-dir "$dir/state" \
     --mount-port 0 --mount-addr 127.0.0.1 >"$log" 2>&1 &
   srv=$!
-  pids+=("$srv")
   for _ in $(seq 100); do
     grep -q "tern-nfsd: serving" "$log" && break
     kill -0 "$srv" 2>/dev/null || fail "tern-nfsd exited: $(cat "$log")"

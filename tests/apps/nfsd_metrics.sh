@@ -7,7 +7,8 @@
 set -uo pipefail
 nfsd=$1
 probe=$2
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=tests/apps/lib.sh
+. "$(dirname "$0")/lib.sh"
 py=/usr/bin/python3
 [[ -x $py ]] || py=python3
 "$py" -c 'import prometheus_client.parser' 2>/dev/null || { echo "SKIP: no prometheus_client for $py"; exit 77; }
@@ -15,10 +16,7 @@ if [[ $(id -u) != 0 ]]; then
   echo "nfsd_metrics: needs root (open_by_handle_at): not run"
   exit 0
 fi
-dir=$(mktemp -d /tmp/tern-nfsd-metrics.XXXXXX)
-srv=
-cleanup() { [[ -n $srv ]] && kill "$srv" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"; }
-trap cleanup EXIT
+scratch nfsd-metrics
 mkdir "$dir/export" "$dir/state"
 printf 'abc' >"$dir/export/f"
 # A free port (released again: a race with another program is possible, and fails loudly).

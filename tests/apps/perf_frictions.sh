@@ -9,11 +9,9 @@
 #  - JSON says busy: null for a run too short to judge (not false).
 set -uo pipefail
 perf=$1
-fail() { echo "FAIL: $*" >&2; exit 1; }
-dir=$(mktemp -d /tmp/tern-perf-frictions.XXXXXX)
-spid=
-cleanup() { [[ -n $spid ]] && kill "$spid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"; }
-trap cleanup EXIT
+# shellcheck source=tests/apps/lib.sh
+. "$(dirname "$0")/lib.sh"
+scratch perf-frictions
 
 usage() {  # usage WHAT EXPECTED-TEXT ARGS...: exit 2 and the text on stderr
   local what=$1 want=$2

@@ -9,15 +9,13 @@
 #   - --metrics without --rpc (raw SENDs, no engine) is refused.
 set -uo pipefail
 perf=$1
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=tests/apps/lib.sh
+. "$(dirname "$0")/lib.sh"
 # Debian's interpreter: python3-prometheus-client is installed for it.
 py=/usr/bin/python3
 [[ -x $py ]] || py=python3
 "$py" -c 'import prometheus_client.parser' 2>/dev/null || { echo "SKIP: no prometheus_client for $py"; exit 77; }
-dir=$(mktemp -d /tmp/tern-perf-metrics.XXXXXX)
-spid=
-cleanup() { [[ -n $spid ]] && kill "$spid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"; }
-trap cleanup EXIT
+scratch perf-metrics
 
 # check FILE ENGINES CALLS: every engine 0..ENGINES-1 has calls and replies == CALLS.
 check() {
@@ -51,7 +49,6 @@ wait_listening "$dir/server.log"
 [[ -s $dir/client.prom ]] || fail "the client's metrics file is empty or absent at exit"
 check "$dir/client.prom" 2 60
 wait "$spid" || fail "server (--once): exit $?: $(cat "$dir/server.log")"
-spid=
 [[ -s $dir/server.prom ]] || fail "the server's metrics file is empty or absent at exit"
 check "$dir/server.prom" 2 60
 

@@ -5,11 +5,10 @@
 # busy-polling server burns; measure-wait.sh gives the figures).
 set -euo pipefail
 perf=$1
-fail() { echo "FAIL: $*" >&2; exit 1; }
-sock=$(mktemp -u /tmp/tern-perf-wait-XXXXXX.sock)
-server_pid=
-cleanup() { [[ -n "$server_pid" ]] && { kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; } || true; rm -f "$sock"; }
-trap cleanup EXIT
+# shellcheck source=tests/apps/lib.sh
+. "$(dirname "$0")/lib.sh"
+scratch perf-wait
+sock=$dir/s
 cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"; }
 
 "$perf" server --rpc --wait --dev "shm:path=$sock" --quiet &

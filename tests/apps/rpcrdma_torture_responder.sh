@@ -5,15 +5,10 @@
 # or 8797 section and a level, and ids are unique (docs/conformance.md).
 set -euo pipefail
 torture=$1
-dir=$(mktemp -d /tmp/tern-torture-resp-XXXXXX)
+# shellcheck source=tests/apps/lib.sh
+. "$(dirname "$0")/lib.sh"
+scratch torture-resp
 pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # The catalogue in four processes: every case has its own engine and
 # connection, and most of a case's time is waiting out quiet periods and

@@ -8,15 +8,9 @@
 set -euo pipefail
 stats=$1
 what=$2
-fail() { echo "FAIL: $*" >&2; exit 1; }
-dir=$(mktemp -d /tmp/tern-tel-programs.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+# shellcheck source=tests/apps/lib.sh
+. "$(dirname "$0")/lib.sh"
+scratch tel-programs
 
 wait_sock() {  # wait_sock PATH LOG: until PATH is a socket
   for _ in $(seq 200); do [[ -S $1 ]] && return 0; sleep 0.05; done
@@ -32,14 +26,12 @@ perf)
   # The raw (driver-only) server answers too: it has no engine, /info says who.
   "$perf" server --dev "shm:path=$dir/raw" --telemetry "$dir/raw.tel" --quiet >"$dir/raw.log" 2>&1 &
   rawpid=$!
-  pids+=($rawpid)
   wait_sock "$dir/raw.tel" "$dir/raw.log"
   out=$(timeout 20 "$stats" -s "$dir/raw.tel" /info) || fail "tern-stats on the raw server: $out"
   [[ $(field "$out" pid) == "$rawpid" ]] || fail "raw server's /info: $out"
 
   # --rpc: the server's engine counts the client's calls.
   "$perf" server --rpc --dev "shm:path=$dir/s" --telemetry "$dir/server.tel" --quiet >"$dir/server.log" 2>&1 &
-  pids+=($!)
   wait_sock "$dir/server.tel" "$dir/server.log"
   [[ -S $dir/s ]] || sleep 0.5
   # The client by $TERN_TELEMETRY_SOCK, read while it runs. It runs until
@@ -49,7 +41,6 @@ perf)
   TERN_TELEMETRY_SOCK=$dir/client.tel "$perf" client --rpc --dev "shm:path=$dir/s" --seconds 600 --warmup 10 \
     --quiet >"$dir/client.log" 2>&1 &
   cpid=$!
-  pids+=($cpid)
   wait_sock "$dir/client.tel" "$dir/client.log"
   calls=0
   # Until its engine has counted calls (0 while the engine is not made yet);
@@ -91,7 +82,6 @@ PY
   elif [[ -x /usr/bin/dpdk-telemetry.py ]]; then
     RUNTIME_DIRECTORY=$dir "$perf" server --rpc --eal --dev "shm:path=$dir/e" >"$dir/eal.log" 2>&1 &
     epid=$!
-    pids+=($epid)
     wait_sock "$dir/dpdk/tern-perf-$epid/dpdk_telemetry.v2" "$dir/eal.log"
     grep -q "dpdk-telemetry.py -f tern-perf-$epid" "$dir/eal.log" || fail "--eal does not say where: $(cat "$dir/eal.log")"
     out=$(printf '/tern/engine,0\n' | RUNTIME_DIRECTORY=$dir timeout 20 python3 /usr/bin/dpdk-telemetry.py \
@@ -107,7 +97,6 @@ nfsd)
   mkdir -p "$dir/export" "$dir/state"
   "$nfsd" --export "$dir/export" --listen "shm:path=$dir/s" --state-dir "$dir/state" --mount-port off \
     --no-rpcbind --engines 2 --telemetry "$dir/nfsd.tel" >"$dir/log" 2>&1 &
-  pids+=($!)
   wait_sock "$dir/nfsd.tel" "$dir/log"
   # The socket opens before the engines are made: wait until it serves.
   for _ in $(seq 200); do grep -q "tern-nfsd: serving" "$dir/log" && break; sleep 0.05; done
@@ -124,12 +113,10 @@ nfs-read)
   nfs=$3
   fake=$4
   "$fake" --path "$dir/fake.sock" --size 1048576 --stall-reads >"$dir/fake.out" 2>&1 &
-  pids+=($!)
   for _ in $(seq 100); do grep -q listening "$dir/fake.out" 2>/dev/null && break; sleep 0.05; done
   # READs are held by the server: the reader waits, its engine readable.
   "$nfs" --server fake --dev "shm:path=$dir/fake.sock" --path /f --timeout 30 --quiet \
     --telemetry "$dir/read.tel" >"$dir/read.log" 2>&1 &
-  pids+=($!)
   wait_sock "$dir/read.tel" "$dir/read.log"
   calls=0
   for _ in $(seq 100); do

@@ -44,7 +44,11 @@ TEST(Clock, TicksAgreeWithMonotonic) {
 
 // Which source the machine's facts lead to (the decision without the machine).
 TEST(Clock, ChooseSource) {
-  using detail::choose_clock_source;
+  // TERN_CLOCK as the process reads it, then the decision.
+  auto choose_clock_source = [](const char* forced, bool invariant, double hz, bool syscall_clock = false,
+                                double recheck = 0) {
+    return detail::choose_clock_source(detail::parse_clock_force(forced), invariant, hz, syscall_clock, recheck);
+  };
   EXPECT_EQ(choose_clock_source(nullptr, true, 2.5e9), ClockSource::kTsc);
   EXPECT_EQ(choose_clock_source("auto", true, 2.5e9), ClockSource::kTsc);
   EXPECT_EQ(choose_clock_source("", true, 2.5e9), ClockSource::kTsc);
@@ -73,6 +77,25 @@ TEST(Clock, ChooseSource) {
   EXPECT_EQ(choose_clock_source("tsc-guarded", false, 2.5e9), ClockSource::kTscGuarded);
   EXPECT_EQ(choose_clock_source("tsc-guarded", true, 2.5e9), ClockSource::kTscGuarded);
   EXPECT_EQ(choose_clock_source("tsc-guarded", false, 0), ClockSource::kMonotonic);
+}
+
+// TERN_CLOCK's values, and anything else read as auto and flagged unknown
+// (for the warning).
+TEST(Clock, ParseForce) {
+  using detail::ClockForce;
+  using detail::parse_clock_force;
+  bool known = false;
+  for (const char* automatic : {static_cast<const char*>(nullptr), "", "auto"}) {
+    EXPECT_EQ(parse_clock_force(automatic, &known), ClockForce::kAuto);
+    EXPECT_TRUE(known);
+  }
+  EXPECT_EQ(parse_clock_force("tsc"), ClockForce::kTsc);
+  EXPECT_EQ(parse_clock_force("tsc-guarded"), ClockForce::kTscGuarded);
+  EXPECT_EQ(parse_clock_force("monotonic"), ClockForce::kMonotonic);
+  for (const char* bad : {"TSC", "tsc-", "mono", "hpet"}) {
+    EXPECT_EQ(parse_clock_force(bad, &known), ClockForce::kAuto) << bad;
+    EXPECT_FALSE(known) << bad;
+  }
 }
 
 // Which kernel clocks cost a system call per read (no vDSO read on x86).

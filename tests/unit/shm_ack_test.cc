@@ -8,6 +8,7 @@
 #include <poll.h>
 
 #include <chrono>
+#include <initializer_list>
 
 #include "shm/shm_internal.h"
 #include "shm_test_end.h"
@@ -270,6 +271,35 @@ TEST_F(ShmOwedListTest, QpDestroyedOnTheOlderListLeavesIt) {
   server_.qps[1].reset();
   check_others_acked();
 }
+
+// The ready list the same way: a post queues its QP for the device's next
+// poll, and a QP destroyed before that poll must leave the list -- first,
+// in the middle or last on it, or next to one that left before -- or the
+// poll would visit freed memory (ASan) and the others' Sends would still
+// have to complete.
+class ShmReadyListTest : public ShmOwedListTest {
+ protected:
+  size_t client_ready() const { return static_cast<const shm::ShmDevice*>(client_.dev.get())->ready_qps(); }
+  void destroy_queued(std::initializer_list<int> lost) {
+    for (int q = 0; q < 3; ++q) client_sends_signaled(q);
+    ASSERT_EQ(client_ready(), 3u) << "a post queues its QP for the next poll";
+    for (int q : lost) client_.qps[static_cast<size_t>(q)].reset();
+    EXPECT_EQ(client_ready(), 3 - lost.size()) << "a QP gone is still on the ready list";
+    for (int k = 0; k < 8; ++k) client_.poll(), server_.poll();
+    EXPECT_EQ(client_ready(), 0u);
+    for (int q = 0; q < 3; ++q) {
+      if (client_.qps[static_cast<size_t>(q)] == nullptr) continue;
+      EXPECT_TRUE(client_sent(q)) << "the Send of QP " << q << ", queued beside a QP lost";
+    }
+  }
+};
+
+// Queued last (the list's head): QP 2; in the middle: QP 1; first: QP 0.
+TEST_F(ShmReadyListTest, QpQueuedLastDestroyedLeavesTheReadyList) { destroy_queued({2}); }
+TEST_F(ShmReadyListTest, QpQueuedInTheMiddleDestroyedLeavesTheReadyList) { destroy_queued({1}); }
+TEST_F(ShmReadyListTest, QpQueuedFirstDestroyedLeavesTheReadyList) { destroy_queued({0}); }
+// QP 0 was after QP 1 on the list: its link back must now skip QP 1.
+TEST_F(ShmReadyListTest, TwoNeighboursDestroyedLeaveTheReadyList) { destroy_queued({1, 0}); }
 
 }  // namespace
 }  // namespace tern

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "rdmadev/rdmadev.h"
+#include "shm/shm_internal.h"
 #include "shm_test_end.h"
 
 namespace tern {
@@ -136,6 +137,32 @@ TEST_F(ShmSharedBurstPassTest, AQueueCutInTheSecondPollStaysSharedWhenItComesBac
   EXPECT_EQ(received(0), 1) << "back from the cut in the pass's second poll: a shared burst, not its whole queue";
   check_data(0, 2, 0x40);
 }
+
+// Two full queues cut short wait on the cut list for that CQ's next poll;
+// one of them destroyed there -- either, so first or second on it -- must
+// leave it (ShmDevice::unready), or that poll would visit freed memory
+// (ASan), and the other still gets the rest of its queue.
+class ShmCutListTest : public ShmSharedBurstPassTest {
+ protected:
+  size_t server_ready() const { return static_cast<const shm::ShmDevice*>(server_.dev.get())->ready_qps(); }
+  void destroy_cut(int lost) {
+    send(0, kDeep, 0x50);
+    send(1, kDeep, 0x60);
+    rdma::Wc wc[64];
+    server_.scq->poll(wc, 64);  // a visit among two: both queues cut short
+    ASSERT_EQ(server_ready(), 2u) << "both QPs wait with work left";
+    server_.qps[static_cast<size_t>(lost)].reset();
+    EXPECT_EQ(server_ready(), 1u) << "the QP gone is still on the cut list";
+    for (int k = 0; k < 8; ++k) server_.poll();
+    EXPECT_EQ(server_ready(), 0u);
+    const int kept = 1 - lost;
+    EXPECT_EQ(received(kept), kDeep) << "the other queue, all of it";
+    check_data(kept, kDeep, kept == 0 ? 0x50 : 0x60);
+  }
+};
+
+TEST_F(ShmCutListTest, TheFirstQpDestroyedOnTheCutListLeavesIt) { destroy_cut(0); }
+TEST_F(ShmCutListTest, TheSecondQpDestroyedOnTheCutListLeavesIt) { destroy_cut(1); }
 
 // Alone, a QP's whole queue is one poll's work: one busy connection keeps
 // its batches.
