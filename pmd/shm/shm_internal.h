@@ -69,11 +69,20 @@ class ShmPd final : public Pd {
   // and a receive per message, each side), and the call's own frame was ~5
   // of its ~40 instructions.
   const MrEntry* lookup_local(uint32_t lkey, uint64_t addr, uint64_t len, uint32_t need) const {
+    const MrEntry* e = lookup_key(lkey, need);
+    return e != nullptr && covers(*e, addr, len) ? e : nullptr;
+  }
+  // Its two halves: the entry an lkey names if it is valid with the rights
+  // `need`; and whether [addr, addr + len) lies inside an entry.
+  const MrEntry* lookup_key(uint32_t lkey, uint32_t need) const {
     const uint32_t i = rkey_index(lkey);
     if (i == 0 || i >= mrs_.size()) return nullptr;
     const MrEntry& e = mrs_[i];
     if (!e.in_use || !e.valid || e.key != rkey_key(lkey) || (need & ~e.access) != 0) return nullptr;
-    return addr >= e.iova && len <= e.length && addr - e.iova <= e.length - len ? &e : nullptr;
+    return &e;
+  }
+  static bool covers(const MrEntry& e, uint64_t addr, uint64_t len) {
+    return addr >= e.iova && len <= e.length && addr - e.iova <= e.length - len;
   }
   // Remote access check by the memory owner, for a request that arrived on
   // QP `qpn`: a fast MR registered through that QP (any QP of the PD when the
@@ -223,6 +232,15 @@ class ShmRecvQueue {
 
 inline int ShmRecvQueue::post(ShmPd* pd, const RecvWr* wrs, int n, int* err) {
   *err = 0;
+  // The key checks of the last lkey that passed them, kept for the rest of
+  // this post: a host's receive buffers come from one registration, so a
+  // batch of them (a dozen to 30 per post in the engine) names one lkey,
+  // and nothing can deregister or invalidate an MR while this loop runs
+  // (the device's thread is the only one that does, and it is here). The
+  // range check stays per SGE: one lkey covers many addresses, not all.
+  // (A failed lookup is looked up again: known is nullptr then.)
+  uint32_t known_lkey = 0;
+  const MrEntry* known = nullptr;
   int i = 0;
   for (; i < n; ++i) {
     const RecvWr& wr = wrs[i];
@@ -239,17 +257,26 @@ inline int ShmRecvQueue::post(ShmPd* pd, const RecvWr* wrs, int n, int* err) {
     r.status = WcStatus::kSuccess;
     r.num_sge = wr.num_sge;
     r.capacity = 0;
-    for (uint32_t k = 0; k < wr.num_sge; ++k) {
+    auto take = [&](uint32_t k) [[gnu::always_inline]] {
       const Sge& s = wr.sg_list[k];
-      const MrEntry* m = pd->lookup_local(s.lkey, s.addr, s.length, kAccessLocalWrite);
-      if (m == nullptr) {
+      if (known == nullptr || s.lkey != known_lkey) {
+        known = pd->lookup_key(s.lkey, kAccessLocalWrite);
+        known_lkey = s.lkey;
+      }
+      if (known == nullptr || !ShmPd::covers(*known, s.addr, s.length)) {
         r.status = WcStatus::kLocProtErr;  // reported when a message lands in it, as verbs do
         r.sge[k] = {nullptr, 0};
-        continue;
+        return;
       }
-      r.sge[k] = {m->host + (s.addr - m->iova), s.length};
+      r.sge[k] = {known->host + (s.addr - known->iova), s.length};
       r.capacity += s.length;
-    }
+    };
+    // One buffer per receive (the engine's) without the SGE loop, whose
+    // registers the compiler spilled around it.
+    if (wr.num_sge == 1)
+      take(0);
+    else
+      for (uint32_t k = 0; k < wr.num_sge; ++k) take(k);
     ++tail_;
     if (++tail_slot_ == depth_) tail_slot_ = 0;
   }
