@@ -114,6 +114,12 @@ TEST(WaitMode, BothSidesSleepBetweenCallsAndEveryCallCompletes) {
   int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   ASSERT_GE(stop_fd, 0);
   std::atomic<bool> stop{false};
+  // The client's engine is made before the server listens: the server's
+  // first sleep waits for the connect, a matter of microseconds. Made after,
+  // that sleep also waited out the client engine's creation (64 MiB arena),
+  // which under TSan on a loaded machine took over kLostWakeupMs and was
+  // counted as a lost wake-up.
+  auto cli = Engine::create({.arena_bytes = 64u << 20}).value();
   HostCounts srv_n;
   std::thread server([&] {
     auto srv = Engine::create({.arena_bytes = 64u << 20}).value();
@@ -129,7 +135,6 @@ TEST(WaitMode, BothSidesSleepBetweenCallsAndEveryCallCompletes) {
   while (!listening) std::this_thread::yield();
   ASSERT_FALSE(failed) << "server could not listen on " << spec;
 
-  auto cli = Engine::create({.arena_bytes = 64u << 20}).value();
   Connection* conn = cli->connect(spec).value();
   HostCounts cli_n;
   // Connecting sleeps too: kEstablished must wake the client.

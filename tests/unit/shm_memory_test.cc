@@ -211,7 +211,9 @@ TEST_F(ShmMemoryTest, AnIdleConnectionGivesMemoryBackAndWorksAfterwards) {
   // Idle, both sides polled as an idle engine polls them (poll_cm included).
   ASSERT_TRUE(wait_for([&] { return counter(client_.qp->stats(), "idle_trims") == 1 &&
                                     counter(server_.qp->stats(), "idle_trims") == 1; },
-                       "both QPs to trim"));
+                       "both QPs to trim"))
+      << "idle_trims: client " << counter(client_.qp->stats(), "idle_trims") << ", server "
+      << counter(server_.qp->stats(), "idle_trims") << " (twice, or never idle for a second?)";
   EXPECT_EQ(counter(client_.qp->stats(), "idle_trims"), 1u);
   EXPECT_EQ(counter(server_.qp->stats(), "idle_trims"), 1u);
   // Once: staying idle gives back nothing more.
