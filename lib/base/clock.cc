@@ -71,6 +71,31 @@ bool kernel_clock_is_syscall(const char* clocksource) {
   return true;
 }
 
+namespace {
+struct ClockPair {
+  uint64_t ns = 0, tsc = 0, spread = UINT64_MAX;  // spread: TSC ticks between the bracketing reads
+};
+ClockPair read_pair(uint64_t (*now_ns)(), uint64_t (*read_tsc)()) {
+  ClockPair best;
+  for (int i = 0; i < 8; ++i) {
+    const uint64_t a = read_tsc();
+    const uint64_t t = now_ns();
+    const uint64_t b = read_tsc();
+    if (b >= a && b - a < best.spread) best = ClockPair{t, a + (b - a) / 2, b - a};
+  }
+  return best;
+}
+}  // namespace
+
+double calibrate_tsc_with(uint64_t (*now_ns)(), uint64_t (*read_tsc)(), uint64_t window_ns) {
+  const ClockPair p0 = read_pair(now_ns, read_tsc);
+  while (now_ns() - p0.ns < window_ns) {
+  }
+  const ClockPair p1 = read_pair(now_ns, read_tsc);
+  if (p0.spread == UINT64_MAX || p1.spread == UINT64_MAX || p1.tsc <= p0.tsc || p1.ns <= p0.ns) return 0;
+  return static_cast<double>(p1.tsc - p0.tsc) * 1e9 / static_cast<double>(p1.ns - p0.ns);
+}
+
 }  // namespace detail
 
 namespace {
@@ -86,18 +111,11 @@ bool invariant_tsc() {
   return (d & (1u << 8)) != 0;
 }
 
+uint64_t read_tsc() { return __rdtsc(); }
+
 // 10 ms is enough for ~0.1% accuracy; this VM has no MSR access, so the TSC
 // frequency cannot be read directly (DPDK spends 100 ms on the same problem).
-double calibrate_tsc() {
-  uint64_t t0 = monotonic_ns();
-  uint64_t c0 = __rdtsc();
-  while (monotonic_ns() - t0 < 10'000'000) {
-  }
-  uint64_t t1 = monotonic_ns();
-  uint64_t c1 = __rdtsc();
-  if (c1 <= c0) return 0;
-  return static_cast<double>(c1 - c0) * 1e9 / static_cast<double>(t1 - t0);
-}
+double calibrate_tsc() { return detail::calibrate_tsc_with(monotonic_ns, read_tsc, 10'000'000); }
 
 // The kernel's current clocksource, "" if unknown.
 void kernel_clocksource(char* out, size_t size) {

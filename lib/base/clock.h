@@ -95,6 +95,15 @@ ClockSource choose_clock_source(ClockForce forced, bool invariant_tsc, double ca
 // Whether a kernel clocksource (sysfs' current_clocksource) makes
 // clock_gettime a system call: all but those the x86 vDSO reads in user space.
 bool kernel_clock_is_syscall(const char* clocksource);
+// The TSC's rate from two (ns, TSC) pairs `window_ns` apart, the clocks
+// given so that tests can preempt the caller between two reads. Each pair
+// brackets the clock's reading by two TSC reads and keeps the tightest of
+// a few tries: a thread descheduled between a clock read and a TSC read
+// would otherwise pair readings a time slice apart (milliseconds on a
+// loaded machine) and get a rate off by that much against a 10 ms window,
+// and every tick-paced deadline of the process with it. 0 if the TSC did
+// not advance.
+double calibrate_tsc_with(uint64_t (*now_ns)(), uint64_t (*read_tsc)(), uint64_t window_ns);
 }  // namespace detail
 
 }  // namespace tern

@@ -163,3 +163,53 @@ TEST(Clock, TicksNsRoundTrip) {
 
 }  // namespace
 }  // namespace tern
+
+namespace tern {
+namespace {
+
+// The TSC's calibration on a loaded machine: a thread descheduled between
+// any two of the calibration's clock reads must not skew the rate. A fake
+// pair of clocks (the TSC at exactly 2 GHz) where one read, at each
+// position in turn, first "loses the CPU" for 5 ms: the rate must stay
+// within 0.1% (a pair read a time slice apart was off by up to 50% of a
+// 10 ms window, and every tick-paced deadline of the process with it).
+namespace fake_clock {
+uint64_t ns = 0;
+int reads = 0, stall_at = -1;
+void step() {
+  if (reads++ == stall_at) ns += 5'000'000;
+  ns += 25;  // a read takes some time
+}
+uint64_t now_ns() {
+  step();
+  return ns;
+}
+uint64_t tsc() {
+  step();
+  return ns * 2;
+}
+}  // namespace fake_clock
+
+TEST(Clock, CalibrationSurvivesADescheduledRead) {
+  using namespace fake_clock;
+  // The reads of the two pairs (the first 24 and the window's end): the
+  // window's own polls in between are nearly 400,000 and need no stall.
+  for (int at = 0; at < 24; ++at) {
+    for (int end_pair : {0, 1}) {
+      ns = 1'000'000'000, reads = 0;
+      stall_at = end_pair == 0 ? at : -1;
+      if (end_pair == 1) {
+        // Count the reads of a clean run to place the stall in the second pair.
+        (void)detail::calibrate_tsc_with(now_ns, tsc, 10'000'000);
+        const int total = reads;
+        ns = 1'000'000'000, reads = 0;
+        stall_at = total - 24 + at;
+      }
+      const double hz = detail::calibrate_tsc_with(now_ns, tsc, 10'000'000);
+      EXPECT_NEAR(hz, 2e9, 2e6) << "a 5 ms stall at read " << stall_at << (end_pair ? " (the end's pair)" : "");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tern
