@@ -18,6 +18,11 @@ using namespace tern::rdma;
 
 namespace {
 
+// A host poller's tag in the epoll set: its index above this (wait() tells
+// finish_wait() which fired). Devices are tagged with their index from 0,
+// the timer and the listen group with UINT64_MAX and UINT64_MAX - 1.
+constexpr uint64_t kPollerTag = uint64_t{1} << 62;
+
 // Every device's wait fd in the engine's epoll set, the new ones too.
 Status join_devices(EngineImpl& e) {
   auto& w = e.waiting;
@@ -52,7 +57,7 @@ Status join_devices(EngineImpl& e) {
     if (fd < 0) continue;
     epoll_event ev{};
     ev.events = EPOLLIN;
-    ev.data.u64 = UINT64_MAX - 2;
+    ev.data.u64 = kPollerTag + w.pollers_added;
     if (epoll_ctl(w.epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
       return make_sys_error(Errc::kInternal, errno, "engine: epoll_ctl(ADD) for a host poller");
   }
@@ -155,9 +160,19 @@ int EngineImpl::finish_wait() {
     ++events;
   }
   // A poller's wake fd is drained here, before its poller runs in this
-  // poll(): a completion it does not see then signals the fd again.
-  for (const HostPoller& p : pollers) {
+  // poll(): a completion it does not see then signals the fd again. Only
+  // the ones epoll said fired when wait() knows (a read of one that did
+  // not fire is an EAGAIN system call per poller per wake-up); one that
+  // fired after epoll_wait returned stays readable and wakes the next
+  // sleep at once, which drains it: late, never lost.
+  const bool known = waiting.fired_known;
+  const uint64_t fired = waiting.pollers_fired;
+  waiting.fired_known = false;
+  waiting.pollers_fired = 0;
+  for (size_t i = 0; i < pollers.size(); ++i) {
+    const HostPoller& p = pollers[i];
     if (p.wake_fd < 0) continue;
+    if (known && (i >= 64 || (fired >> i & 1) == 0)) continue;
     uint64_t v;
     if (read(p.wake_fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v)) ++events;
   }
@@ -175,10 +190,19 @@ Result<bool> EngineImpl::wait(int timeout_ms) {
   auto idle = prepare_wait();
   if (!idle) return idle.status();
   if (!*idle) return false;
-  epoll_event ev;
+  // Every fd that fired, so that finish_wait() reads only the pollers'
+  // eventfds among them; a full array may have left some out: unknown.
+  epoll_event ev[16];
   // EINTR (a signal) ends the sleep like a timeout: the host checks its flags.
-  if (epoll_wait(waiting.epfd, &ev, 1, timeout_ms) < 0 && errno != EINTR)
-    return make_sys_error(Errc::kInternal, errno, "engine: epoll_wait");
+  const int n = epoll_wait(waiting.epfd, ev, 16, timeout_ms);
+  if (n < 0 && errno != EINTR) return make_sys_error(Errc::kInternal, errno, "engine: epoll_wait");
+  uint64_t fired = 0;
+  for (int i = 0; i < n; ++i) {
+    const uint64_t tag = ev[i].data.u64;
+    if (tag >= kPollerTag && tag - kPollerTag < 64) fired |= uint64_t{1} << (tag - kPollerTag);
+  }
+  waiting.fired_known = n >= 0 && n < 16 && pollers.size() <= 64;
+  waiting.pollers_fired = fired;
   return true;
 }
 

@@ -263,5 +263,44 @@ TEST(WaitMode, ASleepingClientWakesForItsCallsDeadline) {
   if (spec.starts_with("shm:path=")) unlink(spec.c_str() + 9);
 }
 
+// A host poller's eventfd (add_poller) is drained when the engine wakes,
+// but only if epoll said it fired: reading every poller's eventfd on every
+// wake-up was a system call each, most of them EAGAIN. One signalled after
+// the wake-up is left readable, so the next sleep ends at once and drains
+// it: late by a poll, never lost.
+TEST(WaitMode, AWakeUpReadsOnlyThePollersEventfdsThatFired) {
+  auto eng = Engine::create({.arena_bytes = 16u << 20}).value();
+  const int a = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), b = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0);
+  auto none = [](void*) { return 0; };
+  eng->add_poller(none, nullptr, a);
+  eng->add_poller(none, nullptr, b);
+  for (int i = 0; i < 10; ++i) eng->poll();
+  const uint64_t one = 1;
+  uint64_t v = 0;
+  ASSERT_EQ(write(b, &one, sizeof one), static_cast<ssize_t>(sizeof one));
+  auto slept = eng->wait(kLostWakeupMs);
+  ASSERT_TRUE(slept.is_ok()) << slept.status().to_string();
+  EXPECT_TRUE(*slept) << "the engine did not sleep: nothing tested";
+  // a's completion comes after the wake-up, before the poll that drains.
+  ASSERT_EQ(write(a, &one, sizeof one), static_cast<ssize_t>(sizeof one));
+  eng->poll();
+  EXPECT_EQ(read(b, &v, sizeof v), -1) << "the eventfd that woke the engine was not drained";
+  EXPECT_EQ(read(a, &v, sizeof v), static_cast<ssize_t>(sizeof v)) << "an eventfd epoll did not report was read";
+  // Put back: the next sleep must end at once for it, and drain it.
+  ASSERT_EQ(write(a, &one, sizeof one), static_cast<ssize_t>(sizeof one));
+  const auto t0 = std::chrono::steady_clock::now();
+  slept = eng->wait(kLostWakeupMs);
+  ASSERT_TRUE(slept.is_ok());
+  eng->poll();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(kLostWakeupMs / 2))
+      << "a pending poller's eventfd did not end the sleep";
+  EXPECT_EQ(read(a, &v, sizeof v), -1) << "the pending eventfd was not drained by the wake-up it caused";
+  eng.reset();
+  close(a);
+  close(b);
+}
+
 }  // namespace
 }  // namespace tern::rpc
