@@ -92,6 +92,16 @@ Result<bool> EngineImpl::prepare_wait() {
   // Calls waiting for their turn (peer_service.h) are work now.
   if (!service.empty()) return false;
   TERN_TRY(join_devices(*this));
+  // A poller that found work since its eventfd was last drained was most
+  // likely signalled for it: drained before the second look (which sees
+  // any completion after this read), or that signal would end the sleep at
+  // once for nothing.
+  for (uint64_t worked = waiting.pollers_worked; worked != 0; worked &= worked - 1) {
+    const int fd = pollers[static_cast<size_t>(__builtin_ctzll(worked))].wake_fd;
+    uint64_t v;
+    if (fd >= 0) (void)!read(fd, &v, sizeof v);
+  }
+  waiting.pollers_worked = 0;
   // Armed from here: whatever happens next, the next poll() acks.
   waiting.armed = true;
   // The clients' next timer (or a server call's pull or push deadline): a
@@ -161,14 +171,16 @@ int EngineImpl::finish_wait() {
   }
   // A poller's wake fd is drained here, before its poller runs in this
   // poll(): a completion it does not see then signals the fd again. Only
-  // the ones epoll said fired when wait() knows (a read of one that did
-  // not fire is an EAGAIN system call per poller per wake-up); one that
-  // fired after epoll_wait returned stays readable and wakes the next
+  // the ones epoll said fired when wait() knows, and those whose poller
+  // found work since the last drain (its completions signalled it, most
+  // likely: left readable, it would end the next sleep at once); reading
+  // every one was an EAGAIN system call per idle poller per wake-up. One
+  // signalled after that and not read stays readable and ends the next
   // sleep at once, which drains it: late, never lost.
   const bool known = waiting.fired_known;
-  const uint64_t fired = waiting.pollers_fired;
+  const uint64_t fired = waiting.pollers_fired | waiting.pollers_worked;
   waiting.fired_known = false;
-  waiting.pollers_fired = 0;
+  waiting.pollers_fired = waiting.pollers_worked = 0;
   for (size_t i = 0; i < pollers.size(); ++i) {
     const HostPoller& p = pollers[i];
     if (p.wake_fd < 0) continue;

@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #include "engine/engine.h"
 
@@ -297,6 +298,22 @@ TEST(WaitMode, AWakeUpReadsOnlyThePollersEventfdsThatFired) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(kLostWakeupMs / 2))
       << "a pending poller's eventfd did not end the sleep";
   EXPECT_EQ(read(a, &v, sizeof v), -1) << "the pending eventfd was not drained by the wake-up it caused";
+  // A poller that found work had its eventfd signalled for it, most
+  // likely: drained before the engine sleeps, or the sleep would end at
+  // once for nothing.
+  eng.reset();
+  eng = Engine::create({.arena_bytes = 16u << 20}).value();
+  static bool pending = false;
+  eng->add_poller([](void*) { return std::exchange(pending, false) ? 1 : 0; }, nullptr, a);
+  for (int i = 0; i < 10; ++i) eng->poll();
+  ASSERT_EQ(write(a, &one, sizeof one), static_cast<ssize_t>(sizeof one));
+  pending = true;
+  EXPECT_EQ(eng->poll(), 1);
+  auto idle = eng->prepare_wait();
+  ASSERT_TRUE(idle.is_ok()) << idle.status().to_string();
+  EXPECT_TRUE(*idle);
+  EXPECT_EQ(read(a, &v, sizeof v), -1) << "a poller's eventfd, signalled for work it did, was left to end the sleep";
+  eng->poll();
   eng.reset();
   close(a);
   close(b);
