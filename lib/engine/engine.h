@@ -610,9 +610,8 @@ class Engine {
   // started goes out in one batch), and returns how much work it did (> 0
   // keeps a host from sleeping). `wake_fd` (an eventfd, or -1) joins
   // wait_fd()'s set, so that a sleeping engine wakes for the host's
-  // completions too; the engine drains it when it wakes for it, and before
-  // it sleeps after fn found work (the host must look at its completions
-  // after each drain: fn runs in that same poll(), or the second look).
+  // completions too; the engine drains it when it wakes (the host must look
+  // at its completions after each drain: fn runs in that same poll()).
   // Pollers do not run once the engine is being destroyed: a host may
   // destroy what it polls first (with its work done).
   using Poller = int (*)(void* ctx);

@@ -219,8 +219,11 @@ class EngineImpl final : public Engine, public ConnCore, private ConnControl {
     // found work since the last drain. Unknown (false) after a wake-up
     // wait() did not see (a host sleeping on wait_fd() itself, the second
     // look): finish_wait() then reads every one.
+    // pollers_drained: read by this pass's finish_wait(), so work their
+    // poller finds in this pass was signalled before that read (or after
+    // it, and then the fd ends the next sleep at once): not marked worked.
     bool fired_known = false;
-    uint64_t pollers_fired = 0, pollers_worked = 0;
+    uint64_t pollers_fired = 0, pollers_worked = 0, pollers_drained = 0;
     ~WaitState();
   } waiting;
   // The host's pollers (add_poller), run at the end of every poll().

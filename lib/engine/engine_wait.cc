@@ -88,7 +88,9 @@ int EngineImpl::wait_fd() {
 
 Result<bool> EngineImpl::prepare_wait() {
   // Called twice without a poll(): the first arm's wake-up may hold events.
-  if (waiting.armed && finish_wait() > 0) return false;
+  // (Drained outside a poll(): nothing to mask in the next one's pollers.)
+  if (waiting.armed && finish_wait() > 0) return waiting.pollers_drained = 0, false;
+  waiting.pollers_drained = 0;
   // Calls waiting for their turn (peer_service.h) are work now.
   if (!service.empty()) return false;
   TERN_TRY(join_devices(*this));
@@ -147,6 +149,7 @@ Result<bool> EngineImpl::prepare_wait() {
   waiting.rechecking = false;
   if (work > 0) {
     (void)finish_wait();
+    waiting.pollers_drained = 0;
     return false;
   }
   return true;
@@ -187,6 +190,7 @@ int EngineImpl::finish_wait() {
     if (known && (i >= 64 || (fired >> i & 1) == 0)) continue;
     uint64_t v;
     if (read(p.wake_fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v)) ++events;
+    if (i < 64) waiting.pollers_drained |= uint64_t{1} << i;
   }
   // ack_wait disarms and consumes what fired; poll_cm at once, not at the
   // next millisecond tick: a connection event may be what woke us.
