@@ -214,6 +214,16 @@ class EngineImpl final : public Engine, public ConnCore, private ConnControl {
     int timer_fd = -1;         // the clients' next tick, for a sleeping host
     uint64_t timer_at = 0;     // the tick it is armed for (0: disarmed)
     size_t pollers_added = 0;  // pollers[0..pollers_added) have their wake fd in epfd
+    // What wait()'s epoll_wait said fired, for finish_wait() to read only
+    // those pollers' eventfds (poller i: bit i), and those of pollers that
+    // found work since the last drain. Unknown (false) after a wake-up
+    // wait() did not see (a host sleeping on wait_fd() itself, the second
+    // look): finish_wait() then reads every one.
+    // pollers_drained: read by this pass's finish_wait(), so work their
+    // poller finds in this pass was signalled before that read (or after
+    // it, and then the fd ends the next sleep at once): not marked worked.
+    bool fired_known = false;
+    uint64_t pollers_fired = 0, pollers_worked = 0, pollers_drained = 0;
     ~WaitState();
   } waiting;
   // The host's pollers (add_poller), run at the end of every poll().

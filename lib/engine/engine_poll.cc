@@ -235,8 +235,16 @@ int EngineImpl::poll() {
   // handlers: what they submitted goes out in one batch.
   // Not in the engine's own shutdown: a host destroys what it polls before
   // the engine (its calls are answered by then).
-  if (!shutting_down)
-    for (const HostPoller& p : pollers) work += p.fn(p.ctx);
+  // One that found work has likely had its eventfd signalled for it:
+  // finish_wait() drains that one too, or it would end the next sleep.
+  if (!shutting_down) {
+    for (size_t i = 0; i < pollers.size(); ++i)
+      if (const int w = pollers[i].fn(pollers[i].ctx); w > 0) {
+        work += w;
+        if (i < 64) waiting.pollers_worked |= (uint64_t{1} << i) & ~waiting.pollers_drained;
+      }
+    waiting.pollers_drained = 0;
+  }
   // Receive buffers back to the device: one post per queue per pass at
   // most, and none while what a queue has waiting is less than a batch and
   // covered by its free credits (RecvQueue::may_defer).

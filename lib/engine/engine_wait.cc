@@ -18,6 +18,11 @@ using namespace tern::rdma;
 
 namespace {
 
+// A host poller's tag in the epoll set: its index above this (wait() tells
+// finish_wait() which fired). Devices are tagged with their index from 0,
+// the timer and the listen group with UINT64_MAX and UINT64_MAX - 1.
+constexpr uint64_t kPollerTag = uint64_t{1} << 62;
+
 // Every device's wait fd in the engine's epoll set, the new ones too.
 Status join_devices(EngineImpl& e) {
   auto& w = e.waiting;
@@ -52,7 +57,7 @@ Status join_devices(EngineImpl& e) {
     if (fd < 0) continue;
     epoll_event ev{};
     ev.events = EPOLLIN;
-    ev.data.u64 = UINT64_MAX - 2;
+    ev.data.u64 = kPollerTag + w.pollers_added;
     if (epoll_ctl(w.epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
       return make_sys_error(Errc::kInternal, errno, "engine: epoll_ctl(ADD) for a host poller");
   }
@@ -83,10 +88,22 @@ int EngineImpl::wait_fd() {
 
 Result<bool> EngineImpl::prepare_wait() {
   // Called twice without a poll(): the first arm's wake-up may hold events.
-  if (waiting.armed && finish_wait() > 0) return false;
+  // (Drained outside a poll(): nothing to mask in the next one's pollers.)
+  if (waiting.armed && finish_wait() > 0) return waiting.pollers_drained = 0, false;
+  waiting.pollers_drained = 0;
   // Calls waiting for their turn (peer_service.h) are work now.
   if (!service.empty()) return false;
   TERN_TRY(join_devices(*this));
+  // A poller that found work since its eventfd was last drained was most
+  // likely signalled for it: drained before the second look (which sees
+  // any completion after this read), or that signal would end the sleep at
+  // once for nothing.
+  for (uint64_t worked = waiting.pollers_worked; worked != 0; worked &= worked - 1) {
+    const int fd = pollers[static_cast<size_t>(__builtin_ctzll(worked))].wake_fd;
+    uint64_t v;
+    if (fd >= 0) (void)!read(fd, &v, sizeof v);
+  }
+  waiting.pollers_worked = 0;
   // Armed from here: whatever happens next, the next poll() acks.
   waiting.armed = true;
   // The clients' next timer (or a server call's pull or push deadline): a
@@ -132,6 +149,7 @@ Result<bool> EngineImpl::prepare_wait() {
   waiting.rechecking = false;
   if (work > 0) {
     (void)finish_wait();
+    waiting.pollers_drained = 0;
     return false;
   }
   return true;
@@ -155,11 +173,24 @@ int EngineImpl::finish_wait() {
     ++events;
   }
   // A poller's wake fd is drained here, before its poller runs in this
-  // poll(): a completion it does not see then signals the fd again.
-  for (const HostPoller& p : pollers) {
+  // poll(): a completion it does not see then signals the fd again. Only
+  // the ones epoll said fired when wait() knows, and those whose poller
+  // found work since the last drain (its completions signalled it, most
+  // likely: left readable, it would end the next sleep at once); reading
+  // every one was an EAGAIN system call per idle poller per wake-up. One
+  // signalled after that and not read stays readable and ends the next
+  // sleep at once, which drains it: late, never lost.
+  const bool known = waiting.fired_known;
+  const uint64_t fired = waiting.pollers_fired | waiting.pollers_worked;
+  waiting.fired_known = false;
+  waiting.pollers_fired = waiting.pollers_worked = 0;
+  for (size_t i = 0; i < pollers.size(); ++i) {
+    const HostPoller& p = pollers[i];
     if (p.wake_fd < 0) continue;
+    if (known && (i >= 64 || (fired >> i & 1) == 0)) continue;
     uint64_t v;
     if (read(p.wake_fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v)) ++events;
+    if (i < 64) waiting.pollers_drained |= uint64_t{1} << i;
   }
   // ack_wait disarms and consumes what fired; poll_cm at once, not at the
   // next millisecond tick: a connection event may be what woke us.
@@ -175,10 +206,19 @@ Result<bool> EngineImpl::wait(int timeout_ms) {
   auto idle = prepare_wait();
   if (!idle) return idle.status();
   if (!*idle) return false;
-  epoll_event ev;
+  // Every fd that fired, so that finish_wait() reads only the pollers'
+  // eventfds among them; a full array may have left some out: unknown.
+  epoll_event ev[16];
   // EINTR (a signal) ends the sleep like a timeout: the host checks its flags.
-  if (epoll_wait(waiting.epfd, &ev, 1, timeout_ms) < 0 && errno != EINTR)
-    return make_sys_error(Errc::kInternal, errno, "engine: epoll_wait");
+  const int n = epoll_wait(waiting.epfd, ev, 16, timeout_ms);
+  if (n < 0 && errno != EINTR) return make_sys_error(Errc::kInternal, errno, "engine: epoll_wait");
+  uint64_t fired = 0;
+  for (int i = 0; i < n; ++i) {
+    const uint64_t tag = ev[i].data.u64;
+    if (tag >= kPollerTag && tag - kPollerTag < 64) fired |= uint64_t{1} << (tag - kPollerTag);
+  }
+  waiting.fired_known = n >= 0 && n < 16 && pollers.size() <= 64;
+  waiting.pollers_fired = fired;
   return true;
 }
 

@@ -9,13 +9,37 @@ namespace {
 std::string key_of(const nfs::Fh3& fh) { return std::string(reinterpret_cast<const char*>(fh.data), fh.len); }
 }  // namespace
 
+void FdLoans::give_back(int fd) {
+  auto it = loans_.find(fd);
+  if (it == loans_.end()) return;
+  if (--it->second.borrowers != 0) return;
+  if (it->second.closed) close(fd);
+  loans_.erase(it);
+}
+
+void FdLoans::close_fd(int fd) {
+  if (fd < 0) return;
+  auto it = loans_.find(fd);
+  if (it == loans_.end()) {
+    close(fd);
+    return;
+  }
+  it->second.closed = true;
+}
+
+OwnedFd::~OwnedFd() {
+  if (fd < 0) return;
+  if (loans != nullptr) loans->give_back(fd);
+  else ::close(fd);
+}
+
 FdCache::~FdCache() {
   for (auto& [k, s] : map_) close_entry(s.e);
 }
 
 void FdCache::close_entry(Entry& e) {
-  if (e.io_fd >= 0) close(e.io_fd);
-  if (e.path_fd >= 0) close(e.path_fd);
+  loans_->close_fd(e.io_fd);
+  loans_->close_fd(e.path_fd);
   e.io_fd = e.path_fd = -1;
 }
 

@@ -51,21 +51,22 @@ void Nfs3Server::apply_sattr(Op& op, FdCache::Entry* e, const struct stat& st, c
   const bool times = sa.atime_how != TimeHow::kDontChange || sa.mtime_how != TimeHow::kDontChange;
   const bool mode = with_mode && sa.set_mode && !S_ISLNK(st.st_mode);  // a symlink has no mode of its own
   if (!truncate && !owner && !times && !mode) return k(op, Nfs3Stat::kOk);
-  // The job's own descriptors: the cache may close its copies before it runs.
+  // The cache's descriptors, lent to the job: the cache may close its
+  // entry before the job runs (fd_cache.h).
   struct Job {
     OwnedFd path, io;
     Sattr3 sa;
   };
   auto j = std::make_shared<Job>();
   j->sa = sa;
-  j->path.fd = fcntl(e->path_fd, F_DUPFD_CLOEXEC, 0);
-  if (j->path.fd < 0) return k(op, nfs3_stat_from_errno(errno));
   if (truncate) {
     // Opened as the server (the owner override above): a truncate through a
     // descriptor open for writing is not checked again, whoever does it.
     const int fd = io_fd(e, true);
-    if (fd < 0 || (j->io.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) return k(op, nfs3_stat_from_errno(errno));
+    if (fd < 0) return k(op, nfs3_stat_from_errno(errno));
+    fds_.lend(fd, &j->io);
   }
+  fds_.lend(e->path_fd, &j->path);
   as_caller(
       op,
       [j, truncate, owner, times, mode] {
@@ -118,9 +119,10 @@ bool Nfs3Server::proc_setattr(Op& op) {
     return true;
   }
   r.wcc.before = wcc_attr(st);
-  // The attributes after are the object's, through a descriptor of the
-  // call's own (the cached one may be gone by the time the job finished).
-  auto obj = std::make_shared<OwnedFd>(fcntl(e->path_fd, F_DUPFD_CLOEXEC, 0));
+  // The attributes after are the object's, through the cache's descriptor
+  // lent to the call (its entry may be gone by the time the job finished).
+  auto obj = std::make_shared<OwnedFd>();
+  fds_.lend(e->path_fd, obj.get());
   Then k = [this, r, obj](Op& op, Nfs3Stat s) mutable {
     r.status = s;
     struct stat after;

@@ -190,10 +190,7 @@ struct Nfs3Server::MakeJob {
 
 void Nfs3Server::make_as_caller(Op& op, FdCache::Entry* d, const struct stat& dst, std::shared_ptr<MakeJob> j,
                                 std::function<Nfs3Stat(MakeJob&)> make) {
-  if ((j->dir.fd = fcntl(d->path_fd, F_DUPFD_CLOEXEC, 0)) < 0) {
-    finish_create(op, d->path_fd, dst, -1, nfs3_stat_from_errno(errno));
-    return;
-  }
+  fds_.lend(d->path_fd, &j->dir);
   as_caller(
       op, [j, make = std::move(make)] { return make(*j); },
       [this, j, dst](Op& op, Nfs3Stat s) {
@@ -209,10 +206,7 @@ void Nfs3Server::make_as_caller(Op& op, FdCache::Entry* d, const struct stat& ds
 
 void Nfs3Server::make_by_op(Op& op, FdCache::Entry* d, const struct stat& dst, std::shared_ptr<MakeJob> j,
                             std::shared_ptr<CallerOp> c, int open_flags) {
-  if ((j->dir.fd = fcntl(d->path_fd, F_DUPFD_CLOEXEC, 0)) < 0) {
-    finish_create(op, d->path_fd, dst, -1, nfs3_stat_from_errno(errno));
-    return;
-  }
+  fds_.lend(d->path_fd, &j->dir);
   c->dirfd = j->dir.fd;
   as_caller_op(op, c, [this, j, c, dst, open_flags](Op& op, Nfs3Stat s) {
     // What the caller made, opened by the server for its handle and
@@ -393,12 +387,12 @@ bool Nfs3Server::proc_remove(Op& op, bool dir) {
     return true;
   }
   r.wcc.before = wcc_attr(dst);
-  auto dirfd = std::make_shared<OwnedFd>(fcntl(d->path_fd, F_DUPFD_CLOEXEC, 0));
+  auto dirfd = std::make_shared<OwnedFd>();
+  fds_.lend(d->path_fd, dirfd.get());
   Fh3 gone;
   bool known = false;
   Nfs3Stat s = check_victim(a.what.name, dir);
   if (s == Nfs3Stat::kOk) s = creatable(dst, op.read_only, check_name(a.what.name));
-  if (s == Nfs3Stat::kOk && dirfd->fd < 0) s = nfs3_stat_from_errno(errno);
   const CName n(a.what.name);
   if (s == Nfs3Stat::kOk) known = handle_of_name(*op.exp, d->path_fd, n.s, &gone);
   Then k = [this, r, dirfd, known, gone](Op& op, Nfs3Stat s) mutable {
@@ -432,8 +426,9 @@ bool Nfs3Server::proc_rename(Op& op) {
   }
   r.from_wcc.before = wcc_attr(fst);
   // Resolving the second may evict the first from a full cache, and the job
-  // outlives both entries: descriptors of its own.
-  auto from_fd = std::make_shared<OwnedFd>(fcntl(from->path_fd, F_DUPFD_CLOEXEC, 0));
+  // outlives both entries: both descriptors lent to it.
+  auto from_fd = std::make_shared<OwnedFd>();
+  fds_.lend(from->path_fd, from_fd.get());
   auto to_fd = std::make_shared<OwnedFd>();
   Fh3 replaced;
   bool known = false;
@@ -445,8 +440,7 @@ bool Nfs3Server::proc_rename(Op& op) {
     s = check_victim(a.from.name, false);
     if (s == Nfs3Stat::kOk) s = creatable(fst, op.read_only, check_name(a.from.name));
     if (s == Nfs3Stat::kOk) s = creatable(tst, op.read_only, check_name(a.to.name));
-    if (s == Nfs3Stat::kOk && from_fd->fd < 0) s = nfs3_stat_from_errno(errno);
-    if (s == Nfs3Stat::kOk && (to_fd->fd = fcntl(to->path_fd, F_DUPFD_CLOEXEC, 0)) < 0) s = nfs3_stat_from_errno(errno);
+    if (s == Nfs3Stat::kOk) fds_.lend(to->path_fd, to_fd.get());
     if (s == Nfs3Stat::kOk) known = handle_of_name(*op.exp, to->path_fd, tn.s, &replaced);
   }
   const bool resolved = r.status == Nfs3Stat::kOk;
@@ -485,16 +479,16 @@ bool Nfs3Server::proc_link(Op& op) {
     return true;
   }
   // Resolving the directory may evict the file's entry, and the job
-  // outlives both: descriptors of its own.
-  auto file_fd = std::make_shared<OwnedFd>(fcntl(f->path_fd, F_DUPFD_CLOEXEC, 0));
+  // outlives both: both descriptors lent to it.
+  auto file_fd = std::make_shared<OwnedFd>();
+  fds_.lend(f->path_fd, file_fd.get());
   auto dir_fd = std::make_shared<OwnedFd>();
   r.status = resolve_stat(op, a.link.dir, &d, &dst);
   Nfs3Stat s = r.status;
   if (r.status == Nfs3Stat::kOk) {
     r.dir_wcc.before = wcc_attr(dst);
     s = creatable(dst, op.read_only, check_name(a.link.name));
-    if (s == Nfs3Stat::kOk && file_fd->fd < 0) s = nfs3_stat_from_errno(errno);
-    if (s == Nfs3Stat::kOk && (dir_fd->fd = fcntl(d->path_fd, F_DUPFD_CLOEXEC, 0)) < 0) s = nfs3_stat_from_errno(errno);
+    if (s == Nfs3Stat::kOk) fds_.lend(d->path_fd, dir_fd.get());
   }
   const bool resolved = r.status == Nfs3Stat::kOk;
   Then k = [this, r, file_fd, dir_fd, resolved](Op& op, Nfs3Stat s) mutable {

@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "nfs/nfs3_types.h"
 #include "nfsd/creds.h"
+#include "nfsd/fd_cache.h"
 #include "nfsd/nfs3_server.h"
 #include "xdr/xdr.h"
 
@@ -76,18 +77,6 @@ struct Nfs3Server::Pending {
   // until it completes, and the personality it was given.
   std::shared_ptr<const CallerOp> cop;
   int personality = 0;
-};
-
-// A descriptor a deferred job owns (a dup of a cached one), closed with it.
-struct OwnedFd {
-  int fd = -1;
-  OwnedFd() = default;
-  explicit OwnedFd(int f) : fd(f) {}
-  OwnedFd(const OwnedFd&) = delete;
-  OwnedFd& operator=(const OwnedFd&) = delete;
-  ~OwnedFd() {
-    if (fd >= 0) ::close(fd);
-  }
 };
 
 // A name as the C string system calls take; only for names check_name()

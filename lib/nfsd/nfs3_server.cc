@@ -340,7 +340,7 @@ int Nfs3Server::io_fd(FdCache::Entry* e, bool write) {
   int fd = ::open(path, (write ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOCTTY);
   if (fd < 0 && !write && errno == EACCES) fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) return -1;
-  if (e->io_fd >= 0) close(e->io_fd);
+  fds_.close_fd(e->io_fd);  // (a job may hold it: fd_cache.h)
   e->io_fd = fd;
   e->io_write = write;
   return fd;

@@ -254,8 +254,8 @@ class Nfs3Server {
   // Runs job (which returns an nfsstat3) as the caller, for what the kernel
   // checks: on a CallerPool worker, never on the engine's thread
   // (caller_pool.h); then then(op, its status) from the engine's poll. The
-  // call is deferred (op.pending): what the job uses must be its own (a
-  // dup of a cached descriptor: the cache may close its copy meanwhile).
+  // call is deferred (op.pending): a cached descriptor the job uses must be
+  // lent to it (FdCache::lend: the cache may close its entry meanwhile).
   void as_caller(Op& op, std::function<nfs::Nfs3Stat()> job, Then then);
   // defer() for a job that runs as the caller (as_caller, as_caller_op):
   // the caller's identity and what follows the job go with it.
@@ -301,12 +301,12 @@ class Nfs3Server {
   // directory's, and encodes the reply.
   void finish_create(Op& op, int dirfd, const struct stat& dir_before, int objfd, nfs::Nfs3Stat status);
   // The middle of CREATE, MKDIR, SYMLINK and MKNOD: make() runs as the
-  // caller on the job's own descriptor of the directory (d's, duplicated),
+  // caller on the directory's descriptor (d's, lent to the job),
   // then what creating did not set (MakeJob::rest), then finish_create.
   struct MakeJob;
   void make_as_caller(Op& op, FdCache::Entry* d, const struct stat& dst, std::shared_ptr<MakeJob> j,
                       std::function<nfs::Nfs3Stat(MakeJob&)> make);
-  // MKDIR and SYMLINK: c (its dirfd set here, to d's duplicate) runs as
+  // MKDIR and SYMLINK: c (its dirfd set here, to d's, lent) runs as
   // the caller (as_caller_op), then what it made is opened (O_PATH |
   // open_flags) and goes on as make_as_caller's does.
   void make_by_op(Op& op, FdCache::Entry* d, const struct stat& dst, std::shared_ptr<MakeJob> j,

@@ -14,6 +14,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -416,6 +417,89 @@ TEST(FdCache, LeastRecentlyUsedGoesAndRemovedFilesAreSwept) {
   EXPECT_EQ(c.size(), 14u);
   c.erase(fhs[0]);
   EXPECT_EQ(c.find(fhs[0]), nullptr);
+}
+
+// A descriptor lent to a job (FdCache::lend) stays open -- the same file --
+// whatever the cache does with its entry meanwhile, and is closed when the
+// last of the two lets go: a number closed early could be reused for
+// another file before the job ran on it.
+TEST(FdCache, ALentDescriptorOutlivesItsEntryAndClosesWithTheLastBorrower) {
+  TempDir d;
+  auto open_fd = [](int fd) { return fcntl(fd, F_GETFD) >= 0; };
+  auto fh_of = [](uint8_t i) {
+    nfs::Fh3 fh;
+    fh.assign(Bytes{i});
+    return fh;
+  };
+  auto make = [&](FdCache& c, uint8_t i) {
+    const std::string p = d.path + "/g" + std::to_string(i);
+    const int fd = open(p.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    EXPECT_GE(fd, 0);
+    return c.insert(fh_of(i), fd)->path_fd;
+  };
+  struct stat want, got;
+  auto late = std::make_unique<OwnedFd>();  // outlives the cache
+  int lf = -1;
+  {
+    FdCache c(16);
+    // Erased while lent twice: open until both borrowers are gone.
+    const int a = make(c, 0);
+    ASSERT_EQ(fstat(a, &want), 0);
+    auto b1 = std::make_unique<OwnedFd>();
+    auto b2 = std::make_unique<OwnedFd>();
+    EXPECT_EQ(c.lend(a, b1.get()), a);
+    c.lend(a, b2.get());
+    c.erase(fh_of(0));
+    ASSERT_TRUE(open_fd(a)) << "the cache closed a descriptor on loan";
+    b1.reset();
+    ASSERT_TRUE(open_fd(a));
+    ASSERT_EQ(fstat(b2->fd, &got), 0);
+    EXPECT_EQ(got.st_ino, want.st_ino);
+    b2.reset();
+    EXPECT_FALSE(open_fd(a)) << "the last borrower did not close what the cache had let go";
+    // Evicted (a full cache) and swept (its file removed) while lent.
+    const int e = make(c, 1);
+    OwnedFd be;
+    c.lend(e, &be);
+    for (uint8_t i = 2; i < 2 + 16; ++i) make(c, i);
+    EXPECT_EQ(c.find(fh_of(1)), nullptr);
+    EXPECT_TRUE(open_fd(e)) << "eviction closed a descriptor on loan";
+    const int w = c.find(fh_of(5))->path_fd;
+    {
+      OwnedFd bw;
+      c.lend(w, &bw);
+      ASSERT_EQ(unlink((d.path + "/g5").c_str()), 0);
+      EXPECT_GE(c.sweep(), 1u);
+      EXPECT_TRUE(open_fd(w)) << "the sweep closed a descriptor on loan";
+    }
+    EXPECT_FALSE(open_fd(w));
+    // Given back while the entry lives: the cache still owns it, open.
+    const int k = c.find(fh_of(6))->path_fd;
+    { OwnedFd bk; c.lend(k, &bk); }
+    EXPECT_TRUE(open_fd(k)) << "giving back closed the cache's own descriptor";
+    EXPECT_EQ(c.lent(), 1u);  // be's, still
+    // A replaced io descriptor (close_fd) on loan, and the cache destroyed
+    // with loans out: each closed by its borrower later.
+    auto bk2 = std::make_unique<OwnedFd>();
+    c.lend(k, bk2.get());
+    const int other = open((d.path + "/g7").c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(other, 0);
+    auto bo = std::make_unique<OwnedFd>();
+    c.lend(other, bo.get());
+    c.close_fd(other);
+    EXPECT_TRUE(open_fd(other));
+    bo.reset();
+    EXPECT_FALSE(open_fd(other));
+    c.clear();
+    EXPECT_TRUE(open_fd(k));
+    bk2.reset();
+    EXPECT_FALSE(open_fd(k));
+    lf = make(c, 40);
+    c.lend(lf, late.get());
+  }
+  EXPECT_TRUE(open_fd(lf)) << "the cache's destruction closed a descriptor on loan";
+  late.reset();
+  EXPECT_FALSE(open_fd(lf));
 }
 
 TEST(Export, TheHandleKeyOutlivesTheProcessAndStaysOutsideTheExport) {
