@@ -1,7 +1,9 @@
 // A test hook on memory that a device may have been given, taken back into
-// one of the engine's pools (bulk blocks, message buffers): a simulated
-// device (pmd/sim) checks at that moment that no WR posted to it and no
-// registration whose rkey a peer holds still covers the memory -- "no
+// one of the engine's pools (bulk blocks, message buffers) or handed back
+// outside them (a client call's chunk buffers, the caller's own memory, as
+// the call completes; a registration cache entry's pages as it is evicted):
+// a simulated device (pmd/sim) checks at that moment that no WR posted to
+// it and no registration whose rkey a peer holds still covers the memory -- "no
 // memory returned while a device or a peer can still touch it". On real
 // hardware such a return goes unnoticed until a late DMA lands in the next
 // user's bytes; poisoning (bulk_pool.h, msg_buf.h) only shows it when that

@@ -202,6 +202,7 @@ class ClientConn final : public ConnBase, public Connection {
   void retire_abandoned(Request* r);
   // The call is done (its registrations fenced): callback, then the RPC side lets go.
   void finish(Request* r, CallStatus status);
+  void note_caller_memory(const Request* r);  // base/reclaim_hook.h, TERN_DEBUG only
   void maybe_free(Request* r);
   // A reply for r that cannot be used: the call fails with `status` (after
   // its registrations are invalidated) instead of waiting for ever.

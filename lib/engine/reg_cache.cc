@@ -2,6 +2,7 @@
 
 #include "base/check.h"
 #include "base/log.h"
+#include "base/reclaim_hook.h"
 
 namespace tern::rpc {
 
@@ -86,6 +87,9 @@ bool RegCache::evict_one() {
     if (it->second->holds == 0 && (victim == by_key_.end() || it->second->last_use < victim->second->last_use))
       victim = it;
   if (victim == by_key_.end()) return false;
+  // Its pages leave the cache: no WR of ours may still name them through it.
+  note_reclaimed(reinterpret_cast<const void*>(victim->second->key.start),
+                 victim->second->key.end - victim->second->key.start, "registration cache");
   by_key_.erase(victim);  // the Mr's destructor deregisters it
   rkeys_live_->sub();
   st_.evictions.add();

@@ -6,6 +6,7 @@
 #include "engine/request_machine.h"
 
 #include "base/clock.h"
+#include "base/reclaim_hook.h"
 #include "engine/client_conn.h"
 #include "engine/conn_core.h"
 #include "engine/conn_datapath.h"
@@ -289,6 +290,17 @@ void ClientConn::drop_staging(Request* r) {
   release_recv(r);
 }
 
+// The caller's chunk memory is the caller's again once its call completes
+// (it may reuse or free it in the callback): the reclaim check
+// (base/reclaim_hook.h) looks whether a WR or an rkey could still reach it,
+// as for the engine's own pools.
+inline void ClientConn::note_caller_memory([[maybe_unused]] const Request* r) {
+#if defined(TERN_DEBUG) && TERN_DEBUG
+  for (int i = 0; i < r->nreads; ++i) note_reclaimed(r->reads[i].data.data(), r->reads[i].data.size(), "caller's chunk");
+  for (int i = 0; i < r->nwrites; ++i) note_reclaimed(r->writes[i].data(), r->writes[i].size(), "caller's chunk");
+#endif
+}
+
 void ClientConn::finish(Request* r, CallStatus status) {
   // I3: every MR of this call is invalidated before its results are seen.
   TERN_ASSERT(r->mrs == nullptr, "call completing with registered MRs");
@@ -326,6 +338,7 @@ void ClientConn::finish(Request* r, CallStatus status) {
     if (r->proc_counters != nullptr) r->proc_counters->errors.add();
   }
   r->result.retransmits = r->retransmits;
+  note_caller_memory(r);
   if (r->call.done != nullptr) r->call.done(r->call.ctx, r->result);
   // I2: detach the reply buffer before it goes back to the device.
   if (MsgBuf* rep = r->reply) {
@@ -367,6 +380,7 @@ void ClientConn::abandon(Request* r, CallStatus status) {
   r->result = CallReply{status, r->xid, {}, 0};
   r->result.retransmits = r->retransmits;
   r->enter(ReqState::kAbandoned);
+  note_caller_memory(r);
   if (r->call.done != nullptr) r->call.done(r->call.ctx, r->result);
   r->call.done = nullptr;
   r->rpc_owner = false;

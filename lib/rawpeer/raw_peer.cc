@@ -1,5 +1,6 @@
 #include "raw_peer.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -358,6 +359,12 @@ bool RawPeer::post_send(std::span<const uint8_t> bytes) {
   SendWr w;
   w.wr_id = next_wr_++;
   w.sg_list = &s, w.num_sge = 1, w.opcode = WrOpcode::kSend;
+  // Every half queue one is signaled (its completion read and forgotten): a
+  // device frees send-queue slots only as completions cover them (the
+  // verbs rule; mlx5 and pmd/sim keep it), so a queue of unsignaled WRs
+  // alone never has room again once full.
+  const uint64_t every = std::max<uint32_t>(1, shape_.sq_depth / 2);
+  if (tx_used_ % every == every - 1) w.wr_id |= kForgetTag, w.flags = kWrSignaled;
   // A full send queue drains as the other end takes what we sent.
   bool posted = wait(
       [&] {

@@ -338,9 +338,13 @@ void SimQp::run_sq() {
   complete_send(p, st);
   if (responder_failed && peer_ != nullptr) {
     // The responder refused the peer's request: the peer broke the rules
-    // (a bad rkey, a message too large): its connection goes, and says so.
+    // (a bad rkey, a message too large): its connection goes, and says so
+    // in the words the host's warning needs, as pmd/shm's responder does
+    // ("refused its request N": N the peer's send-queue position).
     SimQp* peer = peer_;
-    peer->enter_error(make_error(Errc::kRemoteError, "sim: %s", why), true, false);
+    peer->enter_error(make_error(Errc::kRemoteError, "sim: refused its request %llu: %s",
+                                 static_cast<unsigned long long>(p.seq), why),
+                      true, false);
     enter_error(make_error(Errc::kRemoteError, "sim: the peer refused a request: %s", why), false, false);
   } else {
     enter_error(make_error(Errc::kRemoteError, "sim: %s", why), false, true);

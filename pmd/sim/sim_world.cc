@@ -89,7 +89,7 @@ void World::check_reclaimed(const void* p, size_t len, const char* pool) {
   if (seq != UINT64_MAX) by = "send WR " + std::to_string(seq) + " (" + by + "), not yet executed,";
   if (qpn != 0) by += " of qp " + std::to_string(qpn);
   std::string why =
-      std::string("a ") + pool + " buffer of " + std::to_string(len) + " bytes returned to its pool while " + by + " covered it";
+      std::string("a ") + pool + " buffer of " + std::to_string(len) + " bytes given back while " + by + " covered it";
   note("reclaim-reachable ", why);
   if (reclaim_why_.empty()) reclaim_why_ = std::move(why);
 }

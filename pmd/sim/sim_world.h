@@ -50,7 +50,7 @@ struct WorldCounters {
   uint64_t rnr_naks = 0;          // RNR retries spent by QPs with a finite RNR retry count
   uint64_t acks_lost = 0;         // WRs executed at the responder and failed at the requester
   uint64_t link_failures = 0;     // WRs failed because a port was down
-  // Memory an engine took back into a pool (base/reclaim_hook.h) while a WR
+  // Memory an engine took back into a pool or handed back to its caller (base/reclaim_hook.h) while a WR
   // posted here and not yet executed named it, a receive posted here could
   // land in it, or a fast registration a peer holds the rkey of still
   // covered it: memory returned while a device or a peer could touch it.
