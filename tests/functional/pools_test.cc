@@ -213,8 +213,10 @@ TEST(Pools, ABatchOfCallsGetsOneSignaledReply) {
   // All eight reach the server's receive queue before it polls once. Over
   // pmd/shm they are there as soon as they are posted; a device that moves
   // them later (pmd/sim executes them while some host polls) needs the
-  // client to go on polling alone for a moment.
-  f.wait_client([] { return false; }, 20);
+  // client to go on polling alone for a while: counted in polls, not
+  // time, so that a descheduled test thread does not cut it short.
+  int polls = 0;
+  f.wait_client([&] { return ++polls >= 2000; }, 60000);
   ASSERT_TRUE(f.wait([&] { return std::all_of(ps.begin(), ps.end(), [](const Pending& p) { return p.done; }); }));
   for (auto& p : ps) EXPECT_EQ(p.reply.status, CallStatus::kOk);
   f.wait([] { return false; }, 20);
