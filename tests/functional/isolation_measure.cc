@@ -345,6 +345,52 @@ uint64_t g_solo_passes = 0, g_flood_passes = 0;
   e->poll();
 }
 
+// --pass-counters: the server engine's counters around each of the echo's
+// passes under the flood, to tell a slow pass that did more work (a send
+// completion batch, a timer visit, a flood call) from one that did the same
+// work more slowly (the flooder's traffic on the machine's caches).
+struct PassCounters {
+  std::vector<std::string> names;
+  std::vector<uint64_t> at;
+  std::vector<std::pair<uint64_t, std::vector<uint64_t>>> passes;  // (ns, counter deltas)
+  void before(const Engine& e) {
+    at.clear();
+    for (const StatEntry& s : e.stats_view()) at.push_back(s.counter->get());
+    if (names.empty())
+      for (const StatEntry& s : e.stats_view()) names.push_back(s.name);
+  }
+  void after(const Engine& e, uint64_t ns) {
+    std::vector<uint64_t> d;
+    size_t i = 0;
+    for (const StatEntry& s : e.stats_view()) d.push_back(s.counter->get() - at[i++]);
+    passes.emplace_back(ns, std::move(d));
+  }
+  void print() const {
+    if (passes.empty()) return;
+    std::vector<uint64_t> ns;
+    for (const auto& p : passes) ns.push_back(p.first);
+    std::sort(ns.begin(), ns.end());
+    const uint64_t cut = ns[ns.size() * 98 / 100];
+    std::vector<double> slow(names.size()), rest(names.size());
+    size_t nslow = 0, nrest = 0;
+    for (const auto& p : passes) {
+      const bool sl = p.first >= cut;
+      ++(sl ? nslow : nrest);
+      for (size_t i = 0; i < names.size(); ++i) (sl ? slow : rest)[i] += static_cast<double>(p.second[i]);
+    }
+    std::printf("pass counters: %zu echo passes under the flood; the slowest 2%% (>= %.2f us, %zu) against the rest "
+                "(%zu), per pass:\n",
+                passes.size(), static_cast<double>(cut) / 1000.0, nslow, nrest);
+    for (size_t i = 0; i < names.size(); ++i) {
+      const double a = slow[i] / static_cast<double>(std::max<size_t>(nslow, 1));
+      const double b = rest[i] / static_cast<double>(std::max<size_t>(nrest, 1));
+      // Gauges (bulk_pool_in_use) go down as well as up: only counters.
+      if ((a > 0.005 || b > 0.005) && a < 1e9 && b < 1e9)
+        std::printf("  %-28s slowest %8.3f  rest %8.3f\n", names[i].c_str(), a, b);
+    }
+  }
+};
+
 uint64_t pct(std::vector<uint64_t> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -361,7 +407,7 @@ int main(int argc, char** argv) {
   uint32_t per_peer = 0;
   std::string json;
   uint32_t rounds_ignored = 0;
-  uint32_t hogs = 1, table = 1;
+  uint32_t hogs = 1, table = 1, pass_counters = 0;
   tern::apps::OptionParser cli("tern-isolation-measure", "[options]");
   cli.duration("seconds", "S", "each phase's length (default 3)", 1e6, &seconds);
   cli.integer("idle-reap-ms", "MS", "the server's idle_reap_ms (default 1000)", 0, 86400000, &reap_ms);
@@ -374,6 +420,9 @@ int main(int argc, char** argv) {
               &rounds_ignored);
   cli.integer("hogs", "0|1", "also measure beside a plain CPU hog and a memory hog (default 1)", 0, 1, &hogs);
   cli.integer("table", "0|1", "measure the connection-table attack (default 1)", 0, 1, &table);
+  cli.integer("pass-counters", "0|1",
+              "under the DRC flood, the server's counters per echo pass: the slowest 2% against the rest (default 0)",
+              0, 1, &pass_counters);
   if (int rc = cli.run(argc, argv); rc >= 0) return rc;
   const std::string spec = fresh_spec("isolation-measure");
   EngineOptions so;
@@ -414,6 +463,7 @@ int main(int argc, char** argv) {
   uint32_t want = 0;
   for (uint32_t i = 0; i < kSize; ++i) want += in[i];
 
+  PassCounters pc;
   // One phase: `secs` of calls, and on until `more` says enough (at most 60 s).
   // flooded: the echo's server passes are counted as under the flood.
   auto phase = [&](double secs, const std::function<bool()>& more = nullptr, bool flooded = false) {
@@ -446,9 +496,12 @@ int main(int argc, char** argv) {
         uint64_t srv_ns = 0, cli_ns = 0;
         while (!d.done) {
           const bool ran = g_trace.ran;
+          if (flooded && pass_counters) pc.before(*srv);
           const auto p0 = std::chrono::steady_clock::now();
           flooded ? server_pass_echo_flood(srv.get()) : server_pass_echo_solo(srv.get());
           const auto p1 = std::chrono::steady_clock::now();
+          if (flooded && pass_counters)
+            pc.after(*srv, static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(p1 - p0).count()));
           ++g_trace.passes;
           // Flood calls after the echo's handler in the pass it ran in.
           if (!ran && g_trace.ran) g_trace.after = sv.drc.misses() - g_trace.at_run;
@@ -626,6 +679,7 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(fmsg[1]), sv.drc.max_entries(),
               from_cache ? "answered from the cache" : "NOT answered from the cache", vruns, vruns == 1 ? "" : "s",
               static_cast<unsigned long long>(sv.drc.hits() - hits0));
+  pc.print();
   js += ",\"flood_calls\":" + std::to_string(flood_calls) + ",\"retransmission_from_cache\":" +
         (from_cache ? "true" : "false") + "}\n";
   good_result &= from_cache && fmsg[1] == 0;
