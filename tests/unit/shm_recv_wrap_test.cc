@@ -16,6 +16,23 @@ using namespace tern::rdma;
 class ShmRecvWrapTest : public shmtest::PairTest {
  protected:
   ShmRecvWrapTest() : PairTest("recvwrap") {}
+  // The client sends `len` bytes of `fill` (one signaled SEND, wr_id `id`)
+  // and waits for the server's next receive completion.
+  void send_one(uint64_t id, int fill, uint32_t len) {
+    Qp* cq = client_.qps[0].get();
+    std::memset(client_.base(), fill, len);
+    Sge s = client_.sge(0, len);
+    SendWr w;
+    w.wr_id = id;
+    w.sg_list = &s;
+    w.num_sge = 1;
+    w.opcode = WrOpcode::kSend;
+    w.flags = kWrSignaled;
+    int err = 0;
+    ASSERT_EQ(cq->post_send(&w, 1, &err), 1) << "message " << id << ", errno " << err;
+    const size_t before = server_.wcs.size();
+    ASSERT_TRUE(wait_for([&] { return server_.wcs.size() > before; }, "the message's receive completion"));
+  }
 };
 
 TEST_F(ShmRecvWrapTest, AQueueOfThreeWrapsInPostOrder) {
@@ -42,20 +59,8 @@ TEST_F(ShmRecvWrapTest, AQueueOfThreeWrapsInPostOrder) {
   ASSERT_TRUE(server_.dev->accept(requests_.front(), sq, {}).is_ok());
   requests_.clear();
   ASSERT_TRUE(wait_for([&] { return client_.qps[0]->state() == QpState::kRts; }, "the connection"));
-  Qp* cq = client_.qps[0].get();
   for (uint32_t i = 0; i < kMessages; ++i) {
-    std::memset(client_.base(), static_cast<int>(0x40 + i), kMsg);
-    Sge s = client_.sge(0, kMsg);
-    SendWr w;
-    w.wr_id = i;
-    w.sg_list = &s;
-    w.num_sge = 1;
-    w.opcode = WrOpcode::kSend;
-    w.flags = kWrSignaled;
-    int err = 0;
-    ASSERT_EQ(cq->post_send(&w, 1, &err), 1) << "message " << i;
-    const size_t before = server_.wcs.size();
-    ASSERT_TRUE(wait_for([&] { return server_.wcs.size() > before; }, "the message's receive completion"));
+    ASSERT_NO_FATAL_FAILURE(send_one(i, static_cast<int>(0x40 + i), kMsg));
     const Wc& wc = server_.wcs.back();
     ASSERT_EQ(wc.status, WcStatus::kSuccess) << "message " << i;
     EXPECT_EQ(wc.wr_id, 1000u + i) << "message " << i << " landed in another receive than the one posted for it";
@@ -99,20 +104,7 @@ TEST_F(ShmRecvWrapTest, OneLkeyInABatchStillChecksEachReceivesRange) {
   ASSERT_TRUE(server_.dev->accept(requests_.front(), sq, {}).is_ok());
   requests_.clear();
   ASSERT_TRUE(wait_for([&] { return client_.qps[0]->state() == QpState::kRts; }, "the connection"));
-  Qp* cq = client_.qps[0].get();
-  for (uint32_t i = 0; i < 2; ++i) {
-    std::memset(client_.base(), static_cast<int>(0x60 + i), kMsg);
-    Sge m = client_.sge(0, kMsg);
-    SendWr w;
-    w.wr_id = i;
-    w.sg_list = &m;
-    w.num_sge = 1;
-    w.opcode = WrOpcode::kSend;
-    w.flags = kWrSignaled;
-    ASSERT_EQ(cq->post_send(&w, 1, &err), 1) << "message " << i;
-    const size_t before = server_.wcs.size();
-    ASSERT_TRUE(wait_for([&] { return server_.wcs.size() > before; }, "the message's receive completion"));
-  }
+  for (uint32_t i = 0; i < 2; ++i) ASSERT_NO_FATAL_FAILURE(send_one(i, static_cast<int>(0x60 + i), kMsg));
   ASSERT_GE(server_.wcs.size(), 2u);
   EXPECT_EQ(server_.wcs[0].status, WcStatus::kSuccess);
   EXPECT_EQ(server_.wcs[0].wr_id, 2000u);
