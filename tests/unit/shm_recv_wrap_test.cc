@@ -22,12 +22,7 @@ class ShmRecvWrapTest : public shmtest::PairTest {
     Qp* cq = client_.qps[0].get();
     std::memset(client_.base(), fill, len);
     Sge s = client_.sge(0, len);
-    SendWr w;
-    w.wr_id = id;
-    w.sg_list = &s;
-    w.num_sge = 1;
-    w.opcode = WrOpcode::kSend;
-    w.flags = kWrSignaled;
+    SendWr w = shmtest::signaled_send(id, &s);
     int err = 0;
     ASSERT_EQ(cq->post_send(&w, 1, &err), 1) << "message " << id << ", errno " << err;
     const size_t before = server_.wcs.size();

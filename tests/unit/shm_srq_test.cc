@@ -277,12 +277,7 @@ TEST_F(ShmSrqPeerTest, NoPeerCanUseUpOrWriteAnotherPeersSrqReceives) {
   Sge src{reinterpret_cast<uint64_t>(client_.base()), 200, client_.mr->lkey()};
   for (uint32_t k = 0; k < kRecvs; ++k) {
     std::memset(client_.base(), static_cast<int>(k + 1), 200);
-    SendWr w;
-    w.wr_id = k;
-    w.sg_list = &src;
-    w.num_sge = 1;
-    w.opcode = WrOpcode::kSend;
-    w.flags = kWrSignaled;
+    SendWr w = shmtest::signaled_send(k, &src);
     int err = 0;
     ASSERT_EQ(client_.qps[0]->post_send(&w, 1, &err), 1);
     ASSERT_TRUE(wait_for([&] { return server_recv_.size() == 1 && client_send_.size() == 1; }, "the message"));

@@ -29,6 +29,17 @@ inline uint64_t counter(const StatsView& v, const char* name) {
   return 0;
 }
 
+// A signaled SEND of `sge` (one entry) with `wr_id`.
+inline rdma::SendWr signaled_send(uint64_t wr_id, rdma::Sge* sge) {
+  rdma::SendWr w;
+  w.wr_id = wr_id;
+  w.sg_list = sge;
+  w.num_sge = 1;
+  w.opcode = rdma::WrOpcode::kSend;
+  w.flags = rdma::kWrSignaled;
+  return w;
+}
+
 // One side with many QPs on one CQ, each receiving into 16 slots of kMsg
 // bytes of its own in the arena (QP q's k-th receive: wr_id q << 16 | k).
 struct ManyQpEnd {
