@@ -448,7 +448,7 @@ void VerbsDevice::handle_event(const rdma_cm_event& e, void* ctx, std::vector<ui
     id->context = nullptr;
     requests_.push_back(std::make_unique<VerbsConnRequest>(this, id, pdata, e.param.conn.responder_resources,
                                                            e.param.conn.initiator_depth));
-    requests_.back()->set_peer_host(peer_host_of(id));  // the REQ's source address
+    requests_.back()->set_peer_host(peer);  // the REQ's source address, read above
     CmEvent ev{CmEventType::kConnectRequest};
     ev.request = requests_.back().get();
     ev.private_data = std::move(pdata);
