@@ -89,8 +89,9 @@ int EngineImpl::wait_fd() {
 Result<bool> EngineImpl::prepare_wait() {
   // Called twice without a poll(): the first arm's wake-up may hold events.
   // (Drained outside a poll(): nothing to mask in the next one's pollers.)
-  if (waiting.armed && finish_wait() > 0) return waiting.pollers_drained = 0, false;
+  const bool events = waiting.armed && finish_wait() > 0;
   waiting.pollers_drained = 0;
+  if (events) return false;
   // Calls waiting for their turn (peer_service.h) are work now.
   if (!service.empty()) return false;
   TERN_TRY(join_devices(*this));
