@@ -33,7 +33,9 @@ perf)
   # --rpc: the server's engine counts the client's calls.
   "$perf" server --rpc --dev "shm:path=$dir/s" --telemetry "$dir/server.tel" --quiet >"$dir/server.log" 2>&1 &
   wait_sock "$dir/server.tel" "$dir/server.log"
-  [[ -S $dir/s ]] || sleep 0.5
+  # The shm listener appears under its path only once it listens (pmd/shm
+  # binds a private name and renames it), so its presence is readiness.
+  wait_sock "$dir/s" "$dir/server.log"
   # The client by $TERN_TELEMETRY_SOCK, read while it runs. It runs until
   # this script has read it and stops it (SIGINT): a run of fixed length
   # ended before a loaded machine got round to the reads. Its --seconds is
