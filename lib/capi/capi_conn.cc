@@ -171,7 +171,7 @@ void tern_conn_close(tern_conn* c) noexcept {
   // the engine: the handle can go now, and no state change may reach it.
   c->conn->on_state_change(nullptr, nullptr);
   c->conn->close();
-  c->owner->unlink(c);
+  c->owner->conns.remove(c);
   delete c;
 }
 

@@ -35,7 +35,7 @@ void handler_trampoline(void* ctx, rpc::ServerCall* call) {
 }  // namespace
 
 capi::CallRecord* tern_engine::take_record() {
-  if (free_records == nullptr) {
+  if (free_records.empty()) {
     std::unique_ptr<capi::CallRecord[]> block(new (std::nothrow) capi::CallRecord[kRecordBlock]);
     if (!block) return nullptr;
     for (size_t i = 0; i < kRecordBlock; ++i) {
@@ -44,24 +44,7 @@ capi::CallRecord* tern_engine::take_record() {
     }
     record_blocks.push_back(std::move(block));
   }
-  capi::CallRecord* r = free_records;
-  free_records = r->next_free;
-  r->next_free = nullptr;
-  return r;
-}
-
-void tern_engine::link(tern_conn* c) {
-  c->prev = nullptr;
-  c->next = conns;
-  if (conns != nullptr) conns->prev = c;
-  conns = c;
-}
-
-void tern_engine::unlink(tern_conn* c) {
-  if (c->prev != nullptr) c->prev->next = c->next;
-  else conns = c->next;
-  if (c->next != nullptr) c->next->prev = c->prev;
-  c->prev = c->next = nullptr;
+  return free_records.pop_front();
 }
 
 extern "C" {
@@ -147,11 +130,7 @@ void tern_engine_destroy(tern_engine* e) noexcept {
   // The engine first: its connections go with it, and only then the handles
   // that pointed at them.
   e->engine.reset();
-  while (e->conns != nullptr) {
-    tern_conn* c = e->conns;
-    e->unlink(c);
-    delete c;
-  }
+  while (tern_conn* c = e->conns.pop_front()) delete c;
   delete e;
 }
 
@@ -189,7 +168,7 @@ int tern_engine_connect(tern_engine* e, const char* spec, tern_conn** out) noexc
   if (!r) return fail(r.status());
   c->conn = r.value();
   c->owner = e;
-  e->link(c.get());
+  e->conns.push_front(c.get());
   *out = c.release();
   return 0;
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/intrusive_list.h"
 #include "base/result.h"
 #include "engine/engine.h"
 #include "tern/tern.h"
@@ -34,7 +35,7 @@ struct CallRecord {
   tern_call_done_fn done = nullptr;
   void* ctx = nullptr;
   tern_engine* owner = nullptr;
-  CallRecord* next_free = nullptr;
+  ListLink<CallRecord> free_link;  // on its engine's free records
   rpc::AuthSys auth;
 };
 
@@ -53,25 +54,20 @@ struct tern_conn {
   // The host's state-change callback (tern_conn_on_state_change).
   tern_conn_state_fn state_fn;
   void* state_ctx;
-  // The engine's list of open handles, to free what is left at destroy.
-  tern_conn* prev;
-  tern_conn* next;
+  // On the engine's list of open handles, to free what is left at destroy.
+  tern::ListLink<tern_conn> link;
 };
 
 struct tern_engine {
   // A record for a new call, or nullptr when no memory is left for one.
   tern::capi::CallRecord* take_record();
-  void give_back(tern::capi::CallRecord* r) {
-    r->next_free = free_records;
-    free_records = r;
-  }
-  void link(tern_conn* c);
-  void unlink(tern_conn* c);
+  // The one given back last is taken first (still warm in cache).
+  void give_back(tern::capi::CallRecord* r) { free_records.push_front(r); }
 
   std::vector<std::unique_ptr<tern::capi::HandlerRecord>> handlers;
   std::vector<std::unique_ptr<tern::capi::CallRecord[]>> record_blocks;
-  tern::capi::CallRecord* free_records = nullptr;
-  tern_conn* conns = nullptr;  // open handles (closed ones are freed at close)
+  tern::IntrusiveList<tern::capi::CallRecord, &tern::capi::CallRecord::free_link> free_records;
+  tern::IntrusiveList<tern_conn, &tern_conn::link> conns;  // open handles (closed ones are freed at close)
   // The stats JSON documents a caller was told the size of but could not
   // take (its buffer was NULL or short). The sizing idiom -- ask with no
   // buffer, then call with n+1 bytes -- must hand over a whole document, yet

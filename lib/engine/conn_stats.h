@@ -3,8 +3,10 @@
 // from any thread (telemetry, a host's monitor) as relaxed snapshots.
 //
 // Cost on the datapath: a handful of relaxed stores and one histogram
-// bucket increment per call, no locks, no allocation; a connection carries
-// about 8 KiB of it (its histogram), a procedure as much.
+// bucket increment per call, no locks, no allocation. A procedure carries
+// about 8 KiB of it (its histogram); a connection only its counters here,
+// its round trips going to a histogram whose buckets are allocated as they
+// are used (ConnBase::rtt, base/lazy_histogram.h).
 #pragma once
 
 #include <cstdint>

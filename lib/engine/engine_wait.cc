@@ -10,6 +10,7 @@
 #include <cerrno>
 
 #include "base/clock.h"
+#include "base/timer_fd.h"
 #include "engine/engine_impl.h"
 
 namespace tern::rpc {
@@ -128,11 +129,7 @@ Result<bool> EngineImpl::prepare_wait() {
     // itself when it moves time on (docs/sim.md).
     if (clock_source() != ClockSource::kVirtual && at != waiting.timer_at) {
       const auto ns = std::max<uint64_t>(1, static_cast<uint64_t>(ns_from_ticks(at - now)));
-      itimerspec its{};
-      its.it_value.tv_sec = static_cast<time_t>(ns / 1'000'000'000u);
-      its.it_value.tv_nsec = static_cast<long>(ns % 1'000'000'000u);
-      if (timerfd_settime(waiting.timer_fd, 0, &its, nullptr) != 0)
-        return make_sys_error(Errc::kInternal, errno, "engine: timerfd_settime");
+      TERN_TRY(arm_timer_fd(waiting.timer_fd, ns, /*absolute=*/false, "engine"));
       waiting.timer_at = at;
     }
   }

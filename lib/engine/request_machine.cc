@@ -244,9 +244,9 @@ void ClientConn::process(Request* r, ReqEvent ev) {
             return;
           }
           // Its registrations are the server's to use until the reply; the
-          // only way to fence them without it is the seeds': drop the
-          // connection, drain, destroy them (xprtrdma's timeout forces a
-          // disconnect too). The other calls are sent again.
+          // only way to fence them without it is to drop the connection,
+          // drain, and destroy them, as the kernel's client does (xprtrdma's
+          // timeout forces a disconnect). The other calls are sent again.
           declare_dead(make_error(Errc::kTimedOut, "call %u %s with registrations the server may still use", r->xid,
                                   r->expire == CallStatus::kCancelled ? "was cancelled" : "timed out"));
           return;

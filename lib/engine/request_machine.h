@@ -126,6 +126,7 @@ class ReqMachine {
   // stay small enough to be inlined on the call's path.
   void enter(ReqState to) {
     if (TERN_UNLIKELY(!kReqMachine.allows(state_, to))) req_transition_refused(state_, to);
+    note_transition(MachineKind::kRequest, static_cast<int>(state_), static_cast<int>(to));
     state_ = to;
   }
 

@@ -129,6 +129,7 @@ static_assert(every_state_used(kSrvTransitions, static_cast<int>(SrvState::kFree
 [[noreturn, gnu::cold, gnu::noinline]] void srv_transition_refused(const SrvCall* sc, SrvState to);
 [[gnu::always_inline]] inline void enter(SrvCall* sc, SrvState to) {
   if (TERN_UNLIKELY(!srv_may_enter(sc->state_, to))) srv_transition_refused(sc, to);
+  note_transition(MachineKind::kServerCall, static_cast<int>(sc->state_), static_cast<int>(to));
   sc->state_ = to;
 }
 

@@ -19,6 +19,28 @@
 
 namespace tern::rpc {
 
+// A test's view of the transitions the request and server-call machines
+// take (tests/unit/call_machines_test.cc drives a ClientConn and a
+// ServerConn over stubs and checks that together they take every table
+// entry). Called from enter() only where the library was compiled with
+// TERN_DEBUG (detail::debug_checks_compiled(), base/check.h): a release
+// build has no watch and pays nothing. The connection machine needs none:
+// its phase is read after each step (a step takes one transition).
+enum class MachineKind : uint8_t { kRequest, kServerCall };
+using TransitionWatch = void (*)(MachineKind machine, int from, int to);
+namespace detail {
+inline TransitionWatch g_transition_watch = nullptr;
+}
+// nullptr: none. Not thread-safe; tests only.
+inline void watch_transitions(TransitionWatch w) { detail::g_transition_watch = w; }
+inline void note_transition([[maybe_unused]] MachineKind machine, [[maybe_unused]] int from,
+                            [[maybe_unused]] int to) {
+#if defined(TERN_DEBUG) && TERN_DEBUG
+  if (detail::g_transition_watch != nullptr) [[unlikely]]
+    detail::g_transition_watch(machine, from, to);
+#endif
+}
+
 template <typename State, int N>
 class Transitions {
   static_assert(N > 0 && N <= 32, "a state must fit a bit of the mask");

@@ -42,6 +42,7 @@
 #include <cerrno>
 
 #include "base/log.h"
+#include "base/timer_fd.h"
 #include "shm/shm_internal.h"
 
 namespace tern::shm {
@@ -138,13 +139,7 @@ Status ShmDevice::arm_wait() {
   }
   if (awaits) earlier((monotonic_ns() / kSafetyNetNs + 2) * kSafetyNetNs);
   if (at != timer_at_ns_) {
-    itimerspec its{};  // all zero: disarmed
-    if (at != 0) {
-      its.it_value.tv_sec = static_cast<time_t>(at / 1'000'000'000u);
-      its.it_value.tv_nsec = static_cast<long>(at % 1'000'000'000u);
-    }
-    if (timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr) != 0)
-      return make_sys_error(Errc::kInternal, errno, "shm: timerfd_settime");
+    TERN_TRY(arm_timer_fd(timer_fd_, at, /*absolute=*/true, "shm"));
     timer_at_ns_ = at;
   }
   return Status::ok();

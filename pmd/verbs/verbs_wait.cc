@@ -17,6 +17,7 @@
 #include <cerrno>
 
 #include "base/log.h"
+#include "base/timer_fd.h"
 #include "verbs/verbs_internal.h"
 
 namespace tern::verbs {
@@ -83,13 +84,7 @@ Status VerbsDevice::arm_wait() {
       (ctx_ != cm_ctx_ && async_inbox_pending(ctx_, this)))
     self_wake();
   if (wake_at_ns_ != timer_at_ns_) {
-    itimerspec its{};  // all zero: disarmed
-    if (wake_at_ns_ != 0) {
-      its.it_value.tv_sec = static_cast<time_t>(wake_at_ns_ / 1'000'000'000u);
-      its.it_value.tv_nsec = static_cast<long>(wake_at_ns_ % 1'000'000'000u);
-    }
-    if (timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr) != 0)
-      return make_sys_error(Errc::kInternal, errno, "verbs: timerfd_settime");
+    TERN_TRY(arm_timer_fd(timer_fd_, wake_at_ns_, /*absolute=*/true, "verbs"));
     timer_at_ns_ = wake_at_ns_;
   }
   return Status::ok();
