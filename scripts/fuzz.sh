@@ -9,6 +9,9 @@
 # path of the input that did it. docs/fuzzing.md says more.
 #
 #   scripts/fuzz.sh [TARGET...]       (default: every target)
+#   scripts/fuzz.sh --build-only [TARGET...]   builds them and stops
+#                      (scripts/test.sh builds them beside other stages,
+#                      then runs this script, whose build is then a no-op)
 # Environment:
 #   TERN_FUZZ_SECONDS  fuzzing time per target (default 30; 0: corpus only)
 #   TERN_FUZZ_RSS_MB   memory limit per target (default 2048)
@@ -25,6 +28,8 @@ rss=${TERN_FUZZ_RSS_MB:-2048}
 jobs=${TERN_FUZZ_JOBS:-$(nproc)}
 build=build-fuzz
 all_targets=(rpcrdma_header oncrpc cm_private nfs_compound nfs3 shm_ctl shm_desc)
+build_only=0
+if [[ ${1:-} == --build-only ]]; then build_only=1; shift; fi
 targets=("$@")
 ((${#targets[@]} > 0)) || targets=("${all_targets[@]}")
 
@@ -38,6 +43,7 @@ echo "=== fuzz: building $build/ (clang, ASan+UBSan, libFuzzer)"
 CC=clang CXX=clang++ scripts/build.sh "$build" -Dfuzzers=true -Dtests=false -Dapps=false -Dbenchmarks=false \
   -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized -Dunity_libs=true \
   -Dc_args=-g1 -Dcpp_args=-g1 -- "${targets[@]/#/tests/fuzz/fuzz_}"
+((build_only == 0)) || exit 0
 
 scratch=$(mktemp -d /tmp/tern-fuzz.XXXXXX)
 keep=${TERN_FUZZ_KEEP:-}
