@@ -28,16 +28,18 @@ namespace tern::rpc {
 // its phase is read after each step (a step takes one transition).
 enum class MachineKind : uint8_t { kRequest, kServerCall };
 using TransitionWatch = void (*)(MachineKind machine, int from, int to);
-namespace detail {
+// Not `detail`: code that includes this beside a `using namespace` of its
+// own `detail` (bench/) would find two.
+namespace machine_watch {
 inline TransitionWatch g_transition_watch = nullptr;
 }
 // nullptr: none. Not thread-safe; tests only.
-inline void watch_transitions(TransitionWatch w) { detail::g_transition_watch = w; }
+inline void watch_transitions(TransitionWatch w) { machine_watch::g_transition_watch = w; }
 inline void note_transition([[maybe_unused]] MachineKind machine, [[maybe_unused]] int from,
                             [[maybe_unused]] int to) {
 #if defined(TERN_DEBUG) && TERN_DEBUG
-  if (detail::g_transition_watch != nullptr) [[unlikely]]
-    detail::g_transition_watch(machine, from, to);
+  if (machine_watch::g_transition_watch != nullptr) [[unlikely]]
+    machine_watch::g_transition_watch(machine, from, to);
 #endif
 }
 
