@@ -129,7 +129,10 @@ bool SimDevice::remote_ok(const SimPd* pd, uint32_t qpn, uint32_t rkey, uint64_t
 
 SimCq::SimCq(SimDevice* dev, uint32_t cap) : dev_(dev), cap_(cap) { dev_->add_cq(this); }
 
-SimCq::~SimCq() { dev_->remove_cq(this); }
+SimCq::~SimCq() {
+  dev_->world().drop_late(this);
+  dev_->remove_cq(this);
+}
 
 Status SimCq::arm() {
   armed_ = true;
@@ -137,6 +140,7 @@ Status SimCq::arm() {
 }
 
 int SimCq::poll(Wc* wc, int max) {
+  dev_->world().stale_suspect = 0;
   dev_->world().auto_progress(1);
   int n = 0;
   while (n < max && !visible_.empty()) {
@@ -149,7 +153,10 @@ int SimCq::poll(Wc* wc, int max) {
       // (it knows it is gone), even when its number names a QP made since.
       World& w = dev_->world();
       ++w.counters_mut().stale_completions;
-      if (w.qp_by_num(e.wc.qp_num) != nullptr) ++w.counters_mut().stale_on_recycled;
+      if (const SimQp* now = w.qp_by_num(e.wc.qp_num)) {
+        ++w.counters_mut().stale_on_recycled;
+        if (now->state() == QpState::kRts || now->state() == QpState::kConnecting) w.stale_suspect = now->serial();
+      }
       w.trace_event("cqe-of-destroyed-qp", e.wc.qp_num, w.qp_by_num(e.wc.qp_num) ? "recycled" : "free", 0);
     }
     visible_.pop_front();
@@ -397,6 +404,10 @@ Status SimDevice::reject(ConnRequest* req, std::span<const uint8_t> private_data
 Status SimDevice::disconnect(Qp* q) {
   auto* qp = static_cast<SimQp*>(q);
   if (qp->state() == QpState::kError) return Status::ok();
+  if (world_->stale_suspect != 0 && world_->stale_suspect == qp->serial()) {
+    ++world_->counters_mut().stale_acted_on;
+    world_->trace_event("disconnect-on-stale-cqe", qp->qp_num(), "", 0);
+  }
   qp->enter_error(make_error(Errc::kDisconnected, "disconnected locally"), false, true);
   return Status::ok();
 }

@@ -56,6 +56,17 @@ SimQp::~SimQp() {
   // number may name a QP made later.
   static_cast<SimCq*>(init_.send_cq)->orphan(qpn_);
   static_cast<SimCq*>(init_.recv_cq)->orphan(qpn_);
+  // World::late_receives: it held one of its SRQ's receives, whose error
+  // completion comes after the destroy, under its number.
+  World& w = dev_->world();
+  if (srq_ != nullptr && !srq_->queue().empty() && w.late_receives_per_mille() != 0 &&
+      w.chance(w.late_receives_per_mille())) {
+    w.add_late(World::LateRecv{static_cast<SimCq*>(init_.recv_cq), srq_->queue().front().wr_id, qpn_, w.chance(500)});
+    srq_->queue().pop_front();
+    srq_->consumed();
+    ++w.counters_mut().late_recvs;
+    w.trace_event("late-rcqe-held", qpn_, "", 0);
+  }
   dev_->forget_qp(this);
   dev_->world().remove_qp(this);
 }
