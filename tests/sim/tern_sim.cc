@@ -61,6 +61,7 @@ constexpr uint64_t kMaxIterations = 4'000'000;
 uint64_t g_wait_mode = 0;
 constexpr uint32_t kMaxChunk = 16384;   // a read or write chunk's bytes (sum, fill)
 constexpr uint32_t kMaxResults = 32768;  // a big reply's bytes
+constexpr uint32_t kRegCacheEntries = 6;  // a registration cache's (device without fast registration): it evicts
 // Bulk buffers the client's calls take and give back (a call that finds
 // none waits for one): a buffer is reused by a later call as soon as its
 // call has completed, so a device or peer that still wrote into it
@@ -594,8 +595,14 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
   // a later connection. From the seed, not drawn (the other draws stay).
   const bool recycle = mix64(sched.seed ^ 0x9b17) % 2 == 0;
   w.recycle_qp_numbers(recycle);
-  const std::string spec =
-      "sim:world=" + wname + ",addr=srv" + (srq ? "" : ",srq=0") + (qp_bound ? ",qp_bound=1" : "");
+  // One seed in six (a hash, not a draw: the other seeds stay as they
+  // were): a device without fast registration, as some are; the client
+  // then registers its chunks through its registration cache (trusted
+  // peers), kept small so that it evicts, and each eviction is checked
+  // against the WRs still in flight (the reclaim check).
+  const bool reg_cache = mix64(sched.seed ^ 0xca5e) % 6 == 0;
+  const std::string spec = "sim:world=" + wname + ",addr=srv" + (srq ? "" : ",srq=0") +
+                           (qp_bound ? ",qp_bound=1" : "") + (reg_cache ? ",fast_reg=0" : "");
   w.note("device ", spec);
   if (recycle) w.note("qp numbers recycled");
   // Half of the seeds (another hash): a QP of the SRQ destroyed while it
@@ -663,6 +670,7 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
       sctx.batch.calls.clear();
       app.drc.reset();
       sctx.destroying = true;
+      w.stale_suspect = 0;  // its shutdown disconnects every QP it has, for no completion
       server.reset();
       sctx.destroying = false;
     };
@@ -672,6 +680,7 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
     // ends every registration with its own LOCAL_INV chain, a path the
     // server's Send With Invalidate otherwise leaves unused.
     copt.remote_invalidation = sched.seed % 4 != 0;
+    if (reg_cache) copt.trusted_peers = true, copt.max_mrs = kRegCacheEntries;
     auto cr = Engine::create(copt);
     if (!cr) {
       fail("engine create failed");
@@ -856,6 +865,7 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
     auto destroy_client = [&] {
       if (client_gone) return;
       w.note("fault destroy-client-engine");
+      w.stale_suspect = 0;  // its shutdown disconnects every QP it has, for no completion
       client.reset();
       conn = nullptr;
       client_gone = true;
@@ -1040,6 +1050,13 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
              testing::accounting(*server).to_string() + ", " + std::to_string(server->stats().connections.get()) +
              " connections");
     };
+    // The client holds nothing outside its pools; a registration cache
+    // keeps its entries (up to its size) registered until the engine ends.
+    auto client_idle = [&] {
+      testing::Accounting a = testing::accounting(*client);
+      if (reg_cache && a.mrs_registered <= kRegCacheEntries) a.mrs_registered = 0;
+      return a.idle();
+    };
     // No call will come any more: a batching server answers what it holds
     // (copies of calls sent again, calls whose callers gave up) at once
     // rather than at the bound, which the settling would poll its way to.
@@ -1050,11 +1067,12 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
     if (out.ok && w.counters().live_regs() != 0)
       fail(std::to_string(w.counters().live_regs()) + " fast registrations still valid with no call left");
     w.note("closing");
+    w.stale_suspect = 0;  // the close disconnects for no completion
     if (out.ok && !client_gone) conn->close();
     if (out.ok)
       settle(
           [&] {
-            return !w.runnable() && (client_gone || testing::accounting(*client).idle()) &&
+            return !w.runnable() && (client_gone || client_idle()) &&
                    testing::accounting(*server).idle() && server->stats().connections.get() == 0;
           },
           "after the close");
