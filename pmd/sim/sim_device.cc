@@ -149,8 +149,11 @@ Status SimCq::arm() {
 }
 
 int SimCq::poll(Wc* wc, int max) {
-  dev_->world().stale_suspect = 0;
-  dev_->world().auto_progress(1);
+  World& w = dev_->world();
+  w.stale_suspect = 0;
+  if (w.poll_ns() != 0) [[unlikely]]
+    w.advance(w.poll_ns());
+  w.auto_progress(1);
   int n = 0;
   while (n < max && !visible_.empty()) {
     const CqEntry& e = visible_.front();

@@ -90,6 +90,13 @@ class World {
   // Virtual time in ns (starts at 1 s, so that no deadline is 0).
   uint64_t now_ns() const { return now_ns_; }
   void advance(uint64_t ns);
+  // Virtual time that every Cq::poll adds (default 0: only events and
+  // advance() move it). With it, a host that polls an idle world still
+  // sees time pass -- as a count of its polls, not of real time -- so its
+  // timers run without a simulation loop that jumps the clock (a
+  // functional test over sim that installs the virtual clock).
+  void set_poll_ns(uint64_t ns) { poll_ns_ = ns; }
+  uint64_t poll_ns() const { return poll_ns_; }
   // Makes now_ns() the process's clock (base/clock.h set_virtual_clock)
   // until uninstall_clock() or the world's end, and sets the process's hash
   // key from the seed (base/process_key.h; it stays): before any engine.
@@ -238,6 +245,7 @@ class World {
   uint64_t now_ns_ = 1'000'000'000;
   uint64_t start_ns_ = 1'000'000'000;
   uint32_t auto_steps_ = 3;
+  uint64_t poll_ns_ = 0;
   bool clock_installed_ = false;
   bool keep_trace_ = false;
   size_t trace_limit_ = 0;
