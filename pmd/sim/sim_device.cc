@@ -230,6 +230,7 @@ int SimDevice::wait_fd() {
 void SimDevice::notify() {
   if (notified_ || wait_fd_ < 0) return;
   notified_ = true;
+  world_->count_wakeup();
   uint64_t one = 1;
   ssize_t w = ::write(wait_fd_, &one, sizeof one);
   (void)w;  // an eventfd write of 1 cannot block or fail short of overflow

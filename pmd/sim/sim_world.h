@@ -167,6 +167,14 @@ class World {
   void late_receives(uint32_t per_mille) { late_recv_per_mille_ = per_mille; }
   uint32_t late_receives_per_mille() const { return late_recv_per_mille_; }
 
+  // Wait mode: how many times a device's wait fd was made readable so far
+  // (SimDevice::notify). A sleeper's fd that was quiet when this count was
+  // N is quiet still while it is N: a host loop may skip asking the kernel
+  // (poll(2): a system call per sleeper per turn was most of what wait
+  // mode added to a schedule).
+  uint64_t wakeups() const { return wakeups_; }
+  void count_wakeup() { ++wakeups_; }
+
   // The schedule trace: every event, one line each, with virtual time
   // relative to the start. Kept in memory when keep_trace(true) (the last
   // `limit` lines; 0: all); its hash always, over the lines' fields, so
@@ -246,6 +254,7 @@ class World {
   uint64_t start_ns_ = 1'000'000'000;
   uint32_t auto_steps_ = 3;
   uint64_t poll_ns_ = 0;
+  uint64_t wakeups_ = 0;
   bool clock_installed_ = false;
   bool keep_trace_ = false;
   size_t trace_limit_ = 0;

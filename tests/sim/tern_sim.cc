@@ -754,19 +754,32 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
     uint32_t idle_rounds = 0;
     // One turn of an engine in the host loop: a sleeping engine is polled
     // only once its wait fd says so; an idle one arms and goes to sleep.
-    auto drive = [&](Engine* e, bool* asleep, const char* who) -> int {
+    // *quiet: the world's wakeups() when the sleeper's fd was last seen
+    // quiet; while the count has not moved, no device made it readable
+    // since (the engine's timerfd is not armed under the virtual clock), so
+    // the kernel is not asked again.
+    uint64_t client_quiet = UINT64_MAX, server_quiet = UINT64_MAX;
+    auto drive = [&](Engine* e, bool* asleep, uint64_t* quiet, const char* who) -> int {
       if (!wait_mode) return e->poll();
       if (*asleep) {
+        if (*quiet == w.wakeups()) return 0;
         pollfd p{e->wait_fd(), POLLIN, 0};
-        if (::poll(&p, 1, 0) <= 0) return 0;
+        if (::poll(&p, 1, 0) <= 0) {
+          *quiet = w.wakeups();
+          return 0;
+        }
         *asleep = false;
         w.note("woken ", who);
       }
       const int n = e->poll();
       if (n == 0) {
+        // prepare_wait drains the fd before it arms; a device that made it
+        // readable again while arming moved the count, and then the kernel
+        // is asked.
+        const uint64_t before = w.wakeups();
         auto idle = e->prepare_wait();
         if (!idle) fail(std::string("prepare_wait: ") + idle.status().message());
-        else if (*idle) *asleep = true;
+        else if (*idle) *asleep = true, *quiet = w.wakeups() == before ? before : UINT64_MAX;
       }
       return n;
     };
@@ -971,9 +984,9 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
       sync(it);
       int work = 0;
       if (w.draw_below(2) == 0) {
-        if (!client_gone) work += drive(client.get(), &client_asleep, "client");
+        if (!client_gone) work += drive(client.get(), &client_asleep, &client_quiet, "client");
       } else if (w.now_ns() >= server_stalled_until && server != nullptr) {
-        work += drive(server.get(), &server_asleep, "server");
+        work += drive(server.get(), &server_asleep, &server_quiet, "server");
         const size_t held = sctx.later.size() + sctx.batch.calls.size();
         answer_due(&sctx);
         // Answering is the host at work in the engine: it is awake.
@@ -985,25 +998,28 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
       // (an armed device also runs in its own calls, but a fault the loop
       // injects reaches it from outside them).
       if (wait_mode && work == 0 && (client_gone || client_asleep) &&
-          (server == nullptr || server_asleep || w.now_ns() < server_stalled_until) && w.runnable())
-        (void)w.step();
+          (server == nullptr || server_asleep || w.now_ns() < server_stalled_until))
+        (void)w.step();  // nothing when nothing is runnable (it draws nothing then)
       // Nothing runnable and nobody busy: time passes until a timer is due.
       if (work == 0 && !w.runnable()) {
         if (++idle_rounds > 8) {
           // Before time moves on: a sleeping engine whose fd stayed quiet
           // must have nothing to do. Its device has run what it could
           // while armed, so work found now is a wake-up lost.
-          const auto lost_wakeup = [&](Engine* e, bool* asleep, const char* who) {
+          const auto lost_wakeup = [&](Engine* e, bool* asleep, uint64_t* quiet, const char* who) {
             if (!*asleep) return;
-            pollfd p{e->wait_fd(), POLLIN, 0};
-            if (::poll(&p, 1, 0) > 0) return;
+            if (*quiet != w.wakeups()) {  // else quiet still (drive())
+              pollfd p{e->wait_fd(), POLLIN, 0};
+              if (::poll(&p, 1, 0) > 0) return;
+            }
             *asleep = false;
             if (const int n = e->poll(); n > 0)
               fail(std::string("the ") + who + " engine slept with work to do (" + std::to_string(n) +
                    "): a wake-up lost");
           };
-          if (!client_gone) lost_wakeup(client.get(), &client_asleep, "client");
-          if (server != nullptr && w.now_ns() >= server_stalled_until) lost_wakeup(server.get(), &server_asleep, "server");
+          if (!client_gone) lost_wakeup(client.get(), &client_asleep, &client_quiet, "client");
+          if (server != nullptr && w.now_ns() >= server_stalled_until)
+            lost_wakeup(server.get(), &server_asleep, &server_quiet, "server");
           if (!out.ok) break;
           // 0.1 ms to ~100 ms, small ones as often as large ones: timers
           // are reached both exactly and overshot.
