@@ -103,9 +103,9 @@ void ServerConn::start_general(SrvCall* sc, bool turn) {
 // of its own -- is the host's again at these points: a Placer's once the
 // handler has answered (the READs into it are done before it runs), the
 // pushed bulk once the reply's WRITEs and Send are done (the call is freed).
-// The engine never tells the host so (it keeps that memory for as long as
-// it likes), so the reclaim check (base/reclaim_hook.h) is told instead: a
-// WR or an rkey still reaching it then is an early release. TERN_DEBUG only.
+// Nothing tells the host so (the API has no such callback); the reclaim
+// check (base/reclaim_hook.h) is told instead: a WR or an rkey still
+// reaching the memory then is an early release. TERN_DEBUG only.
 inline void note_host_memory([[maybe_unused]] const SrvCall* sc, [[maybe_unused]] bool pushed) {
 #if defined(TERN_DEBUG) && TERN_DEBUG
   for (int c = 0; c < sc->chunks.nreads; ++c)
