@@ -106,11 +106,16 @@ void ServerConn::start_general(SrvCall* sc, bool turn) {
 // Nothing tells the host so (the API has no such callback); the reclaim
 // check (base/reclaim_hook.h) is told instead: a WR or an rkey still
 // reaching the memory then is an early release. TERN_DEBUG only.
-inline void note_host_memory([[maybe_unused]] const SrvCall* sc, [[maybe_unused]] bool pushed) {
+// A Placer's buffer is reported once: after the handler answered, the host
+// may give it to another call (a retransmission of this one) while this
+// call still waits for its reply's completion.
+inline void note_host_memory([[maybe_unused]] SrvCall* sc, [[maybe_unused]] bool pushed) {
 #if defined(TERN_DEBUG) && TERN_DEBUG
   for (int c = 0; c < sc->chunks.nreads; ++c)
-    if (sc->read_dst[c] != nullptr && !sc->read_pooled[c])
+    if (sc->read_dst[c] != nullptr && !sc->read_pooled[c]) {
       note_reclaimed(sc->read_dst[c], sc->chunks.reads[c].length(), "placer's");
+      sc->read_dst[c] = nullptr;  // the READs into it are done; nothing reads it through read_dst any more
+    }
   if (!pushed) return;
   for (int c = 0; c < sc->nbulk; ++c) {
     const uint8_t* b = sc->bulk_src[c];

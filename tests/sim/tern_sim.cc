@@ -220,23 +220,25 @@ struct ServerCtx {
   bool own_memory = false;
 };
 
-// The server host's own registered memory: a slot of kMaxChunk per call
-// for the fills (by call number) and per xid for the placed read chunks (a
-// retransmission lands in its first copy's slot, whose connection is gone).
-// Made once per process, its pages touched only where used.
-constexpr uint32_t kHostSlots = 128;  // > kCalls: no two calls of a schedule share a slot
+// The server host's own registered memory, in slots of kMaxChunk: each
+// placement and each fill takes the next slot, none reused within a
+// schedule (the host is never told when the engine is done with a reply's
+// bulk, and a retransmission is another call), so two calls never share
+// one. When they run out, the engine's memory serves. Made once per
+// process, its pages touched only where used.
+constexpr uint32_t kHostSlots = 256;
 std::span<uint8_t> host_memory() {
-  static uint8_t* const mem = new uint8_t[2 * kHostSlots * kMaxChunk];
-  return {mem, 2 * kHostSlots * kMaxChunk};
+  static uint8_t* const mem = new uint8_t[kHostSlots * kMaxChunk];
+  return {mem, kHostSlots * kMaxChunk};
 }
-uint8_t* host_fill_slot(uint32_t call) { return host_memory().data() + (call % kHostSlots) * kMaxChunk; }
-uint8_t* host_place_slot(uint32_t xid) {
-  return host_memory().data() + (kHostSlots + xid % kHostSlots) * kMaxChunk;
+uint32_t g_host_slots_used = 0;  // this schedule's
+uint8_t* host_slot() {
+  return g_host_slots_used < kHostSlots ? host_memory().data() + g_host_slots_used++ * kMaxChunk : nullptr;
 }
 
-std::span<uint8_t> place(void*, ServerCall* c, uint32_t, uint32_t len) {
-  if (len > kMaxChunk) return {};  // the pool's
-  return {host_place_slot(c->xid()), len};
+std::span<uint8_t> place(void*, ServerCall*, uint32_t, uint32_t len) {
+  uint8_t* p = len <= kMaxChunk ? host_slot() : nullptr;
+  return p != nullptr ? std::span<uint8_t>(p, len) : std::span<uint8_t>{};  // empty: the pool's
 }
 
 void echo(ServerCall* c) { (void)c->reply(c->args()); }
@@ -251,7 +253,8 @@ void fill(ServerCtx* sc, ServerCall* c) {
   uint32_t a[2] = {};
   if (c->args().size() >= 8) std::memcpy(a, c->args().data(), 8);
   uint32_t n = std::min({a[1], c->bulk_capacity(), kMaxChunk});
-  auto b = sc->own_memory ? std::span<uint8_t>(host_fill_slot(a[0]), n) : c->bulk_buffer(n);
+  uint8_t* own = sc->own_memory ? host_slot() : nullptr;
+  auto b = own != nullptr ? std::span<uint8_t>(own, n) : c->bulk_buffer(n);
   std::memcpy(b.data(), kPattern.of(a[0]), b.size());
   if (sc->bug == Bug::kFillAfterLoss && *sc->lost && !b.empty()) b[b.size() - 1] ^= 1;
   if (sc->bug == Bug::kCrashAfterLoss && *sc->lost) raise(SIGSEGV);
@@ -635,6 +638,7 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
   sctx.batch.size = sctx_batch_size;
   // From the seed, not drawn: the other seeds' schedules stay as they were.
   sctx.own_memory = mix64(sched.seed ^ 0x40571) % 3 == 0;
+  g_host_slots_used = 0;
   if (sctx.own_memory) w.note("server's own memory");
   {
     std::unique_ptr<Engine> server;
