@@ -65,13 +65,19 @@ bool ConnBase::receive_unusual(MsgBuf* buf, const Wc& wc) {
     // devices differ in the status they say it with (rxe: LOC_QP_OP_ERR).
     // A flush means the QP is in error: the connection is lost now, before
     // its connection event, or the buffer would be posted back to a QP that
-    // flushes it straight back.
+    // flushes it straight back. Not for the shared receive queue's: a QP in
+    // error flushes none of them, so a flushed one is a message that was
+    // being received when *a* QP failed or was destroyed -- and a destroyed
+    // QP's number may be this connection's QP's now (rdmadev.h: a device may
+    // deliver what a destroyed QP left, under its number). Its buffer goes
+    // back; this connection's own QP tells of its own loss (its send
+    // queue's flushes, its connection event).
     if (wc.status != WcStatus::kWrFlushErr)
       protocol_error(make_error(Errc::kRemoteError,
                                 "a receive failed: %s (a message over %u bytes, or a Send With Invalidate of an rkey "
                                 "that is not ours)",
                                 wc_status_name(wc.status), buf->cap));
-    else if (qp_live()) {
+    else if (qp_live() && !rq->shared()) {
       on_disconnected(make_error(Errc::kDisconnected, "the QP went to error (its receives are flushed)"));
       lost_to_flush = true;
       core->cm_due = true;  // the driver's event says why: read it in this same poll()

@@ -3,7 +3,11 @@
 // taking the call's memory, starting its pull, running its handler,
 // posting its reply, freeing it. Every state change here goes through
 // enter(); the receive, read/write and reply files only raise events.
+#include <algorithm>
+#include <iterator>
+
 #include "base/clock.h"
+#include "base/reclaim_hook.h"
 #include "engine/conn_core.h"
 #include "engine/conn_datapath.h"
 #include "engine/server_conn.h"
@@ -94,6 +98,35 @@ void ServerConn::start_general(SrvCall* sc, bool turn) {
   dispatch(sc);
 }
 
+// The host's own memory a call used -- the buffers its handler's Placer
+// gave for the read chunks, the bulk it pushed with its reply from memory
+// of its own -- is the host's again at these points: a Placer's once the
+// handler has answered (the READs into it are done before it runs), the
+// pushed bulk once the reply's WRITEs and Send are done (the call is freed).
+// Nothing tells the host so (the API has no such callback); the reclaim
+// check (base/reclaim_hook.h) is told instead: a WR or an rkey still
+// reaching the memory then is an early release. TERN_DEBUG only.
+// A Placer's buffer is reported once: after the handler answered, the host
+// may give it to another call (a retransmission of this one) while this
+// call still waits for its reply's completion.
+inline void note_host_memory([[maybe_unused]] SrvCall* sc, [[maybe_unused]] bool pushed) {
+#if defined(TERN_DEBUG) && TERN_DEBUG
+  for (int c = 0; c < sc->chunks.nreads; ++c)
+    if (sc->read_dst[c] != nullptr && !sc->read_pooled[c]) {
+      note_reclaimed(sc->read_dst[c], sc->chunks.reads[c].length(), "placer's");
+      sc->read_dst[c] = nullptr;  // the READs into it are done; nothing reads it through read_dst any more
+    }
+  if (!pushed) return;
+  for (int c = 0; c < sc->nbulk; ++c) {
+    const uint8_t* b = sc->bulk_src[c];
+    if (b == nullptr || sc->bulk_len[c] == 0) continue;
+    // The engine's own result buffers go back through the pool, which reports them.
+    if (std::find(std::begin(sc->write_buf), std::end(sc->write_buf), b) != std::end(sc->write_buf)) continue;
+    note_reclaimed(b, sc->bulk_len[c], "host's reply bulk");
+  }
+#endif
+}
+
 // An encoded reply's chain is posted when the send queue has room for it.
 // False: no room, nothing changed.
 inline bool ServerConn::send_reply(SrvCall* sc) {
@@ -152,6 +185,7 @@ void ServerConn::process(SrvCall* sc, SrvEvent ev, const Wc* wc) {
       // reply() encoded it: post it, or queue it for room.
       TERN_ASSERT(sc->state() == SrvState::kInHandler);
       sc->handler_owner = false;
+      note_host_memory(sc, false);
       if (!send_reply(sc)) {
         rpc::enter(sc, SrvState::kReplyQueued);
         queued.push_back(sc);
@@ -278,6 +312,7 @@ void ServerConn::free_call(SrvCall* sc) {
   TERN_ASSERT(!sc->handler_owner && !sc->send_owner);
   if (sc->waiting) core->stop_waiting(sc, false);
   core->rw_due.disarm(sc);
+  note_host_memory(sc, true);
   drop_memory(sc);
   if (MsgBuf* rep = sc->rep) {
     sc->rep = nullptr;

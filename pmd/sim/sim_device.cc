@@ -35,6 +35,7 @@ Result<std::unique_ptr<Mr>> SimPd::reg_mr(void* addr, uint64_t length, uint32_t 
 }
 
 Result<std::unique_ptr<FastMr>> SimPd::alloc_fast_mr(uint32_t max_depth) {
+  if (!dev_->caps().fast_reg) return make_error(Errc::kUnsupported, "sim: this device was opened with fast_reg=0");
   if (max_depth == 0 || max_depth > kMaxFastRegDepth)
     return make_error(Errc::kInvalidArgument, "sim: fast MR depth %u (1..%u)", max_depth, kMaxFastRegDepth);
   MrEntry e;
@@ -107,6 +108,14 @@ bool SimDevice::fast_reg_covers(uint64_t addr, uint64_t len) const {
   return false;
 }
 
+bool SimDevice::sole_remote_mr_of_range(const MrEntry& e) const {
+  int n = 0;
+  for (const MrEntry& o : table_)
+    n += o.in_use && !o.fast && (o.access & (kAccessRemoteRead | kAccessRemoteWrite)) != 0 && o.iova == e.iova &&
+         o.length == e.length;
+  return n == 1;
+}
+
 bool SimDevice::local_ok(const SimPd* pd, const Sge& s, uint32_t need) {
   if (s.length == 0) return true;
   MrEntry* e = entry(rkey_index(s.lkey));
@@ -129,7 +138,10 @@ bool SimDevice::remote_ok(const SimPd* pd, uint32_t qpn, uint32_t rkey, uint64_t
 
 SimCq::SimCq(SimDevice* dev, uint32_t cap) : dev_(dev), cap_(cap) { dev_->add_cq(this); }
 
-SimCq::~SimCq() { dev_->remove_cq(this); }
+SimCq::~SimCq() {
+  dev_->world().drop_late(this);
+  dev_->remove_cq(this);
+}
 
 Status SimCq::arm() {
   armed_ = true;
@@ -137,7 +149,11 @@ Status SimCq::arm() {
 }
 
 int SimCq::poll(Wc* wc, int max) {
-  dev_->world().auto_progress(1);
+  World& w = dev_->world();
+  w.stale_suspect = 0;
+  if (w.poll_ns() != 0) [[unlikely]]
+    w.advance(w.poll_ns());
+  w.auto_progress(1);
   int n = 0;
   while (n < max && !visible_.empty()) {
     const CqEntry& e = visible_.front();
@@ -149,7 +165,10 @@ int SimCq::poll(Wc* wc, int max) {
       // (it knows it is gone), even when its number names a QP made since.
       World& w = dev_->world();
       ++w.counters_mut().stale_completions;
-      if (w.qp_by_num(e.wc.qp_num) != nullptr) ++w.counters_mut().stale_on_recycled;
+      if (const SimQp* now = w.qp_by_num(e.wc.qp_num)) {
+        ++w.counters_mut().stale_on_recycled;
+        if (now->state() == QpState::kRts || now->state() == QpState::kConnecting) w.stale_suspect = now->serial();
+      }
       w.trace_event("cqe-of-destroyed-qp", e.wc.qp_num, w.qp_by_num(e.wc.qp_num) ? "recycled" : "free", 0);
     }
     visible_.pop_front();
@@ -211,6 +230,7 @@ int SimDevice::wait_fd() {
 void SimDevice::notify() {
   if (notified_ || wait_fd_ < 0) return;
   notified_ = true;
+  world_->count_wakeup();
   uint64_t one = 1;
   ssize_t w = ::write(wait_fd_, &one, sizeof one);
   (void)w;  // an eventfd write of 1 cannot block or fail short of overflow
@@ -397,6 +417,10 @@ Status SimDevice::reject(ConnRequest* req, std::span<const uint8_t> private_data
 Status SimDevice::disconnect(Qp* q) {
   auto* qp = static_cast<SimQp*>(q);
   if (qp->state() == QpState::kError) return Status::ok();
+  if (world_->stale_suspect != 0 && world_->stale_suspect == qp->serial()) {
+    ++world_->counters_mut().stale_acted_on;
+    world_->trace_event("disconnect-on-stale-cqe", qp->qp_num(), "", 0);
+  }
   qp->enter_error(make_error(Errc::kDisconnected, "disconnected locally"), false, true);
   return Status::ok();
 }
@@ -460,20 +484,24 @@ class SimDriver final : public Driver {
  public:
   const char* name() const override { return "sim"; }
   const char* usage() const override {
-    return "sim:world=NAME,seed=N,addr=A,srq=D,qp_bound=0|1  a simulated device in a deterministic world "
+    return "sim:world=NAME,seed=N,addr=A,srq=D,qp_bound=0|1,fast_reg=0|1  a simulated device in a deterministic world "
            "(docs/sim.md): devices of one world reach each other at addr (or port, the same); seed is used when the world is made; srq: "
            "the depth of its shared receive queues (0: none; default 4096); qp_bound=1: fast registrations are "
-           "reached and remotely invalidated only through the QP that made them (type-2 windows; default 0: FRWR)";
+           "reached and remotely invalidated only through the QP that made them (type-2 windows; default 0: FRWR); "
+           "fast_reg=0: no fast registration and no remote invalidation (reg_mr only, as some devices)";
   }
   Result<std::unique_ptr<Device>> open(const DevArgs& args) override {
     // port: another name for addr, so that a host that adds ",port=N" to a
     // spec (the RPC functional tests' fixture, as for verbs) reaches sim too.
-    TERN_TRY(args.check_keys({"world", "seed", "addr", "port", "srq", "qp_bound"}));
+    TERN_TRY(args.check_keys({"world", "seed", "addr", "port", "srq", "qp_bound", "fast_reg"}));
     if (args.has("addr") && args.has("port"))
       return make_error(Errc::kInvalidArgument, "sim: addr and port name the same thing; give one");
     Result<uint64_t> qp_bound = args.get_u64("qp_bound", 0);
     if (!qp_bound) return qp_bound.status();
     if (*qp_bound > 1) return make_error(Errc::kInvalidArgument, "sim: qp_bound must be 0 or 1");
+    Result<uint64_t> fast_reg = args.get_u64("fast_reg", 1);
+    if (!fast_reg) return fast_reg.status();
+    if (*fast_reg > 1) return make_error(Errc::kInvalidArgument, "sim: fast_reg must be 0 or 1");
     Result<uint64_t> seed = args.get_u64("seed", 1);
     if (!seed) return seed.status();
     Result<uint64_t> srq = args.get_u64("srq", kMaxSrqWr);
@@ -484,6 +512,7 @@ class SimDriver final : public Driver {
     auto dev = std::make_unique<SimDevice>(std::move(world), args.get("addr", args.get("port", "0")));
     dev->set_srq_depth(static_cast<uint32_t>(*srq));
     dev->set_qp_bound(*qp_bound == 1);
+    if (*fast_reg == 0) dev->without_fast_reg();
     return std::unique_ptr<Device>(std::move(dev));
   }
 };

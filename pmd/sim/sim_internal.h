@@ -340,7 +340,14 @@ class SimDevice final : public Device {
   // A fast registration valid now (its rkey usable by a peer) overlapping
   // [addr, addr + len).
   bool fast_reg_covers(uint64_t addr, uint64_t len) const;
+  // No other long-lived registration with remote access has exactly e's
+  // range: a report of that range (a registration cache's eviction) is e's.
+  bool sole_remote_mr_of_range(const MrEntry& e) const;
   void set_qp_bound(bool on) { caps_.fast_reg_qp_bound = on, caps_.remote_inv_qp_bound = on; }
+  // A device with reg_mr only (fast_reg=0): no REG_MR or LOCAL_INV, no
+  // remote invalidation; an engine then registers chunks through its
+  // registration cache (trusted peers) or refuses calls that need them.
+  void without_fast_reg() { caps_.fast_reg = false, caps_.max_fast_reg_depth = 0, caps_.remote_invalidation = false; }
 
  private:
   std::shared_ptr<World> world_;

@@ -56,6 +56,17 @@ SimQp::~SimQp() {
   // number may name a QP made later.
   static_cast<SimCq*>(init_.send_cq)->orphan(qpn_);
   static_cast<SimCq*>(init_.recv_cq)->orphan(qpn_);
+  // World::late_receives: it held one of its SRQ's receives, whose error
+  // completion comes after the destroy, under its number.
+  World& w = dev_->world();
+  if (srq_ != nullptr && !srq_->queue().empty() && w.late_receives_per_mille() != 0 &&
+      w.chance(w.late_receives_per_mille())) {
+    w.add_late(World::LateRecv{static_cast<SimCq*>(init_.recv_cq), srq_->queue().front().wr_id, qpn_, w.chance(500)});
+    srq_->queue().pop_front();
+    srq_->consumed();
+    ++w.counters_mut().late_recvs;
+    w.trace_event("late-rcqe-held", qpn_, "", 0);
+  }
   dev_->forget_qp(this);
   dev_->world().remove_qp(this);
 }
@@ -179,12 +190,31 @@ bool SimQp::covers(uint64_t addr, uint64_t len, const char** what, uint64_t* seq
   // host may take a flush, or any completion after the error, as the end
   // of the WRs before it). Its SRQ's receives are other QPs' to take.
   if (state_ != QpState::kError) {
-    for (const PendingSend& p : sq_)
+    for (const PendingSend& p : sq_) {
       if (overlaps(p.sg, p.wr.num_sge, addr, len)) {
         *what = wc_opcode_name(wc_opcode_for(p.wr.opcode));
         *seq = p.seq;
         return true;
       }
+      // The peer's memory through the very registration given back: a
+      // registration cache's entry (a long-lived MR of exactly these pages)
+      // evicted while a READ or WRITE through its rkey is still to execute
+      // -- under a call in flight. Other registrations of the same pages
+      // (other entries, a fast registration) are not this one's to answer
+      // for; with two entries of the same pages (a READ's and a WRITE's) the
+      // report does not say which went, and none is checked.
+      if ((p.wr.opcode == WrOpcode::kRdmaRead || p.wr.opcode == WrOpcode::kRdmaWrite) && peer_ != nullptr &&
+          peer_->peer_ == this && peer_->state_ != QpState::kError) {
+        const MrEntry* e = peer_->dev_->entry(rkey_index(p.wr.rkey));
+        if (e != nullptr && !e->fast && e->iova == addr && e->length == len && rkey_key(p.wr.rkey) == e->key &&
+            peer_->dev_->sole_remote_mr_of_range(*e)) {
+          *what = p.wr.opcode == WrOpcode::kRdmaWrite ? "RDMA_WRITE into it, by its peer"
+                                                      : "RDMA_READ from it, by its peer";
+          *seq = p.seq;
+          return true;
+        }
+      }
+    }
     for (const PendingRecv& r : rq_)
       if (overlaps(r.sg, r.num_sge, addr, len)) {
         *what = "a posted receive";

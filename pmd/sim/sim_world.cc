@@ -34,13 +34,14 @@ uint64_t splitmix(uint64_t& x) {
 inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 // What a step may run: an event a QP offers.
-enum class Offer : uint8_t { kSq, kSendCqe, kRecvCqe, kCm };
+enum class Offer : uint8_t { kSq, kSendCqe, kRecvCqe, kCm, kLate };
 const char* offer_name(Offer o) {
   switch (o) {
     case Offer::kSq: return "sq";
     case Offer::kSendCqe: return "scqe";
     case Offer::kRecvCqe: return "rcqe";
     case Offer::kCm: return "cm";
+    case Offer::kLate: return "late";
   }
   return "?";
 }
@@ -216,6 +217,8 @@ SimDevice* World::listener(const std::string& addr) const {
 }
 
 bool World::runnable() {
+  for (const LateRecv& l : late_)
+    if (!l.until_reused || qp_by_num(l.qpn) != nullptr) return true;
   for (SimQp* q : qps_)
     if (q->sq_runnable() || q->has_send_cqe() || q->has_recv_cqe() || q->has_cm()) return true;
   return false;
@@ -246,6 +249,13 @@ bool World::step() {
     if (q->has_recv_cqe()) offer(q, Offer::kRecvCqe);
     if (q->has_cm()) offer(q, Offer::kCm);
   }
+  // The oldest late completion, once its number is taken again if it waits
+  // for that (if it never is, its CQ's end drops it: as a device whose
+  // host destroys the CQ first).
+  uint32_t late = UINT32_MAX;
+  for (uint32_t i = 0; i < late_.size() && late == UINT32_MAX; ++i)
+    if (!late_[i].until_reused || qp_by_num(late_[i].qpn) != nullptr) late = i;
+  if (late != UINT32_MAX) offer(nullptr, Offer::kLate);
   if (n == 0) return false;
   const Cand c = cands[draw_below(n)];
   ++c_.events;
@@ -256,9 +266,22 @@ bool World::step() {
     case Offer::kSendCqe: c.qp->publish_send(); break;
     case Offer::kRecvCqe: c.qp->publish_recv(); break;
     case Offer::kCm: c.qp->run_cm(); break;
+    case Offer::kLate: {
+      const LateRecv l = late_[late];
+      late_.erase(late_.begin() + late);
+      trace_event("late-rcqe", l.qpn, qp_by_num(l.qpn) != nullptr ? "recycled" : "free", 0);
+      CqEntry e{rdma::Wc{l.wr_id, 0, 0, l.qpn, rdma::WcStatus::kWrFlushErr, rdma::WcOpcode::kRecv, 0, 0}, false, 0};
+      e.stale = true;
+      l.cq->publish(e);
+      break;
+    }
   }
   (void)offer_name;
   return true;
+}
+
+void World::drop_late(const SimCq* cq) {
+  late_.erase(std::remove_if(late_.begin(), late_.end(), [cq](const LateRecv& l) { return l.cq == cq; }), late_.end());
 }
 
 void World::auto_progress(uint32_t scale) {

@@ -28,6 +28,7 @@ namespace tern::sim {
 
 class SimQp;
 class SimDevice;
+class SimCq;
 
 // Driver-side accounting that a simulation checks at the end of a schedule:
 // every fast registration ends exactly once.
@@ -50,6 +51,10 @@ struct WorldCounters {
   uint64_t rnr_naks = 0;          // RNR retries spent by QPs with a finite RNR retry count
   uint64_t acks_lost = 0;         // WRs executed at the responder and failed at the requester
   uint64_t link_failures = 0;     // WRs failed because a port was down
+  uint64_t late_recvs = 0;        // SRQ receives a destroyed QP still held, completed after its end (late_receives)
+  // Live QPs their host disconnected on a completion of a destroyed QP that
+  // had their number (in the same poll): the host took it for theirs.
+  uint64_t stale_acted_on = 0;
   // Memory an engine took back into a pool or handed back to its caller (base/reclaim_hook.h) while a WR
   // posted here and not yet executed named it, a receive posted here could
   // land in it, or a fast registration a peer holds the rkey of still
@@ -85,6 +90,13 @@ class World {
   // Virtual time in ns (starts at 1 s, so that no deadline is 0).
   uint64_t now_ns() const { return now_ns_; }
   void advance(uint64_t ns);
+  // Virtual time that every Cq::poll adds (default 0: only events and
+  // advance() move it). With it, a host that polls an idle world still
+  // sees time pass -- as a count of its polls, not of real time -- so its
+  // timers run without a simulation loop that jumps the clock (a
+  // functional test over sim that installs the virtual clock).
+  void set_poll_ns(uint64_t ns) { poll_ns_ = ns; }
+  uint64_t poll_ns() const { return poll_ns_; }
   // Makes now_ns() the process's clock (base/clock.h set_virtual_clock)
   // until uninstall_clock() or the world's end, and sets the process's hash
   // key from the seed (base/process_key.h; it stays): before any engine.
@@ -143,6 +155,26 @@ class World {
   // waiting for ever. A correct credit scheme never meets it.
   void rnr_retry(SimQp* qp, uint32_t retries, uint64_t timer_ns);
 
+  // A QP of a shared receive queue destroyed while it held one of the
+  // SRQ's receives -- a message being received when its host, having
+  // polled its receive CQ empty, destroyed it -- completes that receive in
+  // error on its receive CQ *after* the destroy, named by the destroyed
+  // QP's number (which, recycled, may name a QP made since): a scheduled
+  // event (half of them held until the number is taken again), per_mille
+  // of such destroys (0: never, the default). rdmadev.h
+  // lets a device deliver a destroyed QP's completions; the host must take
+  // the buffer back and leave the connection that has the number alone.
+  void late_receives(uint32_t per_mille) { late_recv_per_mille_ = per_mille; }
+  uint32_t late_receives_per_mille() const { return late_recv_per_mille_; }
+
+  // Wait mode: how many times a device's wait fd was made readable so far
+  // (SimDevice::notify). A sleeper's fd that was quiet when this count was
+  // N is quiet still while it is N: a host loop may skip asking the kernel
+  // (poll(2): a system call per sleeper per turn was most of what wait
+  // mode added to a schedule).
+  uint64_t wakeups() const { return wakeups_; }
+  void count_wakeup() { ++wakeups_; }
+
   // The schedule trace: every event, one line each, with virtual time
   // relative to the start. Kept in memory when keep_trace(true) (the last
   // `limit` lines; 0: all); its hash always, over the lines' fields, so
@@ -189,6 +221,21 @@ class World {
   // when a WR, a posted receive or a valid fast registration covers it.
   void check_reclaimed(const void* p, size_t len, const char* pool);
   void auto_progress(uint32_t scale);
+  // late_receives: a completion for `cq`, published by a later step.
+  struct LateRecv {
+    SimCq* cq;
+    uint64_t wr_id;
+    uint32_t qpn;
+    // Held back until a QP made since has its number (or nothing else can
+    // run): the case where only the host's own bookkeeping tells it apart.
+    bool until_reused;
+  };
+  void add_late(const LateRecv& l) { late_.push_back(l); }
+  void drop_late(const SimCq* cq);
+  // The live QP (its serial) whose number the completion a CQ poll just
+  // handed out named although a destroyed QP left it; 0: none. A host that
+  // disconnects it before its next CQ poll took the completion for its own.
+  uint64_t stale_suspect = 0;
   void trace_event(const char* what, uint32_t qpn, const char* detail, uint64_t value) {
     event(what, "qp", qpn, detail, value);
   }
@@ -206,6 +253,8 @@ class World {
   uint64_t now_ns_ = 1'000'000'000;
   uint64_t start_ns_ = 1'000'000'000;
   uint32_t auto_steps_ = 3;
+  uint64_t poll_ns_ = 0;
+  uint64_t wakeups_ = 0;
   bool clock_installed_ = false;
   bool keep_trace_ = false;
   size_t trace_limit_ = 0;
@@ -221,6 +270,8 @@ class World {
   std::vector<std::pair<std::string, SimDevice*>> listeners_;
   std::vector<SimDevice*> devices_;
   std::string reclaim_why_;
+  uint32_t late_recv_per_mille_ = 0;
+  std::deque<LateRecv> late_;
 };
 
 }  // namespace tern::sim

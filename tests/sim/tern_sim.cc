@@ -61,6 +61,7 @@ constexpr uint64_t kMaxIterations = 4'000'000;
 uint64_t g_wait_mode = 0;
 constexpr uint32_t kMaxChunk = 16384;   // a read or write chunk's bytes (sum, fill)
 constexpr uint32_t kMaxResults = 32768;  // a big reply's bytes
+constexpr uint32_t kRegCacheEntries = 6;  // a registration cache's (device without fast registration): it evicts
 // Bulk buffers the client's calls take and give back (a call that finds
 // none waits for one): a buffer is reused by a later call as soon as its
 // call has completed, so a device or peer that still wrote into it
@@ -212,7 +213,33 @@ struct ServerCtx {
   // Calls answered later, by due time (then arrival): from the loop, not
   // from the handler, as a server that hands calls to other work does.
   std::multimap<uint64_t, ServerCall*> later;
+  // A third of the seeds: the server brings its own memory (host_memory()):
+  // a Placer puts the sum's read chunk there, and the fill's bulk goes out
+  // from there, so that the engine reports it to the reclaim check when it
+  // is done with it rather than through its pools.
+  bool own_memory = false;
 };
+
+// The server host's own registered memory, in slots of kMaxChunk: each
+// placement and each fill takes the next slot, none reused within a
+// schedule (the host is never told when the engine is done with a reply's
+// bulk, and a retransmission is another call), so two calls never share
+// one. When they run out, the engine's memory serves. Made once per
+// process, its pages touched only where used.
+constexpr uint32_t kHostSlots = 256;
+std::span<uint8_t> host_memory() {
+  static uint8_t* const mem = new uint8_t[kHostSlots * kMaxChunk];
+  return {mem, kHostSlots * kMaxChunk};
+}
+uint32_t g_host_slots_used = 0;  // this schedule's
+uint8_t* host_slot() {
+  return g_host_slots_used < kHostSlots ? host_memory().data() + g_host_slots_used++ * kMaxChunk : nullptr;
+}
+
+std::span<uint8_t> place(void*, ServerCall*, uint32_t, uint32_t len) {
+  uint8_t* p = len <= kMaxChunk ? host_slot() : nullptr;
+  return p != nullptr ? std::span<uint8_t>(p, len) : std::span<uint8_t>{};  // empty: the pool's
+}
 
 void echo(ServerCall* c) { (void)c->reply(c->args()); }
 
@@ -226,7 +253,8 @@ void fill(ServerCtx* sc, ServerCall* c) {
   uint32_t a[2] = {};
   if (c->args().size() >= 8) std::memcpy(a, c->args().data(), 8);
   uint32_t n = std::min({a[1], c->bulk_capacity(), kMaxChunk});
-  auto b = c->bulk_buffer(n);
+  uint8_t* own = sc->own_memory ? host_slot() : nullptr;
+  auto b = own != nullptr ? std::span<uint8_t>(own, n) : c->bulk_buffer(n);
   std::memcpy(b.data(), kPattern.of(a[0]), b.size());
   if (sc->bug == Bug::kFillAfterLoss && *sc->lost && !b.empty()) b[b.size() - 1] ^= 1;
   if (sc->bug == Bug::kCrashAfterLoss && *sc->lost) raise(SIGSEGV);
@@ -570,10 +598,22 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
   // a later connection. From the seed, not drawn (the other draws stay).
   const bool recycle = mix64(sched.seed ^ 0x9b17) % 2 == 0;
   w.recycle_qp_numbers(recycle);
-  const std::string spec =
-      "sim:world=" + wname + ",addr=srv" + (srq ? "" : ",srq=0") + (qp_bound ? ",qp_bound=1" : "");
+  // One seed in six (a hash, not a draw: the other seeds stay as they
+  // were): a device without fast registration, as some are; the client
+  // then registers its chunks through its registration cache (trusted
+  // peers), kept small so that it evicts, and each eviction is checked
+  // against the WRs still in flight (the reclaim check).
+  const bool reg_cache = mix64(sched.seed ^ 0xca5e) % 6 == 0;
+  const std::string spec = "sim:world=" + wname + ",addr=srv" + (srq ? "" : ",srq=0") +
+                           (qp_bound ? ",qp_bound=1" : "") + (reg_cache ? ",fast_reg=0" : "");
   w.note("device ", spec);
   if (recycle) w.note("qp numbers recycled");
+  // Half of the seeds (another hash): a QP of the SRQ destroyed while it
+  // held one of its receives completes it after the destroy, half the time
+  // (World::late_receives), under its number -- recycled, a later
+  // connection's. The engine must give the buffer back (the accounting at
+  // idle sees a lost one) and leave that connection alone.
+  if (mix64(sched.seed ^ 0x1a7e) % 2 == 0) w.late_receives(500);
   // With --wait-mode, both engines of a schedule (a third of them, or all)
   // run in wait mode: an engine that finds nothing to do arms
   // (prepare_wait) and sleeps until its wait fd is readable or virtual time
@@ -596,6 +636,10 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
   ServerCtx sctx;
   sctx.app = &app, sctx.bug = sched.bug, sctx.lost = &lost, sctx.w = &w;
   sctx.batch.size = sctx_batch_size;
+  // From the seed, not drawn: the other seeds' schedules stay as they were.
+  sctx.own_memory = mix64(sched.seed ^ 0x40571) % 3 == 0;
+  g_host_slots_used = 0;
+  if (sctx.own_memory) w.note("server's own memory");
   {
     std::unique_ptr<Engine> server;
     bool client_asleep = false, server_asleep = false;  // wait mode: armed and sleeping
@@ -612,7 +656,13 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
       server_asleep = false;
       app.drc = std::make_unique<DuplicateCache>(1024);
       app.execs.assign(ncalls, 0);
-      for (Proc p : {kEcho, kSum, kFill, kBig, kAppend}) server->handle(kProg, kVers, p, serve, &sctx);
+      for (Proc p : {kEcho, kSum, kFill, kBig, kAppend})
+        server->handle(kProg, kVers, p, serve, &sctx, sctx.own_memory && p == kSum ? place : nullptr);
+      if (sctx.own_memory)
+        if (Status s = server->register_memory(host_memory().data(), host_memory().size()); !s) {
+          fail("register_memory: " + s.message());
+          return false;
+        }
       if (Status s = server->listen(spec); !s) {
         fail("listen: " + s.message());
         return false;
@@ -624,6 +674,7 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
       sctx.batch.calls.clear();
       app.drc.reset();
       sctx.destroying = true;
+      w.stale_suspect = 0;  // its shutdown disconnects every QP it has, for no completion
       server.reset();
       sctx.destroying = false;
     };
@@ -633,6 +684,7 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
     // ends every registration with its own LOCAL_INV chain, a path the
     // server's Send With Invalidate otherwise leaves unused.
     copt.remote_invalidation = sched.seed % 4 != 0;
+    if (reg_cache) copt.trusted_peers = true, copt.max_mrs = kRegCacheEntries;
     auto cr = Engine::create(copt);
     if (!cr) {
       fail("engine create failed");
@@ -706,19 +758,32 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
     uint32_t idle_rounds = 0;
     // One turn of an engine in the host loop: a sleeping engine is polled
     // only once its wait fd says so; an idle one arms and goes to sleep.
-    auto drive = [&](Engine* e, bool* asleep, const char* who) -> int {
+    // *quiet: the world's wakeups() when the sleeper's fd was last seen
+    // quiet; while the count has not moved, no device made it readable
+    // since (the engine's timerfd is not armed under the virtual clock), so
+    // the kernel is not asked again.
+    uint64_t client_quiet = UINT64_MAX, server_quiet = UINT64_MAX;
+    auto drive = [&](Engine* e, bool* asleep, uint64_t* quiet, const char* who) -> int {
       if (!wait_mode) return e->poll();
       if (*asleep) {
+        if (*quiet == w.wakeups()) return 0;
         pollfd p{e->wait_fd(), POLLIN, 0};
-        if (::poll(&p, 1, 0) <= 0) return 0;
+        if (::poll(&p, 1, 0) <= 0) {
+          *quiet = w.wakeups();
+          return 0;
+        }
         *asleep = false;
         w.note("woken ", who);
       }
       const int n = e->poll();
       if (n == 0) {
+        // prepare_wait drains the fd before it arms; a device that made it
+        // readable again while arming moved the count, and then the kernel
+        // is asked.
+        const uint64_t before = w.wakeups();
         auto idle = e->prepare_wait();
         if (!idle) fail(std::string("prepare_wait: ") + idle.status().message());
-        else if (*idle) *asleep = true;
+        else if (*idle) *asleep = true, *quiet = w.wakeups() == before ? before : UINT64_MAX;
       }
       return n;
     };
@@ -817,6 +882,7 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
     auto destroy_client = [&] {
       if (client_gone) return;
       w.note("fault destroy-client-engine");
+      w.stale_suspect = 0;  // its shutdown disconnects every QP it has, for no completion
       client.reset();
       conn = nullptr;
       client_gone = true;
@@ -922,9 +988,9 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
       sync(it);
       int work = 0;
       if (w.draw_below(2) == 0) {
-        if (!client_gone) work += drive(client.get(), &client_asleep, "client");
+        if (!client_gone) work += drive(client.get(), &client_asleep, &client_quiet, "client");
       } else if (w.now_ns() >= server_stalled_until && server != nullptr) {
-        work += drive(server.get(), &server_asleep, "server");
+        work += drive(server.get(), &server_asleep, &server_quiet, "server");
         const size_t held = sctx.later.size() + sctx.batch.calls.size();
         answer_due(&sctx);
         // Answering is the host at work in the engine: it is awake.
@@ -936,25 +1002,28 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
       // (an armed device also runs in its own calls, but a fault the loop
       // injects reaches it from outside them).
       if (wait_mode && work == 0 && (client_gone || client_asleep) &&
-          (server == nullptr || server_asleep || w.now_ns() < server_stalled_until) && w.runnable())
-        (void)w.step();
+          (server == nullptr || server_asleep || w.now_ns() < server_stalled_until))
+        (void)w.step();  // nothing when nothing is runnable (it draws nothing then)
       // Nothing runnable and nobody busy: time passes until a timer is due.
       if (work == 0 && !w.runnable()) {
         if (++idle_rounds > 8) {
           // Before time moves on: a sleeping engine whose fd stayed quiet
           // must have nothing to do. Its device has run what it could
           // while armed, so work found now is a wake-up lost.
-          const auto lost_wakeup = [&](Engine* e, bool* asleep, const char* who) {
+          const auto lost_wakeup = [&](Engine* e, bool* asleep, uint64_t* quiet, const char* who) {
             if (!*asleep) return;
-            pollfd p{e->wait_fd(), POLLIN, 0};
-            if (::poll(&p, 1, 0) > 0) return;
+            if (*quiet != w.wakeups()) {  // else quiet still (drive())
+              pollfd p{e->wait_fd(), POLLIN, 0};
+              if (::poll(&p, 1, 0) > 0) return;
+            }
             *asleep = false;
             if (const int n = e->poll(); n > 0)
               fail(std::string("the ") + who + " engine slept with work to do (" + std::to_string(n) +
                    "): a wake-up lost");
           };
-          if (!client_gone) lost_wakeup(client.get(), &client_asleep, "client");
-          if (server != nullptr && w.now_ns() >= server_stalled_until) lost_wakeup(server.get(), &server_asleep, "server");
+          if (!client_gone) lost_wakeup(client.get(), &client_asleep, &client_quiet, "client");
+          if (server != nullptr && w.now_ns() >= server_stalled_until)
+            lost_wakeup(server.get(), &server_asleep, &server_quiet, "server");
           if (!out.ok) break;
           // 0.1 ms to ~100 ms, small ones as often as large ones: timers
           // are reached both exactly and overshot.
@@ -1001,6 +1070,13 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
              testing::accounting(*server).to_string() + ", " + std::to_string(server->stats().connections.get()) +
              " connections");
     };
+    // The client holds nothing outside its pools; a registration cache
+    // keeps its entries (up to its size) registered until the engine ends.
+    auto client_idle = [&] {
+      testing::Accounting a = testing::accounting(*client);
+      if (reg_cache && a.mrs_registered <= kRegCacheEntries) a.mrs_registered = 0;
+      return a.idle();
+    };
     // No call will come any more: a batching server answers what it holds
     // (copies of calls sent again, calls whose callers gave up) at once
     // rather than at the bound, which the settling would poll its way to.
@@ -1011,11 +1087,12 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
     if (out.ok && w.counters().live_regs() != 0)
       fail(std::to_string(w.counters().live_regs()) + " fast registrations still valid with no call left");
     w.note("closing");
+    w.stale_suspect = 0;  // the close disconnects for no completion
     if (out.ok && !client_gone) conn->close();
     if (out.ok)
       settle(
           [&] {
-            return !w.runnable() && (client_gone || testing::accounting(*client).idle()) &&
+            return !w.runnable() && (client_gone || client_idle()) &&
                    testing::accounting(*server).idle() && server->stats().connections.get() == 0;
           },
           "after the close");
@@ -1041,6 +1118,12 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
     fail(std::to_string(c.reg_unretired) + " REG_MRs of an MR a remote invalidation ended, not retired since");
   if (c.cq_overruns != 0) fail(std::to_string(c.cq_overruns) + " CQ overruns");
   if (c.reclaimed_reachable != 0) fail(w.first_reclaim_violation());
+  // A late completion of a destroyed QP (World::late_receives) is that QP's:
+  // a live connection whose QP has its number since must not be dropped
+  // for it.
+  if (c.stale_acted_on != 0)
+    fail(std::to_string(c.stale_acted_on) + " live QPs disconnected by their host on a completion of a destroyed QP "
+         "that had their number");
   // Credits kept: a peer sends only what the other side's posted receives
   // back (its grant, or the replies its calls await), so no SEND ever waits
   // for a receive.
@@ -1051,9 +1134,9 @@ Outcome run(const Schedule& sched, const RunOptions& ro) {
                 "end events=%" PRIu64 " regs=%" PRIu64 " linv=%" PRIu64 " rinv=%" PRIu64 " destroyed=%" PRIu64
                 " qp_errors=%" PRIu64 " flushed=%" PRIu64 " faults=%" PRIu64 " rnr_waits=%" PRIu64
                 " rnr_naks=%" PRIu64 " acks_lost=%" PRIu64 " link_failures=%" PRIu64 " stale_cqes=%" PRIu64
-                " on_recycled=%" PRIu64,
+                " on_recycled=%" PRIu64 " late_recvs=%" PRIu64,
                 c.events, c.fast_regs, c.local_invs, c.remote_invs, c.destroyed_valid, c.qp_errors, c.flushed, c.faults,
-                c.rnr_waits, c.rnr_naks, c.acks_lost, c.link_failures, c.stale_completions, c.stale_on_recycled);
+                c.rnr_waits, c.rnr_naks, c.acks_lost, c.link_failures, c.stale_completions, c.stale_on_recycled, c.late_recvs);
   w.note(sum_line);
   out.hash = w.trace_hash();
   out.events = c.events;
