@@ -6,9 +6,13 @@
 // logged cm_destroy_id_wait_timeout every 10 s meanwhile). Called from the
 // engine's poll loop, that wait stopped every connection of the engine and
 // left new clients' connection requests to time out. Here the engine hands
-// the id over and goes on; one thread per device destroys ids in the order
-// handed over. A slow destroy then delays only the ids behind it, which
-// nothing waits for: the engine already forgot them.
+// the id over and goes on; the device's reaper threads destroy ids in the
+// order handed over. One id the kernel holds must not hold up the ids
+// behind it (they count against their peer's share below until destroyed,
+// so a single stuck destroy refused a peer all its connections for as long
+// as the CM took, 50 s and more in the VM): while more ids wait than
+// threads are idle, another thread is started, up to kMaxThreads. Threads
+// are few and sleep when the queue is empty.
 //
 // An id handed over must be one whose events the engine no longer wants
 // (context cleared, see VerbsDevice::reap_cm_id) and whose QP, if any, is
@@ -53,6 +57,9 @@ class CmReaper {
   // eighth of the whole, so that it takes eight churning peers to reach
   // kMaxBacklog.
   static constexpr size_t kMaxPerPeer = kMaxBacklog / 8;
+  // Reaper threads at most: as many destroys the CM may hold at once
+  // before the ids behind them wait.
+  static constexpr int kMaxThreads = 8;
 
   // destroy: rdma_destroy_id; a test passes one that blocks as the CM can.
   explicit CmReaper(int (*destroy)(rdma_cm_id*) = rdma_destroy_id) : destroy_(destroy) {}
@@ -60,12 +67,13 @@ class CmReaper {
   CmReaper(const CmReaper&) = delete;
   CmReaper& operator=(const CmReaper&) = delete;
 
-  // Hands `id` over; it is destroyed soon on the reaper's thread (started at
-  // the first hand-off), counted for `peer` (its remote address; empty:
-  // counted in the whole only). Never blocks on the CM. If the thread
-  // cannot be started, the id is destroyed here, as before.
+  // Hands `id` over; it is destroyed soon on a reaper thread (the first
+  // started at the first hand-off, more while ids wait and none is idle),
+  // counted for `peer` (its remote address; empty: counted in the whole
+  // only). Never blocks on the CM. If no thread runs and none can be
+  // started, the id is destroyed here.
   void reap(rdma_cm_id* id, const std::string& peer = std::string());
-  // Destroys what is still queued and joins the thread. Blocks as long as
+  // Destroys what is still queued and joins the threads. Blocks as long as
   // those destroys do: for the device's destructor only.
   void stop();
   // Ids handed over whose destroy has not returned yet; any thread.
@@ -77,9 +85,13 @@ class CmReaper {
   bool peer_full(const std::string& peer) const;
   // Ids of `peer` in the queue.
   size_t peer_backlog(const std::string& peer) const;
+  // Reaper threads started (tests).
+  int threads() const;
 
  private:
   void run();
+  // Starts one more thread; false if it could not. Called with mu_ held.
+  bool start_thread();
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -88,8 +100,9 @@ class CmReaper {
   std::unordered_map<std::string, size_t> per_peer_;        // queued ids per named peer
   std::atomic<size_t> backlog_{0};
   bool stopping_ = false;
-  bool started_ = false;
-  pthread_t native_{};
+  int idle_ = 0;      // threads waiting for an id
+  int nthreads_ = 0;  // threads started and not joined
+  pthread_t native_[kMaxThreads]{};
 };
 
 }  // namespace tern::verbs

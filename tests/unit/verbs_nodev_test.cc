@@ -129,5 +129,44 @@ TEST(VerbsCmReaper, OnePeersChurnFillsOnlyItsShare) {
   r.stop();
 }
 
+// One id the CM holds (its destroy does not return) must not hold up the
+// ids handed over after it: they count against their peer's share until
+// destroyed, so with one thread a single stuck destroy refused that peer
+// every connection for as long as the CM held the id (50 s and more in the
+// rxe VM). The ids behind it are destroyed while it hangs; only the stuck
+// one stays counted.
+std::atomic<bool> g_stuck_released{false};
+std::atomic<int> g_unstuck_destroyed{0};
+char g_stuck_ids[65];
+int stuck_first_destroy(rdma_cm_id* id) {
+  if (reinterpret_cast<char*>(id) == &g_stuck_ids[0]) {
+    while (!g_stuck_released.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  } else {
+    g_unstuck_destroyed.fetch_add(1);
+  }
+  return 0;
+}
+
+TEST(VerbsCmReaper, OneStuckDestroyDoesNotHoldUpTheIdsBehindIt) {
+  constexpr int kBehind = 64;
+  auto id = [](int i) { return reinterpret_cast<rdma_cm_id*>(&g_stuck_ids[i]); };
+  verbs::CmReaper r(stuck_first_destroy);
+  const std::string peer = "192.0.2.9";
+  r.reap(id(0), peer);
+  for (int i = 1; i <= kBehind; ++i) r.reap(id(i), peer);
+  // A guard, not a measure: the ids behind are destroyed by other threads
+  // whenever those get to run.
+  for (int ms = 0; g_unstuck_destroyed.load() < kBehind && ms < 20000; ++ms)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(g_unstuck_destroyed.load(), kBehind) << "the ids behind a stuck destroy waited for it";
+  for (int ms = 0; r.backlog() != 1 && ms < 20000; ++ms) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(r.backlog(), 1u) << "only the stuck id is still being destroyed";
+  EXPECT_EQ(r.peer_backlog(peer), 1u);
+  EXPECT_LE(r.threads(), verbs::CmReaper::kMaxThreads);
+  g_stuck_released = true;
+  r.stop();
+  EXPECT_EQ(r.backlog(), 0u);
+}
+
 }  // namespace
 }  // namespace tern::rdma
