@@ -33,6 +33,7 @@ Verdict a_still_served(Ctx& c, const std::string& what) {
 }  // namespace
 
 void add_two_requester_cases(std::vector<Case>& out) {
+  const size_t first = out.size();
   out.push_back({"two/read-chunk-of-another", "RFC 8166 4.5.3", Level::kShould,
                  "a requester's call naming a read chunk another requester (another host) offered: the Responder's "
                  "RDMA Read on that connection fails, which ends that connection (or it answers ERR_CHUNK); the "
@@ -187,6 +188,9 @@ void add_two_requester_cases(std::vector<Case>& out) {
                        return Verdict::fail("call " + std::to_string(i) + ": " + *bad);
                    return Verdict::pass("the second requester served after the first vanished");
                  }});
+  // Each judges the responder's treatment of one requester by what another
+  // sees: a third connection's load beside it would blur that.
+  for (size_t i = first; i < out.size(); ++i) out[i].alone = true;
 }
 
 }  // namespace tern::torture

@@ -125,7 +125,7 @@ bool Ctx::reconnect(std::string* why) {
 Requester* Ctx::second(bool own_pd, std::string* why) {
   Session* s = session_;
   if (own_pd) {
-    auto o = Session::open(cfg_->spec);
+    auto o = Session::open(cfg_->spec, cfg_->idle_us);
     if (!o) {
       *why = o.status().to_string();
       return nullptr;

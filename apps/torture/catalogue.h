@@ -55,6 +55,9 @@ struct Config {
   std::optional<Procedure> echo;
   int timeout_ms = 2000;  // the longest a case waits for one answer
   int quiet_ms = 300;     // how long "no answer" is watched before it counts as silence
+  // Sleep between polls that found nothing (--jobs): several requesters
+  // that spin would take the CPU the responder needs (in a VM it shares).
+  int idle_us = 0;
 };
 
 // How a case's connection starts: RFC 8797 private data (ours by default).
@@ -74,6 +77,10 @@ struct Case {
   std::string expect;       // the outcomes that pass
   Connect connect;
   std::function<Verdict(Ctx&)> run;
+  // Runs with no other case at once (--jobs): it connects a second
+  // requester, or loads the responder beyond its own connection, so a case
+  // beside it could see effects that are not its own (and be judged on them).
+  bool alone = false;
 };
 
 // ---------------------------------------------------------------- wire building

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include <unistd.h>
+
 namespace tern::torture {
 
 using namespace tern::rdma;
@@ -136,7 +138,7 @@ rawpeer::PeerShape requester_shape() {
 }
 }  // namespace
 
-Result<std::unique_ptr<Session>> Session::open(const std::string& spec) {
+Result<std::unique_ptr<Session>> Session::open(const std::string& spec, int idle_us) {
   auto s = std::make_unique<Session>();
   // The home QP's own buffers are token-sized; the arena holds two
   // requesters at once (a case that needs a second one, and a requester
@@ -146,7 +148,11 @@ Result<std::unique_ptr<Session>> Session::open(const std::string& spec) {
   rawpeer::PeerShape rq = requester_shape();
   size_t per_rq = size_t{rq.recvs} * rq.recv_buf + size_t{rq.sq_depth} * rq.tx_slot + Requester::kChunkBytes;
   home.arena = 2 * per_rq + (1u << 20);
-  s->home_ = std::make_unique<rawpeer::RawPeer>();
+  // The pump runs before each poll of a wait (lib/rawpeer), and every
+  // connection of the session inherits it: a sleep there paces them all.
+  rawpeer::RawPeer::Pump pump = [] {};
+  if (idle_us > 0) pump = [idle_us] { ::usleep(static_cast<useconds_t>(idle_us)); };
+  s->home_ = std::make_unique<rawpeer::RawPeer>(std::move(pump));
   TERN_TRY(s->home_->open(spec, home));
   return s;
 }

@@ -61,7 +61,9 @@ void decode_long_lists(Seen* m);
 // (given back for the next connection when it ends).
 class Session {
  public:
-  static Result<std::unique_ptr<Session>> open(const std::string& spec);
+  // idle_us > 0: every wait sleeps that long between polls that found
+  // nothing, instead of spinning (Config::idle_us).
+  static Result<std::unique_ptr<Session>> open(const std::string& spec, int idle_us = 0);
   rdma::Device* device() { return home_->device(); }
   rdma::Pd* pd() { return home_->pd(); }
   // A new QP on the session's device (rawpeer::RawPeer::sibling).

@@ -51,3 +51,28 @@ PY
 # The server survived the whole catalogue and still answers.
 kill -0 $spid || fail "the server died during the catalogue: $(tail -5 "$dir/server.log")"
 "$torture" --server "$sock" --call 0x2054504d:1:0 --case 'xid/value-0' --quiet >/dev/null || fail "the server no longer answers"
+
+# --jobs: the same catalogue, four cases at once from four processes (the
+# two/* cases after them, alone), must print the same cases in the same
+# order with the same results as the run above (Tern's server passes every
+# case, so any difference is the runner's), and --exclude leaves out what it
+# names and nothing else.
+set +e
+timeout 900 "$torture" --server "$sock" --call 0x2054504d:1:0 --echo 0x2054504d:1:1 --timeout 10 \
+  --jobs 4 --exclude 'xid/value-0' --exclude 'two/same-*' --json "$dir/jobs.json" >"$dir/jobs.txt" 2>&1
+rc=$?
+set -e
+tail -7 "$dir/jobs.txt"
+[[ $rc == 0 ]] || fail "rpcrdma-torture --jobs 4 exited $rc"
+python3 - "$dir/out.json" "$dir/jobs.json" "$dir/jobs.txt" <<'PY'
+import json, sys
+one = json.load(open(sys.argv[1]))["cases"]
+jobs = json.load(open(sys.argv[2]))["cases"]
+want = [c for c in one if c["id"] not in ("xid/value-0", "two/same-xid")]
+assert [c["id"] for c in jobs] == [c["id"] for c in want], "--jobs changed the cases or their order"
+diff = [(a["id"], a["result"], b["result"]) for a, b in zip(want, jobs) if a["result"] != b["result"]]
+assert not diff, f"--jobs changed results: {diff}"
+printed = [l.split()[1] for l in open(sys.argv[3]) if l.split()[:1] in (["pass"], ["FAIL"], ["skip"])]
+assert printed == [c["id"] for c in want], "--jobs printed the cases out of order"
+print(len(jobs), "cases with --jobs 4, as one job")
+PY
