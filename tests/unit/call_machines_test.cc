@@ -62,14 +62,6 @@ bool watch_compiled() { return ::tern::detail::debug_checks_compiled(); }
       GTEST_SKIP() << "the library was built without TERN_DEBUG: its machines have no transition watch"; \
   } while (0)
 
-Call null_call(Done* d) {
-  Call c;
-  c.prog = kProg, c.vers = kVers, c.proc = kProc;
-  c.done = on_done;
-  c.ctx = d;
-  return c;
-}
-
 Status lost() { return make_error(Errc::kDisconnected, "the peer went away"); }
 
 template <typename Conn>
@@ -151,14 +143,6 @@ class StubRegistrar final : public Registrar {
 
 // ---------------------------------------------------------------- the request machine, through a ClientConn
 
-Request* request_of(Harness<ClientConn>& h, uint32_t xid) {
-  uint32_t idx = 0;
-  if (h.conn->xids.find(xid, &idx)) return h.core.requests.at(idx);
-  for (Request* r = h.conn->backlog.front(); r != nullptr; r = h.conn->backlog.next(r))
-    if (r->xid == xid) return r;
-  return nullptr;
-}
-
 // A call answered: free -> backlog -> sent (posted at once, call() raises
 // kAccepted then kPosting) -> invalidating (its reply; nothing registered,
 // so fenced at once) -> completed -> free (its Send's completion).
@@ -207,15 +191,9 @@ void req_expired_in_backlog() {
 void req_abandoned() {
   Harness<ClientConn> h;
   Done d;
-  Call c = null_call(&d);
-  c.timeout_ns = 1'000'000;
-  uint32_t xid = 0;
-  ASSERT_EQ(h.conn->call(c, &xid), 0);
-  Request* r = request_of(h, xid);
+  uint32_t xid;
+  Request* r = abandoned_call(h, &d, &xid);
   ASSERT_NE(r, nullptr);
-  h.conn->tick(r->deadline + 1);
-  EXPECT_EQ(r->state(), ReqState::kAbandoned);
-  EXPECT_EQ(d.status, CallStatus::kTimedOut);
   h.deliver_reply(xid, 4, {});
   EXPECT_EQ(r->state(), ReqState::kCompleted);
   EXPECT_EQ(d.calls, 1) << "completed once";

@@ -37,14 +37,6 @@ struct Walk {
 };
 #define AT(w, p) (w).at(p, __LINE__)
 
-Call null_call(Done* d) {
-  Call c;
-  c.prog = kProg, c.vers = kVers, c.proc = kProc;
-  c.done = on_done;
-  c.ctx = d;
-  return c;
-}
-
 // What the engine's dispatch does when the drain markers' flush
 // completions come: the connection is drained, and its next service step
 // tears it down.
@@ -504,14 +496,6 @@ TEST(ConnMachineDeathTest, ReadyClientConnectionRefusesEveryEventButLoss) {
 
 // ---------------------------------------------------------------- the request machine's events, through a ClientConn
 
-Request* request_of(Harness<ClientConn>& h, uint32_t xid) {
-  uint32_t idx = 0;
-  if (h.conn->xids.find(xid, &idx)) return h.core.requests.at(idx);
-  for (Request* r = h.conn->backlog.front(); r != nullptr; r = h.conn->backlog.next(r))
-    if (r->xid == xid) return r;
-  return nullptr;
-}
-
 void release_send(Harness<ClientConn>& h, size_t i) {
   Wc wc{};
   wc.wr_id = h.qp->sends[i].wr_id;
@@ -558,16 +542,10 @@ TEST(RequestEvents, AcceptedAndPostingThroughAClientConn) {
 TEST(RequestEvents, LateReplyRetiresAnAbandonedCall) {
   Harness<ClientConn> h;
   Done d;
-  Call c = null_call(&d);
-  c.timeout_ns = 1'000'000;
-  uint32_t xid = 0;
-  ASSERT_EQ(h.conn->call(c, &xid), 0);
-  Request* r = request_of(h, xid);
+  uint32_t xid;
+  Request* r = abandoned_call(h, &d, &xid);
   ASSERT_NE(r, nullptr);
-  h.conn->tick(r->deadline + 1);
-  EXPECT_EQ(r->state(), ReqState::kAbandoned);
   EXPECT_EQ(d.calls, 1);
-  EXPECT_EQ(d.status, CallStatus::kTimedOut);
   h.deliver_reply(xid, 4, {});
   EXPECT_EQ(h.core.engine_stats.late_replies.get(), 1u);
   EXPECT_EQ(r->state(), ReqState::kCompleted);

@@ -267,5 +267,41 @@ inline void on_done(void* ctx, const CallReply& r) {
   d->status = r.status;
   d->results.assign(r.results.begin(), r.results.end());
 }
+// A call of the stubs' program with no arguments, told to `d`.
+inline Call null_call(Done* d) {
+  Call c;
+  c.prog = kProg, c.vers = kVers, c.proc = kProc;
+  c.done = on_done;
+  c.ctx = d;
+  return c;
+}
+
+// The request of `xid`: in the connection's xid table once sent, else in
+// its backlog; nullptr if neither has it.
+inline Request* request_of(Harness<ClientConn>& h, uint32_t xid) {
+  uint32_t idx = 0;
+  if (h.conn->xids.find(xid, &idx)) return h.core.requests.at(idx);
+  for (Request* r = h.conn->backlog.front(); r != nullptr; r = h.conn->backlog.next(r))
+    if (r->xid == xid) return r;
+  return nullptr;
+}
+
+// A call sent with nothing registered and a 1 ms timeout, then the clock
+// past its deadline: the request abandoned (its caller told) and waiting
+// for a late reply. Returns it (nullptr, with a failure, if the call was
+// not taken); *xid is its xid.
+inline Request* abandoned_call(Harness<ClientConn>& h, Done* d, uint32_t* xid) {
+  Call c = null_call(d);
+  c.timeout_ns = 1'000'000;
+  *xid = 0;
+  EXPECT_EQ(h.conn->call(c, xid), 0);
+  Request* r = request_of(h, *xid);
+  EXPECT_NE(r, nullptr);
+  if (r == nullptr) return nullptr;
+  h.conn->tick(r->deadline + 1);
+  EXPECT_EQ(r->state(), ReqState::kAbandoned);
+  EXPECT_EQ(d->status, CallStatus::kTimedOut);
+  return r;
+}
 
 }  // namespace tern::rpc::conn_stubs
