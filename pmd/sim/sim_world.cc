@@ -216,9 +216,16 @@ SimDevice* World::listener(const std::string& addr) const {
   return nullptr;
 }
 
+// The oldest late completion that may be delivered now: one that waits
+// for its number to be taken again only once it is. UINT32_MAX: none.
+uint32_t World::deliverable_late() {
+  for (uint32_t i = 0; i < late_.size(); ++i)
+    if (!late_[i].until_reused || qp_by_num(late_[i].qpn) != nullptr) return i;
+  return UINT32_MAX;
+}
+
 bool World::runnable() {
-  for (const LateRecv& l : late_)
-    if (!l.until_reused || qp_by_num(l.qpn) != nullptr) return true;
+  if (deliverable_late() != UINT32_MAX) return true;
   for (SimQp* q : qps_)
     if (q->sq_runnable() || q->has_send_cqe() || q->has_recv_cqe() || q->has_cm()) return true;
   return false;
@@ -252,9 +259,7 @@ bool World::step() {
   // The oldest late completion, once its number is taken again if it waits
   // for that (if it never is, its CQ's end drops it: as a device whose
   // host destroys the CQ first).
-  uint32_t late = UINT32_MAX;
-  for (uint32_t i = 0; i < late_.size() && late == UINT32_MAX; ++i)
-    if (!late_[i].until_reused || qp_by_num(late_[i].qpn) != nullptr) late = i;
+  const uint32_t late = deliverable_late();
   if (late != UINT32_MAX) offer(nullptr, Offer::kLate);
   if (n == 0) return false;
   const Cand c = cands[draw_below(n)];

@@ -232,6 +232,7 @@ class World {
   };
   void add_late(const LateRecv& l) { late_.push_back(l); }
   void drop_late(const SimCq* cq);
+  uint32_t deliverable_late();
   // The live QP (its serial) whose number the completion a CQ poll just
   // handed out named although a destroyed QP left it; 0: none. A host that
   // disconnects it before its next CQ poll took the completion for its own.
