@@ -519,6 +519,11 @@ class ShmQp final : public Qp {
   enum class Exec { kDone, kWait, kFailed };
   // d: the descriptor at ring index `index`, copied out of `slot`.
   Exec execute_one(const ShmDesc& d, const ShmDesc* slot, uint32_t index);
+  // The commonest descriptor -- an inline SEND whose message fits the first
+  // buffer of the next receive -- landed without execute_one's general
+  // copies and branches; false (nothing done) for anything else, which
+  // execute_one then copies out and checks in full. *flags: its flags.
+  bool land_inline_send(const ShmDesc* slot, uint16_t* flags);
   Exec execute_send(const ShmDesc& d, const uint8_t* const* src, const uint32_t* len, uint32_t n, uint32_t index,
                     bool from_peer_memory);
   void reject_inbound(uint32_t index, WcStatus status, const char* why);
