@@ -62,6 +62,23 @@ void ShmQp::complete_sends() {
       cons = final_cons_;
     }
   }
+  // The commonest retirement first: descriptors the peer executed, no
+  // READ to copy, nothing held back, the QP not in error -- each only its
+  // completion if signaled and its slot given back, without the general
+  // loop's cases. It stops at the first entry that is anything else (not
+  // issued, local, a READ, not executed yet), which the loop below takes.
+  if (state_ != QpState::kError && delay_ticks_ == 0) {
+    uint32_t head = sq_head_;
+    const uint32_t tail = sq_tail_;
+    while (head != tail) {
+      const SqEntry& e = sq_[head & sq_mask_];
+      if (!e.issued || !e.remote || e.opcode == WcOpcode::kRdmaRead || !idx_before(e.ring_index, cons)) break;
+      if (e.signaled && !push_wc(scq_, Wc{e.wr_id, e.byte_len, 0, qpn_, WcStatus::kSuccess, e.opcode, 0, 0})) break;
+      out_done_ = e.ring_index + 1;
+      ++head;
+    }
+    sq_head_ = head;
+  }
   uint64_t now = delay_ticks_ != 0 ? now_ticks() : 0;
   while (sq_head_ != sq_tail_) {
     SqEntry& e = sq_[sq_head_ & sq_mask_];
