@@ -293,8 +293,9 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, const ShmDesc* slot, uint32_t i
   if (r.status != WcStatus::kSuccess || r.num_sge == 0 || h.length > r.sge[0].len) return false;
   // Straight from the slot into the receive: the producer does not rewrite
   // a slot before our consumer index passes it (kDescInline), so these are
-  // the bytes it published; and the peer's own memory is not read, so
-  // reads_fenced has nothing to recheck after the copy.
+  // the bytes it published (a peer that does anyway changes only its own
+  // message, never how much is copied); and the peer's own memory is not
+  // read, so reads_fenced has nothing to recheck after the copy.
   copy_short(r.sge[0].p, reinterpret_cast<const uint8_t*>(slot) + kInlineOffset, h.length);
   rcq_->push(Wc{r.wr_id, h.length, 0, qpn_, WcStatus::kSuccess, WcOpcode::kRecv, 0, 0});
   rq.pop();
