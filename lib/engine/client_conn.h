@@ -197,6 +197,10 @@ class ClientConn final : public ConnBase, public Connection {
   void drop_staging(Request* r);
   // Gives back r's receive reservation, if it holds one.
   void release_recv(Request* r);
+  // r's arguments, read from its send buffer's message, copied into the
+  // request (request.h: args_in_sendbuf): before the buffer goes back while
+  // r may still be sent again.
+  void keep_args(Request* r);
   // An abandoned call's late reply came, or will never come: what it kept
   // (its place among the active calls, its reservation) goes back.
   void retire_abandoned(Request* r);

@@ -171,6 +171,10 @@ void ClientConn::process(Request* r, ReqEvent ev) {
       r->send_owner = false;
       if (TERN_UNLIKELY(breakdown != nullptr)) breakdown->record(Stage::kSendDone, r->ts_posted, now_ticks());
       if (r->sendbuf != nullptr) {
+        // A call still waiting for its reply may be sent again: its
+        // arguments leave the buffer first (request.h). A completed one's
+        // are never read again (call() sets them afresh).
+        if (TERN_UNLIKELY(r->args_in_sendbuf && r->rpc_owner)) keep_args(r);
         core->send_bufs->put(r->sendbuf);
         r->sendbuf = nullptr;
       }
@@ -263,6 +267,8 @@ void ClientConn::requeue(Request* r) {
   // that never went out (on_drained puts them in their first order).
   in_flight.remove(r);
   release_recv(r);
+  // Marshaled again into the buffer its arguments may still be read from.
+  if (r->args_in_sendbuf) keep_args(r);
   r->enter(ReqState::kBacklog);
   ++r->retransmits;
   counters.retransmits.add();
