@@ -351,7 +351,10 @@ void ClientConn::finish(Request* r, CallStatus status) {
     r->reply = nullptr;
     give_back(rep);
   }
-  drop_staging(r);
+  // Staging is only a chunked call's: most calls give back their receive
+  // reservation alone, without drop_staging's call.
+  if (TERN_UNLIKELY(r->longbuf != nullptr || r->replybuf != nullptr)) drop_staging(r);
+  else release_recv(r);
   r->rpc_owner = false;
   maybe_free(r);
 }
