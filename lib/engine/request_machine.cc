@@ -359,7 +359,9 @@ void ClientConn::finish(Request* r, CallStatus status) {
   maybe_free(r);
 }
 
-inline void ClientConn::maybe_free(Request* r) {
+// Inline in its callers (process's kSendReleased above all, once per call):
+// out of line it set up a frame of its own for the pool's put.
+[[gnu::always_inline]] inline void ClientConn::maybe_free(Request* r) {
   // I4: back to the pool only when both the RPC owner and the Send owner let go.
   if (r->rpc_owner || r->send_owner || r->state() != ReqState::kCompleted) return;
   // I5.
