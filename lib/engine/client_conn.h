@@ -83,6 +83,9 @@ class ClientConn final : public ConnBase, public Connection {
   // them comes here too.
   void accepted(Request* r);
   void posting(Request* r);
+  // kSendReleased's and kReply's entry points, for the same reason.
+  void send_released(Request* r);
+  void replied(Request* r);
   // A sampled call's stamps into the engine's CallTrace (out of line: rare).
   [[gnu::cold, gnu::noinline]] void trace_call(const Request* r, uint64_t now);
 

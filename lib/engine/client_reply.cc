@@ -46,7 +46,7 @@ using namespace tern::rdma;
   if (r->proc_counters != nullptr) r->proc_counters->bytes_received.add(bytes);
   core->engine_stats.replies.add();
   counters.replies.add();
-  process(r, ReqEvent::kReply);
+  replied(r);  // process(r, kReply)
 }
 
 void ClientConn::on_message(MsgBuf* rep) {
