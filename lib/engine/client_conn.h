@@ -83,6 +83,9 @@ class ClientConn final : public ConnBase, public Connection {
   // them comes here too.
   void accepted(Request* r);
   void posting(Request* r);
+  // kSendReleased's and kReply's entry points, for the same reason.
+  void send_released(Request* r);
+  void replied(Request* r);
   // A sampled call's stamps into the engine's CallTrace (out of line: rare).
   [[gnu::cold, gnu::noinline]] void trace_call(const Request* r, uint64_t now);
 
@@ -197,6 +200,10 @@ class ClientConn final : public ConnBase, public Connection {
   void drop_staging(Request* r);
   // Gives back r's receive reservation, if it holds one.
   void release_recv(Request* r);
+  // r's arguments, read from its send buffer's message, copied into the
+  // request (request.h: args_in_sendbuf): before the buffer goes back while
+  // r may still be sent again.
+  void keep_args(Request* r);
   // An abandoned call's late reply came, or will never come: what it kept
   // (its place among the active calls, its reservation) goes back.
   void retire_abandoned(Request* r);

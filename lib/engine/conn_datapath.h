@@ -22,10 +22,11 @@ inline void ConnBase::record_rtt(ProcCounters* proc_counters, uint64_t t0, bool 
   uint64_t now = now_ticks();
   t_last = core->now_tick = now;
   auto ns = static_cast<uint64_t>(static_cast<double>(now - t0) * core->ns_per_tick);
-  rtt.record(ns);
+  const size_t bucket = Histogram::bucket_of(ns);  // once for both histograms
+  rtt.record(ns, bucket);
   if (error) counters.errors.add();
   if (proc_counters != nullptr) {
-    proc_counters->rtt.record(ns);
+    proc_counters->rtt.record(ns, bucket);
     if (error) proc_counters->errors.add();
   }
 }

@@ -50,7 +50,12 @@ struct Request : ReqMachine {
   Call call{};
   // The call's inline arguments and credentials, copied at call() (a call
   // may be marshaled from the backlog, after the caller's buffers are gone).
+  // A call that call() sends at once is not copied: its arguments are in
+  // its send buffer's message, and call.args points there
+  // (args_in_sendbuf) until ClientConn::keep_args copies them out -- when
+  // the buffer goes back while the call may still be sent again.
   std::vector<uint8_t> args_copy;
+  bool args_in_sendbuf = false;
   AuthSys auth_copy;
   // The chunk lists the caller gave, copied (Call::read_chunks / write_chunks).
   int nreads = 0, nwrites = 0;

@@ -175,6 +175,68 @@ TEST(Recovery, ALostConnectionComesBackAndSendsItsCallsAgainWithTheirXids) {
   EXPECT_TRUE(a.idle()) << a.to_string();
 }
 
+// A call sent at once from call() is not copied there: its arguments are
+// read from its send buffer's message, and copied out when that buffer
+// goes back (its Send done) or the call is queued again. Sent again after
+// a loss, every call carries the arguments it was made with, although the
+// caller's buffer was overwritten as soon as call() returned -- some calls'
+// Sends done before the loss (a signaled Send completes the ones before
+// it), the others' at the drain.
+TEST(Recovery, ACallSentAgainCarriesItsArgumentsAfterTheCallersBufferChanged) {
+  SKIP_UNLESS_SHM();
+  Fixture f({}, fast_reconnect());
+  warm(f);
+  constexpr int kCalls = 24;  // more than a signal batch (EngineOptions::send_batch)
+  auto args_of = [](int i) {
+    std::vector<uint8_t> a(4 + 4 * (i % 5));
+    for (size_t k = 0; k < a.size(); ++k) a[k] = static_cast<uint8_t>(pat(static_cast<uint32_t>(i), k) | 1);
+    return a;
+  };
+  std::vector<Counted> done(kCalls);
+  std::vector<uint8_t> buf(64);
+  std::map<uint32_t, int> call_of;
+  for (int i = 0; i < kCalls; ++i) {
+    std::vector<uint8_t> a = args_of(i);
+    std::memcpy(buf.data(), a.data(), a.size());
+    Call c{kProg, kVers, kLater};
+    c.args = std::span<const uint8_t>(buf.data(), a.size());
+    c.done = &Counted::cb, c.ctx = &done[i];
+    uint32_t xid = 0;
+    ASSERT_EQ(f.conn->call(c, &xid), 0);
+    call_of[xid] = i;
+    std::memset(buf.data(), 0xEE, buf.size());  // the caller reuses its buffer at once
+  }
+  ASSERT_TRUE(f.wait([&] { return f.later.size() == kCalls; })) << f.later.size();
+  for (ServerCall* sc : f.later) {
+    std::vector<uint8_t> want = args_of(call_of.at(sc->xid()));
+    EXPECT_EQ(std::vector<uint8_t>(sc->args().begin(), sc->args().end()), want) << "first copy, xid " << sc->xid();
+  }
+  std::vector<ServerCall*> first;
+  first.swap(f.later);
+  drop_client_qp(f.conn);
+  for (ServerCall* sc : first) ASSERT_OK(sc->reply({}));
+  size_t answered = 0;
+  while (answered < kCalls) {
+    ASSERT_TRUE(f.wait([&] { return f.later.size() > answered; }))
+        << "calls sent again after the reconnect: " << answered << ", state " << conn_state_name(f.conn->state());
+    ServerCall* sc = f.later[answered++];
+    std::vector<uint8_t> want = args_of(call_of.at(sc->xid()));
+    EXPECT_EQ(std::vector<uint8_t>(sc->args().begin(), sc->args().end()), want) << "sent again, xid " << sc->xid();
+    ASSERT_OK(sc->reply({}));
+  }
+  f.later.clear();
+  ASSERT_TRUE(f.wait([&] {
+    for (auto& d : done)
+      if (d.count == 0) return false;
+    return true;
+  }));
+  for (int i = 0; i < kCalls; ++i) {
+    EXPECT_EQ(done[i].count, 1) << i;
+    EXPECT_EQ(done[i].reply.status, CallStatus::kOk) << i;
+    EXPECT_EQ(done[i].reply.retransmits, 1u) << i;
+  }
+}
+
 // A call marked not to be retried fails with kDisconnected at the loss;
 // the others are sent again.
 TEST(Recovery, NoRetryCallsFailAtTheLoss) {
