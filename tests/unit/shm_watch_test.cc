@@ -137,6 +137,7 @@ TEST_F(ShmWatchTest, QpDestroyedOrInErrorLeavesTheSet) {
 TEST_F(ShmWatchTest, SleepingConsumerIsWokenForAWatchedQp) {
   connect(1);
   client_sends(0, 1);
+  client_.poll();  // its post's visit (the WAKE check of that post)
   server_.poll();
   ASSERT_EQ(sdev()->watched_qps(), 1u);
   const int sfd = server_.dev->wait_fd();
@@ -148,9 +149,11 @@ TEST_F(ShmWatchTest, SleepingConsumerIsWokenForAWatchedQp) {
   ASSERT_EQ(received(0), 1);
   // The client's post skips the bit; its visit's WAKE check must still
   // see the server armed and wake it.
+  const uint64_t wakes = counter(client_.qps[0]->stats(), "wakes_sent");
   client_sends(0, 2);
   EXPECT_EQ(skipped(0), 1u);
   client_.poll();
+  EXPECT_EQ(counter(client_.qps[0]->stats(), "wakes_sent"), wakes + 1);
   pollfd p{sfd, POLLIN, 0};
   EXPECT_EQ(::poll(&p, 1, 2000), 1) << "the server slept through a message on its watched QP";
   server_.dev->ack_wait();
