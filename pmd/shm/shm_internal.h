@@ -377,11 +377,12 @@ inline constexpr uint32_t kSharedBurst = 1;
 // Watched QPs (shm_link.cc, "Watched QPs"): a device peeks at most this
 // many QPs' next inbound slots on every CQ poll, so a poll stays O(active)
 // at any number of connections. A watched QP that found nothing in
-// kWatchIdlePeeks peeks is let go; one that found nothing in kWatchStale
-// makes room for a QP that found work and has none.
+// kWatchIdlePeeks polls is let go (looked at every kWatchSweep polls); one
+// that found nothing in kWatchStale makes room for a QP that found work.
 inline constexpr uint32_t kMaxWatched = 4;
 inline constexpr uint32_t kWatchIdlePeeks = 1u << 16;
 inline constexpr uint32_t kWatchStale = 64;
+inline constexpr uint32_t kWatchSweep = 1024;
 // Links a server makes for one client process (shm_link.cc): one per client
 // device token, up to this many; past it the process's connections share.
 inline constexpr uint32_t kMaxLinksPerPeer = 8;
@@ -431,7 +432,6 @@ class ShmQp final : public Qp {
   }
   void set_watching(bool on) {
     watched_ = on;
-    watch_idle_ = 0;
     if (on) st_.watches.add();
     if (my_ep_ != nullptr && !vanished_) my_ep_->watching.store(on ? 1u : 0u, std::memory_order_relaxed);
   }
@@ -635,10 +635,9 @@ class ShmQp final : public Qp {
   // the list in O(1) (ShmDevice::unready); non-null means queued.
   ShmQp* next_ready_ = nullptr;
   ShmQp** ready_pprev_ = nullptr;
-  // In the device's watched set (ShmDevice::watch), and how many peeks in
-  // a row found nothing.
+  // In the device's watched set (ShmDevice::watch), at watched_[watch_slot_].
   bool watched_ = false;
-  uint32_t watch_idle_ = 0;
+  uint8_t watch_slot_ = 0;
   // Send-queue index past the last local WR issued (REG_MR, LOCAL_INV): one
   // behind a remote WR the peer has not executed completes only when we see
   // its consumer index move, which it tells us only for descriptors flagged
@@ -827,16 +826,51 @@ class ShmDevice final : public Device {
   // published; unwatch: a member leaves (its word cleared, fenced, and its
   // slot peeked once more); drop_watch: one that leaves with a visit of its
   // own still to come (an error, a wait for a receive) or going away.
+  struct Watched {
+    const uint32_t* seq;
+    uint32_t want;
+    uint32_t found;
+    ShmQp* qp;
+  };
   void watch(ShmQp* qp) {
     if (nwatched_ < kMaxWatched) {
-      watched_[nwatched_++] = qp;
-      qp->set_watching(true);
+      watch_at(nwatched_++, qp);
       return;
     }
     watch_full(qp);
   }
   void watch_full(ShmQp* qp);
-  void peek_watched();
+  // Inline, and no more than a load and a comparison per member while
+  // nothing comes: a CQ poll makes it, several per RPC on each side.
+  void peek_watched() {
+    ++peeks_;
+    for (Watched *w = watched_, *end = w + nwatched_; w != end; ++w)
+      if (TERN_UNLIKELY(std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(w->seq)).load(std::memory_order_acquire) == w->want))
+        peek_found(w);
+    if (TERN_UNLIKELY((peeks_ & (kWatchSweep - 1)) == 0)) let_go_idle();
+  }
+  void peek_found(Watched* w) {
+    w->found = peeks_;
+    if (w->qp->ready_pprev_ == nullptr) enqueue_ready(w->qp);
+  }
+  // A member's next inbound slot, after its consumer index moved.
+  void watch_next(ShmQp* qp) {
+    Watched& w = watched_[qp->watch_slot_];
+    w.seq = &qp->in_slots_[qp->in_cons_ & qp->slot_mask_].seq;
+    w.want = slot_seq(qp->in_cons_, qp->slot_shift_);
+  }
+  void watch_at(uint32_t i, ShmQp* qp) {
+    watched_[i].qp = qp;
+    watched_[i].found = peeks_;
+    qp->watch_slot_ = static_cast<uint8_t>(i);
+    watch_next(qp);
+    qp->set_watching(true);
+  }
+  void let_go_idle();
+  void remove_watched(uint32_t i) {
+    watched_[i] = watched_[--nwatched_];
+    watched_[i].qp->watch_slot_ = static_cast<uint8_t>(i);
+  }
   void unwatch(uint32_t i);
   void drop_watch(ShmQp* qp);
   // Every member unwatched (tests: a consumer that keeps letting go).
@@ -938,8 +972,13 @@ class ShmDevice final : public Device {
   };
   std::vector<LinkIn> link_in_;
   ShmQp* ready_head_ = nullptr;  // QPs with work, linked by ShmQp::next_ready_
-  ShmQp* watched_[kMaxWatched] = {};  // [0, nwatched_): the watched set
+  // The watched set, [0, nwatched_): each member's next inbound seq word
+  // and the value that means published, kept up to date by its visits
+  // (watch_next), so that a peek touches nothing else; and the peek
+  // (peeks_, counting CQ polls) that last found it published.
+  Watched watched_[kMaxWatched] = {};
   uint32_t nwatched_ = 0;
+  uint32_t peeks_ = 0;
   // QPs that a visit among several left with work (a burst cut short, by
   // ShmQp::next_ready_ too, still queued): they sit out the host's other
   // CQ polls until the CQ whose poll cut them is polled again -- a host

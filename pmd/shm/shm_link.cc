@@ -170,42 +170,26 @@ void ShmDevice::send_all_owed() {
 
 void ShmDevice::watch_full(ShmQp* qp) {
   // The set is full: the member that has found nothing longest makes room,
-  // if it has been quiet for kWatchStale peeks; else the QP stays with the
+  // if it has been quiet for kWatchStale polls; else the QP stays with the
   // link (busy members keep their places, so a flood of connections does
   // not make the set churn, each change a line the peer must fetch again).
   uint32_t stale = 0;
   for (uint32_t i = 1; i < nwatched_; ++i)
-    if (watched_[i]->watch_idle_ > watched_[stale]->watch_idle_) stale = i;
-  if (watched_[stale]->watch_idle_ < kWatchStale) return;
+    if (peeks_ - watched_[i].found > peeks_ - watched_[stale].found) stale = i;
+  if (peeks_ - watched_[stale].found < kWatchStale) return;
   unwatch(stale);
-  watched_[nwatched_++] = qp;
-  qp->set_watching(true);
+  watch_at(nwatched_++, qp);
 }
 
-void ShmDevice::peek_watched() {
-  for (uint32_t i = 0; i < nwatched_;) {
-    ShmQp* qp = watched_[i];
-    if (qp->state_ != QpState::kRts) {
-      // Its visits are flushes now: nothing inbound to look for.
-      drop_watch(qp);
-      continue;
-    }
-    if (qp->ready_pprev_ == nullptr) {
-      if (qp->inbound_published()) {
-        qp->watch_idle_ = 0;
-        enqueue_ready(qp);
-      } else if (++qp->watch_idle_ >= kWatchIdlePeeks) {
-        unwatch(i);
-        continue;
-      }
-    }
-    ++i;
-  }
+void ShmDevice::let_go_idle() {
+  for (uint32_t i = 0; i < nwatched_;)
+    if (peeks_ - watched_[i].found >= kWatchIdlePeeks) unwatch(i);
+    else ++i;
 }
 
 void ShmDevice::unwatch(uint32_t i) {
-  ShmQp* qp = watched_[i];
-  watched_[i] = watched_[--nwatched_];
+  ShmQp* qp = watched_[i].qp;
+  remove_watched(i);
   qp->set_watching(false);
   // Dekker's pair with ShmQp::peer_watching: our cleared word before the
   // last peek. A producer that read the word set skipped the bit, and its
@@ -216,16 +200,13 @@ void ShmDevice::unwatch(uint32_t i) {
 }
 
 void ShmDevice::drop_watch(ShmQp* qp) {
-  for (uint32_t i = 0; i < nwatched_; ++i)
-    if (watched_[i] == qp) {
-      watched_[i] = watched_[--nwatched_];
-      qp->set_watching(false);
-      return;
-    }
+  if (!qp->watched_) return;
+  remove_watched(qp->watch_slot_);
+  qp->set_watching(false);
 }
 
 void ShmDevice::unready(ShmQp* qp) {
-  if (qp->watched_) drop_watch(qp);
+  drop_watch(qp);
   if (qp->owed_link_.linked) owed_[qp->owed_list_].remove(qp);
   if (qp->ready_pprev_ == nullptr) return;
   // Only the host destroys a QP, never from inside a poll: a visit's walk

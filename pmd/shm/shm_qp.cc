@@ -175,6 +175,7 @@ void ShmQp::enter_error(Status why) {
   bool was_connected = state_ == QpState::kRts;
   state_ = QpState::kError;
   fence_reads();
+  dev_->drop_watch(this);  // its visits are flushes now: nothing inbound to peek for
   mark_active();  // flushes to deliver
   // Nothing on the socket matters any more; flushes are ours to deliver.
   if (sock_ >= 0) dev_->unwatch_fd(sock_);

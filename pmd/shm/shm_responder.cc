@@ -275,7 +275,7 @@ void ShmQp::execute_inbound() {
       // publishes behind it waits for it, and the post_recv or the CQ poll
       // that lets it land comes back for both.
       waiting = true;
-      if (watched_) dev_->drop_watch(this);
+      dev_->drop_watch(this);
       break;
     }
     ack_wanted |= (d.flags & kDescAckWanted) != 0;
@@ -294,7 +294,8 @@ void ShmQp::execute_inbound() {
     ordered_ = false;
     // Found work: our polls look at the next slot themselves from now on
     // (shm_link.cc, "Watched QPs"), and the peer's posts skip the link.
-    if (!watched_ && !waiting) dev_->watch(this);
+    if (watched_) dev_->watch_next(this);
+    else if (!waiting) dev_->watch(this);
     // The peer retires its WRs when it sees cons move, but waits for that
     // only where it flagged a descriptor (a signaled WR, a filling ring):
     // its bit and a WAKE for those alone. The rest it reads at its next
