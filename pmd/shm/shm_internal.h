@@ -376,13 +376,12 @@ inline constexpr uint32_t kExecBurst = 32;
 inline constexpr uint32_t kSharedBurst = 1;
 // Watched QPs (shm_link.cc, "Watched QPs"): a device peeks at most this
 // many QPs' next inbound slots on every CQ poll, so a poll stays O(active)
-// at any number of connections. A watched QP that found nothing in
-// kWatchIdlePeeks polls is let go (looked at every kWatchSweep polls); one
-// that found nothing in kWatchStale makes room for a QP that found work.
+// at any number of connections. The safety net's clock (every kSafetyNetNs
+// / kNetSlices) sweeps the set: a member that executed nothing since the
+// last sweep is quiet, and may make room for a QP that found work; one
+// quiet for kWatchQuietSweeps sweeps in a row is let go.
 inline constexpr uint32_t kMaxWatched = 4;
-inline constexpr uint32_t kWatchIdlePeeks = 1u << 16;
-inline constexpr uint32_t kWatchStale = 64;
-inline constexpr uint32_t kWatchSweep = 1024;
+inline constexpr uint32_t kWatchQuietSweeps = 8;
 // Links a server makes for one client process (shm_link.cc): one per client
 // device token, up to this many; past it the process's connections share.
 inline constexpr uint32_t kMaxLinksPerPeer = 8;
@@ -635,9 +634,12 @@ class ShmQp final : public Qp {
   // the list in O(1) (ShmDevice::unready); non-null means queued.
   ShmQp* next_ready_ = nullptr;
   ShmQp** ready_pprev_ = nullptr;
-  // In the device's watched set (ShmDevice::watch), at watched_[watch_slot_].
+  // In the device's watched set (ShmDevice::watch), at watched_[watch_slot_];
+  // in_cons_ at the last sweep, and how many sweeps in a row found it there.
   bool watched_ = false;
   uint8_t watch_slot_ = 0;
+  uint8_t watch_quiet_ = 0;
+  uint32_t watch_seen_ = 0;
   // Send-queue index past the last local WR issued (REG_MR, LOCAL_INV): one
   // behind a remote WR the peer has not executed completes only when we see
   // its consumer index move, which it tells us only for descriptors flagged
@@ -829,7 +831,6 @@ class ShmDevice final : public Device {
   struct Watched {
     const uint32_t* seq;
     uint32_t want;
-    uint32_t found;
     ShmQp* qp;
   };
   void watch(ShmQp* qp) {
@@ -843,15 +844,11 @@ class ShmDevice final : public Device {
   // Inline, and no more than a load and a comparison per member while
   // nothing comes: a CQ poll makes it, several per RPC on each side.
   void peek_watched() {
-    ++peeks_;
-    for (Watched *w = watched_, *end = w + nwatched_; w != end; ++w)
-      if (TERN_UNLIKELY(std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(w->seq)).load(std::memory_order_acquire) == w->want))
-        peek_found(w);
-    if (TERN_UNLIKELY((peeks_ & (kWatchSweep - 1)) == 0)) let_go_idle();
-  }
-  void peek_found(Watched* w) {
-    w->found = peeks_;
-    if (w->qp->ready_pprev_ == nullptr) enqueue_ready(w->qp);
+    for (const Watched *w = watched_, *end = w + nwatched_; w != end; ++w)
+      if (TERN_UNLIKELY(std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(w->seq)).load(std::memory_order_acquire) ==
+                        w->want) &&
+          w->qp->ready_pprev_ == nullptr)
+        enqueue_ready(w->qp);
   }
   // A member's next inbound slot, after its consumer index moved.
   void watch_next(ShmQp* qp) {
@@ -861,12 +858,15 @@ class ShmDevice final : public Device {
   }
   void watch_at(uint32_t i, ShmQp* qp) {
     watched_[i].qp = qp;
-    watched_[i].found = peeks_;
     qp->watch_slot_ = static_cast<uint8_t>(i);
+    qp->watch_quiet_ = 0;
+    qp->watch_seen_ = qp->in_cons_;
     watch_next(qp);
     qp->set_watching(true);
   }
-  void let_go_idle();
+  // From the safety net's clock (ShmCq::safety_net): quiet members counted,
+  // long-quiet ones let go.
+  void sweep_watched();
   void remove_watched(uint32_t i) {
     watched_[i] = watched_[--nwatched_];
     watched_[i].qp->watch_slot_ = static_cast<uint8_t>(i);
@@ -974,11 +974,9 @@ class ShmDevice final : public Device {
   ShmQp* ready_head_ = nullptr;  // QPs with work, linked by ShmQp::next_ready_
   // The watched set, [0, nwatched_): each member's next inbound seq word
   // and the value that means published, kept up to date by its visits
-  // (watch_next), so that a peek touches nothing else; and the peek
-  // (peeks_, counting CQ polls) that last found it published.
+  // (watch_next), so that a peek touches nothing else.
   Watched watched_[kMaxWatched] = {};
   uint32_t nwatched_ = 0;
-  uint32_t peeks_ = 0;
   // QPs that a visit among several left with work (a burst cut short, by
   // ShmQp::next_ready_ too, still queued): they sit out the host's other
   // CQ polls until the CQ whose poll cut them is polled again -- a host

@@ -169,22 +169,30 @@ void ShmDevice::send_all_owed() {
 }
 
 void ShmDevice::watch_full(ShmQp* qp) {
-  // The set is full: the member that has found nothing longest makes room,
-  // if it has been quiet for kWatchStale polls; else the QP stays with the
-  // link (busy members keep their places, so a flood of connections does
-  // not make the set churn, each change a line the peer must fetch again).
+  // The set is full: the member quiet longest makes room, if it executed
+  // nothing since the last sweep; else the QP stays with the link (busy
+  // members keep their places, so a flood of connections does not make the
+  // set churn, each change a line the peer must fetch again).
   uint32_t stale = 0;
   for (uint32_t i = 1; i < nwatched_; ++i)
-    if (peeks_ - watched_[i].found > peeks_ - watched_[stale].found) stale = i;
-  if (peeks_ - watched_[stale].found < kWatchStale) return;
+    if (watched_[i].qp->watch_quiet_ > watched_[stale].qp->watch_quiet_) stale = i;
+  if (watched_[stale].qp->watch_quiet_ == 0) return;
   unwatch(stale);
   watch_at(nwatched_++, qp);
 }
 
-void ShmDevice::let_go_idle() {
-  for (uint32_t i = 0; i < nwatched_;)
-    if (peeks_ - watched_[i].found >= kWatchIdlePeeks) unwatch(i);
-    else ++i;
+void ShmDevice::sweep_watched() {
+  for (uint32_t i = 0; i < nwatched_;) {
+    ShmQp* qp = watched_[i].qp;
+    if (qp->in_cons_ != qp->watch_seen_) {
+      qp->watch_seen_ = qp->in_cons_;
+      qp->watch_quiet_ = 0;
+    } else if (++qp->watch_quiet_ >= kWatchQuietSweeps) {
+      unwatch(i);
+      continue;
+    }
+    ++i;
+  }
 }
 
 void ShmDevice::unwatch(uint32_t i) {

@@ -108,8 +108,10 @@ TEST_F(ShmWatchTest, TheSetIsBoundedAndStaleMembersMakeRoom) {
   server_.poll();
   EXPECT_EQ(received(n - 1), 1);
   EXPECT_EQ(watches(n - 1), 0u);
-  // Once a member has found nothing for kWatchStale peeks, it makes room.
-  for (uint32_t k = 0; k < shm::kWatchStale; ++k) server_.poll();
+  // A member that executed nothing between two sweeps (the safety net's
+  // clock makes them) is quiet, and makes room.
+  sdev()->sweep_watched();
+  sdev()->sweep_watched();
   client_sends(n - 1, 2);
   server_.poll();
   EXPECT_EQ(received(n - 1), 2);
@@ -119,6 +121,19 @@ TEST_F(ShmWatchTest, TheSetIsBoundedAndStaleMembersMakeRoom) {
   for (int i = 0; i < n - 1; ++i) client_sends(i, 2);
   server_.poll();
   for (int i = 0; i < n - 1; ++i) EXPECT_EQ(received(i), 2) << "QP " << i;
+}
+
+TEST_F(ShmWatchTest, QuietMemberIsLetGoAndFoundThroughTheLinkAgain) {
+  connect(1);
+  client_sends(0, 1);
+  server_.poll();
+  ASSERT_EQ(sdev()->watched_qps(), 1u);
+  for (uint32_t k = 0; k <= shm::kWatchQuietSweeps; ++k) sdev()->sweep_watched();
+  EXPECT_EQ(sdev()->watched_qps(), 0u);
+  client_sends(0, 2);
+  EXPECT_EQ(skipped(0), 0u);
+  server_.poll();
+  EXPECT_EQ(received(0), 2);
 }
 
 TEST_F(ShmWatchTest, QpDestroyedOrInErrorLeavesTheSet) {
