@@ -46,6 +46,19 @@
 // and the peer reads it at its next visit of the QP: in poll mode the
 // safety net's (<= 2 x kSafetyNetNs), in wait mode the wake arm_wait sets a
 // timer for while a flagged descriptor is not retired (ack_wait).
+//
+// Watched QPs: a QP whose visit executed inbound descriptors joins the
+// device's watched set (kMaxWatched), whose members' next inbound seq words
+// every CQ poll loads itself (peek_watched), and sets its endpoint's
+// watching word; its peer's posts then skip the fetch_or (ShmQp::
+// note_published). The link line moved twice per message between the
+// cores; the slot's line moves anyway. Letting go is Dekker's pair: the
+// producer stores the seq word, fences, loads `watching` (and sets the bit
+// unless it is set); we clear `watching`, fence, and peek once more
+// (unwatch). The safety net's clock sweeps the set (sweep_watched): a
+// member that executed nothing for kWatchQuietSweeps sweeps is let go, and
+// a quiet one makes room for a QP that found work. docs/shm-driver.md,
+// "Watched QPs", says why each rule is there.
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
