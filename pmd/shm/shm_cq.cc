@@ -30,6 +30,7 @@ void ShmCq::safety_net() {
   const uint64_t now = now_ticks();
   if (now - net_tick_ < net_ticks_) return;
   net_tick_ = now;
+  dev_->sweep_watched();
   // One slice, round robin: each QP is looked at once per kNetSlices slices.
   const size_t n = qps_.size();
   for (size_t k = (n + kNetSlices - 1) / kNetSlices; k > 0; --k) {

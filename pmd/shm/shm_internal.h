@@ -23,6 +23,7 @@
 #include "rdmadev/rdmadev.h"
 #include "rdmadev/roce_pcap.h"
 #include "shm/shm_layout.h"
+#include "shm/shm_ring.h"
 
 namespace tern::shm {
 
@@ -138,6 +139,9 @@ class ShmCq final : public Cq {
   Status arm() override;
   bool armed() const { return armed_; }
   void disarm() { armed_ = false; }
+  // Tests only: no safety net, so that a lost notification shows as a hang
+  // rather than a 10 ms delay.
+  void disable_safety_net() { net_ticks_ = UINT64_MAX; }
 
   bool full() const { return count_ == cap_; }
   void push(const Wc& wc) {
@@ -336,6 +340,7 @@ struct ShmQpStats {
   Counter wakes_sent, wakes_received;  // wait mode: WAKE messages
   Counter sq_grows, idle_trims;        // memory: send queue array doublings, idle give-backs
   Counter visits;                      // progress() passes: what a poll spent on this QP (shm_link.cc)
+  Counter watches, bits_skipped;       // watched QPs: times we started watching; posts the peer's watch spared a bit
 };
 
 // Memory per connection (shm_idle.cc, docs/shm-driver.md). A send queue
@@ -369,6 +374,14 @@ inline constexpr uint32_t kNetSlices = 8;
 // to kExecBurst: one busy connection keeps its batches.
 inline constexpr uint32_t kExecBurst = 32;
 inline constexpr uint32_t kSharedBurst = 1;
+// Watched QPs (shm_link.cc, "Watched QPs"): a device peeks at most this
+// many QPs' next inbound slots on every CQ poll, so a poll stays O(active)
+// at any number of connections. The safety net's clock (every kSafetyNetNs
+// / kNetSlices) sweeps the set: a member that executed nothing since the
+// last sweep is quiet, and may make room for a QP that found work; one
+// quiet for kWatchQuietSweeps sweeps in a row is let go.
+inline constexpr uint32_t kMaxWatched = 4;
+inline constexpr uint32_t kWatchQuietSweeps = 8;
 // Links a server makes for one client process (shm_link.cc): one per client
 // device token, up to this many; past it the process's connections share.
 inline constexpr uint32_t kMaxLinksPerPeer = 8;
@@ -407,6 +420,24 @@ class ShmQp final : public Qp {
   void attach_link(ShmPeerLink* link, uint32_t slot);
   void detach_link();
   inline void notify_peer();
+  // Watched QPs (shm_link.cc): the seq word of our next inbound slot says
+  // it is published (a peek: one load of a line that stays in our cache
+  // until the peer writes it); our endpoint's watching word (the caller
+  // fences after clearing it); whether the peer watches us, after the
+  // StoreLoad fence that orders our seq stores before the load.
+  bool inbound_published() const {
+    return seq_word(&in_slots_[in_cons_ & slot_mask_]).load(std::memory_order_acquire) ==
+           slot_seq(in_cons_, slot_shift_);
+  }
+  void set_watching(bool on) {
+    watched_ = on;
+    if (on) st_.watches.add();
+    if (my_ep_ != nullptr && !vanished_) my_ep_->watching.store(on ? 1u : 0u, std::memory_order_relaxed);
+  }
+  inline bool peer_watching();
+  // After a descriptor is published: our bit (notify_peer), unless the
+  // peer watches the connection, and a WAKE check at our next visit.
+  inline void note_published();
 
   // Control path, called by the device (shm_device.cc). The connection
   // area (shm_qp.cc):
@@ -608,6 +639,12 @@ class ShmQp final : public Qp {
   // the list in O(1) (ShmDevice::unready); non-null means queued.
   ShmQp* next_ready_ = nullptr;
   ShmQp** ready_pprev_ = nullptr;
+  // In the device's watched set (ShmDevice::watch), at watched_[watch_slot_];
+  // in_cons_ at the last sweep, and how many sweeps in a row found it there.
+  bool watched_ = false;
+  uint8_t watch_slot_ = 0;
+  uint8_t watch_quiet_ = 0;
+  uint32_t watch_seen_ = 0;
   // Send-queue index past the last local WR issued (REG_MR, LOCAL_INV): one
   // behind a remote WR the peer has not executed completes only when we see
   // its consumer index move, which it tells us only for descriptors flagged
@@ -787,8 +824,65 @@ class ShmDevice final : public Device {
     if (TERN_UNLIKELY(!owed_[0].empty() || !owed_[1].empty())) age_owed();
     if (TERN_UNLIKELY(cut_head_ != nullptr) && (cq == cut_cq_ || ++cut_polls_ > 2)) take_cut();
     collect_activity();
+    if (nwatched_ != 0) peek_watched();
     if (ready_head_ != nullptr) visit_ready(cq);
   }
+  // Watched QPs (shm_link.cc, "Watched QPs"). watch: a QP that just
+  // executed inbound descriptors joins the set if it has room (or a stale
+  // member makes room); peek_watched: each member's next slot, queued if
+  // published; unwatch: a member leaves (its word cleared, fenced, and its
+  // slot peeked once more); drop_watch: one that leaves with a visit of its
+  // own still to come (an error, a wait for a receive) or going away.
+  struct Watched {
+    const uint32_t* seq;
+    uint32_t want;
+    ShmQp* qp;
+  };
+  void watch(ShmQp* qp) {
+    if (nwatched_ < kMaxWatched) {
+      watch_at(nwatched_++, qp);
+      return;
+    }
+    watch_full(qp);
+  }
+  void watch_full(ShmQp* qp);
+  // Inline, and no more than a load and a comparison per member while
+  // nothing comes: a CQ poll makes it, several per RPC on each side.
+  void peek_watched() {
+    for (const Watched *w = watched_, *end = w + nwatched_; w != end; ++w)
+      if (TERN_UNLIKELY(std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(w->seq)).load(std::memory_order_acquire) ==
+                        w->want) &&
+          w->qp->ready_pprev_ == nullptr)
+        enqueue_ready(w->qp);
+  }
+  // A member's next inbound slot, after its consumer index moved.
+  void watch_next(ShmQp* qp) {
+    Watched& w = watched_[qp->watch_slot_];
+    w.seq = &qp->in_slots_[qp->in_cons_ & qp->slot_mask_].seq;
+    w.want = slot_seq(qp->in_cons_, qp->slot_shift_);
+  }
+  void watch_at(uint32_t i, ShmQp* qp) {
+    watched_[i].qp = qp;
+    qp->watch_slot_ = static_cast<uint8_t>(i);
+    qp->watch_quiet_ = 0;
+    qp->watch_seen_ = qp->in_cons_;
+    watch_next(qp);
+    qp->set_watching(true);
+  }
+  // From the safety net's clock (ShmCq::safety_net): quiet members counted,
+  // long-quiet ones let go.
+  void sweep_watched();
+  void remove_watched(uint32_t i) {
+    watched_[i] = watched_[--nwatched_];
+    watched_[i].qp->watch_slot_ = static_cast<uint8_t>(i);
+  }
+  void unwatch(uint32_t i);
+  void drop_watch(ShmQp* qp);
+  // Every member unwatched (tests: a consumer that keeps letting go).
+  void unwatch_all() {
+    while (nwatched_ != 0) unwatch(nwatched_ - 1);
+  }
+  uint32_t watched_qps() const { return nwatched_; }
   // Acks owed to peers (shm_link.cc, "Acks"): a QP that owes one is listed
   // once; each run_ready sends what the list made two polls ago still owes
   // and ages the newer list; arm_wait sends them all.
@@ -883,6 +977,11 @@ class ShmDevice final : public Device {
   };
   std::vector<LinkIn> link_in_;
   ShmQp* ready_head_ = nullptr;  // QPs with work, linked by ShmQp::next_ready_
+  // The watched set, [0, nwatched_): each member's next inbound seq word
+  // and the value that means published, kept up to date by its visits
+  // (watch_next), so that a peek touches nothing else.
+  Watched watched_[kMaxWatched] = {};
+  uint32_t nwatched_ = 0;
   // QPs that a visit among several left with work (a burst cut short, by
   // ShmQp::next_ready_ too, still queued): they sit out the host's other
   // CQ polls until the CQ whose poll cut them is polled again -- a host
@@ -936,6 +1035,38 @@ inline void ShmQp::notify_peer() {
   notify_word_->fetch_or(notify_bit_, std::memory_order_release);
   if (notify_summary_ != nullptr) notify_summary_->fetch_or(notify_sum_bit_, std::memory_order_release);
   ordered_ = true;
+}
+
+inline bool ShmQp::peer_watching() {
+  // Not watching: we set the bit, whose locked RMW orders everything, and
+  // a stale 0 costs only a bit the peer did not need. No fence for that.
+  if (peer_ep_ == nullptr || peer_ep_->watching.load(std::memory_order_relaxed) == 0) return false;
+  // Skipping the bit needs the word read after our seq stores (Dekker's
+  // pair with ShmDevice::unwatch). On x86 a locked RMW of a line only we
+  // touch (the stack's) is the full barrier, cheaper than mfence; either
+  // waits for our stores, the published slot's line included, to drain.
+#if defined(__x86_64__)
+  asm volatile("lock orl $0, -4(%%rsp)" ::: "memory", "cc");
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+  // Also the barrier ring_peer needs before it loads the wait word.
+  ordered_ = true;
+  return peer_ep_->watching.load(std::memory_order_relaxed) != 0;
+}
+
+inline void ShmQp::note_published() {
+  ring_due_ = true;
+  // An ack we owed (shm_link.cc, "Acks") rides on this: set after the cons
+  // store it reports, the bit tells the peer both; a watching peer visits
+  // the QP for the descriptor, and the visit reads our cons with it.
+  ack_owed_ = false;
+  if (notify_word_ != nullptr && !vanished_ && peer_watching()) {
+    st_.bits_skipped.add();
+    return;
+  }
+  notify_due_ = true;
+  notify_peer();
 }
 
 inline void ShmQp::mark_active() {

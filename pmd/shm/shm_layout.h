@@ -49,7 +49,9 @@ inline constexpr uint32_t kAreaMagic = 0x5445524e;  // "TERN"
 // 3: the endpoint's reads_fenced word.
 // 4: sequence-numbered slots (no producer index), messages inline in the slot.
 // 5: the link (ShmLink): activity words per peer, sent with the ACCEPT.
-inline constexpr uint16_t kLayoutVersion = 6;
+// 6: word 0 of a link half has no summary bit.
+// 7: the endpoint's watching word (watched QPs).
+inline constexpr uint16_t kLayoutVersion = 7;
 inline constexpr size_t kCacheLine = 64;
 
 inline constexpr uint32_t kMaxSge = 13;        // SGEs per descriptor (fits a 256-byte slot)
@@ -89,6 +91,17 @@ struct alignas(kCacheLine) ShmEndpoint {
   // Send or WRITE is left unexecuted) rather than carry newer bytes. On a
   // real device the data left with the old bytes; here copies are late.
   std::atomic<uint32_t> reads_fenced;
+  // Non-zero while the owner watches the connection: its polls load the seq
+  // word of the next slot of the peer's ring directly, so the peer need not
+  // set the connection's bit in the link for a descriptor it publishes
+  // (docs/shm-driver.md, "Watched QPs"). Written by the owner only when it
+  // starts or stops watching, so the line stays shared in the peer's cache.
+  // Dekker's pair keeps an unwatch from losing a message: the peer stores
+  // the seq word, fences, then loads this word, and sets the bit unless it
+  // is set; the owner stores 0, fences, then loads the seq word once more.
+  // A hint the other way: a peer that reads or writes it wrongly only
+  // leaves its own descriptors unnoticed (until the safety net).
+  std::atomic<uint32_t> watching;
 };
 static_assert(sizeof(ShmEndpoint) == kCacheLine);
 

@@ -46,6 +46,19 @@
 // and the peer reads it at its next visit of the QP: in poll mode the
 // safety net's (<= 2 x kSafetyNetNs), in wait mode the wake arm_wait sets a
 // timer for while a flagged descriptor is not retired (ack_wait).
+//
+// Watched QPs: a QP whose visit executed inbound descriptors joins the
+// device's watched set (kMaxWatched), whose members' next inbound seq words
+// every CQ poll loads itself (peek_watched), and sets its endpoint's
+// watching word; its peer's posts then skip the fetch_or (ShmQp::
+// note_published). The link line moved twice per message between the
+// cores; the slot's line moves anyway. Letting go is Dekker's pair: the
+// producer stores the seq word, fences, loads `watching` (and sets the bit
+// unless it is set); we clear `watching`, fence, and peek once more
+// (unwatch). The safety net's clock sweeps the set (sweep_watched): a
+// member that executed nothing for kWatchQuietSweeps sweeps is let go, and
+// a quiet one makes room for a QP that found work. docs/shm-driver.md,
+// "Watched QPs", says why each rule is there.
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -168,7 +181,53 @@ void ShmDevice::send_all_owed() {
   age_owed();
 }
 
+void ShmDevice::watch_full(ShmQp* qp) {
+  // The set is full: the member quiet longest makes room, if it executed
+  // nothing since the last sweep; else the QP stays with the link (busy
+  // members keep their places, so a flood of connections does not make the
+  // set churn, each change a line the peer must fetch again).
+  uint32_t stale = 0;
+  for (uint32_t i = 1; i < nwatched_; ++i)
+    if (watched_[i].qp->watch_quiet_ > watched_[stale].qp->watch_quiet_) stale = i;
+  if (watched_[stale].qp->watch_quiet_ == 0) return;
+  unwatch(stale);
+  watch_at(nwatched_++, qp);
+}
+
+void ShmDevice::sweep_watched() {
+  for (uint32_t i = 0; i < nwatched_;) {
+    ShmQp* qp = watched_[i].qp;
+    if (qp->in_cons_ != qp->watch_seen_) {
+      qp->watch_seen_ = qp->in_cons_;
+      qp->watch_quiet_ = 0;
+    } else if (++qp->watch_quiet_ >= kWatchQuietSweeps) {
+      unwatch(i);
+      continue;
+    }
+    ++i;
+  }
+}
+
+void ShmDevice::unwatch(uint32_t i) {
+  ShmQp* qp = watched_[i].qp;
+  remove_watched(i);
+  qp->set_watching(false);
+  // Dekker's pair with ShmQp::peer_watching: our cleared word before the
+  // last peek. A producer that read the word set skipped the bit, and its
+  // fence put its seq store ahead of that read: this peek sees it, or the
+  // producer saw the word clear and set the bit.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (qp->inbound_published()) qp->mark_active();
+}
+
+void ShmDevice::drop_watch(ShmQp* qp) {
+  if (!qp->watched_) return;
+  remove_watched(qp->watch_slot_);
+  qp->set_watching(false);
+}
+
 void ShmDevice::unready(ShmQp* qp) {
+  drop_watch(qp);
   if (qp->owed_link_.linked) owed_[qp->owed_list_].remove(qp);
   if (qp->ready_pprev_ == nullptr) return;
   // Only the host destroys a QP, never from inside a poll: a visit's walk

@@ -72,7 +72,8 @@ StatsView ShmQp::stats() const {
           {"flushed", &st_.flushed},         {"protection_errors", &st_.protection_errors},
           {"corrupt_descs", &st_.corrupt_descs}, {"wakes_sent", &st_.wakes_sent},
           {"wakes_received", &st_.wakes_received}, {"sq_grows", &st_.sq_grows},
-          {"idle_trims", &st_.idle_trims},   {"visits", &st_.visits}};
+          {"idle_trims", &st_.idle_trims},   {"visits", &st_.visits},
+          {"watches", &st_.watches},         {"bits_skipped", &st_.bits_skipped}};
 }
 
 Status ShmQp::inject_fault(const Fault& f) {
@@ -134,8 +135,7 @@ void ShmQp::progress() {
     // and the call (its frame, six registers saved) cost more than the test.
     if (state_ == QpState::kRts && sq_next_ != sq_tail_ && issue()) {
       st_.doorbells.add();
-      ring_due_ = true;
-      notify_due_ = true;
+      note_published();
     }
   }
   complete_sends();
@@ -143,8 +143,7 @@ void ShmQp::progress() {
   // some later news brings us back.
   if (state_ == QpState::kRts && sq_next_ != sq_tail_ && issue()) {
     st_.doorbells.add();
-    ring_due_ = true;
-    notify_due_ = true;
+    note_published();
   }
   if (state_ == QpState::kError) flush_recvs();
   if (ring_due_) ring_peer();  // sets the peer's bit too, if due
@@ -176,6 +175,7 @@ void ShmQp::enter_error(Status why) {
   bool was_connected = state_ == QpState::kRts;
   state_ = QpState::kError;
   fence_reads();
+  dev_->drop_watch(this);  // its visits are flushes now: nothing inbound to peek for
   mark_active();  // flushes to deliver
   // Nothing on the socket matters any more; flushes are ours to deliver.
   if (sock_ >= 0) dev_->unwatch_fd(sock_);
@@ -247,6 +247,7 @@ Status ShmQp::attach_area(int area_fd, bool is_client, uint32_t ring_slots, size
     for (int i = 0; i < 2; ++i) {
       new (&eps[i].state) std::atomic<uint32_t>(0);
       new (&eps[i].wait_word) std::atomic<uint32_t>(0);
+      new (&eps[i].watching) std::atomic<uint32_t>(0);
       new (&rings[i].cons) std::atomic<uint32_t>(0);
     }
   } else if (hdr->magic != kAreaMagic || hdr->version != kLayoutVersion || hdr->ring_slots != ring_slots ||

@@ -177,17 +177,14 @@ int ShmQp::post_send(const SendWr* wrs, int n, int* err) {
     // A doorbell is a post that published (what a NIC's would be), and a
     // WAKE may be due.
     st_.doorbells.add();
-    ring_due_ = true;
     // Our bit in the link now, not at our next poll: a host descheduled
     // between this post and that poll would leave the peer without news for
     // as long (on a loaded machine, tens of ms). One locked RMW per post
-    // call that published, not per WR.
-    notify_due_ = true;
-    notify_peer();
-    // An ack we owed (shm_link.cc, "Acks") rides on this bit: set after the
-    // cons store it reports; its WAKE check is ring_peer's at the visit
-    // ring_due_ and mark_active below bring.
-    ack_owed_ = false;
+    // call that published, not per WR -- none when the peer watches the
+    // connection (a fence instead). An ack we owed (shm_link.cc, "Acks")
+    // rides on it; its WAKE check is ring_peer's at the visit ring_due_ and
+    // mark_active below bring.
+    note_published();
   }
   // The WAKE check for what this published (ring_peer) waits for our next
   // progress(), which every host makes before it sleeps (rdmadev.h's wait

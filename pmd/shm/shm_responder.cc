@@ -314,6 +314,7 @@ void ShmQp::execute_inbound() {
   const uint32_t start = in_cons_;
   bool ack_wanted = false;
   uint32_t budget = dev_->exec_burst();
+  bool waiting = false;
   for (; budget > 0; --budget) {
     // Once the peer's QP has left RTS it flushes what we have not
     // executed and may reuse the memory those descriptors name: execute
@@ -335,6 +336,12 @@ void ShmQp::execute_inbound() {
       Exec r = execute_one(d, slot, in_cons_);
       if (r != Exec::kDone) {
         if (r == Exec::kFailed) return;
+        // Waiting for a receive or for room in our CQ: peeks would find this
+        // slot published and queue a visit on every poll. What the peer
+        // publishes behind it waits for it, and the post_recv or the CQ poll
+        // that lets it land comes back for both.
+        waiting = true;
+        dev_->drop_watch(this);
         break;
       }
       flags = d.flags;
@@ -353,6 +360,10 @@ void ShmQp::execute_inbound() {
   if (in_cons_ != start) {
     in_->cons.store(in_cons_, std::memory_order_release);
     ordered_ = false;
+    // Found work: our polls look at the next slot themselves from now on
+    // (shm_link.cc, "Watched QPs"), and the peer's posts skip the link.
+    if (watched_) dev_->watch_next(this);
+    else if (!waiting) dev_->watch(this);
     // The peer retires its WRs when it sees cons move, but waits for that
     // only where it flagged a descriptor (a signaled WR, a filling ring):
     // its bit and a WAKE for those alone. The rest it reads at its next
