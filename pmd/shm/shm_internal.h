@@ -262,7 +262,9 @@ inline int ShmRecvQueue::post(ShmPd* pd, const RecvWr* wrs, int n, int* err) {
     r.status = WcStatus::kSuccess;
     r.num_sge = wr.num_sge;
     r.capacity = 0;
-    auto take = [&](uint32_t k) [[gnu::always_inline]] {
+    // __attribute__: [[gnu::always_inline]] in this place would apply to the
+    // lambda's type, and gcc ignored it.
+    auto take = [&](uint32_t k) __attribute__((always_inline)) {
       const Sge& s = wr.sg_list[k];
       if (known == nullptr || s.lkey != known_lkey) {
         known = pd->lookup_key(s.lkey, kAccessLocalWrite);

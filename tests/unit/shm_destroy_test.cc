@@ -169,7 +169,9 @@ TEST_F(ShmDestroyTest, RandomOrderLeavesExactlyTheLiveQpsInEveryList) {
     // Polls past a safety-net slice (1.25 ms) between destroys, so that they
     // land all over the round robin, not only at its start.
     poll_for(std::chrono::microseconds(1500));
-    if (done % 40 == 0 || alive_.size() == 1) ASSERT_TRUE(every_live_qp_visited()) << "after " << done << " destroys";
+    if (done % 40 == 0 || alive_.size() == 1) {
+      ASSERT_TRUE(every_live_qp_visited()) << "after " << done << " destroys";
+    }
   }
 }
 
