@@ -990,7 +990,7 @@ TEST(Rpc, StatsAreTelemetrySources) {
     size_t end = conns.find('"', pos + 1);
     std::string id = conns.substr(pos + 1, end - pos - 1);
     pos = end + 1;
-    if (id.find('.') == std::string::npos || !id.ends_with("." + std::to_string(conn_id))) continue;
+    if (id.find('.') == std::string::npos || !id.ends_with(std::string(".").append(std::to_string(conn_id)))) continue;
     std::string one = telemetry::handle_request("/tern/conn," + id);
     for (size_t at; (at = one.find("\": ")) != std::string::npos;) one.erase(at + 2, 1);  // "k": v -> "k":v
     if (one.find("\"side\":\"client\"") == std::string::npos) continue;
