@@ -301,7 +301,7 @@ class OptionParser {
           // "-export": a long option with one dash.
           if (k == 1 && a.size() > 2 && find(a.substr(1)) != nullptr)
             return fail("unknown option '" + std::string(a) + "'; did you mean '-" + std::string(a) + "'?");
-          return fail(unknown("-" + std::string(1, c)));
+          return fail(unknown(std::string{'-', c}));
         }
         if (o->metavar.empty()) {
           if (!apply(*o, "")) return Outcome::kUsageError;

@@ -449,7 +449,8 @@ void print_stats(const std::vector<std::unique_ptr<Worker>>& ws, const nfsd::Rep
     const rpc::EngineStats& es = ws[i]->eng->stats();
     rch += es.read_chunks.get(), wch += es.write_chunks.get(), rpl += es.reply_chunks.get();
     swi += es.remote_invalidations.get(), rdma_err += es.rdma_errors_sent.get(), bad += es.bad_headers.get();
-    conns += (i ? "," : "") + std::to_string(es.connections.get());
+    if (i > 0) conns += ',';
+    conns += std::to_string(es.connections.get());
   }
   line += " read_chunks=" + std::to_string(rch) + " write_chunks=" + std::to_string(wch) +
           " reply_chunks=" + std::to_string(rpl) + " send_with_inv=" + std::to_string(swi) +

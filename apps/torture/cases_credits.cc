@@ -64,7 +64,8 @@ void add_credit_cases(std::vector<Case>& out) {
                      for (uint32_t r : seq) {
                        uint32_t g = 0;
                        if (auto why = one_call(c, r, &g)) return Verdict::fail("asking " + std::to_string(r) + ": " + *why);
-                       grants += (grants.empty() ? "" : ",") + std::to_string(g);
+                       if (!grants.empty()) grants += ',';
+                       grants += std::to_string(g);
                      }
                      return Verdict::pass("grants " + grants);
                    }});

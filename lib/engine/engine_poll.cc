@@ -185,7 +185,9 @@ int EngineImpl::poll() {
     for (int i = 0; i < n; ++i) dispatch_send(dc, wc[i]);
     work += n;
     n = dc->rcq->poll(wc, 32);
-    if (n == 0) continue;
+    // Never negative (Cq::poll), but the compiler cannot know: tested as
+    // <= 0, not == 0, it sees n >= 2 below and that owner[] is all set.
+    if (n <= 0) continue;
     work += n;
     if (n == 1) {
       // A batch of one: no other call of its connection in hand. Behind

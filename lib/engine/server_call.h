@@ -79,6 +79,13 @@ class SrvCall final : public ServerCall {
   // Where each read chunk is pulled to, and whether the engine's pool owns it.
   uint8_t* read_dst[kMaxReadChunks] = {};
   bool read_pooled[kMaxReadChunks] = {};
+#if defined(TERN_DEBUG) && TERN_DEBUG
+  // The reclaim check's own record (note_host_memory, debug builds only):
+  // the Placer's buffers were reported when the handler answered. Kept
+  // here, not by clearing read_dst, so that debug and release builds run
+  // the engine on the same values.
+  bool placer_noted = false;
+#endif
   int ndata_ = 0;               // read chunks the handler sees (position zero excluded)
   ReadChunkData data_[kMaxReadChunks];
   uint8_t* write_buf[kMaxWriteChunks] = {};  // bulk pool: result buffers (handlers without a Placer)

@@ -111,11 +111,12 @@ void ServerConn::start_general(SrvCall* sc, bool turn) {
 // call still waits for its reply's completion.
 inline void note_host_memory([[maybe_unused]] SrvCall* sc, [[maybe_unused]] bool pushed) {
 #if defined(TERN_DEBUG) && TERN_DEBUG
-  for (int c = 0; c < sc->chunks.nreads; ++c)
-    if (sc->read_dst[c] != nullptr && !sc->read_pooled[c]) {
-      note_reclaimed(sc->read_dst[c], sc->chunks.reads[c].length(), "placer's");
-      sc->read_dst[c] = nullptr;  // the READs into it are done; nothing reads it through read_dst any more
-    }
+  if (!sc->placer_noted)
+    for (int c = 0; c < sc->chunks.nreads; ++c)
+      if (sc->read_dst[c] != nullptr && !sc->read_pooled[c])
+        note_reclaimed(sc->read_dst[c], sc->chunks.reads[c].length(), "placer's");
+  // Once: at the call's end (pushed), ready for the slot's next call.
+  sc->placer_noted = !pushed;
   if (!pushed) return;
   for (int c = 0; c < sc->nbulk; ++c) {
     const uint8_t* b = sc->bulk_src[c];

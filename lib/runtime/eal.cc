@@ -116,7 +116,10 @@ std::string join(const std::vector<std::string>& v) {
 std::string enabled_lcores() {
   std::string s;
   unsigned i;
-  RTE_LCORE_FOREACH(i) { s += (s.empty() ? "" : ",") + std::to_string(i); }
+  RTE_LCORE_FOREACH(i) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(i);
+  }
   return s.empty() ? "none" : s;
 }
 

@@ -13,17 +13,37 @@ ShmCq::ShmCq(ShmDevice* dev, uint32_t capacity)
 ShmCq::~ShmCq() { TERN_ASSERT(qps_.empty(), "CQ destroyed while %zu QPs use it", qps_.size()); }
 
 void ShmCq::attach(ShmQp* qp) {
+  qp->at_in(this) = static_cast<uint32_t>(qps_.size());
   qps_.push_back(qp);
   net_seen_.push_back(qp->visit_count());  // the first look visits it, unless a poll has by then
 }
 
 void ShmCq::detach(ShmQp* qp) {
-  for (size_t i = 0; i < qps_.size(); ++i)
-    if (qps_[i] == qp) {
-      qps_.erase(qps_.begin() + static_cast<std::ptrdiff_t>(i));
-      net_seen_.erase(net_seen_.begin() + static_cast<std::ptrdiff_t>(i));
-      return;
-    }
+  // In O(1), keeping what the safety net's round robin holds: the QPs
+  // before net_next_ have been looked at in this round, those from it on
+  // have not. The last QP (not yet looked at, unless the round is done)
+  // fills a hole after net_next_ directly; a hole before it is filled by
+  // the last QP looked at, whose place the last QP takes, and the round's
+  // boundary moves back one. A plain swap with the last would put a QP not
+  // yet looked at among those that were: it would wait a round more.
+  const size_t i = qp->at_in(this), n = qps_.size();
+  TERN_CHECK(i < n && qps_[i] == qp, "QP not attached to this CQ");
+  auto move = [&](size_t from, size_t to) {
+    if (from == to) return;  // else the stale entry left at `from` would be given index `from` back
+    qps_[to] = qps_[from];
+    net_seen_[to] = net_seen_[from];
+    qps_[to]->at_in(this) = static_cast<uint32_t>(to);
+  };
+  const size_t p = std::min(net_next_, n);
+  if (i < p) {
+    move(p - 1, i);
+    move(n - 1, p - 1);
+    net_next_ = p - 1;
+  } else {
+    move(n - 1, i);
+  }
+  qps_.pop_back();
+  net_seen_.pop_back();
 }
 
 void ShmCq::safety_net() {

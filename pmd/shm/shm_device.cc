@@ -164,12 +164,19 @@ Result<std::unique_ptr<Qp>> ShmDevice::create_qp(const QpInit& init) {
   if (init.max_send_sge > kMaxSge || (own_rq && init.max_recv_sge > kMaxSge))
     return make_error(Errc::kInvalidArgument, "create_qp: at most %u SGEs per WR", kMaxSge);
   auto* qp = new ShmQp(this, pd, init, next_qpn_++);
+  qp->dev_at() = static_cast<uint32_t>(qps_.size());
   qps_.push_back(qp);
   return std::unique_ptr<Qp>(qp);
 }
 
 void ShmDevice::forget_qp(ShmQp* qp) {
-  qps_.erase(std::remove(qps_.begin(), qps_.end(), qp), qps_.end());
+  // The last QP takes its place: what walks qps_ (handshakes, wait mode,
+  // idle trimming) looks at every QP, in no order it depends on.
+  const uint32_t i = qp->dev_at();
+  TERN_CHECK(i < qps_.size() && qps_[i] == qp, "QP not this device's");
+  qps_[i] = qps_.back();
+  qps_[i]->dev_at() = i;
+  qps_.pop_back();
   // Events already queued for it must not hand out a dangling pointer.
   for (auto it = events_.begin(); it != events_.end();) {
     if (it->qp == qp) it = events_.erase(it);

@@ -151,8 +151,13 @@ class ShmCq final : public Cq {
     ring_[i] = wc;
     ++count_;
   }
+  // O(1) both: detach moves at most two QPs (safety_net's order kept).
   void attach(ShmQp* qp);
   void detach(ShmQp* qp);
+  const std::vector<ShmQp*>& attached() const { return qps_; }
+  // Tests: attached()[0, this) are the QPs the safety net's round has
+  // looked at so far.
+  size_t net_looked() const { return std::min(net_next_, qps_.size()); }
 
  private:
   // The safety net (docs/shm-driver.md): every kSafetyNetNs / kNetSlices,
@@ -261,7 +266,9 @@ inline int ShmRecvQueue::post(ShmPd* pd, const RecvWr* wrs, int n, int* err) {
     r.status = WcStatus::kSuccess;
     r.num_sge = wr.num_sge;
     r.capacity = 0;
-    auto take = [&](uint32_t k) [[gnu::always_inline]] {
+    // __attribute__: [[gnu::always_inline]] in this place would apply to the
+    // lambda's type, and gcc ignored it.
+    auto take = [&](uint32_t k) __attribute__((always_inline)) {
       const Sge& s = wr.sg_list[k];
       if (known == nullptr || s.lkey != known_lkey) {
         known = pd->lookup_key(s.lkey, kAccessLocalWrite);
@@ -313,8 +320,9 @@ class ShmSrq final : public Srq {
   ShmPd* pd() const { return pd_; }
   ShmRecvQueue& queue() { return q_; }
   ShmSrqStats& st() { return st_; }
-  void attach(ShmQp* qp) { qps_.push_back(qp); }
-  void detach(ShmQp* qp);
+  void attach(ShmQp* qp);
+  void detach(ShmQp* qp);  // O(1); the last QP takes its place
+  const std::vector<ShmQp*>& attached() const { return qps_; }
   // A SEND found the SRQ empty and waits: the next post must wake an armed
   // host (wait mode), for no peer will ring again for that SEND.
   void note_starved() {
@@ -415,6 +423,10 @@ class ShmQp final : public Qp {
   // Visits so far (wrapping): the safety net's looks (ShmCq::safety_net)
   // compare it with what they saw last time.
   uint32_t visit_count() const { return visit_count_; }
+  // Our index in `cq`'s, the SRQ's and the device's lists (scq_at_ above).
+  uint32_t& at_in(const ShmCq* cq) { return cq == scq_ ? scq_at_ : rcq_at_; }
+  uint32_t& srq_at() { return srq_at_; }
+  uint32_t& dev_at() { return dev_at_; }
   // Links (shm_link.cc): our slot in the link, and setting our bit in the
   // peer's half.
   void attach_link(ShmPeerLink* link, uint32_t slot);
@@ -688,6 +700,11 @@ class ShmQp final : public Qp {
   ShmRecvQueue rq_;
   ShmSrq* srq_ = nullptr;
   ShmRecvQueue* recv_ = nullptr;
+  // Our index in each vector that lists us (each CQ's, the SRQ's, the
+  // device's): a destroy takes us out of each in O(1), the last entry moving
+  // into our place, where searching cost by how many QPs share it (at 10,000
+  // connections, churning, each destroy walked them all).
+  uint32_t scq_at_ = 0, rcq_at_ = 0, srq_at_ = 0, dev_at_ = 0;
 
   std::vector<PeerSeg> peer_segs_;
   std::vector<uint8_t> exported_;  // per PD segment: sent to the peer
@@ -927,6 +944,8 @@ class ShmDevice final : public Device {
   }
   // How many QPs the owed lists hold (tests: a QP gone must not be one).
   size_t owed_qps() const { return owed_[0].size() + owed_[1].size(); }
+  // The QPs alive (tests: after any destroys, exactly those not destroyed).
+  const std::vector<ShmQp*>& all_qps() const { return qps_; }
   // Server: a link of the peer at the other end of `sock` (made if none has
   // room) and a free slot in it, or nullptr.
   ShmPeerLink* link_for_accept(int sock, uint64_t peer_token, uint32_t* slot);

@@ -44,7 +44,20 @@ ShmSrq::~ShmSrq() {
   dev_->srq_gone();
 }
 
-void ShmSrq::detach(ShmQp* qp) { qps_.erase(std::remove(qps_.begin(), qps_.end(), qp), qps_.end()); }
+void ShmSrq::attach(ShmQp* qp) {
+  qp->srq_at() = static_cast<uint32_t>(qps_.size());
+  qps_.push_back(qp);
+}
+
+void ShmSrq::detach(ShmQp* qp) {
+  // The last QP takes its place: the order is nobody's concern (post_recv
+  // marks them all).
+  const uint32_t i = qp->srq_at();
+  TERN_CHECK(i < qps_.size() && qps_[i] == qp, "QP not attached to this SRQ");
+  qps_[i] = qps_.back();
+  qps_[i]->srq_at() = i;
+  qps_.pop_back();
+}
 
 StatsView ShmSrq::stats() const {
   return {{"posted", &st_.posted},

@@ -635,7 +635,7 @@ std::string VerbsQp::peer() const {
   } else if (sa->sa_family == AF_INET6) {
     const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
     inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-    who = "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
+    who = std::string("[") + host + "]:" + std::to_string(ntohs(in6->sin6_port));
   } else {
     who = "?";
   }

@@ -204,8 +204,13 @@ int main() {
       std::string out = "exports";
       if (!res.empty() && m3::decode(res, &list)) {
         for (const auto& e : list) {
-          out += " " + std::string(e.dir) + ":";
-          for (size_t i = 0; i < e.groups.size(); ++i) out += (i ? "," : "") + std::string(e.groups[i]);
+          out += ' ';
+          out += e.dir;
+          out += ':';
+          for (size_t i = 0; i < e.groups.size(); ++i) {
+            if (i > 0) out += ',';
+            out += e.groups[i];
+          }
         }
       } else {
         out += " none";

@@ -132,7 +132,10 @@ AssertionResult all_flushed(const std::vector<Wc>& wcs, const std::vector<uint64
     ok = wcs[i].wr_id == wr_ids[i] && wcs[i].status == WcStatus::kWrFlushErr;
   if (ok) return AssertionSuccess();
   std::string want;
-  for (size_t i = 0; i < wr_ids.size(); ++i) want += (i ? "," : "") + std::to_string(wr_ids[i]);
+  for (size_t i = 0; i < wr_ids.size(); ++i) {
+    if (i > 0) want += ',';
+    want += std::to_string(wr_ids[i]);
+  }
   return AssertionFailure() << "expected wr_ids [" << want << "] all flushed, in order; got " << to_string(wcs);
 }
 

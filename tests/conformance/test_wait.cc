@@ -158,7 +158,9 @@ TEST_P(WaitTest, PeerExecutingOurSendWakesAnArmedSender) {
   EXPECT_TRUE(wc_is(s, 2, WcStatus::kSuccess, WcOpcode::kSend));
   // On shm the server's poll is what executes the SEND, so the second look
   // cannot have found it: the wake-up came from the peer.
-  if (caps().driver == "shm") EXPECT_TRUE(woken);
+  if (caps().driver == "shm") {
+    EXPECT_TRUE(woken);
+  }
 }
 
 TEST_P(WaitTest, CompletionPendingAtArmIsFoundBySecondLook) {
@@ -181,7 +183,9 @@ TEST_P(WaitTest, CompletionPendingAtArmIsFoundBySecondLook) {
   Wc r;
   ASSERT_TRUE(poller.wait_recv1(server, &r));
   EXPECT_TRUE(wc_is(r, 3, WcStatus::kSuccess, WcOpcode::kRecv));
-  if (!client.send_wcs.empty()) EXPECT_FALSE(woken) << "the completion was there before the arm";
+  if (!client.send_wcs.empty()) {
+    EXPECT_FALSE(woken) << "the completion was there before the arm";
+  }
 }
 
 TEST_P(WaitTest, OwnWorkRequestPostedAfterArmingWakes) {

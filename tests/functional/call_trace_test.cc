@@ -15,7 +15,11 @@ namespace {
 
 int check(const std::string& path, const char* side, int calls, int pulled = -1) {
   std::string cmd = std::string("python3 ") + TERN_SOURCE_ROOT "/tests/functional/trace_check.py " + path + " " + side +
-                    " " + std::to_string(calls) + (pulled >= 0 ? " " + std::to_string(pulled) : "");
+                    " " + std::to_string(calls);
+  if (pulled >= 0) {
+    cmd += ' ';
+    cmd += std::to_string(pulled);
+  }
   return std::system(cmd.c_str());
 }
 

@@ -254,7 +254,7 @@ int main(int argc, char** argv) {
       ws.emplace_back([&, i] {
         Client c(spec);
         Fh3 fh;
-        if (!c.ok || !make_file(c, "w" + std::to_string(i), &fh)) {
+        if (!c.ok || !make_file(c, std::string("w").append(std::to_string(i)), &fh)) {
           std::fprintf(stderr, "writer %d: no connection or file\n", i);
           ready++;
           return;

@@ -132,7 +132,7 @@ TEST(Prometheus, ScrapeMatchesStatsJson) {
   size_t at = off.find("tern_proc_ops_total{");
   ASSERT_NE(at, std::string::npos);
   size_t eol = off.find('\n', at);
-  off.insert(eol, "7");  // 25 -> 257, say
+  off = std::string(off, 0, eol).append("7").append(off, eol);  // 25 -> 257, say
   EXPECT_NE(check(off, f.stats()), 0) << "the checker accepted a wrong value";
 
   EXPECT_NE(http_get(*srv.value(), "/other").find("404"), std::string::npos);

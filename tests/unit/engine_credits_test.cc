@@ -156,7 +156,9 @@ TEST(PeerCredits, CreditsBeyondAPeersShareComeDownToWhatItsConnectionsUse) {
   for (auto& c : hog) before.push_back(c.g.granted);
   for (auto& c : hog) c.drain(p);
   for (size_t i = 0; i < hog.size(); ++i)
-    if (before[i] >= 4) EXPECT_LE(hog[i].g.granted, before[i] * 3 / 4) << "a quiet connection kept what it borrowed";
+    if (before[i] >= 4) {
+      EXPECT_LE(hog[i].g.granted, before[i] * 3 / 4) << "a quiet connection kept what it borrowed";
+    }
   EXPECT_LE(held_by(p, "hog"), 224u * 3 / 4);
   // Alone again, it may borrow what is idle at once.
   p.leave(&quiet);

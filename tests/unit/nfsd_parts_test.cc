@@ -664,7 +664,9 @@ TEST(ClientSpec, AddressesPrefixesAndWhatAShmPeerIs) {
                           "10.0.0.0/255.0.255.0", "fd00::/129", "10.0.0.0/", "10.0.0.0/x", "1.2.3"}) {
     auto r = ClientSpec::parse(bad);
     EXPECT_FALSE(r.is_ok()) << bad;
-    if (!r.is_ok()) EXPECT_FALSE(r.status().message().empty());
+    if (!r.is_ok()) {
+      EXPECT_FALSE(r.status().message().empty());
+    }
   }
 }
 

@@ -58,7 +58,9 @@ TEST(VerbsNoDev, ArgumentsAreCheckedFirst) {
   // fails now is the device.
   for (const char* good : {"verbs:dev=rxe0,ack_timeout=14", "verbs:dev=rxe0,inline=0", "verbs:dev=rxe0,inline=1024"}) {
     auto d = open_device(good);
-    if (!d.is_ok()) EXPECT_NE(d.status().code(), Errc::kInvalidArgument) << good << ": " << d.status().to_string();
+    if (!d.is_ok()) {
+      EXPECT_NE(d.status().code(), Errc::kInvalidArgument) << good << ": " << d.status().to_string();
+    }
   }
 }
 
