@@ -136,13 +136,36 @@ inline bool ServerConn::send_reply(SrvCall* sc) {
   return true;
 }
 
+void ServerConn::call_received(SrvCall* sc) {
+  // The engine holds the handler's side until the handler runs.
+  sc->handler_owner = true;
+  rpc::enter(sc, SrvState::kWaitMemory);
+  start(sc, false);
+}
+
+void ServerConn::call_replied(SrvCall* sc) {
+  // reply() encoded it: post it, or queue it for room.
+  TERN_ASSERT(sc->state() == SrvState::kInHandler);
+  sc->handler_owner = false;
+  note_host_memory(sc, false);
+  if (!send_reply(sc)) {
+    rpc::enter(sc, SrvState::kReplyQueued);
+    queued.push_back(sc);
+    want_service();
+  }
+}
+
+void ServerConn::send_released(SrvCall* sc) {
+  // The reply's WRITEs and Send are done: its buffers may be reused.
+  sc->send_owner = false;
+  core->rw_due.disarm(sc);
+  if (sc->state() == SrvState::kSent) free_call(sc);
+}
+
 void ServerConn::process(SrvCall* sc, SrvEvent ev, const Wc* wc) {
   switch (ev) {
     case SrvEvent::kReceived:
-      // The engine holds the handler's side until the handler runs.
-      sc->handler_owner = true;
-      rpc::enter(sc, SrvState::kWaitMemory);
-      start(sc, false);
+      call_received(sc);
       return;
     case SrvEvent::kMemory:
       if (sc->state() == SrvState::kPulling && sc->pull_waiting) {
@@ -182,15 +205,7 @@ void ServerConn::process(SrvCall* sc, SrvEvent ev, const Wc* wc) {
       return;
     }
     case SrvEvent::kReplied:
-      // reply() encoded it: post it, or queue it for room.
-      TERN_ASSERT(sc->state() == SrvState::kInHandler);
-      sc->handler_owner = false;
-      note_host_memory(sc, false);
-      if (!send_reply(sc)) {
-        rpc::enter(sc, SrvState::kReplyQueued);
-        queued.push_back(sc);
-        want_service();
-      }
+      call_replied(sc);
       return;
     case SrvEvent::kErrorAnswer:
       // send_rdma_error made sure of the room: sent at once, no handler.
@@ -206,10 +221,7 @@ void ServerConn::process(SrvCall* sc, SrvEvent ev, const Wc* wc) {
       (void)send_reply(sc);
       return;
     case SrvEvent::kSendReleased:
-      // The reply's WRITEs and Send are done: its buffers may be reused.
-      sc->send_owner = false;
-      core->rw_due.disarm(sc);
-      if (sc->state() == SrvState::kSent) free_call(sc);
+      send_released(sc);
       return;
     case SrvEvent::kConnLost:
       switch (sc->state()) {

@@ -201,7 +201,7 @@ void ServerConn::handle_call(MsgBuf* rep) {
     sc->args_ = {};
     give_back(rep);
   }
-  process(sc, SrvEvent::kReceived);
+  call_received(sc);
 }
 
 bool ServerConn::decode_rpc(SrvCall* sc) {
@@ -393,7 +393,7 @@ int ServerConn::service(bool* more) {
 void ServerConn::ctx_done(const SendCtx& ctx, bool own, const Wc* wc) {
   switch (ctx.kind) {
     case SendCtxKind::kReplySend:
-      process(core->srv_calls.at(ctx.obj), SrvEvent::kSendReleased);
+      send_released(core->srv_calls.at(ctx.obj));
       break;
     case SendCtxKind::kRead: {
       // Always signaled: only its own completion (or teardown) reaches it.

@@ -136,7 +136,7 @@ inline void ServerConn::cover_grants() {
   }
   if (sc->proc_counters != nullptr) sc->proc_counters->bytes_sent.add(sc->msg_len + bulk_bytes + sc->long_len);
   record_rtt(sc->proc_counters, sc->t_recv, failed);
-  process(sc, SrvEvent::kReplied);
+  call_replied(sc);
 }
 
 Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::span<const std::span<const uint8_t>> bulk,
