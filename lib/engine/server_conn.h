@@ -96,6 +96,9 @@ class ServerConn final : public ConnBase {
   // the engine's own answer), and its read chunks' positions and placement
   // (msg: the RPC message, its header included).
   void route(SrvCall* sc, const wire::RpcCall& rc, std::span<const uint8_t> msg);
+  // route()'s read chunks and Placer (out of line: a call with neither then
+  // saves no registers for them).
+  [[gnu::noinline]] void route_chunks(SrvCall* sc, std::span<const uint8_t> msg, size_t hdr);
   // What the call needs from the pools, all or nothing (server_recv.cc).
   // turn: the memory queue chose it; otherwise it just arrived.
   bool take_memory(SrvCall* sc, bool turn);
