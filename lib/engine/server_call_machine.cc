@@ -127,6 +127,15 @@ inline void note_host_memory([[maybe_unused]] SrvCall* sc, [[maybe_unused]] bool
 #endif
 }
 
+// The reply's chain, built into the engine's scratch chain, and whether
+// the send queue has room for it. Inline here, where its one caller is: out
+// of line, its frame was ~10 instructions per RPC.
+inline bool ServerConn::reply_fits(SrvCall* sc) {
+  WrChain& chain = core->chain;
+  build_reply_chain(sc, chain);
+  return room(chain.size());
+}
+
 // An encoded reply's chain is posted when the send queue has room for it.
 // False: no room, nothing changed.
 inline bool ServerConn::send_reply(SrvCall* sc) {

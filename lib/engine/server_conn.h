@@ -147,7 +147,8 @@ class ServerConn final : public ConnBase {
   void answer_now(SrvCall* sc, int accept, uint32_t low, uint32_t high);
   bool send_reply(SrvCall* sc);
   // The reply's chain, built into the engine's scratch chain: whether the
-  // send queue has room for it, and its post (server_reply.cc).
+  // send queue has room for it (server_call_machine.cc), and its post
+  // (server_reply.cc).
   bool reply_fits(SrvCall* sc);
   void post_reply(SrvCall* sc);
   // A sampled call's stamps into the engine's CallTrace (out of line: rare).

@@ -277,14 +277,8 @@ void ServerConn::drop(SrvCall* sc) {
   process(sc, SrvEvent::kDropped);
 }
 
-bool ServerConn::reply_fits(SrvCall* sc) {
-  WrChain& chain = core->chain;
-  build_reply_chain(sc, chain);
-  return room(chain.size());
-}
-
 void ServerConn::post_reply(SrvCall* sc) {
-  WrChain& chain = core->chain;  // as reply_fits() built it
+  WrChain& chain = core->chain;  // as reply_fits() built it (server_call_machine.cc)
   // The reply that leaves its connection with no call in progress is
   // signaled (svcrdma signals every reply): a connection that goes quiet
   // then holds no server call and no send buffer, where a batched one
