@@ -55,6 +55,10 @@ class ServerConn final : public ConnBase {
   // reply() and reply_error() of a call of this connection (server_reply.cc).
   Status reply(SrvCall* sc, std::span<const uint8_t> results, std::span<const std::span<const uint8_t>> bulk,
                int accept);
+  // reply()'s every case but the common one (out of line: the common reply
+  // then saves no registers for the chunk lists and the error paths).
+  [[gnu::noinline]] Status reply_general(SrvCall* sc, std::span<const uint8_t> results,
+                                         std::span<const std::span<const uint8_t>> bulk, int accept);
   void drop(SrvCall* sc);  // ServerCall::drop
   void on_up() override;
   std::string peer_key;  // Qp::peer_host(): the client as it stays across its reconnects
