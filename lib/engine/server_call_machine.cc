@@ -291,7 +291,9 @@ void ServerConn::after_pull(SrvCall* sc) {
   dispatch(sc);
 }
 
-void ServerConn::dispatch(SrvCall* sc) {
+// Inline (into start()'s common case, start_general() and after_pull()):
+// a call of its own was ~12 instructions per RPC of frame.
+inline void ServerConn::dispatch(SrvCall* sc) {
   uint64_t bulk = 0;
   if (sc->chunks.nreads > 0) {
     // The handler sees each read chunk's data where it was pulled to. (Out
