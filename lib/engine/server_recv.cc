@@ -244,8 +244,7 @@ inline void ServerConn::route(SrvCall* sc, const wire::RpcCall& rc, std::span<co
     return;
   }
   // No read chunk and no Placer (the common call): nothing more to route.
-  // (ndata_ is 0 already: a call from the pool has none, as handle_call()
-  // asserts, and route() runs once a call.)
+  // (ndata_ is 0 already: handle_call() set it, and route() runs once a call.)
   if (sc->chunks.nreads != 0 || sc->handler->place != nullptr) route_chunks(sc, msg, rc.header_len);
 }
 
