@@ -155,21 +155,24 @@ void ServerConn::handle_call(MsgBuf* rep) {
     return;
   }
   TERN_ASSERT(sc->state() == SrvState::kFree && !sc->handler_owner && !sc->send_owner);
-  // What free_call() reset (and a call never out of the pool never had) is
-  // not written again: no handler, no answer, no data chunks, no header.
-  TERN_ASSERT(sc->handler == nullptr && sc->proc_counters == nullptr && sc->answer == -1 && sc->ndata_ == 0 &&
-              sc->hdr_.empty() && sc->args_.empty());
   ++calls_held;
   sc->conn = this;
   sc->error_only = false;
   sc->xid_ = in.xid;
   sc->digest_known_ = false;
   sc->wanted = in.credits;
+  sc->prog_ = sc->vers_ = sc->proc_ = 0;
   sc->t_recv = core->pass_tick();  // the batch's arrival
   if (TERN_UNLIKELY(breakdown != nullptr)) sc->ts_pulled = sc->ts_handler = sc->ts_replied = 0;
   sc->rep = rep;
   sc->nomsg = in.nomsg;
   sc->msg_pulled = false;
+  sc->args_ = in.body;
+  sc->hdr_ = {};
+  sc->answer = -1;
+  sc->handler = nullptr;
+  sc->ndata_ = 0;
+  sc->proc_counters = nullptr;
   // Send With Invalidate is possible when the call carries exactly one rkey
   // (as Linux svcrdma does it).
   sc->inv_rkey = 0;
@@ -189,17 +192,14 @@ void ServerConn::handle_call(MsgBuf* rep) {
     if (one) sc->inv_rkey = key;
   }
   if (plain) {
-    route(sc, rc, in.body);  // which sets the procedure, the arguments and the handler
+    route(sc, rc, in.body);
+  } else if (!sc->nomsg) {
+    if (!decode_rpc(sc)) return;
   } else {
-    sc->prog_ = sc->vers_ = sc->proc_ = 0;  // until decode_rpc() knows them
-    if (!sc->nomsg) {
-      sc->args_ = in.body;
-      if (!decode_rpc(sc)) return;
-    } else {
-      // The message is in the position-zero chunk: the receive's job is done.
-      sc->rep = nullptr;
-      give_back(rep);
-    }
+    // The message is in the position-zero chunk: the receive's job is done.
+    sc->rep = nullptr;
+    sc->args_ = {};
+    give_back(rep);
   }
   call_received(sc);
 }
