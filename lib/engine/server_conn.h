@@ -45,9 +45,20 @@ class ServerConn final : public ConnBase {
   // A server call's event: every transition of its machine
   // (server_call_machine.cc).
   void process(SrvCall* sc, SrvEvent ev, const rdma::Wc* wc = nullptr);
+  // The three events every call takes, called directly from the receive,
+  // reply and completion paths (process() takes them too, by calling these):
+  // process()'s frame and switch, which save registers for its every case,
+  // cost each of them ~20 instructions.
+  void call_received(SrvCall* sc);   // SrvEvent::kReceived
+  void call_replied(SrvCall* sc);    // SrvEvent::kReplied
+  void send_released(SrvCall* sc);   // SrvEvent::kSendReleased
   // reply() and reply_error() of a call of this connection (server_reply.cc).
   Status reply(SrvCall* sc, std::span<const uint8_t> results, std::span<const std::span<const uint8_t>> bulk,
                int accept);
+  // reply()'s every case but the common one (out of line: the common reply
+  // then saves no registers for the chunk lists and the error paths).
+  [[gnu::noinline]] Status reply_general(SrvCall* sc, std::span<const uint8_t> results,
+                                         std::span<const std::span<const uint8_t>> bulk, int accept);
   void drop(SrvCall* sc);  // ServerCall::drop
   void on_up() override;
   std::string peer_key;  // Qp::peer_host(): the client as it stays across its reconnects
@@ -89,6 +100,9 @@ class ServerConn final : public ConnBase {
   // the engine's own answer), and its read chunks' positions and placement
   // (msg: the RPC message, its header included).
   void route(SrvCall* sc, const wire::RpcCall& rc, std::span<const uint8_t> msg);
+  // route()'s read chunks and Placer (out of line: a call with neither then
+  // saves no registers for them).
+  [[gnu::noinline]] void route_chunks(SrvCall* sc, std::span<const uint8_t> msg, size_t hdr);
   // What the call needs from the pools, all or nothing (server_recv.cc).
   // turn: the memory queue chose it; otherwise it just arrived.
   bool take_memory(SrvCall* sc, bool turn);
@@ -137,7 +151,8 @@ class ServerConn final : public ConnBase {
   void answer_now(SrvCall* sc, int accept, uint32_t low, uint32_t high);
   bool send_reply(SrvCall* sc);
   // The reply's chain, built into the engine's scratch chain: whether the
-  // send queue has room for it, and its post (server_reply.cc).
+  // send queue has room for it (server_call_machine.cc), and its post
+  // (server_reply.cc).
   bool reply_fits(SrvCall* sc);
   void post_reply(SrvCall* sc);
   // A sampled call's stamps into the engine's CallTrace (out of line: rare).

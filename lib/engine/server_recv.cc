@@ -201,7 +201,7 @@ void ServerConn::handle_call(MsgBuf* rep) {
     sc->args_ = {};
     give_back(rep);
   }
-  process(sc, SrvEvent::kReceived);
+  call_received(sc);
 }
 
 bool ServerConn::decode_rpc(SrvCall* sc) {
@@ -228,7 +228,7 @@ bool ServerConn::decode_rpc(SrvCall* sc) {
   return true;
 }
 
-void ServerConn::route(SrvCall* sc, const wire::RpcCall& rc, std::span<const uint8_t> msg) {
+inline void ServerConn::route(SrvCall* sc, const wire::RpcCall& rc, std::span<const uint8_t> msg) {
   sc->prog_ = rc.prog, sc->vers_ = rc.vers, sc->proc_ = rc.proc;
   sc->args_ = rc.args;
   sc->hdr_ = msg.first(rc.header_len);
@@ -243,9 +243,14 @@ void ServerConn::route(SrvCall* sc, const wire::RpcCall& rc, std::span<const uin
     sc->answer_low = low, sc->answer_high = high;
     return;
   }
+  // No read chunk and no Placer (the common call): nothing more to route.
+  // (ndata_ is 0 already: handle_call() set it, and route() runs once a call.)
+  if (sc->chunks.nreads != 0 || sc->handler->place != nullptr) route_chunks(sc, msg, rc.header_len);
+}
+
+void ServerConn::route_chunks(SrvCall* sc, std::span<const uint8_t> msg, size_t hdr) {
   // The data chunks' positions, as the handler sees them: from the start of
   // its arguments. An RDMA_NOMSG message's chunks must fall inside it.
-  const size_t hdr = rc.header_len;
   sc->ndata_ = 0;
   for (int c = 0; c < sc->chunks.nreads; ++c) {
     uint32_t pos = sc->chunks.reads[c].position;
@@ -393,7 +398,7 @@ int ServerConn::service(bool* more) {
 void ServerConn::ctx_done(const SendCtx& ctx, bool own, const Wc* wc) {
   switch (ctx.kind) {
     case SendCtxKind::kReplySend:
-      process(core->srv_calls.at(ctx.obj), SrvEvent::kSendReleased);
+      send_released(core->srv_calls.at(ctx.obj));
       break;
     case SendCtxKind::kRead: {
       // Always signaled: only its own completion (or teardown) reaches it.

@@ -136,11 +136,25 @@ inline void ServerConn::cover_grants() {
   }
   if (sc->proc_counters != nullptr) sc->proc_counters->bytes_sent.add(sc->msg_len + bulk_bytes + sc->long_len);
   record_rtt(sc->proc_counters, sc->t_recv, failed);
-  process(sc, SrvEvent::kReplied);
+  call_replied(sc);
 }
 
 Status ServerConn::reply(SrvCall* sc, std::span<const uint8_t> results, std::span<const std::span<const uint8_t>> bulk,
                          int accept) {
+  // The common reply -- from its handler, no breakdown stamps, no write
+  // chunk, no bulk data, a message that fits inline -- goes straight to
+  // reply_inline(); anything else (or one that does not fit: it changed
+  // nothing) to reply_general(), which tries the same first.
+  if (TERN_LIKELY(sc->state() == SrvState::kInHandler && breakdown == nullptr && wire::fast_paths() &&
+                  accept != wire::kAnswerErrChunk && sc->chunks.nwrites == 0 &&
+                  (bulk.empty() || (bulk.size() == 1 && bulk[0].empty()))) &&
+      reply_inline(sc, results, accept))
+    return Status::ok();
+  return reply_general(sc, results, bulk, accept);
+}
+
+Status ServerConn::reply_general(SrvCall* sc, std::span<const uint8_t> results,
+                                 std::span<const std::span<const uint8_t>> bulk, int accept) {
   if (sc->state() == SrvState::kOrphaned) {
     // Its connection died while the handler held it: nobody to answer.
     process(sc, SrvEvent::kDropped);
@@ -246,7 +260,7 @@ uint32_t ServerConn::grant_for_reply(const SrvCall* sc) {
   return rq->grants().grant_for_reply(&grant, sc->wanted);
 }
 
-inline bool ServerConn::reply_inline(SrvCall* sc, std::span<const uint8_t> results, int accept) {
+[[gnu::always_inline]] inline bool ServerConn::reply_inline(SrvCall* sc, std::span<const uint8_t> results, int accept) {
   // No write chunk, so the RDMA_MSG header's three lists are empty (a reply
   // chunk goes back only when the reply went through it): its length is
   // fixed. The RPC message goes after it first; the header, which carries
@@ -277,14 +291,8 @@ void ServerConn::drop(SrvCall* sc) {
   process(sc, SrvEvent::kDropped);
 }
 
-bool ServerConn::reply_fits(SrvCall* sc) {
-  WrChain& chain = core->chain;
-  build_reply_chain(sc, chain);
-  return room(chain.size());
-}
-
 void ServerConn::post_reply(SrvCall* sc) {
-  WrChain& chain = core->chain;  // as reply_fits() built it
+  WrChain& chain = core->chain;  // as reply_fits() built it (server_call_machine.cc)
   // The reply that leaves its connection with no call in progress is
   // signaled (svcrdma signals every reply): a connection that goes quiet
   // then holds no server call and no send buffer, where a batched one
