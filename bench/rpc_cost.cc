@@ -29,11 +29,23 @@
 #include <vector>
 
 #include "engine/engine.h"
+// scripts/measure-cost.sh --against REV builds this file against an older
+// library, which may predate the exporter and the call trace: without them
+// the count is the same (both are off unless asked for by the environment).
+#if __has_include("telemetry/metrics_exporter.h")
 #include "telemetry/metrics_exporter.h"
+#define TERN_RPC_COST_METRICS_EXPORTER 1
+#endif
 
 using namespace tern::rpc;
 
 namespace {
+
+template <class Options>
+void set_trace_every(Options& o, uint32_t n) {
+  if constexpr (requires { o.trace_every; }) o.trace_every = n;
+  else if (n != 0) std::fprintf(stderr, "tern-rpc-cost: this library has no call trace; TERN_RPC_COST_TRACE ignored\n");
+}
 
 constexpr uint32_t kProg = 0x20000042, kVers = 1, kEcho = 1;
 
@@ -111,7 +123,9 @@ int main(int argc, char** argv) {
   EngineOptions so;
   so.arena_bytes = 128u << 20;
   so.breakdown = env_on("TERN_RPC_COST_BREAKDOWN");
-  so.trace_every = std::getenv("TERN_RPC_COST_TRACE") ? static_cast<uint32_t>(std::atoi(std::getenv("TERN_RPC_COST_TRACE"))) : 0;
+  const uint32_t trace_every =
+      std::getenv("TERN_RPC_COST_TRACE") ? static_cast<uint32_t>(std::atoi(std::getenv("TERN_RPC_COST_TRACE"))) : 0;
+  set_trace_every(so, trace_every);
   auto srv = Engine::create(so);
   if (!srv) return fail(srv.status().to_string().c_str());
   (*srv)->handle(kProg, kVers, kEcho, echo, nullptr);
@@ -119,7 +133,7 @@ int main(int argc, char** argv) {
   EngineOptions co;
   co.arena_bytes = 32u << 20;
   co.breakdown = so.breakdown;
-  co.trace_every = so.trace_every;
+  set_trace_every(co, trace_every);
   auto cli = Engine::create(co);
   if (!cli) return fail(cli.status().to_string().c_str());
   auto conn = (*cli)->connect(spec);
@@ -130,16 +144,20 @@ int main(int argc, char** argv) {
     (*cli)->poll();
     if (c->failed()) return fail("connection failed");
   }
-  std::unique_ptr<tern::telemetry::MetricsExporter> metrics;
   std::atomic<bool> stop{false};
   long scrapes = 0;
   std::thread scraper;
+#ifdef TERN_RPC_COST_METRICS_EXPORTER
+  std::unique_ptr<tern::telemetry::MetricsExporter> metrics;
   if (env_on("TERN_RPC_COST_METRICS")) {
     auto m = tern::telemetry::MetricsExporter::start({.port = 0});
     if (!m) return fail(m.status().to_string().c_str());
     metrics = std::move(*m);
     scraper = std::thread(scrape_loop, metrics->port(), &stop, &scrapes);
   }
+#else
+  if (env_on("TERN_RPC_COST_METRICS")) return fail("this library has no metrics exporter (TERN_RPC_COST_METRICS)");
+#endif
   uint8_t args[32] = {1, 2, 3};
   // One bulk buffer per call in flight.
   std::vector<uint8_t*> bufs(static_cast<size_t>(qd), nullptr);
