@@ -71,6 +71,26 @@ void drop_client_qp(Connection* c) {
   ASSERT_TRUE(s.is_ok()) << s.to_string();
 }
 
+// Drops the client's QP under the calls the server holds in f.later (their
+// answers reach nobody), then hands each copy the client sends again after
+// the reconnect to `each`, in arrival order, until n have come.
+template <class Each>
+void drop_then_take_resent(Fixture& f, size_t n, Each each) {
+  std::vector<ServerCall*> first;
+  first.swap(f.later);
+  drop_client_qp(f.conn);
+  for (ServerCall* sc : first) ASSERT_OK(sc->reply({}));
+  // The new connection starts with one credit again (RFC 8166 §3.3.1):
+  // the copies arrive as the server answers them.
+  size_t answered = 0;
+  while (answered < n) {
+    ASSERT_TRUE(f.wait([&] { return f.later.size() > answered; }))
+        << "calls sent again after the reconnect: " << answered << ", state " << conn_state_name(f.conn->state());
+    each(f.later[answered++]);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
 // One call answered: the server's reply grants the credits the calls after
 // it need (until then a client has one, RFC 8166 §3.3.1).
 void warm(Fixture& f) { ASSERT_EQ(f.call(Call{kProg, kVers, kEcho}).reply.status, CallStatus::kOk); }
@@ -108,21 +128,9 @@ TEST(Recovery, ALostConnectionComesBackAndSendsItsCallsAgainWithTheirXids) {
     ASSERT_EQ(f.conn->call(c, &xids[i]), 0);
   }
   ASSERT_TRUE(f.wait([&] { return f.later.size() == kCalls; })) << f.later.size();
-  std::vector<ServerCall*> first;
-  first.swap(f.later);
   std::map<uint32_t, int> seen;
-  for (ServerCall* sc : first) ++seen[sc->xid()];
-
-  drop_client_qp(f.conn);
-  // The first copies' connection is gone: answering them reaches nobody.
-  for (ServerCall* sc : first) ASSERT_OK(sc->reply({}));
-  // The new connection starts with one credit again (RFC 8166 §3.3.1):
-  // the copies arrive as the server answers them.
-  size_t answered = 0;
-  while (answered < kCalls) {
-    ASSERT_TRUE(f.wait([&] { return f.later.size() > answered; }))
-        << "calls sent again after the reconnect: " << answered << ", state " << conn_state_name(f.conn->state());
-    ServerCall* sc = f.later[answered++];
+  for (ServerCall* sc : f.later) ++seen[sc->xid()];
+  drop_then_take_resent(f, kCalls, [&](ServerCall* sc) {
     ++seen[sc->xid()];
     if (sc->write_chunk_count() > 0) {
       auto b = sc->bulk_buffer(4096);
@@ -133,7 +141,7 @@ TEST(Recovery, ALostConnectionComesBackAndSendsItsCallsAgainWithTheirXids) {
       for (uint8_t v : sc->bulk()) sum += v;
       ASSERT_OK(sc->reply(std::span(reinterpret_cast<const uint8_t*>(&sum), 4)));
     }
-  }
+  });
   for (uint32_t x : xids) EXPECT_EQ(seen[x], 2) << "xid " << x << " arrived once per connection";
   EXPECT_EQ(f.conn->state(), ConnState::kReady);
   EXPECT_FALSE(f.conn->failed());
@@ -211,19 +219,11 @@ TEST(Recovery, ACallSentAgainCarriesItsArgumentsAfterTheCallersBufferChanged) {
     std::vector<uint8_t> want = args_of(call_of.at(sc->xid()));
     EXPECT_EQ(std::vector<uint8_t>(sc->args().begin(), sc->args().end()), want) << "first copy, xid " << sc->xid();
   }
-  std::vector<ServerCall*> first;
-  first.swap(f.later);
-  drop_client_qp(f.conn);
-  for (ServerCall* sc : first) ASSERT_OK(sc->reply({}));
-  size_t answered = 0;
-  while (answered < kCalls) {
-    ASSERT_TRUE(f.wait([&] { return f.later.size() > answered; }))
-        << "calls sent again after the reconnect: " << answered << ", state " << conn_state_name(f.conn->state());
-    ServerCall* sc = f.later[answered++];
+  drop_then_take_resent(f, kCalls, [&](ServerCall* sc) {
     std::vector<uint8_t> want = args_of(call_of.at(sc->xid()));
     EXPECT_EQ(std::vector<uint8_t>(sc->args().begin(), sc->args().end()), want) << "sent again, xid " << sc->xid();
     ASSERT_OK(sc->reply({}));
-  }
+  });
   f.later.clear();
   ASSERT_TRUE(f.wait([&] {
     for (auto& d : done)
