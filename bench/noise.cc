@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -28,8 +29,11 @@
 
 namespace {
 
-// Gap lengths, lower bounds in ns; the last bucket is open.
-constexpr std::array<uint64_t, 7> kBounds = {1000, 2000, 5000, 10000, 30000, 100000, 1000000};
+// Gap lengths, lower bounds in ns; the last bucket is open. Fine enough
+// (steps of 1.5-2x) that the stall floor read off them (compare-ucx-modes.sh)
+// is not a bucket's width away from where the share crosses 0.1%.
+constexpr std::array<uint64_t, 13> kBounds = {1000,  1500,  2000,  3000,   5000,   7000,   10000,
+                                              15000, 20000, 30000, 50000, 100000, 1000000};
 
 struct Result {
   std::array<uint64_t, kBounds.size()> gaps{};
@@ -65,10 +69,13 @@ void spin(int cpu, double seconds, Result* r) {
   r->seconds = std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-const char* label(size_t b) {
-  static const char* names[] = {"1-2us", "2-5us", "5-10us", "10-30us", "30-100us", "100us-1ms", ">=1ms"};
-  static_assert(sizeof names / sizeof names[0] == kBounds.size());
-  return names[b];
+std::string label(size_t b) {
+  auto us = [](uint64_t ns) {
+    std::string s = std::to_string(ns / 1000);
+    return ns % 1000 ? s + "." + std::to_string(ns % 1000 / 100) : s;
+  };
+  if (b + 1 == kBounds.size()) return ">=" + us(kBounds[b]) + "us";
+  return us(kBounds[b]) + "-" + us(kBounds[b + 1]) + "us";
 }
 
 }  // namespace
@@ -103,7 +110,7 @@ int main(int argc, char** argv) {
   }
   std::printf("time a busy-polling thread did not run, gaps per second by length (%.1f s):\n", r[0].seconds);
   std::printf("%-6s", "CPU");
-  for (size_t b = 0; b < kBounds.size(); ++b) std::printf(" %10s", label(b));
+  for (size_t b = 0; b < kBounds.size(); ++b) std::printf(" %10s", label(b).c_str());
   std::printf(" %10s\n", "time lost");
   for (int k = 0; k < 2; ++k) {
     std::printf("%-6d", cpus[k]);
