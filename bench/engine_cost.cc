@@ -6,12 +6,19 @@
 // the TSC, the client's part (call() for every free slot, then the client
 // engine's poll()) and the server's part (the server engine's poll(): its
 // driver executes the client's descriptors, the handler echoes). The same
-// message flow is then driven through the driver alone -- the client posts a
+// message flow is driven through the driver alone -- the client posts a
 // Send of the call's size (every 16th signaled, as the engine does), the
 // server takes it from its receive queue, reposts the receive and sends a
 // reply of the reply's size, the client takes that and reposts -- and timed
-// the same way. engine = RPC - raw, per side. Rounds alternate RPC and raw;
-// the medians are printed.
+// the same way. engine = RPC - raw, per side.
+//
+// Both flows are set up once and then run in alternating blocks of --calls
+// calls (RPC, raw, RPC, raw, ...), --rounds blocks each: what the machine
+// does to one core's speed over seconds (this VM's host moves it by tens of
+// percent) reaches an RPC block and the raw block beside it alike, so each
+// pair's difference is steadier than two separately timed runs. Printed:
+// the medians, and the spread of the per-pair engine figure (its 25th-75th
+// percentiles and its range over the pairs).
 //
 //   tern-engine-cost [--calls N] [--qd N] [--rounds N] [--json FILE]
 //
@@ -26,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -65,86 +73,183 @@ void on_done(void* p, const CallReply& r) {
 
 struct Split {
   double client_ns = 0, server_ns = 0;  // per RPC
+  long dropped = 0;                     // passes left out (see Passes)
 };
 
-Split run_rpc(long calls, long qd) {
-  std::string spec = "shm:path=/tmp/tern-engine-cost-" + std::to_string(getpid()) + ".sock";
-  EngineOptions so;
-  so.arena_bytes = 64u << 20;
-  auto srv = Engine::create(so);
-  if (!srv) die("server engine: %s", srv.status().to_string().c_str());
-  (*srv)->handle(kProg, kVers, kEcho, echo, nullptr);
-  if (Status st = (*srv)->listen(spec); !st.is_ok()) die("listen: %s", st.to_string().c_str());
-  EngineOptions co;
-  co.arena_bytes = 32u << 20;
-  auto cli = Engine::create(co);
-  if (!cli) die("client engine: %s", cli.status().to_string().c_str());
-  auto conn = (*cli)->connect(spec);
-  if (!conn) die("connect: %s", conn.status().to_string().c_str());
-  Connection* c = *conn;
-  while (!c->ready()) {
-    (*srv)->poll();
-    (*cli)->poll();
-    if (c->failed()) die("connection failed: %s", c->error().to_string().c_str());
-  }
-  uint8_t args[kArgs];
-  for (uint32_t i = 0; i < kArgs; ++i) args[i] = static_cast<uint8_t>(i);
-  std::vector<Slot> slots(static_cast<size_t>(qd));
-  const long warm = 2000, total = warm + calls;
-  long issued = 0, finished = 0;
-  uint64_t tc = 0, ts = 0;
-  while (finished < total) {
-    const bool timed = finished >= warm;
-    const uint64_t t0 = now_ticks();
-    for (long k = 0; k < qd && issued < total; ++k) {
-      Slot& s = slots[static_cast<size_t>(k)];
-      if (s.busy) continue;
-      s = Slot{true, false, CallStatus::kOk};
-      Call call{kProg, kVers, kEcho};
-      call.args = args;
-      call.done = on_done;
-      call.ctx = &s;
-      if (c->call(call) != 0) die("call refused");
-      ++issued;
+// Each side's loop passes of one block, timed. A pass over kStallFactor
+// times the block's median pass of that side is one in which the CPU was
+// taken away (an interrupt, the hypervisor, another task: tens of
+// microseconds, where a pass is a few hundred ns) and is left out, its work
+// with it -- a few passes in tens of thousands -- so that what the machine
+// does beside the program does not enter the figure.
+constexpr uint64_t kStallFactor = 10;
+struct Passes {
+  std::vector<uint64_t> client, server;
+  void clear() { client.clear(), server.clear(); }
+  static uint64_t kept(std::vector<uint64_t>& v, long* dropped) {
+    if (v.empty()) return 0;
+    std::vector<uint64_t> s = v;
+    std::nth_element(s.begin(), s.begin() + static_cast<long>(s.size() / 2), s.end());
+    const uint64_t cap = kStallFactor * std::max<uint64_t>(s[s.size() / 2], 1);
+    uint64_t sum = 0;
+    for (uint64_t t : v) {
+      if (t > cap) {
+        ++*dropped;
+        continue;
+      }
+      sum += t;
     }
-    (*cli)->poll();
-    const uint64_t t1 = now_ticks();
-    (*srv)->poll();
-    const uint64_t t2 = now_ticks();
-    if (timed) tc += t1 - t0, ts += t2 - t1;
-    for (Slot& s : slots) {
-      if (!s.busy || !s.done) continue;
-      if (s.status != CallStatus::kOk) die("call failed: %s", call_status_name(s.status));
-      s.busy = false;
-      ++finished;
-    }
+    return sum;
   }
-  std::string path = spec.substr(std::strlen("shm:path="));
-  unlink(path.c_str());
-  return Split{ns_from_ticks(tc) / static_cast<double>(calls), ns_from_ticks(ts) / static_cast<double>(calls)};
-}
+  Split split(long calls) {
+    Split r;
+    r.client_ns = ns_from_ticks(kept(client, &r.dropped)) / static_cast<double>(calls);
+    r.server_ns = ns_from_ticks(kept(server, &r.dropped)) / static_cast<double>(calls);
+    return r;
+  }
+};
 
-Split run_raw(long calls, long qd) {
-  bench::QpSizes sz;
-  sz.sq_depth = 256, sz.rq_depth = 256, sz.cq_depth = 1024;
-  bench::Pair pair(8u << 20, 8u << 20, sz);
-  pair.connect();
-  bench::Side& cl = pair.client;
-  bench::Side& sv = pair.server;
-  const size_t slot = 256;
-  bench::Buf csend = cl.alloc(slot * 64, kAccessLocalWrite);
-  bench::Buf crecv = cl.alloc(slot * 64, kAccessLocalWrite);
-  bench::Buf ssend = sv.alloc(slot * 64, kAccessLocalWrite);
-  bench::Buf srecv = sv.alloc(slot * 64, kAccessLocalWrite);
-  auto post_recv = [&](bench::Side& s, const bench::Buf& b, uint32_t i) {
-    Sge g = b.sge((i % 64) * slot, slot);
+// Two engines over pmd/shm echoing 32 bytes, kept across blocks.
+class RpcFlow {
+ public:
+  explicit RpcFlow(long qd) : qd_(qd), slots_(static_cast<size_t>(qd)) {
+    spec_ = "shm:path=/tmp/tern-engine-cost-" + std::to_string(getpid()) + ".sock";
+    EngineOptions so;
+    so.arena_bytes = 64u << 20;
+    auto srv = Engine::create(so);
+    if (!srv) die("server engine: %s", srv.status().to_string().c_str());
+    srv_ = std::move(*srv);
+    srv_->handle(kProg, kVers, kEcho, echo, nullptr);
+    if (Status st = srv_->listen(spec_); !st.is_ok()) die("listen: %s", st.to_string().c_str());
+    EngineOptions co;
+    co.arena_bytes = 32u << 20;
+    auto cli = Engine::create(co);
+    if (!cli) die("client engine: %s", cli.status().to_string().c_str());
+    cli_ = std::move(*cli);
+    auto conn = cli_->connect(spec_);
+    if (!conn) die("connect: %s", conn.status().to_string().c_str());
+    c_ = *conn;
+    while (!c_->ready()) {
+      srv_->poll();
+      cli_->poll();
+      if (c_->failed()) die("connection failed: %s", c_->error().to_string().c_str());
+    }
+    for (uint32_t i = 0; i < kArgs; ++i) args_[i] = static_cast<uint8_t>(i);
+    run(2000, false);  // warm-up
+  }
+  ~RpcFlow() { unlink(spec_.substr(std::strlen("shm:path=")).c_str()); }
+
+  // `calls` calls, `qd` in flight; the block ends when all have finished.
+  Split run(long calls, bool timed = true) {
+    long issued = 0, finished = 0;
+    passes_.clear();
+    while (finished < calls) {
+      const uint64_t t0 = now_ticks();
+      for (long k = 0; k < qd_ && issued < calls; ++k) {
+        Slot& s = slots_[static_cast<size_t>(k)];
+        if (s.busy) continue;
+        s = Slot{true, false, CallStatus::kOk};
+        Call call{kProg, kVers, kEcho};
+        call.args = args_;
+        call.done = on_done;
+        call.ctx = &s;
+        if (c_->call(call) != 0) die("call refused");
+        ++issued;
+      }
+      cli_->poll();
+      const uint64_t t1 = now_ticks();
+      srv_->poll();
+      const uint64_t t2 = now_ticks();
+      if (timed) passes_.client.push_back(t1 - t0), passes_.server.push_back(t2 - t1);
+      for (Slot& s : slots_) {
+        if (!s.busy || !s.done) continue;
+        if (s.status != CallStatus::kOk) die("call failed: %s", call_status_name(s.status));
+        s.busy = false;
+        ++finished;
+      }
+    }
+    return timed ? passes_.split(calls) : Split{};
+  }
+
+ private:
+  long qd_;
+  Passes passes_;
+  std::vector<Slot> slots_;
+  std::string spec_;
+  std::unique_ptr<Engine> srv_, cli_;
+  Connection* c_ = nullptr;
+  uint8_t args_[kArgs];
+};
+
+// The same messages through the driver alone, kept across blocks.
+class RawFlow {
+ public:
+  explicit RawFlow(long qd) : qd_(qd), pair_(8u << 20, 8u << 20, sizes()) {
+    pair_.connect();
+    csend_ = pair_.client.alloc(kSlot * 64, kAccessLocalWrite);
+    crecv_ = pair_.client.alloc(kSlot * 64, kAccessLocalWrite);
+    ssend_ = pair_.server.alloc(kSlot * 64, kAccessLocalWrite);
+    srecv_ = pair_.server.alloc(kSlot * 64, kAccessLocalWrite);
+    for (uint32_t i = 0; i < 64; ++i) post_recv(pair_.client, crecv_, i), post_recv(pair_.server, srecv_, i);
+    run(2000, false);  // warm-up
+  }
+  ~RawFlow() {
+    // Let the last unsignaled sends retire before the pair goes.
+    Wc wc[32];
+    for (int i = 0; i < 100; ++i) pair_.client.cq->poll(wc, 32), pair_.server.cq->poll(wc, 32);
+  }
+
+  Split run(long calls, bool timed = true) {
+    bench::Side& cl = pair_.client;
+    bench::Side& sv = pair_.server;
+    long sent = 0, got = 0;
+    passes_.clear();
+    Wc wc[32];
+    while (got < calls) {
+      const uint64_t t0 = now_ticks();
+      while (inflight_ < qd_ && sent < calls) {
+        send(cl, csend_, csent_++, kCallBytes);
+        ++sent;
+        ++inflight_;
+      }
+      int n = cl.cq->poll(wc, 32);
+      for (int i = 0; i < n; ++i) {
+        if (wc[i].status != WcStatus::kSuccess) die("client completion: %s", bench::wc_string(wc[i]).c_str());
+        if (wc[i].opcode != WcOpcode::kRecv) continue;
+        if (wc[i].byte_len != kReplyBytes) die("reply of %u bytes", wc[i].byte_len);
+        post_recv(cl, crecv_, static_cast<uint32_t>(wc[i].wr_id));
+        ++got;
+        --inflight_;
+      }
+      const uint64_t t1 = now_ticks();
+      n = sv.cq->poll(wc, 32);
+      for (int i = 0; i < n; ++i) {
+        if (wc[i].status != WcStatus::kSuccess) die("server completion: %s", bench::wc_string(wc[i]).c_str());
+        if (wc[i].opcode != WcOpcode::kRecv) continue;
+        if (wc[i].byte_len != kCallBytes) die("call of %u bytes", wc[i].byte_len);
+        post_recv(sv, srecv_, static_cast<uint32_t>(wc[i].wr_id));
+        send(sv, ssend_, ssent_++, kReplyBytes);
+      }
+      const uint64_t t2 = now_ticks();
+      if (timed) passes_.client.push_back(t1 - t0), passes_.server.push_back(t2 - t1);
+    }
+    return timed ? passes_.split(calls) : Split{};
+  }
+
+ private:
+  static constexpr size_t kSlot = 256;
+  static bench::QpSizes sizes() {
+    bench::QpSizes sz;
+    sz.sq_depth = 256, sz.rq_depth = 256, sz.cq_depth = 1024;
+    return sz;
+  }
+  static void post_recv(bench::Side& s, const bench::Buf& b, uint32_t i) {
+    Sge g = b.sge((i % 64) * kSlot, kSlot);
     RecvWr w{i, &g, 1};
     s.post_recv(&w, 1);
-  };
-  for (uint32_t i = 0; i < 64; ++i) post_recv(cl, crecv, i), post_recv(sv, srecv, i);
-  uint64_t csent = 0, ssent = 0, crecvd = 0;
-  auto send = [&](bench::Side& s, const bench::Buf& b, uint64_t n, uint32_t len) {
-    Sge g = b.sge((n % 64) * slot, len);
+  }
+  static void send(bench::Side& s, const bench::Buf& b, uint64_t n, uint32_t len) {
+    Sge g = b.sge((n % 64) * kSlot, len);
     SendWr w;
     w.wr_id = n;
     w.sg_list = &g;
@@ -152,89 +257,98 @@ Split run_raw(long calls, long qd) {
     w.opcode = WrOpcode::kSend;
     w.flags = (n % 16 == 15) ? kWrSignaled : 0;
     s.post_send(&w, 1);
-  };
-  const long warm = 2000, total = warm + calls;
-  uint64_t tc = 0, ts = 0;
-  long inflight = 0;
-  Wc wc[32];
-  while (static_cast<long>(crecvd) < total) {
-    const bool timed = static_cast<long>(crecvd) >= warm;
-    const uint64_t t0 = now_ticks();
-    while (inflight < qd && static_cast<long>(csent) < total) {
-      send(cl, csend, csent++, kCallBytes);
-      ++inflight;
-    }
-    int n = cl.cq->poll(wc, 32);
-    for (int i = 0; i < n; ++i) {
-      if (wc[i].status != WcStatus::kSuccess) die("client completion: %s", bench::wc_string(wc[i]).c_str());
-      if (wc[i].opcode != WcOpcode::kRecv) continue;
-      if (wc[i].byte_len != kReplyBytes) die("reply of %u bytes", wc[i].byte_len);
-      post_recv(cl, crecv, static_cast<uint32_t>(wc[i].wr_id));
-      ++crecvd;
-      --inflight;
-    }
-    const uint64_t t1 = now_ticks();
-    n = sv.cq->poll(wc, 32);
-    for (int i = 0; i < n; ++i) {
-      if (wc[i].status != WcStatus::kSuccess) die("server completion: %s", bench::wc_string(wc[i]).c_str());
-      if (wc[i].opcode != WcOpcode::kRecv) continue;
-      if (wc[i].byte_len != kCallBytes) die("call of %u bytes", wc[i].byte_len);
-      post_recv(sv, srecv, static_cast<uint32_t>(wc[i].wr_id));
-      send(sv, ssend, ssent++, kReplyBytes);
-    }
-    const uint64_t t2 = now_ticks();
-    if (timed) tc += t1 - t0, ts += t2 - t1;
   }
-  // Let the last unsignaled sends retire before the pair goes.
-  for (int i = 0; i < 100; ++i) cl.cq->poll(wc, 32), sv.cq->poll(wc, 32);
-  return Split{ns_from_ticks(tc) / static_cast<double>(calls), ns_from_ticks(ts) / static_cast<double>(calls)};
-}
+  long qd_;
+  Passes passes_;
+  bench::Pair pair_;
+  bench::Buf csend_, crecv_, ssend_, srecv_;
+  uint64_t csent_ = 0, ssent_ = 0;
+  long inflight_ = 0;
+};
 
-double median(std::vector<double> v) {
+double quantile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t i = static_cast<size_t>(pos);
+  if (i + 1 >= v.size()) return v.back();
+  return v[i] + (pos - static_cast<double>(i)) * (v[i + 1] - v[i]);
+}
+double median(const std::vector<double>& v) { return quantile(v, 0.5); }
+
+struct Spread {
+  double median, p25, p75, min, max;
+};
+Spread spread(const std::vector<double>& v) {
+  return {median(v), quantile(v, 0.25), quantile(v, 0.75), *std::min_element(v.begin(), v.end()),
+          *std::max_element(v.begin(), v.end())};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   bench::detail::g_prog = "tern-engine-cost";
-  long calls = 200000, qd = 1, rounds = 5;
+  long calls = 20000, qd = 1, rounds = 50;
   std::string json_path;
+  bool verbose = false;
   tern::apps::OptionParser cli("tern-engine-cost", "[options]");
-  cli.integer("calls", "N", "calls per round (default 200000)", 1000, 1l << 40, &calls);
+  cli.integer("calls", "N", "calls per block (default 20000)", 1000, 1l << 40, &calls);
   cli.integer("qd", "N", "calls in flight (default 1)", 1, 32, &qd);
-  cli.integer("rounds", "N", "rounds; the medians are reported (default 5)", 1, 1000, &rounds);
+  cli.integer("rounds", "N", "blocks of each flow, alternated; the medians are reported (default 50)", 1, 100000,
+              &rounds);
   cli.text("json", "FILE", "also write the results as JSON", &json_path);
+  cli.flag("verbose", "print every block pair", &verbose);
   if (int rc = cli.run(argc, argv); rc >= 0) return rc;
   const char* json = json_path.empty() ? nullptr : json_path.c_str();
-  std::vector<double> rc, rs, wc, ws;
+  RpcFlow rpc(qd);
+  RawFlow raw(qd);
+  std::vector<double> rc, rs, wc, ws, ec, es;
+  long dropped = 0;
   for (long r = 0; r < rounds; ++r) {
-    Split a = run_rpc(calls, qd);
-    Split b = run_raw(calls, qd);
+    // Each pair's order alternates, so neither flow always runs first.
+    Split a, b;
+    if (r % 2 == 0) {
+      a = rpc.run(calls);
+      b = raw.run(calls);
+    } else {
+      b = raw.run(calls);
+      a = rpc.run(calls);
+    }
     rc.push_back(a.client_ns), rs.push_back(a.server_ns), wc.push_back(b.client_ns), ws.push_back(b.server_ns);
-    std::fprintf(stderr, "round %ld/%ld: RPC client %.0f server %.0f ns, raw client %.0f server %.0f ns\n", r + 1,
-                 rounds, a.client_ns, a.server_ns, b.client_ns, b.server_ns);
+    ec.push_back(a.client_ns - b.client_ns), es.push_back(a.server_ns - b.server_ns);
+    dropped += a.dropped + b.dropped;
+    if (verbose)
+      std::fprintf(stderr, "pair %ld/%ld: RPC client %.0f server %.0f ns, raw client %.0f server %.0f ns\n", r + 1,
+                   rounds, a.client_ns, a.server_ns, b.client_ns, b.server_ns);
   }
+  const Spread sc = spread(ec), ss = spread(es);
   const double mc = median(rc), ms = median(rs), mwc = median(wc), mws = median(ws);
-  std::vector<double> ec, es;
-  for (size_t i = 0; i < rc.size(); ++i) ec.push_back(rc[i] - wc[i]), es.push_back(rs[i] - ws[i]);
-  const double mec = median(ec), mes = median(es);
-  std::printf("CPU time per RPC, one thread, 32-byte echo, %ld in flight (medians of %ld rounds of %ld calls)\n", qd,
-              rounds, calls);
-  std::printf("%-28s %10s %10s\n", "", "client", "server");
-  std::printf("%-28s %8.0f ns %8.0f ns\n", "RPC through the engines", mc, ms);
-  std::printf("%-28s %8.0f ns %8.0f ns\n", "the same Sends, driver only", mwc, mws);
-  std::printf("%-28s %8.0f ns %8.0f ns\n", "the engine's own (RPC - raw)", mec, mes);
+  std::printf("CPU time per RPC, one thread, 32-byte echo, %ld in flight (medians of %ld alternated blocks of %ld calls)\n",
+              qd, rounds, calls);
+  std::printf("%-36s %11s %11s\n", "", "client", "server");
+  std::printf("%-36s %8.0f ns %8.0f ns\n", "RPC through the engines", mc, ms);
+  std::printf("%-36s %8.0f ns %8.0f ns\n", "the same Sends, driver only", mwc, mws);
+  std::printf("%-36s %8.0f ns %8.0f ns\n", "the engine's own (RPC - raw, paired)", sc.median, ss.median);
+  auto span = [](double a, double b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.0f-%.0f ns", a, b);
+    return std::string(buf);
+  };
+  std::printf("%-36s %11s %11s\n", "  25th-75th percentile of the pairs", span(sc.p25, sc.p75).c_str(),
+              span(ss.p25, ss.p75).c_str());
+  std::printf("%-36s %11s %11s\n", "  range of the pairs", span(sc.min, sc.max).c_str(), span(ss.min, ss.max).c_str());
+  std::printf("passes left out as stalls (over %llux the block's median pass): %ld\n",
+              static_cast<unsigned long long>(kStallFactor), dropped);
   if (json != nullptr) {
     FILE* f = std::fopen(json, "w");
     if (f == nullptr) die("cannot write %s", json);
     std::fprintf(f,
                  "{\"qd\": %ld, \"calls\": %ld, \"rounds\": %ld, \"rpc_client_ns\": %.1f, \"rpc_server_ns\": %.1f, "
                  "\"raw_client_ns\": %.1f, \"raw_server_ns\": %.1f, \"engine_client_ns\": %.1f, "
-                 "\"engine_server_ns\": %.1f}\n",
-                 qd, calls, rounds, mc, ms, mwc, mws, mec, mes);
+                 "\"engine_server_ns\": %.1f, \"engine_client_p25_p75_ns\": [%.1f, %.1f], "
+                 "\"engine_server_p25_p75_ns\": [%.1f, %.1f], \"engine_client_range_ns\": [%.1f, %.1f], "
+                 "\"engine_server_range_ns\": [%.1f, %.1f], \"stall_passes_dropped\": %ld}\n",
+                 qd, calls, rounds, mc, ms, mwc, mws, sc.median, ss.median, sc.p25, sc.p75, ss.p25, ss.p75, sc.min,
+                 sc.max, ss.min, ss.max, dropped);
     std::fclose(f);
   }
   return 0;

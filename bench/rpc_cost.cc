@@ -14,6 +14,10 @@
 // one call in N (trace_every), TERN_RPC_COST_METRICS=1 runs the Prometheus
 // exporter on a port with a second thread scraping it without pause (under
 // callgrind --separate-threads=yes the engines' thread is counted alone).
+// TERN_RPC_COST_MAP=1 prints, once the connection is up, where the side
+// functions are and the process's shared mappings (/proc/self/maps), for
+// scripts/lines_touched.py to tell the sides and shared memory apart in a
+// valgrind lackey trace; nothing is printed or done per call.
 #include <unistd.h>
 
 #include <cstdio>
@@ -143,6 +147,17 @@ int main(int argc, char** argv) {
     (*srv)->poll();
     (*cli)->poll();
     if (c->failed()) return fail("connection failed");
+  }
+  if (env_on("TERN_RPC_COST_MAP")) {
+    std::fprintf(stderr, "tern-rpc-cost-map fn client_call %p client_poll %p server_poll %p\n",
+                 reinterpret_cast<void*>(&client_call), reinterpret_cast<void*>(&client_poll),
+                 reinterpret_cast<void*>(&server_poll));
+    if (FILE* m = std::fopen("/proc/self/maps", "r")) {
+      char line[512];
+      while (std::fgets(line, sizeof line, m) != nullptr)
+        std::fprintf(stderr, "tern-rpc-cost-map maps %s", line);
+      std::fclose(m);
+    }
   }
   std::atomic<bool> stop{false};
   long scrapes = 0;

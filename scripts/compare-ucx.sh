@@ -67,7 +67,7 @@ for ((r = 1; r <= rounds; ++r)); do
     done
   fi
   for qd in 1 32; do
-    taskset -c 0 "$COST" --qd $qd --rounds 1 --calls 200000 --json "$out/cost_qd$qd.$r.json" >/dev/null 2>&1 ||
+    taskset -c 0 "$COST" --qd $qd --rounds 20 --calls 20000 --json "$out/cost_qd$qd.$r.json" >/dev/null 2>&1 ||
       echo "compare-ucx.sh: tern-engine-cost --qd $qd failed" >&2
   done
 done
