@@ -50,7 +50,7 @@ def main(argv):
 
     def new_rpc():
         return {s: {'lines': set(), 'shm_lines': set(), 'shm_written': set(), 'loads': 0, 'stores': 0,
-                    'shm_stores': 0} for s in 'cs'}
+                    'shm_stores': 0, 'shm_stores_by': {}} for s in 'cs'}
 
     def shm_key(a):
         for lo, hi, key, off in shared:
@@ -71,7 +71,8 @@ def main(argv):
             p = line.split()
             lo, hi = (int(x, 16) for x in p[2].split('-'))
             if len(p) >= 8 and p[3][3] == 's':
-                shared.append((lo, hi, (p[5], p[6]), int(p[4], 16)))
+                name = p[7].replace('/memfd:', '') if len(p) >= 8 else '?'
+                shared.append((lo, hi, (name, p[5], p[6]), int(p[4], 16)))
             else:
                 name = p[7] if len(p) >= 8 else ''
                 label = ('stack' if name == '[stack]' else 'program' if name == os.path.realpath(binary)
@@ -110,8 +111,9 @@ def main(argv):
             st['shm_lines'].add(k)
             if kind != 'L':
                 st['shm_written'].add(k)
-        if kind != 'L' and shm_key(a) is not None:
+        if kind != 'L' and (k := shm_key(a)) is not None:
             st['shm_stores'] += 1
+            st['shm_stores_by'][k[0][0]] = st['shm_stores_by'].get(k[0][0], 0) + 1
     proc.wait()
     steady = rpcs[1000:-1]  # after the warm-up; the last may be cut short
     if not steady:
@@ -137,6 +139,11 @@ def main(argv):
             if lo <= a < hi:
                 return label
         return 'mapped after the set-up'
+    names = sorted({n for r in steady for s in 'cs' for n in r[s]['shm_stores_by']})
+    at = rows.index(next(x for x in rows if x[0] == 'stores to shared memory')) + 1
+    for nm in names:
+        rows.insert(at, (f"  into {nm}", lambda r, s, nm=nm: r[s]['shm_stores_by'].get(nm, 0)))
+        at += 1
     labels = sorted({region(ln) for r in steady for s in 'cs' for ln in r[s]['lines']})
     at = rows.index(next(x for x in rows if x[0] == '  of them private memory')) + 1
     for lb in labels:
