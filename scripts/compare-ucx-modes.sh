@@ -23,6 +23,7 @@
 # the RPC's and raw SEND's p99.9 in units of the state's stall floor.
 # Installs ucx-utils (Debian) if missing. ~10 s a round with --seconds 0.5.
 #   scripts/compare-ucx-modes.sh [--rounds N] [--seconds S] [--json FILE] [--raw DIR]
+#   scripts/compare-ucx-modes.sh --self-test   (the classifier on recorded runs; no measuring)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 rounds=12 seconds=0.5 json_out="" out=""
@@ -32,7 +33,8 @@ while [[ $# -gt 0 ]]; do
     --seconds) seconds=$2; shift 2 ;;
     --json) json_out=$2; shift 2 ;;
     --raw) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    --self-test) exec python3 "$top/scripts/ucx_modes.py" --self-test "$top"/tests/data/ucx-modes/*.json ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "compare-ucx-modes.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
