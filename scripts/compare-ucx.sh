@@ -189,7 +189,7 @@ cost = {}
 for qd in (1, 32):
     js = [j for j in (load(f"{out}/cost_qd{qd}.{r}.json") for r in range(1, rounds + 1)) if j]
     if js:
-        cost[qd] = {k: med([j[k] for j in js]) for k in js[0] if k.endswith('_ns')}
+        cost[qd] = {k: med([j[k] for j in js]) for k in js[0] if k.endswith('_ns') and not isinstance(js[0][k], list)}
 if cost:
     print(f"\n{'CPU time per RPC (one core, 32-byte echo)':44} {'client':>8} {'server':>8}")
     for qd, c in cost.items():
