@@ -345,6 +345,21 @@ def self_test(paths):
     modes = [(r['case'], r['mode']) for r in res['runs']]
     check(modes == [('rpc_lat', 'fast'), ('uct_am_lat', 'mixed'), ('send_lat', 'mixed')], f"mixed runs: {modes}")
     check(res['per_mode']['fast']['uct_am_lat_rtt_ns']['n'] == 0, "a mixed uct run counted in the fast state")
+    # The stall floor: at 1 M round trips/s, 0.1% is 1,000 stalls/s. Both
+    # CPUs together meet >= 2 us 1,200 times a second and >= 5 us 600: 2 us.
+    noise = {'bounds_ns': [1000, 2000, 5000, 10000],
+             'cpus': [{'gaps_per_s': [500, 400, 200, 100]}, {'gaps_per_s': [500, 400, 200, 100]}]}
+    check(stall_floor([noise], 1e6) == 2000, f"stall floor {stall_floor([noise], 1e6)}, want 2000")
+    check(stall_floor([noise], 2e6) == 1000, f"stall floor at 2 M/s {stall_floor([noise], 2e6)}, want 1000")
+    check(stall_floor([noise], 1e8) == 0, f"stall floor at 100 M/s {stall_floor([noise], 1e8)}, want 0")
+    data['rounds'][0]['order'].append('noise')
+    data['rounds'][0]['cl'].append(112)
+    data['rounds'][0]['figures']['noise'] = {'noise': noise}
+    pm = analyze(data)['per_mode']['fast']
+    check(pm['stall_floor_ns'] == 2000 and pm['stall_floor_from'] == 'this state' and
+          pm['rpc_rtt_p99_9_in_floor_units'] == 2.5,
+          f"fast state's floor {pm['stall_floor_ns']} ({pm['stall_floor_from']}), p99.9 in floor units "
+          f"{pm['rpc_rtt_p99_9_in_floor_units']}, want 2000 (this state), 2.5")
     # Recorded whole runs: every state the samples show gets figures of its own,
     # and no state's figures include a run from another.
     for path in paths:
