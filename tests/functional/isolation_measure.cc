@@ -29,10 +29,18 @@
 //
 //   tern-isolation-measure [--seconds 3] [--idle-reap-ms 1000] [--max-connections 1024]
 //                          [--per-peer N] [--hogs 0|1] [--table 0|1] [--json FILE]
+//                          [--alternate N [--phase-seconds 0.2]] [--echo-only 0|1]
 // --per-peer sets EngineOptions::max_connections_per_peer (0, the default:
 // no limit, so the hoarder fills the table).
+// --alternate N: the cache flood measured as N pairs of short solo and
+// flood phases instead of one long phase each (the flooder, connected once,
+// paused between its phases), because one pair's echo p99 ratio moves more
+// from run to run on this machine than the 2x it is judged by; prints each
+// pair's ratio, their median and spread, and the server's passes (calls
+// and ns per pass, ns per flood call in a pass) in each kind of phase.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -155,7 +163,8 @@ bool wait_socket(const std::string& spec) {
 }
 
 // The cache flooder: kAdd calls with distinct ids, 16 in flight, until told
-// to stop; reports how many were answered ok and how many failed.
+// to stop; reports how many were answered ok and how many failed. 'P' on its
+// pipe pauses it ('p' back once its calls are answered), 'G' resumes it ('g').
 [[noreturn]] void flood(const std::string& spec, int go_fd, int ready_fd) {
   wait_go(go_fd);
   auto e = Engine::create({}).value();
@@ -168,13 +177,14 @@ bool wait_socket(const std::string& spec) {
   } ctx;
   std::vector<uint64_t> ids(16);
   uint64_t sent = 0;
+  bool paused = false;
   auto cb = [](void* p, const CallReply& r) {
     auto* x = static_cast<Ctx*>(p);
     ++x->done;
     if (r.status != CallStatus::kOk) ++x->bad;
   };
   for (;;) {
-    while (sent - ctx.done < 16) {
+    while (sent - ctx.done < 16 && !paused) {
       uint64_t& id = ids[sent % 16];
       id = 1000000 + sent;
       Call k{kProg, kVers, kAdd};
@@ -184,8 +194,26 @@ bool wait_socket(const std::string& spec) {
       ++sent;
     }
     e->poll();
+    if (paused && ctx.done == sent) {
+      // Paused and drained (--alternate's solo phase): say so, then sleep
+      // until told to go on, so that the solo phase has neither this
+      // process's calls nor its CPU, and no connect cost lands in a phase.
+      if (write(ready_fd, "p", 1) != 1) _exit(6);
+      fcntl(go_fd, F_SETFL, 0);
+      char ch;
+      const ssize_t r = read(go_fd, &ch, 1);
+      fcntl(go_fd, F_SETFL, O_NONBLOCK);
+      if (r != 1 || ch != 'G') break;
+      paused = false;
+      if (write(ready_fd, "g", 1) != 1) _exit(6);
+      continue;
+    }
     char ch;
     const ssize_t r = read(go_fd, &ch, 1);
+    if (r == 1 && ch == 'P') {
+      paused = true;  // no new calls; the ones in flight finish first
+      continue;
+    }
     if (r >= 0 || (errno != EAGAIN && errno != EINTR)) break;  // told to stop, or the parent is gone
   }
   (void)poll_until([&] { e->poll(); }, [&] { return ctx.done == sent; }, 10000);
@@ -304,6 +332,38 @@ struct Server {
   }
 };
 
+// Server pass lengths by the flood calls served in them (0..16, more
+// counted as 16), in 20-ns buckets up to 200 us: made and touched once, so
+// that recording a pass -- which happens inside an echo's timed loop --
+// allocates nothing and takes no page fault.
+struct PassHist {
+  static constexpr uint32_t kFlood = 17, kBuckets = 10000, kNs = 20;
+  std::vector<uint64_t> n = std::vector<uint64_t>(kFlood * kBuckets);
+  void add(uint64_t flood, uint64_t ns) {
+    n[std::min<uint64_t>(flood, kFlood - 1) * kBuckets + std::min<uint64_t>(ns / kNs, kBuckets - 1)]++;
+  }
+  uint64_t count(uint32_t f) const {
+    uint64_t t = 0;
+    for (uint32_t b = 0; b < kBuckets; ++b) t += n[f * kBuckets + b];
+    return t;
+  }
+  // The p-quantile of the passes with f flood calls (all passes: f = kFlood), ns.
+  uint64_t pct(uint32_t f, double p) const {
+    std::vector<uint64_t> h(kBuckets);
+    for (uint32_t k = 0; k < kFlood; ++k)
+      if (f == kFlood || f == k)
+        for (uint32_t b = 0; b < kBuckets; ++b) h[b] += n[k * kBuckets + b];
+    uint64_t tot = 0;
+    for (uint64_t x : h) tot += x;
+    if (tot == 0) return 0;
+    const auto want = static_cast<uint64_t>(p * static_cast<double>(tot - 1));
+    uint64_t seen = 0;
+    for (uint32_t b = 0; b < kBuckets; ++b)
+      if ((seen += h[b]) > want) return b * kNs + kNs / 2;
+    return kBuckets * kNs;
+  }
+};
+
 struct Lat {
   std::vector<uint64_t> get, put, echo;
   uint64_t failed = 0;
@@ -316,6 +376,17 @@ struct Lat {
   // Where each echo's time went: in the server's passes while it was out,
   // and in the good client's polls (ns).
   std::vector<uint64_t> echo_server_ns, echo_client_ns;
+  // --alternate: every server pass of the phase (its ns, the calls it
+  // served, how many of them were the flooder's), each echo's longest
+  // single step (one server pass or one client poll: a stall -- the
+  // thread preempted, an interrupt, a page fault -- shows as one long
+  // step, the flood as many slower ones), and what the kernel did to this
+  // thread in the phase.
+  uint64_t passes = 0, pass_calls = 0, pass_flood = 0, passes_with_call = 0, max_flood = 0;
+  std::vector<uint64_t> echo_max_step;
+  long nivcsw = 0, nvcsw = 0, minflt = 0;
+  uint64_t flood_calls = 0;
+  double secs = 0;
 };
 
 // What the server did while one echo was out (the order trace).
@@ -410,6 +481,176 @@ uint64_t pct(std::vector<uint64_t> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Echoes at or above their phase's p99, and how many of them had one step
+// (a server pass or a client poll) of at least 5 us: a stall of the thread,
+// not the flood's slower passes.
+struct SlowEchoes {
+  size_t n = 0, stalled = 0;
+  std::vector<uint64_t> max_step;
+  void add(const Lat& l) {
+    const uint64_t p99 = pct(l.echo, 0.99);
+    for (size_t i = 0; i < l.echo.size() && i < l.echo_max_step.size(); ++i) {
+      if (l.echo[i] < p99) continue;
+      ++n;
+      stalled += l.echo_max_step[i] >= 5000;
+      max_step.push_back(l.echo_max_step[i]);
+    }
+  }
+};
+
+// The server's passes of a set of phases: how many, the calls they served,
+// their length, and their length by the number of flood calls in them (so
+// the ns a flood call adds to a pass).
+void print_passes(const char* name, const std::vector<Lat>& ph, const PassHist& h) {
+  uint64_t passes = 0, calls = 0, flood = 0, with_calls = 0, max_flood = 0;
+  for (const Lat& l : ph) {
+    passes += l.passes, calls += l.pass_calls, flood += l.pass_flood, with_calls += l.passes_with_call;
+    max_flood = std::max(max_flood, l.max_flood);
+  }
+  const double n = static_cast<double>(std::max<uint64_t>(passes, 1));
+  std::printf("%-6s server passes %llu: calls per pass %.3f (flood %.3f, max %llu), passes with a call %.1f%%, ns per "
+              "pass p50 %llu p99 %llu p99.9 %llu\n",
+              name, static_cast<unsigned long long>(passes), static_cast<double>(calls) / n,
+              static_cast<double>(flood) / n, static_cast<unsigned long long>(max_flood),
+              100.0 * static_cast<double>(with_calls) / n, static_cast<unsigned long long>(h.pct(PassHist::kFlood, 0.5)),
+              static_cast<unsigned long long>(h.pct(PassHist::kFlood, 0.99)),
+              static_cast<unsigned long long>(h.pct(PassHist::kFlood, 0.999)));
+  if (flood == 0) return;
+  std::printf("%-6s passes by flood calls in them (flood calls: passes, ns p50):", name);
+  const double base = static_cast<double>(h.pct(0, 0.5));
+  std::vector<double> per_call;
+  for (uint32_t k = 0; k < PassHist::kFlood; ++k) {
+    const uint64_t c = h.count(k);
+    if (c == 0) continue;
+    std::printf(" %u: %llu, %llu", k, static_cast<unsigned long long>(c), static_cast<unsigned long long>(h.pct(k, 0.5)));
+    if (k > 0 && c >= 20) per_call.push_back((static_cast<double>(h.pct(k, 0.5)) - base) / k);
+  }
+  std::printf("\n%-6s ns a flood call adds to a pass (median over the flood counts seen in >= 20 passes): %.0f\n", name,
+              median(per_call));
+}
+
+// --alternate: `pairs` pairs of a solo phase (the flooder paused: its calls
+// drained, the process asleep) and a flood phase, solo first in even pairs
+// and flood first in odd ones, each `secs` long; per pair the echo p99
+// flood / solo, and over all pairs its median and spread.
+template <typename Pump, typename Phase>
+bool alternate_phases(uint32_t pairs, double secs, const Child& flooder, const Pump& pump, const Phase& phase,
+                      bool& record, const PassHist& hist_solo, const PassHist& hist_flood, std::string& js) {
+  bool flooding = true;
+  auto set_flood = [&](bool on) {
+    if (on == flooding) return true;
+    if (write(flooder.go, on ? "G" : "P", 1) != 1) return false;
+    char a = 0;
+    if (!poll_until(pump, [&] { return read(flooder.ready, &a, 1) == 1; }, 30000)) return false;
+    flooding = on;
+    return a == (on ? 'g' : 'p');
+  };
+  record = true;
+  std::vector<Lat> solo, fl;
+  for (uint32_t i = 0; i < pairs; ++i)
+    for (int j = 0; j < 2; ++j) {
+      const bool f = (j == 0) == (i % 2 == 1);
+      if (!set_flood(f)) {
+        std::fprintf(stderr, "the flooder did not %s\n", f ? "resume" : "pause");
+        return false;
+      }
+      (f ? fl : solo).push_back(phase(secs, nullptr, f));
+    }
+  record = false;
+  if (!set_flood(true)) return false;
+  auto us = [](uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
+  std::vector<double> r50, r99, r999;
+  uint64_t flood_calls = 0;
+  double flood_secs = 0;
+  std::vector<uint64_t> all_solo, all_fl;
+  for (uint32_t i = 0; i < pairs; ++i)
+    for (const Lat* l : {&solo[i], &fl[i]}) {
+      const bool f = l == &fl[i];
+      SlowEchoes se;
+      se.add(*l);
+      std::printf("pair %3u %-5s echo n %5zu p50 %5.2f p99 %6.2f p99.9 %6.2f us | passes %7zu | ctx switches "
+                  "invol %ld vol %ld, minor faults %ld | echoes >= p99 with a step >= 5 us: %zu of %zu",
+                  i, f ? "flood" : "solo", l->echo.size(), us(pct(l->echo, 0.5)), us(pct(l->echo, 0.99)),
+                  us(pct(l->echo, 0.999)), static_cast<size_t>(l->passes), l->nivcsw, l->nvcsw, l->minflt, se.stalled, se.n);
+      if (f) {
+        const auto ratio = [&](double p) {
+          return static_cast<double>(pct(fl[i].echo, p)) / static_cast<double>(std::max<uint64_t>(pct(solo[i].echo, p), 1));
+        };
+        r50.push_back(ratio(0.5)), r99.push_back(ratio(0.99)), r999.push_back(ratio(0.999));
+        flood_calls += l->flood_calls, flood_secs += l->secs;
+        std::printf(" | flood %.0f K calls/s | p99 flood/solo %.2fx", static_cast<double>(l->flood_calls) / l->secs / 1e3,
+                    r99.back());
+      }
+      std::printf("\n");
+      (f ? all_fl : all_solo).insert((f ? all_fl : all_solo).end(), l->echo.begin(), l->echo.end());
+    }
+  auto spread = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    char b[160];
+    std::snprintf(b, sizeof b, "median %.2fx (min %.2fx, quartiles %.2fx-%.2fx, max %.2fx)", median(v), v[0],
+                  v[n / 4], v[(3 * n) / 4 - (n >= 4 ? 1 : 0)], v[n - 1]);
+    return std::string(b);
+  };
+  std::printf("echo flood/solo over %u pairs of %.2f s: p99 %s\n", pairs, secs, spread(r99).c_str());
+  std::printf("                          p50 %s\n", spread(r50).c_str());
+  std::printf("                          p99.9 %s\n", spread(r999).c_str());
+  std::printf("pooled echo: solo p50 %.2f p99 %.2f p99.9 %.2f us | flood p50 %.2f p99 %.2f p99.9 %.2f us (p99 %.2fx)\n",
+              us(pct(all_solo, 0.5)), us(pct(all_solo, 0.99)), us(pct(all_solo, 0.999)), us(pct(all_fl, 0.5)),
+              us(pct(all_fl, 0.99)), us(pct(all_fl, 0.999)),
+              static_cast<double>(pct(all_fl, 0.99)) / static_cast<double>(std::max<uint64_t>(pct(all_solo, 0.99), 1)));
+  std::printf("flooder: %.0f K calls/s over the flood phases\n",
+              static_cast<double>(flood_calls) / std::max(flood_secs, 1e-9) / 1e3);
+  for (const auto* set : {&solo, &fl}) {
+    const bool f = set == &fl;
+    const char* name = f ? "flood" : "solo";
+    print_passes(name, *set, f ? hist_flood : hist_solo);
+    std::vector<uint64_t> sns, cns, passes, before, after;
+    SlowEchoes se;
+    long inv = 0, flt = 0;
+    for (const Lat& l : *set) {
+      sns.insert(sns.end(), l.echo_server_ns.begin(), l.echo_server_ns.end());
+      cns.insert(cns.end(), l.echo_client_ns.begin(), l.echo_client_ns.end());
+      passes.insert(passes.end(), l.echo_passes.begin(), l.echo_passes.end());
+      before.insert(before.end(), l.flood_before.begin(), l.flood_before.end());
+      after.insert(after.end(), l.flood_after.begin(), l.flood_after.end());
+      se.add(l);
+      inv += l.nivcsw, flt += l.minflt;
+    }
+    auto mean = [](const std::vector<uint64_t>& v) {
+      double t = 0;
+      for (uint64_t x : v) t += static_cast<double>(x);
+      return v.empty() ? 0.0 : t / static_cast<double>(v.size());
+    };
+    std::printf("%-6s echo: in the server's passes p50 %.2f p99 %.2f us, in the client's polls p50 %.2f p99 %.2f us; "
+                "server passes per echo p50 %llu p99 %llu; flood calls run before its handler mean %.3f, after it in "
+                "its pass mean %.3f\n",
+                name, us(pct(sns, 0.5)), us(pct(sns, 0.99)), us(pct(cns, 0.5)), us(pct(cns, 0.99)),
+                static_cast<unsigned long long>(pct(passes, 0.5)), static_cast<unsigned long long>(pct(passes, 0.99)),
+                mean(before), mean(after));
+    std::printf("%-6s echoes at or above their phase's p99: %zu, %zu of them with one step >= 5 us (longest step "
+                "p50 %.2f us); involuntary context switches %ld, minor faults %ld in all\n",
+                name, se.n, se.stalled, us(pct(se.max_step, 0.5)), inv, flt);
+  }
+  char b[200];
+  std::snprintf(b, sizeof b, ",\"alternate\":{\"pairs\":%u,\"phase_seconds\":%.3f,\"echo_p99_x_median\":%.3f,\"echo_p99_x\":[",
+                pairs, secs, median(r99));
+  js += b;
+  for (size_t i = 0; i < r99.size(); ++i) {
+    std::snprintf(b, sizeof b, "%s%.3f", i ? "," : "", r99[i]);
+    js += b;
+  }
+  js += "]}";
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -421,7 +662,8 @@ int main(int argc, char** argv) {
   uint32_t per_peer = 0;
   std::string json;
   uint32_t rounds_ignored = 0;
-  uint32_t hogs = 1, table = 1, pass_counters = 0;
+  uint32_t hogs = 1, table = 1, pass_counters = 0, alternate = 0, echo_only = 0;
+  double phase_secs = 0.2;
   tern::apps::OptionParser cli("tern-isolation-measure", "[options]");
   cli.duration("seconds", "S", "each phase's length (default 3)", 1e6, &seconds);
   cli.integer("idle-reap-ms", "MS", "the server's idle_reap_ms (default 1000)", 0, 86400000, &reap_ms);
@@ -437,7 +679,15 @@ int main(int argc, char** argv) {
   cli.integer("pass-counters", "0|1",
               "under the DRC flood, the server's counters per echo pass: the slowest 2% against the rest (default 0)",
               0, 1, &pass_counters);
+  cli.integer("alternate", "N",
+              "N pairs of short solo and flood phases (the flooder paused, not gone, in the solo ones): per-pair echo "
+              "p99 ratios, their median and spread, and every server pass's length; leaves out the hogs and the "
+              "table (default 0: one long phase each)",
+              0, 100000, &alternate);
+  cli.duration("phase-seconds", "S", "with --alternate, each phase's length (default 0.2)", 1e6, &phase_secs);
+  cli.integer("echo-only", "0|1", "the good client makes only echoes, no GET/PUT (default 0)", 0, 1, &echo_only);
   if (int rc = cli.run(argc, argv); rc >= 0) return rc;
+  if (alternate) hogs = 0, table = 0;
   const std::string spec = fresh_spec("isolation-measure");
   EngineOptions so;
   so.idle_reap_ms = reap_ms;
@@ -480,13 +730,44 @@ int main(int argc, char** argv) {
   PassCounters pc;
   // One phase: `secs` of calls, and on until `more` says enough (at most 60 s).
   // flooded: the echo's server passes are counted as under the flood.
+  // record: keep every server pass's figures (Lat::pass_ns...).
+  bool record = false;
+  PassHist hist_solo, hist_flood;
+  std::fill(hist_solo.n.begin(), hist_solo.n.end(), 0);
+  std::fill(hist_flood.n.begin(), hist_flood.n.end(), 0);
   auto phase = [&](double secs, const std::function<bool()>& more = nullptr, bool flooded = false) {
     Lat l;
+    const uint64_t flood0 = sv.drc.misses();
+    rusage ru0{};
+    getrusage(RUSAGE_THREAD, &ru0);
+    // One server pass, its figures kept when recording; returns its ns.
+    auto server_pass = [&](bool echo_out) -> uint64_t {
+      const uint64_t c0 = record ? srv->stats().calls.get() : 0, f0 = record ? sv.drc.misses() : 0;
+      const auto p0 = std::chrono::steady_clock::now();
+      if (!echo_out) {
+        srv->poll();
+      } else {
+        flooded ? server_pass_echo_flood(srv.get()) : server_pass_echo_solo(srv.get());
+      }
+      const auto ns = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - p0).count());
+      if (record) {
+        const uint64_t calls = srv->stats().calls.get() - c0, fl = sv.drc.misses() - f0;
+        ++l.passes, l.pass_calls += calls, l.pass_flood += fl, l.passes_with_call += calls > 0;
+        l.max_flood = std::max(l.max_flood, fl);
+        (flooded ? hist_flood : hist_solo).add(fl, ns);
+      }
+      return ns;
+    };
+    auto pump_timed = [&] {
+      (void)server_pass(false);
+      good->poll();
+    };
     const auto t0 = std::chrono::steady_clock::now();
     const auto end = t0 + std::chrono::duration<double>(secs);
     for (int k = 0; std::chrono::steady_clock::now() < end || (more && more() && secs_since(t0) < 60); ++k) {
       Done d;
-      const int kind = k % 3;  // GET, PUT, echo
+      const int kind = echo_only ? 2 : k % 3;  // GET, PUT, echo
       uint32_t n = kSize;
       uint8_t args[32];
       for (int i = 0; i < 32; ++i) args[i] = static_cast<uint8_t>(k + i);
@@ -507,31 +788,33 @@ int main(int argc, char** argv) {
       }
       if (kind == 2) {
         g_trace.begin(&sv.drc);
-        uint64_t srv_ns = 0, cli_ns = 0;
+        uint64_t srv_ns = 0, cli_ns = 0, max_step = 0;
         while (!d.done) {
           const bool ran = g_trace.ran;
           if (flooded && pass_counters) pc.before(*srv);
-          const auto p0 = std::chrono::steady_clock::now();
-          flooded ? server_pass_echo_flood(srv.get()) : server_pass_echo_solo(srv.get());
+          const uint64_t pass_ns = server_pass(true);
           const auto p1 = std::chrono::steady_clock::now();
-          if (flooded && pass_counters)
-            pc.after(*srv, static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(p1 - p0).count()));
+          if (flooded && pass_counters) pc.after(*srv, pass_ns);
           ++g_trace.passes;
           // Flood calls after the echo's handler in the pass it ran in.
           if (!ran && g_trace.ran) g_trace.after = sv.drc.misses() - g_trace.at_run;
           good->poll();
           const auto p2 = std::chrono::steady_clock::now();
-          srv_ns += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(p1 - p0).count());
-          cli_ns += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(p2 - p1).count());
+          const auto poll_ns =
+              static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(p2 - p1).count());
+          srv_ns += pass_ns;
+          cli_ns += poll_ns;
+          max_step = std::max({max_step, pass_ns, poll_ns});
         }
         l.echo_server_ns.push_back(srv_ns);
         l.echo_client_ns.push_back(cli_ns);
+        l.echo_max_step.push_back(max_step);
         g_trace.out = false;
         l.echo_passes.push_back(g_trace.passes);
         l.flood_before.push_back(g_trace.before);
         l.flood_after.push_back(g_trace.after);
       }
-      while (!d.done) pump();
+      while (!d.done) pump_timed();
       const auto ns = static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
       uint32_t sum = 0;
@@ -544,6 +827,13 @@ int main(int argc, char** argv) {
       (kind == 0 ? l.get : kind == 1 ? l.put : l.echo).push_back(ns);
       if (kind == 0) out[kSize - 1] = 0;
     }
+    rusage ru1{};
+    getrusage(RUSAGE_THREAD, &ru1);
+    l.nivcsw = ru1.ru_nivcsw - ru0.ru_nivcsw;
+    l.nvcsw = ru1.ru_nvcsw - ru0.ru_nvcsw;
+    l.minflt = ru1.ru_minflt - ru0.ru_minflt;
+    l.flood_calls = sv.drc.misses() - flood0;
+    l.secs = secs_since(t0);
     return l;
   };
   std::string js = "{\"seconds\":" + std::to_string(seconds) + ",\"idle_reap_ms\":" + std::to_string(reap_ms);
@@ -595,7 +885,7 @@ int main(int argc, char** argv) {
   };
   bool good_result = true;
   (void)phase(0.3);  // warm-up
-  Lat solo = phase(seconds);
+  Lat solo = phase(alternate ? phase_secs : seconds);
   report("solo", solo, nullptr);
   good_result &= solo.failed == 0;
 
@@ -669,10 +959,13 @@ int main(int argc, char** argv) {
   char ch = 0;
   if (!poll_until(pump, [&] { return read(flooder.ready, &ch, 1) == 1; }, 30000)) return 1;
   const uint64_t misses0 = sv.drc.misses();
+  if (alternate) {
+    if (!alternate_phases(alternate, phase_secs, flooder, pump, phase, record, hist_solo, hist_flood, js)) return 1;
+  }
   // Until the flood has been through the whole cache twice over.
-  Lat drc = phase(seconds, [&] { return sv.drc.misses() - misses0 < 2 * sv.drc.max_entries(); }, true);
+  Lat drc = phase(alternate ? 0.0 : seconds, [&] { return sv.drc.misses() - misses0 < 2 * sv.drc.max_entries(); }, true);
   const uint64_t flood_calls = sv.drc.misses() - misses0;
-  report("drc-flood", drc, &solo);
+  if (!alternate) report("drc-flood", drc, &solo);  // --alternate: its pairs said it
   good_result &= drc.failed == 0;
   close(flooder.go);  // stop (EOF), then report
   uint64_t fmsg[2] = {0, 0};
