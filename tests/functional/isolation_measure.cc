@@ -39,12 +39,15 @@
 // pair's ratio, their median and spread, and the server's passes (calls
 // and ns per pass, ns per flood call in a pass) in each kind of phase.
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -53,6 +56,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "chunk_handlers.h"
@@ -387,6 +391,7 @@ struct Lat {
   long nivcsw = 0, nvcsw = 0, minflt = 0;
   uint64_t flood_calls = 0;
   double secs = 0;
+  double line_ns = 0;  // the cache-line round trip taken before the phase (cacheline_ns)
 };
 
 // What the server did while one echo was out (the order trace).
@@ -536,6 +541,57 @@ void print_passes(const char* name, const std::vector<Lat>& ph, const PassHist& 
               median(per_call));
 }
 
+// The machine's cross-core cache-line round trip right now (ns, the median
+// of 20 batches of 100): this VM flips between a fast mode (~100-160 ns)
+// and a slow one (~500 ns) within a run (docs/performance.md, "Tern next to
+// UCX, mode by mode"), and every latency here moves with it, so each phase
+// is tagged with it. A helper thread pinned to a CPU other than this
+// thread's bounces a line with this thread; taken with the flooder paused
+// (else it measures whom the scheduler runs there).
+double cacheline_ns() {
+  struct alignas(128) Line {
+    std::atomic<uint64_t> v{0};
+  };
+  Line ping, pong;
+  std::atomic<bool> stop{false};
+  constexpr uint64_t kBatch = 100, kSamples = 20, kWarm = 200;
+  const int here = sched_getcpu();
+  std::thread peer([&] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const int n = static_cast<int>(std::thread::hardware_concurrency());
+    for (int c = 0; c < std::max(n, 2); ++c)
+      if (c != here) CPU_SET(c, &set);
+    (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    for (uint64_t seq = 1; seq <= kWarm + kBatch * kSamples; ++seq) {
+      while (ping.v.load(std::memory_order_acquire) != seq)
+        if (stop.load(std::memory_order_relaxed)) return;
+      pong.v.store(seq, std::memory_order_release);
+    }
+  });
+  // On a loaded machine the helper may not run for a scheduler tick at a
+  // time: give up after 20 ms (the figure is then the scheduler's: -1).
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+  uint64_t seq = 0;
+  auto bounce = [&] {
+    ping.v.store(++seq, std::memory_order_release);
+    while (pong.v.load(std::memory_order_acquire) != seq)
+      if (std::chrono::steady_clock::now() > end) return false;
+    return true;
+  };
+  bool ok = true;
+  for (uint64_t i = 0; i < kWarm && ok; ++i) ok = bounce();
+  std::vector<double> ns;
+  for (uint64_t k = 0; k < kSamples && ok; ++k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (uint64_t i = 0; i < kBatch && ok; ++i) ok = bounce();
+    ns.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / kBatch);
+  }
+  stop.store(true, std::memory_order_relaxed);
+  peer.join();
+  return ok ? median(ns) : -1;
+}
+
 // --alternate: `pairs` pairs of a solo phase (the flooder paused: its calls
 // drained, the process asleep) and a flood phase, solo first in even pairs
 // and flood first in odd ones, each `secs` long; per pair the echo p99
@@ -557,11 +613,14 @@ bool alternate_phases(uint32_t pairs, double secs, const Child& flooder, const P
   for (uint32_t i = 0; i < pairs; ++i)
     for (int j = 0; j < 2; ++j) {
       const bool f = (j == 0) == (i % 2 == 1);
+      if (!set_flood(false)) return false;
+      const double line = cacheline_ns();
       if (!set_flood(f)) {
         std::fprintf(stderr, "the flooder did not %s\n", f ? "resume" : "pause");
         return false;
       }
       (f ? fl : solo).push_back(phase(secs, nullptr, f));
+      (f ? fl : solo).back().line_ns = line;
     }
   record = false;
   if (!set_flood(true)) return false;
@@ -575,9 +634,9 @@ bool alternate_phases(uint32_t pairs, double secs, const Child& flooder, const P
       const bool f = l == &fl[i];
       SlowEchoes se;
       se.add(*l);
-      std::printf("pair %3u %-5s echo n %5zu p50 %5.2f p99 %6.2f p99.9 %6.2f us | passes %7zu | ctx switches "
+      std::printf("pair %3u %-5s line %4.0f ns | echo n %5zu p50 %5.2f p99 %6.2f p99.9 %6.2f us | passes %7zu | ctx switches "
                   "invol %ld vol %ld, minor faults %ld | echoes >= p99 with a step >= 5 us: %zu of %zu",
-                  i, f ? "flood" : "solo", l->echo.size(), us(pct(l->echo, 0.5)), us(pct(l->echo, 0.99)),
+                  i, f ? "flood" : "solo", l->line_ns, l->echo.size(), us(pct(l->echo, 0.5)), us(pct(l->echo, 0.99)),
                   us(pct(l->echo, 0.999)), static_cast<size_t>(l->passes), l->nivcsw, l->nvcsw, l->minflt, se.stalled, se.n);
       if (f) {
         const auto ratio = [&](double p) {
@@ -602,6 +661,21 @@ bool alternate_phases(uint32_t pairs, double secs, const Child& flooder, const P
   std::printf("echo flood/solo over %u pairs of %.2f s: p99 %s\n", pairs, secs, spread(r99).c_str());
   std::printf("                          p50 %s\n", spread(r50).c_str());
   std::printf("                          p99.9 %s\n", spread(r999).c_str());
+  // The same by the machine's mode: pairs whose two phases both began in
+  // the fast mode (line < 300 ns), both in the slow one, or one of each
+  // (or not measured: the helper did not get the other CPU).
+  {
+    std::vector<double> by[3];
+    for (uint32_t i = 0; i < pairs; ++i) {
+      auto mode = [](double ns) { return ns < 0 ? 2 : ns < 300 ? 0 : 1; };
+      const int a = mode(solo[i].line_ns), b = mode(fl[i].line_ns);
+      by[a == b ? a : 2].push_back(r99[i]);
+    }
+    const char* mode[3] = {"both fast (line < 300 ns)", "both slow", "mixed or not measured (-1)"};
+    for (int m = 0; m < 3; ++m)
+      if (!by[m].empty())
+        std::printf("  pairs %s: %zu, p99 flood/solo %s\n", mode[m], by[m].size(), spread(by[m]).c_str());
+  }
   std::printf("pooled echo: solo p50 %.2f p99 %.2f p99.9 %.2f us | flood p50 %.2f p99 %.2f p99.9 %.2f us (p99 %.2fx)\n",
               us(pct(all_solo, 0.5)), us(pct(all_solo, 0.99)), us(pct(all_solo, 0.999)), us(pct(all_fl, 0.5)),
               us(pct(all_fl, 0.99)), us(pct(all_fl, 0.999)),
