@@ -346,7 +346,8 @@ struct Server {
 };
 
 // Server pass lengths by the flood calls served in them (0..16, more
-// counted as 16), in 20-ns buckets up to 200 us: made and touched once, so
+// counted as 16), in 20-ns buckets up to 200 us, of the passes that served
+// no call of the good client: made and touched once, so
 // that recording a pass -- which happens inside an echo's timed loop --
 // allocates nothing and takes no page fault.
 struct PassHist {
@@ -521,33 +522,46 @@ struct SlowEchoes {
 
 // The server's passes of a set of phases: how many, the calls they served,
 // their length, and their length by the number of flood calls in them (so
-// the ns a flood call adds to a pass).
-void print_passes(const char* name, const std::vector<Lat>& ph, const PassHist& h) {
+// what a flood call costs a pass).
+void print_passes(const char* name, const std::vector<Lat>& ph, const PassHist& h, const PassHist& solo) {
   uint64_t passes = 0, calls = 0, flood = 0, with_calls = 0, max_flood = 0;
   for (const Lat& l : ph) {
     passes += l.passes, calls += l.pass_calls, flood += l.pass_flood, with_calls += l.passes_with_call;
     max_flood = std::max(max_flood, l.max_flood);
   }
   const double n = static_cast<double>(std::max<uint64_t>(passes, 1));
-  std::printf("%-6s server passes %llu: calls per pass %.3f (flood %.3f, max %llu), passes with a call %.1f%%, ns per "
-              "pass p50 %llu p99 %llu p99.9 %llu\n",
+  std::printf("%-6s server passes %llu: calls per pass %.3f (flood %.3f, max %llu), passes with a call %.1f%%; those "
+              "with no call of the good client: ns per pass p50 %llu p99 %llu p99.9 %llu\n",
               name, static_cast<unsigned long long>(passes), static_cast<double>(calls) / n,
               static_cast<double>(flood) / n, static_cast<unsigned long long>(max_flood),
               100.0 * static_cast<double>(with_calls) / n, static_cast<unsigned long long>(h.pct(PassHist::kFlood, 0.5)),
               static_cast<unsigned long long>(h.pct(PassHist::kFlood, 0.99)),
               static_cast<unsigned long long>(h.pct(PassHist::kFlood, 0.999)));
   if (flood == 0) return;
-  std::printf("%-6s passes by flood calls in them (flood calls: passes, ns p50):", name);
-  const double base = static_cast<double>(h.pct(0, 0.5));
-  std::vector<double> per_call;
+  std::printf("%-6s passes that served no call of the good client, by flood calls in them (flood calls: passes, ns "
+              "p50):",
+              name);
   for (uint32_t k = 0; k < PassHist::kFlood; ++k) {
     const uint64_t c = h.count(k);
-    if (c == 0) continue;
-    std::printf(" %u: %llu, %llu", k, static_cast<unsigned long long>(c), static_cast<unsigned long long>(h.pct(k, 0.5)));
-    if (k > 0 && c >= 20) per_call.push_back((static_cast<double>(h.pct(k, 0.5)) - base) / k);
+    if (c != 0)
+      std::printf(" %u: %llu, %llu", k, static_cast<unsigned long long>(c), static_cast<unsigned long long>(h.pct(k, 0.5)));
   }
-  std::printf("\n%-6s ns a flood call adds to a pass (median over the flood counts seen in >= 20 passes): %.0f\n", name,
-              median(per_call));
+  std::printf("\n");
+  // A flood call's share of a pass: a full batch (16: all of the flooder's
+  // calls) against the solo phases' passes that served no call -- with
+  // GET/PUT those are the passes that move their 64 KiB, and so are most
+  // passes that find a full batch (the flooder's calls pile up while one
+  // does) -- and a pass that served one flood call and nothing else.
+  const uint64_t full = h.count(PassHist::kFlood - 1), none = solo.count(0);
+  if (full >= 20 && none >= 20)
+    std::printf("%-6s ns per flood call in a pass of 16: %.0f (p50 %llu against the solo phases' no-call passes' %llu)\n",
+                name,
+                (static_cast<double>(h.pct(PassHist::kFlood - 1, 0.5)) - static_cast<double>(solo.pct(0, 0.5))) / 16.0,
+                static_cast<unsigned long long>(h.pct(PassHist::kFlood - 1, 0.5)),
+                static_cast<unsigned long long>(solo.pct(0, 0.5)));
+  if (h.count(1) >= 20)
+    std::printf("%-6s a pass that served one flood call and nothing else: p50 %llu ns\n", name,
+                static_cast<unsigned long long>(h.pct(1, 0.5)));
 }
 
 // The machine's cross-core cache-line round trip right now (ns, the median
@@ -694,7 +708,7 @@ bool alternate_phases(uint32_t pairs, double secs, const Child& flooder, const P
   for (const auto* set : {&solo, &fl}) {
     const bool f = set == &fl;
     const char* name = f ? "flood" : "solo";
-    print_passes(name, *set, f ? hist_flood : hist_solo);
+    print_passes(name, *set, f ? hist_flood : hist_solo, hist_solo);
     std::vector<uint64_t> sns, cns, passes, before, after;
     SlowEchoes se;
     long inv = 0, flt = 0;
@@ -844,7 +858,9 @@ int main(int argc, char** argv) {
         const uint64_t calls = srv->stats().calls.get() - c0, fl = sv.drc.misses() - f0;
         ++l.passes, l.pass_calls += calls, l.pass_flood += fl, l.passes_with_call += calls > 0;
         l.max_flood = std::max(l.max_flood, fl);
-        (flooded ? hist_flood : hist_solo).add(fl, ns);
+        // By flood calls, only the passes that served no call of the good
+        // client: its call's own cost would be counted as the flood's.
+        if (calls == fl) (flooded ? hist_flood : hist_solo).add(fl, ns);
       }
       return ns;
     };
