@@ -390,6 +390,7 @@ struct Lat {
   // Where each echo's time went: in the server's passes while it was out,
   // and in the good client's polls (ns).
   std::vector<uint64_t> echo_server_ns, echo_client_ns;
+  std::vector<uint64_t> echo_call_ns;  // --alternate: in the good client's call() itself
   // --alternate: every server pass of the phase (its ns, the calls it
   // served, how many of them were the flooder's), each echo's longest
   // single step (one server pass or one client poll: a stall -- the
@@ -397,6 +398,8 @@ struct Lat {
   // step, the flood as many slower ones), and what the kernel did to this
   // thread in the phase.
   uint64_t passes = 0, pass_calls = 0, pass_flood = 0, passes_with_call = 0, max_flood = 0;
+  uint64_t long_passes = 0;             // passes of 3 us or more
+  std::vector<uint64_t> long_pass_ns;   // their ns (reserved: no allocation in a pass)
   std::vector<uint64_t> echo_max_step;
   long nivcsw = 0, nvcsw = 0, minflt = 0;
   uint64_t flood_calls = 0;
@@ -476,7 +479,7 @@ struct PassCounters {
       ++(sl ? nslow : nrest);
       for (size_t i = 0; i < names.size(); ++i) (sl ? slow : rest)[i] += static_cast<double>(p.second[i]);
     }
-    std::printf("pass counters: %zu echo passes under the flood; the slowest 2%% (>= %.2f us, %zu) against the rest "
+    std::printf("pass counters: %zu echo passes; the slowest 2%% (>= %.2f us, %zu) against the rest "
                 "(%zu), per pass:\n",
                 passes.size(), static_cast<double>(cut) / 1000.0, nslow, nrest);
     for (size_t i = 0; i < names.size(); ++i) {
@@ -486,6 +489,21 @@ struct PassCounters {
       if ((a > 0.005 || b > 0.005) && a < 1e9 && b < 1e9)
         std::printf("  %-28s slowest %8.3f  rest %8.3f\n", names[i].c_str(), a, b);
     }
+    // The passes by the receives they posted (a batch of buffers given back
+    // goes out in one post): how long each kind took.
+    const auto it = std::find(names.begin(), names.end(), std::string("recvs_posted"));
+    if (it == names.end()) return;
+    const size_t ri = static_cast<size_t>(it - names.begin());
+    std::map<uint64_t, std::vector<uint64_t>> by;
+    for (const auto& p : passes) by[std::min<uint64_t>(p.second[ri], 16)].push_back(p.first);
+    std::printf("  passes by receives posted in them (posted: passes, ns p50 / p99):");
+    for (auto& [k, v] : by) {
+      std::sort(v.begin(), v.end());
+      std::printf(" %llu: %zu, %llu / %llu", static_cast<unsigned long long>(k), v.size(),
+                  static_cast<unsigned long long>(v[v.size() / 2]),
+                  static_cast<unsigned long long>(v[std::min(v.size() - 1, v.size() * 99 / 100)]));
+    }
+    std::printf("\n");
   }
 };
 
@@ -537,6 +555,20 @@ void print_passes(const char* name, const std::vector<Lat>& ph, const PassHist& 
               100.0 * static_cast<double>(with_calls) / n, static_cast<unsigned long long>(h.pct(PassHist::kFlood, 0.5)),
               static_cast<unsigned long long>(h.pct(PassHist::kFlood, 0.99)),
               static_cast<unsigned long long>(h.pct(PassHist::kFlood, 0.999)));
+  // Long passes of every kind, and how many a second: the engine's
+  // once-a-millisecond control tick (pmd/shm's connection events, read with
+  // system calls) lands in a pass of its own choosing, ~1,000 a second.
+  {
+    uint64_t nlong = 0;
+    double secs = 0;
+    for (const Lat& l : ph) nlong += l.long_passes, secs += l.secs;
+    std::vector<uint64_t> all;
+    for (const Lat& l : ph) all.insert(all.end(), l.long_pass_ns.begin(), l.long_pass_ns.end());
+    std::printf("%-6s passes of 3 us or more: %llu, %.0f a second, p50 %llu ns (every pass: the good client's calls' "
+                "too)\n",
+                name, static_cast<unsigned long long>(nlong), static_cast<double>(nlong) / std::max(secs, 1e-9),
+                static_cast<unsigned long long>(pct(all, 0.5)));
+  }
   if (flood == 0) return;
   std::printf("%-6s passes that served no call of the good client, by flood calls in them (flood calls: passes, ns "
               "p50):",
@@ -709,12 +741,13 @@ bool alternate_phases(uint32_t pairs, double secs, const Child& flooder, const P
     const bool f = set == &fl;
     const char* name = f ? "flood" : "solo";
     print_passes(name, *set, f ? hist_flood : hist_solo, hist_solo);
-    std::vector<uint64_t> sns, cns, passes, before, after;
+    std::vector<uint64_t> sns, cns, kns, passes, before, after;
     SlowEchoes se;
     long inv = 0, flt = 0;
     for (const Lat& l : *set) {
       sns.insert(sns.end(), l.echo_server_ns.begin(), l.echo_server_ns.end());
       cns.insert(cns.end(), l.echo_client_ns.begin(), l.echo_client_ns.end());
+      kns.insert(kns.end(), l.echo_call_ns.begin(), l.echo_call_ns.end());
       passes.insert(passes.end(), l.echo_passes.begin(), l.echo_passes.end());
       before.insert(before.end(), l.flood_before.begin(), l.flood_before.end());
       after.insert(after.end(), l.flood_after.begin(), l.flood_after.end());
@@ -726,10 +759,11 @@ bool alternate_phases(uint32_t pairs, double secs, const Child& flooder, const P
       for (uint64_t x : v) t += static_cast<double>(x);
       return v.empty() ? 0.0 : t / static_cast<double>(v.size());
     };
-    std::printf("%-6s echo: in the server's passes p50 %.2f p99 %.2f us, in the client's polls p50 %.2f p99 %.2f us; "
-                "server passes per echo p50 %llu p99 %llu; flood calls run before its handler mean %.3f, after it in "
-                "its pass mean %.3f\n",
-                name, us(pct(sns, 0.5)), us(pct(sns, 0.99)), us(pct(cns, 0.5)), us(pct(cns, 0.99)),
+    std::printf("%-6s echo: in its call() p50 %.2f p99 %.2f us, in the server's passes p50 %.2f p99 %.2f us, in the "
+                "client's polls p50 %.2f p99 %.2f us; server passes per echo p50 %llu p99 %llu; flood calls run before "
+                "its handler mean %.3f, after it in its pass mean %.3f\n",
+                name, us(pct(kns, 0.5)), us(pct(kns, 0.99)), us(pct(sns, 0.5)), us(pct(sns, 0.99)), us(pct(cns, 0.5)),
+                us(pct(cns, 0.99)),
                 static_cast<unsigned long long>(pct(passes, 0.5)), static_cast<unsigned long long>(pct(passes, 0.99)),
                 mean(before), mean(after));
     std::printf("%-6s echoes at or above their phase's p99: %zu, %zu of them with one step >= 5 us (longest step "
@@ -773,9 +807,10 @@ int main(int argc, char** argv) {
               &rounds_ignored);
   cli.integer("hogs", "0|1", "also measure beside a plain CPU hog and a memory hog (default 1)", 0, 1, &hogs);
   cli.integer("table", "0|1", "measure the connection-table attack (default 1)", 0, 1, &table);
-  cli.integer("pass-counters", "0|1",
-              "under the DRC flood, the server's counters per echo pass: the slowest 2% against the rest (default 0)",
-              0, 1, &pass_counters);
+  cli.integer("pass-counters", "0|1|2",
+              "the server's counters per echo pass, the slowest 2% against the rest: 1 under the DRC flood, 2 in the "
+              "solo phases (default 0: neither)",
+              0, 2, &pass_counters);
   cli.integer("alternate", "N",
               "N pairs of short solo and flood phases (the flooder paused, not gone, in the solo ones): per-pair echo "
               "p99 ratios, their median and spread, and every server pass's length; leaves out the hogs and the "
@@ -840,6 +875,7 @@ int main(int argc, char** argv) {
   std::fill(hist_flood.n.begin(), hist_flood.n.end(), 0);
   auto phase = [&](double secs, const std::function<bool()>& more = nullptr, bool flooded = false) {
     Lat l;
+    if (record) l.long_pass_ns.reserve(static_cast<size_t>(secs * 20000) + 1000);
     const uint64_t flood0 = sv.drc.misses();
     rusage ru0{};
     getrusage(RUSAGE_THREAD, &ru0);
@@ -861,6 +897,7 @@ int main(int argc, char** argv) {
         // By flood calls, only the passes that served no call of the good
         // client: its call's own cost would be counted as the flood's.
         if (calls == fl) (flooded ? hist_flood : hist_solo).add(fl, ns);
+        if (ns >= 3000 && ++l.long_passes <= l.long_pass_ns.capacity()) l.long_pass_ns.push_back(ns);
       }
       return ns;
     };
@@ -892,14 +929,18 @@ int main(int argc, char** argv) {
         continue;
       }
       if (kind == 2) {
+        if (record)
+          l.echo_call_ns.push_back(static_cast<uint64_t>(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
         g_trace.begin(&sv.drc);
         uint64_t srv_ns = 0, cli_ns = 0, max_step = 0;
         while (!d.done) {
           const bool ran = g_trace.ran;
-          if (flooded && pass_counters) pc.before(*srv);
+          const bool count = pass_counters == (flooded ? 1u : 2u);
+          if (count) pc.before(*srv);
           const uint64_t pass_ns = server_pass(true);
           const auto p1 = std::chrono::steady_clock::now();
-          if (flooded && pass_counters) pc.after(*srv, pass_ns);
+          if (count) pc.after(*srv, pass_ns);
           ++g_trace.passes;
           // Flood calls after the echo's handler in the pass it ran in.
           if (!ran && g_trace.ran) g_trace.after = sv.drc.misses() - g_trace.at_run;
