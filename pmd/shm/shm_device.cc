@@ -420,7 +420,8 @@ Status ShmDevice::disconnect(Qp* qpi) {
 }
 
 void ShmDevice::accept_new() {
-  if (listen_fd_ < 0) return;
+  if (listen_fd_ < 0 || !listen_ready_) return;
+  listen_ready_ = epfd_ < 0;  // without the set: every time
   for (;;) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
@@ -537,7 +538,10 @@ void ShmDevice::watch_established() {
   if (epfd_ >= 0 || enable_wait().is_ok()) {
     epoll_event evs[64];
     const int n = epoll_wait(epfd_, evs, 64, 0);
+    // A full answer may have left the listener out: look then too.
+    listen_ready_ |= n == 64;
     for (int i = 0; i < n; ++i) {
+      listen_ready_ |= evs[i].data.fd == listen_fd_;
       ShmQp* qp = qp_of_fd(evs[i].data.fd);
       if (qp != nullptr && qp->state() == QpState::kError) unwatch_fd(evs[i].data.fd);  // nothing more to read
       if (qp == nullptr || qp->state() != QpState::kRts) continue;
@@ -565,10 +569,12 @@ void ShmDevice::watch_established() {
 bool ShmDevice::poll_cm(CmEvent* ev) {
   sweep_idle();
   if (events_.empty()) {
+    // The epoll set first: it says whether the listener has a connection
+    // waiting, so that accept_new() makes no system call when none does.
+    watch_established();
     accept_new();
     read_hellos();
     read_connecting();
-    watch_established();
   }
   if (events_.empty()) return false;
   *ev = std::move(events_.front());

@@ -983,6 +983,9 @@ class ShmDevice final : public Device {
   uint32_t exec_burst_ = kExecBurst;
   bool shared_last_ = false;  // the last visit_ready had several QPs
   int listen_fd_ = -1;
+  // The epoll set reported the listener readable (watch_established): only
+  // then does accept_new() call accept4, which costs ~3 us finding nothing.
+  bool listen_ready_ = true;
   uint32_t next_qpn_ = 1;
   uint32_t srqs_ = 0;
   uint64_t next_sweep_ns_ = 0;
