@@ -133,6 +133,7 @@ ShmDevice::~ShmDevice() {
     unlink(cfg_.path.c_str());
   }
   for (const Pending& p : handshaking_) close(p.fd);
+  while (ShmCmEvent* e = events_.pop_front()) delete e;
   for (int fd : {epfd_, wake_fd_, timer_fd_})
     if (fd >= 0) close(fd);
 }
@@ -169,25 +170,37 @@ Result<std::unique_ptr<Qp>> ShmDevice::create_qp(const QpInit& init) {
   return std::unique_ptr<Qp>(qp);
 }
 
+void ShmDevice::queue_event(CmEvent ev) {
+  auto* e = new ShmCmEvent{std::move(ev)};
+  e->qp = static_cast<ShmQp*>(e->ev.qp);  // only ever one of ours
+  events_.push_back(e);
+  if (e->qp != nullptr) e->qp->cm_events_.push_back(e);
+  if (armed_) self_wake();
+}
+
 void ShmDevice::forget_qp(ShmQp* qp) {
-  // The last QP takes its place: what walks qps_ (handshakes, wait mode,
-  // idle trimming) looks at every QP, in no order it depends on.
+  // The last QP takes its place: what walks qps_ (wait mode, idle
+  // trimming) looks at every QP, in no order it depends on.
   const uint32_t i = qp->dev_at();
   TERN_CHECK(i < qps_.size() && qps_[i] == qp, "QP not this device's");
   qps_[i] = qps_.back();
   qps_[i]->dev_at() = i;
   qps_.pop_back();
-  // Events already queued for it must not hand out a dangling pointer.
-  for (auto it = events_.begin(); it != events_.end();) {
-    if (it->qp == qp) it = events_.erase(it);
-    else ++it;
+  if (qp->connecting_link_.linked) connecting_.remove(qp);
+  // Events already queued for it must not hand out a dangling pointer:
+  // its own, found through it, whatever else is queued.
+  while (ShmCmEvent* e = qp->cm_events_.pop_front()) {
+    ++cm_looked_;
+    events_.remove(e);
+    delete e;
   }
 }
 
 ShmQp* ShmDevice::own_qp(Qp* qp) {
-  for (ShmQp* q : qps_)
-    if (q == qp) return q;
-  return nullptr;
+  // The QP's own word, not a search of ours: connect and accept cost the
+  // same beside 10 QPs or 10,000.
+  auto* q = dynamic_cast<ShmQp*>(qp);
+  return q != nullptr && q->device() == this ? q : nullptr;
 }
 
 Status ShmDevice::listen() {
@@ -298,6 +311,7 @@ Status ShmDevice::connect(Qp* qpi, std::span<const uint8_t> pdata) {
     return st;
   }
   qp->set_state(QpState::kConnecting);
+  connecting_.push_back(qp);  // until read_connecting takes its answer (or finds it gone)
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     close(afd);
@@ -493,8 +507,15 @@ void ShmDevice::read_hellos() {
 }
 
 void ShmDevice::read_connecting() {
-  for (ShmQp* qp : qps_) {
-    if (qp->state() != QpState::kConnecting) continue;
+  // Only the QPs whose connect() went out: a poll_cm with nothing pending
+  // costs the handshakes in flight, not every QP of the device.
+  for (ShmQp *qp = connecting_.front(), *next; qp != nullptr; qp = next) {
+    next = connecting_.next(qp);
+    ++cm_looked_;
+    if (qp->state() != QpState::kConnecting) {  // failed at once, or disconnect() gave up on it
+      connecting_.remove(qp);
+      continue;
+    }
     ShmMsg m;
     int fd = -1;
     int r = recv_msg(qp->socket_fd(), &m, &fd);
@@ -503,6 +524,7 @@ void ShmDevice::read_connecting() {
     if (r == 1 && m.type == kMsgAccept && fd >= 0 && m.seg_index < kLinkSlots) link = link_for_connect(fd);
     if (fd >= 0) close(fd);
     if (r == 0) continue;
+    connecting_.remove(qp);  // every answer below takes it out of kConnecting
     CmEvent ev{CmEventType::kUnreachable};
     ev.qp = qp;
     if (r == 1 && m.type == kMsgAccept && !link) {
@@ -576,9 +598,11 @@ bool ShmDevice::poll_cm(CmEvent* ev) {
     read_hellos();
     read_connecting();
   }
-  if (events_.empty()) return false;
-  *ev = std::move(events_.front());
-  events_.pop_front();
+  ShmCmEvent* e = events_.pop_front();
+  if (e == nullptr) return false;
+  if (e->qp != nullptr) e->qp->cm_events_.remove(e);
+  *ev = std::move(e->ev);
+  delete e;
   return true;
 }
 

@@ -11,7 +11,6 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -394,8 +393,20 @@ inline constexpr uint32_t kWatchQuietSweeps = 8;
 // device token, up to this many; past it the process's connections share.
 inline constexpr uint32_t kMaxLinksPerPeer = 8;
 
+// A connection event the device has queued for poll_cm. Linked into the
+// device's queue (in order) and, when it names a QP, into that QP's list
+// too, so that destroying the QP drops its events without walking everyone
+// else's (ShmDevice::forget_qp).
+struct ShmCmEvent {
+  CmEvent ev;
+  ShmQp* qp = nullptr;
+  ListLink<ShmCmEvent> queued;
+  ListLink<ShmCmEvent> of_qp;
+};
+using ShmCmEventsOfQp = IntrusiveList<ShmCmEvent, &ShmCmEvent::of_qp>;
+
 class ShmQp final : public Qp {
-  friend class ShmDevice;  // its ready list (visit_ready, unready)
+  friend class ShmDevice;  // its ready list (visit_ready, unready), its events, its handshake
 
  public:
   ShmQp(ShmDevice* dev, ShmPd* pd, const QpInit& init, uint32_t qpn);
@@ -705,6 +716,11 @@ class ShmQp final : public Qp {
   // into our place, where searching cost by how many QPs share it (at 10,000
   // connections, churning, each destroy walked them all).
   uint32_t scq_at_ = 0, rcq_at_ = 0, srq_at_ = 0, dev_at_ = 0;
+  // Control path, for the same reason: on the device's list of QPs that
+  // connect() started (read_connecting walks only those), and our events
+  // still queued for poll_cm.
+  ListLink<ShmQp> connecting_link_;
+  ShmCmEventsOfQp cm_events_;
 
   std::vector<PeerSeg> peer_segs_;
   std::vector<uint8_t> exported_;  // per PD segment: sent to the peer
@@ -808,11 +824,12 @@ class ShmDevice final : public Device {
   Status arm_wait() override;
   bool ack_wait() override;
 
-  void queue_event(CmEvent ev) {
-    events_.push_back(std::move(ev));
-    if (armed_) self_wake();
-  }
+  void queue_event(CmEvent ev);
   void forget_qp(ShmQp* qp);
+  // Tests: QPs and queued events the connection-management paths (connect,
+  // accept, disconnect, poll_cm's read of handshakes, a destroy) have looked
+  // at so far; what follows the work, not the QPs the device holds.
+  uint64_t cm_looked_at() const { return cm_looked_; }
   // The QP whose connection socket is fd (or nullptr): an epoll event to
   // its QP in O(1).
   void own_fd(int fd, ShmQp* qp) {
@@ -1035,7 +1052,12 @@ class ShmDevice final : public Device {
   // a peer that floods connect() cannot flood the log too.
   uint64_t refused_pending_ = 0;
   std::vector<std::unique_ptr<ShmConnRequest>> requests_;
-  std::deque<CmEvent> events_;
+  // Queued for poll_cm, oldest first (ShmCmEvent; we own them).
+  IntrusiveList<ShmCmEvent, &ShmCmEvent::queued> events_;
+  // QPs whose connect() went out and whose answer read_connecting has not
+  // taken yet (one that left kConnecting otherwise is dropped there).
+  IntrusiveList<ShmQp, &ShmQp::connecting_link_> connecting_;
+  uint64_t cm_looked_ = 0;  // cm_looked_at()
   std::unique_ptr<RocePcap> pcap_;
 
   // Wait mode: an epoll set of the listening socket, the sockets of
