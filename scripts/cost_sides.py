@@ -4,7 +4,8 @@
 # difference between a short and a long run's files and prints, per RPC,
 # instructions, conditional branches and their mispredictions (callgrind's
 # branch simulator), data reads and writes, split into the engine's own,
-# pmd/shm's and libc's, and the functions that cost most.
+# pmd/shm's and libc's, and the functions that cost most; with the cache
+# simulator's events, data cache misses too (D1 miss: reads and writes).
 # With BINARY (runs made with --dump-instr=yes), also the instructions that
 # cost many cycles for one count, from the binary's own code (objdump):
 # clock reads (rdtsc), divisions, atomic read-modify-writes (lock prefix,
@@ -125,8 +126,17 @@ def main():
     for f in set(short) | set(long_):
         a, b = short.get(f, [0] * len(events)), long_.get(f, [0] * len(events))
         per[f] = [(y - x) / n for x, y in zip(a, b)]
-    cols = [c for c in ('Ir', 'Bc', 'Bcm', 'Dr', 'Dw') if c in idx]
-    label = {'Ir': 'instr', 'Bc': 'branches', 'Bcm': 'mispred', 'Dr': 'loads', 'Dw': 'stores'}
+    if 'D1mr' in idx and 'D1mw' in idx:
+        # Data cache misses, reads and writes together: with measure-cost's
+        # small D1 (64 lines, fully associative) a proxy for the cache lines
+        # each part touches per RPC (a line touched again after 64 others
+        # counts again).
+        events = events + ['D1m']
+        idx['D1m'] = len(events) - 1
+        for f, v in per.items():
+            v.append(v[idx['D1mr']] + v[idx['D1mw']])
+    cols = [c for c in ('Ir', 'Bc', 'Bcm', 'Dr', 'Dw', 'D1m') if c in idx]
+    label = {'Ir': 'instr', 'Bc': 'branches', 'Bcm': 'mispred', 'Dr': 'loads', 'Dw': 'stores', 'D1m': 'D1 miss'}
     print(f"  {'part':14}" + ''.join(f"{label[c]:>10}" for c in cols))
     tot = [0.0] * len(events)
     for p in ('engine', 'pmd/shm', 'libc/other'):

@@ -56,13 +56,16 @@ struct WriteChunkSegs {
 };
 
 // The three chunk lists of one message.
+// The counts come first, with the reply chunk's (its segment count leads
+// it), so that clear() and the tests of a message without chunks touch one
+// cache line of the ~2.4 KiB.
 struct ChunkLists {
   int nreads = 0;  // read chunks, by increasing position
-  ReadChunkSegs reads[kMaxReadChunks];
   int nwrites = 0;
-  WriteChunkSegs writes[kMaxWriteChunks];
   bool has_reply = false;
   WriteChunkSegs reply;
+  ReadChunkSegs reads[kMaxReadChunks];
+  WriteChunkSegs writes[kMaxWriteChunks];
 
   int read_segments() const {
     int n = 0;

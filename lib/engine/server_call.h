@@ -72,23 +72,10 @@ class SrvCall final : public ServerCall {
   std::span<const uint8_t> hdr_;  // the ONC RPC call header, in the same buffer as args_
   MsgBuf* rep = nullptr;        // the receive holding the call's bytes, until its reply is encoded
   MsgBuf* sendbuf = nullptr;    // the reply message, until the Send side lets go
-  ChunkLists chunks;            // as the client sent them
   bool nomsg = false;           // the call came in its position-zero read chunk
   bool msg_pulled = false;      // RDMA_NOMSG: the message is pulled and decoded
   uint32_t inv_rkey = 0;        // for Send With Invalidate, 0: none
-  // Where each read chunk is pulled to, and whether the engine's pool owns it.
-  uint8_t* read_dst[kMaxReadChunks] = {};
-  bool read_pooled[kMaxReadChunks] = {};
-#if defined(TERN_DEBUG) && TERN_DEBUG
-  // The reclaim check's own record (note_host_memory, debug builds only):
-  // the Placer's buffers were reported when the handler answered. Kept
-  // here, not by clearing read_dst, so that debug and release builds run
-  // the engine on the same values.
-  bool placer_noted = false;
-#endif
   int ndata_ = 0;               // read chunks the handler sees (position zero excluded)
-  ReadChunkData data_[kMaxReadChunks];
-  uint8_t* write_buf[kMaxWriteChunks] = {};  // bulk pool: result buffers (handlers without a Placer)
   uint8_t* staging = nullptr;   // bulk pool: a reply too large for inline, RDMA-written into the reply chunk
   bool pool_memory = false;     // it took (or tried to take) bulk-pool memory: drop_memory has work
   uint32_t staging_cap = 0;
@@ -99,9 +86,6 @@ class SrvCall final : public ServerCall {
   uint32_t msg_len = 0;
   uint32_t long_len = 0;   // > 0: RDMA_NOMSG reply through the reply chunk
   int nbulk = 0;
-  const uint8_t* bulk_src[kMaxWriteChunks] = {};
-  uint32_t bulk_len[kMaxWriteChunks] = {};
-  uint32_t bulk_lkey[kMaxWriteChunks] = {};
   int reply_wrs = 0;       // WRs its chain takes
   uint64_t t_recv = 0;          // ticks when its message arrived, for the RTT
   // Breakdown stamps (ticks; 0 when not taken): read chunks pulled, handler
@@ -122,6 +106,29 @@ class SrvCall final : public ServerCall {
  private:
   friend void enter(SrvCall* sc, SrvState to);
   SrvState state_{};  // kFree
+
+ public:
+  // Above: what a call without chunks reads or writes, in a few cache lines
+  // (~5 of its ~46). Below: the chunk lists (whose counts come first, so a
+  // call without chunks touches only their first line) and the per-chunk
+  // arrays, which only a call with chunks reaches.
+  ChunkLists chunks;            // as the client sent them
+  // Where each read chunk is pulled to, and whether the engine's pool owns it.
+  uint8_t* read_dst[kMaxReadChunks] = {};
+  bool read_pooled[kMaxReadChunks] = {};
+#if defined(TERN_DEBUG) && TERN_DEBUG
+  // The reclaim check's own record (note_host_memory, debug builds only):
+  // the Placer's buffers were reported when the handler answered. Kept
+  // here, not by clearing read_dst, so that debug and release builds run
+  // the engine on the same values.
+  bool placer_noted = false;
+#endif
+  ReadChunkData data_[kMaxReadChunks];
+  uint8_t* write_buf[kMaxWriteChunks] = {};  // bulk pool: result buffers (handlers without a Placer)
+  // The reply's bulk data, one entry per write chunk (see msg_len above).
+  const uint8_t* bulk_src[kMaxWriteChunks] = {};
+  uint32_t bulk_len[kMaxWriteChunks] = {};
+  uint32_t bulk_lkey[kMaxWriteChunks] = {};
 };
 
 }  // namespace tern::rpc
