@@ -349,6 +349,7 @@ struct ShmQpStats {
   Counter sq_grows, idle_trims;        // memory: send queue array doublings, idle give-backs
   Counter visits;                      // progress() passes: what a poll spent on this QP (shm_link.cc)
   Counter watches, bits_skipped;       // watched QPs: times we started watching; posts the peer's watch spared a bit
+  Counter cons_loads;                  // visits that loaded the peer's cons (the rest learned it from its SENDs)
 };
 
 // Memory per connection (shm_idle.cc, docs/shm-driver.md). A send queue
@@ -420,6 +421,14 @@ class ShmQp final : public Qp {
   // queued once and visited by whichever CQ polls first, and its
   // completions land in its own CQs whichever that is.
   inline void mark_active();
+  // The same, for news that may have come through the peer's `cons` alone
+  // (its bit, a WAKE, the safety net's look, a sleeping host's ack wait):
+  // that visit loads `cons`, which visits otherwise leave alone while the
+  // peer's SENDs carry its acks (complete_sends).
+  void look_at_cons() {
+    cons_look_ = true;
+    mark_active();
+  }
   // Visits so far (wrapping): the safety net's looks (ShmCq::safety_net)
   // compare it with what they saw last time.
   uint32_t visit_count() const { return visit_count_; }
@@ -566,7 +575,7 @@ class ShmQp final : public Qp {
   // buffer of the next receive -- landed without execute_one's general
   // copies and branches; false (nothing done) for anything else, which
   // execute_one then copies out and checks in full. *flags: its flags.
-  bool land_inline_send(const ShmDesc* slot, uint16_t* flags);
+  bool land_inline_send(const ShmDesc* slot, uint16_t* flags, uint32_t* acked);
   Exec execute_send(const ShmDesc& d, const uint8_t* const* src, const uint32_t* len, uint32_t n, uint32_t index,
                     bool from_peer_memory);
   void reject_inbound(uint32_t index, WcStatus status, const char* why);
@@ -680,6 +689,13 @@ class ShmQp final : public Qp {
   uint32_t out_prod_ = 0;   // next index we publish
   uint32_t out_done_ = 0;   // below: retired by complete_sends(); slots reusable
   uint32_t final_cons_ = 0; // peer's cons frozen when we entered error
+  // Acks (complete_sends): the newest consumer index of our ring the peer
+  // told us of, in [out_done_, out_prod_], from `cons` or a SEND's `acked`;
+  // the newest `acked` executed, not checked yet; and whether news came
+  // that only `cons` may carry (look_at_cons).
+  uint32_t peer_acked_ = 0;
+  uint32_t acked_in_ = 0;
+  bool cons_look_ = false;
   bool peer_err_valid_ = false;
   uint32_t peer_err_index_ = 0;
   WcStatus peer_err_status_ = WcStatus::kSuccess;

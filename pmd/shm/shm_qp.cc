@@ -73,7 +73,8 @@ StatsView ShmQp::stats() const {
           {"corrupt_descs", &st_.corrupt_descs}, {"wakes_sent", &st_.wakes_sent},
           {"wakes_received", &st_.wakes_received}, {"sq_grows", &st_.sq_grows},
           {"idle_trims", &st_.idle_trims},   {"visits", &st_.visits},
-          {"watches", &st_.watches},         {"bits_skipped", &st_.bits_skipped}};
+          {"watches", &st_.watches},         {"bits_skipped", &st_.bits_skipped},
+          {"cons_loads", &st_.cons_loads}};
 }
 
 Status ShmQp::inject_fault(const Fault& f) {
@@ -185,6 +186,9 @@ void ShmQp::enter_error(Status why) {
     // Only descriptors the peer provably executed complete successfully.
     final_cons_ = static_cast<uint32_t>(c - out_done_) <= static_cast<uint32_t>(out_prod_ - out_done_) ? c
                                                                                                       : out_done_;
+    // What a SEND of the peer's said it executed counts as well (an honest
+    // peer's cons is never behind it).
+    if (idx_before(final_cons_, peer_acked_)) final_cons_ = peer_acked_;
   }
   write_own_state(kEpError);
   if (was_connected && !error_event_sent_) {
