@@ -50,60 +50,53 @@ bool ShmQp::copy_read_response(SqEntry& e) {
   return true;
 }
 
-void ShmQp::complete_sends() {
-  if (sq_head_ == sq_tail_) {  // nothing outstanding: the peer's index is not worth a load
-    cons_look_ = false;
-    return;
+uint32_t ShmQp::load_cons(uint32_t known) {
+  st_.cons_loads.add();
+  const uint32_t c = out_->cons.load(std::memory_order_acquire);
+  if (static_cast<uint32_t>(c - out_done_) > static_cast<uint32_t>(out_prod_ - out_done_)) {
+    st_.corrupt_descs.add();
+    protocol_error(
+        make_error(Errc::kRemoteError, "its consumer index %u is outside [%u, %u]", c, out_done_, out_prod_));
+    return final_cons_;
   }
+  if (idx_before(known, c)) peer_acked_ = known = c;
+  return known;
+}
+
+void ShmQp::acked_outside(uint32_t said) {
+  if (idx_before(said, out_done_)) return;  // an older message's (or a lie that stalls only this QP)
+  st_.corrupt_descs.add();
+  protocol_error(make_error(Errc::kRemoteError, "a SEND acked its consumer index %u, outside [%u, %u]", said,
+                            out_done_, out_prod_));
+}
+
+void ShmQp::complete_sends() {
   uint32_t cons = final_cons_;
   if (state_ != QpState::kError && out_ != nullptr) {
     // Where the peer's consumer index is known from: its SENDs carry it
-    // (kDescAcked), on the line that brought them, so a busy connection
-    // answers our WRs with their acks and `cons` need not be loaded; its
-    // line stays in the writer's cache, where loading it on every visit
-    // moved it between the cores twice per message (the peer's store took
-    // it back each time). Peer input like cons: ahead of what we published
-    // is a protocol error; behind what we know, an older message's (or a
-    // lie that stalls only this QP): ignored.
-    if (acked_in_ != peer_acked_) {
-      const uint32_t said = acked_in_;
-      if (static_cast<uint32_t>(said - out_done_) <= static_cast<uint32_t>(out_prod_ - out_done_)) {
-        if (idx_before(peer_acked_, said)) peer_acked_ = said;
-      } else if (!idx_before(said, out_done_)) {
-        st_.corrupt_descs.add();
-        protocol_error(make_error(Errc::kRemoteError, "a SEND acked its consumer index %u, outside [%u, %u]", said,
-                                  out_done_, out_prod_));
-      }
-      acked_in_ = peer_acked_;
-    }
+    // (kDescAcked, taken in by execute_inbound), on the line that brought
+    // them, so a busy connection answers our WRs with their acks and
+    // `cons` need not be loaded; its line stays in the writer's cache,
+    // where loading it on every visit moved it between the cores twice per
+    // message (the peer's store took it back each time).
     cons = peer_acked_;
     // `cons` itself is loaded only when what the SENDs said may not be
     // enough: news that only cons carries (an ack's bit, a WAKE, the
     // safety net's look, a sleeping host's ack wait: look_at_cons) while
     // something of ours is not known executed; a quarter of the ring or
     // three quarters of the send queue array not known retirable (room,
-    // before a post must wait or grow the array); held-back completions
-    // (fault injection). Not on the visit that follows our own post: the
+    // before a post must wait or grow the array; cons_room_, sq_look_);
+    // held-back completions (fault injection: every visit looks). Not on the visit that follows our own post: the
     // peer cannot have answered it yet, and it tells us when it does, by
     // a SEND of its own or, for a WR we flagged, by its bit. So a
     // signaled WR still completes in bounded time (docs/shm-driver.md,
     // "Acks on the message").
     const bool look = cons_look_;
     cons_look_ = false;
-    if ((look && cons != out_prod_) || out_prod_ - cons >= slots_ / 4 ||
-        sq_tail_ - sq_head_ >= sq_limit_ - sq_limit_ / 4 || TERN_UNLIKELY(delay_ticks_ != 0)) {
-      st_.cons_loads.add();
-      const uint32_t c = out_->cons.load(std::memory_order_acquire);
-      if (static_cast<uint32_t>(c - out_done_) > static_cast<uint32_t>(out_prod_ - out_done_)) {
-        st_.corrupt_descs.add();
-        protocol_error(make_error(Errc::kRemoteError, "its consumer index %u is outside [%u, %u]", c, out_done_,
-                                  out_prod_));
-        cons = final_cons_;
-      } else if (idx_before(cons, c)) {
-        peer_acked_ = acked_in_ = cons = c;
-      }
-    }
-    if (state_ == QpState::kError) cons = final_cons_;
+    if (TERN_UNLIKELY((look && cons != out_prod_) || out_prod_ - cons >= cons_room_ ||
+                      sq_tail_ - sq_head_ >= sq_look_))
+      cons = load_cons(cons);
+    if (TERN_UNLIKELY(state_ == QpState::kError)) cons = final_cons_;
   }
   // The commonest retirement first: descriptors the peer executed, no
   // READ to copy, nothing held back, the QP not in error -- each only its

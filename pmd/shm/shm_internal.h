@@ -580,8 +580,24 @@ class ShmQp final : public Qp {
                     bool from_peer_memory);
   void reject_inbound(uint32_t index, WcStatus status, const char* why);
 
-  // Completer (shm_completer.cc).
+  // Completer (shm_completer.cc). complete_sends: with WRs outstanding
+  // (progress() checks), what the peer executed retired; load_cons: the
+  // peer's cons, checked, given what we know; acked_outside: a SEND's
+  // `acked` outside [out_done_, out_prod_] (out of line: the rare cases).
   void complete_sends();
+  // What complete_sends would do nothing about: no news since the last
+  // retirement (nothing known executed past out_done_, no cause to load
+  // cons, no room wanted), every WR outstanding published (no failure or
+  // unissued WR queued) and none local -- so each is a descriptor the peer
+  // has not executed, and none waits behind it for a revisit.
+  bool waits_on_peer() const {
+    return peer_acked_ == out_done_ && !cons_look_ && state_ == QpState::kRts && sq_next_ == sq_tail_ &&
+           out_prod_ - out_done_ < cons_room_ && sq_tail_ - sq_head_ < sq_look_ &&
+           static_cast<uint32_t>(local_end_ - sq_head_ - 1) >= static_cast<uint32_t>(sq_tail_ - sq_head_) &&
+           delay_ticks_ == 0;
+  }
+  [[gnu::noinline]] uint32_t load_cons(uint32_t known);
+  [[gnu::noinline]] void acked_outside(uint32_t said);
   bool copy_read_response(SqEntry& e);
   void flush_recvs();
   bool push_wc(ShmCq* cq, const Wc& wc);
@@ -690,12 +706,15 @@ class ShmQp final : public Qp {
   uint32_t out_done_ = 0;   // below: retired by complete_sends(); slots reusable
   uint32_t final_cons_ = 0; // peer's cons frozen when we entered error
   // Acks (complete_sends): the newest consumer index of our ring the peer
-  // told us of, in [out_done_, out_prod_], from `cons` or a SEND's `acked`;
-  // the newest `acked` executed, not checked yet; and whether news came
-  // that only `cons` may carry (look_at_cons).
+  // told us of, in [out_done_, out_prod_], from `cons` or a SEND's `acked`
+  // (execute_inbound), and whether news came that only `cons` may carry
+  // (look_at_cons).
   uint32_t peer_acked_ = 0;
-  uint32_t acked_in_ = 0;
   bool cons_look_ = false;
+  // complete_sends loads cons once this many descriptors (a quarter of the
+  // ring) or send-queue entries (three quarters of the array) are not
+  // known retirable.
+  uint32_t cons_room_ = 0, sq_look_ = 0;
   bool peer_err_valid_ = false;
   uint32_t peer_err_index_ = 0;
   WcStatus peer_err_status_ = WcStatus::kSuccess;

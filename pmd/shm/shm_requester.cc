@@ -215,6 +215,7 @@ void ShmQp::grow_sq() {
   sq_cap_ = cap;
   sq_mask_ = cap - 1;
   sq_limit_ = std::min(cap, init_.sq_depth);
+  sq_look_ = sq_limit_ - sq_limit_ / 4;  // complete_sends: cons loaded before the array is full
   st_.sq_grows.add();
 }
 

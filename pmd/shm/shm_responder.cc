@@ -321,7 +321,7 @@ void ShmQp::execute_inbound() {
   // The newest ack a SEND carried (kDescAcked): the peer's consumer index of
   // our ring, which complete_sends checks and uses in place of loading
   // `cons` (docs/shm-driver.md, "Acks on the message").
-  uint32_t acked = acked_in_;
+  uint32_t acked = peer_acked_;
   for (; budget > 0; --budget) {
     // Once the peer's QP has left RTS it flushes what we have not
     // executed and may reuse the memory those descriptors name: execute
@@ -359,7 +359,17 @@ void ShmQp::execute_inbound() {
     ack_wanted |= (flags & kDescAckWanted) != 0;
     ++in_cons_;
   }
-  acked_in_ = acked;
+  // Peer input like cons: ahead of what we published is a protocol error;
+  // behind what we know, an older message's (a visit may have loaded a
+  // newer cons since), ignored.
+  if (acked != peer_acked_) {
+    if (TERN_LIKELY(static_cast<uint32_t>(acked - out_done_) <= static_cast<uint32_t>(out_prod_ - out_done_))) {
+      if (idx_before(peer_acked_, acked)) peer_acked_ = acked;
+    } else {
+      acked_outside(acked);
+      if (state_ != QpState::kRts) return;
+    }
+  }
   // A full burst executed and more waiting: the next poll comes back for
   // it, and a host about to sleep must poll again first, for the peer will
   // not ring or set our bit for descriptors it published already.
