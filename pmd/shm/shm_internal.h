@@ -1113,7 +1113,7 @@ inline void ShmQp::note_published() {
   ring_due_ = true;
   // An ack we owed (shm_link.cc, "Acks") rides on this: set after the cons
   // store it reports, the bit tells the peer both; a watching peer visits
-  // the QP for the descriptor, and the visit reads our cons with it.
+  // the QP for the descriptor, whose `acked` word carries our cons.
   ack_owed_ = false;
   if (notify_word_ != nullptr && !vanished_ && peer_watching()) {
     st_.bits_skipped.add();
