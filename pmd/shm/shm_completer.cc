@@ -50,17 +50,53 @@ bool ShmQp::copy_read_response(SqEntry& e) {
   return true;
 }
 
+uint32_t ShmQp::load_cons(uint32_t known) {
+  st_.cons_loads.add();
+  const uint32_t c = out_->cons.load(std::memory_order_acquire);
+  if (static_cast<uint32_t>(c - out_done_) > static_cast<uint32_t>(out_prod_ - out_done_)) {
+    st_.corrupt_descs.add();
+    protocol_error(
+        make_error(Errc::kRemoteError, "its consumer index %u is outside [%u, %u]", c, out_done_, out_prod_));
+    return final_cons_;
+  }
+  if (idx_before(known, c)) peer_acked_ = known = c;
+  return known;
+}
+
+void ShmQp::acked_outside(uint32_t said) {
+  if (idx_before(said, out_done_)) return;  // an older message's (or a lie that stalls only this QP)
+  st_.corrupt_descs.add();
+  protocol_error(make_error(Errc::kRemoteError, "a SEND acked its consumer index %u, outside [%u, %u]", said,
+                            out_done_, out_prod_));
+}
+
 void ShmQp::complete_sends() {
-  if (sq_head_ == sq_tail_) return;  // nothing outstanding: the peer's index is not worth a load
   uint32_t cons = final_cons_;
   if (state_ != QpState::kError && out_ != nullptr) {
-    cons = out_->cons.load(std::memory_order_acquire);
-    if (static_cast<uint32_t>(cons - out_done_) > static_cast<uint32_t>(out_prod_ - out_done_)) {
-      st_.corrupt_descs.add();
-      protocol_error(make_error(Errc::kRemoteError, "its consumer index %u is outside [%u, %u]", cons, out_done_,
-                                out_prod_));
-      cons = final_cons_;
-    }
+    // Where the peer's consumer index is known from: its SENDs carry it
+    // (kDescAcked, taken in by execute_inbound), on the line that brought
+    // them, so a busy connection answers our WRs with their acks and
+    // `cons` need not be loaded; its line stays in the writer's cache,
+    // where loading it on every visit moved it between the cores twice per
+    // message (the peer's store took it back each time).
+    cons = peer_acked_;
+    // `cons` itself is loaded only when what the SENDs said may not be
+    // enough: news that only cons carries (an ack's bit, a WAKE, the
+    // safety net's look, a sleeping host's ack wait: look_at_cons) while
+    // something of ours is not known executed; a quarter of the ring or
+    // three quarters of the send queue array not known retirable (room,
+    // before a post must wait or grow the array; cons_room_, sq_look_);
+    // held-back completions (fault injection: every visit looks). Not on the visit that follows our own post: the
+    // peer cannot have answered it yet, and it tells us when it does, by
+    // a SEND of its own or, for a WR we flagged, by its bit. So a
+    // signaled WR still completes in bounded time (docs/shm-driver.md,
+    // "Acks on the message").
+    const bool look = cons_look_;
+    cons_look_ = false;
+    if (TERN_UNLIKELY((look && cons != out_prod_) || out_prod_ - cons >= cons_room_ ||
+                      sq_tail_ - sq_head_ >= sq_look_))
+      cons = load_cons(cons);
+    if (TERN_UNLIKELY(state_ == QpState::kError)) cons = final_cons_;
   }
   // The commonest retirement first: descriptors the peer executed, no
   // READ to copy, nothing held back, the QP not in error -- each only its
@@ -95,7 +131,7 @@ void ShmQp::complete_sends() {
         // come back on our next poll instead.
         if (static_cast<uint32_t>(local_end_ - sq_head_ - 1) < static_cast<uint32_t>(sq_tail_ - sq_head_) ||
             (sq_next_ != sq_tail_ && sq_[sq_next_ & sq_mask_].status != WcStatus::kSuccess))
-          revisit_ = true;
+          revisit_ = cons_look_ = true;  // and that visit reads cons: no SEND need tell us
         break;
       } else if (delay_ticks_ != 0 && now - e.issue_tick < delay_ticks_) {
         break;

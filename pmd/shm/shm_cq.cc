@@ -60,7 +60,7 @@ void ShmCq::safety_net() {
     // Else visited now; that visit counts as seen.
     uint32_t v = qp->visit_count();
     if (v == net_seen_[net_next_]) {
-      qp->mark_active();
+      qp->look_at_cons();  // what no notification told us of, cons included
       ++v;
     }
     net_seen_[net_next_++] = v;

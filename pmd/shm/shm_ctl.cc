@@ -123,7 +123,7 @@ bool ShmQp::drain_ctl() {
       // own eventfd while armed, so the sleep ends at once.
       st_.wakes_received.add();
       if (dev_->armed()) dev_->self_wake();
-      mark_active();  // the peer set our bit before it rang; a visit costs little
+      look_at_cons();  // the peer set our bit before it rang (an ack, maybe); a visit costs little
     } else if (m.type == kMsgBye) {
       peer_gone_ = true;  // the state word says the same; this covers a peer that never mapped it
     } else {

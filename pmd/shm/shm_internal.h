@@ -348,6 +348,7 @@ struct ShmQpStats {
   Counter sq_grows, idle_trims;        // memory: send queue array doublings, idle give-backs
   Counter visits;                      // progress() passes: what a poll spent on this QP (shm_link.cc)
   Counter watches, bits_skipped;       // watched QPs: times we started watching; posts the peer's watch spared a bit
+  Counter cons_loads;                  // visits that loaded the peer's cons (the rest learned it from its SENDs)
 };
 
 // Memory per connection (shm_idle.cc, docs/shm-driver.md). A send queue
@@ -431,6 +432,14 @@ class ShmQp final : public Qp {
   // queued once and visited by whichever CQ polls first, and its
   // completions land in its own CQs whichever that is.
   inline void mark_active();
+  // The same, for news that may have come through the peer's `cons` alone
+  // (its bit, a WAKE, the safety net's look, a sleeping host's ack wait):
+  // that visit loads `cons`, which visits otherwise leave alone while the
+  // peer's SENDs carry its acks (complete_sends).
+  void look_at_cons() {
+    cons_look_ = true;
+    mark_active();
+  }
   // Visits so far (wrapping): the safety net's looks (ShmCq::safety_net)
   // compare it with what they saw last time.
   uint32_t visit_count() const { return visit_count_; }
@@ -577,13 +586,29 @@ class ShmQp final : public Qp {
   // buffer of the next receive -- landed without execute_one's general
   // copies and branches; false (nothing done) for anything else, which
   // execute_one then copies out and checks in full. *flags: its flags.
-  bool land_inline_send(const ShmDesc* slot, uint16_t* flags);
+  bool land_inline_send(const ShmDesc* slot, uint16_t* flags, uint32_t* acked);
   Exec execute_send(const ShmDesc& d, const uint8_t* const* src, const uint32_t* len, uint32_t n, uint32_t index,
                     bool from_peer_memory);
   void reject_inbound(uint32_t index, WcStatus status, const char* why);
 
-  // Completer (shm_completer.cc).
+  // Completer (shm_completer.cc). complete_sends: with WRs outstanding
+  // (progress() checks), what the peer executed retired; load_cons: the
+  // peer's cons, checked, given what we know; acked_outside: a SEND's
+  // `acked` outside [out_done_, out_prod_] (out of line: the rare cases).
   void complete_sends();
+  // What complete_sends would do nothing about: no news since the last
+  // retirement (nothing known executed past out_done_, no cause to load
+  // cons, no room wanted), every WR outstanding published (no failure or
+  // unissued WR queued) and none local -- so each is a descriptor the peer
+  // has not executed, and none waits behind it for a revisit.
+  bool waits_on_peer() const {
+    return peer_acked_ == out_done_ && !cons_look_ && state_ == QpState::kRts && sq_next_ == sq_tail_ &&
+           out_prod_ - out_done_ < cons_room_ && sq_tail_ - sq_head_ < sq_look_ &&
+           static_cast<uint32_t>(local_end_ - sq_head_ - 1) >= static_cast<uint32_t>(sq_tail_ - sq_head_) &&
+           delay_ticks_ == 0;
+  }
+  [[gnu::noinline]] uint32_t load_cons(uint32_t known);
+  [[gnu::noinline]] void acked_outside(uint32_t said);
   bool copy_read_response(SqEntry& e);
   void flush_recvs();
   bool push_wc(ShmCq* cq, const Wc& wc);
@@ -691,6 +716,16 @@ class ShmQp final : public Qp {
   uint32_t out_prod_ = 0;   // next index we publish
   uint32_t out_done_ = 0;   // below: retired by complete_sends(); slots reusable
   uint32_t final_cons_ = 0; // peer's cons frozen when we entered error
+  // Acks (complete_sends): the newest consumer index of our ring the peer
+  // told us of, in [out_done_, out_prod_], from `cons` or a SEND's `acked`
+  // (execute_inbound), and whether news came that only `cons` may carry
+  // (look_at_cons).
+  uint32_t peer_acked_ = 0;
+  bool cons_look_ = false;
+  // complete_sends loads cons once this many descriptors (a quarter of the
+  // ring) or send-queue entries (three quarters of the array) are not
+  // known retirable.
+  uint32_t cons_room_ = 0, sq_look_ = 0;
   bool peer_err_valid_ = false;
   uint32_t peer_err_index_ = 0;
   WcStatus peer_err_status_ = WcStatus::kSuccess;
@@ -1103,7 +1138,7 @@ inline void ShmQp::note_published() {
   ring_due_ = true;
   // An ack we owed (shm_link.cc, "Acks") rides on this: set after the cons
   // store it reports, the bit tells the peer both; a watching peer visits
-  // the QP for the descriptor, and the visit reads our cons with it.
+  // the QP for the descriptor, whose `acked` word carries our cons.
   ack_owed_ = false;
   if (notify_word_ != nullptr && !vanished_ && peer_watching()) {
     st_.bits_skipped.add();

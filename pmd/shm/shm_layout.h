@@ -51,7 +51,9 @@ inline constexpr uint32_t kAreaMagic = 0x5445524e;  // "TERN"
 // 5: the link (ShmLink): activity words per peer, sent with the ACCEPT.
 // 6: word 0 of a link half has no summary bit.
 // 7: the endpoint's watching word (watched QPs).
-inline constexpr uint16_t kLayoutVersion = 7;
+// 8: a SEND carries its producer's consumer index of the other ring
+//    (kDescAcked, ShmDesc::acked).
+inline constexpr uint16_t kLayoutVersion = 8;
 inline constexpr size_t kCacheLine = 64;
 
 inline constexpr uint32_t kMaxSge = 13;        // SGEs per descriptor (fits a 256-byte slot)
@@ -132,6 +134,14 @@ enum ShmDescFlags : uint16_t {
   // slot before the consumer index has passed it, so what the consumer copies
   // is what was published, whatever the producer does with its own memory.
   kDescInline = 1u << 1,
+  // kOpSend / kOpSendInv: `acked` holds the producer's consumer index of
+  // the opposite ring when it published this descriptor: the same word as
+  // that ring's `cons`, carried on a line the peer reads anyway. The peer
+  // retires its own WRs below it without loading `cons`, whose line then
+  // stays in the writer's cache (docs/shm-driver.md, "Acks on the
+  // message"). Peer input like `cons`: ahead of what the reader published
+  // is a protocol error; behind what it already knows is stale and ignored.
+  kDescAcked = 1u << 2,
 };
 
 // A (segment, offset, length) inside memory the *producer* exported.
@@ -155,7 +165,10 @@ struct ShmDesc {
   uint16_t flags;      // ShmDescFlags; a hint, never trusted
   uint32_t key;        // kOpWrite/kOpRead: the consumer's rkey; kOpSendInv: rkey to invalidate
   uint32_t length;     // sum of sge lengths (or the inline message's length)
-  uint64_t raddr;      // kOpWrite/kOpRead: address in the consumer's MR
+  union {
+    uint64_t raddr;    // kOpWrite/kOpRead: address in the consumer's MR
+    uint32_t acked;    // kOpSend/kOpSendInv with kDescAcked: see there
+  };
   // From here on, an inline descriptor (kDescInline) holds its message
   // instead (kInlineOffset, up to kMaxInline bytes).
   // kOpRead response, written by the consumer before it advances `cons`: where in
@@ -168,7 +181,7 @@ struct ShmDesc {
   uint64_t reserved2;
 };
 static_assert(sizeof(ShmDesc) == 256, "one descriptor per four cache lines");
-static_assert(offsetof(ShmDesc, seq) == 0 && offsetof(ShmDesc, read_seg) == 24);
+static_assert(offsetof(ShmDesc, seq) == 0 && offsetof(ShmDesc, read_seg) == 24 && offsetof(ShmDesc, acked) == 16);
 
 // Where an inline message starts in its descriptor, and how long it may be:
 // a message of up to 40 bytes shares the cache line of the seq word, one of

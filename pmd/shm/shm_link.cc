@@ -104,7 +104,11 @@ void ShmDevice::collect_links() {
         w &= w - 1;
         // Peer-written: a slot we gave no QP of its is ignored.
         ShmQp* qp = slot < nslots ? slot_qp[slot] : nullptr;
-        if (qp == nullptr || qp->ready_pprev_ != nullptr) continue;
+        if (qp == nullptr) continue;
+        // A bit may be an ack that no SEND of the peer's carries: the
+        // visit reads cons (complete_sends), even if queued already.
+        qp->cons_look_ = true;
+        if (qp->ready_pprev_ != nullptr) continue;
         // ShmQp::mark_active, with the list head local.
         link_ready(&ready_head_, head, qp);
         head = qp;

@@ -73,7 +73,8 @@ StatsView ShmQp::stats() const {
           {"corrupt_descs", &st_.corrupt_descs}, {"wakes_sent", &st_.wakes_sent},
           {"wakes_received", &st_.wakes_received}, {"sq_grows", &st_.sq_grows},
           {"idle_trims", &st_.idle_trims},   {"visits", &st_.visits},
-          {"watches", &st_.watches},         {"bits_skipped", &st_.bits_skipped}};
+          {"watches", &st_.watches},         {"bits_skipped", &st_.bits_skipped},
+          {"cons_loads", &st_.cons_loads}};
 }
 
 Status ShmQp::inject_fault(const Fault& f) {
@@ -83,7 +84,7 @@ Status ShmQp::inject_fault(const Fault& f) {
       return Status::ok();
     case Fault::Kind::kDelayCompletions:
       delay_ticks_ = f.delay_ns == 0 ? 0 : std::max<uint64_t>(1, ticks_from_ns(f.delay_ns));
-      mark_active();
+      look_at_cons();
       return Status::ok();
     case Fault::Kind::kDropConnection:
       if (state_ != QpState::kRts) return make_error(Errc::kBadState, "drop: QP %u is not connected", qpn_);
@@ -138,7 +139,12 @@ void ShmQp::progress() {
       note_published();
     }
   }
-  complete_sends();
+  // Nothing outstanding: the peer's index is not worth a look (and news
+  // that only it carried is no longer news). Nor is the call worth making
+  // when it would find nothing (waits_on_peer): the visit after our own
+  // post, at depth 1 one of every two.
+  if (sq_head_ == sq_tail_) cons_look_ = false;
+  else if (!waits_on_peer()) complete_sends();
   // What waited for ring slots the retirements just freed: now, not when
   // some later news brings us back.
   if (state_ == QpState::kRts && sq_next_ != sq_tail_ && issue()) {
@@ -150,9 +156,9 @@ void ShmQp::progress() {
   else if (notify_due_) notify_peer();
   // Work left that no peer will flag: a full CQ (ours), a burst cut short,
   // flushes, completions held back (fault injection).
-  if (revisit_ || (state_ == QpState::kError && (sq_head_ != sq_tail_ || !rq_.empty())) ||
-      (delay_ticks_ != 0 && sq_head_ != sq_next_))
-    mark_active();
+  if (TERN_UNLIKELY(delay_ticks_ != 0) && sq_head_ != sq_next_)
+    look_at_cons();  // held back: each visit reads cons, as every visit did before acks rode on SENDs
+  if (revisit_ || (state_ == QpState::kError && (sq_head_ != sq_tail_ || !rq_.empty()))) mark_active();
 }
 
 void ShmQp::write_own_state(uint32_t st) {
@@ -185,6 +191,9 @@ void ShmQp::enter_error(Status why) {
     // Only descriptors the peer provably executed complete successfully.
     final_cons_ = static_cast<uint32_t>(c - out_done_) <= static_cast<uint32_t>(out_prod_ - out_done_) ? c
                                                                                                       : out_done_;
+    // What a SEND of the peer's said it executed counts as well (an honest
+    // peer's cons is never behind it).
+    if (idx_before(final_cons_, peer_acked_)) final_cons_ = peer_acked_;
   }
   write_own_state(kEpError);
   if (was_connected && !error_event_sent_) {
@@ -266,6 +275,7 @@ Status ShmQp::attach_area(int area_fd, bool is_client, uint32_t ring_slots, size
   slots_ = ring_slots;
   slot_mask_ = ring_slots - 1;
   slot_shift_ = static_cast<uint32_t>(__builtin_ctz(ring_slots));
+  cons_room_ = ring_slots / 4;
   my_ep_->state.store(kEpActive, std::memory_order_release);
   return Status::ok();
 }

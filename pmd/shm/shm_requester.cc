@@ -119,11 +119,13 @@ bool ShmQp::post_inline_send(const SendWr& wr) {
   slot->op = kOpSend;
   slot->num_sge = 0;
   const bool flagged = e.signaled || out_prod_ + 1 - out_done_ >= slots_ / 2;
-  slot->flags = static_cast<uint16_t>(kDescInline | (flagged ? kDescAckWanted : 0));
+  slot->flags = static_cast<uint16_t>(kDescInline | kDescAcked | (flagged ? kDescAckWanted : 0));
   if (flagged) flagged_end_ = out_prod_ + 1;
   slot->key = 0;
   slot->length = s.length;
-  slot->raddr = 0;
+  // The ack of what we executed of the peer's ring, on the message
+  // (kDescAcked): our cons store came first (execute_inbound).
+  slot->raddr = in_cons_;
   std::memcpy(reinterpret_cast<uint8_t*>(slot) + kInlineOffset, m->host + (s.addr - m->iova), s.length);
   seq_word(slot).store(slot_seq(out_prod_, slot_shift_), std::memory_order_release);
   ordered_ = false;
@@ -213,6 +215,7 @@ void ShmQp::grow_sq() {
   sq_cap_ = cap;
   sq_mask_ = cap - 1;
   sq_limit_ = std::min(cap, init_.sq_depth);
+  sq_look_ = sq_limit_ - sq_limit_ / 4;  // complete_sends: cons loaded before the array is full
   st_.sq_grows.add();
 }
 
@@ -281,7 +284,12 @@ bool ShmQp::issue() {
       // (the newest descriptor is always flagged when the ring is full),
       // needs the consumer to wake it; see ShmDescFlags.
       const bool flagged = e.signaled || out_prod_ + 1 - out_done_ >= slots_ / 2;
-      e.desc.flags = static_cast<uint16_t>((e.desc.flags & kDescInline) | (flagged ? kDescAckWanted : 0));
+      // A SEND carries the ack of what we executed of the peer's ring
+      // (kDescAcked; it has no remote address to give).
+      const bool send = e.desc.op == kOpSend || e.desc.op == kOpSendInv;
+      if (send) e.desc.raddr = in_cons_;
+      e.desc.flags = static_cast<uint16_t>((e.desc.flags & kDescInline) | (flagged ? kDescAckWanted : 0) |
+                                           (send ? kDescAcked : 0));
       if (flagged) flagged_end_ = out_prod_ + 1;
       ShmDesc* slot = &out_slots_[out_prod_ & slot_mask_];
       uint8_t* body = reinterpret_cast<uint8_t*>(slot) + kSeqEnd;

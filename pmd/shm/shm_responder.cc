@@ -20,16 +20,18 @@ namespace tern::shm {
 namespace {
 
 // What an inline SEND needs of its descriptor, besides the message: the
-// words from `op` to `length` (12 bytes, not the 40 of the header).
+// words from `op` to `acked` (16 bytes, one move, not the 40 of the header).
 struct InlineHead {
   uint8_t op;
   uint8_t num_sge;
   uint16_t flags;
   uint32_t key;
   uint32_t length;
+  uint32_t acked;
 };
-static_assert(sizeof(InlineHead) == offsetof(ShmDesc, raddr) - offsetof(ShmDesc, op) &&
-              offsetof(ShmDesc, length) - offsetof(ShmDesc, op) == offsetof(InlineHead, length));
+static_assert(sizeof(InlineHead) == offsetof(ShmDesc, acked) + sizeof(uint32_t) - offsetof(ShmDesc, op) &&
+              offsetof(ShmDesc, length) - offsetof(ShmDesc, op) == offsetof(InlineHead, length) &&
+              offsetof(ShmDesc, acked) - offsetof(ShmDesc, op) == offsetof(InlineHead, acked));
 
 // An inline message (at most kMaxInline bytes) into its receive: 16-byte
 // moves, the last one overlapping the one before, in place of a call to
@@ -276,7 +278,7 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, const ShmDesc* slot, uint32_t i
   return Exec::kDone;
 }
 
-[[gnu::always_inline]] inline bool ShmQp::land_inline_send(const ShmDesc* slot, uint16_t* flags) {
+[[gnu::always_inline]] inline bool ShmQp::land_inline_send(const ShmDesc* slot, uint16_t* flags, uint32_t* acked) {
   // Copied out before it is checked, like every descriptor: the peer may
   // rewrite the slot meanwhile, and what was checked is what is used (the
   // length most of all: it bounds the copy below).
@@ -303,6 +305,7 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, const ShmDesc* slot, uint32_t i
   st_.descs_in.add();
   st_.bytes_in.add(h.length);
   *flags = h.flags;
+  *acked = h.acked;
   return true;
 }
 
@@ -315,6 +318,10 @@ void ShmQp::execute_inbound() {
   bool ack_wanted = false;
   uint32_t budget = dev_->exec_burst();
   bool waiting = false;
+  // The newest ack a SEND carried (kDescAcked): the peer's consumer index of
+  // our ring, which complete_sends checks and uses in place of loading
+  // `cons` (docs/shm-driver.md, "Acks on the message").
+  uint32_t acked = peer_acked_;
   for (; budget > 0; --budget) {
     // Once the peer's QP has left RTS it flushes what we have not
     // executed and may reuse the memory those descriptors name: execute
@@ -325,8 +332,9 @@ void ShmQp::execute_inbound() {
     // value only stalls its own connection).
     if (seq_word(slot).load(std::memory_order_acquire) != slot_seq(in_cons_, slot_shift_)) break;
     uint16_t flags;
+    uint32_t said;
     // A capture records what each descriptor did: the general path's.
-    if (TERN_UNLIKELY(pcap_ != nullptr) || !land_inline_send(slot, &flags)) {
+    if (TERN_UNLIKELY(pcap_ != nullptr) || !land_inline_send(slot, &flags, &said)) {
       // Copy the descriptor out of shared memory before checking it, so the
       // peer cannot change it between the check and the use.
       ShmDesc d;
@@ -344,10 +352,23 @@ void ShmQp::execute_inbound() {
         dev_->drop_watch(this);
         break;
       }
-      flags = d.flags;
+      flags = d.op == kOpSend || d.op == kOpSendInv ? d.flags : static_cast<uint16_t>(d.flags & ~kDescAcked);
+      said = d.acked;
     }
+    if ((flags & kDescAcked) != 0) acked = said;
     ack_wanted |= (flags & kDescAckWanted) != 0;
     ++in_cons_;
+  }
+  // Peer input like cons: ahead of what we published is a protocol error;
+  // behind what we know, an older message's (a visit may have loaded a
+  // newer cons since), ignored.
+  if (acked != peer_acked_) {
+    if (TERN_LIKELY(static_cast<uint32_t>(acked - out_done_) <= static_cast<uint32_t>(out_prod_ - out_done_))) {
+      if (idx_before(peer_acked_, acked)) peer_acked_ = acked;
+    } else {
+      acked_outside(acked);
+      if (state_ != QpState::kRts) return;
+    }
   }
   // A full burst executed and more waiting: the next poll comes back for
   // it, and a host about to sleep must poll again first, for the peer will

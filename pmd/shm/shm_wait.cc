@@ -151,7 +151,7 @@ bool ShmDevice::ack_wait() {
   // its peer may have stored cons without a bit (arm_wait).
   for (ShmQp* qp : qps_) {
     qp->disarm();
-    if (qp->awaits_ack()) qp->mark_active();
+    if (qp->awaits_ack()) qp->look_at_cons();
   }
   if (epfd_ < 0) return true;
   bool cm = !events_.empty();

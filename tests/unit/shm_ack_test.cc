@@ -303,3 +303,138 @@ TEST_F(ShmReadyListTest, TwoNeighboursDestroyedLeaveTheReadyList) { destroy_queu
 
 }  // namespace
 }  // namespace tern
+
+namespace tern {
+namespace {
+
+using namespace tern::rdma;
+using shmtest::counter;
+
+// Acks on the message (docs/shm-driver.md): a SEND carries its producer's
+// consumer index of the other ring, so a connection that answers what it
+// receives retires the peer's WRs with no load of `cons` (whose line then
+// stays in its writer's cache); `cons` is read only on news that nothing
+// else carries, or for room. Every completion still comes in bounded time.
+class ShmAckOnMessageTest : public shmtest::PairTest {
+ protected:
+  ShmAckOnMessageTest() : PairTest("ackmsg") {}
+
+  void SetUp() override {
+    PairTest::SetUp();
+    connect_all(1);
+    client_.post_recvs(cqp(), 0, 16);
+    // As ShmAckTest: the safety net's next look is 64 polls away.
+    for (int k = 0; k < 64; ++k) server_.poll(), client_.poll();
+    server_.wcs.clear();
+    client_.wcs.clear();
+  }
+  Qp* cqp() { return client_.qps[0].get(); }
+  Qp* sqp() { return server_.qps[0].get(); }
+  void send(Qp* qp, shmtest::ManyQpEnd& end, uint64_t wr_id, bool signaled) {
+    Sge s = end.sge(40 * shmtest::ManyQpEnd::kMsg, 32);
+    SendWr w{};
+    w.wr_id = wr_id, w.sg_list = &s, w.num_sge = 1, w.opcode = WrOpcode::kSend;
+    w.flags = signaled ? kWrSignaled : 0;
+    int err = 0;
+    ASSERT_EQ(qp->post_send(&w, 1, &err), 1);
+  }
+  static bool has(const shmtest::ManyQpEnd& end, uint64_t wr_id, WcOpcode op) {
+    for (const Wc& wc : end.wcs)
+      if (wc.wr_id == wr_id && wc.opcode == op && wc.status == WcStatus::kSuccess) return true;
+    return false;
+  }
+  static size_t received(const shmtest::ManyQpEnd& end) {
+    size_t n = 0;
+    for (const Wc& wc : end.wcs) n += wc.opcode == WcOpcode::kRecv && wc.status == WcStatus::kSuccess ? 1 : 0;
+    return n;
+  }
+  // Takes one received message on each side and posts its receive back.
+  void repost(shmtest::ManyQpEnd& end, Qp* qp, int q, size_t* seen) {
+    const size_t n = received(end);
+    for (; *seen < n; ++*seen) end.post_recvs(qp, q, 1);
+  }
+  // One round trip at depth 1, both Sends signaled: the client sends, the
+  // server executes and answers, the client executes the answer. Each
+  // side's Send must be complete once the other side's answer executed.
+  void round(uint64_t k) {
+    send(cqp(), client_, k, true);
+    client_.poll();  // the post's own visit: nothing executed yet
+    server_.poll();  // executes the call
+    ASSERT_EQ(received(server_), k) << "round " << k;
+    if (k > 1) EXPECT_TRUE(has(server_, 1000 + k - 1, WcOpcode::kSend)) << "the server's answer " << k - 1
+                                                                        << " not complete when the next call executed";
+    send(sqp(), server_, 1000 + k, true);
+    server_.poll();  // the answer's own visit
+    client_.poll();  // executes the answer
+    ASSERT_EQ(received(client_), k) << "round " << k;
+    EXPECT_TRUE(has(client_, k, WcOpcode::kSend)) << "the client's call " << k
+                                                  << " not complete when its answer executed";
+    repost(server_, sqp(), 0, &server_seen_);
+    repost(client_, cqp(), 0, &client_seen_);
+  }
+  size_t server_seen_ = 0, client_seen_ = 0;
+};
+
+TEST_F(ShmAckOnMessageTest, AnAnswerCarriesTheAckAndConsStaysPut) {
+  // The first rounds watch both QPs (their peers' posts stop setting bits).
+  for (uint64_t k = 1; k <= 3; ++k) round(k);
+  ASSERT_GT(counter(sqp()->stats(), "watches"), 0u);
+  ASSERT_GT(counter(cqp()->stats(), "watches"), 0u);
+  const uint64_t cloads = counter(cqp()->stats(), "cons_loads");
+  const uint64_t sloads = counter(sqp()->stats(), "cons_loads");
+  for (uint64_t k = 4; k <= 40; ++k) round(k);
+  // Not one load of the peer's cons on either side since: each completion
+  // came with the message that answered it.
+  EXPECT_EQ(counter(cqp()->stats(), "cons_loads"), cloads);
+  EXPECT_EQ(counter(sqp()->stats(), "cons_loads"), sloads);
+}
+
+TEST_F(ShmAckOnMessageTest, NoAnswerTheOwedAckStillGoes) {
+  for (uint64_t k = 1; k <= 3; ++k) round(k);
+  // The server executes a signaled Send and answers nothing: its device
+  // sends the ack by itself (its bit, two polls later), and the client's
+  // visit for that bit reads cons.
+  send(cqp(), client_, 99, true);
+  client_.poll();
+  server_.poll();
+  ASSERT_EQ(received(server_), 4u);
+  for (int k = 0; k < 3 && !has(client_, 99, WcOpcode::kSend); ++k) server_.poll(), client_.poll();
+  EXPECT_TRUE(has(client_, 99, WcOpcode::kSend)) << "the owed ack did not complete the Send";
+}
+
+TEST_F(ShmAckOnMessageTest, AFullRingGetsItsRoomBackWithoutAnswers) {
+  for (uint64_t k = 1; k <= 3; ++k) round(k);
+  client_.wcs.clear();
+  // Unsignaled Sends, one way, more than the ring (64) and the send queue
+  // (64) hold: the client's posts wait for room that only the server's
+  // cons gives back; the server answers nothing.
+  int posted = 0, refused = 0;
+  Sge s = client_.sge(40 * shmtest::ManyQpEnd::kMsg, 32);
+  for (int polls = 0; polls < 60 && posted < 200; ++polls) {
+    for (;;) {
+      SendWr w{};
+      w.wr_id = 5000 + static_cast<uint64_t>(posted), w.sg_list = &s, w.num_sge = 1, w.opcode = WrOpcode::kSend;
+      w.flags = posted == 199 ? kWrSignaled : 0;
+      int err = 0;
+      if (cqp()->post_send(&w, 1, &err) != 1) {
+        ++refused;
+        break;
+      }
+      if (++posted == 200) break;
+    }
+    client_.poll();
+    server_.poll();
+    repost(server_, sqp(), 0, &server_seen_);
+  }
+  EXPECT_EQ(posted, 200) << "the client's send queue stayed full";
+  EXPECT_GT(refused, 0) << "the test never filled the send queue";
+  for (int k = 0; k < 16 && !has(client_, 5199, WcOpcode::kSend); ++k) {
+    client_.poll();
+    server_.poll();
+    repost(server_, sqp(), 0, &server_seen_);
+  }
+  EXPECT_TRUE(has(client_, 5199, WcOpcode::kSend));
+}
+
+}  // namespace
+}  // namespace tern

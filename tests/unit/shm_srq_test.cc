@@ -347,6 +347,54 @@ TEST_F(ShmSrqPeerTest, ASlotIsExecutedOnlyOnceItsSeqWordPublishesIt) {
 }
 
 
+// Layout 8: a SEND carries its producer's consumer index of our ring
+// (kDescAcked, ShmDesc::acked), which we retire our WRs by instead of
+// loading cons. Peer input like cons: one naming a descriptor we never
+// published fails that connection alone (a protocol error); one behind
+// what we know is an older message's and changes nothing; one inside the
+// window completes our WRs below it, as the same lie in cons would -- the
+// peer's own loss.
+TEST_F(ShmSrqPeerTest, ASendsAckIsCheckedLikeCons) {
+  struct AckCase {
+    uint32_t acked;
+    bool fails, completes;
+  };
+  for (const AckCase& c : {AckCase{0xfffffff0u, false, false}, AckCase{2, true, false}, AckCase{1, false, true}}) {
+    SCOPED_TRACE(c.acked);
+    Qp* bad = nullptr;
+    auto h = connect_hostile(&bad);
+    ASSERT_NE(bad, nullptr);
+    // One signaled Send of ours outstanding to the hostile peer, which
+    // never executes it: our only descriptor in its ring (index 0).
+    Sge src{reinterpret_cast<uint64_t>(server_.base() + kRecvs * kRecvLen), 16, server_.mr->lkey()};
+    SendWr w = shmtest::signaled_send(77, &src);
+    int err = 0;
+    ASSERT_EQ(bad->post_send(&w, 1, &err), 1);
+    ShmDesc in = send_desc(0);
+    in.num_sge = 0;
+    in.flags = kDescInline | kDescAcked;
+    in.length = 8;
+    in.acked = c.acked;
+    h->publish(in);
+    ASSERT_TRUE(wait_for([&] { return !server_recv_.empty(); }, "the hostile message executed"));
+    for (int i = 0; i < 200; ++i) poll_all();
+    bool told = false;
+    for (const CmEvent& ev : server_cm_) told |= ev.type == CmEventType::kDisconnected && ev.qp == bad && ev.peer_fault;
+    bool completed = false, flushed = false;
+    for (const Wc& wc : server_send_)
+      if (wc.wr_id == 77) (wc.status == WcStatus::kSuccess ? completed : flushed) = true;
+    EXPECT_EQ(bad->state(), c.fails ? QpState::kError : QpState::kRts);
+    EXPECT_EQ(told, c.fails) << "kDisconnected with peer_fault for the hostile QP";
+    EXPECT_EQ(completed, c.completes);
+    EXPECT_EQ(flushed, c.fails) << "our Send, which the peer never executed, flushed with its QP";
+    EXPECT_EQ(good_->state(), QpState::kRts);
+    server_recv_.clear();
+    server_send_.clear();
+    server_cm_.clear();
+    server_.qps.pop_back();
+  }
+}
+
 // An inline SEND's length bounds the copy out of its slot, so the responder
 // checks a copy of it, never the slot itself: a peer may rewrite the slot at
 // any moment. Here a thread plays that peer, flipping every slot's length

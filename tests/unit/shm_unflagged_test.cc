@@ -42,7 +42,12 @@ struct End {
   }
 };
 
-TEST(ShmUnflaggedTest, FailureBehindUnsignaledSendCompletesWithoutNews) {
+// An unsignaled Send (not flagged: the ring is nearly empty), then a
+// signaled WR behind it that completes locally and only after the Send
+// does: a REG_MR (local_wr), or a Send with a bad lkey (a failure). Its
+// completion must surface within a bounded number of polls, with no news
+// from the peer.
+void run(bool local_wr) {
   set_log_level(LogLevel::kError);
   const std::string path = "/tmp/tern-shm-unflagged-" + std::to_string(getpid()) + ".sock";
   unlink(path.c_str());
@@ -85,14 +90,19 @@ TEST(ShmUnflaggedTest, FailureBehindUnsignaledSendCompletesWithoutNews) {
   for (int k = 0; k < 64; ++k) s.poll(), c.poll();
   c.wcs.clear();
 
-  // An unsignaled Send (not flagged: the ring is nearly empty), then a
-  // signaled one with a bad lkey: a local failure, which completes only
-  // after the Send ahead of it does.
   Sge good{reinterpret_cast<uint64_t>(c.arena->base()), 32, c.mr->lkey()};
   Sge bad{reinterpret_cast<uint64_t>(c.arena->base()), 32, c.mr->lkey() ^ 0x100};
+  std::unique_ptr<FastMr> fmr;
   SendWr w[2]{};
   w[0].wr_id = 1, w[0].sg_list = &good, w[0].num_sge = 1, w[0].opcode = WrOpcode::kSend, w[0].flags = 0;
   w[1].wr_id = 2, w[1].sg_list = &bad, w[1].num_sge = 1, w[1].opcode = WrOpcode::kSend, w[1].flags = kWrSignaled;
+  if (local_wr) {
+    fmr = std::move(c.pd->alloc_fast_mr(4)).value();
+    w[1] = SendWr{};
+    w[1].wr_id = 2, w[1].opcode = WrOpcode::kRegMr, w[1].flags = kWrSignaled;
+    w[1].reg.mr = fmr.get(), w[1].reg.addr = reinterpret_cast<uint64_t>(c.arena->base()), w[1].reg.length = 4096;
+    w[1].reg.lkey = c.mr->lkey(), w[1].reg.access = kAccessLocalWrite, w[1].reg.rkey = fmr->bump_rkey();
+  }
   (void)c.qp->post_send(w, 2, &err);
   // Polls in this thread only, a bounded number of them (fewer than the 64
   // to the net's next look): the failure must surface within them.
@@ -108,13 +118,18 @@ TEST(ShmUnflaggedTest, FailureBehindUnsignaledSendCompletesWithoutNews) {
       if (wc.wr_id == 2) failed = &wc;
   }
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  ASSERT_NE(failed, nullptr) << "no completion for the failed WR after " << rounds << " rounds (" << ms << " ms)";
-  EXPECT_EQ(failed->status, WcStatus::kLocProtErr);
+  ASSERT_NE(failed, nullptr) << "no completion for the WR behind the Send after " << rounds << " rounds (" << ms
+                            << " ms)";
+  EXPECT_EQ(failed->status, local_wr ? WcStatus::kSuccess : WcStatus::kLocProtErr);
   bool got = false;
   for (const Wc& wc : s.wcs) got |= wc.opcode == WcOpcode::kRecv && wc.status == WcStatus::kSuccess;
   EXPECT_TRUE(got);
+  if (local_wr) c.qp.reset();  // before the fast MR it registered
   unlink(path.c_str());
 }
+
+TEST(ShmUnflaggedTest, FailureBehindUnsignaledSendCompletesWithoutNews) { run(false); }
+TEST(ShmUnflaggedTest, LocalWrBehindUnsignaledSendCompletesWithoutNews) { run(true); }
 
 }  // namespace
 }  // namespace tern
