@@ -723,6 +723,11 @@ class ShmQp final : public Qp {
   int64_t fail_after_ = -1;
   uint64_t delay_ticks_ = 0;
   bool corrupt_next_ = false;
+  // Every WR takes post_send's general path: a fault was injected (for
+  // good: the general path does what the inline one does, slower), the
+  // device captures, or the QP allows no SGE. One test per post instead
+  // of five.
+  bool general_only_ = false;
 
   RocePcap* pcap_ = nullptr;  // the device's capture, if pcap= was given
   RocePcap::Flow cap_;
