@@ -658,6 +658,11 @@ class ShmQp final : public Qp {
   uint32_t wait_gen_ = 0;      // our wait word, less its armed bit
   uint32_t rung_gen_ = 0;      // the peer's armed wait word we last sent a WAKE for
   bool ring_due_ = false;      // stored something the peer may wait for; ring_peer() soon
+  // Since ring_peer() last ran: a post's note found the peer watching
+  // (skipped_since_ring_), and descriptors published after it left their
+  // note to ring_peer() (note_deferred_). See note_published.
+  bool skipped_since_ring_ = false;
+  bool note_deferred_ = false;
   // Links: our bit in the peer's half, set by notify_peer() (and ring_peer());
   // notify_summary_ is null for a slot of word 0, which has no summary bit.
   ShmPeerLink* link_ = nullptr;
@@ -769,6 +774,11 @@ class ShmQp final : public Qp {
   int64_t fail_after_ = -1;
   uint64_t delay_ticks_ = 0;
   bool corrupt_next_ = false;
+  // Every WR takes post_send's general path: a fault was injected (for
+  // good: the general path does what the inline one does, slower), the
+  // device captures, or the QP allows no SGE. One test per post instead
+  // of five.
+  bool general_only_ = false;
 
   RocePcap* pcap_ = nullptr;  // the device's capture, if pcap= was given
   RocePcap::Flow cap_;
@@ -1135,6 +1145,25 @@ inline bool ShmQp::peer_watching() {
 }
 
 inline void ShmQp::note_published() {
+  // A burst of posts between two visits (a server's pass answering 32
+  // calls, a client's 32 calls) needs one note, not one each: once a note
+  // since the last ring_peer() found the peer watching, the peer's peek
+  // finds what we publish after it, and the rest of the Dekker pair (the
+  // fence, the second look at `watching`, our bit if it let go) is
+  // ring_peer()'s at the visit ring_due_ brings -- the next CQ poll, which
+  // every host makes before it sleeps. A plain load of the word first (the
+  // line stays shared: the peer writes it only when it starts or stops
+  // watching): a peer seen to have let go gets our bit now, as before. What
+  // is left to the visit is a message published in the instant the peer
+  // lets go (our load read the word set before its store, its last peek
+  // ran before our seq store drained): found at our next CQ poll instead
+  // of at once. What it saves: a locked instruction per message, which
+  // waits for the published slot's line to leave our store buffer.
+  if (ring_due_ && skipped_since_ring_ && peer_ep_ != nullptr &&
+      peer_ep_->watching.load(std::memory_order_relaxed) != 0) {
+    note_deferred_ = true;
+    return;
+  }
   ring_due_ = true;
   // An ack we owed (shm_link.cc, "Acks") rides on this: set after the cons
   // store it reports, the bit tells the peer both; a watching peer visits
@@ -1142,6 +1171,7 @@ inline void ShmQp::note_published() {
   ack_owed_ = false;
   if (notify_word_ != nullptr && !vanished_ && peer_watching()) {
     st_.bits_skipped.add();
+    skipped_since_ring_ = true;
     return;
   }
   notify_due_ = true;

@@ -27,6 +27,7 @@ ShmQp::ShmQp(ShmDevice* dev, ShmPd* pd, const QpInit& init, uint32_t qpn)
       init_(init),
       qpn_(qpn),
       pcap_(dev->pcap()) {
+  general_only_ = pcap_ != nullptr || init.max_send_sge < 1;
   // No send queue array until the first post (grow_sq), and small then:
   // most QPs never have many WRs outstanding, and an accepted QP may never
   // post at all. sq_limit_ 0 sends the first post to grow_sq.
@@ -78,6 +79,7 @@ StatsView ShmQp::stats() const {
 }
 
 Status ShmQp::inject_fault(const Fault& f) {
+  if (f.kind != Fault::Kind::kDropConnection) general_only_ = true;
   switch (f.kind) {
     case Fault::Kind::kFailAfterWrs:
       fail_after_ = static_cast<int64_t>(f.count);

@@ -145,15 +145,14 @@ int ShmQp::post_send(const SendWr* wrs, int n, int* err) {
     return 0;
   }
   // No fault injection, capture or held-back completions: those want the
-  // general path's bookkeeping for every WR.
-  const bool plain =
-      state_ == QpState::kRts && fail_after_ < 0 && !corrupt_next_ && pcap_ == nullptr && delay_ticks_ == 0;
+  // general path's bookkeeping for every WR (general_only_).
+  const bool plain = state_ == QpState::kRts && !general_only_;
   int fast = 0;
   int i = 0;
   for (; i < n; ++i) {
     const SendWr& wr = wrs[i];
     if (plain && wr.opcode == WrOpcode::kSend && wr.num_sge == 1 && wr.sg_list != nullptr &&
-        wr.sg_list[0].length <= kMaxInline && init_.max_send_sge >= 1 && post_inline_send(wr)) {
+        wr.sg_list[0].length <= kMaxInline && post_inline_send(wr)) {
       ++fast;
       continue;
     }

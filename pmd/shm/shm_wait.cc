@@ -215,6 +215,17 @@ void ShmQp::disarm() {
 
 void ShmQp::ring_peer() {
   ring_due_ = false;
+  skipped_since_ring_ = false;
+  // The note the posts after a skipped one left to us (note_published):
+  // the second look at `watching` after their seq stores, and our bit if
+  // the peer let go in between. Not needed when the bit goes anyway.
+  if (note_deferred_) {
+    note_deferred_ = false;
+    if (notify_due_ || ack_owed_ || notify_word_ == nullptr || vanished_ || !peer_watching())
+      notify_due_ = true;
+    else
+      st_.bits_skipped.add();
+  }
   // An ack we owed (shm_link.cc, "Acks") goes now: our bit and this check.
   if (ack_owed_) {
     ack_owed_ = false;

@@ -177,6 +177,59 @@ TEST_F(ShmWatchTest, SleepingConsumerIsWokenForAWatchedQp) {
   EXPECT_EQ(received(0), 2);
 }
 
+// A burst of posts between two of the producer's visits (a server's pass
+// answering a deep queue's calls) pays one note: the first post's fence
+// and look at `watching`; the rest leave theirs to the visit's ring_peer.
+// The peer's peek still finds every message, in order.
+TEST_F(ShmWatchTest, BurstBetweenVisitsPaysOneNote) {
+  connect(1);
+  client_sends(0, 1);
+  client_.poll();
+  server_.poll();
+  ASSERT_EQ(sdev()->watched_qps(), 1u);
+  for (uint64_t v = 2; v <= 9; ++v) client_sends(0, v);
+  EXPECT_EQ(skipped(0), 1u) << "each post of the burst made its own note";
+  server_.poll();
+  ASSERT_EQ(received(0), 9);
+  uint64_t expect = 1;
+  for (const Wc& wc : server_.wcs) {
+    if (wc.opcode != WcOpcode::kRecv) continue;
+    uint64_t v = 0;
+    std::memcpy(&v, server_.base() + (wc.wr_id & 0xffff) * shmtest::ManyQpEnd::kMsg, sizeof v);
+    EXPECT_EQ(v, expect++) << "out of order";
+  }
+  // The visit makes the burst's one deferred note: the peer still watches.
+  client_.poll();
+  EXPECT_EQ(skipped(0), 2u);
+  // And the next burst starts with a note of its own.
+  client_sends(0, 10);
+  EXPECT_EQ(skipped(0), 3u);
+}
+
+// The deferred note's other half: a peer that let go of the QP without its
+// last peek finding the burst's later messages (what a race with the
+// producer's plain load of `watching` leaves) gets our bit at our next
+// visit, and finds them.
+TEST_F(ShmWatchTest, DeferredNoteSetsTheBitForAPeerThatLetGo) {
+  connect(1);
+  client_sends(0, 1);
+  client_.poll();
+  server_.poll();
+  ASSERT_EQ(sdev()->watched_qps(), 1u);
+  client_sends(0, 2);
+  client_sends(0, 3);  // deferred: the peer watched at the note before it
+  ASSERT_EQ(skipped(0), 1u);
+  // Let go with no peek: as if the peer's last peek ran before our stores
+  // drained.
+  sdev()->drop_watch(static_cast<shm::ShmQp*>(server_.qps[0].get()));
+  server_.poll();
+  ASSERT_EQ(received(0), 1) << "found without its bit: the test no longer shows the race's outcome";
+  client_.poll();  // the deferred note: the peer no longer watches, so our bit
+  EXPECT_EQ(skipped(0), 1u);
+  server_.poll();
+  EXPECT_EQ(received(0), 3) << "the burst's deferred messages were lost when the peer let go";
+}
+
 // Two threads: the client posts numbered Sends, each once the server has
 // received the one before (so the next message cannot carry a lost one's
 // bit: a loss is a hang), the server polls and keeps letting go of the QP
