@@ -6,8 +6,12 @@
 namespace tern::shm {
 
 ShmCq::ShmCq(ShmDevice* dev, uint32_t capacity)
-    : dev_(dev), ring_(capacity), cap_(capacity), net_ticks_(ticks_from_ns(kSafetyNetNs / kNetSlices)) {
-  net_tick_ = now_ticks();
+    : dev_(dev),
+      ring_(capacity),
+      cap_(capacity),
+      net_ticks_(ticks_from_ns(kSafetyNetNs / kNetSlices)),
+      sweep_ticks_(net_ticks_) {
+  net_tick_ = sweep_tick_ = now_ticks();
 }
 
 ShmCq::~ShmCq() { TERN_ASSERT(qps_.empty(), "CQ destroyed while %zu QPs use it", qps_.size()); }
@@ -48,12 +52,19 @@ void ShmCq::detach(ShmQp* qp) {
 
 void ShmCq::safety_net() {
   const uint64_t now = now_ticks();
+  if (now - sweep_tick_ >= sweep_ticks_) {
+    sweep_tick_ = now;
+    dev_->sweep_watched();
+  }
   if (now - net_tick_ < net_ticks_) return;
   net_tick_ = now;
-  dev_->sweep_watched();
-  // One slice, round robin: each QP is looked at once per kNetSlices slices.
+  // One slice, round robin: each QP is looked at once per kSafetyNetNs, in
+  // slices of at most kNetLookMax (the next slice's time follows the CQ's
+  // size now; disable_safety_net() keeps it at never).
   const size_t n = qps_.size();
-  for (size_t k = (n + kNetSlices - 1) / kNetSlices; k > 0; --k) {
+  const size_t slices = std::max<size_t>(kNetSlices, (n + kNetLookMax - 1) / kNetLookMax);
+  if (net_ticks_ != UINT64_MAX) net_ticks_ = ticks_from_ns(kSafetyNetNs / slices);
+  for (size_t k = (n + slices - 1) / slices; k > 0; --k) {
     if (net_next_ >= n) net_next_ = 0;
     ShmQp* qp = qps_[net_next_];
     // Visited since the last look: that visit saw all the QP had then.

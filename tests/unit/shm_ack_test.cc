@@ -361,8 +361,10 @@ class ShmAckOnMessageTest : public shmtest::PairTest {
     client_.poll();  // the post's own visit: nothing executed yet
     server_.poll();  // executes the call
     ASSERT_EQ(received(server_), k) << "round " << k;
-    if (k > 1) EXPECT_TRUE(has(server_, 1000 + k - 1, WcOpcode::kSend)) << "the server's answer " << k - 1
-                                                                        << " not complete when the next call executed";
+    if (k > 1) {
+      EXPECT_TRUE(has(server_, 1000 + k - 1, WcOpcode::kSend))
+          << "the server's answer " << k - 1 << " not complete when the next call executed";
+    }
     send(sqp(), server_, 1000 + k, true);
     server_.poll();  // the answer's own visit
     client_.poll();  // executes the answer
