@@ -76,6 +76,34 @@ class ShmLinkHostileTest : public shmtest::PairTest {
     h.summary.store(~uint64_t{0}, std::memory_order_release);
   }
   void on_poll() override { scribble(); }
+  // One message from the well-behaved client's QP 0 (signaled or not), and
+  // the server's receive of it, with its bytes, within wait_for's bound;
+  // `polls` counts the polls that took.
+  void victim_message(uint8_t fill, bool signaled = false, int* polls = nullptr) {
+    server_.wcs.clear();
+    std::memset(client_.base(), fill, kMsg);
+    Sge s = client_.sge(0, kMsg);
+    SendWr w{};
+    w.wr_id = 1, w.sg_list = &s, w.num_sge = 1, w.opcode = WrOpcode::kSend;
+    if (signaled) w.flags = kWrSignaled;
+    int err = 0;
+    ASSERT_EQ(client_.qps[0]->post_send(&w, 1, &err), 1);
+    ASSERT_TRUE(wait_for(
+        [&] {
+          if (polls != nullptr) ++*polls;
+          for (const Wc& wc : server_.wcs)
+            if (wc.opcode == WcOpcode::kRecv) return true;
+          return false;
+        },
+        "the well-behaved client's message"));
+    for (const Wc& wc : server_.wcs)
+      if (wc.opcode == WcOpcode::kRecv) {
+        ASSERT_EQ(wc.status, WcStatus::kSuccess);
+        ASSERT_EQ(wc.qp_num, server_.qps[0]->qp_num());
+        EXPECT_EQ(server_.base()[(wc.wr_id & 0xffff) % 16 * kMsg], fill);
+      }
+    server_.post_recvs(server_.qps[0].get(), 0, 1);
+  }
   bool own_bit_only_ = false;
 
   int hsock_ = -1, harea_fd_ = -1;
@@ -91,27 +119,8 @@ TEST_F(ShmLinkHostileTest, BitsNameOnlyTheWritersConnections) {
   constexpr int kMessages = 100;
   int polls = 0;
   for (int m = 0; m < kMessages; ++m) {
-    server_.wcs.clear();
-    std::memset(client_.base(), static_cast<uint8_t>(m), kMsg);
-    Sge s = client_.sge(0, kMsg);
-    SendWr w{};
-    w.wr_id = 1, w.sg_list = &s, w.num_sge = 1, w.opcode = WrOpcode::kSend, w.flags = kWrSignaled;
-    int err = 0;
-    ASSERT_EQ(client_.qps[0]->post_send(&w, 1, &err), 1);
-    ASSERT_TRUE(wait_for(
-        [&] {
-          ++polls;
-          for (const Wc& wc : server_.wcs)
-            if (wc.opcode == WcOpcode::kRecv) return true;
-          return false;
-        },
-        "the well-behaved client's message"));
-    for (const Wc& wc : server_.wcs)
-      if (wc.opcode == WcOpcode::kRecv) {
-        ASSERT_EQ(wc.status, WcStatus::kSuccess);
-        ASSERT_EQ(wc.qp_num, server_.qps[0]->qp_num());
-        server_.post_recvs(server_.qps[0].get(), 0, 1);
-      }
+    victim_message(static_cast<uint8_t>(m), /*signaled=*/true, &polls);
+    if (HasFatalFailure()) return;
   }
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   // The well-behaved client's idle connections: the safety net's visits
@@ -194,32 +203,6 @@ class ShmWatchingHostileTest : public ShmLinkHostileTest {
       }
     return n;
   }
-  // One message from the well-behaved client's QP 0, and the server's
-  // receive of it within wait_for's bound.
-  void victim_message(uint8_t fill) {
-    server_.wcs.clear();
-    std::memset(client_.base(), fill, kMsg);
-    Sge s = client_.sge(0, kMsg);
-    SendWr w{};
-    w.wr_id = 1, w.sg_list = &s, w.num_sge = 1, w.opcode = WrOpcode::kSend;
-    int err = 0;
-    ASSERT_EQ(client_.qps[0]->post_send(&w, 1, &err), 1);
-    ASSERT_TRUE(wait_for(
-        [&] {
-          for (const Wc& wc : server_.wcs)
-            if (wc.opcode == WcOpcode::kRecv) return true;
-          return false;
-        },
-        "the well-behaved client's message"));
-    for (const Wc& wc : server_.wcs)
-      if (wc.opcode == WcOpcode::kRecv) {
-        EXPECT_EQ(wc.status, WcStatus::kSuccess);
-        EXPECT_EQ(wc.qp_num, server_.qps[0]->qp_num());
-        EXPECT_EQ(server_.base()[(wc.wr_id & 0xffff) % 16 * kMsg], fill);
-      }
-    server_.post_recvs(server_.qps[0].get(), 0, 1);
-  }
-
   void never_polls(bool always);
 
   static constexpr size_t kSendBuf = 2u << 20;
