@@ -58,13 +58,19 @@ class Histogram {
   uint64_t percentile(double p) const;
 
   // Bucket geometry, for exporters and tests.
+  // Group g = shift + 1 covers [2^msb, 2^(msb+1)) in kSubBuckets steps of
+  // 2^shift (shift = msb - kSubBucketBits), its buckets starting at
+  // g * kSubBuckets: bucket shift * kSubBuckets + (ns >> shift). The values
+  // below 2 * kSubBuckets take that formula with shift 0 (the exact values
+  // and group 1 alike), so setting the kSubBuckets bit before finding the
+  // top bit serves them without a branch of their own; values past the range
+  // land above the last bucket and are clamped to it. One test, no jumps,
+  // for every round trip recorded (~10 instructions fewer than a branch per
+  // case; tests/unit/base_histogram_test.cc checks it against that form).
   static size_t bucket_of(uint64_t ns) {
-    if (ns < kSubBuckets) return static_cast<size_t>(ns);
-    int msb = 63 - __builtin_clzll(ns);
-    if (msb >= kMaxBits) return kBuckets - 1;
-    int shift = msb - kSubBucketBits;
-    // Group g = shift + 1 covers [2^msb, 2^(msb+1)) in kSubBuckets steps of 2^shift.
-    return static_cast<size_t>((shift + 1) * kSubBuckets + ((ns >> shift) - kSubBuckets));
+    const int shift = 63 - __builtin_clzll(ns | kSubBuckets) - kSubBucketBits;
+    const uint64_t i = static_cast<uint64_t>(shift) * kSubBuckets + (ns >> shift);
+    return static_cast<size_t>(i < kBuckets ? i : kBuckets - 1);
   }
   static uint64_t bucket_low(size_t i);   // smallest value in bucket i
   static uint64_t bucket_high(size_t i);  // largest value in bucket i

@@ -84,6 +84,38 @@ TEST(Histogram, BucketsTileTheRangeWithBoundedWidth) {
             (uint64_t{1} << Histogram::kMaxBits) - (uint64_t{1} << (Histogram::kMaxBits - 1 - Histogram::kSubBucketBits)));
 }
 
+// bucket_of's branch-free form against the form with a branch for the exact
+// values and one for values past the range, which it replaced: every value
+// must land in the same bucket. Checked at every bucket's bounds and their
+// neighbours, every power of two and its neighbours, past the range up to
+// UINT64_MAX, and on random values of every magnitude.
+size_t bucket_with_branches(uint64_t ns) {
+  if (ns < Histogram::kSubBuckets) return static_cast<size_t>(ns);
+  int msb = 63 - __builtin_clzll(ns);
+  if (msb >= Histogram::kMaxBits) return Histogram::kBuckets - 1;
+  int shift = msb - Histogram::kSubBucketBits;
+  return static_cast<size_t>((shift + 1) * Histogram::kSubBuckets + ((ns >> shift) - Histogram::kSubBuckets));
+}
+
+TEST(Histogram, BucketOfMatchesTheFormWithBranches) {
+  auto same = [](uint64_t v) {
+    ASSERT_EQ(Histogram::bucket_of(v), bucket_with_branches(v)) << v;
+  };
+  for (uint64_t v = 0; v < 4 * Histogram::kSubBuckets; ++v) same(v);
+  for (size_t i = 0; i < Histogram::kBuckets; ++i) {
+    const uint64_t lo = Histogram::bucket_low(i);
+    for (uint64_t v : {lo - 1, lo, lo + 1}) same(v);
+    if (i + 1 < Histogram::kBuckets) same(Histogram::bucket_high(i) + 1);
+  }
+  for (int b = 0; b < 64; ++b) {
+    const uint64_t p = uint64_t{1} << b;
+    for (uint64_t v : {p - 1, p, p + 1}) same(v);
+  }
+  same(UINT64_MAX);
+  std::mt19937_64 rng(7);
+  for (int k = 0; k < 200000; ++k) same(rng() >> (rng() % 64));
+}
+
 TEST(Histogram, UniformDistribution) {
   std::vector<uint64_t> v;
   for (uint64_t x = 1; x <= 200000; ++x) v.push_back(x * 5);  // 5 ns .. 1 ms
