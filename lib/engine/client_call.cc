@@ -204,7 +204,7 @@ void copy_args(Request* r, std::span<const uint8_t> args) {
 
 }  // namespace
 
-void ClientConn::keep_args(Request* r) {
+void ClientConn::copy_args_out(Request* r) {
   TERN_ASSERT(r->args_in_sendbuf && r->sendbuf != nullptr);
   copy_args(r, r->call.args);
 }

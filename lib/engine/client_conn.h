@@ -204,11 +204,14 @@ class ClientConn final : public ConnBase, public Connection {
   // request (request.h: args_in_sendbuf): before the buffer goes back while
   // r may still be sent again.
   void keep_args(Request* r);
+  void copy_args_out(Request* r);  // keep_args' way for arguments over Request::kHeldArgs
   // An abandoned call's late reply came, or will never come: what it kept
   // (its place among the active calls, its reservation) goes back.
   void retire_abandoned(Request* r);
   // The call is done (its registrations fenced): callback, then the RPC side lets go.
   void finish(Request* r, CallStatus status);
+  // finish()'s body, inline where a reply completes its call (replied()).
+  void complete(Request* r, CallStatus status);
   void note_caller_memory(const Request* r);  // base/reclaim_hook.h, TERN_DEBUG only
   void maybe_free(Request* r);
   // A reply for r that cannot be used: the call fails with `status` (after

@@ -91,6 +91,12 @@ struct Request : ReqMachine {
   AuthSys auth_copy;
   ReadChunk reads[kMaxReadChunks];
   std::span<uint8_t> writes[kMaxWriteChunks];
+  // Arguments of up to kHeldArgs bytes, copied out of the send buffer when
+  // its Send is done before the reply (ClientConn::keep_args): a copy of a
+  // fixed size, without args_copy's allocation check and memcpy call. At
+  // depth 32 nearly every call's Send completes before its reply.
+  static constexpr size_t kHeldArgs = 128;
+  uint8_t args_held[kHeldArgs];
 };
 
 }  // namespace tern::rpc

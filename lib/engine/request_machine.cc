@@ -5,6 +5,8 @@
 // the call, reply, recovery and drain files only raise events.
 #include "engine/request_machine.h"
 
+#include <cstring>
+
 #include "base/clock.h"
 #include "base/reclaim_hook.h"
 #include "engine/client_conn.h"
@@ -73,6 +75,26 @@ void ClientConn::ctx_done(const SendCtx& ctx, bool own, const Wc* wc) {
   }
 }
 
+// Small arguments (most calls') are moved in fixed-size blocks into the
+// request: reading past their end stays inside the send buffer, whose
+// bytes after the message are the pool's (never the caller's). Inline in
+// send_released(), where nearly every call at depth 32 comes (~45
+// instructions per call fewer than args_copy's assign and memcpy call).
+[[gnu::always_inline]] inline void ClientConn::keep_args(Request* r) {
+  TERN_ASSERT(r->args_in_sendbuf && r->sendbuf != nullptr);
+  const std::span<const uint8_t> a = r->call.args;
+  constexpr size_t kHalf = Request::kHeldArgs / 2;
+  const size_t end = static_cast<size_t>(a.data() - r->sendbuf->data) + Request::kHeldArgs;
+  if (TERN_UNLIKELY(a.size() > Request::kHeldArgs || end > r->sendbuf->cap)) {
+    copy_args_out(r);
+    return;
+  }
+  std::memcpy(r->args_held, a.data(), kHalf);
+  if (a.size() > kHalf) std::memcpy(r->args_held + kHalf, a.data() + kHalf, kHalf);
+  r->call.args = std::span<const uint8_t>(r->args_held, a.size());
+  r->args_in_sendbuf = false;
+}
+
 // kSendReleased, raised once per call: an entry point of its own, so that
 // the Send's completion does not set up process()'s frame and jump table
 // for it (~16 instructions per RPC).
@@ -106,14 +128,20 @@ void ClientConn::replied(Request* r) {
     r->enter(ReqState::kInvalidating);
   }
   WrChain& chain = core->chain;
-  chain.clear();
-  int n = r->mrs != nullptr ? pd_ctx->reg->invalidate(r->mrs, chain) : 0;
+  int n = 0;
+  if (r->mrs != nullptr) {
+    chain.clear();
+    n = pd_ctx->reg->invalidate(r->mrs, chain);
+  }
   if (n == 0) {
     if (r->inv_waiting) --inv_waits;
     r->inv_waiting = false;
     if (r->mrs != nullptr) pd_ctx->reg->release(&r->mrs);  // nothing left registered: no LOCAL_INV posted
     r->ts_fenced = r->ts_recv;  // nothing to fence: no time spent on it
-    finish(r, r->result.status);
+    // Most replies complete their call here, at once: finish()'s body in
+    // this frame rather than a call and a frame of its own (~20
+    // instructions per RPC), and the compiler knows the state it leaves.
+    complete(r, r->result.status);
     return;
   }
   if (!room(n)) {
@@ -321,7 +349,9 @@ inline void ClientConn::note_caller_memory([[maybe_unused]] const Request* r) {
 #endif
 }
 
-void ClientConn::finish(Request* r, CallStatus status) {
+void ClientConn::finish(Request* r, CallStatus status) { complete(r, status); }
+
+[[gnu::always_inline]] inline void ClientConn::complete(Request* r, CallStatus status) {
   // I3: every MR of this call is invalidated before its results are seen.
   TERN_ASSERT(r->mrs == nullptr, "call completing with registered MRs");
   if (deadlines.linked(r)) deadlines.remove(r);

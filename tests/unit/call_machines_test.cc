@@ -294,6 +294,58 @@ void all_requests() {
   req_lost_while_invalidating();
 }
 
+// A call sent at once marshals its arguments from the caller's buffer and
+// keeps reading them from its send buffer's message; when its Send is done
+// before its reply, that buffer goes back to the pool and the arguments
+// are kept in the request (ClientConn::keep_args): up to
+// Request::kHeldArgs bytes moved in fixed-size blocks, more copied to the
+// heap. Sent again after a reconnect, the message must be the first one,
+// byte for byte, though the caller's buffer and the send buffer were both
+// overwritten meanwhile.
+void args_kept_past_the_send(size_t n) {
+  Harness<ClientConn> h(/*reconnect=*/true);
+  std::vector<uint8_t> args(n);
+  for (size_t i = 0; i < n; ++i) args[i] = static_cast<uint8_t>(i * 7 + 1);
+  Done d;
+  Call c = null_call(&d);
+  c.args = args;
+  uint32_t xid = 0;
+  ASSERT_EQ(h.conn->call(c, &xid), 0);
+  Request* r = request_of(h, xid);
+  ASSERT_NE(r, nullptr);
+  ASSERT_TRUE(r->args_in_sendbuf) << "sent at once, its arguments read from its send buffer";
+  ASSERT_EQ(h.qp->sends.size(), 1u);
+  const std::vector<uint8_t> first = h.qp->sends[0].bytes;
+  complete(h, 0);  // its Send is done: the buffer goes back, the call still waits
+  EXPECT_FALSE(r->args_in_sendbuf);
+  EXPECT_EQ(r->call.args.data() == r->args_held, n <= Request::kHeldArgs) << n << " bytes";
+  std::fill(args.begin(), args.end(), uint8_t{0xee});
+  MsgBuf* b = h.core.send_bufs->get();  // the buffer it gave back (the pool is a stack)
+  ASSERT_NE(b, nullptr);
+  std::memset(b->data, 0x5a, b->cap);
+  h.core.send_bufs->put(b);
+  h.conn->on_disconnected(lost());
+  finish_drain(h);
+  ASSERT_EQ(r->state(), ReqState::kBacklog);
+  h.conn->tick(h.conn->next_attempt);
+  h.conn->on_established({});
+  bool more = false;
+  h.conn->service(&more);
+  ASSERT_EQ(r->state(), ReqState::kSent);
+  StubQp* q = h.dev->last != nullptr ? h.dev->last : h.qp;
+  ASSERT_FALSE(q->sends.empty());
+  EXPECT_EQ(q->sends.back().bytes, first) << n << " bytes of arguments, sent again";
+  h.conn->close();
+  finish_drain(h);
+}
+
+TEST(RequestThroughClientConn, SmallArgumentsKeptInTheRequestAreSentAgain) {
+  for (size_t n : {size_t{4}, size_t{32}, size_t{64}, size_t{68}, Request::kHeldArgs}) args_kept_past_the_send(n);
+}
+TEST(RequestThroughClientConn, LargerArgumentsKeptOnTheHeapAreSentAgain) {
+  for (size_t n : {Request::kHeldArgs + 4, size_t{600}}) args_kept_past_the_send(n);
+}
+
 TEST(RequestThroughClientConn, AnsweredCallIsFencedCompletedAndFreed) { req_answered(); }
 TEST(RequestThroughClientConn, CallExpiringInTheBacklogCompletesUnsent) { req_expired_in_backlog(); }
 TEST(RequestThroughClientConn, TimedOutCallIsAbandonedThenRetiredByItsLateReply) { req_abandoned(); }
