@@ -352,6 +352,10 @@ struct ShmQpStats {
   Counter visits;                      // progress() passes: what a poll spent on this QP (shm_link.cc)
   Counter watches, bits_skipped;       // watched QPs: times we started watching; posts the peer's watch spared a bit
   Counter cons_loads;                  // visits that loaded the peer's cons (the rest learned it from its SENDs)
+  // Visits that executed inbound descriptors, by how many: 1, 2-3, 4-7,
+  // 8-15, 16-31, 32 (a full burst). With descs_in and visits: how deep the
+  // batches a poll finds are, and how many visits found none.
+  Counter exec_batches[6];
 };
 
 // Memory per connection (shm_idle.cc, docs/shm-driver.md). A send queue
@@ -594,7 +598,14 @@ class ShmQp final : public Qp {
   // buffer of the next receive -- landed without execute_one's general
   // copies and branches; false (nothing done) for anything else, which
   // execute_one then copies out and checks in full. *flags: its flags.
-  bool land_inline_send(const ShmDesc* slot, uint16_t* flags, uint32_t* acked);
+  bool land_inline_send(const ShmDesc* slot, uint16_t* flags, uint32_t* acked, uint32_t* length);
+  // What a visit's land_inline_send calls landed, into the counters once.
+  void count_landed(uint32_t n, uint64_t bytes) {
+    if (n == 0) return;
+    st_.descs_in.add(n);
+    st_.bytes_in.add(bytes);
+    if (srq_ != nullptr) srq_->st().consumed.add(n);
+  }
   Exec execute_send(const ShmDesc& d, const uint8_t* const* src, const uint32_t* len, uint32_t n, uint32_t index,
                     bool from_peer_memory);
   void reject_inbound(uint32_t index, WcStatus status, const char* why);
