@@ -599,12 +599,13 @@ class ShmQp final : public Qp {
   // copies and branches; false (nothing done) for anything else, which
   // execute_one then copies out and checks in full. *flags: its flags.
   bool land_inline_send(const ShmDesc* slot, uint16_t* flags, uint32_t* acked, uint32_t* length);
-  // What a visit's land_inline_send calls landed, into the counters once.
-  void count_landed(uint32_t n, uint64_t bytes) {
-    if (n == 0) return;
+  // What a visit executed, into the counters once: n descriptors, of them
+  // those land_inline_send landed (landed: their count << 32 | their bytes;
+  // the general path counts its own bytes and SRQ receives).
+  void count_executed(uint32_t n, uint64_t landed) {
     st_.descs_in.add(n);
-    st_.bytes_in.add(bytes);
-    if (srq_ != nullptr) srq_->st().consumed.add(n);
+    st_.bytes_in.add(static_cast<uint32_t>(landed));
+    if (srq_ != nullptr) srq_->st().consumed.add(landed >> 32);
   }
   Exec execute_send(const ShmDesc& d, const uint8_t* const* src, const uint32_t* len, uint32_t n, uint32_t index,
                     bool from_peer_memory);

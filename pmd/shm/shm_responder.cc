@@ -194,10 +194,7 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, const ShmDesc* slot, uint32_t i
   if (inline_msg) {
     const uint8_t* msg = reinterpret_cast<const uint8_t*>(slot) + kInlineOffset;
     Exec r = execute_send(d, &msg, &d.length, 1, index, false);
-    if (r == Exec::kDone) {
-      st_.descs_in.add();
-      st_.bytes_in.add(d.length);
-    }
+    if (r == Exec::kDone) st_.bytes_in.add(d.length);  // descs_in: execute_inbound's, once a visit
     return r;
   }
   uint64_t sum = 0;
@@ -273,8 +270,7 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, const ShmDesc* slot, uint32_t i
       break;
     }
   }
-  st_.descs_in.add();
-  st_.bytes_in.add(d.length);
+  st_.bytes_in.add(d.length);  // descs_in: execute_inbound's, once a visit
   return Exec::kDone;
 }
 
@@ -316,7 +312,6 @@ void ShmQp::execute_inbound() {
   const ShmDesc* slot = &in_slots_[in_cons_ & slot_mask_];
   if (seq_word(slot).load(std::memory_order_acquire) != slot_seq(in_cons_, slot_shift_)) return;
   const uint32_t start = in_cons_;
-  const uint32_t budget = dev_->exec_burst();
   // The slots published behind this one, up to the budget, before any is
   // executed: their seq words loaded back to back, each the line the
   // peer's core wrote last, so that the misses overlap where one per
@@ -325,7 +320,7 @@ void ShmQp::execute_inbound() {
   // with it. Only seq words are read here, and only to count: a slot is
   // still copied out and checked when its turn comes, the executing stops
   // at the first that fails or waits, and a prefetch is a hint at an
-  // address of our own ring, never one a peer wrote. A slot not yet
+  // address in our own ring, never one a peer wrote. A slot not yet
   // published is not touched past its seq word (a prefetch of it would
   // take its lines from a producer still writing them).
   __builtin_prefetch(reinterpret_cast<const uint8_t*>(slot) + kCacheLine);
@@ -337,22 +332,22 @@ void ShmQp::execute_inbound() {
     const ShmDesc* const ring_end = in_slots_ + slot_mask_ + 1;
     const ShmDesc* next = slot;
     uint32_t want = slot_seq(start, slot_shift_);
-    for (; ready < budget; ++ready) {
+    for (const uint32_t budget = dev_->exec_burst(); ready < budget; ++ready) {
       if (++next == ring_end) next = in_slots_, want = slot_seq(start + ready, slot_shift_);
       if (seq_word(next).load(std::memory_order_acquire) != want) break;
       __builtin_prefetch(reinterpret_cast<const uint8_t*>(next) + kCacheLine);
     }
   }
-  bool ack_wanted = false;
+  uint16_t flags_seen = 0;  // for kDescAckWanted
   bool waiting = false;
   // The newest ack a SEND carried (kDescAcked): the peer's consumer index of
   // our ring, which complete_sends checks and uses in place of loading
   // `cons` (docs/shm-driver.md, "Acks on the message").
   uint32_t acked = peer_acked_;
-  // The inline SENDs landed on their own path and their bytes, counted
-  // once at the end (each counter a load and a store).
-  uint32_t landed = 0;
-  uint64_t landed_bytes = 0;
+  // The inline SENDs landed on their own path (high half) and their bytes
+  // (low half: at most 32 x kMaxInline), one register for both, into the
+  // counters once at the end (each counter a load and a store).
+  uint64_t landed = 0;
   for (;;) {
     // Once the peer's QP has left RTS it flushes what we have not
     // executed and may reuse the memory those descriptors name: execute
@@ -371,7 +366,7 @@ void ShmQp::execute_inbound() {
       Exec r = execute_one(d, slot, in_cons_);
       if (r != Exec::kDone) {
         if (r == Exec::kFailed) {
-          count_landed(landed, landed_bytes);
+          count_executed(in_cons_ - start, landed);
           return;
         }
         // Waiting for a receive or for room in our CQ: peeks would find this
@@ -385,16 +380,15 @@ void ShmQp::execute_inbound() {
       flags = d.op == kOpSend || d.op == kOpSendInv ? d.flags : static_cast<uint16_t>(d.flags & ~kDescAcked);
       said = d.acked;
     } else {
-      ++landed;
-      landed_bytes += len;
+      landed += uint64_t{1} << 32 | len;
     }
     if ((flags & kDescAcked) != 0) acked = said;
-    ack_wanted |= (flags & kDescAckWanted) != 0;
+    flags_seen |= flags;
     ++in_cons_;
     if (--ready == 0) break;
     slot = &in_slots_[in_cons_ & slot_mask_];
   }
-  count_landed(landed, landed_bytes);
+  count_executed(in_cons_ - start, landed);
   // Peer input like cons: ahead of what we published is a protocol error;
   // behind what we know, an older message's (a visit may have loaded a
   // newer cons since), ignored.
@@ -409,15 +403,15 @@ void ShmQp::execute_inbound() {
   // A full burst executed and more waiting: the next poll comes back for
   // it, and a host about to sleep must poll again first, for the peer will
   // not ring or set our bit for descriptors it published already.
-  if (in_cons_ - start == budget &&
+  if (in_cons_ - start == dev_->exec_burst() &&
       seq_word(&in_slots_[in_cons_ & slot_mask_]).load(std::memory_order_acquire) == slot_seq(in_cons_, slot_shift_)) {
     revisit_ = true;
     if (dev_->armed()) dev_->self_wake();
   }
   if (in_cons_ != start) {
-    const uint32_t n = in_cons_ - start;  // 1..kExecBurst
+    // 1..kExecBurst descriptors: bucket 0..5 (1, 2-3, ... 16-31, 32).
     static_assert(kExecBurst == 32, "exec_batches' last bucket is a full burst");
-    st_.exec_batches[std::min(31 - __builtin_clz(n), 5)].add();
+    st_.exec_batches[31u - static_cast<uint32_t>(__builtin_clz(in_cons_ - start))].add();
     in_->cons.store(in_cons_, std::memory_order_release);
     ordered_ = false;
     // Found work: our polls look at the next slot themselves from now on
@@ -434,6 +428,7 @@ void ShmQp::execute_inbound() {
     // the ack; otherwise the device sends it a poll later. Not so for the
     // poll a host makes after arming (the wait protocol's second look): it
     // may sleep next, and nothing would send it then.
+    const bool ack_wanted = (flags_seen & kDescAckWanted) != 0;
     if (ack_wanted && dev_->armed()) {
       ring_due_ = notify_due_ = true;
     } else if (ack_wanted && !ack_owed_) {
