@@ -152,6 +152,14 @@ def main(argv):
         ('shared lines written here, touched by the other side',
          lambda r, s: len(r[s]['shm_written'] & r['s' if s == 'c' else 'c']['shm_lines'])),
     ]
+    if qd > 1:
+        # A reply the server writes in one round is read by the client's
+        # poll of the next (the client polls first): lines the other side
+        # touches in this round or the next.
+        nxt = {id(r): rpcs[rpcs.index(r) + 1] for r in steady}
+        rows.append(('  or in the next round',
+                     lambda r, s: len(r[s]['shm_written'] & (r['s' if s == 'c' else 'c']['shm_lines'] |
+                                                              nxt[id(r)]['s' if s == 'c' else 'c']['shm_lines']))))
     def region(ln):
         a = ln << 6
         for lo, hi, label in regions:
