@@ -483,6 +483,51 @@ TEST_F(ShmSrqPeerTest, AVisitCountsTheBatchItExecuted) {
   EXPECT_EQ(bad->state(), QpState::kRts);
 }
 
+// The look-ahead walks the ring by pointer, and the seq word a slot must
+// hold changes where the ring wraps (the next lap's): four slots published
+// at once across the wrap (ring indices 14-17 of 16 slots) are still one
+// batch of four. A look that kept the first lap's word there would stop at
+// index 16 and split them in two.
+TEST_F(ShmSrqPeerTest, ALookAheadReadsOnAcrossTheRingsWrap) {
+  Qp* bad = nullptr;
+  auto h = connect_hostile(&bad);
+  ASSERT_NE(bad, nullptr);
+  fuzz::PeerLink link;
+  ASSERT_TRUE(link.take_accept(h->sock));
+  ShmDesc d = send_desc(0);
+  d.num_sge = 0;
+  d.flags = kDescInline;
+  d.length = 16;
+  auto repost = [&] {
+    for (const Wc& wc : server_recv_) {
+      Sge sg{reinterpret_cast<uint64_t>(server_.base() + (wc.wr_id - 100) * kRecvLen), kRecvLen, server_.mr->lkey()};
+      RecvWr w{wc.wr_id, &sg, 1};
+      int err = 0;
+      ASSERT_EQ(server_.srq->post_recv(&w, 1, &err), 1);
+    }
+    server_recv_.clear();
+  };
+  constexpr uint32_t kBefore = kSlots - 2;  // one at a time, up to two slots before the wrap
+  for (uint32_t i = 0; i < kBefore; ++i) {
+    h->publish(d);
+    link.notify();
+    ASSERT_TRUE(wait_for([&] { return server_recv_.size() == 1; }, "a message"));
+    repost();
+  }
+  static_assert(kRecvs == 4);
+  for (uint32_t i = 0; i < kRecvs; ++i) h->publish(d);
+  link.notify();
+  ASSERT_TRUE(wait_for([&] { return server_recv_.size() == kRecvs; }, "the four across the wrap"));
+  link.unmap();
+  for (const Wc& wc : server_recv_) EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  const StatsView st = bad->stats();
+  EXPECT_EQ(counter(st, "exec_batch_1"), kBefore);
+  EXPECT_EQ(counter(st, "exec_batch_2_3"), 0u) << "the batch across the wrap was cut in two";
+  EXPECT_EQ(counter(st, "exec_batch_4_7"), 1u);
+  EXPECT_EQ(counter(st, "descs_in"), kBefore + kRecvs);
+  EXPECT_EQ(bad->state(), QpState::kRts);
+}
+
 // An inline SEND's length bounds the copy out of its slot, so the responder
 // checks a copy of it, never the slot itself: a peer may rewrite the slot at
 // any moment. Here a thread plays that peer, flipping every slot's length
