@@ -64,6 +64,9 @@ ShmQp::~ShmQp() {
 }
 
 StatsView ShmQp::stats() const {
+  // The visits that executed one descriptor: every descriptor executed
+  // that no larger batch holds (execute_inbound counts only those).
+  st_.exec_batches[0].set(st_.descs_in.get() - st_.multi_descs.get());
   return {{"post_calls", &st_.post_calls},   {"doorbells", &st_.doorbells},
           {"descs_out", &st_.descs_out},     {"descs_in", &st_.descs_in},
           {"bytes_out", &st_.bytes_out},     {"bytes_in", &st_.bytes_in},

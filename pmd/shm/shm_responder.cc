@@ -409,9 +409,6 @@ void ShmQp::execute_inbound() {
     if (dev_->armed()) dev_->self_wake();
   }
   if (in_cons_ != start) {
-    // 1..kExecBurst descriptors: bucket 0..5 (1, 2-3, ... 16-31, 32).
-    static_assert(kExecBurst == 32, "exec_batches' last bucket is a full burst");
-    st_.exec_batches[31u - static_cast<uint32_t>(__builtin_clz(in_cons_ - start))].add();
     in_->cons.store(in_cons_, std::memory_order_release);
     ordered_ = false;
     // Found work: our polls look at the next slot themselves from now on
