@@ -376,6 +376,22 @@ void h_get(void* ctx, ServerCall* c) {
   reply_res(se, c, r, b);
 }
 
+// A connection's counters, the driver's QP counters among them (pmd/shm's
+// exec_batch_* say how deep the batches its polls found were), as
+// name=value with the zeros left out: --engine-stats prints them, for the
+// connection is gone by the time the engine's own are printed.
+std::string conn_counters(const ConnectionStats& s) {
+  std::string out;
+  for (const auto& [name, v] : s.counters) {
+    if (v == 0) continue;
+    if (!out.empty()) out += ' ';
+    out += name;
+    out += '=';
+    out += std::to_string(v);
+  }
+  return out;
+}
+
 int server_body(ServerEngine* se) {
   const Options& o = *se->o;
   auto fail = [se](std::string msg) {
@@ -408,11 +424,16 @@ int server_body(ServerEngine* se) {
 
   uint64_t polls = 0, seen_disconnects = 0, calls_before = 0;
   uint64_t leave_at = 0;  // --once: when to stop, once the client's teardown had time to finish
+  // --engine-stats: the connections' counters, looked at now and then while
+  // they live (a connection's are gone once its client leaves).
+  std::vector<ConnectionStats> conns_seen;
   while (!g_stop.load(std::memory_order_relaxed)) {
     if (se->eng->poll() == 0 && se->wait) idle_wait(se->eng.get(), &se->wait);
     if (!se->deferred.empty()) retry_deferred(se);
     if ((++polls & 1023) != 0) continue;
     se->heartbeat.store(polls, std::memory_order_relaxed);
+    if (o.engine_stats && (polls & 0xffff) == 0)
+      if (auto now = se->eng->connection_stats(); !now.empty()) conns_seen = std::move(now);
     uint64_t d = se->eng->stats().disconnects.get();
     if (d != seen_disconnects) {
       seen_disconnects = d;
@@ -427,7 +448,12 @@ int server_body(ServerEngine* se) {
     }
     if (leave_at != 0 && now_ticks() > leave_at) break;
   }
-  if (o.engine_stats) std::fprintf(stderr, "tern-perf server: engine %u: %s\n", se->index, se->eng->stats_json().c_str());
+  if (o.engine_stats) {
+    std::fprintf(stderr, "tern-perf server: engine %u: %s\n", se->index, se->eng->stats_json().c_str());
+    for (const ConnectionStats& c : conns_seen)
+      std::fprintf(stderr, "tern-perf server: engine %u: connection %" PRIu64 " (last looked at): %s\n", se->index,
+                   c.id, conn_counters(c).c_str());
+  }
   if (o.breakdown) {
     char who[64];
     std::snprintf(who, sizeof who, "tern-perf server: engine %u", se->index);
@@ -917,6 +943,7 @@ int ClientEngine::run() {
         if (ok) ok = measure(sz, bk);
     if (ok) {
       info = conn->info();  // now: the credits are the server's last grant
+      if (op.engine_stats) std::fprintf(stderr, "tern-perf client: connection: %s\n", conn_counters(conn->stats()).c_str());
       // Let the server see us leave; the engine's destructor does the rest.
       conn->close();
       uint64_t until = now_ticks() + static_cast<uint64_t>(0.05 * tick_hz());

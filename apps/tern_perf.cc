@@ -145,7 +145,10 @@ int parse(int argc, char** argv, apps::OptionParser* pp, Options* o) {
          "(either one on stdout moves the human report to stderr)",
          &o->csv.name);
   p.flag("histogram", "print the latency histogram (and put it in the JSON)", &o->histogram);
-  p.flag("engine-stats", "--rpc: print each engine's counters (JSON) on stderr at the end", &o->engine_stats);
+  p.flag("engine-stats",
+         "--rpc: print each engine's counters (JSON) on stderr at the end,\n"
+         "and its connections' (the driver's among them)",
+         &o->engine_stats);
   p.flag("breakdown",
          "--rpc: time each stage of every call (client: queue, wire,\n"
          "invalidate, complete; server: pull, wait, handler, post) and\n"

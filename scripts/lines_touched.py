@@ -5,7 +5,7 @@
 # performance counters needed, and like callgrind's counts the figures do
 # not move with the machine's load).
 #
-#   lines_touched.py [BINARY] [CALLS]     (default build-perf/bench/tern-rpc-cost, 300)
+#   lines_touched.py [BINARY] [CALLS [QD]]  (default build-perf/bench/tern-rpc-cost, 300, 1)
 #
 # The program (TERN_RPC_COST_MAP=1) prints where its side functions are and
 # its shared mappings; an instruction inside client_call()/client_poll()
@@ -19,7 +19,11 @@
 # lines that cross between the cores once per RPC when the two engines run
 # on two (the same line mapped at two addresses is one line: it is keyed by
 # the file and its offset). The first 1000 calls are tern-rpc-cost's
-# warm-up; the averages are over the RPCs after it.
+# warm-up; the averages are over the RPCs after it. With QD > 1 the calls
+# go out up to QD at a time and each side's poll handles what came in since
+# its last: a record is then one such round (the calls made, the client's
+# poll, the server's), and the figures are per RPC over the round (a line
+# the round touches once counts 1/n for each of its n calls).
 import os
 import subprocess
 import sys
@@ -29,6 +33,7 @@ def main(argv):
     top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     binary = argv[1] if len(argv) > 1 else os.path.join(top, 'build-perf/bench/tern-rpc-cost')
     calls = int(argv[2]) if len(argv) > 2 else 300
+    qd = int(argv[3]) if len(argv) > 3 else 1
     syms = {}
     for line in subprocess.run(['nm', '-S', '-C', binary], capture_output=True, text=True).stdout.splitlines():
         p = line.split(None, 3)
@@ -39,7 +44,7 @@ def main(argv):
             if p[3] == 'main':
                 syms['main'] = (int(p[0], 16), int(p[1], 16))
     env = dict(os.environ, TERN_RPC_COST_MAP='1')
-    proc = subprocess.Popen(['valgrind', '--tool=lackey', '--trace-mem=yes', binary, str(calls)],
+    proc = subprocess.Popen(['valgrind', '--tool=lackey', '--trace-mem=yes', binary, str(calls), '0', 'w', str(qd)],
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, text=True, bufsize=1 << 20)
     shared = []  # (start, end, file key, offset)
     regions = []  # (start, end, label) of the private mappings, for the breakdown
@@ -49,8 +54,11 @@ def main(argv):
     cur = None
 
     def new_rpc():
-        return {s: {'lines': set(), 'shm_lines': set(), 'shm_written': set(), 'loads': 0, 'stores': 0,
-                    'shm_stores': 0, 'shm_stores_by': {}} for s in 'cs'}
+        r = {s: {'lines': set(), 'shm_lines': set(), 'shm_written': set(), 'loads': 0, 'stores': 0,
+                 'shm_stores': 0, 'shm_stores_by': {}} for s in 'cs'}
+        r['calls'] = 0
+        r['served'] = False  # the server's poll ran since the round began
+        return r
 
     def shm_key(a):
         for lo, hi, key, off in shared:
@@ -85,8 +93,12 @@ def main(argv):
             for i, (lo, hi, sd) in enumerate(ranges):
                 if lo <= a < hi:
                     if i == 0 and side != 'c':  # entering client_call(): the next RPC
-                        cur = new_rpc()
-                        rpcs.append(cur)
+                        if cur is None or cur['served']:  # ... and a new round
+                            cur = new_rpc()
+                            rpcs.append(cur)
+                        cur['calls'] += 1
+                    if sd == 's' and cur is not None:
+                        cur['served'] = True
                     side = sd
                     break
             continue
@@ -115,12 +127,19 @@ def main(argv):
             st['shm_stores'] += 1
             st['shm_stores_by'][k[0][0]] = st['shm_stores_by'].get(k[0][0], 0) + 1
     proc.wait()
-    steady = rpcs[1000:-1]  # after the warm-up; the last may be cut short
-    if not steady:
+    # After the warm-up's 1000 calls; the last round may be cut short.
+    first, made = 0, 0
+    while first < len(rpcs) and made < 1000:
+        made += rpcs[first]['calls']
+        first += 1
+    steady = rpcs[first:-1]
+    ncalls = sum(r['calls'] for r in steady)
+    if not steady or ncalls == 0:
         print(f"lines_touched.py: only {len(rpcs)} RPCs traced (valgrind failed?)", file=sys.stderr)
         return 1
-    avg = lambda f: sum(f(r) for r in steady) / len(steady)
-    print(f"per RPC and side, inline 32-byte echo at depth 1 (valgrind lackey, {len(steady)} RPCs after the warm-up)")
+    avg = lambda f: sum(f(r) for r in steady) / ncalls
+    print(f"per RPC and side, inline 32-byte echo at depth {qd} (valgrind lackey, {ncalls} RPCs after the warm-up"
+          f"{f', in {len(steady)} rounds' if len(steady) != ncalls else ''})")
     print(f"{'':52} {'client':>8} {'server':>8}")
     rows = [
         ('loads', lambda r, s: r[s]['loads']),
@@ -133,6 +152,14 @@ def main(argv):
         ('shared lines written here, touched by the other side',
          lambda r, s: len(r[s]['shm_written'] & r['s' if s == 'c' else 'c']['shm_lines'])),
     ]
+    if qd > 1:
+        # A reply the server writes in one round is read by the client's
+        # poll of the next (the client polls first): lines the other side
+        # touches in this round or the next.
+        nxt = {id(r): rpcs[rpcs.index(r) + 1] for r in steady}
+        rows.append(('  or in the next round',
+                     lambda r, s: len(r[s]['shm_written'] & (r['s' if s == 'c' else 'c']['shm_lines'] |
+                                                              nxt[id(r)]['s' if s == 'c' else 'c']['shm_lines']))))
     def region(ln):
         a = ln << 6
         for lo, hi, label in regions:

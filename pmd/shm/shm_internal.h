@@ -352,6 +352,14 @@ struct ShmQpStats {
   Counter visits;                      // progress() passes: what a poll spent on this QP (shm_link.cc)
   Counter watches, bits_skipped;       // watched QPs: times we started watching; posts the peer's watch spared a bit
   Counter cons_loads;                  // visits that loaded the peer's cons (the rest learned it from its SENDs)
+  // Visits that executed inbound descriptors, by how many: 1, 2-3, 4-7,
+  // 8-15, 16-31, 32 (a full burst). With descs_in and visits: how deep the
+  // batches a poll finds are, and how many visits found none. A visit of
+  // one (depth 1's every visit) counts nothing itself: [0] is descs_in
+  // less the descriptors of the larger batches (multi_descs), worked out
+  // when the stats are read, so the commonest visit pays one test.
+  mutable Counter exec_batches[6];
+  Counter multi_descs;
 };
 
 // Memory per connection (shm_idle.cc, docs/shm-driver.md). A send queue
@@ -594,7 +602,22 @@ class ShmQp final : public Qp {
   // buffer of the next receive -- landed without execute_one's general
   // copies and branches; false (nothing done) for anything else, which
   // execute_one then copies out and checks in full. *flags: its flags.
-  bool land_inline_send(const ShmDesc* slot, uint16_t* flags, uint32_t* acked);
+  bool land_inline_send(const ShmDesc* slot, uint16_t* flags, uint32_t* acked, uint32_t* length);
+  // What a visit executed, into the counters once: n descriptors, of them
+  // those land_inline_send landed (landed: their count << 32 | their bytes;
+  // the general path counts its own bytes and SRQ receives), and the
+  // batch's size (2..kExecBurst: bucket 1..5; one alone is worked out when
+  // the stats are read, ShmQpStats::exec_batches).
+  void count_executed(uint32_t n, uint64_t landed) {
+    st_.descs_in.add(n);
+    st_.bytes_in.add(static_cast<uint32_t>(landed));
+    if (srq_ != nullptr) srq_->st().consumed.add(landed >> 32);
+    static_assert(kExecBurst == 32, "exec_batches' last bucket is a full burst");
+    if (n > 1) {
+      st_.exec_batches[31u - static_cast<uint32_t>(__builtin_clz(n))].add();
+      st_.multi_descs.add(n);
+    }
+  }
   Exec execute_send(const ShmDesc& d, const uint8_t* const* src, const uint32_t* len, uint32_t n, uint32_t index,
                     bool from_peer_memory);
   void reject_inbound(uint32_t index, WcStatus status, const char* why);

@@ -64,6 +64,9 @@ ShmQp::~ShmQp() {
 }
 
 StatsView ShmQp::stats() const {
+  // The visits that executed one descriptor: every descriptor executed
+  // that no larger batch holds (execute_inbound counts only those).
+  st_.exec_batches[0].set(st_.descs_in.get() - st_.multi_descs.get());
   return {{"post_calls", &st_.post_calls},   {"doorbells", &st_.doorbells},
           {"descs_out", &st_.descs_out},     {"descs_in", &st_.descs_in},
           {"bytes_out", &st_.bytes_out},     {"bytes_in", &st_.bytes_in},
@@ -75,7 +78,10 @@ StatsView ShmQp::stats() const {
           {"wakes_received", &st_.wakes_received}, {"sq_grows", &st_.sq_grows},
           {"idle_trims", &st_.idle_trims},   {"visits", &st_.visits},
           {"watches", &st_.watches},         {"bits_skipped", &st_.bits_skipped},
-          {"cons_loads", &st_.cons_loads}};
+          {"cons_loads", &st_.cons_loads},   {"exec_batch_1", &st_.exec_batches[0]},
+          {"exec_batch_2_3", &st_.exec_batches[1]}, {"exec_batch_4_7", &st_.exec_batches[2]},
+          {"exec_batch_8_15", &st_.exec_batches[3]}, {"exec_batch_16_31", &st_.exec_batches[4]},
+          {"exec_batch_32", &st_.exec_batches[5]}};
 }
 
 Status ShmQp::inject_fault(const Fault& f) {

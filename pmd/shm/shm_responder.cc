@@ -194,10 +194,7 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, const ShmDesc* slot, uint32_t i
   if (inline_msg) {
     const uint8_t* msg = reinterpret_cast<const uint8_t*>(slot) + kInlineOffset;
     Exec r = execute_send(d, &msg, &d.length, 1, index, false);
-    if (r == Exec::kDone) {
-      st_.descs_in.add();
-      st_.bytes_in.add(d.length);
-    }
+    if (r == Exec::kDone) st_.bytes_in.add(d.length);  // descs_in: execute_inbound's, once a visit
     return r;
   }
   uint64_t sum = 0;
@@ -273,12 +270,12 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, const ShmDesc* slot, uint32_t i
       break;
     }
   }
-  st_.descs_in.add();
-  st_.bytes_in.add(d.length);
+  st_.bytes_in.add(d.length);  // descs_in: execute_inbound's, once a visit
   return Exec::kDone;
 }
 
-[[gnu::always_inline]] inline bool ShmQp::land_inline_send(const ShmDesc* slot, uint16_t* flags, uint32_t* acked) {
+[[gnu::always_inline]] inline bool ShmQp::land_inline_send(const ShmDesc* slot, uint16_t* flags, uint32_t* acked,
+                                                         uint32_t* length) {
   // Copied out before it is checked, like every descriptor: the peer may
   // rewrite the slot meanwhile, and what was checked is what is used (the
   // length most of all: it bounds the copy below).
@@ -301,40 +298,65 @@ ShmQp::Exec ShmQp::execute_one(const ShmDesc& d, const ShmDesc* slot, uint32_t i
   copy_short(r.sge[0].p, reinterpret_cast<const uint8_t*>(slot) + kInlineOffset, h.length);
   rcq_->push(Wc{r.wr_id, h.length, 0, qpn_, WcStatus::kSuccess, WcOpcode::kRecv, 0, 0});
   rq.pop();
-  if (srq_ != nullptr) srq_->st().consumed.add();
-  st_.descs_in.add();
-  st_.bytes_in.add(h.length);
+  // Its counters (descs_in, bytes_in, the SRQ's consumed) are the
+  // caller's, once per visit (execute_inbound).
   *flags = h.flags;
   *acked = h.acked;
+  *length = h.length;
   return true;
 }
 
 void ShmQp::execute_inbound() {
   // The idle pass: one load of a line that stays in our cache until the
   // peer writes it.
-  if (seq_word(&in_slots_[in_cons_ & slot_mask_]).load(std::memory_order_acquire) != slot_seq(in_cons_, slot_shift_))
-    return;
+  const ShmDesc* slot = &in_slots_[in_cons_ & slot_mask_];
+  if (seq_word(slot).load(std::memory_order_acquire) != slot_seq(in_cons_, slot_shift_)) return;
   const uint32_t start = in_cons_;
-  bool ack_wanted = false;
-  uint32_t budget = dev_->exec_burst();
+  // The slots published behind this one, up to the budget, before any is
+  // executed: their seq words loaded back to back, each the line the
+  // peer's core wrote last, so that the misses overlap where one per
+  // message came after the previous message's whole execution. Each
+  // published slot's second line (a message past 40 bytes) is prefetched
+  // with it. Only seq words are read here, and only to count: a slot is
+  // still copied out and checked when its turn comes, the executing stops
+  // at the first that fails or waits, and a prefetch is a hint at an
+  // address in our own ring, never one a peer wrote. A slot not yet
+  // published is not touched past its seq word (a prefetch of it would
+  // take its lines from a producer still writing them).
+  __builtin_prefetch(reinterpret_cast<const uint8_t*>(slot) + kCacheLine);
+  uint32_t ready = 1;
+  {
+    // Walked by pointer: the seq word a slot must hold changes only where
+    // the ring wraps (computed again there, not incremented: the index
+    // itself wraps at 2^32, and the lap with it).
+    const ShmDesc* const ring_end = in_slots_ + slot_mask_ + 1;
+    const ShmDesc* next = slot;
+    uint32_t want = slot_seq(start, slot_shift_);
+    for (const uint32_t budget = dev_->exec_burst(); ready < budget; ++ready) {
+      if (++next == ring_end) next = in_slots_, want = slot_seq(start + ready, slot_shift_);
+      if (seq_word(next).load(std::memory_order_acquire) != want) break;
+      __builtin_prefetch(reinterpret_cast<const uint8_t*>(next) + kCacheLine);
+    }
+  }
+  uint16_t flags_seen = 0;  // for kDescAckWanted
   bool waiting = false;
   // The newest ack a SEND carried (kDescAcked): the peer's consumer index of
   // our ring, which complete_sends checks and uses in place of loading
   // `cons` (docs/shm-driver.md, "Acks on the message").
   uint32_t acked = peer_acked_;
-  for (; budget > 0; --budget) {
+  // The inline SENDs landed on their own path (high half) and their bytes
+  // (low half: at most 32 x kMaxInline), one register for both, into the
+  // counters once at the end (each counter a load and a store).
+  uint64_t landed = 0;
+  for (;;) {
     // Once the peer's QP has left RTS it flushes what we have not
     // executed and may reuse the memory those descriptors name: execute
     // none of them (reads_fenced, shm_layout.h).
     if (peer_reads_fenced()) break;
-    const ShmDesc* slot = &in_slots_[in_cons_ & slot_mask_];
-    // Not published yet (or never will be: a peer that writes another
-    // value only stalls its own connection).
-    if (seq_word(slot).load(std::memory_order_acquire) != slot_seq(in_cons_, slot_shift_)) break;
     uint16_t flags;
-    uint32_t said;
+    uint32_t said, len;
     // A capture records what each descriptor did: the general path's.
-    if (TERN_UNLIKELY(pcap_ != nullptr) || !land_inline_send(slot, &flags, &said)) {
+    if (TERN_UNLIKELY(pcap_ != nullptr) || !land_inline_send(slot, &flags, &said, &len)) {
       // Copy the descriptor out of shared memory before checking it, so the
       // peer cannot change it between the check and the use.
       ShmDesc d;
@@ -343,7 +365,10 @@ void ShmQp::execute_inbound() {
         std::memcpy(d.sge, slot->sge, d.num_sge * sizeof(ShmSge));
       Exec r = execute_one(d, slot, in_cons_);
       if (r != Exec::kDone) {
-        if (r == Exec::kFailed) return;
+        if (r == Exec::kFailed) {
+          count_executed(in_cons_ - start, landed);
+          return;
+        }
         // Waiting for a receive or for room in our CQ: peeks would find this
         // slot published and queue a visit on every poll. What the peer
         // publishes behind it waits for it, and the post_recv or the CQ poll
@@ -354,11 +379,16 @@ void ShmQp::execute_inbound() {
       }
       flags = d.op == kOpSend || d.op == kOpSendInv ? d.flags : static_cast<uint16_t>(d.flags & ~kDescAcked);
       said = d.acked;
+    } else {
+      landed += uint64_t{1} << 32 | len;
     }
     if ((flags & kDescAcked) != 0) acked = said;
-    ack_wanted |= (flags & kDescAckWanted) != 0;
+    flags_seen |= flags;
     ++in_cons_;
+    if (--ready == 0) break;
+    slot = &in_slots_[in_cons_ & slot_mask_];
   }
+  count_executed(in_cons_ - start, landed);
   // Peer input like cons: ahead of what we published is a protocol error;
   // behind what we know, an older message's (a visit may have loaded a
   // newer cons since), ignored.
@@ -373,7 +403,7 @@ void ShmQp::execute_inbound() {
   // A full burst executed and more waiting: the next poll comes back for
   // it, and a host about to sleep must poll again first, for the peer will
   // not ring or set our bit for descriptors it published already.
-  if (budget == 0 &&
+  if (in_cons_ - start == dev_->exec_burst() &&
       seq_word(&in_slots_[in_cons_ & slot_mask_]).load(std::memory_order_acquire) == slot_seq(in_cons_, slot_shift_)) {
     revisit_ = true;
     if (dev_->armed()) dev_->self_wake();
@@ -395,6 +425,7 @@ void ShmQp::execute_inbound() {
     // the ack; otherwise the device sends it a poll later. Not so for the
     // poll a host makes after arming (the wait protocol's second look): it
     // may sleep next, and nothing would send it then.
+    const bool ack_wanted = (flags_seen & kDescAckWanted) != 0;
     if (ack_wanted && dev_->armed()) {
       ring_due_ = notify_due_ = true;
     } else if (ack_wanted && !ack_owed_) {

@@ -395,6 +395,139 @@ TEST_F(ShmSrqPeerTest, ASendsAckIsCheckedLikeCons) {
   }
 }
 
+// A visit counts the slots published behind the first before it executes
+// any (their seq words loaded back to back, shm_responder.cc): that count
+// only says how far to go. Executing still stops at the first slot that
+// fails its checks: the ones before it land, byte for byte and counted,
+// the bad one is refused by its index, and nothing behind it is executed
+// or acknowledged, however many were seen published.
+TEST_F(ShmSrqPeerTest, ABadSlotStopsTheBatchItWasSeenIn) {
+  constexpr uint32_t kLen = 48;  // past the seq word's line: the second line is read too
+  Qp* bad = nullptr;
+  auto h = connect_hostile(&bad);
+  ASSERT_NE(bad, nullptr);
+  fuzz::PeerLink link;  // one bit, one visit: the five slots in one batch
+  ASSERT_TRUE(link.take_accept(h->sock));
+  auto inline_send = [](uint8_t byte) {
+    ShmDesc d = send_desc(0);
+    d.num_sge = 0;
+    d.flags = kDescInline;
+    d.length = kLen;
+    std::memset(reinterpret_cast<uint8_t*>(&d) + kInlineOffset, byte, kLen);
+    return d;
+  };
+  h->publish(inline_send(0x21));
+  h->publish(inline_send(0x22));
+  ShmDesc broken = inline_send(0x23);
+  broken.length = kMaxInline + 1;  // more than a slot holds
+  h->publish(broken);
+  h->publish(inline_send(0x24));
+  h->publish(inline_send(0x25));
+  link.notify();
+  ASSERT_TRUE(wait_for([&] { return bad->state() == QpState::kError; }, "the bad slot refused"));
+  for (int i = 0; i < 200; ++i) poll_all();
+  link.unmap();
+  std::vector<Wc> landed;
+  for (const Wc& wc : server_recv_)
+    if (wc.qp_num == bad->qp_num()) landed.push_back(wc);
+  ASSERT_EQ(landed.size(), 2u) << "the two slots before the bad one, and nothing else";
+  for (uint32_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(landed[k].status, WcStatus::kSuccess);
+    EXPECT_EQ(landed[k].wr_id, 100u + k);
+    EXPECT_EQ(landed[k].byte_len, kLen);
+    for (uint32_t i = 0; i < kRecvLen; ++i)
+      ASSERT_EQ(server_.base()[k * kRecvLen + i], i < kLen ? 0x21 + k : kUntouched) << "receive " << k << " byte " << i;
+  }
+  for (uint32_t i = 2 * kRecvLen; i < kRecvs * kRecvLen; ++i)
+    ASSERT_EQ(server_.base()[i], kUntouched) << "byte " << i << ": written by a slot behind the bad one";
+  EXPECT_EQ(server_.srq->posted(), kRecvs - 2);
+  EXPECT_EQ(counter(bad->stats(), "descs_in"), 2u);
+  EXPECT_EQ(counter(server_.srq->stats(), "consumed"), 2u);
+  // The server's record names the bad slot, and its consumer index
+  // acknowledges exactly the two executed.
+  const ShmEndpoint& srv_ep = reinterpret_cast<const ShmEndpoint*>(h->area + kEndpointOffset)[1];
+  EXPECT_EQ(srv_ep.state.load(std::memory_order_acquire), kEpError);
+  EXPECT_EQ(srv_ep.err_valid, 1u);
+  EXPECT_EQ(srv_ep.err_index, 2u);
+  EXPECT_EQ(reinterpret_cast<const ShmRing*>(h->area + kRingOffset)[0].cons.load(std::memory_order_acquire), 2u);
+  EXPECT_EQ(good_->state(), QpState::kRts);
+}
+
+// A visit's batch is counted by its size (exec_batch_*: 1, 2-3, 4-7, 8-15,
+// 16-31, 32): three slots published before the server looks are one visit
+// of three; one more, one of one.
+TEST_F(ShmSrqPeerTest, AVisitCountsTheBatchItExecuted) {
+  Qp* bad = nullptr;
+  auto h = connect_hostile(&bad);
+  ASSERT_NE(bad, nullptr);
+  fuzz::PeerLink link;
+  ASSERT_TRUE(link.take_accept(h->sock));
+  ShmDesc d = send_desc(0);
+  d.num_sge = 0;
+  d.flags = kDescInline;
+  d.length = 16;
+  for (int i = 0; i < 3; ++i) h->publish(d);
+  link.notify();
+  ASSERT_TRUE(wait_for([&] { return server_recv_.size() == 3; }, "three messages"));
+  h->publish(d);
+  link.notify();
+  ASSERT_TRUE(wait_for([&] { return server_recv_.size() == 4; }, "the fourth"));
+  link.unmap();
+  const StatsView st = bad->stats();
+  EXPECT_EQ(counter(st, "exec_batch_1"), 1u);
+  EXPECT_EQ(counter(st, "exec_batch_2_3"), 1u);
+  EXPECT_EQ(counter(st, "exec_batch_4_7") + counter(st, "exec_batch_8_15") + counter(st, "exec_batch_16_31") +
+                counter(st, "exec_batch_32"),
+            0u);
+  EXPECT_EQ(counter(st, "descs_in"), 4u);
+  EXPECT_EQ(bad->state(), QpState::kRts);
+}
+
+// The look-ahead walks the ring by pointer, and the seq word a slot must
+// hold changes where the ring wraps (the next lap's): four slots published
+// at once across the wrap (ring indices 14-17 of 16 slots) are still one
+// batch of four. A look that kept the first lap's word there would stop at
+// index 16 and split them in two.
+TEST_F(ShmSrqPeerTest, ALookAheadReadsOnAcrossTheRingsWrap) {
+  Qp* bad = nullptr;
+  auto h = connect_hostile(&bad);
+  ASSERT_NE(bad, nullptr);
+  fuzz::PeerLink link;
+  ASSERT_TRUE(link.take_accept(h->sock));
+  ShmDesc d = send_desc(0);
+  d.num_sge = 0;
+  d.flags = kDescInline;
+  d.length = 16;
+  auto repost = [&] {
+    for (const Wc& wc : server_recv_) {
+      Sge sg{reinterpret_cast<uint64_t>(server_.base() + (wc.wr_id - 100) * kRecvLen), kRecvLen, server_.mr->lkey()};
+      RecvWr w{wc.wr_id, &sg, 1};
+      int err = 0;
+      ASSERT_EQ(server_.srq->post_recv(&w, 1, &err), 1);
+    }
+    server_recv_.clear();
+  };
+  constexpr uint32_t kBefore = kSlots - 2;  // one at a time, up to two slots before the wrap
+  for (uint32_t i = 0; i < kBefore; ++i) {
+    h->publish(d);
+    link.notify();
+    ASSERT_TRUE(wait_for([&] { return server_recv_.size() == 1; }, "a message"));
+    repost();
+  }
+  static_assert(kRecvs == 4);
+  for (uint32_t i = 0; i < kRecvs; ++i) h->publish(d);
+  link.notify();
+  ASSERT_TRUE(wait_for([&] { return server_recv_.size() == kRecvs; }, "the four across the wrap"));
+  link.unmap();
+  for (const Wc& wc : server_recv_) EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  const StatsView st = bad->stats();
+  EXPECT_EQ(counter(st, "exec_batch_1"), kBefore);
+  EXPECT_EQ(counter(st, "exec_batch_2_3"), 0u) << "the batch across the wrap was cut in two";
+  EXPECT_EQ(counter(st, "exec_batch_4_7"), 1u);
+  EXPECT_EQ(counter(st, "descs_in"), kBefore + kRecvs);
+  EXPECT_EQ(bad->state(), QpState::kRts);
+}
+
 // An inline SEND's length bounds the copy out of its slot, so the responder
 // checks a copy of it, never the slot itself: a peer may rewrite the slot at
 // any moment. Here a thread plays that peer, flipping every slot's length
