@@ -178,7 +178,7 @@ class ConnCore {
   // call waits for bulk memory: Sends are signaled so that what they hold
   // comes back promptly (ConnBase::post).
   bool pools_low() const {
-    return shares->waiters() != 0 || send_bufs->out() >= send_bufs_low || srv_calls.out() >= srv_calls_low;
+    return memory_waiters != 0 || send_bufs->out() >= send_bufs_low || srv_calls.out() >= srv_calls_low;
   }
   // Three quarters of each pool's most, rounded up (out >= low is
   // out * 4 >= most * 3), set once the pools are made.
@@ -201,6 +201,10 @@ class ConnCore {
   // server calls and requests, which hold their buffers: destroyed first.
   std::unique_ptr<MsgBufPool> send_bufs, recv_bufs;
   std::unique_ptr<BulkShares> shares;
+  // How many server calls wait for memory (shares->waiters(), kept by
+  // wait_for_memory and stop_waiting, its only callers): the pass's test
+  // and pools_low() read it here rather than on the shares' own line.
+  uint32_t memory_waiters = 0;
   // The service list and the peers' service order.
   // Connections with work waiting for resources, in the order they asked.
   using ServiceList = IntrusiveList<ConnBase, &ConnBase::service_link>;

@@ -90,7 +90,7 @@ TEST(HotFields, EnginePassFieldsAreAdjacent) {
   // ConnCore's.
   at(e->send_bufs), at(e->recv_bufs), at(e->shares), at(e->service_list), at(e->service), at(e->queues);
   at(e->to_post), at(e->posts_due), at(e->rx_batch), at(e->rx_pos), at(e->now_tick), at(e->tick_fresh);
-  at(e->cm_due), at(e->shutting_down);
+  at(e->cm_due), at(e->shutting_down), at(e->memory_waiters);
   // EngineImpl's.
   at(e->waiting.armed), at(e->waiting.rechecking), at(e->waiting.pollers_drained), at(e->waiting.pollers_worked);
   at(e->pollers), at(e->served_alone), at(e->alone_since), at(e->snapshot_wanted), at(e->clock_skip);
