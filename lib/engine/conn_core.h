@@ -97,40 +97,22 @@ class ConnCore {
 
   // The control path's requests (the engine, or a test's stub).
   ConnControl* control = nullptr;
-  EngineOptions opt;
-  EngineStats engine_stats;
+
+  // Layout: the fields every poll() pass and every message touch are this
+  // structure's last lines (from "hot" on), so that they lie next to
+  // EngineImpl's own per-pass fields, which lead EngineImpl (a derived
+  // class's members follow its bases'), and a pass at depth 1 touches a few
+  // adjacent lines of the engine rather than a dozen spread over 16 KiB;
+  // the scratch (14 KiB) and what the control path reads come first.
+  // tests/unit/hot_fields_test.cc holds it (docs/performance.md, "The poll
+  // pass's lines").
 
   // ---- memory and the shared pools. The arena first: what is carved from
-  // it goes before it.
+  // it (the pools, in the hot part below) goes after it, so is destroyed
+  // before it.
   std::unique_ptr<mem::Arena> arena;
   // The arena and the pools in it, sized by opt (settled by Engine::create).
   Status make_pools();  // engine.cc
-  std::unique_ptr<MsgBufPool> send_bufs, recv_bufs;
-  std::unique_ptr<BulkPool> bulk;
-  SlabTable<Request> requests;
-  SlabTable<SrvCall> srv_calls;
-  uint32_t srv_call_cap = 0;
-  bool poison = false;  // test builds: recycled buffers are poisoned
-  // The bulk pool's per-peer shares, and the server calls waiting for
-  // memory in their peers' queues; what the pools looked like when the
-  // call chosen last failed (retried only once something came back).
-  std::unique_ptr<BulkShares> shares;
-  uint64_t wait_bulk_gen = 0;
-  uint32_t wait_send_free = 0;
-  // Server calls waiting for memory, in their peers' queues (bulk_share.h).
-  // stop_waiting: served (its peer's turn is charged) or not (freed).
-  void wait_for_memory(SrvCall* sc);  // engine_poll.cc
-  void stop_waiting(SrvCall* sc, bool served);
-  // The shared send buffers or server calls are three quarters used, or a
-  // call waits for bulk memory: Sends are signaled so that what they hold
-  // comes back promptly (ConnBase::post).
-  bool pools_low() const {
-    return shares->waiters() != 0 || send_bufs->out() >= send_bufs_low || srv_calls.out() >= srv_calls_low;
-  }
-  // Three quarters of each pool's most, rounded up (out >= low is
-  // out * 4 >= most * 3), set once the pools are made.
-  uint32_t send_bufs_low = 0, srv_calls_low = 0;
-  static uint32_t three_quarters(uint32_t most) { return static_cast<uint32_t>((uint64_t{most} * 3 + 3) / 4); }
 
   // ---- scratch
   // The scratch chain every post is built in (one thread, one at a time).
@@ -139,65 +121,13 @@ class ConnCore {
   // like the chain: ~2 KiB that a frame would construct on every call.
   ChunkLists chunks;
 
-  // ---- the clock
-  // A recent reading of the clock (ticks), for what needs only
-  // millisecond precision (a connection's last activity: keepalive, idle
-  // time): poll() reads the clock every few passes (EngineImpl::kClockPasses),
-  // and a round trip's measurement refreshes it. Reading the TSC costs
-  // ~14 ns on this project's VMs, which per pass and per message was ~10%
-  // of a depth-32 RPC's time (perf, tern-perf --rpc --qd 32).
-  uint64_t now_tick = 0;
-  // A reading taken in this pass of poll() (a wake-up's, a receive's):
-  // pass_tick() reuses it, so that a batch of calls costs one read.
-  bool tick_fresh = false;
-  uint64_t pass_tick() {
-    if (!tick_fresh) now_tick = now_ticks(), tick_fresh = true;
-    return now_tick;
-  }
-  double ns_per_tick = 1.0;
-  // The shorter of EngineOptions::keepalive_ms and keepalive_idle_ms, in
-  // ticks (0: no keepalive): how long the timers may leave a connection
-  // that is up without a look (ClientConn::refile_at).
-  uint64_t keepalive_look_ticks = 0;
-  // The client connections by when their timers are next due.
-  ClientTimers timers;
-
-  // ---- receive queues by id (MsgBuf::queue names it)
-  std::vector<RecvQueue*> queues;
+  // ---- receive queues by id: ids given back, for reuse (the queues
+  // themselves are in the pass's section below)
   std::vector<uint16_t> free_queue_ids;
-  std::vector<RecvQueue*> to_post;  // queues with buffers to post
-  // A buffer was queued since poll() last looked at to_post: the queues
-  // there that wait for a batch are looked at only then.
-  bool posts_due = false;
   uint16_t add_queue(RecvQueue* q);  // engine.cc
   void remove_queue(uint16_t id);
-  // A receive queue has buffers to post.
-  void queue_needs_post(RecvQueue* q) {
-    posts_due = true;
-    if (q->in_post_list) return;
-    q->in_post_list = true;
-    to_post.push_back(q);
-  }
 
-  // ---- the receive batch poll() is dispatching: its number (bumped per
-  // batch, and after it, so that nothing outside a batch matches) and the
-  // index of the completion being dispatched. A connection remembers the
-  // last index of its own in the batch (ConnBase::rx_*): more_in_batch()
-  // lets a server leave a reply unsignaled when another call of the same
-  // connection is already in hand (see ServerConn::post_reply).
-  uint64_t rx_batch = 0;  // 64 bits: a connection's old mark never comes round again
-  int rx_pos = 0;
-  bool more_in_batch(const ConnBase* c) const { return c->rx_batch == rx_batch && c->rx_last > rx_pos; }
-
-  // ---- service
-  // Connections with work waiting for resources, in the order they asked.
-  using ServiceList = IntrusiveList<ConnBase, &ConnBase::service_link>;
-  ServiceList service_list;
-  // Received calls of several peers waiting for their turn (peer_service.h).
-  // One call per peer per round while another peer waits: the smallest
-  // turn, so another peer's call waits behind at most one of each other's.
-  static constexpr uint32_t kServiceQuantum = 1;
-  PeerService service{0, kServiceQuantum};
+  // ---- service, its colder part
   // Serves what waits of connection c (of all: nullptr) now, before c goes
   // (a connection that is not ready gives the buffers back). engine_poll.cc
   void release_held(const ConnBase* c);
@@ -223,8 +153,109 @@ class ConnCore {
   std::unique_ptr<Breakdown> bd_gone[2];
   std::unique_ptr<CallTrace> trace;  // EngineOptions::trace_every; null when off
 
-  // ---- connection ids, and flags the control path reads
+  // ---- connection ids
   uint64_t next_conn_id = 1;  // ConnBase::id: engine-unique, never reused
+
+  // ---- hot, per message: the counters, the options, the pools
+  EngineStats engine_stats;
+  EngineOptions opt;
+  // (The message buffers and the bulk pool's per-peer shares are in the
+  // pass's part below.)
+  std::unique_ptr<BulkPool> bulk;
+  SlabTable<Request> requests;
+  SlabTable<SrvCall> srv_calls;
+  uint32_t srv_call_cap = 0;
+  bool poison = false;  // test builds: recycled buffers are poisoned
+  // What the pools looked like when the server call chosen last of those
+  // waiting for memory failed (retried only once something came back).
+  uint64_t wait_bulk_gen = 0;
+  uint32_t wait_send_free = 0;
+  // Server calls waiting for memory, in their peers' queues (bulk_share.h).
+  // stop_waiting: served (its peer's turn is charged) or not (freed).
+  void wait_for_memory(SrvCall* sc);  // engine_poll.cc
+  void stop_waiting(SrvCall* sc, bool served);
+  // The shared send buffers or server calls are three quarters used, or a
+  // call waits for bulk memory: Sends are signaled so that what they hold
+  // comes back promptly (ConnBase::post).
+  bool pools_low() const {
+    return memory_waiters != 0 || send_bufs->out() >= send_bufs_low || srv_calls.out() >= srv_calls_low;
+  }
+  // Three quarters of each pool's most, rounded up (out >= low is
+  // out * 4 >= most * 3), set once the pools are made.
+  uint32_t send_bufs_low = 0, srv_calls_low = 0;
+  static uint32_t three_quarters(uint32_t most) { return static_cast<uint32_t>((uint64_t{most} * 3 + 3) / 4); }
+
+  // The client connections by when their timers are next due.
+  ClientTimers timers;
+  // Ticks to nanoseconds (each round trip's histograms).
+  double ns_per_tick = 1.0;
+  // The shorter of EngineOptions::keepalive_ms and keepalive_idle_ms, in
+  // ticks (0: no keepalive): how long the timers may leave a connection
+  // that is up without a look (ClientConn::refile_at).
+  uint64_t keepalive_look_ticks = 0;
+
+  // ---- hot, per pass (the last lines: EngineImpl's pass fields follow)
+  // The message buffers (a receive's is looked up by its wr_id), and the
+  // bulk pool's per-peer shares with the server calls waiting for memory in
+  // their peers' queues (every pass asks whether any waits). After the
+  // server calls and requests, which hold their buffers: destroyed first.
+  std::unique_ptr<MsgBufPool> send_bufs, recv_bufs;
+  std::unique_ptr<BulkShares> shares;
+  // How many server calls wait for memory (shares->waiters(), kept by
+  // wait_for_memory and stop_waiting, its only callers): the pass's test
+  // and pools_low() read it here rather than on the shares' own line.
+  uint32_t memory_waiters = 0;
+  // The service list and the peers' service order.
+  // Connections with work waiting for resources, in the order they asked.
+  using ServiceList = IntrusiveList<ConnBase, &ConnBase::service_link>;
+  ServiceList service_list;
+  // Received calls of several peers waiting for their turn (peer_service.h).
+  // One call per peer per round while another peer waits: the smallest
+  // turn, so another peer's call waits behind at most one of each other's.
+  static constexpr uint32_t kServiceQuantum = 1;
+  PeerService service{0, kServiceQuantum};
+
+  // Receive queues by id (MsgBuf::queue names it).
+  std::vector<RecvQueue*> queues;
+  std::vector<RecvQueue*> to_post;  // queues with buffers to post
+  // A buffer was queued since poll() last looked at to_post: the queues
+  // there that wait for a batch are looked at only then.
+  bool posts_due = false;
+  // A receive queue has buffers to post.
+  void queue_needs_post(RecvQueue* q) {
+    posts_due = true;
+    if (q->in_post_list) return;
+    q->in_post_list = true;
+    to_post.push_back(q);
+  }
+
+  // The receive batch poll() is dispatching: its number (bumped per
+  // batch, and after it, so that nothing outside a batch matches) and the
+  // index of the completion being dispatched. A connection remembers the
+  // last index of its own in the batch (ConnBase::rx_*): more_in_batch()
+  // lets a server leave a reply unsignaled when another call of the same
+  // connection is already in hand (see ServerConn::post_reply).
+  uint64_t rx_batch = 0;  // 64 bits: a connection's old mark never comes round again
+  int rx_pos = 0;
+  bool more_in_batch(const ConnBase* c) const { return c->rx_batch == rx_batch && c->rx_last > rx_pos; }
+
+  // The clock:
+  // A recent reading of the clock (ticks), for what needs only
+  // millisecond precision (a connection's last activity: keepalive, idle
+  // time): poll() reads the clock every few passes (EngineImpl::kClockPasses),
+  // and a round trip's measurement refreshes it. Reading the TSC costs
+  // ~14 ns on this project's VMs, which per pass and per message was ~10%
+  // of a depth-32 RPC's time (perf, tern-perf --rpc --qd 32).
+  uint64_t now_tick = 0;
+  // A reading taken in this pass of poll() (a wake-up's, a receive's):
+  // pass_tick() reuses it, so that a batch of calls costs one read.
+  bool tick_fresh = false;
+  uint64_t pass_tick() {
+    if (!tick_fresh) now_tick = now_ticks(), tick_fresh = true;
+    return now_tick;
+  }
+
+  // Flags the pass and the control path read.
   bool cm_due = false;  // a connection just failed: read connection events in this poll()
   bool shutting_down = false;
 };

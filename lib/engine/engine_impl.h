@@ -62,7 +62,7 @@ struct PoolAudit {
 // see: devices and CM events, listening and admission, the connection
 // table, wait mode, telemetry. It answers connections' control-path
 // requests as their ConnControl.
-class EngineImpl final : public Engine, public ConnCore, private ConnControl {
+class alignas(64) EngineImpl final : public Engine, public ConnCore, private ConnControl {
  public:
   explicit EngineImpl(const EngineOptions& o);
   ~EngineImpl() override;
@@ -174,46 +174,14 @@ class EngineImpl final : public Engine, public ConnCore, private ConnControl {
   EngineMr* registration_elsewhere(const ConnBase* me, const PdCtx* pd_ctx, uint32_t rkey) override;  // engine.cc
   const std::string& telemetry_id() const override { return tel_id; }
 
-  RegistrarStats reg_st;  // every registrar of this engine counts here
-  std::vector<std::unique_ptr<DeviceCtx>> devices;
-  // Server connections held per peer, and how many reaped ones are not yet
-  // reclaimed (before conns: a connection leaves them when destroyed).
-  PeerConns peers;
-  uint32_t reaping = 0;
-  std::vector<ClientConn*> timers_due;  // run_timers' scratch
-  // Connections by slot (wr_ids name the slot); null slots are free.
-  std::vector<std::unique_ptr<ConnBase>> conns;
-  std::vector<uint32_t> free_slots;
-  uint32_t nconns = 0;
-  // Client connections. Their timers (deadlines, keepalive, reconnects)
-  // run from poll()'s millisecond tick, for those due (timers).
-  std::vector<ClientConn*> clients;
-  // The earliest time a client's tick has work (ticks; 0: none), for wait
-  // mode; next_timer_tick() also counts the pull/push deadlines.
-  uint64_t next_client_tick() const;
-  uint64_t next_timer_tick() const;
-  std::vector<std::pair<void*, size_t>> user_regions_;  // registered on devices opened later too
-  // A batch of receives was served at once, outside the service order,
-  // after its last turn (served_alone: the connection of the latest, which
-  // was its peer's; nullptr when unknown or reclaimed): that peer was served
-  // last, and yields the next turn to peers that waited (peer_service.h).
-  // Two stores per batch on poll()'s common path; read only by a turn.
-  ConnBase* served_alone = nullptr;
-  bool alone_since = false;
-  uint64_t polls = 0;
-  // poll() reads the clock into ConnCore::now_tick every kClockPasses passes.
-  static constexpr uint32_t kClockPasses = 8;
-  uint32_t clock_skip = 0;
-  uint64_t last_cm_tick = 0, cm_interval_ticks = 0;
-  // Wait mode.
+  // ---- the pass's own fields, first: they follow ConnCore's hot part, the
+  // end of that base (conn_core.h's layout note), so that a pass at depth 1
+  // reads a few adjacent lines of the engine (hot_fields_test.cc).
+  // Wait mode. What every pass reads first (armed, and the pollers' marks
+  // it clears or sets).
   struct WaitState {
-    int epfd = -1;             // holds every device's wait fd; made on first use
-    size_t devices_added = 0;  // devices[0..devices_added) are in epfd
     bool armed = false;        // prepare_wait() armed the devices; poll() acks
     bool rechecking = false;   // prepare_wait()'s own poll(): keep them armed
-    int timer_fd = -1;         // the clients' next tick, for a sleeping host
-    uint64_t timer_at = 0;     // the tick it is armed for (0: disarmed)
-    size_t pollers_added = 0;  // pollers[0..pollers_added) have their wake fd in epfd
     // What wait()'s epoll_wait said fired, for finish_wait() to read only
     // those pollers' eventfds (poller i: bit i), and those of pollers that
     // found work since the last drain. Unknown (false) after a wake-up
@@ -223,7 +191,12 @@ class EngineImpl final : public Engine, public ConnCore, private ConnControl {
     // poller finds in this pass was signalled before that read (or after
     // it, and then the fd ends the next sleep at once): not marked worked.
     bool fired_known = false;
-    uint64_t pollers_fired = 0, pollers_worked = 0, pollers_drained = 0;
+    uint64_t pollers_drained = 0, pollers_worked = 0, pollers_fired = 0;
+    int epfd = -1;             // holds every device's wait fd; made on first use
+    int timer_fd = -1;         // the clients' next tick, for a sleeping host
+    size_t devices_added = 0;  // devices[0..devices_added) are in epfd
+    uint64_t timer_at = 0;     // the tick it is armed for (0: disarmed)
+    size_t pollers_added = 0;  // pollers[0..pollers_added) have their wake fd in epfd
     ~WaitState();
   } waiting;
   // The host's pollers (add_poller), run at the end of every poll().
@@ -233,8 +206,45 @@ class EngineImpl final : public Engine, public ConnCore, private ConnControl {
     int wake_fd;
   };
   std::vector<HostPoller> pollers;
-  // Cross-thread snapshots (stats_json_snapshot).
+  // A batch of receives was served at once, outside the service order,
+  // after its last turn (served_alone: the connection of the latest, which
+  // was its peer's; nullptr when unknown or reclaimed): that peer was served
+  // last, and yields the next turn to peers that waited (peer_service.h).
+  // Two stores per batch on poll()'s common path; read only by a turn.
+  ConnBase* served_alone = nullptr;
+  bool alone_since = false;
+  // Another thread wants a stats snapshot (telemetry): one relaxed load per
+  // pass; set only when one is asked for.
   std::atomic<bool> snapshot_wanted{false};
+  // poll() reads the clock into ConnCore::now_tick every kClockPasses passes.
+  static constexpr uint32_t kClockPasses = 8;
+  uint32_t clock_skip = 0;
+  uint64_t polls = 0;
+  uint64_t last_cm_tick = 0, cm_interval_ticks = 0;
+  RegistrarStats reg_st;  // every registrar of this engine counts here (before devices: theirs count into it)
+  std::vector<std::unique_ptr<DeviceCtx>> devices;
+  // Connections by slot (wr_ids name the slot); null slots are free. Every
+  // send completion reads it, hence next to devices. Destroyed first by
+  // ~EngineImpl (conns.clear()), whatever their order here: a connection
+  // leaves peers, below, when destroyed.
+  std::vector<std::unique_ptr<ConnBase>> conns;
+  // ---- colder
+  std::vector<uint32_t> free_slots;
+  uint32_t nconns = 0;
+  // Server connections held per peer, and how many reaped ones are not yet
+  // reclaimed.
+  PeerConns peers;
+  uint32_t reaping = 0;
+  std::vector<ClientConn*> timers_due;  // run_timers' scratch
+  // Client connections. Their timers (deadlines, keepalive, reconnects)
+  // run from poll()'s millisecond tick, for those due (timers).
+  std::vector<ClientConn*> clients;
+  // The earliest time a client's tick has work (ticks; 0: none), for wait
+  // mode; next_timer_tick() also counts the pull/push deadlines.
+  uint64_t next_client_tick() const;
+  uint64_t next_timer_tick() const;
+  std::vector<std::pair<void*, size_t>> user_regions_;  // registered on devices opened later too
+  // Cross-thread snapshots (stats_json_snapshot; snapshot_wanted is above).
   std::mutex snap_mu;
   std::condition_variable snap_cv;
   std::string snap_json;

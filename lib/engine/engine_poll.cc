@@ -138,6 +138,7 @@ void ConnCore::wait_for_memory(SrvCall* sc) {
   if (sc->waiting) return;
   sc->waiting = true;
   shares->enqueue(static_cast<ServerConn*>(sc->conn)->share, sc);
+  ++memory_waiters;
   engine_stats.waiting_for_memory.add();
   engine_stats.memory_waits.add();
 }
@@ -145,6 +146,7 @@ void ConnCore::wait_for_memory(SrvCall* sc) {
 void ConnCore::stop_waiting(SrvCall* sc, bool served) {
   if (!sc->waiting) return;
   shares->dequeue(static_cast<ServerConn*>(sc->conn)->share, sc, served);
+  --memory_waiters;
   sc->waiting = false;
   engine_stats.waiting_for_memory.sub();
 }
@@ -158,6 +160,7 @@ int EngineImpl::serve_memory_waiters() {
   // round robin among peers); the call chosen is served first, so a large
   // call is never starved by small ones; and only when something came back
   // since the call chosen last failed.
+  TERN_ASSERT(memory_waiters == shares->waiters());
   int n = 0;
   while (shares->any_waiting() && memory_moved()) {
     SrvCall* sc = shares->pick()->waiting.front();
@@ -231,7 +234,7 @@ int EngineImpl::poll() {
     }
     ++rx_batch;  // nothing matches it outside the batch
   }
-  if (shares->any_waiting()) work += serve_memory_waiters();
+  if (memory_waiters != 0) work += serve_memory_waiters();
   if (!service_list.empty()) work += serve_connections();
   // The host's own completions, after this pass's calls reached their
   // handlers: what they submitted goes out in one batch.

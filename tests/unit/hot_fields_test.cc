@@ -10,8 +10,10 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 #include "engine/chunks.h"
+#include "engine/engine_impl.h"
 #include "engine/request.h"
 #include "engine/server_call.h"
 
@@ -67,6 +69,36 @@ TEST(HotFields, RequestPlainFieldsLeadIt) {
   EXPECT_LE(last, hot_end) << "a field every call touches lies past the first " << hot_end / kLine
                            << " cache lines of the request (" << sizeof(Request) << " bytes)";
   delete r;
+}
+
+// The fields of the engine every poll() pass reads or writes at depth 1
+// (the CQ loop, the receive's dispatch, the send completion's slot lookup,
+// the rare parts' tests, the receive posts' test, the clock's pass count)
+// lie on a few adjacent cache lines: ConnCore's hot part, its last lines,
+// and EngineImpl's own pass fields right after it. On the old layout they
+// were on 12 lines spread over 16 KiB (the send scratch between them).
+TEST(HotFields, EnginePassFieldsAreAdjacent) {
+  static_assert(alignof(EngineImpl) == kLine, "the engine starts on a line, so its hot lines are the ones counted");
+  auto* e = new EngineImpl(EngineOptions{});
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(e) % kLine, 0u);
+  size_t lo = SIZE_MAX, hi = 0;
+  auto at = [&](const auto& field) {
+    const size_t end = end_of(*e, field);
+    lo = std::min(lo, end - sizeof(field));
+    hi = std::max(hi, end);
+  };
+  // ConnCore's.
+  at(e->send_bufs), at(e->recv_bufs), at(e->shares), at(e->service_list), at(e->service), at(e->queues);
+  at(e->to_post), at(e->posts_due), at(e->rx_batch), at(e->rx_pos), at(e->now_tick), at(e->tick_fresh);
+  at(e->cm_due), at(e->shutting_down), at(e->memory_waiters);
+  // EngineImpl's.
+  at(e->waiting.armed), at(e->waiting.rechecking), at(e->waiting.pollers_drained), at(e->waiting.pollers_worked);
+  at(e->pollers), at(e->served_alone), at(e->alone_since), at(e->snapshot_wanted), at(e->clock_skip);
+  at(e->polls), at(e->devices), at(e->conns);
+  const size_t lines = (hi - 1) / kLine - lo / kLine + 1;
+  EXPECT_LE(lines, 8u) << "the poll pass's fields span bytes " << lo << ".." << hi << " of the engine ("
+                       << sizeof(EngineImpl) << " bytes): a field moved out of the hot part, or a cold one into it";
+  delete e;
 }
 
 }  // namespace
