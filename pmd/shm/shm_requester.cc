@@ -102,7 +102,7 @@ bool ShmQp::post_inline_send(const SendWr& wr) {
   // which says why.
   const Sge& s = wr.sg_list[0];
   if (sq_next_ != sq_tail_ || out_prod_ - out_done_ >= slots_ || sq_tail_ - sq_head_ >= sq_limit_) return false;
-  const MrEntry* m = pd_->lookup_local(s.lkey, s.addr, s.length, 0);
+  const MrEntry* m = pd_->lookup_source(s.lkey, s.addr, s.length);
   if (m == nullptr) return false;
   SqEntry& e = sq_[sq_tail_ & sq_mask_];
   e.wr_id = wr.wr_id;
