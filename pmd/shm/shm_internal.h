@@ -606,6 +606,10 @@ class ShmQp final : public Qp {
   // A single-SGE Send of up to kMaxInline bytes with nothing queued ahead of
   // it, published at once; false (nothing done) when it is not that case.
   bool post_inline_send(const SendWr& wr);
+  [[gnu::always_inline]] inline bool inline_send(const SendWr& wr);
+  // post_send for anything but one such Send (and for one that failed a
+  // check there): the loop over the WRs.
+  [[gnu::noinline]] int post_general(const SendWr* wrs, int n, int* err);
   // The send queue array is full but the QP's depth allows more: double it.
   void grow_sq();
   // Publishes what waits in the send queue; true if it published any descriptor.
