@@ -610,6 +610,8 @@ class ShmQp final : public Qp {
   // post_send for anything but one such Send (and for one that failed a
   // check there): the loop over the WRs.
   [[gnu::noinline]] int post_general(const SendWr* wrs, int n, int* err);
+  // post_send's commonest post, one Send that may take the inline path.
+  [[gnu::noinline]] int post_one_inline(const SendWr& wr, int* err);
   // The send queue array is full but the QP's depth allows more: double it.
   void grow_sq();
   // Publishes what waits in the send queue; true if it published any descriptor.
