@@ -84,20 +84,47 @@ class ShmPd final : public Pd {
   static bool covers(const MrEntry& e, uint64_t addr, uint64_t len) {
     return addr >= e.iova && len <= e.length && addr - e.iova <= e.length - len;
   }
+  // lookup_local(lkey, addr, len, 0) for a Send's source, with the key checks
+  // of the lkey that last passed them remembered: a host's Sends name one
+  // registration, and those checks (index, bounds, in use, valid, key) were
+  // ~20 of a post's instructions. The range is checked every time against
+  // the entry as it is now. Anything that changes the table -- a
+  // registration made or destroyed, a fast MR registered or invalidated
+  // (entry()), the table moved by its growth -- forgets the key first
+  // (forget_key), so a stale lkey is looked up in full and refused.
+  const MrEntry* lookup_source(uint32_t lkey, uint64_t addr, uint64_t len) {
+    if (TERN_UNLIKELY(lkey != known_lkey_)) {
+      const MrEntry* e = lookup_key(lkey, 0);
+      if (e == nullptr) return nullptr;
+      known_lkey_ = lkey;
+      known_ = e;
+    }
+    return covers(*known_, addr, len) ? known_ : nullptr;
+  }
   // Remote access check by the memory owner, for a request that arrived on
   // QP `qpn`: a fast MR registered through that QP (any QP of the PD when the
   // device is not QP-bound), or a long-lived MR registered with remote rights.
   // A long-lived MR without remote rights is never reachable, whatever key
   // the peer names.
   const MrEntry* lookup_remote(uint32_t rkey, uint64_t addr, uint64_t len, uint32_t need, uint32_t qpn) const;
-  MrEntry* entry(uint32_t index) { return index < mrs_.size() ? &mrs_[index] : nullptr; }
+  // For a change to the entry: the remembered key is forgotten.
+  MrEntry* entry(uint32_t index) {
+    forget_key();
+    return index < mrs_.size() ? &mrs_[index] : nullptr;
+  }
   ShmDevice* device() const { return dev_; }
   const mem::Segment& segment(uint32_t i) const { return segs_[i]; }
   uint32_t alloc_index();
   void free_index(uint32_t index);
 
  private:
+  void forget_key() { known_lkey_ = kNoKey; }
+
   ShmDevice* dev_;
+  // lookup_source's: wider than an lkey, so that kNoKey matches none.
+  static constexpr uint64_t kNoKey = ~uint64_t{0};
+  uint64_t known_lkey_ = kNoKey;
+  const MrEntry* known_ = nullptr;
   std::vector<MrEntry> mrs_;
   std::vector<uint32_t> free_;
   std::vector<mem::Segment> segs_;  // segments MRs live in; index = exported id
@@ -587,6 +614,12 @@ class ShmQp final : public Qp {
   // A single-SGE Send of up to kMaxInline bytes with nothing queued ahead of
   // it, published at once; false (nothing done) when it is not that case.
   bool post_inline_send(const SendWr& wr);
+  [[gnu::always_inline]] inline bool inline_send(const SendWr& wr);
+  // post_send for anything but one such Send (and for one that failed a
+  // check there): the loop over the WRs.
+  [[gnu::noinline]] int post_general(const SendWr* wrs, int n, int* err);
+  // post_send's commonest post, one Send that may take the inline path.
+  [[gnu::noinline]] int post_one_inline(const SendWr& wr, int* err);
   // The send queue array is full but the QP's depth allows more: double it.
   void grow_sq();
   // Publishes what waits in the send queue; true if it published any descriptor.

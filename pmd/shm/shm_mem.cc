@@ -14,6 +14,7 @@ ShmPd::~ShmPd() {
 }
 
 uint32_t ShmPd::alloc_index() {
+  forget_key();  // the entry is about to change, and the table may move
   if (!free_.empty()) {
     uint32_t i = free_.back();
     free_.pop_back();
@@ -24,6 +25,7 @@ uint32_t ShmPd::alloc_index() {
 }
 
 void ShmPd::free_index(uint32_t index) {
+  forget_key();
   MrEntry& e = mrs_[index];
   // The key byte survives reuse and moves on, so a stale rkey for the old MR
   // does not match the next MR at this index.
