@@ -175,6 +175,12 @@ void ServerConn::handle_call(MsgBuf* rep) {
   sc->nomsg = in.nomsg;
   sc->msg_pulled = false;
   sc->args_ = in.body;
+  if (plain) {
+    sc->inv_rkey = 0;  // no chunk lists: no rkey to invalidate
+    route(sc, rc, in.body);
+    call_received(sc);
+    return;
+  }
   // Send With Invalidate is possible when the call carries exactly one rkey
   // (as Linux svcrdma does it).
   sc->inv_rkey = 0;
@@ -192,11 +198,6 @@ void ServerConn::handle_call(MsgBuf* rep) {
       for (int i = 0; i < ch.writes[c].nsegs; ++i) see(ch.writes[c].segs[i].handle);
     for (int i = 0; i < ch.reply.nsegs; ++i) see(ch.reply.segs[i].handle);
     if (one) sc->inv_rkey = key;
-  }
-  if (plain) {
-    route(sc, rc, in.body);
-    call_received(sc);
-    return;
   }
   // Until its RPC header is decoded (now, or once an RDMA_NOMSG message is
   // pulled), or for good when it is garbage, the call names no procedure.
