@@ -343,18 +343,23 @@ void ServerConn::free_call(SrvCall* sc) {
     give_back(rep);
   }
   rpc::enter(sc, SrvState::kFree);
+  // What handle_call() counts on finding in a free call (it writes the
+  // rest itself), and no bulk of its reply (note_host_memory reads it for
+  // a call dropped unanswered). Not reset: the chunk lists, which every
+  // user of a free call writes first (the plain call clears them, the
+  // decoders and send_rdma_error() set them); the arguments and the RPC
+  // header, which only a handler reads, and a handler runs only for a
+  // call handle_call() and route() set them for; the reply message's lengths, which every encoder sets before
+  // anything reads them; the breakdown's stamps, read only on a connection
+  // with a breakdown, whose calls handle_call() stamps afresh
+  // (send_rdma_error()'s answers are never stamped).
   sc->conn = nullptr;
   sc->handler = nullptr;
   sc->proc_counters = nullptr;
-  sc->chunks.clear();
-  sc->args_ = {};
-  sc->hdr_ = {};
   sc->ndata_ = 0;
   sc->pull_waiting = false;
   sc->answer = -1;
-  sc->msg_len = sc->long_len = 0;
   sc->nbulk = 0;
-  sc->ts_pulled = sc->ts_handler = sc->ts_replied = 0;  // send_rdma_error's calls skip handle_call
   core->srv_calls.put(sc);
   --calls_held;
   if (phase() == State::kDead && calls_held == 0) want_service();  // to be reclaimed

@@ -154,25 +154,33 @@ void ServerConn::handle_call(MsgBuf* rep) {
     send_rdma_error(rep, in.xid, false);
     return;
   }
+  // A free call comes with what free_call() (or its constructor) left:
+  // no engine answer, no handler or procedure counters, no read-chunk
+  // data; route() sets the call's handler, counters and RPC header for the
+  // plain call, so none of them is written twice here. What a free call may still hold from
+  // an earlier one (an RDMA_ERROR answer, a digest, an RDMA_NOMSG call,
+  // another connection's stamps) is set below.
   TERN_ASSERT(sc->state() == SrvState::kFree && !sc->handler_owner && !sc->send_owner);
+  TERN_ASSERT(sc->answer == -1 && sc->handler == nullptr && sc->proc_counters == nullptr && sc->ndata_ == 0 &&
+              !sc->pull_waiting);
   ++calls_held;
   sc->conn = this;
   sc->error_only = false;
   sc->xid_ = in.xid;
   sc->digest_known_ = false;
   sc->wanted = in.credits;
-  sc->prog_ = sc->vers_ = sc->proc_ = 0;
   sc->t_recv = core->pass_tick();  // the batch's arrival
   if (TERN_UNLIKELY(breakdown != nullptr)) sc->ts_pulled = sc->ts_handler = sc->ts_replied = 0;
   sc->rep = rep;
   sc->nomsg = in.nomsg;
   sc->msg_pulled = false;
   sc->args_ = in.body;
-  sc->hdr_ = {};
-  sc->answer = -1;
-  sc->handler = nullptr;
-  sc->ndata_ = 0;
-  sc->proc_counters = nullptr;
+  if (plain) {
+    sc->inv_rkey = 0;  // no chunk lists: no rkey to invalidate
+    route(sc, rc, in.body);
+    call_received(sc);
+    return;
+  }
   // Send With Invalidate is possible when the call carries exactly one rkey
   // (as Linux svcrdma does it).
   sc->inv_rkey = 0;
@@ -191,9 +199,10 @@ void ServerConn::handle_call(MsgBuf* rep) {
     for (int i = 0; i < ch.reply.nsegs; ++i) see(ch.reply.segs[i].handle);
     if (one) sc->inv_rkey = key;
   }
-  if (plain) {
-    route(sc, rc, in.body);
-  } else if (!sc->nomsg) {
+  // Until its RPC header is decoded (now, or once an RDMA_NOMSG message is
+  // pulled), or for good when it is garbage, the call names no procedure.
+  sc->prog_ = sc->vers_ = sc->proc_ = 0;
+  if (!sc->nomsg) {
     if (!decode_rpc(sc)) return;
   } else {
     // The message is in the position-zero chunk: the receive's job is done.

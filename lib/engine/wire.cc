@@ -539,6 +539,11 @@ size_t encode_reply_header(uint8_t* buf, size_t cap, uint32_t xid, uint32_t cred
 }
 
 static_assert(kNoChunksHeader == kPlainRdmaHdr, "wire.h's kNoChunksHeader is the plain RDMA_MSG header");
+// encode_plain_reply()'s words (wire.h).
+static_assert(kPlainReplyLen == kPlainRdmaHdr + kPlainReplyHdr);
+static_assert(rr::kVersion == 1 && static_cast<uint32_t>(rr::Proc::kMsg) == 0);
+static_assert(static_cast<uint32_t>(oc::MsgType::kReply) == 1 && static_cast<uint32_t>(oc::ReplyStat::kAccepted) == 0 &&
+              static_cast<uint32_t>(oc::AuthFlavor::kNone) == 0 && static_cast<uint32_t>(oc::AcceptStat::kSuccess) == 0);
 
 size_t encode_msg_header_no_chunks(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits) {
   if (g_fast_paths) {

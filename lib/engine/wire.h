@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 #include "engine/chunks.h"
@@ -159,6 +160,26 @@ inline constexpr int kReplyAuthError = 101;
 inline constexpr int kAnswerErrChunk = 102;
 size_t encode_rpc_reply(uint8_t* buf, size_t cap, uint32_t xid, int accept_stat, uint32_t low, uint32_t high,
                         std::span<const uint8_t> results);
+// The commonest reply whole, in one pass: the RDMA_MSG header with no
+// chunk lists (encode_msg_header_no_chunks) and an accepted SUCCESS reply
+// with an AUTH_NONE verifier (encode_rpc_reply's plain shape) followed by
+// results -- the same bytes those two write (engine_wire_test.cc compares
+// them). kPlainReplyLen + results.size() bytes, which the caller has made
+// sure fit. Inline: the server's common reply was two calls, each checking
+// the fast paths and its room, and writing the xid's bytes again.
+inline constexpr size_t kPlainReplyLen = kNoChunksHeader + 6 * 4;
+inline size_t encode_plain_reply(uint8_t* buf, uint32_t xid, uint32_t credits, std::span<const uint8_t> results) {
+  const uint32_t x = __builtin_bswap32(xid);
+  // xid, RPC-over-RDMA version 1, credits, RDMA_MSG, three empty chunk
+  // lists; xid, REPLY, MSG_ACCEPTED, AUTH_NONE verifier (flavor, length),
+  // SUCCESS. Big-endian words.
+  const uint32_t w[13] = {x, __builtin_bswap32(1u), __builtin_bswap32(credits), 0, 0, 0, 0,
+                          x, __builtin_bswap32(1u), 0,                          0, 0, 0};
+  static_assert(sizeof w == kPlainReplyLen);
+  std::memcpy(buf, w, sizeof w);
+  if (!results.empty()) std::memcpy(buf + kPlainReplyLen, results.data(), results.size());
+  return kPlainReplyLen + results.size();
+}
 // RDMA_ERROR: ERR_VERS or ERR_CHUNK.
 size_t encode_rdma_error(uint8_t* buf, size_t cap, uint32_t xid, uint32_t credits, bool vers);
 

@@ -101,6 +101,28 @@ TEST(Rpc, RemoteInvalidationSkipsLocalInv) {
   EXPECT_EQ(f.cli->stats().local_inv_chains.get(), 0u);
 }
 
+// A server call that carried one rkey is reused by the next call: an
+// inline call after it (no chunk lists, the plain path) must go back as a
+// plain Send, not invalidate the rkey of the call before it.
+TEST(Rpc, InlineCallAfterAChunkedOneInvalidatesNothing) {
+  Fixture f;
+  ASSERT_TRUE(f.conn->info().remote_invalidation);
+  auto* bulk = static_cast<uint8_t*>(f.cli->alloc(8192));
+  std::vector<uint8_t> args(32, 0x42);
+  for (int k = 0; k < 10; ++k) {
+    ASSERT_NO_FATAL_FAILURE(f.fill_and_check(bulk, 8192, static_cast<uint8_t>(k)));
+    Call c;
+    c.proc = kEcho;
+    c.args = args;
+    Pending p = f.call(c);
+    ASSERT_EQ(p.reply.status, CallStatus::kOk) << call_status_name(p.reply.status);
+    EXPECT_EQ(p.results, args);
+  }
+  EXPECT_EQ(f.srv->stats().remote_invalidations.get(), 10u);
+  EXPECT_EQ(f.cli->stats().remote_invalidations.get(), 10u);
+  EXPECT_EQ(f.cli->stats().local_inv_chains.get(), 0u);
+}
+
 TEST(Rpc, WithoutRemoteInvalidationTheClientInvalidatesLocally) {
   EngineOptions so, co;
   co.remote_invalidation = false;  // the client does not offer it: not negotiated

@@ -112,6 +112,33 @@ TEST(WireFastPath, ReplyEncodersWriteWhatTheGeneralCodecsWrite) {
   EXPECT_TRUE(encode_both(false, plain, 27).empty());
 }
 
+// The server's common reply in one pass: what the header with no chunk
+// lists and the plain SUCCESS reply write, for any grant, xid and results
+// (the general codecs' bytes: encode_both(false, ...)).
+TEST(WireFastPath, PlainReplyWritesWhatTheTwoEncodersWrite) {
+  std::vector<uint8_t> res(300);
+  for (size_t i = 0; i < res.size(); ++i) res[i] = static_cast<uint8_t>(i * 13 + 1);
+  ChunkLists none;
+  none.clear();
+  for (uint32_t xid : {0u, 1u, 0xABCDEFu, 0x80000001u, 0xFFFFFFFFu})
+    for (uint32_t credits : {0u, 1u, 17u, 128u, 0xFFFFFFFFu})
+      for (size_t rlen : {size_t{0}, size_t{1}, size_t{4}, size_t{32}, size_t{300}}) {
+        auto r = std::span<const uint8_t>(res.data(), rlen);
+        auto two = [&](uint8_t* b, size_t cap) {
+          const size_t h = encode_reply_header(b, cap, xid, credits, none, false);
+          const size_t m = h == 0 ? 0 : encode_rpc_reply(b + h, cap - h, xid, 0, 0, 0, r);
+          return m == 0 ? 0 : h + m;
+        };
+        const auto want = encode_both(false, two, 1024);
+        ASSERT_EQ(want.size(), kPlainReplyLen + rlen);
+        std::vector<uint8_t> got(1024 + 8, 0xA5);
+        const size_t n = encode_plain_reply(got.data(), xid, credits, r);
+        ASSERT_EQ(n, want.size());
+        got.resize(n);
+        EXPECT_EQ(got, want) << "xid " << xid << " credits " << credits << " results " << rlen;
+      }
+}
+
 // Every one-word mutation (with values that matter to the decoders) and
 // every truncation of `msg`.
 std::vector<std::vector<uint8_t>> variants(const std::vector<uint8_t>& msg) {
