@@ -215,6 +215,15 @@ class ShmSrqPeerTest : public ::testing::Test {
     d.sge[0] = ShmSge{0, len, 0};
     return d;
   }
+  // A SEND whose `len` bytes travel in its slot (no SGEs), as a small
+  // message does; its bytes are left zero.
+  static ShmDesc inline_desc(uint32_t len) {
+    ShmDesc d = send_desc(0);
+    d.num_sge = 0;
+    d.flags = kDescInline;
+    d.length = len;
+    return d;
+  }
 
   std::string path_;
   End server_, client_;
@@ -409,10 +418,7 @@ TEST_F(ShmSrqPeerTest, ABadSlotStopsTheBatchItWasSeenIn) {
   fuzz::PeerLink link;  // one bit, one visit: the five slots in one batch
   ASSERT_TRUE(link.take_accept(h->sock));
   auto inline_send = [](uint8_t byte) {
-    ShmDesc d = send_desc(0);
-    d.num_sge = 0;
-    d.flags = kDescInline;
-    d.length = kLen;
+    ShmDesc d = inline_desc(kLen);
     std::memset(reinterpret_cast<uint8_t*>(&d) + kInlineOffset, byte, kLen);
     return d;
   };
@@ -462,10 +468,7 @@ TEST_F(ShmSrqPeerTest, AVisitCountsTheBatchItExecuted) {
   ASSERT_NE(bad, nullptr);
   fuzz::PeerLink link;
   ASSERT_TRUE(link.take_accept(h->sock));
-  ShmDesc d = send_desc(0);
-  d.num_sge = 0;
-  d.flags = kDescInline;
-  d.length = 16;
+  const ShmDesc d = inline_desc(16);
   for (int i = 0; i < 3; ++i) h->publish(d);
   link.notify();
   ASSERT_TRUE(wait_for([&] { return server_recv_.size() == 3; }, "three messages"));
@@ -494,10 +497,7 @@ TEST_F(ShmSrqPeerTest, ALookAheadReadsOnAcrossTheRingsWrap) {
   ASSERT_NE(bad, nullptr);
   fuzz::PeerLink link;
   ASSERT_TRUE(link.take_accept(h->sock));
-  ShmDesc d = send_desc(0);
-  d.num_sge = 0;
-  d.flags = kDescInline;
-  d.length = 16;
+  const ShmDesc d = inline_desc(16);
   auto repost = [&] {
     for (const Wc& wc : server_recv_) {
       Sge sg{reinterpret_cast<uint64_t>(server_.base() + (wc.wr_id - 100) * kRecvLen), kRecvLen, server_.mr->lkey()};
